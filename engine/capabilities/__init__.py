@@ -1,0 +1,1 @@
+"""Capabilities: how agents reach a run's workspace (MCP tools now; SSH next)."""

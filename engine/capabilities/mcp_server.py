@@ -1,0 +1,158 @@
+"""Serve an env's tools as a real MCP server: the run's ``mcp`` capability.
+
+The official ``mcp`` SDK's low-level ``Server`` (list_tools / call_tool) behind its
+streamable-HTTP session manager, in a Starlette app run by uvicorn inside the caller's
+event loop. One server per run, bound to 127.0.0.1 on an ephemeral port (we bind the
+socket ourselves, so there is no race for the port) or to a unix socket (``uds=``, for
+coding CLIs inside a container: bind-mount the socket, no network needed). Every request
+must carry ``Authorization: Bearer <token>``, the per-run token; others get 401.
+
+    async with serve_mcp(tools, token=token) as url:
+        ...  # agents connect to url with the token
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import socket
+from typing import Any, AsyncIterator, Protocol
+
+import mcp.types as types
+import uvicorn
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engine.errors import AgentError
+
+MCP_PATH = "/mcp"
+SHUTDOWN_GRACE = 2.0
+STARTUP_TIMEOUT = 10.0
+
+log = logging.getLogger(__name__)
+
+
+class _DropClosedStreamNoise(logging.Filter):
+    """The SDK logs a traceback ("Error in standalone SSE writer") whenever a client ends its
+    session while its GET stream is open: a normal disconnect, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (type(exc).__name__ == "ClosedResourceError" and "standalone SSE" in record.getMessage())
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_DropClosedStreamNoise())
+
+
+class ToolProvider(Protocol):
+    def specs(self) -> list[dict]: ...
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]: ...
+
+
+def build_server(tools: ToolProvider, name: str = "crucible") -> Server:
+    """The low-level MCP server exposing ``tools``."""
+    server: Server = Server(name)
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [
+            types.Tool(name=s["name"], description=s.get("description", ""), inputSchema=s["inputSchema"])
+            for s in tools.specs()
+        ]
+
+    @server.call_tool()
+    async def call_tool(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        text, is_error = await tools.call(tool, dict(arguments or {}))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=is_error)
+
+    return server
+
+
+class BearerAuth:
+    """ASGI middleware: 401 unless ``Authorization: Bearer <token>`` matches (constant time)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if not token:
+            raise ValueError("an MCP server needs a non-empty bearer token")
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = JSONResponse({"error": "unauthorized"}, status_code=401,
+                                        headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the engine, not one run's server, owns Ctrl-C."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[override]
+        yield
+
+
+def _bind(uds: str | None) -> tuple[socket.socket, str]:
+    if uds is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(uds)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(uds)
+        os.chmod(uds, 0o666)  # the token, not file permissions, is the gate (uids differ in containers)
+        return sock, f"http://localhost{MCP_PATH}"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}{MCP_PATH}"
+
+
+@contextlib.asynccontextmanager
+async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
+                    uds: str | None = None) -> AsyncIterator[str]:
+    """Serve ``tools`` until the block exits; yields the URL (with ``uds``, reach it over that socket)."""
+    manager = StreamableHTTPSessionManager(app=build_server(tools, name), session_idle_timeout=None)
+    app = Starlette(routes=[Mount(MCP_PATH, app=manager.handle_request)])
+    sock, url = _bind(uds)
+    config = uvicorn.Config(BearerAuth(app, token), lifespan="off", log_level="warning",
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE, access_log=False)
+    server = _QuietServer(config)
+    try:
+        async with manager.run():
+            task = asyncio.create_task(server.serve(sockets=[sock]), name=f"mcp-server-{name}")
+            try:
+                await _until_started(server, task)
+                yield url
+            finally:
+                server.should_exit = True
+                await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE + 5)
+    finally:
+        sock.close()
+        if uds is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(uds)
+
+
+async def _until_started(server: uvicorn.Server, task: asyncio.Task) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STARTUP_TIMEOUT
+    while not server.started:
+        if task.done():
+            try:
+                task.result()
+            except Exception as exc:
+                raise AgentError(f"the MCP server failed to start: {exc}") from exc
+            raise AgentError("the MCP server stopped before it started")
+        if loop.time() > deadline:
+            raise AgentError(f"the MCP server did not start within {STARTUP_TIMEOUT:g} s")
+        await asyncio.sleep(0.01)

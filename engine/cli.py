@@ -1,0 +1,162 @@
+"""The ``crucible`` command.
+
+    crucible run [-m] [overrides]        a run, or a Hydra multirun sweep (joblib, parallel)
+    crucible check [overrides]           the shipping gate: golden 1.0, baseline 0.0
+    crucible build [overrides] [--dry-run]
+    crucible query "SQL" [--json|--csv]
+    crucible show RUN_ID
+    crucible doctor [--fix]
+
+User mistakes end in one line on stderr and a non-zero exit, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+
+from engine.errors import CrucibleError, UserError
+
+USAGE = __doc__
+
+
+def _sigterm_as_interrupt(signum, frame):  # so `finally` blocks remove containers on kill
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE.strip())
+        return 0
+    command, rest = argv[0], argv[1:]
+    handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
+                "show": cmd_show, "doctor": cmd_doctor}
+    if command not in handlers:
+        print(f"crucible: unknown command '{command}' (commands: {', '.join(handlers)})", file=sys.stderr)
+        return 2
+    try:
+        return handlers[command](rest) or 0
+    except UserError as exc:
+        print(f"crucible {command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except CrucibleError as exc:
+        print(f"crucible {command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"crucible {command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    class OneLineParser(argparse.ArgumentParser):
+        def error(self, message):
+            raise UserError(message)
+
+    return OneLineParser(prog=f"crucible {prog}", description=description)
+
+
+# ---------------------------------------------------------------- run (Hydra app)
+def cmd_run(args: list[str]) -> int:
+    from engine.run_app import run_hydra
+
+    return run_hydra(args)
+
+
+# ---------------------------------------------------------------- check
+def cmd_check(args: list[str]) -> int:
+    from engine.check import run_check
+
+    parser = _parser("check", "golden must score 1.0 and baseline 0.0 for every selected task")
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--rebuild", action="store_true", help="run again even if the store has the verdict")
+    parser.add_argument("--check", type=int, default=0, metavar="N", help="run each spec N more times; fail on any difference")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    ns = parser.parse_args(args)
+    if not any(o.startswith("task=") for o in ns.overrides):
+        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    return run_check(ns.overrides, rebuild=ns.rebuild, check=ns.check, parallel=max(1, ns.jobs))
+
+
+# ---------------------------------------------------------------- build
+def cmd_build(args: list[str]) -> int:
+    from engine.build_cmd import run_build
+
+    parser = _parser("build", "build (or find in the cache) the images the selected runs need")
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be built and what is cached")
+    ns = parser.parse_args(args)
+    return run_build(ns.overrides, dry_run=ns.dry_run)
+
+
+# ---------------------------------------------------------------- query
+def cmd_query(args: list[str]) -> int:
+    from engine.session import open_store
+    from engine.tables import format_table, to_csv, to_json
+
+    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, builds)")
+    parser.add_argument("sql")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    ns = parser.parse_args(args)
+    columns, rows = open_store().query(ns.sql)
+    print(to_json(columns, rows) if ns.json else to_csv(columns, rows) if ns.csv else format_table(columns, rows), end="" if ns.csv else "\n")
+    return 0
+
+
+# ---------------------------------------------------------------- show
+def cmd_show(args: list[str]) -> int:
+    from engine.session import open_store
+
+    parser = _parser("show", "one run: spec, status, verdict, steps, timings")
+    parser.add_argument("run_id")
+    parser.add_argument("--json", action="store_true")
+    ns = parser.parse_args(args)
+    record = open_store().get_run(ns.run_id)
+    if record is None:
+        raise UserError(f"no run '{ns.run_id}' in the store")
+    if ns.json:
+        print(json.dumps(record.to_dict(), indent=2, default=str))
+        return 0
+    lines = [
+        f"run        {record.run_id}",
+        f"task       {record.task_id}    agent {record.agent}" + (f"    model {record.model}" if record.model else ""),
+        f"status     {record.status}" + (f" in {record.error_phase}: {record.error}" if record.error else ""),
+        f"reward     {record.reward}    stop {record.stop_reason}",
+        f"integrity  asked {record.integrity_requested}, got {record.integrity_obtained}",
+        f"spec       {record.spec_hash}",
+        f"image      {record.image_tag}",
+        f"started    {record.started_at}    ended {record.ended_at}",
+        f"timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
+        f"run dir    {record.run_dir}",
+    ]
+    if record.warnings:
+        lines.append("warnings   " + "\n           ".join(record.warnings))
+    if record.violations:
+        lines.append("violations " + ", ".join(record.violations))
+    lines.append(f"steps ({len(record.steps)}):")
+    for step in record.steps:
+        flag = "ERR" if step.is_error else "ok "
+        lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
+    lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
+    print("\n".join(lines))
+    return 0
+
+
+# ---------------------------------------------------------------- doctor
+def cmd_doctor(args: list[str]) -> int:
+    from engine.doctor import run_doctor
+
+    parser = _parser("doctor", "check (and with --fix, set up) the Docker engine and the offline base image")
+    parser.add_argument("--fix", action="store_true")
+    ns = parser.parse_args(args)
+    return run_doctor(fix=ns.fix)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Typed errors. Each knows the pipeline phase it belongs to, so a run records where it failed.
+
+``UserError`` and its children are the user's mistakes: the CLI prints them as one line
+and exits non-zero, never with a traceback.
+"""
+from __future__ import annotations
+
+
+class CrucibleError(Exception):
+    phase: str = "engine"
+
+
+class UserError(CrucibleError):
+    """Bad input: a config key, a task id, a SQL typo. One line, exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    phase = "plan"
+
+
+class EngineUnavailable(UserError):
+    """No reachable Docker engine (and none could be started)."""
+
+    phase = "provision"
+    exit_code = 3
+
+
+class PlanError(CrucibleError):
+    phase = "plan"
+
+
+class BuildError(CrucibleError):
+    phase = "build"
+
+
+class WorkspaceError(CrucibleError):
+    phase = "provision"
+
+
+class SetupError(CrucibleError):
+    phase = "setup"
+
+
+class AgentError(CrucibleError):
+    phase = "agent"
+
+
+class CaptureError(CrucibleError):
+    phase = "capture"
+
+
+class GradeError(CrucibleError):
+    phase = "grade"
+
+
+class StoreError(CrucibleError):
+    phase = "store"
+
+
+class IntegrityUnavailable(UserError):
+    """The requested integrity mode cannot be had on this runtime; refuse, never weaken."""
+
+    phase = "provision"

@@ -1,0 +1,195 @@
+"""Data without behaviour: what flows between pipeline stages and what the store keeps.
+
+These map one-to-one onto the DuckDB tables (see ``engine/store.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_STATUSES = ("running", "completed", "error", "canceled", "timeout")
+PHASES = ("plan", "build", "provision", "setup", "agent", "capture", "grade", "store")
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialisation every hash in crucible is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_hex(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    truncated: bool = False
+    stdout_bytes_total: int = 0
+    stderr_bytes_total: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def text(self) -> str:
+        """stdout then stderr, decoded leniently (for logs and tool results)."""
+        out = self.stdout.decode("utf-8", "replace")
+        err = self.stderr.decode("utf-8", "replace")
+        return out + (("\n" if out and not out.endswith("\n") else "") + err if err else "")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image named by its inputs. ``tag`` is derived from ``input_hash``."""
+
+    tag: str
+    input_hash: str
+    dockerfile: str
+    context_dir: str
+    build_args: tuple[tuple[str, str], ...] = ()
+    base: str = ""
+    purpose: str = ""
+    inputs: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass
+class BuildRecord:
+    build_id: str
+    tag: str
+    input_hash: str
+    purpose: str
+    cache_hit: bool
+    seconds: float
+    size_bytes: int | None
+    inputs: dict
+    log_path: str | None
+    started_at: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that can change a verdict, pinned at plan time. Frozen; hashed whole."""
+
+    engine_version: str
+    task: dict
+    env: dict
+    flavor: dict
+    agent: dict
+    integrity: dict
+    runtime: dict
+    image: dict
+    timeouts: dict
+    seed: int
+    attempt: int
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def spec_hash(self) -> str:
+        return sha256_hex(canonical_json(self.to_dict()))
+
+    @property
+    def task_id(self) -> str:
+        return self.task["id"]
+
+    @property
+    def agent_name(self) -> str:
+        return self.agent["name"]
+
+    @property
+    def model(self) -> str | None:
+        return self.agent.get("model")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSpec":
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+
+
+@dataclass
+class Step:
+    """One tool call (or model turn) an agent made."""
+
+    idx: int
+    kind: str  # "tool_call" | "model" | "warning"
+    capability: str | None = None
+    tool: str | None = None
+    arguments: Any = None
+    result: str | None = None
+    is_error: bool = False
+    started_at: str | None = None
+    seconds: float = 0.0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    note: str | None = None
+
+
+@dataclass
+class CapturedSubmission:
+    diff: str
+    files_changed: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    """Protected paths the agent changed, dropped from ``diff`` (integrity=strict)."""
+
+
+@dataclass
+class Verdict:
+    reward: float
+    subscores: dict[str, float] = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+    """The raw grade: apply output, exit code, test output tail, durations, reason."""
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    spec_hash: str
+    spec: dict
+    status: str
+    task_id: str
+    agent: str
+    model: str | None
+    flavor: str
+    runtime: str
+    integrity_requested: str
+    integrity_obtained: str | None
+    attempt: int
+    seed: int
+    sweep_id: str | None
+    started_at: str
+    ended_at: str | None = None
+    reward: float | None = None
+    subscores: dict[str, float] = field(default_factory=dict)
+    raw_grade: dict = field(default_factory=dict)
+    diff: str | None = None
+    violations: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    error_phase: str | None = None
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+    run_dir: str | None = None
+    image_tag: str | None = None
+    from_cache: bool = False
+    owner_pid: int | None = None
+    owner_host: str | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunRecord":
+        data = dict(data)
+        data["steps"] = [Step(**s) for s in data.get("steps", [])]
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

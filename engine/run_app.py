@@ -1,0 +1,130 @@
+"""``crucible run``: the Hydra app. One run, or with ``-m`` a sweep (joblib launcher, parallel).
+
+Before Hydra sees the command line, group globs are expanded (stock ``glob()`` misses
+nested task sets) and every choice is composed once, so a bad key fails in one line
+instead of inside a launcher worker. Each job plans its spec, skips it when
+``resume=true`` and the store already has a completed run of that spec hash, and
+otherwise executes it with its Hydra output directory as the run directory.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from uuid import uuid4
+
+from engine import paths
+from engine.config import CONF_DIR, combinations, compose_config, expand_globs, searchpath_override
+
+_FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+_NO_VALIDATION = {"--help", "-h", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
+_outcome: dict = {}
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[str]]:
+    flags, overrides, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-"):
+            flags.append(arg)
+            if arg in _FLAGS_WITH_VALUE and i + 1 < len(args) and not args[i + 1].startswith("-") and "=" not in args[i + 1]:
+                flags.append(args[i + 1])
+                i += 1
+        else:
+            overrides.append(arg)
+        i += 1
+    return flags, overrides
+
+
+def _validate(overrides: list[str]) -> None:
+    """Compose enough combinations that every value of every sweep axis is tried once."""
+    combos = combinations(overrides)
+    for combo in combos[: max(1, min(len(combos), 64))]:
+        compose_config(combo)
+
+
+def run_hydra(args: list[str]) -> int:
+    flags, overrides = split_args(args)
+    multirun = "-m" in flags or "--multirun" in flags
+    if not set(flags) & _NO_VALIDATION:
+        overrides = expand_globs(overrides)
+        _validate(overrides)
+    extra = searchpath_override()
+    sweep_id = None
+    if multirun:
+        sweep_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
+        extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={paths.runs_dir() / 'sweeps' / sweep_id}"]
+    sys.argv = ["crucible run", *flags, *overrides, *extra]
+    _outcome.clear()
+    _hydra_main()
+    if multirun and sweep_id and not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags:
+        return _sweep_summary(sweep_id)
+    return _outcome.get("exit_code", 0)
+
+
+def _sweep_summary(sweep_id: str) -> int:
+    from engine.session import open_store
+    from engine.tables import format_table
+
+    store = open_store()
+    cols, rows = store.query(
+        "SELECT task_id, agent, coalesce(model, '') AS model, attempt, status, reward, "
+        f"round(epoch(ended_at) - epoch(started_at), 2) AS seconds FROM runs WHERE sweep_id = '{sweep_id}' "
+        "ORDER BY task_id, agent, model, attempt"
+    )
+    print(f"\nsweep {sweep_id}: {len(rows)} run(s) stored")
+    if rows:
+        print(format_table(cols, rows))
+        cols, rows = store.query(
+            "SELECT agent, coalesce(model, '') AS model, count(*) AS runs, "
+            "count(*) FILTER (WHERE status = 'completed') AS completed, "
+            "round(avg(CASE WHEN reward >= 1.0 THEN 1.0 ELSE 0.0 END), 3) AS pass_rate "
+            f"FROM runs WHERE sweep_id = '{sweep_id}' GROUP BY ALL ORDER BY agent, model"
+        )
+        print("\npass rate")
+        print(format_table(cols, rows))
+    return 0
+
+
+def _job(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from engine.config import to_typed
+    from engine.errors import UserError
+    from engine.runner import Runner
+    from engine.session import housekeeping, session_for
+    from engine.spec import plan
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        OmegaConf.resolve(cfg)
+        typed = to_typed(cfg)
+        session = session_for(typed)
+        if typed.sweep_id is None:
+            housekeeping(session.store)
+        planned = plan(typed, builder=session.builder)
+        spec_hash = planned.spec.spec_hash
+        if typed.resume and (done := session.store.completed_run_for(spec_hash)) is not None:
+            print(f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
+                  f"completed run {done.run_id} (resume=true)")
+            return
+        runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
+        record = asyncio.run(runner.execute(planned, run_dir, sweep_id=typed.sweep_id))
+    except UserError as exc:
+        print(f"crucible run: {exc}", file=sys.stderr)
+        _outcome["exit_code"] = exc.exit_code
+        return
+    line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
+    if record.error:
+        line += f"  [{record.error_phase}] {record.error}"
+    print(f"{line}  run {record.run_id}  ({run_dir})")
+    _outcome["exit_code"] = 0 if record.status == "completed" else 1
+
+
+def _hydra_main() -> None:
+    import hydra
+
+    hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)()

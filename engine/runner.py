@@ -1,0 +1,153 @@
+"""Executing one planned run end to end, one phase at a time, always ending in a stored status.
+
+    build -> provision -> setup -> agent (served tools) -> capture -> grade (fresh workspace) -> store
+
+Whatever happens — an error in any phase, a timeout, Ctrl-C — the run ends with a recorded
+status (completed / error / canceled / timeout), the phase it failed in, and its timings.
+The record is written durably beside the run's outputs before it reaches the store.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import time
+import traceback
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.agents import AgentContext, AgentOutcome
+from engine.capabilities.mcp_server import serve_mcp
+from engine.errors import CrucibleError
+from engine.models import RunRecord, Verdict
+from engine.spec import Plan, plugin_class
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:10]
+
+
+def instantiate(part: dict, *, where: str, **extra):
+    """Build a plug-in from its spec part; ``_target_`` must live in crucible's packages."""
+    cls = plugin_class(part["_target_"], where=where)
+    kwargs = {k: v for k, v in part.items() if k != "_target_" and not (k == "model" and not getattr(cls, "takes_model", False))}
+    return cls(**kwargs, **extra)
+
+
+class Runner:
+    def __init__(self, *, store, builder, runtime) -> None:
+        self.store = store
+        self.builder = builder
+        self.runtime = runtime
+
+    def new_record(self, plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None) -> RunRecord:
+        spec = plan.spec
+        return RunRecord(
+            run_id=run_id or new_run_id(), spec_hash=spec.spec_hash, spec=spec.to_dict(), status="running",
+            task_id=spec.task_id, agent=spec.agent_name, model=spec.model, flavor=spec.flavor["name"],
+            runtime=spec.runtime["name"], integrity_requested=spec.integrity["mode"], integrity_obtained=None,
+            attempt=spec.attempt, seed=spec.seed, sweep_id=sweep_id, started_at=now_iso(), run_dir=str(run_dir),
+            image_tag=plan.image.tag, owner_pid=os.getpid(), owner_host=socket.gethostname(),
+        )
+
+    async def execute(self, plan: Plan, run_dir: Path, *, sweep_id: str | None = None,
+                      run_id: str | None = None) -> RunRecord:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
+        (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
+        (run_dir / "pins.json").write_text(json.dumps(plan.spec.task["pins"], indent=2, sort_keys=True))
+        self.store.record_run(record)
+        phase = _Phase(record)
+        try:
+            await self._pipeline(plan, record, phase)
+            record.status = "completed"
+        except asyncio.TimeoutError:
+            record.status, record.error_phase = "timeout", phase.name
+            record.error = f"{phase.name} exceeded its timeout"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            record.status, record.error_phase, record.error = "canceled", phase.name, "canceled by the user"
+            self._finish(record, phase)
+            raise
+        except CrucibleError as exc:
+            record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
+            _write_traceback(run_dir)
+        except Exception as exc:  # an engine bug must still end as a recorded error, never a lost run
+            record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
+            _write_traceback(run_dir)
+        self._finish(record, phase)
+        return record
+
+    def _finish(self, record: RunRecord, phase: "_Phase") -> None:
+        record.ended_at = now_iso()
+        with phase.timed("store", is_phase=False):
+            self.store.record_run(record)
+
+    async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase") -> None:
+        spec, timeouts = plan.spec, plan.spec.timeouts
+        flavor = instantiate(spec.flavor, where="flavor")
+        agent = instantiate(spec.agent, where="agent")
+        with phase.timed("build"):
+            build = await asyncio.to_thread(self.builder.ensure, plan.image, self.store)
+            record.from_cache = bool(build.cache_hit)
+        with phase.timed("provision"):
+            workspace = self.runtime.provision(plan.image, run_id=record.run_id,
+                                               network=spec.integrity["agent_network"], purpose="agent")
+            ws = await workspace.__aenter__()
+        try:
+            record.integrity_obtained = spec.integrity["mode"]
+            with phase.timed("setup"):
+                await asyncio.wait_for(flavor.setup(ws, spec), timeouts["setup"])
+            with phase.timed("agent"):
+                outcome = await self._run_agent(agent, flavor, ws, spec, timeouts["agent"])
+            record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            with phase.timed("capture"):
+                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
+            record.diff, record.violations = submission.diff, submission.violations
+        finally:
+            with phase.timed("teardown", is_phase=False):
+                await workspace.close()
+        with phase.timed("grade"):
+            async with self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade") as gws:
+                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), timeouts["grade"])
+        record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
+
+    async def _run_agent(self, agent, flavor, ws, spec, timeout: float) -> AgentOutcome:
+        token = secrets.token_urlsafe(32)
+        tools = flavor.tools_for(ws, spec)
+        async with serve_mcp(tools, token=token) as url:
+            ctx = AgentContext(spec=spec, capabilities={"mcp": url}, capability_auth={"mcp": token},
+                               validation=spec.task.get("validation") or [], prompt=spec.task["prompt"])
+            try:
+                return await asyncio.wait_for(agent.run(ctx), timeout)
+            except asyncio.TimeoutError:
+                return AgentOutcome(stop_reason="timeout", warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+
+
+class _Phase:
+    """Tracks the current phase (for error records) and per-stage wall time."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self.name = "plan"
+
+    @contextmanager
+    def timed(self, name: str, *, is_phase: bool = True):
+        if is_phase:  # teardown runs in a finally: it must not hide the phase that failed
+            self.name = name
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.record.timings[name] = round(self.record.timings.get(name, 0.0) + time.perf_counter() - began, 4)
+
+
+def _write_traceback(run_dir: Path) -> None:
+    (run_dir / "error.log").write_text(traceback.format_exc())

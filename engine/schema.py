@@ -1,0 +1,167 @@
+"""Structured-config schemas for every Hydra group, registered in the ConfigStore.
+
+Each group option under ``conf/<group>/`` starts its defaults list with the schema
+(``base_<kind>``), so a misspelled key or a wrong type fails at compose time naming the key.
+Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its own packages.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+ALLOWED_TARGET_PREFIXES = ("engine.", "envs.", "swe_tasks.")
+
+
+# ---------------------------------------------------------------- task
+@dataclass
+class TaskRefs:
+    """The three-branch convention; any ref may be overridden per task."""
+
+    baseline: str = "${..name}_baseline"
+    test: str = "${..name}_test"
+    golden: str = "${..name}_golden"
+
+
+@dataclass
+class TaskConfig:
+    name: str = MISSING
+    set: str = MISSING
+    repo: str = MISSING
+    """A git URL, a local path, or ``generated://NAME`` (built by samples/NAME/build_repo.py)."""
+    refs: TaskRefs = field(default_factory=TaskRefs)
+    hidden_tests: List[str] = MISSING
+    test_command: str = MISSING
+    """Shell command run in the repo dir; ``{test_files}`` becomes the hidden test files."""
+    prompt: str = MISSING
+    validation: Optional[List[Any]] = None
+    """Tool calls ``{name, arguments, capability?}`` that stage the golden; None = derived."""
+    system_packages: List[str] = field(default_factory=list)
+    install: str = ""
+    workdir: str = "/app"
+    protected_paths: List[str] = field(default_factory=list)
+    test_timeout: float = 600.0
+    tests_ran_regex: str = r"\b[1-9][0-9]* passed\b"
+    """Output must match this for a passing exit code to count: no tests run scores 0."""
+
+
+# ---------------------------------------------------------------- plug-in groups
+@dataclass
+class EnvConfig:
+    name: str = "coding"
+    tools: List[str] = field(default_factory=lambda: ["bash", "str_replace_based_edit_tool"])
+    bash_timeout: float = 120.0
+    max_output_bytes: int = 32768
+
+
+@dataclass
+class FlavorConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class CodingFlavorConfig(FlavorConfig):
+    _target_: str = "engine.flavors.coding.CodingFlavor"
+    name: str = "coding"
+
+
+@dataclass
+class AgentConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class NoopAgentConfig(AgentConfig):
+    _target_: str = "engine.agents.noop.NoopAgent"
+    name: str = "noop"
+
+
+@dataclass
+class IntegrationTestAgentConfig(AgentConfig):
+    _target_: str = "engine.agents.integration_test.IntegrationTestAgent"
+    name: str = "integration_test"
+    timeout_seconds: float = 600.0
+
+
+@dataclass
+class IntegrityConfig:
+    mode: str = MISSING
+    vault: bool = True
+    """History moved to a root-only vault; the agent gets a fresh one-commit repo."""
+    uid_wall: bool = True
+    """Agent tool calls run as uid 1000."""
+    agent_network: bool = False
+    drop_protected: bool = True
+    """Agent changes to protected paths are dropped from the graded diff and recorded."""
+
+
+@dataclass
+class RuntimeConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class DockerRuntimeConfig(RuntimeConfig):
+    _target_: str = "engine.runtimes.docker.DockerRuntime"
+    name: str = "docker"
+    api_timeout: float = 1800.0
+    default_exec_timeout: float = 1800.0
+    memory: Optional[str] = None
+    cpus: Optional[float] = None
+    pids_limit: Optional[int] = 4096
+
+
+# ---------------------------------------------------------------- top level
+@dataclass
+class Timeouts:
+    setup: float = 300.0
+    agent: float = 1800.0
+    capture: float = 120.0
+    grade: float = 900.0
+
+
+@dataclass
+class BuildConfig:
+    base: Optional[str] = None
+    """An image to build FROM instead of the bootstrapped offline base (e.g. a registry image)."""
+    ca_bundle: Optional[str] = None
+    """CA bundle forwarded into builds; None = $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE if set."""
+
+
+@dataclass
+class CrucibleConfig:
+    env: Any = MISSING
+    flavor: Any = MISSING
+    agent: Any = MISSING
+    integrity: Any = MISSING
+    runtime: Any = MISSING
+    task: Any = MISSING
+    model: Optional[str] = None
+    seed: int = 0
+    attempt: int = 0
+    resume: bool = False
+    sweep_id: Optional[str] = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    build: BuildConfig = field(default_factory=BuildConfig)
+    store: Optional[str] = None
+    """Path of the DuckDB store; None = $CRUCIBLE_STORE or $CRUCIBLE_HOME/store.duckdb."""
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=CrucibleConfig)
+    cs.store(group="task", name="base_task", node=TaskConfig)
+    cs.store(group="env", name="base_env", node=EnvConfig)
+    cs.store(group="flavor", name="base_coding", node=CodingFlavorConfig)
+    cs.store(group="agent", name="base_noop", node=NoopAgentConfig)
+    cs.store(group="agent", name="base_integration_test", node=IntegrationTestAgentConfig)
+    cs.store(group="integrity", name="base_integrity", node=IntegrityConfig)
+    cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
+
+
+register()

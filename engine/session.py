@@ -1,0 +1,53 @@
+"""What every command needs once: the store, the builder, the runtime, and housekeeping.
+
+Housekeeping runs at the start of every command: containers whose owner process is gone
+are removed (a ``kill -9`` must not leak containers) and runs it left "running" are
+recorded as errors, so no run stays stuck.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from engine.schema import CrucibleConfig
+
+log = logging.getLogger("crucible")
+
+
+@dataclass
+class Session:
+    store: object
+    builder: object
+    runtime: object
+
+
+def open_store(path: str | None = None):
+    from engine.store import DuckDBStore
+
+    return DuckDBStore(path)
+
+
+def housekeeping(store) -> None:
+    """Best effort: reap orphaned containers and runs. Never blocks a command on failure."""
+    try:
+        from engine.reaper import reap_orphans
+
+        reap_orphans()
+    except Exception as exc:  # no engine here is reported by the commands that need one
+        log.debug("reaper skipped: %s", exc)
+    try:
+        store.mark_orphaned_runs()
+    except Exception as exc:
+        log.debug("orphaned-run sweep skipped: %s", exc)
+
+
+def session_for(cfg: CrucibleConfig, store=None) -> Session:
+    from engine.images import ContentAddressedBuilder
+    from engine.runner import instantiate
+
+    import dataclasses
+
+    store = store or open_store(cfg.store)
+    builder = ContentAddressedBuilder(ca_bundle=cfg.build.ca_bundle) if cfg.build.ca_bundle else ContentAddressedBuilder()
+    runtime = instantiate(dataclasses.asdict(cfg.runtime), where="runtime")
+    return Session(store=store, builder=builder, runtime=runtime)

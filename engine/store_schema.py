@@ -1,0 +1,154 @@
+"""The store's tables, and the conversions between records and their rows.
+
+One row in ``runs`` per run id (every scalar of ``RunRecord``; spec, raw grade and
+timings as JSON; violations and warnings as lists), child rows in ``steps``,
+``subscores`` and ``stage_timings``, one row in ``builds`` per build id. Timestamps are
+stored as UTC ``TIMESTAMP`` and come back as ISO 8601 strings with ``+00:00``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from engine.models import BuildRecord, RunRecord, Step
+
+SCHEMA_VERSION = 1
+
+DDL = [
+    "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY, spec_hash VARCHAR NOT NULL, status VARCHAR NOT NULL,
+        task_id VARCHAR, agent VARCHAR, model VARCHAR, flavor VARCHAR, runtime VARCHAR,
+        integrity_requested VARCHAR, integrity_obtained VARCHAR, attempt INTEGER, seed BIGINT,
+        sweep_id VARCHAR, started_at TIMESTAMP, ended_at TIMESTAMP, wall_seconds DOUBLE,
+        reward DOUBLE, stop_reason VARCHAR, error_phase VARCHAR, error VARCHAR, run_dir VARCHAR,
+        image_tag VARCHAR, from_cache BOOLEAN, owner_pid BIGINT, owner_host VARCHAR,
+        spec JSON, raw_grade JSON, timings JSON, diff TEXT,
+        violations VARCHAR[], warnings VARCHAR[],
+        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP)""",
+    """CREATE TABLE IF NOT EXISTS steps (
+        run_id VARCHAR NOT NULL, position INTEGER NOT NULL, idx INTEGER, kind VARCHAR,
+        capability VARCHAR, tool VARCHAR, arguments JSON, result VARCHAR, is_error BOOLEAN,
+        started_at TIMESTAMP, seconds DOUBLE, tokens_in BIGINT, tokens_out BIGINT,
+        cost_usd DOUBLE, note VARCHAR)""",
+    "CREATE TABLE IF NOT EXISTS subscores (run_id VARCHAR NOT NULL, name VARCHAR NOT NULL, value DOUBLE)",
+    "CREATE TABLE IF NOT EXISTS stage_timings (run_id VARCHAR NOT NULL, stage VARCHAR NOT NULL, seconds DOUBLE)",
+    """CREATE TABLE IF NOT EXISTS builds (
+        build_id VARCHAR PRIMARY KEY, tag VARCHAR, input_hash VARCHAR, purpose VARCHAR,
+        cache_hit BOOLEAN, seconds DOUBLE, size_bytes BIGINT, inputs JSON, log_path VARCHAR,
+        started_at TIMESTAMP, error VARCHAR, record_seq BIGINT NOT NULL)""",
+]
+
+RUN_COLUMNS = (
+    "run_id", "spec_hash", "status", "task_id", "agent", "model", "flavor", "runtime",
+    "integrity_requested", "integrity_obtained", "attempt", "seed", "sweep_id", "started_at",
+    "ended_at", "wall_seconds", "reward", "stop_reason", "error_phase", "error", "run_dir",
+    "image_tag", "from_cache", "owner_pid", "owner_host", "spec", "raw_grade", "timings", "diff",
+    "violations", "warnings", "record_seq", "ingested_at",
+)
+STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))
+BUILD_COLUMNS = tuple(f.name for f in dataclasses.fields(BuildRecord)) + ("record_seq",)
+_JSON_RUN_FIELDS = ("spec", "raw_grade", "timings")
+
+
+def insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def to_db_ts(text: str | None) -> datetime | None:
+    """ISO 8601 text -> naive UTC datetime (naive input is taken to be UTC already)."""
+    if text is None or text == "":
+        return None
+    value = datetime.fromisoformat(text)
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def from_db_ts(value: datetime | None) -> str | None:
+    return None if value is None else value.replace(tzinfo=timezone.utc).isoformat()
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@dataclasses.dataclass
+class RunRows:
+    """Everything one run record becomes in the database."""
+
+    run_id: str
+    status: str
+    seq: int
+    run: tuple
+    steps: list[tuple]
+    subscores: list[tuple]
+    timings: list[tuple]
+
+
+def run_rows(record: RunRecord, seq: int) -> RunRows:
+    """Rows for one record. Raises ValueError/TypeError on data that cannot be stored."""
+    started, ended = to_db_ts(record.started_at), to_db_ts(record.ended_at)
+    values = dataclasses.asdict(record)
+    values.update(
+        started_at=started,
+        ended_at=ended,
+        wall_seconds=(ended - started).total_seconds() if started and ended else None,
+        reward=None if record.reward is None else float(record.reward),
+        violations=[str(v) for v in record.violations],
+        warnings=[str(w) for w in record.warnings],
+        record_seq=seq,
+        ingested_at=datetime.now(timezone.utc).replace(tzinfo=None),
+        **{name: _json(getattr(record, name)) for name in _JSON_RUN_FIELDS},
+    )
+    steps = [
+        (record.run_id, pos, s.idx, s.kind, s.capability, s.tool, _json(s.arguments), s.result,
+         bool(s.is_error), to_db_ts(s.started_at), float(s.seconds), s.tokens_in, s.tokens_out,
+         s.cost_usd, s.note)
+        for pos, s in enumerate(record.steps)
+    ]
+    return RunRows(
+        run_id=record.run_id,
+        status=record.status,
+        seq=seq,
+        run=tuple(values[c] for c in RUN_COLUMNS),
+        steps=steps,
+        subscores=[(record.run_id, str(k), float(v)) for k, v in record.subscores.items()],
+        timings=[(record.run_id, str(k), float(v)) for k, v in record.timings.items()],
+    )
+
+
+def build_row(record: BuildRecord, seq: int) -> tuple:
+    values = dataclasses.asdict(record)
+    values.update(started_at=to_db_ts(record.started_at), inputs=_json(record.inputs), record_seq=seq)
+    return tuple(values[c] for c in BUILD_COLUMNS)
+
+
+def build_from_dict(data: dict) -> BuildRecord:
+    names = {f.name for f in dataclasses.fields(BuildRecord)}
+    return BuildRecord(**{k: v for k, v in data.items() if k in names})
+
+
+def record_from_rows(run: dict, steps: list[dict], subscores: list[tuple]) -> RunRecord:
+    """The inverse of ``run_rows``: a RunRecord from its ``runs`` row and child rows."""
+    names = {f.name for f in dataclasses.fields(RunRecord)}
+    data = {k: v for k, v in run.items() if k in names}
+    for name in _JSON_RUN_FIELDS:
+        data[name] = json.loads(run[name]) if run[name] is not None else {}
+    data["started_at"] = from_db_ts(run["started_at"])
+    data["ended_at"] = from_db_ts(run["ended_at"])
+    data["violations"] = list(run["violations"] or [])
+    data["warnings"] = list(run["warnings"] or [])
+    data["subscores"] = {name: value for name, value in subscores}
+    data["steps"] = [_step_from_row(s) for s in steps]
+    return RunRecord(**data)
+
+
+def _step_from_row(row: dict) -> Step:
+    names = {f.name for f in dataclasses.fields(Step)}
+    data = {k: v for k, v in row.items() if k in names}
+    data["arguments"] = json.loads(row["arguments"]) if row["arguments"] is not None else None
+    data["started_at"] = from_db_ts(row["started_at"])
+    return Step(**data)

@@ -1,0 +1,3 @@
+"""The coding environment: repo lifecycle (repo.py), the agent's tools (tools.py), the
+grader (grader.py) and golden staging (validation.py). Needs only bash, coreutils and git
+in the image."""

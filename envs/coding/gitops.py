@@ -1,0 +1,112 @@
+"""Engine-side git plumbing run inside a workspace, as root, through ``Workspace.exec``.
+
+Every git command the engine runs against a task repo goes through here, hardened so
+nothing the agent left in its workspace can steer it: the repo is always named
+explicitly (``GIT_DIR``/``GIT_WORK_TREE``, so no discovery and no ownership checks), no
+system or global config is read, hooks and fsmonitor are off, and external diff and
+textconv drivers are never run. Images only guarantee bash, coreutils and git, so the
+scripts are plain bash.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from engine.interfaces import ROOT_UID, Workspace
+from engine.models import ExecResult
+
+VAULT = "/var/lib/crucible/vault/repo.git"
+"""The image's real history (a git dir), root-only: /var/lib/crucible is mode 700."""
+CRUCIBLE_DIR = "/var/lib/crucible"
+SCRATCH_DIR = "/var/lib/crucible/scratch"
+"""Root-only scratch space for temporary indexes, object stores and patches."""
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+GIT_ENV: dict[str, str] = {
+    "PATH": PATH,
+    "HOME": "/nonexistent-crucible-home",  # no ~/.gitconfig, no XDG config
+    "XDG_CONFIG_HOME": "/nonexistent-crucible-home",
+    "LANG": "C",
+    "LC_ALL": "C",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_OPTIONAL_LOCKS": "0",
+}
+
+# Passed as `git $HARDEN ...` (a bash array in the scripts below). Config from -c wins
+# over the repo's own config, which matters for repos the agent could have touched.
+HARDEN_FLAGS: tuple[str, ...] = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=false",
+    "-c", "core.splitIndex=false",
+    "-c", "core.autocrlf=false",
+    "-c", "core.safecrlf=false",
+    "-c", "core.symlinks=true",
+    "-c", "core.filemode=true",
+    "-c", "core.ignorecase=false",
+    "-c", "core.quotePath=true",
+    "-c", "diff.renames=true",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.relative=false",
+    "-c", "color.ui=never",
+    "-c", "gc.auto=0",
+)
+
+
+def _bash_array(name: str, items: Sequence[str]) -> str:
+    quoted = " ".join("'" + item.replace("'", "'\\''") + "'" for item in items)
+    return f"{name}=({quoted})"
+
+
+SCRIPT_PRELUDE = "set -euo pipefail\n" + _bash_array("HARDEN", HARDEN_FLAGS) + "\n"
+
+# Defines `shadow_init DIR`: a throwaway git dir whose objects fall through to the vault's
+# (alternates), so the vault is only ever read, and temporary objects die with DIR.
+SHADOW_FUNCTION = r"""
+shadow_init() {
+  local dir=$1
+  mkdir -p "$dir"
+  git init -q --bare --template= "$dir/repo"
+  mkdir -p "$dir/repo/objects/info" "$dir/repo/info"
+  printf '%s\n' "$VAULT/objects" > "$dir/repo/objects/info/alternates"
+  export GIT_DIR="$dir/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$dir/index"
+  git config core.bare false
+}
+require_vault() {
+  if [ ! -d "$VAULT" ]; then echo "crucible: vault $VAULT is missing" >&2; exit 3; fi
+  if ! git --git-dir="$VAULT" cat-file -e "$BASE^{commit}" 2>/dev/null; then
+    echo "crucible: baseline $BASE is not in the vault $VAULT" >&2; exit 3
+  fi
+  if [ ! -d "$WORKDIR" ]; then echo "crucible: workdir $WORKDIR is missing" >&2; exit 3; fi
+}
+"""
+
+INFRA_EXIT = 3
+"""Exit code the scripts use for 'the workspace is not what the engine expects'."""
+
+
+async def run_script(
+    ws: Workspace,
+    script: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    stdin: bytes | None = None,
+    max_output: int = 1 << 20,
+) -> ExecResult:
+    """Run a bash ``script`` (with the prelude) as root; ``$1..`` are ``args``."""
+    argv = ["bash", "-c", SCRIPT_PRELUDE + SHADOW_FUNCTION + script, "crucible", *args]
+    return await ws.exec(
+        argv, user=ROOT_UID, cwd="/", env={**GIT_ENV, **(env or {})}, timeout=timeout,
+        stdin=stdin, max_output=max_output,
+    )
+
+
+def brief(result: ExecResult, limit: int = 2000) -> str:
+    """The end of a command's output, for error messages."""
+    text = result.text().strip()
+    return text[-limit:] if text else f"(no output, exit code {result.exit_code})"

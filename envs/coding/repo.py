@@ -1,0 +1,194 @@
+"""The repo lifecycle (seed 002), engine-side: never visible to the agent.
+
+``setup_repo`` hands the agent a repo in ``task["workdir"]``. With the vault (integrity
+vault/strict) that is a FRESH one-commit repo — no history, refs, remotes or reflog to
+mine — while the real history stays in the root-only vault. Without it (integrity none)
+the agent gets a copy of the vault, history as cloned, and the vault stays trusted.
+
+``capture_diff`` takes the agent's full diff against the pinned baseline through the
+TRUSTED vault objects and a throwaway index, never through the agent's ``.git``: hooks,
+config, attributes files or fake objects the agent planted there cannot change it.
+"""
+from __future__ import annotations
+
+import uuid
+
+from engine.errors import CaptureError, SetupError, WorkspaceError
+from engine.interfaces import Workspace
+from engine.models import CapturedSubmission
+from envs.coding import patch
+from envs.coding.gitops import INFRA_EXIT, SCRATCH_DIR, VAULT, brief, run_script
+
+FRESH_DATE = "2000-01-01T00:00:00+0000"
+"""Fixed identity and date: the fresh commit's SHA depends only on the baseline tree."""
+
+_SETUP_FRESH = r"""
+WORKDIR=$1 BASE=$2 VAULT=$3 UID_WALL=$4 SCRATCH=$5
+require_vault
+chmod 700 /var/lib/crucible
+rm -rf -- "$WORKDIR/.git"
+git init -q --template= -- "$WORKDIR"
+export GIT_DIR="$WORKDIR/.git" GIT_WORK_TREE="$WORKDIR"
+git config core.logAllRefUpdates false
+git config user.name agent
+git config user.email agent@crucible.invalid
+# Only the baseline TREE's objects cross over: packed from the vault, no commit, no history.
+tree=$(git --git-dir="$VAULT" rev-parse "$BASE^{tree}")
+git --git-dir="$VAULT" rev-list --objects "$tree" \
+  | git --git-dir="$VAULT" pack-objects -q --stdout \
+  | git index-pack --stdin >/dev/null
+commit=$(GIT_AUTHOR_NAME=crucible GIT_AUTHOR_EMAIL=crucible@crucible.invalid \
+  GIT_COMMITTER_NAME=crucible GIT_COMMITTER_EMAIL=crucible@crucible.invalid \
+  GIT_AUTHOR_DATE="$FRESH_DATE" GIT_COMMITTER_DATE="$FRESH_DATE" \
+  git commit-tree "$tree" -m "baseline")
+git update-ref refs/heads/main "$commit"
+git symbolic-ref HEAD refs/heads/main
+git "${HARDEN[@]}" read-tree HEAD
+git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
+mkdir -p "$GIT_DIR/hooks" "$GIT_DIR/info"
+rm -rf -- "$GIT_DIR/logs"
+"""
+
+_SETUP_HISTORY = r"""
+WORKDIR=$1 BASE=$2 VAULT=$3 UID_WALL=$4 SCRATCH=$5
+require_vault
+rm -rf -- "$WORKDIR/.git"
+cp -a -- "$VAULT" "$WORKDIR/.git"
+export GIT_DIR="$WORKDIR/.git" GIT_WORK_TREE="$WORKDIR"
+git config core.bare false
+if [ "$(git rev-parse -q --verify HEAD^{commit} || true)" != "$(git rev-parse "$BASE^{commit}")" ]; then
+  git update-ref --no-deref HEAD "$BASE"
+fi
+git "${HARDEN[@]}" read-tree HEAD
+git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
+"""
+
+_OWNERSHIP = r"""
+if [ "$UID_WALL" = 1 ]; then
+  chown -R 1000:1000 -- "$GIT_DIR"
+else
+  # The agent is root but the tree is uid 1000's: without this git refuses the repo
+  # ("dubious ownership"). System config is the agent's side; the engine never reads it.
+  git config --system --get-all safe.directory 2>/dev/null | grep -qxF -- "$WORKDIR" \
+    || git config --system --add safe.directory "$WORKDIR" || true
+fi
+"""
+
+
+async def setup_repo(ws: Workspace, task: dict, integrity: dict, *, timeout: float = 300.0) -> None:
+    """Make ``task["workdir"]`` the agent's repo. Raises ``SetupError``."""
+    script = (_SETUP_FRESH if integrity.get("vault", True) else _SETUP_HISTORY) + _OWNERSHIP
+    args = [workdir_of(task), baseline_of(task), VAULT, "1" if integrity.get("uid_wall") else "0", SCRATCH_DIR]
+    try:
+        result = await run_script(ws, script, args, env={"FRESH_DATE": FRESH_DATE}, timeout=timeout)
+    except WorkspaceError as exc:
+        raise SetupError(f"repo setup could not run: {exc}") from exc
+    if not result.ok:
+        raise SetupError(f"repo setup failed in {task.get('workdir')}: {brief(result)}")
+
+
+_CAPTURE = r"""
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4
+require_vault
+shadow_init "$DIR"
+cd "$WORKDIR"
+mkdir -p "$DIR/objects"
+# New blobs go to a scratch object store: the vault is only read.
+export GIT_OBJECT_DIRECTORY="$DIR/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$VAULT/objects"
+git "${HARDEN[@]}" read-tree "$BASE"
+git "${HARDEN[@]}" add -A -- .
+git "${HARDEN[@]}" diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color \
+  -M --src-prefix=a/ --dst-prefix=b/ "$BASE" -- > "$DIR/diff"
+"""
+
+# Re-diffs the given paths with diff forced to binary (base85): for files whose text is
+# not UTF-8, so the stored diff is always valid text and still applies byte-exactly.
+_REDIFF_BINARY = r"""
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4
+shift 4
+export GIT_DIR="$DIR/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$DIR/index"
+export GIT_OBJECT_DIRECTORY="$DIR/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$VAULT/objects"
+cd "$WORKDIR"
+printf '* -diff\n' > "$GIT_DIR/info/attributes"
+git "${HARDEN[@]}" diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color \
+  -M --src-prefix=a/ --dst-prefix=b/ "$BASE" -- "$@" > "$DIR/diff.binary"
+"""
+
+
+async def capture_diff(ws: Workspace, task: dict, integrity: dict, *, timeout: float = 120.0) -> CapturedSubmission:
+    """The agent's diff against the baseline; protected paths dropped when asked. Raises ``CaptureError``."""
+    scratch = f"{SCRATCH_DIR}/capture-{uuid.uuid4().hex}"
+    args = [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT, scratch]
+    try:
+        try:
+            diff = await _captured_bytes(ws, args, timeout)
+        finally:
+            await ws.exec(["rm", "-rf", "--", scratch], timeout=60)
+    except WorkspaceError as exc:
+        raise CaptureError(f"capture could not run: {exc}") from exc
+    try:
+        chunks = patch.parse_chunks(diff)
+    except ValueError as exc:
+        raise CaptureError(f"git produced a diff crucible cannot parse: {exc}") from exc
+    return _submission(chunks, task, integrity)
+
+
+async def _captured_bytes(ws: Workspace, args: list[str], timeout: float) -> bytes:
+    result = await run_script(ws, _CAPTURE, args, timeout=timeout)
+    if not result.ok:
+        raise CaptureError(f"capture failed: {brief(result)}")
+    diff = await ws.read_file(f"{args[3]}/diff")
+    chunks = patch.parse_chunks(diff)
+    if all(_is_utf8(c) for c in chunks):
+        return diff
+    return await _with_binary_fallback(ws, args, chunks, timeout)
+
+
+async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[patch.FileChunk], timeout: float) -> bytes:
+    bad = [c for c in chunks if not _is_utf8(c)]
+    specs = sorted({f":(literal){p}" for c in bad for p in c.paths})
+    result = await run_script(ws, _REDIFF_BINARY, [*args, *specs], timeout=timeout)
+    if not result.ok:
+        raise CaptureError(f"capture (binary re-diff) failed: {brief(result)}")
+    rebuilt = patch.parse_chunks(await ws.read_file(f"{args[3]}/diff.binary"))
+    if not all(_is_utf8(c) for c in rebuilt):
+        raise CaptureError("capture: a re-diffed chunk is still not UTF-8")
+    kept = [c.data for c in chunks if _is_utf8(c)]
+    return b"".join(kept + [c.data for c in rebuilt])
+
+
+def _submission(chunks: list[patch.FileChunk], task: dict, integrity: dict) -> CapturedSubmission:
+    touched = sorted({p for c in chunks for p in c.paths})
+    kept, violations = chunks, []
+    if integrity.get("drop_protected"):
+        patterns = patch.protected_patterns(list(task.get("hidden_tests") or []), list(task.get("protected_paths") or []))
+        dropped = [c for c in chunks if any(patch.is_protected(p, patterns) for p in c.paths)]
+        violations = sorted({p for c in dropped for p in c.paths if patch.is_protected(p, patterns)})
+        kept = [c for c in chunks if c not in dropped]
+    diff = b"".join(c.data for c in kept).decode("utf-8")
+    return CapturedSubmission(diff=diff, files_changed=touched, violations=violations)
+
+
+def _is_utf8(chunk: patch.FileChunk) -> bool:
+    try:
+        chunk.data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def workdir_of(task: dict, error: type[Exception] = SetupError) -> str:
+    workdir = str(task.get("workdir") or "/app").rstrip("/") or "/"
+    if not workdir.startswith("/"):
+        raise error(f"task workdir must be absolute, got {workdir!r}")
+    return workdir
+
+
+def baseline_of(task: dict, error: type[Exception] = SetupError) -> str:
+    try:
+        return str(task["pins"]["baseline"])
+    except (KeyError, TypeError) as exc:
+        raise error("task has no pinned baseline SHA (task.pins.baseline)") from exc
+
+
+__all__ = ["FRESH_DATE", "INFRA_EXIT", "capture_diff", "setup_repo"]

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian machine: packages, dockerd, venv, offline base image.
+# Every step checks first and does nothing when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+command -v git >/dev/null 2>&1 || need_pkgs+=(git)
+command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
+command -v bwrap >/dev/null 2>&1 || need_pkgs+=(bubblewrap)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_pkgs[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.crucible-installed
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing crucible into .venv"
+  .venv/bin/pip install -q -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+
+# dockerd + base image: crucible's own doctor does both, idempotently.
+.venv/bin/crucible doctor --fix

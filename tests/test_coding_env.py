@@ -1,0 +1,353 @@
+"""The coding env's repo lifecycle and grader, on real containers from a real task image.
+
+The image is built from Dockerfile.hud (tests/coding_task.py): /app at the baseline with
+no .git, the history in the root-only vault, and NOT the golden or test branches. Each
+test provisions what it needs; a grading workspace is always a fresh container.
+"""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+import coding_task as ct
+from engine.errors import GradeError
+from engine.flavors.coding import CodingFlavor, hidden_files
+from engine.models import CapturedSubmission, RunSpec
+from engine.runtimes.docker import DockerRuntime
+from envs.coding import patch
+from envs.coding.grader import grade, regrade, verdict_from_test_result
+from envs.coding.gitops import VAULT
+from envs.coding.repo import capture_diff, setup_repo
+
+ROOT_GIT = ["git", f"--git-dir={ct.WORKDIR}/.git", f"--work-tree={ct.WORKDIR}"]
+
+
+@pytest.fixture(scope="module")
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def run(loop):
+    return loop.run_until_complete
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> ct.TaskRepo:
+    return ct.build_repo(tmp_path_factory.mktemp("coding-env") / "repo")
+
+
+@pytest.fixture(scope="module")
+def image(docker_client, base_image, repo, tmp_path_factory) -> str:
+    return ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("coding-env-ctx"))
+
+
+@pytest.fixture(scope="module")
+def runtime() -> DockerRuntime:
+    return DockerRuntime()
+
+
+@pytest.fixture
+def workspace(runtime, image, run):
+    """A factory of started workspaces, all removed when the test ends."""
+    started = []
+
+    def make(purpose: str = "agent"):
+        ws = runtime.provision(image, run_id=f"coding-env-{uuid.uuid4().hex[:8]}", network=False, purpose=purpose)
+        run(ws.__aenter__())
+        started.append(ws)
+        return ws
+
+    yield make
+    for ws in started:
+        run(ws.close())
+
+
+async def sh(ws, script: str, user: int = 0):
+    return await ws.exec(["bash", "-c", script], user=user, cwd=ct.WORKDIR)
+
+
+def golden_diff(repo: ct.TaskRepo) -> str:
+    return subprocess.run(["git", "-C", str(repo.path), "diff", "--binary", "--full-index", repo.baseline, repo.golden],
+                          check=True, capture_output=True).stdout.decode("utf-8", "surrogateescape")
+
+
+# ----------------------------------------------------------------------- setup
+
+
+@pytest.mark.docker
+def test_fresh_repo_has_one_commit_no_reflog_no_remote_and_no_answer_key(workspace, run, repo):
+    ws = workspace()
+    run(setup_repo(ws, ct.task_dict(repo), ct.INTEGRITY["strict"]))
+
+    commits = run(ws.exec([*ROOT_GIT, "log", "--all", "--format=%H"])).stdout.split()
+    assert len(commits) == 1
+    every = run(ws.exec([*ROOT_GIT, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"])).stdout.split()
+    reachable = {line.split()[0] for line in run(ws.exec([*ROOT_GIT, "rev-list", "--objects", "--all"])).stdout.splitlines()}
+    assert set(every) == reachable and commits[0] in reachable
+    reflog = run(ws.exec([*ROOT_GIT, "reflog", "show", "--all"]))
+    assert reflog.ok and reflog.stdout == b"", reflog.text()
+    assert run(ws.exec([*ROOT_GIT, "remote"])).stdout == b""
+    assert run(ws.exec([*ROOT_GIT, "for-each-ref", "--format=%(refname)"])).stdout == b"refs/heads/main\n"
+    assert run(ws.exec(["test", "-e", f"{ct.WORKDIR}/.git/logs"])).exit_code == 1
+
+    # The agent's own git works on it, shows a clean tree, and the vault is out of its reach.
+    status = run(sh(ws, "git status --porcelain && git log --oneline | wc -l", user=1000))
+    assert status.ok and status.stdout == b"1\n", status.text()
+    assert run(ws.exec(["ls", VAULT], user=1000)).exit_code != 0
+
+    # Nothing of the answer key anywhere (searched as root); the search itself does find things.
+    search = 'for d in /*; do case "$d" in /proc|/sys|/dev) continue;; esac; grep -rlsF -e "$1" -- "$d"; done; true'
+    find = lambda needle: run(ws.exec(["bash", "-c", search, "search", needle])).stdout  # noqa: E731
+    assert find("echo $(( $1 - $2 ))") != b""
+    assert find(ct.GOLDEN_MARKER) == b"" and find(ct.HIDDEN_MARKER) == b""
+    for sha in (repo.golden, repo.test):
+        for git_dir in (VAULT, f"{ct.WORKDIR}/.git"):
+            assert run(ws.exec(["git", f"--git-dir={git_dir}", "cat-file", "-e", sha])).exit_code != 0
+
+
+@pytest.mark.docker
+def test_without_vault_the_agent_gets_history_as_cloned_and_the_vault_stays(workspace, run, repo):
+    ws = workspace()
+    run(setup_repo(ws, ct.task_dict(repo), ct.INTEGRITY["none"]))
+    log = run(sh(ws, "git log --format=%H && git status --porcelain"))  # as root, the agent of mode none
+    assert log.ok, log.text()
+    assert log.stdout.split()[0] == repo.baseline.encode() and len(log.stdout.split()) == 2
+    assert run(ws.exec(["git", f"--git-dir={VAULT}", "rev-parse", "HEAD"])).stdout.strip() == repo.baseline.encode()
+
+
+# ----------------------------------------------------------------------- capture
+
+AGENT_WORK = r"""
+set -e
+printf 'add() { echo $(( $1 + $2 )); }\n' > calc.sh
+mkdir -p newdir && printf 'new\n' > newdir/new.txt
+rm obsolete.txt
+mkdir -p moved && mv old_name.txt moved/name.txt
+printf '\000\001\002\377binary' > blob.bin
+chmod +x scripts/tool.sh
+printf '@echo off\r\necho changed\r\n' > w.bat
+# protected paths (strict drops them): the hidden test, the runner, test-runner config
+printf 'test_ok() { :; }\n' > tests/test_calc.sh
+printf 'exit 0\n' >> tests/runner.sh
+printf 'x\n' > conftest.py && mkdir -p sub && printf '[pytest]\n' > sub/pytest.ini && printf 'import os\n' > evil.pth
+"""
+
+TAMPER = r"""
+set -e
+mkdir -p .git/evil
+for name in pre-commit post-index-change fsmonitor ext clean; do
+  printf '#!/bin/sh\ntouch /tmp/pwned-%s\ncat\n' "$name" > ".git/evil/$name"; chmod +x ".git/evil/$name"
+done
+cp .git/evil/pre-commit .git/hooks/pre-commit; cp .git/evil/post-index-change .git/hooks/post-index-change
+git config core.hooksPath "$PWD/.git/evil"
+git config core.fsmonitor "$PWD/.git/evil/fsmonitor"
+git config diff.external "$PWD/.git/evil/ext"
+git config filter.evil.clean "$PWD/.git/evil/clean"
+printf '* filter=evil\n' > .git/info/attributes
+printf '*\n' > .git/info/exclude
+git add -A && git commit -qm 'agent commit'
+printf 'garbage' > .git/index
+"""
+
+
+@pytest.mark.docker
+def test_capture_carries_every_kind_of_change_and_ignores_the_agents_git(workspace, run, repo):
+    ws = workspace()
+    task = ct.task_dict(repo)
+    run(setup_repo(ws, task, ct.INTEGRITY["strict"]))
+    for script in (AGENT_WORK, TAMPER):
+        done = run(sh(ws, script, user=1000))
+        assert done.ok, done.text()
+    pwned = lambda: run(ws.exec(["bash", "-c", "ls /tmp/pwned-* 2>/dev/null; true"])).stdout  # noqa: E731
+    assert b"pwned-pre-commit" in pwned()  # the traps are live: the agent's own commit sprang one
+    run(ws.exec(["bash", "-c", "rm -f /tmp/pwned-*"]))
+
+    sub = run(capture_diff(ws, task, ct.INTEGRITY["strict"]))
+
+    assert pwned() == b""
+    protected = ["conftest.py", "evil.pth", "sub/pytest.ini", "tests/runner.sh", "tests/test_calc.sh"]
+    assert sub.violations == protected
+    assert sub.files_changed == sorted(
+        ["blob.bin", "calc.sh", "moved/name.txt", "newdir/new.txt", "obsolete.txt", "old_name.txt",
+         "scripts/tool.sh", "w.bat", *protected]
+    )
+    chunks = {c.new_path: c.data.decode() for c in patch.parse_chunks(sub.diff.encode())}
+    assert set(chunks) == {"blob.bin", "calc.sh", "moved/name.txt", "newdir/new.txt", "obsolete.txt",
+                           "scripts/tool.sh", "w.bat"}
+    assert "new file mode 100644" in chunks["newdir/new.txt"]
+    assert "deleted file mode 100644" in chunks["obsolete.txt"]
+    assert "rename from old_name.txt\nrename to moved/name.txt" in chunks["moved/name.txt"]
+    assert "GIT binary patch" in chunks["blob.bin"]
+    assert "old mode 100644\nnew mode 100755" in chunks["scripts/tool.sh"]
+    assert "+echo changed\n" in chunks["w.bat"]  # eol=crlf: captured in git's form, as the baseline's attributes say
+
+    # The captured diff applies to the pristine baseline (host side, outside any container).
+    check = subprocess.run(["git", "-C", str(repo.path), "apply", "--check", "--cached", "--binary", "-"],
+                           input=sub.diff.encode(), capture_output=True)
+    assert check.returncode == 0, check.stderr.decode()
+
+
+@pytest.mark.docker
+def test_capture_of_an_untouched_repo_is_empty(workspace, run, repo):
+    ws = workspace()
+    task = ct.task_dict(repo)
+    run(setup_repo(ws, task, ct.INTEGRITY["vault"]))
+    sub = run(capture_diff(ws, task, ct.INTEGRITY["vault"]))
+    assert (sub.diff, sub.files_changed, sub.violations) == ("", [], [])
+
+
+# ----------------------------------------------------------------------- grade
+
+
+@pytest.mark.docker
+def test_agent_edit_to_hidden_test_is_lost(workspace, run, repo):
+    task, integrity = ct.task_dict(repo), ct.INTEGRITY["vault"]  # vault: nothing dropped at capture
+    ws = workspace()
+    run(setup_repo(ws, task, integrity))
+    # Had this file survived, the run would pass: it defines one passing test and no others.
+    run(sh(ws, "printf 'test_ok() { :; }\\n' > tests/test_calc.sh"))
+    sub = run(capture_diff(ws, task, integrity))
+    assert "tests/test_calc.sh" in sub.diff and sub.violations == []
+
+    verdict = run(grade(workspace("grade"), task, integrity, sub, hidden_files(task), timeout=120))
+    assert verdict.reward == 0.0 and verdict.raw["reason"] == "tests failed"
+    assert "FAILED test_add" in verdict.raw["test"]["output_tail"]
+
+
+@pytest.mark.docker
+def test_golden_diff_scores_one_and_regrades_from_raw(workspace, run, repo):
+    task, integrity = ct.task_dict(repo), ct.INTEGRITY["strict"]
+    verdict = run(grade(workspace("grade"), task, integrity, CapturedSubmission(diff=golden_diff(repo)),
+                        hidden_files(task), timeout=120))
+    assert verdict.reward == 1.0, verdict.raw
+    assert verdict.raw["reason"] == "tests passed" and verdict.raw["test"]["user"] == 1000
+    assert verdict.raw["hidden_files"] == [ct.HIDDEN]
+    assert set(verdict.raw["durations"]) == {"reset", "apply", "hidden", "test"}
+    assert regrade(verdict.raw) == verdict
+
+
+@pytest.mark.docker
+def test_a_diff_that_does_not_apply_scores_zero_with_the_reason(workspace, run, repo):
+    task, integrity = ct.task_dict(repo), ct.INTEGRITY["strict"]
+    stale = golden_diff(repo).replace("-add() { echo $(( $1 - $2 )); }", "-add() { echo nothing; }")
+    verdict = run(grade(workspace("grade"), task, integrity, CapturedSubmission(diff=stale),
+                        hidden_files(task), timeout=120))
+    assert verdict.reward == 0.0 and verdict.raw["reason"] == "diff does not apply"
+    assert "calc.sh" in verdict.raw["apply"]["attempts"][0]["output"]
+    assert "test" not in verdict.raw
+
+
+@pytest.mark.docker
+def test_a_passing_exit_without_tests_run_scores_zero(workspace, run, repo):
+    task = ct.task_dict(repo, test_command="bash tests/runner.sh")  # no test files: "0 passed"
+    verdict = run(grade(workspace("grade"), task, ct.INTEGRITY["strict"], CapturedSubmission(diff=golden_diff(repo)),
+                        hidden_files(task), timeout=120))
+    assert verdict.raw["test"]["exit_code"] == 0
+    assert verdict.reward == 0.0 and verdict.raw["reason"] == "no tests ran"
+
+
+@pytest.mark.docker
+def test_grading_without_the_vault_raises_grade_error(workspace, run, repo):
+    task = ct.task_dict(repo)
+    ws = workspace("grade")
+    run(ws.exec(["rm", "-rf", VAULT]))
+    with pytest.raises(GradeError, match="vault"):
+        run(grade(ws, task, ct.INTEGRITY["strict"], CapturedSubmission(diff=golden_diff(repo)),
+                  hidden_files(task), timeout=120))
+
+
+def _spec(task: dict, integrity: dict) -> RunSpec:
+    return RunSpec(
+        engine_version="test", task=task,
+        env={"name": "coding", "tools": ["bash", "str_replace_based_edit_tool"], "bash_timeout": 60.0,
+             "max_output_bytes": 32768},
+        flavor={"_target_": "engine.flavors.coding.CodingFlavor", "name": "coding"},
+        agent={"name": "integration_test"}, integrity=integrity, runtime={"name": "docker"}, image={},
+        timeouts={"setup": 120.0, "agent": 300.0, "capture": 120.0, "grade": 300.0}, seed=0, attempt=0,
+    )
+
+
+@pytest.mark.docker
+def test_golden_staged_through_derived_validation_and_the_flavor_scores_one(workspace, run, repo):
+    from envs.coding.validation import derive_validation
+
+    spec = _spec(ct.task_dict(repo), ct.INTEGRITY["strict"])
+    flavor = CodingFlavor()
+    ws = workspace()
+    run(flavor.setup(ws, spec))
+    tools = flavor.tools_for(ws, spec)
+    assert tools.user == 1000
+    for step in derive_validation(repo.path, repo.baseline, repo.golden, ct.WORKDIR):
+        text, is_error = run(tools.call(step["name"], step["arguments"]))
+        assert not is_error, (step, text)
+    submission = run(flavor.capture(ws, spec))
+    assert submission.violations == []
+    # latin1.txt is not UTF-8: carried as a binary patch so the diff stays valid text.
+    assert "diff --git a/latin1.txt b/latin1.txt" in submission.diff
+
+    verdict = run(flavor.grade(workspace("grade"), spec, submission))
+    assert verdict.reward == 1.0, verdict.raw
+    assert verdict.raw["test"]["output_tail"].endswith("11 passed, 0 failed\n")
+
+
+# ----------------------------------------------------------------------- pure parts (no container)
+
+
+@pytest.mark.parametrize(
+    "applied, code, timed_out, tail, reason",
+    [
+        (True, 0, False, "3 passed in 0.1s", "tests passed"),
+        (False, None, False, "", "diff does not apply"),
+        (True, 124, True, "1 passed", "test timeout"),
+        (True, 1, False, "1 failed, 2 passed", "tests failed"),
+        (True, 0, False, "no tests ran in 0.01s", "no tests ran"),
+        (True, 0, False, "0 passed", "no tests ran"),
+    ],
+)
+def test_verdict_is_a_pure_function_of_captured_outputs(applied, code, timed_out, tail, reason):
+    verdict = verdict_from_test_result(applied=applied, test_exit_code=code, timed_out=timed_out, output_tail=tail)
+    assert verdict.raw["reason"] == reason
+    assert verdict.reward == (1.0 if reason == "tests passed" else 0.0) == verdict.subscores["tests"]
+
+
+@pytest.mark.parametrize(
+    "path, protected",
+    [("conftest.py", True), ("a/b/conftest.py", True), ("pkg/x.pth", True), ("pyproject.toml", True),
+     ("tests/test_calc.sh", True), ("tests/runner.sh", True), ("tests/other.sh", False), ("src/conftest.txt", False)],
+)
+def test_protected_path_patterns(path, protected):
+    patterns = patch.protected_patterns(["tests/test_calc.sh"], ["tests/runner.sh"])
+    assert patch.is_protected(path, patterns) is protected
+
+
+def test_diff_headers_with_quoted_and_spaced_paths_parse():
+    diff = (b'diff --git "a/sp ace/t\\303\\251\\"q.txt" "b/sp ace/t\\303\\251\\"q.txt"\nindex 1..2 100644\n'
+            b"diff --git a/x b/y z\nsimilarity index 90%\nrename from x\nrename to y z\n"
+            b"diff --git a/a b/c b/a b/c\nnew file mode 100644\n")
+    paths = [c.paths for c in patch.parse_chunks(diff)]
+    assert paths == [('sp ace/té"q.txt',), ("x", "y z"), ("a b/c",)]
+
+
+def test_hidden_files_come_from_the_host_repo_at_the_test_sha(repo):
+    assert hidden_files(ct.task_dict(repo)) == {ct.HIDDEN: ct.hidden_test()}
+
+
+def test_derived_validation_stages_every_change_kind(repo):
+    from envs.coding.validation import derive_validation
+
+    steps = derive_validation(Path(repo.path), repo.baseline, repo.golden, "/app")
+    creates = {s["arguments"]["path"] for s in steps if s["name"] == "str_replace_based_edit_tool"}
+    commands = [s["arguments"]["command"] for s in steps if s["name"] == "bash"]
+    assert creates == {"/app/calc.sh", "/app/lib/helper.sh", "/app/noeol.txt", "/app/win.txt"}
+    assert "rm -rf -- /app/obsolete.txt" in commands
+    assert any("mv -f -- /app/old_name.txt /app/renamed/name.txt" in c for c in commands)
+    assert any("base64 -d > /app/data/blob.bin" in c for c in commands)
+    assert any("base64 -d > /app/latin1.txt" in c for c in commands)
+    assert "chmod 755 -- /app/scripts/tool.sh" in commands

@@ -1,0 +1,125 @@
+"""Composing configs: schemas catch bad keys and types, nested task sets glob, errors are one line."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.config import combinations, compose_config, expand_globs, group_options, to_typed
+from engine.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_CONF = ROOT / "tests" / "conf"
+
+
+@pytest.fixture
+def extra_conf(tmp_path, monkeypatch):
+    """A throw-away config dir on the search path, for tasks with deliberate mistakes."""
+    (tmp_path / "task" / "broken").mkdir(parents=True)
+    monkeypatch.setenv("CRUCIBLE_CONFIG_PATH", f"{FIXTURE_CONF}:{tmp_path}")
+    return tmp_path
+
+
+def write_task(conf: Path, name: str, body: str) -> None:
+    (conf / "task" / "broken" / f"{name}.yaml").write_text(
+        "defaults:\n  - /task/base_task@_here_\n  - _self_\n" + body
+    )
+
+
+GOOD_TASK = (
+    "name: {name}\nset: broken\nrepo: generated://sample\nhidden_tests: [t.py]\n"
+    "test_command: 'python3 -m pytest {{test_files}}'\nprompt: p\n"
+)
+
+
+def test_nested_task_sets_glob_where_stock_hydra_finds_nothing():
+    tasks = group_options("task")
+    sample = [t for t in tasks if t.startswith("sample/")]
+    assert len(sample) == 4, tasks
+    assert expand_globs(["task=glob(sample/*)"]) == ["task=" + ",".join(sample)]
+    assert expand_globs(["task=glob(sample/*,exclude=[" + sample[0] + "])"]) == ["task=" + ",".join(sample[1:])]
+
+
+def test_a_selection_matching_nothing_is_an_error():
+    with pytest.raises(ConfigError, match="selects nothing"):
+        expand_globs(["task=glob(nosuchset/*)"])
+
+
+def test_combinations_cross_every_sweep_axis():
+    combos = combinations(["task=glob(sample/*)", "agent=noop,integration_test", "attempt=range(0,3)"])
+    assert len(combos) == 4 * 2 * 3
+    assert len({tuple(c) for c in combos}) == 24
+
+
+def test_composed_config_is_typed_and_refs_follow_the_three_branch_convention():
+    task = group_options("task")[0]
+    cfg = to_typed(compose_config([f"task={task}"]))
+    name = task.split("/")[-1]
+    assert cfg.task.refs.baseline == f"{name}_baseline"
+    assert cfg.task.refs.golden == f"{name}_golden"
+    assert cfg.integrity.mode == "strict" and cfg.integrity.uid_wall and not cfg.integrity.agent_network
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["agnt=noop"], "unknown config key 'agnt'"),
+        (["task.nme=x"], "unknown config key 'task.nme'"),
+        (["agent=nope"], "unknown agent 'nope'"),
+        (["seed=abc"], "bad value in override 'seed=abc'"),
+        (["integrity=lax"], "unknown integrity 'lax'"),
+    ],
+)
+def test_bad_overrides_fail_at_compose_time_naming_the_key(overrides, message):
+    task = group_options("task")[0]
+    with pytest.raises(ConfigError, match=message):
+        compose_config([f"task={task}", *overrides])
+
+
+def test_a_misspelled_key_in_a_task_file_names_the_key(extra_conf):
+    write_task(extra_conf, "typo", GOOD_TASK.format(name="typo") + "hiden_tests: [x]\n")
+    with pytest.raises(ConfigError, match="task.hiden_tests"):
+        compose_config(["task=broken/typo"])
+
+
+def test_a_wrong_type_in_a_task_file_names_the_key(extra_conf):
+    write_task(extra_conf, "wrongtype", GOOD_TASK.format(name="wrongtype") + "test_timeout: soon\n")
+    with pytest.raises(ConfigError, match="test_timeout"):
+        compose_config(["task=broken/wrongtype"])
+
+
+def test_missing_task_names_the_group():
+    with pytest.raises(ConfigError, match="no task selected"):
+        compose_config([])
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, **(env or {})}, timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "task=sample/x_does_not_exist"),
+        ("run", "-m", "task=glob(sample/*)", "agnt=noop"),
+        ("run", "task=glob(zzz/*)"),
+        ("check", "task=glob(sample/*)", "task.promt=x"),
+        ("build", "task=glob(sample/*)", "agent=nope", "--dry-run"),
+        ("query", "SELEC 1"),
+        ("show", "no-such-run"),
+        ("frobnicate",),
+    ],
+)
+def test_user_mistakes_give_one_line_and_a_nonzero_exit(args):
+    proc = run_cli(*args)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("crucible")
