@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"crucible {command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `crucible query ... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:

@@ -91,36 +91,39 @@ def _check_engine(fix: bool, report: _Report) -> docker.DockerClient | None:
     if not fix:
         report.line("FAIL", "engine", f"Docker engine unreachable at {where}: {_HINT}")
         return None
-    why_not = _can_install() or (None if where == _DEFAULT_SOCKET else f"DOCKER_HOST={where} is not local")
-    if why_not:
-        report.line("FAIL", "engine", f"Docker engine unreachable at {where}; cannot fix: {why_not}")
-        return None
-    try:
-        if shutil.which("dockerd") is None:
-            _apt_install("docker.io")
-        if not _dockerd_running():
-            _start_dockerd()
-        client = _wait_for_engine(ENGINE_START_TIMEOUT)
-    except (subprocess.CalledProcessError, OSError) as exc:
-        report.line("FAIL", "engine", f"could not install or start dockerd: {_short(exc)}")
-        return None
-    if client is None:
-        report.line("FAIL", "engine", f"dockerd did not answer within {ENGINE_START_TIMEOUT:.0f} s; see {DOCKERD_LOG}")
-        return None
-    report.line("fixed", "engine", f"started dockerd (log: {DOCKERD_LOG})")
+    client, detail = _fix_engine(where)
+    report.line("fixed" if client else "FAIL", "engine", detail)
     return client
 
 
-def _start_dockerd(log_path: str = DOCKERD_LOG, extra_args: tuple[str, ...] = ()) -> int:
-    """Start dockerd detached; its pid. ``extra_args`` lets a check run a private daemon."""
+def _fix_engine(where: str) -> tuple[docker.DockerClient | None, str]:
+    """Install and start a local dockerd; the client and what was done (or why not)."""
+    why_not = _can_install() or (None if where == _DEFAULT_SOCKET else f"DOCKER_HOST={where} is not local")
+    if why_not:
+        return None, f"Docker engine unreachable at {where}; cannot fix: {why_not}"
+    done = []
+    try:
+        if shutil.which("dockerd") is None:
+            _apt_install("docker.io")
+            done.append("installed docker.io")
+        if not _dockerd_running():
+            _start_dockerd()
+            done.append("started dockerd")
+    except (subprocess.CalledProcessError, OSError) as exc:
+        return None, f"could not install or start dockerd: {_short(exc)}"
+    client = _wait_for_engine(ENGINE_START_TIMEOUT)
+    if client is None:
+        return None, f"dockerd did not answer within {ENGINE_START_TIMEOUT:.0f} s; see {DOCKERD_LOG}"
+    return client, f"{', '.join(done) or 'waited for dockerd'} (log: {DOCKERD_LOG})"
+
+
+def _start_dockerd() -> None:
     # A new session, stdin closed and output to a log: the daemon outlives this command
     # and its terminal (what `nohup ... &` does in a shell).
-    with open(log_path, "a") as log:
-        daemon = subprocess.Popen(
-            ["dockerd", *extra_args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+    with open(DOCKERD_LOG, "a") as log:
+        subprocess.Popen(
+            ["dockerd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    return daemon.pid
 
 
 def _dockerd_running() -> bool:

@@ -201,7 +201,11 @@ class ContentAddressedBuilder:
                 f"base image {name} is not present (no registry is used): "
                 "build it first, e.g. `crucible doctor --fix` for the offline base"
             )
-        return found["Id"]
+        # An image crucible made is identified by its inputs, not its ID: a bootstrapped
+        # base's bytes differ on every machine (timestamps), its recipe does not, so the
+        # same task plans to the same tag everywhere.
+        made_from = ((found.get("Config") or {}).get("Labels") or {}).get("crucible.input_hash")
+        return f"inputs:{made_from}" if made_from else found["Id"]
 
     # -- building -------------------------------------------------------------------
 

@@ -51,10 +51,13 @@ def file_lock(name: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _tree_digest(root: Path) -> str:
+def _generator_digest(source: Path) -> str:
+    """Everything the generator reads: its own folder and the shared generator modules."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files += list(source.parent.glob("*.py"))
+    for path in sorted(files):
+        digest.update(str(path.relative_to(source.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -63,7 +66,7 @@ def _generated_repo(name: str) -> Path:
     script = source / "build_repo.py"
     if not script.is_file():
         raise ConfigError(f"repo '{GENERATED}{name}': no generator at {script}")
-    target = paths.cache_dir() / "repos" / f"{name}-{_tree_digest(source)}"
+    target = paths.cache_dir() / "repos" / f"{name}-{_generator_digest(source)}"
     if (target / ".git").is_dir():
         return target
     with file_lock(f"repo-{target.name}"):

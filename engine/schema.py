@@ -165,3 +165,43 @@ def register() -> None:
 
 
 register()
+
+
+_GROUP_SCHEMAS = {
+    "task": [TaskConfig],
+    "env": [EnvConfig],
+    "integrity": [IntegrityConfig],
+    "flavor": [CodingFlavorConfig],
+    "agent": [NoopAgentConfig, IntegrationTestAgentConfig],
+    "runtime": [DockerRuntimeConfig],
+}
+
+
+def _schema_for(group: str, node: dict):
+    candidates = _GROUP_SCHEMAS[group]
+    if len(candidates) == 1:
+        return candidates[0]
+    target = node.get("_target_")
+    for cls in candidates:
+        if cls._target_ == target:
+            return cls
+    raise ValueError(f"{group}._target_ {target!r} has no registered schema")
+
+
+def typed_from_plain(data: dict) -> CrucibleConfig:
+    """A saved config (e.g. a job's ``.hydra/config.yaml``) back into typed dataclasses.
+
+    Each group is merged into its schema, so a saved file is validated exactly like a
+    composed one; this is what lets a run be re-planned to the same spec hash.
+    """
+    from omegaconf import OmegaConf
+
+    top = OmegaConf.structured(CrucibleConfig)
+    data = {k: v for k, v in data.items() if k != "hydra"}
+    for group in _GROUP_SCHEMAS:
+        node = data.pop(group)
+        merged = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+        OmegaConf.resolve(merged)
+        data[group] = merged
+    merged_top = OmegaConf.merge(top, data)
+    return OmegaConf.to_object(merged_top)

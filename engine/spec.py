@@ -139,3 +139,23 @@ def plan(cfg: CrucibleConfig, *, builder, pins: dict | None = None) -> Plan:
         attempt=cfg.attempt,
     )
     return Plan(spec=spec, image=image, repo_path=repo_path)
+
+
+def replan(run_dir: Path, *, builder) -> Plan:
+    """Plan a past run again from its saved config and recorded pins (same spec hash)."""
+    import json
+
+    from omegaconf import OmegaConf
+
+    from engine.schema import typed_from_plain
+
+    config_file = next((p for p in (run_dir / ".hydra" / "config.yaml", run_dir / "config.yaml") if p.is_file()), None)
+    if config_file is None:
+        raise ConfigError(f"{run_dir} has no .hydra/config.yaml or config.yaml to re-plan from")
+    try:
+        typed = typed_from_plain(OmegaConf.to_container(OmegaConf.load(config_file), resolve=False))
+    except Exception as exc:
+        raise ConfigError(f"{config_file}: cannot be re-planned: {str(exc).splitlines()[0]}") from exc
+    pins_file = run_dir / "pins.json"
+    pins = json.loads(pins_file.read_text()) if pins_file.is_file() else None
+    return plan(typed, builder=builder, pins=pins)

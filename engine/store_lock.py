@@ -1,14 +1,17 @@
 """Opening the DuckDB file briefly, taking turns with every other process.
 
-DuckDB refuses a second process outright ("Could not set lock on file") and a refused
-open still costs ~12 ms of CPU, so many sweep workers retrying it would burn the cores
-they share. crucible processes therefore queue on a cheap advisory ``flock`` beside the
-store first (shared for readers, exclusive for writers, as DuckDB's own lock), and only
-then open the database, still retrying in case a process outside crucible (a DuckDB
-shell) holds it. Both waits use exponential backoff with full jitter under one deadline.
+DuckDB refuses a second process outright ("Could not set lock on file"), so nothing
+holds the file open between operations. Two costs shape how it is opened:
 
-A connection is never cached: each operation opens and closes its own, so a forked
-child can never reuse its parent's.
+- A new DuckDB instance costs ~40 ms of CPU; ATTACHing a file to an existing in-memory
+  instance costs ~1 ms. So each process keeps one in-memory connection (for its own pid
+  only: a forked child makes its own and never touches its parent's) and ATTACHes the
+  store per operation, DETACHing (which releases the file lock) at the end.
+- A refused open still costs CPU, and many sweep workers polling DuckDB would burn the
+  cores they share. crucible processes therefore queue on a cheap advisory ``flock``
+  beside the store first (shared for readers, exclusive for writers, like DuckDB's own
+  lock), then ATTACH, still retrying in case a process outside crucible (a DuckDB shell)
+  holds the file. Both waits back off exponentially with full jitter under one deadline.
 """
 from __future__ import annotations
 
@@ -25,18 +28,41 @@ import duckdb
 
 from engine.errors import StoreError
 
-# One DuckDB instance per file per process: read-only and read-write connections to one
-# file cannot coexist in a process, so threads take turns. Replaced in a forked child,
-# where a lock held by a parent thread would never be released.
+ALIAS = "store"
+"""The attached store's catalog name; ``USE``d, so SQL names its tables unqualified."""
+
+# Threads of one process take turns (they share the one in-memory instance). Replaced in
+# a forked child, where a lock held by a parent thread would never be released.
 _process_lock = threading.RLock()
+_instance: tuple[int, duckdb.DuckDBPyConnection] | None = None
+_inherited: list[duckdb.DuckDBPyConnection] = []
 
 
-def _reset_after_fork() -> None:
-    global _process_lock
+def _after_fork_in_child() -> None:
+    global _process_lock, _instance
     _process_lock = threading.RLock()
+    if _instance is not None:
+        # Never used nor closed here: its worker threads did not survive the fork, and
+        # closing it could wait on them forever. Kept referenced so no destructor runs.
+        _inherited.append(_instance[1])
+        _instance = None
 
 
-os.register_at_fork(after_in_child=_reset_after_fork)
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _process_instance() -> duckdb.DuckDBPyConnection:
+    global _instance
+    if _instance is None or _instance[0] != os.getpid():
+        _instance = (os.getpid(), duckdb.connect(":memory:"))
+    return _instance[1]
+
+
+def _discard_instance() -> None:
+    global _instance
+    if _instance is not None and _instance[0] == os.getpid():
+        _instance[1].close()
+    _instance = None
 
 
 class _Backoff:
@@ -57,26 +83,25 @@ class _Backoff:
 
 
 def is_lock_conflict(exc: BaseException) -> bool:
-    text = str(exc)
-    return "Could not set lock" in text or "different configuration" in text
+    return "Could not set lock" in str(exc)
 
 
 class Turn:
-    """This process's turn at the store file; the DuckDB connection is opened on first use."""
+    """This process's turn at the store file; the file is attached on first use."""
 
     def __init__(self, path: Path, read_only: bool, backoff: _Backoff, timeout: float):
-        self._args = (path, read_only, backoff, timeout)
+        self.path, self.read_only, self.backoff, self.timeout = path, read_only, backoff, timeout
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = _connect(*self._args)
+            self._con = _attach(self.path, self.read_only, self.backoff, self.timeout)
         return self._con
 
     def close(self) -> None:
         if self._con is not None:
-            self._con.close()
             self._con = None
+            _detach_all()
 
 
 @contextmanager
@@ -87,7 +112,7 @@ def store_turn(path: Path, *, read_only: bool, timeout: float) -> Iterator[Turn]
     another process has already ingested everything. Raises StoreError at ``timeout``.
     """
     backoff = _Backoff(timeout)
-    with _process_lock, _turn(path, exclusive=not read_only, backoff=backoff):
+    with _process_lock, _flock(path, exclusive=not read_only, backoff=backoff):
         turn = Turn(path, read_only, backoff, timeout)
         try:
             yield turn
@@ -97,18 +122,17 @@ def store_turn(path: Path, *, read_only: bool, timeout: float) -> Iterator[Turn]
 
 @contextmanager
 def open_store(path: Path, *, read_only: bool, timeout: float) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A fresh connection to ``path``, closed on exit. Raises StoreError if still locked at ``timeout``."""
+    """A connection with ``path`` attached and in use, detached on exit. StoreError if locked past ``timeout``."""
     with store_turn(path, read_only=read_only, timeout=timeout) as turn:
         yield turn.connection()
 
 
 @contextmanager
-def _turn(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
-    lock_path = path.with_name(path.name + ".crucible-lock")
+def _flock(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(path.with_name(path.name + ".crucible-lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError:
-        yield  # a read-only directory: fall back to DuckDB's own lock and retries
+        yield  # a read-only directory: DuckDB's own lock and the retries still protect the file
         return
     try:
         mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
@@ -118,21 +142,45 @@ def _turn(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if backoff.expired:
-                    break  # let the DuckDB open report the conflict (it names the holder)
+                    break  # let the ATTACH report the conflict: its message names the holder
                 backoff.sleep()
         yield
     finally:
         os.close(fd)  # releases the flock
 
 
-def _connect(path: Path, read_only: bool, backoff: _Backoff, timeout: float) -> duckdb.DuckDBPyConnection:
+def _attach(path: Path, read_only: bool, backoff: _Backoff, timeout: float) -> duckdb.DuckDBPyConnection:
+    con = _process_instance()
+    quoted = "'" + str(path).replace("'", "''") + "'"
+    statement = f"ATTACH {quoted} AS {ALIAS}" + (" (READ_ONLY)" if read_only else "")
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            con.execute(statement)
+            con.execute(f"USE {ALIAS}")
+            return con
         except duckdb.Error as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             if not is_lock_conflict(exc):
+                _detach_all()
                 raise StoreError(f"cannot open store {path}: {first}") from exc
             if backoff.expired:
                 raise StoreError(f"store {path} stayed locked for {timeout:.0f} s ({first})") from exc
         backoff.sleep()
+
+
+def _detach_all() -> None:
+    """Leave the instance as found: no transaction, nothing attached (user SQL may ATTACH too)."""
+    con = _process_instance()
+    try:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # no transaction open: the usual case
+        con.execute("USE memory")
+        names = con.execute(
+            "SELECT database_name FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory'"
+        ).fetchall()
+        for (name,) in names:
+            con.execute(f'DETACH DATABASE IF EXISTS "{name}"')
+    except duckdb.Error:
+        _discard_instance()  # closing the instance releases every file it held

@@ -53,8 +53,10 @@ BUILD_COLUMNS = tuple(f.name for f in dataclasses.fields(BuildRecord)) + ("recor
 _JSON_RUN_FIELDS = ("spec", "raw_grade", "timings")
 
 
-def insert_sql(table: str, columns: tuple[str, ...]) -> str:
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+def insert_sql(table: str, columns: tuple[str, ...], rows: int = 1) -> str:
+    """An INSERT of ``rows`` rows of positional parameters."""
+    one = f"({', '.join('?' * len(columns))})"
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * rows)}"
 
 
 def to_db_ts(text: str | None) -> datetime | None:

@@ -161,7 +161,7 @@ def build(set_dir: Path, out_dir: Path) -> dict[str, str]:
 def main(set_dir: Path, argv: list[str]) -> int:
     """CLI: ``build_repo.py OUT_DIR``; prints ``SHA BRANCH`` lines like ``git show-ref``."""
     if len(argv) != 1:
-        print(f"usage: python {set_dir.name}/build_repo.py OUT_DIR", file=sys.stderr)
+        print(f"usage: python samples/{set_dir.name}/build_repo.py OUT_DIR", file=sys.stderr)
         return 2
     try:
         refs = build(set_dir, Path(argv[0]))

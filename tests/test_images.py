@@ -5,7 +5,6 @@ and every image a test builds is removed when its module ends.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -22,15 +21,13 @@ from docker.utils.build import tar as sdk_tar
 from engine.errors import BuildError
 from engine.images import CA_FILE, ContentAddressedBuilder, sent_files
 
-pytestmark = pytest.mark.docker
-
 PROJECT = Path(__file__).resolve().parent.parent
 TINY = "ARG BASE\nFROM ${BASE}\nCOPY . /ctx\nRUN echo built > /built\n"
 
 
 @pytest.fixture(scope="module")
 def built_tags(docker_client):
-    """Tags the module's tests built; removed (with their containers) at the end."""
+    """Tags the module's tests built; removed at the end (their containers run with remove=True)."""
     tags: list[str] = []
     yield tags
     for tag in tags:
@@ -46,7 +43,10 @@ def builder(docker_client):
 
 
 def make_context(root: Path, dockerfile: str = TINY, **files: str) -> tuple[Path, Path]:
-    """A context dir with a unique nonce (so each test session builds a new tag)."""
+    """A context dir with a unique nonce (so each test session builds a new tag).
+
+    ``files`` maps names to text; ``__`` in a name stands for ``/`` (``sub__f.py``).
+    """
     context = root / f"ctx-{uuid.uuid4().hex[:8]}"
     context.mkdir()
     (context / "nonce").write_text(uuid.uuid4().hex)
@@ -91,6 +91,7 @@ def test_sent_files_are_exactly_what_the_sdk_sends(tmp_path):
     assert "junk.tmp" not in sdk_names and "logs/a.log" not in sdk_names
 
 
+@pytest.mark.docker
 def test_tag_follows_content_build_args_and_not_ignored_files(builder, base_image, tmp_path):
     dockerfile, context = make_context(tmp_path, **{"app.py": "print(1)\n", ".dockerignore": "scratch\n"})
     (context / "scratch").write_text("ignored")
@@ -112,6 +113,7 @@ def test_tag_follows_content_build_args_and_not_ignored_files(builder, base_imag
     assert builder.plan(dockerfile, context, {**args, "EXTRA": "1"}, "test").tag != changed.tag
 
 
+@pytest.mark.docker
 def test_ca_bundle_is_an_input_and_lands_in_the_context(docker_client, base_image, tmp_path):
     dockerfile, context = make_context(tmp_path)
     pem = tmp_path / "ca.pem"
@@ -123,12 +125,14 @@ def test_ca_bundle_is_an_input_and_lands_in_the_context(docker_client, base_imag
     assert with_ca.tag != without.tag
 
 
+@pytest.mark.docker
 def test_missing_base_image_is_a_one_line_build_error(builder, tmp_path):
     dockerfile, context = make_context(tmp_path)
     with pytest.raises(BuildError, match="base image crucible-nonexistent:nope is not present"):
         builder.plan(dockerfile, context, {"BASE": "crucible-nonexistent:nope"}, "test")
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_second_ensure_sends_nothing_to_the_daemon(docker_client, builder, base_image, built_tags, tmp_path):
     from engine.store import DuckDBStore
@@ -179,6 +183,7 @@ print(json.dumps({"tag": record.tag, "cache_hit": record.cache_hit, "seconds": r
 """
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_concurrent_ensure_of_one_tag_builds_it_once(docker_client, builder, base_image, built_tags, tmp_path):
     slow = "ARG BASE\nFROM ${BASE}\nCOPY nonce /nonce\nRUN sleep 3 && echo built > /built\n"
@@ -203,6 +208,7 @@ def test_concurrent_ensure_of_one_tag_builds_it_once(docker_client, builder, bas
     assert len(tags) == 1
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_failing_run_step_raises_build_error_naming_the_log(builder, base_image, built_tags, tmp_path):
     # The failing step comes first, so no intermediate image is left behind.
@@ -283,6 +289,7 @@ def hud_facts(docker_client, base_image, built_tags, tmp_path_factory):
     return facts, _git(repo, "rev-parse", "HEAD").strip(), ref.tag
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_hud_image_has_tree_without_git_owned_by_agent_and_a_root_only_vault(hud_facts):
     facts, baseline_sha, _ = hud_facts
@@ -297,6 +304,7 @@ def test_hud_image_has_tree_without_git_owned_by_agent_and_a_root_only_vault(hud
     assert facts["agent"] == "1000:1000"
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_hud_build_installs_system_packages_and_forwards_the_ca(hud_facts):
     facts, _, _ = hud_facts
@@ -305,6 +313,7 @@ def test_hud_build_installs_system_packages_and_forwards_the_ca(hud_facts):
     assert facts["install_saw"] == "/etc/crucible/ca.pem"  # INSTALL_CMD ran with SSL_CERT_FILE set
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_hud_instance_build_keeps_the_instance_repo_and_needs_no_bundle(docker_client, builder, hud_facts, built_tags, tmp_path):
     _, baseline_sha, instance_image = hud_facts  # stands in for an instance image carrying /app

@@ -16,6 +16,7 @@ import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SETS = {"sample": ROOT / "conf", "fixtures": ROOT / "tests" / "conf"}
 SIDES = ("baseline", "test", "golden")
 SAMPLE_TASKS = sorted(p.stem for p in (SETS["sample"] / "task" / "sample").glob("*.yaml"))
+# Tests that read `outcomes` share its ~14 pytest runs (5-10 s): slow, as a group.
+slow = pytest.mark.slow
 # (set, task, side): the pytest runs the claims below need.
 RUNS = [("sample", task, side) for task in SAMPLE_TASKS for side in ("baseline", "golden")] + [
     ("fixtures", "good", "baseline"),
@@ -43,31 +46,59 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def build(set_name: str, out: Path) -> dict[str, str]:
+def build(set_name: str, out: Path, env: dict[str, str] | None = None, umask: int = -1) -> dict[str, str]:
     """Run the set's generator as the engine does; return branch -> SHA."""
     subprocess.run(
         [sys.executable, str(ROOT / "samples" / set_name / "build_repo.py"), str(out)],
-        check=True, capture_output=True,
+        check=True, capture_output=True, env=env, umask=umask,
     )
     listing = git(out, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
     return dict(line.split(" ", 1) for line in listing.splitlines())
 
 
+def hostile_env(home: Path) -> dict[str, str]:
+    """An environment that changes the SHAs or the checkout of any generator that lets it in."""
+    config = home / ".gitconfig"
+    config.write_text(
+        "[init]\n\tdefaultBranch = trunk\n[core]\n\tautocrlf = true\n"
+        "[user]\n\tname = Somebody Else\n[commit]\n\tgpgSign = true\n"
+    )
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "GIT_CONFIG_GLOBAL": str(config),
+        "GIT_AUTHOR_NAME": "Somebody Else",
+        "GIT_AUTHOR_DATE": "2001-02-03T04:05:06+09:00",
+        "GIT_COMMITTER_DATE": "2001-02-03T04:05:06+09:00",
+        "GIT_DIR": str(home / "elsewhere.git"),
+        "TZ": "Asia/Tokyo",
+    }
+
+
+def checkout(repo: Path) -> dict[str, tuple[bytes, int]]:
+    """The working tree outside .git: path -> (bytes, permission bits)."""
+    return {
+        path.relative_to(repo).as_posix(): (path.read_bytes(), path.stat().st_mode & 0o777)
+        for path in sorted(repo.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(repo).parts
+    }
+
+
 def load_tasks(set_name: str) -> dict[str, dict]:
-    """Every task config of the set, composed through Hydra and resolved."""
-    conf_dir = SETS[set_name]
-    names = sorted(p.stem for p in (conf_dir / "task" / set_name).glob("*.yaml"))
-    search = f"hydra.searchpath=[file://{SETS['fixtures']}]"
+    """Every task config of the set, composed through Hydra (defaults list + schema) and resolved."""
+    names = sorted(p.stem for p in (SETS[set_name] / "task" / set_name).glob("*.yaml"))
+    overrides = [f"hydra.searchpath=[file://{SETS['fixtures']}]"]
+    # Only the task group: composing the whole root config costs twice as much per task.
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         return {
             name: OmegaConf.to_container(
-                compose("config", [f"task={set_name}/{name}", search]).task, resolve=True
+                compose(overrides=[*overrides, f"+task={set_name}/{name}"]).task, resolve=True
             )
             for name in names
         }
 
 
-def tree(repo: Path, ref: str, dest: Path, hidden_from: list[dict] = ()) -> Path:
+def tree(repo: Path, ref: str, dest: Path, hidden_from: Sequence[dict] = ()) -> Path:
     """``ref``'s files at ``dest``, plus the hidden tests of ``hidden_from`` taken from their test refs."""
     archive = subprocess.run(["git", "archive", ref], cwd=repo, capture_output=True, check=True)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
@@ -99,8 +130,9 @@ class Built:
     set_name: str
     repo: Path
     refs: dict[str, str]
+    again: Path
+    """A second, independent build: another directory, a hostile environment, umask 077."""
     refs_again: dict[str, str]
-    """The refs of a second, independent build into another directory."""
     tasks: dict[str, dict]
 
 
@@ -109,9 +141,11 @@ def repos(tmp_path_factory) -> dict[str, Built]:
     built = {}
     for set_name in SETS:
         root = tmp_path_factory.mktemp(set_name)
+        (root / "home").mkdir()
         refs = build(set_name, root / "repo")
-        again = build(set_name, root / "again")
-        built[set_name] = Built(set_name, root / "repo", refs, again, load_tasks(set_name))
+        again = build(set_name, root / "again", hostile_env(root / "home"), umask=0o077)
+        tasks = load_tasks(set_name)
+        built[set_name] = Built(set_name, root / "repo", refs, root / "again", again, tasks)
     return built
 
 
@@ -146,10 +180,18 @@ def outcomes(repos, tmp_path_factory) -> dict[tuple[str, str, str], tuple[int, s
 
 
 # ------------------------------------------------------------------ repos and configs
-def test_generator_gives_identical_shas_on_every_build(built):
+def test_generator_gives_identical_shas_whatever_the_environment(built):
     assert built.refs == built.refs_again
-    assert git(built.repo, "symbolic-ref", "--short", "HEAD") == "main"
-    assert git(built.repo, "status", "--porcelain") == ""
+    for repo in (built.repo, built.again):
+        assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+        assert git(repo, "status", "--porcelain") == ""
+
+
+def test_generator_checks_out_main_with_the_same_bytes_and_modes(built):
+    files = checkout(built.repo)
+    assert files == checkout(built.again)
+    assert {mode for _, mode in files.values()} == {0o644}
+    assert set(files) == set(git(built.repo, "ls-files").splitlines())
 
 
 def test_generator_refuses_a_non_empty_out_dir(tmp_path):
@@ -198,18 +240,21 @@ def test_sample_goldens_include_a_two_file_fix_and_a_new_file(repos):
 
 
 # ------------------------------------------------------------------ sample: the tasks work
+@slow
 @pytest.mark.parametrize("task", SAMPLE_TASKS)
 def test_sample_hidden_test_fails_on_baseline(outcomes, task):
     code, output = outcomes[("sample", task, "baseline")]
     assert code == 1, output  # 1 = tests ran and failed; 2+ would be a collection error
 
 
+@slow
 @pytest.mark.parametrize("task", SAMPLE_TASKS)
 def test_sample_golden_passes_its_hidden_test_and_the_visible_suite(outcomes, task):
     code, output = outcomes[("sample", task, "golden")]
     assert code == 0 and re.search(r"\b[1-9][0-9]* passed\b", output), output
 
 
+@slow
 def test_sample_correct_code_is_in_mains_history(outcomes):
     """main's tip passes every hidden test, so without the vault the answer is one `git log -p` away."""
     code, output = outcomes[("sample", "*", "main")]
@@ -217,20 +262,24 @@ def test_sample_correct_code_is_in_mains_history(outcomes):
 
 
 # ------------------------------------------------------------------ fixtures: each fails the gate its way
+@slow
 def test_fixture_good_fails_on_baseline_and_passes_on_golden(outcomes):
     assert outcomes[("fixtures", "good", "baseline")][0] == 1
     assert outcomes[("fixtures", "good", "golden")][0] == 0
 
 
+@slow
 def test_fixture_broken_golden_fails_on_golden(outcomes):
     code, output = outcomes[("fixtures", "broken_golden", "golden")]
     assert code == 1 and "test_median_of_even_length" in output, output
 
 
+@slow
 def test_fixture_baseline_passes_passes_on_baseline(outcomes):
     assert outcomes[("fixtures", "baseline_passes", "baseline")][0] == 0
 
 
+@slow
 def test_fixture_flaky_hidden_test_is_a_fair_coin(outcomes, repos, tmp_path):
     assert outcomes[("fixtures", "flaky", "golden")][0] in (0, 1)  # it ran; pass or fail is chance
     # Call the coin test itself many times in one process: both outcomes must show up

@@ -1,7 +1,7 @@
 """Hermetic grading of a captured diff in a FRESH workspace from the task's image.
 
-    reset workdir to the baseline (vault) -> apply the diff -> write the hidden tests
-    -> hand the tree to uid 1000 -> run the test command -> verdict
+    stage: reset workdir to the baseline (vault), apply the diff, hand the tree to uid 1000
+    -> write the hidden tests -> run the test command (as uid 1000 under the wall) -> verdict
 
 The hidden tests are written AFTER the diff, so an agent's edits to them are lost. The
 verdict is a pure function of what the steps produced (``verdict_from_test_result``), and
@@ -18,42 +18,44 @@ from typing import Mapping
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
-from engine.models import CapturedSubmission, ExecResult, Verdict
+from engine.models import CapturedSubmission, Verdict
 from envs.coding import patch
 from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
 from envs.coding.repo import baseline_of, workdir_of
 
 OUTPUT_TAIL_BYTES = 8192
 DEFAULT_TESTS_RAN = r"\b[1-9][0-9]* passed\b"
-PATCH_FILE = "submission.patch"
 
-_RESET = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4
+NOT_APPLIED = 10
+
+# One exec: reset to the baseline, apply, prepare the hidden paths, hand the tree over.
+# Attempt records are "<nonce> <variant> <exit code>" lines after each apply's output.
+_STAGE = r"""
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 NPATCH=$7
+shift 7
+patches=("${@:1:$NPATCH}")
+shift "$NPATCH"
 require_vault
 shadow_init "$DIR"
 cd "$WORKDIR"
 git "${HARDEN[@]}" read-tree "$BASE"
-# Fresh container: normally nothing differs. Only stale tracked files are rewritten, so a
-# big tree is not copied up; untracked files go, ignored ones (install outputs) stay.
+# A fresh container normally differs in nothing: only stale tracked files are rewritten (no
+# copy-up of a big tree); untracked files go, ignored ones (install outputs) stay.
 git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
 git "${HARDEN[@]}" ls-files -z -m -d | git "${HARDEN[@]}" checkout-index -f -z --stdin
 git "${HARDEN[@]}" clean -fdq
-"""
-
-# Applied inside the shadow repo so the baseline's .gitattributes convert exactly as at
-# capture (e.g. eol=crlf files), and git refuses paths beyond symlinks.
-_APPLY = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 PATCH=$5
-export GIT_DIR="$DIR/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$DIR/index"
-cd "$WORKDIR"
-git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$PATCH" 2>&1
-"""
-
-# Each hidden path: every parent a real directory inside workdir (a symlink or file the
-# agent's diff put there is removed), and the file itself removed, before it is written.
-_PREPARE_HIDDEN = r"""
-WORKDIR=$1
-shift
+# Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
+# (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
+applied=$([ "$NPATCH" = 0 ] && echo empty || echo none)
+for p in ${patches[@]+"${patches[@]}"}; do
+  rc=0
+  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$p" 2>&1 || rc=$?
+  printf '\n%s %s %s\n' "$NONCE" "$(basename -- "$p" .patch)" "$rc"
+  if [ "$rc" = 0 ]; then applied=$p; break; fi
+done
+[ "$applied" != none ] || exit 10
+# Hidden paths: every parent a real directory inside workdir (a symlink or file the diff
+# put there is removed), the file itself removed; the engine writes them next.
 for rel in "$@"; do
   d=$WORKDIR
   IFS=/ read -r -a parts <<< "$(dirname -- "$rel")"
@@ -65,12 +67,10 @@ for rel in "$@"; do
   done
   rm -rf -- "$WORKDIR/$rel"
 done
-"""
-
 # "Chown what you stage": only entries not already uid 1000's (a stat walk, no copy-up).
-_HAND_OVER = r"""
-WORKDIR=$1
-find "$WORKDIR" -xdev \( ! -user 1000 -o ! -group 1000 \) -exec chown -h 1000:1000 -- {} +
+if [ "$UID_WALL" = 1 ]; then
+  find "$WORKDIR" -xdev \( ! -user 1000 -o ! -group 1000 \) -exec chown -h 1000:1000 -- {} +
+fi
 """
 
 
@@ -85,19 +85,20 @@ async def grade(
     """Grade ``submission`` in ``ws`` (a fresh workspace). Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
     workdir, base = workdir_of(task, GradeError), baseline_of(task, GradeError)
+    for rel in hidden_files:
+        _check_relative(rel)
+    # The scratch dir (root-only) is left behind: a grading workspace is used once.
     scratch = f"{SCRATCH_DIR}/grade-{uuid.uuid4().hex}"
     raw: dict = {"durations": {}, "violations": list(submission.violations),
                  "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task)}
     try:
-        await _step(raw, "reset", _reset(ws, workdir, base, scratch, deadline))
-        raw["apply"] = await _step(raw, "apply", _apply(ws, workdir, base, scratch, submission.diff, deadline))
+        raw["apply"] = await _step(raw, "stage", _stage(ws, task, integrity, submission.diff, hidden_files,
+                                                        scratch, deadline))
         if raw["apply"]["ok"]:
-            await _step(raw, "hidden", _write_hidden(ws, workdir, hidden_files, integrity, deadline))
+            await _step(raw, "hidden", _write_hidden(ws, workdir, hidden_files, integrity))
             raw["test"] = await _step(raw, "test", _run_tests(ws, task, workdir, hidden_files, integrity, deadline))
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
-    finally:
-        await _quietly_remove(ws, scratch)
     return regrade(raw)
 
 
@@ -116,45 +117,52 @@ def _left(deadline: float, what: str) -> float:
     return left
 
 
-async def _reset(ws: Workspace, workdir: str, base: str, scratch: str, deadline: float) -> None:
-    result = await run_script(ws, _RESET, [workdir, base, VAULT, scratch], timeout=_left(deadline, "reset"))
-    if not result.ok:
-        raise GradeError(f"cannot reset {workdir} to the baseline: {brief(result)}")
-
-
-async def _apply(ws: Workspace, workdir: str, base: str, scratch: str, diff: str, deadline: float) -> dict:
-    """Apply the diff as captured; if that fails and it has CRLF line ends, once more with LF."""
+def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
+    """The diff as captured (with a final newline); if it has CRLF line ends, also with LF."""
     if not diff.strip():
-        return {"ok": True, "empty": True, "attempts": []}
+        return []
     data = patch.ensure_trailing_newline(diff.encode("utf-8", "surrogateescape"))
-    candidates = [("as-captured", data)]
+    variants = [("as-captured", data)]
     if b"\r\n" in data:
-        candidates.append(("crlf-normalised", data.replace(b"\r\n", b"\n")))
-    attempts = []
-    for label, body in candidates:
-        path = f"{scratch}/{PATCH_FILE}"
-        await ws.write_file(path, body, mode=0o600, owner=ROOT_UID)
-        result = await run_script(ws, _APPLY, [workdir, base, VAULT, scratch, path], timeout=_left(deadline, "apply"))
-        attempts.append({"variant": label, "exit_code": result.exit_code, "output": _tail(result)})
-        if result.ok:
-            return {"ok": True, "empty": False, "attempts": attempts}
-    return {"ok": False, "empty": False, "attempts": attempts}
+        variants.append(("crlf-normalised", data.replace(b"\r\n", b"\n")))
+    return variants
 
 
-async def _write_hidden(ws: Workspace, workdir: str, hidden: Mapping[str, bytes], integrity: dict,
-                        deadline: float) -> None:
-    for rel in hidden:
-        _check_relative(rel)
-    result = await run_script(ws, _PREPARE_HIDDEN, [workdir, *hidden], timeout=_left(deadline, "hidden tests"))
-    if not result.ok:
-        raise GradeError(f"cannot prepare hidden test paths: {brief(result)}")
+async def _stage(ws: Workspace, task: dict, integrity: dict, diff: str, hidden: Mapping[str, bytes],
+                 scratch: str, deadline: float) -> dict:
+    workdir, base = workdir_of(task, GradeError), baseline_of(task, GradeError)
+    variants = _patch_variants(diff)
+    paths = []
+    for label, body in variants:
+        paths.append(f"{scratch}/{label}.patch")
+        await ws.write_file(paths[-1], body, mode=0o600, owner=ROOT_UID)
+    nonce = uuid.uuid4().hex
+    args = [workdir, base, VAULT, scratch, "1" if integrity.get("uid_wall") else "0", nonce, str(len(paths)),
+            *paths, *hidden]
+    result = await run_script(ws, _STAGE, args, timeout=_left(deadline, "staging"))
+    if result.exit_code not in (0, NOT_APPLIED) or result.timed_out:
+        raise GradeError(f"cannot stage the submission in {workdir}: {brief(result)}")
+    return {"ok": result.exit_code == 0, "empty": not variants,
+            "attempts": _attempts(result.stdout.decode("utf-8", "replace"), nonce)}
+
+
+def _attempts(output: str, nonce: str) -> list[dict]:
+    attempts, lines = [], []
+    for line in output.split("\n"):
+        fields = line.split(" ")
+        if len(fields) == 3 and fields[0] == nonce:
+            text = "\n".join(lines).strip("\n")
+            attempts.append({"variant": fields[1], "exit_code": int(fields[2]), "output": _tail_text(text)})
+            lines = []
+        else:
+            lines.append(line)
+    return attempts
+
+
+async def _write_hidden(ws: Workspace, workdir: str, hidden: Mapping[str, bytes], integrity: dict) -> None:
     owner = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
     for rel, data in hidden.items():
         await ws.write_file(f"{workdir}/{rel}", data, mode=0o644, owner=owner)
-    if integrity.get("uid_wall"):
-        result = await run_script(ws, _HAND_OVER, [workdir], timeout=_left(deadline, "chown"))
-        if not result.ok:
-            raise GradeError(f"cannot hand {workdir} to uid {AGENT_UID}: {brief(result)}")
 
 
 async def _run_tests(ws: Workspace, task: dict, workdir: str, hidden: Mapping[str, bytes], integrity: dict,
@@ -165,8 +173,8 @@ async def _run_tests(ws: Workspace, task: dict, workdir: str, hidden: Mapping[st
     # One stream, interleaved as a terminal would show it: the summary line is at its end.
     result = await ws.exec(["bash", "-c", "exec 2>&1\n" + command], user=user, cwd=workdir, timeout=limit)
     return {"command": command, "user": user, "exit_code": result.exit_code, "timed_out": result.timed_out,
-            "timeout": limit, "output_tail": _tail(result), "output_bytes": result.stdout_bytes_total
-            + result.stderr_bytes_total}
+            "timeout": limit, "output_tail": _tail_text(result.text()),
+            "output_bytes": result.stdout_bytes_total + result.stderr_bytes_total}
 
 
 def verdict_from_test_result(
@@ -215,8 +223,7 @@ def _tests_ran_regex(task: dict) -> str:
     return str(task.get("tests_ran_regex") or DEFAULT_TESTS_RAN)
 
 
-def _tail(result: ExecResult) -> str:
-    text = result.text()
+def _tail_text(text: str) -> str:
     data = text.encode("utf-8")
     if len(data) <= OUTPUT_TAIL_BYTES:
         return text
@@ -227,10 +234,3 @@ def _check_relative(rel: str) -> None:
     parts = rel.split("/")
     if rel.startswith("/") or ".." in parts or not rel.strip("/"):
         raise GradeError(f"hidden test path {rel!r} must be relative and inside the repo")
-
-
-async def _quietly_remove(ws: Workspace, path: str) -> None:
-    try:
-        await ws.exec(["rm", "-rf", "--", path], timeout=60)
-    except WorkspaceError:
-        pass  # the grading workspace is destroyed right after; nothing depends on this

@@ -11,6 +11,7 @@ config, attributes files or fake objects the agent planted there cannot change i
 """
 from __future__ import annotations
 
+import logging
 import uuid
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
@@ -18,6 +19,8 @@ from engine.interfaces import Workspace
 from engine.models import CapturedSubmission
 from envs.coding import patch
 from envs.coding.gitops import INFRA_EXIT, SCRATCH_DIR, VAULT, brief, run_script
+
+log = logging.getLogger(__name__)
 
 FRESH_DATE = "2000-01-01T00:00:00+0000"
 """Fixed identity and date: the fresh commit's SHA depends only on the baseline tree."""
@@ -95,6 +98,24 @@ cd "$WORKDIR"
 mkdir -p "$DIR/objects"
 # New blobs go to a scratch object store: the vault is only read.
 export GIT_OBJECT_DIRECTORY="$DIR/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$VAULT/objects"
+# Repos the agent created or cloned inside the tree would become gitlinks (or, with no
+# commit, fail the add): their directories are left out and named on stderr.
+glob_escape() {
+  local s=$1 out= c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case $c in '\'|'*'|'?'|'['|']'|'!'|'#'|' ') out+="\\$c" ;; *) out+=$c ;; esac
+  done
+  printf '%s' "$out"
+}
+if command -v find >/dev/null 2>&1; then
+  while IFS= read -r -d '' nested; do
+    rel=${nested#"$WORKDIR"/}
+    rel=${rel%/.git}
+    printf '/%s/\n' "$(glob_escape "$rel")" >> "$GIT_DIR/info/exclude"
+    printf 'crucible: nested repository left out of the capture: %s\n' "$rel" >&2
+  done < <(find "$WORKDIR" -mindepth 2 -name .git -prune -print0 2>/dev/null)
+fi
 git "${HARDEN[@]}" read-tree "$BASE"
 git "${HARDEN[@]}" add -A -- .
 git "${HARDEN[@]}" diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color \
@@ -137,6 +158,9 @@ async def _captured_bytes(ws: Workspace, args: list[str], timeout: float) -> byt
     result = await run_script(ws, _CAPTURE, args, timeout=timeout)
     if not result.ok:
         raise CaptureError(f"capture failed: {brief(result)}")
+    for line in result.stderr.decode("utf-8", "replace").splitlines():
+        if line.startswith("crucible: "):
+            log.warning("%s", line[len("crucible: "):])
     diff = await ws.read_file(f"{args[3]}/diff")
     chunks = patch.parse_chunks(diff)
     if all(_is_utf8(c) for c in chunks):

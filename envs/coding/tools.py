@@ -63,7 +63,13 @@ EDIT_SPEC = {
     },
 }
 
-_KIND = 'if [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file; elif [ -e "$1" ]; then echo other; else echo missing; fi'
+# Resolves the workdir and the path (symlinks included, as the tool's user), then says what
+# the path is: "<root>\0<path>\0<kind>".
+_RESOLVE = (
+    'root=$(realpath -m -- "$1") && p=$(realpath -m -- "$2") && printf "%s\\0%s\\0" "$root" "$p" && '
+    'if [ -d "$p" ]; then echo dir; elif [ -f "$p" ]; then echo file; elif [ -e "$p" ]; then echo other; '
+    'else echo missing; fi'
+)
 _WRITE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
 _LIST = 'find "$1" -maxdepth 2 -not -path "*/.*" | LC_ALL=C sort'
 
@@ -97,7 +103,6 @@ class CodingTools:
         if unknown:
             raise ValueError(f"unknown coding tools {unknown}; known: {sorted(known)}")
         self._specs = [known[n] for n in names]
-        self._real_workdir: str | None = None
 
     def specs(self) -> list[dict]:
         return [dict(spec) for spec in self._specs]
@@ -148,45 +153,45 @@ class CodingTools:
         command, raw_path = args.get("command"), args.get("path")
         if not isinstance(raw_path, str) or not raw_path:
             raise ToolError("`path` must be a non-empty string")
-        path = await self._confined(raw_path)
+        path, kind = await self._confined(raw_path)
         if command == "view":
-            return await self._view(path, args.get("view_range"))
+            return await self._view(path, kind, args.get("view_range"))
         if command == "create":
             text = _str_arg(args, "file_text")
-            await self._write(path, editor.encode(text))
+            await self._write(path, kind, editor.encode(text))
             return f"File created successfully at: {path}"
         if command == "str_replace":
             old, new = _str_arg(args, "old_str"), args.get("new_str", "")
             if not isinstance(new, str):
                 raise ToolError("`new_str` must be a string")
-            content = await self._read_text(path)
+            content = await self._read_text(path, kind)
             try:
                 updated, line = editor.replace_once(content, old, new)
             except ValueError as exc:
                 raise ToolError(f"{exc} in {path}") from exc
-            await self._write(path, editor.encode(updated))
+            await self._write(path, kind, editor.encode(updated))
             return editor.edited_message(path, updated, line, new.count("\n") + 1)
         if command == "insert":
             text = args.get("insert_text", args.get("new_str"))
             if not isinstance(text, str):
                 raise ToolError("insert needs `insert_text` (or `new_str`), a string")
-            content = await self._read_text(path)
+            content = await self._read_text(path, kind)
             try:
                 updated = editor.insert_after(content, args.get("insert_line"), text)
             except ValueError as exc:
                 raise ToolError(str(exc)) from exc
-            await self._write(path, editor.encode(updated))
+            await self._write(path, kind, editor.encode(updated))
             return editor.edited_message(path, updated, int(args["insert_line"]) + 1, text.count("\n") + 1)
         raise ToolError(f"unknown command {command!r}; use view, create, str_replace or insert")
 
-    async def _view(self, path: str, view_range: Any) -> str:
-        if await self._kind(path) == "dir":
+    async def _view(self, path: str, kind: str, view_range: Any) -> str:
+        if kind == "dir":
             if view_range is not None:
                 raise ToolError("`view_range` is not allowed when `path` is a directory")
             result = await self._run(["bash", "-c", _LIST, "list", path])
             listing = _bounded(result.stdout.decode("utf-8", "replace"), self.max_output_bytes)
             return f"Here are the files and directories up to 2 levels deep in {path}, excluding hidden items:\n{listing}"
-        content = await self._read_text(path)
+        content = await self._read_text(path, kind)
         try:
             numbered = editor.numbered(content, view_range)
         except ValueError as exc:
@@ -194,31 +199,19 @@ class CodingTools:
         return f"Here's the result of running `cat -n` on {path}:\n" + _bounded(numbered, self.max_output_bytes)
 
     # ------------------------------------------------------------------ I/O as the tool's user
-    async def _confined(self, raw_path: str) -> str:
-        """The path resolved in the container; refused when it leaves the workdir."""
-        root = await self._workdir_real()
+    async def _confined(self, raw_path: str) -> tuple[str, str]:
+        """(the path resolved in the container, what it is); refused when it leaves the workdir."""
         wanted = raw_path if raw_path.startswith("/") else posixpath.join(self.workdir, raw_path)
-        result = await self._run(["realpath", "-m", "--", wanted])
-        if result.exit_code != 0:
+        result = await self._run(["bash", "-c", _RESOLVE, "resolve", self.workdir, wanted])
+        fields = result.stdout.decode("utf-8", "surrogateescape").split("\0")
+        if result.exit_code != 0 or len(fields) != 3:
             raise ToolError(f"cannot resolve {raw_path!r}: {result.text().strip()}")
-        resolved = result.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+        root, resolved, kind = fields[0], fields[1], fields[2].strip()
         if resolved != root and not resolved.startswith(root.rstrip("/") + "/"):
             raise ToolError(f"{raw_path!r} resolves to {resolved!r}, outside the repository {self.workdir}; refused")
-        return resolved
+        return resolved, kind
 
-    async def _workdir_real(self) -> str:
-        if self._real_workdir is None:
-            result = await self._run(["realpath", "-m", "--", self.workdir])
-            if result.exit_code != 0:
-                raise ToolError(f"cannot resolve the workdir {self.workdir}: {result.text().strip()}")
-            self._real_workdir = result.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
-        return self._real_workdir
-
-    async def _kind(self, path: str) -> str:
-        return (await self._run(["bash", "-c", _KIND, "kind", path])).stdout.decode().strip()
-
-    async def _read_text(self, path: str) -> str:
-        kind = await self._kind(path)
+    async def _read_text(self, path: str, kind: str) -> str:
         if kind == "missing":
             raise ToolError(f"the path {path} does not exist")
         if kind != "file":
@@ -230,8 +223,8 @@ class CodingTools:
             raise ToolError(f"{path} is larger than {MAX_FILE_BYTES} bytes; use bash to inspect it")
         return editor.decode(result.stdout)
 
-    async def _write(self, path: str, data: bytes) -> None:
-        if await self._kind(path) == "dir":
+    async def _write(self, path: str, kind: str, data: bytes) -> None:
+        if kind == "dir":
             raise ToolError(f"the path {path} is a directory")
         result = await self._run(["bash", "-c", _WRITE, "write", path], stdin=data)
         if result.exit_code != 0:

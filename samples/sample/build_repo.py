@@ -10,6 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # samples/repogen.py, shared with the other sets
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 
 from repogen import main  # noqa: E402
 

@@ -1,0 +1,300 @@
+"""The DuckDB results store: durable records, idempotent ingestion, queries, output formats."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+
+import engine.store
+from engine import paths
+from engine.errors import StoreError, UserError
+from engine.models import BuildRecord, RunRecord, Step
+from engine.store import DuckDBStore
+from engine.store_files import pending_files, this_host
+from engine.tables import format_table, to_csv, to_json
+
+T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> DuckDBStore:
+    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "home"))
+    return DuckDBStore()
+
+
+def make_run(run_id: str, status: str = "completed", **overrides) -> RunRecord:
+    final = status != "running"
+    fields = dict(
+        run_id=run_id, spec_hash=f"hash-{run_id}", spec={"task": {"id": "t1"}, "seed": 0, "x": [1.5, None]},
+        status=status, task_id="t1", agent="integration_test", model=None, flavor="coding", runtime="docker",
+        integrity_requested="vault", integrity_obtained="vault" if final else None, attempt=0, seed=0,
+        sweep_id=None, started_at=T0.isoformat(),
+        ended_at=(T0 + timedelta(seconds=12.5)).isoformat() if final else None,
+        reward=1.0 if final else None, subscores={"tests": 1.0, "pr": 0.5} if final else {},
+        raw_grade={"exit_code": 0, "tail": "2 passed"} if final else {},
+        diff="--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n" if final else None,
+        violations=["tests/test_f.py"] if final else [], stop_reason="done" if final else None,
+        warnings=["slow provision"] if final else [],
+        timings={"build": 0.25, "agent": 3.0, "grade": 1.5} if final else {},
+        steps=[
+            Step(idx=0, kind="tool_call", capability="mcp", tool="bash", arguments={"command": "ls -la"},
+                 result="a\nb\n", started_at=T0.isoformat(), seconds=0.5, tokens_in=10, tokens_out=3, cost_usd=0.001),
+            Step(idx=1, kind="model", result="thinking — ünïcode", is_error=True, note="n", seconds=1.25),
+            Step(idx=2, kind="tool_call", capability="ssh", tool="shell", arguments=["a", 1, None]),
+        ] if final else [],
+        image_tag="crucible/x:1", from_cache=True, owner_pid=12345, owner_host="somewhere",
+    )
+    fields.update(overrides)
+    return RunRecord(**fields)
+
+
+def count(store: DuckDBStore, sql: str) -> int:
+    return store.query(sql)[1][0][0]
+
+
+def test_run_record_round_trips_with_steps_subscores_and_timings(store, tmp_path):
+    run_dir = tmp_path / "runs" / "r1"
+    record = make_run("r1", run_dir=str(run_dir))
+    store.record_run(record)
+
+    assert store.get_run("r1") == record
+    assert RunRecord.from_dict(json.loads((run_dir / "record.json").read_text())) == record
+    assert pending_files(paths.spool_dir()) == []
+    _, rows = store.query("SELECT stage, seconds FROM stage_timings ORDER BY stage")
+    assert rows == [("agent", 3.0), ("build", 0.25), ("grade", 1.5)]
+    _, [(wall, violations)] = store.query("SELECT wall_seconds, violations FROM runs")
+    assert (wall, violations) == (12.5, ["tests/test_f.py"])
+
+
+def test_ingesting_the_same_record_twice_keeps_one_row_and_one_set_of_steps(store, tmp_path):
+    spool_file = store.write_run_record(make_run("r1"), None)
+    kept = tmp_path / "copy.json"
+    shutil.copy(spool_file, kept)
+    assert store.ingest_pending() == 1
+    shutil.copy(kept, spool_file)  # the same file again, as a second ingester would see it
+    store.write_run_record(make_run("r1"), None)  # and the same record written again
+    assert store.ingest_pending() == 2
+
+    assert count(store, "SELECT count(*) FROM runs") == 1
+    assert count(store, "SELECT count(*) FROM steps") == 3
+    assert count(store, "SELECT count(*) FROM subscores") == 2
+    assert count(store, "SELECT count(*) FROM stage_timings") == 3
+
+
+def test_completed_replaces_running_and_a_stale_running_record_never_regresses_it(store, tmp_path):
+    stale = tmp_path / "stale.json"
+    shutil.copy(store.write_run_record(make_run("r1", "running"), None), stale)
+    store.ingest_pending()
+    assert store.get_run("r1").status == "running"
+
+    store.record_run(make_run("r1"))
+    shutil.copy(stale, paths.spool_dir() / stale.name)  # a late ingester delivers the old record
+    store.ingest_pending()
+
+    assert store.get_run("r1") == make_run("r1")
+    assert count(store, "SELECT count(*) FROM steps") == 3
+
+
+def test_running_and_completed_in_one_batch_ingest_as_completed(store):
+    store.write_run_record(make_run("r1"), None)
+    store.write_run_record(make_run("r1", "running"), None)  # newer sequence, but not final
+    assert store.ingest_pending() == 2
+    assert store.get_run("r1").status == "completed"
+
+
+def test_mark_orphaned_runs_marks_only_dead_owners_on_this_host(store, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        now = datetime.now(timezone.utc).isoformat()
+        run_dir = tmp_path / "runs" / "orphan"
+        host = this_host()
+        store.record_run(make_run("orphan", "running", owner_pid=dead.pid, owner_host=host, started_at=now,
+                                  run_dir=str(run_dir)))
+        store.record_run(make_run("setup-orphan", "running", owner_pid=dead.pid, owner_host=host,
+                                  started_at=now, error_phase="setup"))
+        store.record_run(make_run("live", "running", owner_pid=alive.pid, owner_host=host, started_at=now))
+        store.record_run(make_run("elsewhere", "running", owner_pid=dead.pid, owner_host="other-host"))
+        store.record_run(make_run("finished", owner_pid=dead.pid, owner_host=host))
+
+        assert sorted(store.mark_orphaned_runs()) == ["orphan", "setup-orphan"]
+        assert store.mark_orphaned_runs() == []
+    finally:
+        alive.kill()
+        alive.wait()
+
+    orphan = store.get_run("orphan")
+    assert (orphan.status, orphan.error_phase, orphan.error) == ("error", "agent", f"owner process died (pid {dead.pid})")
+    assert orphan.ended_at is not None
+    assert json.loads((run_dir / "record.json").read_text())["status"] == "error"
+    assert store.get_run("setup-orphan").error_phase == "setup"
+    assert {r: store.get_run(r).status for r in ("live", "elsewhere", "finished")} == {
+        "live": "running", "elsewhere": "running", "finished": "completed"}
+
+
+def test_bad_sql_raises_a_one_line_user_error_and_writes_are_refused(store):
+    store.record_run(make_run("r1"))
+    with pytest.raises(UserError, match=r"^query error: Parser Error: syntax error at or near \"selec\"$"):
+        store.query("selec 1")
+    with pytest.raises(UserError, match=r"^query error: Catalog Error: Table with name nope does not exist!$"):
+        store.query("SELECT * FROM nope")
+    with pytest.raises(UserError, match="read-only"):
+        store.query("DELETE FROM runs")
+    assert count(store, "SELECT count(*) FROM runs") == 1
+
+
+def test_get_run_accepts_a_unique_prefix_and_refuses_an_ambiguous_one(store):
+    for run_id in ("abc111", "abc222", "xyz"):
+        store.record_run(make_run(run_id))
+    assert store.get_run("x").run_id == "xyz"
+    assert store.get_run("abc2").run_id == "abc222"
+    assert store.get_run("nothing") is None
+    with pytest.raises(UserError, match="ambiguous: abc111, abc222"):
+        store.get_run("abc")
+
+
+def test_completed_run_for_returns_the_latest_completed_run_of_a_spec(store):
+    later = (T0 + timedelta(hours=1)).isoformat()
+    store.record_run(make_run("old", spec_hash="S"))
+    store.record_run(make_run("new", spec_hash="S", started_at=later, ended_at=later))
+    latest = (T0 + timedelta(hours=2)).isoformat()
+    store.record_run(make_run("failed", "error", spec_hash="S", started_at=latest, ended_at=latest))
+    store.record_run(make_run("in-flight", "running", spec_hash="S"))
+    assert store.completed_run_for("S").run_id == "new"
+    assert store.completed_run_for("other") is None
+
+
+def test_record_build_is_durable_and_upserted_by_build_id(store):
+    build = BuildRecord(build_id="b1", tag="crucible/x:abc", input_hash="abc", purpose="task", cache_hit=False,
+                        seconds=4.5, size_bytes=1 << 30, inputs={"dockerfile": "FROM x"}, log_path=None,
+                        started_at=T0.isoformat())
+    store.record_build(build)
+    build.cache_hit, build.seconds = True, 0.01
+    store.record_build(build)
+    assert json.loads((paths.builds_dir() / "b1.json").read_text())["cache_hit"] is True
+    _, rows = store.query("SELECT build_id, cache_hit, seconds, size_bytes, started_at FROM builds")
+    assert rows == [("b1", True, 0.01, 1 << 30, T0.replace(tzinfo=None))]
+
+
+def test_a_locked_store_keeps_the_record_in_the_spool_for_the_next_command(store):
+    store.ingest_pending()  # create the file
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(store.path)!r}); print(1, flush=True); "
+                               "time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        holder.stdout.readline()
+        impatient = DuckDBStore(lock_timeout=0.5)
+        with pytest.raises(StoreError, match="run r1 is saved in .* the next crucible command ingests it"):
+            impatient.record_run(make_run("r1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(pending_files(paths.spool_dir())) == 1
+    assert store.get_run("r1") == make_run("r1")
+
+
+def test_a_corrupt_spool_file_is_set_aside_and_does_not_block_others(store):
+    (paths.spool_dir() / "run.bad.1.json").write_text("{not json")
+    (paths.spool_dir() / "run.bad2.2.json").write_text(json.dumps({"record_kind": "run", "record_seq": 2}))
+    store.write_run_record(make_run("good"), None)
+    assert store.ingest_pending() == 1
+    assert store.get_run("good") is not None
+    rejected = sorted(p.name for p in (paths.spool_dir() / "rejected").iterdir())
+    assert rejected == ["run.bad.1.json", "run.bad.1.json.reason.txt", "run.bad2.2.json", "run.bad2.2.json.reason.txt"]
+
+
+def _record_in_child(store: DuckDBStore) -> None:
+    store.record_run(make_run("from-child"))
+
+
+def test_a_child_forked_while_the_parent_has_the_store_open_uses_its_own_connection(store):
+    from engine.store_lock import open_store
+
+    store.ingest_pending()
+    with open_store(store.path, read_only=False, timeout=10) as con:
+        con.execute("SELECT count(*) FROM runs").fetchall()
+        child = multiprocessing.get_context("fork").Process(target=_record_in_child, args=(store,))
+        child.start()
+        child.join(0.5)
+        assert child.exitcode is None, "the child got in while the parent held the store"
+    child.join(60)
+    assert child.exitcode == 0
+    assert store.get_run("from-child") == make_run("from-child")
+
+
+def example_queries() -> dict[str, str]:
+    """The example queries of engine/store.py's docstring, by their label (so the docs are tested)."""
+    blocks = re.findall(r"\n([A-Z][^\n]*)::\n\n((?:    [^\n]*\n)+)", engine.store.__doc__)
+    return {label: textwrap.dedent(sql).strip() for label, sql in blocks}
+
+
+def test_the_documented_example_questions_are_one_query_each(store):
+    runs = [
+        # (run_id, sweep, task, agent, model, status, reward, agent seconds)
+        ("a1", "sweep-A", "t1", "ag", "m1", "completed", 1.0, 3.0),
+        ("a2", "sweep-A", "t2", "ag", "m1", "completed", 0.0, 5.0),
+        ("a3", "sweep-A", "t3", "ag", "m1", "completed", 1.0, 4.0),
+        ("a4", "sweep-A", "t1", "ag", "m2", "completed", 0.0, 2.0),
+        ("b1", "sweep-B", "t1", "ag", "m1", "completed", 0.0, 3.0),
+        ("b2", "sweep-B", "t2", "ag", "m1", "completed", 1.0, 5.0),
+        ("b3", "sweep-B", "t3", "ag", "m1", "completed", 1.0, 4.0),
+        ("b4", "sweep-B", "t1", "ag", "m2", "error", None, 2.0),
+    ]
+    for run_id, sweep, task, agent, model, status, reward, agent_s in runs:
+        store.record_run(make_run(run_id, status, sweep_id=sweep, task_id=task, agent=agent, model=model,
+                                  reward=reward, timings={"build": 0.5, "agent": agent_s, "grade": 1.0}))
+    queries = example_queries()
+    assert set(queries) == {"Pass rate per agent and model", "Tasks that flipped between two sweeps", "Slowest stage"}
+
+    _, rows = store.query(queries["Pass rate per agent and model"])
+    assert rows == [("ag", "m1", 6, pytest.approx(4 / 6)), ("ag", "m2", 1, 0.0)]
+    _, rows = store.query(queries["Tasks that flipped between two sweeps"])
+    assert rows == [("t1", "ag", "m1", 1.0, 0.0), ("t2", "ag", "m1", 0.0, 1.0)]
+    columns, rows = store.query(queries["Slowest stage"])
+    assert columns == ["stage", "runs", "mean_s", "max_s"]
+    assert rows == [("agent", 8, 3.5, 5.0), ("grade", 8, 1.0, 1.0), ("build", 8, 0.5, 0.5)]
+
+
+# ---- output formats (engine/tables.py) ----------------------------------------------
+
+ROWS = [("ag", None, 2 / 3, 12, datetime(2025, 1, 2, 3, 4, 5)), ("longer-agent", "m", 1.0, 7, None)]
+COLUMNS = ["agent", "model", "pass_rate", "runs", "at"]
+
+
+def test_format_table_aligns_columns_and_shows_none_empty_and_floats_to_three_decimals():
+    assert format_table(COLUMNS, ROWS) == "\n".join([
+        "agent         model  pass_rate  runs  at",
+        "------------  -----  ---------  ----  -------------------",
+        "ag                       0.667    12  2025-01-02T03:04:05",
+        "longer-agent  m              1     7",
+        "(2 rows)",
+    ])
+
+
+def test_format_table_keeps_multiline_cells_on_one_line_and_cuts_long_ones():
+    text = format_table(["diff"], [("a\nb",), ("x" * 100,)], max_cell=10)
+    assert text.splitlines()[2:4] == ["a\\nb", "xxxxxxxxx…"]
+    assert format_table(["n"], []) == "n\n-\n(0 rows)"
+
+
+def test_to_csv_quotes_and_keeps_full_precision():
+    assert to_csv(["a", "b", "c"], [("x,y", None, 2 / 3), ('say "hi"', [1, "z"], Decimal("1.5"))]) == (
+        'a,b,c\n"x,y",,0.6666666666666666\n"say ""hi""","[1, ""z""]",1.5\n'
+    )
+
+
+def test_to_json_is_a_list_of_objects_with_iso_timestamps():
+    assert json.loads(to_json(COLUMNS, ROWS)) == [
+        {"agent": "ag", "model": None, "pass_rate": 2 / 3, "runs": 12, "at": "2025-01-02T03:04:05"},
+        {"agent": "longer-agent", "model": "m", "pass_rate": 1.0, "runs": 7, "at": None},
+    ]
+    assert json.loads(to_json(["x", "x"], [(1, float("nan"))])) == [{"x": 1, "x_2": None}]
