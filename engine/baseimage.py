@@ -104,15 +104,14 @@ def _bootstrap_and_import(client: docker.DockerClient, recipe: BaseRecipe) -> No
     log_path = paths.builds_dir() / f"base-{recipe.input_hash[:16]}.log"
     rootfs = Path(tempfile.mkdtemp(prefix="rootfs-", dir=paths.cache_dir()))
     try:
-        with open(log_path, "w") as log:
-            _debootstrap(recipe, rootfs, log, log_path)
+        _debootstrap(recipe, rootfs, log_path)
         _trim(recipe, rootfs)
         _import(client, recipe, rootfs)
     finally:
         _remove_rootfs(rootfs)
 
 
-def _debootstrap(recipe: BaseRecipe, rootfs: Path, log, log_path: Path) -> None:
+def _debootstrap(recipe: BaseRecipe, rootfs: Path, log_path: Path) -> None:
     argv = [
         "debootstrap",
         f"--variant={recipe.variant}",
@@ -121,10 +120,11 @@ def _debootstrap(recipe: BaseRecipe, rootfs: Path, log, log_path: Path) -> None:
         str(rootfs),
         recipe.mirror,
     ]
-    log.write(f"# {' '.join(argv)}\n")
-    log.flush()
     try:
-        done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=DEBOOTSTRAP_TIMEOUT)
+        with open(log_path, "w") as log:
+            log.write(f"# {' '.join(argv)}\n")
+            log.flush()
+            done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=DEBOOTSTRAP_TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         raise BuildError(f"debootstrap timed out after {DEBOOTSTRAP_TIMEOUT} s (log: {log_path})") from exc
     if done.returncode != 0:

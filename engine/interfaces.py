@@ -11,6 +11,7 @@ Errors are typed (``engine.errors``); each carries the pipeline phase it happene
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import AsyncIterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from engine.models import (
@@ -120,11 +121,16 @@ class Runtime(Protocol):
 
 
 class ImageBuilder(Protocol):
-    def plan(self, spec_image: Mapping[str, object]) -> ImageRef:
-        """Compute the input-addressed tag without building anything."""
+    def plan(self, dockerfile: "Path", context_dir: "Path", build_args: Mapping[str, str], purpose: str) -> ImageRef:
+        """Compute the input-addressed tag without building anything. Raises BuildError
+        when a base image is missing, UserError for a missing Dockerfile or context."""
 
-    def ensure(self, ref: ImageRef) -> BuildRecord:
-        """Build ``ref`` unless an image with its tag exists (then no build reaches the daemon)."""
+    def status(self, ref: ImageRef) -> str:
+        """'cached' or 'missing' (one inspect)."""
+
+    def ensure(self, ref: ImageRef, store: "Store | None" = None) -> BuildRecord:
+        """Build ``ref`` unless an image with its tag exists (then no build reaches the
+        daemon); record the build in ``store``. Raises BuildError naming the build log."""
 
 
 class Agent(Protocol):

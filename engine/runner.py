@@ -97,27 +97,38 @@ class Runner:
         with phase.timed("build"):
             build = await asyncio.to_thread(self.builder.ensure, plan.image, self.store)
             record.from_cache = bool(build.cache_hit)
-        with phase.timed("provision"):
-            workspace = self.runtime.provision(plan.image, run_id=record.run_id,
-                                               network=spec.integrity["agent_network"], purpose="agent")
-            ws = await workspace.__aenter__()
+        # The grading container starts now, beside the agent's, and stays untouched until
+        # grading: still a fresh workspace, but its start-up no longer adds to the run.
+        grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
+        grading_started = asyncio.ensure_future(grading.__aenter__())
+        teardown = None
         try:
-            record.integrity_obtained = spec.integrity["mode"]
-            with phase.timed("setup"):
-                await asyncio.wait_for(flavor.setup(ws, spec), timeouts["setup"])
-            with phase.timed("agent"):
-                outcome = await self._run_agent(agent, flavor, ws, spec, timeouts["agent"])
-            record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
-            with phase.timed("capture"):
-                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
-            record.diff, record.violations = submission.diff, submission.violations
+            with phase.timed("provision"):
+                workspace = self.runtime.provision(plan.image, run_id=record.run_id,
+                                                   network=spec.integrity["agent_network"], purpose="agent")
+                ws = await workspace.__aenter__()
+            try:
+                record.integrity_obtained = spec.integrity["mode"]
+                with phase.timed("setup"):
+                    await asyncio.wait_for(flavor.setup(ws, spec), timeouts["setup"])
+                with phase.timed("agent"):
+                    outcome = await self._run_agent(agent, flavor, ws, spec, timeouts["agent"])
+                record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+                with phase.timed("capture"):
+                    submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
+                record.diff, record.violations = submission.diff, submission.violations
+            finally:
+                # Removing the agent's container overlaps with grading.
+                teardown = asyncio.ensure_future(workspace.close())
+            with phase.timed("grade"):
+                gws = await grading_started
+                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), timeouts["grade"])
+            record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
         finally:
             with phase.timed("teardown", is_phase=False):
-                await workspace.close()
-        with phase.timed("grade"):
-            async with self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade") as gws:
-                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), timeouts["grade"])
-        record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
+                await _close_started(grading, grading_started)
+                if teardown is not None:
+                    await teardown
 
     async def _run_agent(self, agent, flavor, ws, spec, timeout: float) -> AgentOutcome:
         token = secrets.token_urlsafe(32)
@@ -147,6 +158,17 @@ class _Phase:
             yield
         finally:
             self.record.timings[name] = round(self.record.timings.get(name, 0.0) + time.perf_counter() - began, 4)
+
+
+async def _close_started(workspace, starting: asyncio.Future) -> None:
+    """Close a workspace whose start may still be in flight (its start cleans up on cancel)."""
+    if not starting.done():
+        starting.cancel()
+    try:
+        await starting
+    except BaseException:  # a start that failed or was cancelled removed its own container
+        return
+    await workspace.close()
 
 
 def _write_traceback(run_dir: Path) -> None:

@@ -31,24 +31,44 @@ from engine.errors import StoreError
 ALIAS = "store"
 """The attached store's catalog name; ``USE``d, so SQL names its tables unqualified."""
 
-# Threads of one process take turns (they share the one in-memory instance). Replaced in
-# a forked child, where a lock held by a parent thread would never be released.
+# Held from ATTACH to DETACH: threads of one process share its one in-memory instance,
+# and a fork waits for it, so a child never inherits a half-used instance or a file that
+# DuckDB's process-wide registry still counts as attached.
 _process_lock = threading.RLock()
 _instance: tuple[int, duckdb.DuckDBPyConnection] | None = None
 _inherited: list[duckdb.DuckDBPyConnection] = []
+_held_flocks: set[int] = set()
+_attached = False
+_forked_mid_turn = False
+
+
+def _before_fork() -> None:
+    _process_lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _process_lock.release()
 
 
 def _after_fork_in_child() -> None:
-    global _process_lock, _instance
+    global _process_lock, _instance, _attached, _forked_mid_turn
     _process_lock = threading.RLock()
+    # A flock belongs to the open file, which a fork shares: the child's copy of a turn
+    # the parent holds would keep it held (against the child itself) after the parent's
+    # turn ends. Dropping the copy leaves the parent's turn intact.
+    for fd in _held_flocks:
+        os.close(fd)
+    _held_flocks.clear()
     if _instance is not None:
         # Never used nor closed here: its worker threads did not survive the fork, and
         # closing it could wait on them forever. Kept referenced so no destructor runs.
         _inherited.append(_instance[1])
         _instance = None
+    # Only possible when the forking thread itself was inside a turn.
+    _forked_mid_turn, _attached = _forked_mid_turn or _attached, False
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 def _process_instance() -> duckdb.DuckDBPyConnection:
@@ -101,7 +121,7 @@ class Turn:
     def close(self) -> None:
         if self._con is not None:
             self._con = None
-            _detach_all()
+            _release()
 
 
 @contextmanager
@@ -112,7 +132,7 @@ def store_turn(path: Path, *, read_only: bool, timeout: float) -> Iterator[Turn]
     another process has already ingested everything. Raises StoreError at ``timeout``.
     """
     backoff = _Backoff(timeout)
-    with _process_lock, _flock(path, exclusive=not read_only, backoff=backoff):
+    with _flock(path, exclusive=not read_only, backoff=backoff):
         turn = Turn(path, read_only, backoff, timeout)
         try:
             yield turn
@@ -134,6 +154,7 @@ def _flock(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
     except OSError:
         yield  # a read-only directory: DuckDB's own lock and the retries still protect the file
         return
+    _held_flocks.add(fd)
     try:
         mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
         while True:
@@ -146,26 +167,48 @@ def _flock(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
                 backoff.sleep()
         yield
     finally:
-        os.close(fd)  # releases the flock
+        if fd in _held_flocks:  # else a fork took this copy away
+            _held_flocks.discard(fd)
+            os.close(fd)  # releases the flock
 
 
 def _attach(path: Path, read_only: bool, backoff: _Backoff, timeout: float) -> duckdb.DuckDBPyConnection:
-    con = _process_instance()
+    """The process instance with ``path`` attached and in use; returns holding ``_process_lock``."""
+    global _attached
+    if _forked_mid_turn:
+        raise StoreError(
+            "this process was forked while its parent had the store open, so DuckDB counts the file "
+            "as in use here; fork outside store operations (or spawn)"
+        )
     quoted = "'" + str(path).replace("'", "''") + "'"
     statement = f"ATTACH {quoted} AS {ALIAS}" + (" (READ_ONLY)" if read_only else "")
     while True:
+        _process_lock.acquire()
         try:
+            con = _process_instance()
+            _attached = True
             con.execute(statement)
             con.execute(f"USE {ALIAS}")
             return con
-        except duckdb.Error as exc:
+        except BaseException as exc:
+            _release()
+            if not isinstance(exc, duckdb.Error):
+                raise
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             if not is_lock_conflict(exc):
-                _detach_all()
                 raise StoreError(f"cannot open store {path}: {first}") from exc
             if backoff.expired:
                 raise StoreError(f"store {path} stayed locked for {timeout:.0f} s ({first})") from exc
         backoff.sleep()
+
+
+def _release() -> None:
+    global _attached
+    try:
+        _detach_all()
+    finally:
+        _attached = False
+        _process_lock.release()
 
 
 def _detach_all() -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from engine.baseimage import BaseRecipe, base_image_status, ensure_base_image
 from engine.doctor import ensure_engine, run_doctor
-from engine.errors import EngineUnavailable, UserError
+from engine import paths
+from engine.errors import BuildError, EngineUnavailable, UserError
 
 UNREACHABLE = "unix:///nonexistent/crucible-test-docker.sock"
 
@@ -43,6 +44,17 @@ def test_missing_base_without_debootstrap_is_one_user_error_line(docker_client, 
         ensure_base_image(docker_client, BaseRecipe(suite="crucible-test-no-such-suite"))
     message = str(caught.value)
     assert "\n" not in message and "crucible doctor --fix" in message and "debootstrap" in message
+
+
+@pytest.mark.docker
+def test_failed_bootstrap_is_a_build_error_naming_the_log_and_leaves_no_rootfs(docker_client):
+    recipe = BaseRecipe(suite="crucible-test-no-such-suite")
+    with pytest.raises(BuildError, match=r"debootstrap failed .*log: .*base-") as caught:
+        ensure_base_image(docker_client, recipe)
+    log_path = str(caught.value).rsplit("log: ", 1)[1]
+    assert "crucible-test-no-such-suite" in open(log_path).read()
+    assert not list(paths.cache_dir().glob("rootfs-*"))
+    assert base_image_status(docker_client, recipe) == "missing"
 
 
 @pytest.mark.docker

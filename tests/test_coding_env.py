@@ -33,7 +33,8 @@ def loop():
     leftover = asyncio.all_tasks(loop)  # e.g. sse-starlette's per-loop shutdown watcher
     for task in leftover:
         task.cancel()
-    loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+    if leftover:
+        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
     loop.close()
 
 
@@ -93,7 +94,8 @@ def test_fresh_repo_has_one_commit_no_reflog_no_remote_and_no_answer_key(workspa
     commits = run(ws.exec([*ROOT_GIT, "log", "--all", "--format=%H"])).stdout.split()
     assert len(commits) == 1
     every = run(ws.exec([*ROOT_GIT, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"])).stdout.split()
-    reachable = {line.split()[0] for line in run(ws.exec([*ROOT_GIT, "rev-list", "--objects", "--all"])).stdout.splitlines()}
+    listing = run(ws.exec([*ROOT_GIT, "rev-list", "--objects", "--all"])).stdout
+    reachable = {line.split()[0] for line in listing.splitlines()}
     assert set(every) == reachable and commits[0] in reachable
     reflog = run(ws.exec([*ROOT_GIT, "reflog", "show", "--all"]))
     assert reflog.ok and reflog.stdout == b"", reflog.text()
@@ -143,6 +145,9 @@ printf '@echo off\r\necho changed\r\n' > w.bat
 printf 'test_ok() { :; }\n' > tests/test_calc.sh
 printf 'exit 0\n' >> tests/runner.sh
 printf 'x\n' > conftest.py && mkdir -p sub && printf '[pytest]\n' > sub/pytest.ini && printf 'import os\n' > evil.pth
+# repos inside the tree (an empty one would fail a plain `git add -A`): left out of the capture
+git init -q "vendor/empty repo" && git init -q vendor/full && printf 'v\n' > vendor/full/v.txt
+git -C vendor/full add -A && git -C vendor/full -c user.name=a -c user.email=a@b commit -qm v
 """
 
 TAMPER = r"""
@@ -205,6 +210,9 @@ def test_capture_of_an_untouched_repo_is_empty(workspace, run, repo):
     ws = workspace()
     task = ct.task_dict(repo)
     run(setup_repo(ws, task, ct.INTEGRITY["vault"]))
+    # Without the uid wall the agent is root in uid 1000's tree: its git still works there.
+    status = run(sh(ws, "git status --porcelain && git log --oneline | wc -l"))
+    assert status.ok and status.stdout == b"1\n", status.text()
     sub = run(capture_diff(ws, task, ct.INTEGRITY["vault"]))
     assert (sub.diff, sub.files_changed, sub.violations) == ("", [], [])
 
@@ -230,9 +238,14 @@ def test_agent_edit_to_hidden_test_is_lost(workspace, run, repo):
 @pytest.mark.docker
 def test_golden_diff_scores_one_and_regrades_from_raw(workspace, run, repo):
     task, integrity = ct.task_dict(repo), ct.INTEGRITY["strict"]
-    verdict = run(grade(workspace("grade"), task, integrity, CapturedSubmission(diff=golden_diff(repo)),
-                        hidden_files(task), timeout=120))
+    ws = workspace("grade")
+    submission = CapturedSubmission(diff=golden_diff(repo))
+    verdict = run(grade(ws, task, integrity, submission, hidden_files(task), timeout=120))
     assert verdict.reward == 1.0, verdict.raw
+    # What grading staged belongs to the uid the tests ran as: the diff's files and dirs, the hidden test.
+    staged = ["lib", "lib/helper.sh", "data/blob.bin", "renamed", "renamed/name.txt", "calc.sh", ct.HIDDEN]
+    owners = run(ws.exec(["stat", "-c", "%u", "--", *staged], cwd=ct.WORKDIR)).stdout.split()
+    assert owners == [b"1000"] * len(staged)
     assert verdict.raw["reason"] == "tests passed" and verdict.raw["test"]["user"] == 1000
     assert verdict.raw["hidden_files"] == [ct.HIDDEN]
     assert set(verdict.raw["durations"]) == {"stage", "hidden", "test"}
@@ -257,6 +270,21 @@ def test_a_passing_exit_without_tests_run_scores_zero(workspace, run, repo):
                         hidden_files(task), timeout=120))
     assert verdict.raw["test"]["exit_code"] == 0
     assert verdict.reward == 0.0 and verdict.raw["reason"] == "no tests ran"
+
+
+@pytest.mark.docker
+def test_a_diff_with_crlf_line_ends_and_no_final_newline_still_applies(workspace, run, repo):
+    task = ct.task_dict(repo)
+    calc_only = subprocess.run(["git", "-C", str(repo.path), "diff", repo.baseline, repo.golden, "--", "calc.sh"],
+                               check=True, capture_output=True, text=True).stdout
+    mangled = calc_only.replace("\n", "\r\n").rstrip("\r\n")  # as a Windows tool might hand it back
+    verdict = run(grade(workspace("grade"), task, ct.INTEGRITY["strict"], CapturedSubmission(diff=mangled),
+                        hidden_files(task), timeout=120))
+    attempts = verdict.raw["apply"]["attempts"]
+    outcomes = [(a["variant"], a["exit_code"] == 0) for a in attempts]
+    assert outcomes == [("as-captured", False), ("crlf-normalised", True)]
+    assert "test_add" not in verdict.raw["test"]["output_tail"]  # the fix applied: test_add passes
+    assert verdict.raw["reason"] == "tests failed"  # the rest of the golden is missing
 
 
 @pytest.mark.docker
@@ -341,6 +369,17 @@ def test_diff_headers_with_quoted_and_spaced_paths_parse():
     assert paths == [('sp ace/té"q.txt',), ("x", "y z"), ("a b/c",)]
 
 
+def test_tools_for_follows_the_env_and_the_uid_wall(repo):
+    flavor, task = CodingFlavor(), ct.task_dict(repo)
+    walled = flavor.tools_for(object(), _spec(task, ct.INTEGRITY["strict"]))
+    spec = _spec(task, ct.INTEGRITY["none"])
+    spec.env["tools"] = ["bash"]
+    open_root = flavor.tools_for(object(), spec)
+    assert (walled.user, open_root.user) == (1000, 0)
+    assert [s["name"] for s in walled.specs()] == ["bash", "str_replace_based_edit_tool"]
+    assert [s["name"] for s in open_root.specs()] == ["bash"]
+
+
 def test_hidden_files_come_from_the_host_repo_at_the_test_sha(repo):
     assert hidden_files(ct.task_dict(repo)) == {ct.HIDDEN: ct.hidden_test()}
 
@@ -354,6 +393,17 @@ def test_derived_validation_stages_every_change_kind(repo):
     assert creates == {"/app/calc.sh", "/app/lib/helper.sh", "/app/noeol.txt", "/app/win.txt"}
     assert "rm -rf -- /app/obsolete.txt" in commands
     assert any("mv -f -- /app/old_name.txt /app/renamed/name.txt" in c for c in commands)
-    assert any("base64 -d > /app/data/blob.bin" in c for c in commands)
-    assert any("base64 -d > /app/latin1.txt" in c for c in commands)
+    assert any("base64 -d >> /app/data/blob.bin" in c for c in commands)
+    assert any("base64 -d >> /app/latin1.txt" in c for c in commands)
     assert "chmod 755 -- /app/scripts/tool.sh" in commands
+
+
+def test_large_binary_golden_files_are_staged_in_argument_sized_pieces(tmp_path):
+    from envs.coding.validation import _binary_steps
+
+    data = bytes(range(256)) * 800 + b"tail"  # ~200 KiB: one bash argument could not carry it
+    steps = _binary_steps(str(tmp_path), "deep/dir/big.bin", data)
+    assert len(steps) > 2 and all(len(s["arguments"]["command"]) < 100_000 for s in steps)
+    for step in steps:
+        subprocess.run(["bash", "-c", step["arguments"]["command"]], check=True, cwd=tmp_path)
+    assert (tmp_path / "deep/dir/big.bin").read_bytes() == data

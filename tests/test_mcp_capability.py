@@ -2,7 +2,7 @@
 
 One container (the coding task image, set up under integrity=strict: uid wall) and one
 MCP server serve the whole module; every call goes client -> HTTP -> server -> tools ->
-docker exec, as an agent's would.
+docker exec, as an agent's would. The unix-socket bind needs no container.
 """
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ from engine.runtimes.docker import DockerRuntime
 from envs.coding.repo import setup_repo
 from envs.coding.tools import CodingTools
 
-pytestmark = pytest.mark.docker
-
 TOKEN = "test-token-" + uuid.uuid4().hex
 
 
@@ -31,7 +29,8 @@ def loop():
     leftover = asyncio.all_tasks(loop)  # e.g. sse-starlette's per-loop shutdown watcher
     for task in leftover:
         task.cancel()
-    loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+    if leftover:
+        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
     loop.close()
 
 
@@ -87,6 +86,7 @@ def edit(call, **arguments):
     return call("str_replace_based_edit_tool", arguments)
 
 
+@pytest.mark.docker
 def test_list_tools_offers_bash_and_the_edit_tool(url, run):
     async def listing():
         async with open_mcp(url, TOKEN) as mcp:
@@ -106,6 +106,7 @@ echo "to stderr" >&2"""
 EXPECTED_FILE = "single 'quotes' and \"double\" quotes, $HOME unexpanded, a\ttab, and é\na b\tc\"d\n".encode()
 
 
+@pytest.mark.docker
 def test_bash_over_mcp_is_byte_identical_to_bash_lc(session, ws):
     target = f"{ct.WORKDIR}/out dir/it's \"q\".txt"
 
@@ -123,12 +124,14 @@ def test_bash_over_mcp_is_byte_identical_to_bash_lc(session, ws):
     assert text == "2\n" + EXPECTED_FILE.decode() + "to stderr\n"
 
 
+@pytest.mark.docker
 def test_bash_runs_as_the_agent_uid_and_cannot_reach_the_vault(session):
     text, is_error = session(lambda call: call("bash", {"command": "id -u && ls /var/lib/crucible/vault"}))
     assert text.startswith("1000\n") and "Permission denied" in text
     assert is_error and text.endswith("[exit code 2]")
 
 
+@pytest.mark.docker
 def test_bash_timeout_is_an_error_with_a_note(session):
     text, is_error = session(lambda call: call("bash", {"command": "echo started; sleep 20", "timeout": 1}))
     assert is_error and text.startswith("started\n") and "timed out after 1 s" in text
@@ -144,6 +147,7 @@ ESCAPES = [
 ]
 
 
+@pytest.mark.docker
 def test_edit_tool_refuses_paths_that_leave_the_workdir(session, ws, run):
     run(ws.exec(["ln", "-sfn", "/etc", f"{ct.WORKDIR}/escape"]))
     run(ws.exec(["ln", "-sfn", "/etc/hostname", f"{ct.WORKDIR}/host.txt"]))
@@ -157,6 +161,7 @@ def test_edit_tool_refuses_paths_that_leave_the_workdir(session, ws, run):
     assert run(ws.exec(["test", "-e", "/tmp/outside.txt"])).exit_code == 1
 
 
+@pytest.mark.docker
 def test_edit_tool_writes_as_the_agent_uid(session, ws, run):
     run(ws.exec(["mkdir", "-m", "755", f"{ct.WORKDIR}/rootonly"]))  # root's directory inside the repo
 
@@ -169,6 +174,7 @@ def test_edit_tool_writes_as_the_agent_uid(session, ws, run):
     assert run(ws.exec(["stat", "-c", "%u:%g", f"{ct.WORKDIR}/mine/f.txt"])).stdout == b"1000:1000\n"
 
 
+@pytest.mark.docker
 def test_edit_tool_keeps_bytes_and_follows_text_editor_semantics(session, ws):
     path, latin = f"{ct.WORKDIR}/e/crlf.txt", f"{ct.WORKDIR}/e/latin.txt"
 
@@ -204,9 +210,11 @@ def test_edit_tool_keeps_bytes_and_follows_text_editor_semantics(session, ws):
     assert seen["missing"][1] and seen["unknown"][1]
 
 
+@pytest.mark.docker
 def test_unknown_tools_and_bad_arguments_come_back_as_errors(session):
     async def body(call):
-        return [await call("no_such_tool", {}), await call("bash", {"command": 42}), await call("bash", {"command": " "})]
+        return [await call("no_such_tool", {}), await call("bash", {"command": 42}),
+                await call("bash", {"command": " "})]
 
     unknown, mistyped, blank = session(body)
     assert unknown[1] and "no_such_tool" in unknown[0]
@@ -214,6 +222,7 @@ def test_unknown_tools_and_bad_arguments_come_back_as_errors(session):
     assert blank[1]
 
 
+@pytest.mark.docker
 def test_a_wrong_or_missing_token_is_rejected(url, run):
     async def status(headers):
         async with httpx.AsyncClient() as client:
@@ -231,3 +240,23 @@ def test_a_wrong_or_missing_token_is_rejected(url, run):
     with pytest.raises(Exception) as caught:
         run(connect_with_wrong_token())
     assert "401" in repr(caught.value) or any("401" in repr(e) for e in getattr(caught.value, "exceptions", []))
+
+
+class _Echo:
+    def specs(self):
+        return [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}]
+
+    async def call(self, name, arguments):
+        return f"{name}:{arguments.get('text', '')}", bool(arguments.get("fail"))
+
+
+def test_serving_over_a_unix_socket_for_clis_inside_containers(tmp_path, run):
+    socket_path = str(tmp_path / "mcp.sock")
+
+    async def scenario():
+        async with serve_mcp(_Echo(), token=TOKEN, uds=socket_path) as address:
+            async with open_mcp(address, TOKEN, uds=socket_path) as mcp:
+                return await call_tool(mcp, "echo", {"text": "hi"}), await call_tool(mcp, "echo", {"fail": True})
+
+    assert run(scenario()) == (("echo:hi", False), ("echo:", True))
+    assert not (tmp_path / "mcp.sock").exists()  # removed on exit

@@ -79,6 +79,7 @@ def owner(base_image, docker_client):
         if child.poll() is None:
             child.kill()
         child.wait()
+        child.stdout.close()
     for name in names:
         if exists(docker_client, name):
             docker_client.api.remove_container(name, force=True)

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -212,23 +214,49 @@ def test_a_corrupt_spool_file_is_set_aside_and_does_not_block_others(store):
     assert rejected == ["run.bad.1.json", "run.bad.1.json.reason.txt", "run.bad2.2.json", "run.bad2.2.json.reason.txt"]
 
 
-def _record_in_child(store: DuckDBStore) -> None:
-    store.record_run(make_run("from-child"))
+def _record_in_child(store: DuckDBStore, run_id: str) -> None:
+    try:
+        store.record_run(make_run(run_id))
+    except StoreError as exc:
+        sys.exit(3 if "forked while its parent had the store open" in str(exc) else 1)
 
 
-def test_a_child_forked_while_the_parent_has_the_store_open_uses_its_own_connection(store):
+def _fork_recording(store: DuckDBStore, run_id: str):
+    child = multiprocessing.get_context("fork").Process(target=_record_in_child, args=(store, run_id))
+    child.start()
+    return child
+
+
+def test_a_fork_waits_for_another_threads_store_operation_and_the_child_records(store):
     from engine.store_lock import open_store
 
     store.ingest_pending()
-    with open_store(store.path, read_only=False, timeout=10) as con:
-        con.execute("SELECT count(*) FROM runs").fetchall()
-        child = multiprocessing.get_context("fork").Process(target=_record_in_child, args=(store,))
-        child.start()
-        child.join(0.5)
-        assert child.exitcode is None, "the child got in while the parent held the store"
+    inside = threading.Event()
+
+    def hold_the_store():
+        with open_store(store.path, read_only=False, timeout=10):
+            inside.set()
+            time.sleep(0.5)
+
+    holder = threading.Thread(target=hold_the_store)
+    holder.start()
+    inside.wait(10)
+    child = _fork_recording(store, "from-child")  # forks only once the other thread is done
+    holder.join()
     child.join(60)
     assert child.exitcode == 0
     assert store.get_run("from-child") == make_run("from-child")
+
+
+def test_a_child_forked_inside_a_store_operation_refuses_and_leaves_its_record_spooled(store):
+    from engine.store_lock import open_store
+
+    store.ingest_pending()
+    with open_store(store.path, read_only=False, timeout=10):
+        child = _fork_recording(store, "from-child")
+    child.join(60)
+    assert child.exitcode == 3
+    assert store.get_run("from-child") == make_run("from-child")  # the parent's next read ingests it
 
 
 def example_queries() -> dict[str, str]:

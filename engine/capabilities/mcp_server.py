@@ -134,13 +134,31 @@ async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
                 await _until_started(server, task)
                 yield url
             finally:
-                server.should_exit = True
-                await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE + 5)
+                await _stop(server, task)
     finally:
         sock.close()
         if uds is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(uds)
+
+
+async def _stop(server: uvicorn.Server, task: asyncio.Task) -> None:
+    """Ask uvicorn to stop (it gives open streams SHUTDOWN_GRACE), then insist: a server slow
+    to stop must not turn a finished run into a timeout."""
+    server.should_exit = True
+    try:
+        done, _ = await asyncio.wait({task}, timeout=SHUTDOWN_GRACE + 5)
+    except asyncio.CancelledError:
+        task.cancel()  # cancelled while stopping: leave no server behind
+        raise
+    if not done:
+        log.warning("MCP server did not stop within %.0f s; cancelling it", SHUTDOWN_GRACE + 5)
+        server.force_exit = True
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return
+    task.result()  # an error the server stopped with is an error of the run
 
 
 async def _until_started(server: uvicorn.Server, task: asyncio.Task) -> None:

@@ -6,7 +6,9 @@ the agent's workspace, only the grading one) and handed to ``envs.coding.grader.
 """
 from __future__ import annotations
 
-from engine.errors import CrucibleError, GradeError
+import asyncio
+
+from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, RunSpec, Verdict
 from envs.coding import grader, repo
@@ -24,21 +26,24 @@ class CodingFlavor:
         return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts["capture"]))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
-        hidden = hidden_files(spec.task)
+        hidden = await asyncio.to_thread(hidden_files, spec.task)  # host git; maybe a repo generator
         return await grader.grade(ws, spec.task, spec.integrity, submission, hidden,
                                   timeout=float(spec.timeouts["grade"]))
 
     def tools_for(self, ws: Workspace, spec: RunSpec) -> CodingTools:
         """The agent's tools on ``ws``, as uid 1000 under the uid wall, else root."""
         env = spec.env
-        return CodingTools(
-            ws,
-            workdir=repo.workdir_of(spec.task),
-            user=AGENT_UID if spec.integrity.get("uid_wall") else ROOT_UID,
-            bash_timeout=float(env.get("bash_timeout", 120.0)),
-            max_output_bytes=int(env.get("max_output_bytes", 32768)),
-            enabled=list(env.get("tools") or ["bash", "str_replace_based_edit_tool"]),
-        )
+        try:
+            return CodingTools(
+                ws,
+                workdir=repo.workdir_of(spec.task, ConfigError),
+                user=AGENT_UID if spec.integrity.get("uid_wall") else ROOT_UID,
+                bash_timeout=float(env.get("bash_timeout", 120.0)),
+                max_output_bytes=int(env.get("max_output_bytes", 32768)),
+                enabled=list(env.get("tools") or ["bash", "str_replace_based_edit_tool"]),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"env {env.get('name')!r}: {exc}") from exc
 
 
 def hidden_files(task: dict) -> dict[str, bytes]:

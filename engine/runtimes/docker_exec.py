@@ -178,7 +178,8 @@ async def run_exec(api, container_id: str, argv: Sequence[str], *, user: int, cw
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     started = time.monotonic()
-    wrapped = [*TIMEOUT_WRAPPER, f"{timeout:.3f}", *argv]
+    # Never "0.000": to GNU timeout a zero duration means no deadline at all.
+    wrapped = [*TIMEOUT_WRAPPER, f"{max(timeout, 0.001):.3f}", *argv]
     exec_id, stream = await sdk_call("exec", start_exec, api, container_id, wrapped, user=user,
                                      cwd=cwd, env=env, stdin=stdin is not None)
     pump = OutputPump(stream, max_output, asyncio.get_running_loop())

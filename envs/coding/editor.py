@@ -80,7 +80,9 @@ def _check_range(view_range: Any, count: int) -> tuple[int, int]:
         raise ValueError("Invalid `view_range`. It should be a list of two integers")
     first, last = view_range
     if first < 1 or first > max(count, 1):
-        raise ValueError(f"Invalid `view_range`: {view_range}. Its first element `{first}` should be within [1, {count}]")
+        raise ValueError(
+            f"Invalid `view_range`: {view_range}. Its first element `{first}` should be within [1, {count}]"
+        )
     if last == -1:
         return first, count
     if last < first or last > count:

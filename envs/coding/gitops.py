@@ -76,6 +76,7 @@ shadow_init() {
   git config core.bare false
 }
 require_vault() {
+  # Exit 3: the workspace is not what the engine expects (an infrastructure failure).
   if [ ! -d "$VAULT" ]; then echo "crucible: vault $VAULT is missing" >&2; exit 3; fi
   if ! git --git-dir="$VAULT" cat-file -e "$BASE^{commit}" 2>/dev/null; then
     echo "crucible: baseline $BASE is not in the vault $VAULT" >&2; exit 3
@@ -83,10 +84,6 @@ require_vault() {
   if [ ! -d "$WORKDIR" ]; then echo "crucible: workdir $WORKDIR is missing" >&2; exit 3; fi
 }
 """
-
-INFRA_EXIT = 3
-"""Exit code the scripts use for 'the workspace is not what the engine expects'."""
-
 
 async def run_script(
     ws: Workspace,

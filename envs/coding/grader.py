@@ -25,16 +25,19 @@ from envs.coding.repo import baseline_of, workdir_of
 
 OUTPUT_TAIL_BYTES = 8192
 DEFAULT_TESTS_RAN = r"\b[1-9][0-9]* passed\b"
+TIMEOUT_RESERVE = 5.0
 
 NOT_APPLIED = 10
 
 # One exec: reset to the baseline, apply, prepare the hidden paths, hand the tree over.
 # Attempt records are "<nonce> <variant> <exit code>" lines after each apply's output.
 _STAGE = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 NPATCH=$7
-shift 7
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 NPATCH=$7 NHIDDEN=$8 OWN=$9
+shift 9
 patches=("${@:1:$NPATCH}")
 shift "$NPATCH"
+hidden=("${@:1:$NHIDDEN}")
+shift "$NHIDDEN"
 require_vault
 shadow_init "$DIR"
 cd "$WORKDIR"
@@ -42,7 +45,8 @@ git "${HARDEN[@]}" read-tree "$BASE"
 # A fresh container normally differs in nothing: only stale tracked files are rewritten (no
 # copy-up of a big tree); untracked files go, ignored ones (install outputs) stay.
 git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
-git "${HARDEN[@]}" ls-files -z -m -d | git "${HARDEN[@]}" checkout-index -f -z --stdin
+git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
+git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
 git "${HARDEN[@]}" clean -fdq
 # Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
 # (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
@@ -56,7 +60,7 @@ done
 [ "$applied" != none ] || exit 10
 # Hidden paths: every parent a real directory inside workdir (a symlink or file the diff
 # put there is removed), the file itself removed; the engine writes them next.
-for rel in "$@"; do
+for rel in ${hidden[@]+"${hidden[@]}"}; do
   d=$WORKDIR
   IFS=/ read -r -a parts <<< "$(dirname -- "$rel")"
   for part in "${parts[@]}"; do
@@ -67,9 +71,18 @@ for rel in "$@"; do
   done
   rm -rf -- "$WORKDIR/$rel"
 done
-# "Chown what you stage": only entries not already uid 1000's (a stat walk, no copy-up).
+# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents),
+# and only those root owns, so nothing else of a big tree is copied up. The rest ("$@") are
+# relative paths; OWN=all (a diff crucible could not list) hands over the whole tree.
 if [ "$UID_WALL" = 1 ]; then
-  find "$WORKDIR" -xdev \( ! -user 1000 -o ! -group 1000 \) -exec chown -h 1000:1000 -- {} +
+  if [ "$OWN" = all ]; then
+    chown -R 1000:1000 -- "$WORKDIR"
+  else
+    own=()
+    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/stale"
+    for rel in "$@"; do own+=("$WORKDIR/$rel"); done
+    [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
+  fi
 fi
 """
 
@@ -84,7 +97,7 @@ async def grade(
 ) -> Verdict:
     """Grade ``submission`` in ``ws`` (a fresh workspace). Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
-    workdir, base = workdir_of(task, GradeError), baseline_of(task, GradeError)
+    workdir = workdir_of(task, GradeError)
     for rel in hidden_files:
         _check_relative(rel)
     # The scratch dir (root-only) is left behind: a grading workspace is used once.
@@ -137,13 +150,28 @@ async def _stage(ws: Workspace, task: dict, integrity: dict, diff: str, hidden: 
         paths.append(f"{scratch}/{label}.patch")
         await ws.write_file(paths[-1], body, mode=0o600, owner=ROOT_UID)
     nonce = uuid.uuid4().hex
+    owned = _staged_paths(diff, hidden)
     args = [workdir, base, VAULT, scratch, "1" if integrity.get("uid_wall") else "0", nonce, str(len(paths)),
-            *paths, *hidden]
+            str(len(hidden)), "all" if owned is None else "list", *paths, *hidden, *(owned or [])]
     result = await run_script(ws, _STAGE, args, timeout=_left(deadline, "staging"))
     if result.exit_code not in (0, NOT_APPLIED) or result.timed_out:
         raise GradeError(f"cannot stage the submission in {workdir}: {brief(result)}")
     return {"ok": result.exit_code == 0, "empty": not variants,
             "attempts": _attempts(result.stdout.decode("utf-8", "replace"), nonce)}
+
+
+def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
+    """Every path the diff or the hidden tests write, with each parent directory; None when
+    the diff cannot be listed (not git's format), so the whole tree is handed over."""
+    try:
+        written = [c.new_path for c in patch.parse_chunks(diff.encode("utf-8", "surrogateescape"))]
+    except ValueError:
+        return None
+    paths: set[str] = set()
+    for rel in [*written, *hidden]:
+        parts = rel.split("/")
+        paths.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return sorted(paths)
 
 
 def _attempts(output: str, nonce: str) -> list[dict]:
@@ -168,7 +196,9 @@ async def _write_hidden(ws: Workspace, workdir: str, hidden: Mapping[str, bytes]
 async def _run_tests(ws: Workspace, task: dict, workdir: str, hidden: Mapping[str, bytes], integrity: dict,
                      deadline: float) -> dict:
     command = str(task["test_command"]).replace("{test_files}", " ".join(shlex.quote(p) for p in hidden))
-    limit = min(float(task.get("test_timeout") or 600.0), _left(deadline, "tests"))
+    # A little of the grade budget is kept back, so a slow suite ends as "test timeout" here
+    # rather than as the engine cancelling the whole grade.
+    limit = min(float(task.get("test_timeout") or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
     user = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
     # One stream, interleaved as a terminal would show it: the summary line is at its end.
     result = await ws.exec(["bash", "-c", "exec 2>&1\n" + command], user=user, cwd=workdir, timeout=limit)

@@ -18,7 +18,7 @@ from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace
 from engine.models import CapturedSubmission
 from envs.coding import patch
-from envs.coding.gitops import INFRA_EXIT, SCRATCH_DIR, VAULT, brief, run_script
+from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ FRESH_DATE = "2000-01-01T00:00:00+0000"
 """Fixed identity and date: the fresh commit's SHA depends only on the baseline tree."""
 
 _SETUP_FRESH = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 UID_WALL=$4 SCRATCH=$5
+WORKDIR=$1 BASE=$2 VAULT=$3 UID_WALL=$4
 require_vault
 chmod 700 /var/lib/crucible
 rm -rf -- "$WORKDIR/.git"
@@ -53,7 +53,7 @@ rm -rf -- "$GIT_DIR/logs"
 """
 
 _SETUP_HISTORY = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 UID_WALL=$4 SCRATCH=$5
+WORKDIR=$1 BASE=$2 VAULT=$3 UID_WALL=$4
 require_vault
 rm -rf -- "$WORKDIR/.git"
 cp -a -- "$VAULT" "$WORKDIR/.git"
@@ -81,7 +81,7 @@ fi
 async def setup_repo(ws: Workspace, task: dict, integrity: dict, *, timeout: float = 300.0) -> None:
     """Make ``task["workdir"]`` the agent's repo. Raises ``SetupError``."""
     script = (_SETUP_FRESH if integrity.get("vault", True) else _SETUP_HISTORY) + _OWNERSHIP
-    args = [workdir_of(task), baseline_of(task), VAULT, "1" if integrity.get("uid_wall") else "0", SCRATCH_DIR]
+    args = [workdir_of(task), baseline_of(task), VAULT, "1" if integrity.get("uid_wall") else "0"]
     try:
         result = await run_script(ws, script, args, env={"FRESH_DATE": FRESH_DATE}, timeout=timeout)
     except WorkspaceError as exc:
@@ -185,7 +185,8 @@ def _submission(chunks: list[patch.FileChunk], task: dict, integrity: dict) -> C
     touched = sorted({p for c in chunks for p in c.paths})
     kept, violations = chunks, []
     if integrity.get("drop_protected"):
-        patterns = patch.protected_patterns(list(task.get("hidden_tests") or []), list(task.get("protected_paths") or []))
+        patterns = patch.protected_patterns(list(task.get("hidden_tests") or []),
+                                            list(task.get("protected_paths") or []))
         dropped = [c for c in chunks if any(patch.is_protected(p, patterns) for p in c.paths)]
         violations = sorted({p for c in dropped for p in c.paths if patch.is_protected(p, patterns)})
         kept = [c for c in chunks if c not in dropped]
@@ -215,4 +216,4 @@ def baseline_of(task: dict, error: type[Exception] = SetupError) -> str:
         raise error("task has no pinned baseline SHA (task.pins.baseline)") from exc
 
 
-__all__ = ["FRESH_DATE", "INFRA_EXIT", "capture_diff", "setup_repo"]
+__all__ = ["FRESH_DATE", "baseline_of", "capture_diff", "setup_repo", "workdir_of"]

@@ -190,7 +190,8 @@ class CodingTools:
                 raise ToolError("`view_range` is not allowed when `path` is a directory")
             result = await self._run(["bash", "-c", _LIST, "list", path])
             listing = _bounded(result.stdout.decode("utf-8", "replace"), self.max_output_bytes)
-            return f"Here are the files and directories up to 2 levels deep in {path}, excluding hidden items:\n{listing}"
+            return (f"Here are the files and directories up to 2 levels deep in {path}, "
+                    f"excluding hidden items:\n{listing}")
         content = await self._read_text(path, kind)
         try:
             numbered = editor.numbered(content, view_range)

@@ -62,7 +62,8 @@ def derive_validation(repo_path: str | Path, baseline_sha: str, golden_sha: str,
             steps.append(_bash(f"rm -rf -- {_q(root, change.old_path)}"))
     for change in changes:
         if change.status == "R":
-            steps.append(_bash(_mkdir_for(root, change.new_path) + f"mv -f -- {_q(root, change.old_path)} {_q(root, change.new_path)}"))
+            move = f"mv -f -- {_q(root, change.old_path)} {_q(root, change.new_path)}"
+            steps.append(_bash(_mkdir_for(root, change.new_path) + move))
     for change in changes:
         if change.status != "D":
             steps.extend(_stage(repo, root, change))
@@ -75,7 +76,8 @@ def _stage(repo: Path, root: str, change: Change) -> list[dict]:
         raise PlanError(f"cannot derive validation for submodule {change.new_path}; give the task explicit validation")
     data = git_bytes(repo, "cat-file", "blob", change.new_sha)
     if mode == SYMLINK:
-        return [_bash(_mkdir_for(root, change.new_path) + f"ln -sfn -- {shlex.quote(data.decode('utf-8', 'surrogateescape'))} {shlex.quote(target)}")]
+        link = shlex.quote(data.decode("utf-8", "surrogateescape"))
+        return [_bash(_mkdir_for(root, change.new_path) + f"ln -sfn -- {link} {shlex.quote(target)}")]
     steps = []
     text = _text(data)
     if change.status in "MR" and change.old_sha == change.new_sha:
@@ -83,11 +85,24 @@ def _stage(repo: Path, root: str, change: Change) -> list[dict]:
     elif text is not None:
         steps.append({"name": EDIT, "arguments": {"command": "create", "path": target, "file_text": text}})
     else:
-        encoded = base64.b64encode(data).decode()
-        steps.append(_bash(_mkdir_for(root, change.new_path) + f"printf '%s' {shlex.quote(encoded)} | base64 -d > {shlex.quote(target)}"))
+        steps.extend(_binary_steps(root, change.new_path, data))
     new_file = change.status in "AT"
     if (new_file and mode == EXECUTABLE) or (not new_file and mode != change.old_mode):
         steps.append(_bash(f"chmod {'755' if mode == EXECUTABLE else '644'} -- {shlex.quote(target)}"))
+    return steps
+
+
+BINARY_CHUNK = 48 * 1024
+"""Raw bytes per bash step: 64 KiB of base64, well under Linux's 128 KiB limit on one argument."""
+
+
+def _binary_steps(root: str, rel: str, data: bytes) -> list[dict]:
+    """Bytes the edit tool cannot carry, written by ``base64 -d`` in argument-sized pieces."""
+    target = shlex.quote(f"{root}/{rel}")
+    steps = [_bash(_mkdir_for(root, rel) + f": > {target}")]
+    for start in range(0, len(data), BINARY_CHUNK):
+        encoded = base64.b64encode(data[start:start + BINARY_CHUNK]).decode()
+        steps.append(_bash(f"printf '%s' {encoded} | base64 -d >> {target}"))
     return steps
 
 

@@ -1,0 +1,124 @@
+"""One golden run end to end against the floor, as ratios measured in one run.
+
+floor      one `docker run` of the same task image that applies the golden diff (with the
+           hidden tests) and runs the test command — the least any harness can do.
+in-process crucible from a planned spec to a stored verdict (Runner.execute), with the
+           integration_test agent staging the golden through the MCP tools.
+cli        the whole `crucible run task=... agent=integration_test` command.
+
+Nothing is pre-started: every trial creates its containers from scratch. The image is
+built before timing (a cached build is what every real run after the first sees).
+Trials alternate between the three so drift on the machine hits all of them alike.
+
+    .venv/bin/python bench/bench_golden.py [--task sample/last_page] [--trials 5]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def golden_patch(repo: Path, task: dict) -> bytes:
+    from engine.repos import git_bytes
+
+    pins = task["pins"]
+    diff = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["golden"])
+    hidden = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["test"], "--", *task["hidden_tests"])
+    return diff + hidden
+
+
+def floor_trial(image: str, task: dict, patch: bytes) -> float:
+    test = task["test_command"].replace("{test_files}", " ".join(shlex.quote(t) for t in task["hidden_tests"]))
+    script = f"cd {shlex.quote(task['workdir'])} && git apply --binary - && {test}"
+    began = time.perf_counter()
+    proc = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", image, "bash", "-c", script],
+                          input=patch, capture_output=True)
+    seconds = time.perf_counter() - began
+    if proc.returncode != 0:
+        raise SystemExit(f"floor trial failed: {proc.stdout.decode()[-500:]} {proc.stderr.decode()[-500:]}")
+    return seconds
+
+
+def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
+    from engine.runner import Runner, new_run_id
+
+    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
+    run_id = new_run_id()
+    began = time.perf_counter()
+    record = asyncio.run(runner.execute(planned, run_root / run_id, run_id=run_id))
+    seconds = time.perf_counter() - began
+    if record.status != "completed" or record.reward != 1.0:
+        raise SystemExit(f"in-process golden run failed: {record.status} {record.error} {record.raw_grade}")
+    return seconds, record.timings
+
+
+def cli_trial(task_option: str, seed: int) -> float:
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", f"task={task_option}", "agent=integration_test",
+                           f"seed={seed}"], cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if proc.returncode != 0 or "reward=1.0" not in proc.stdout:
+        raise SystemExit(f"cli golden run failed: {proc.stdout[-800:]} {proc.stderr[-800:]}")
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task", default="sample/last_page")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    ns = parser.parse_args()
+    os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
+
+    from engine.config import compose_config, to_typed
+    from engine.repos import resolve_repo
+    from engine.session import session_for
+    from engine.spec import plan
+
+    typed = to_typed(compose_config([f"task={ns.task}", "agent=integration_test"]))
+    session = session_for(typed)
+    planned = plan(typed, builder=session.builder)
+    session.builder.ensure(planned.image, session.store)
+    patch = golden_patch(resolve_repo(planned.spec.task["repo"]), planned.spec.task)
+    run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "bench"
+
+    floor, inproc, cli, stages = [], [], [], []
+    floor_trial(planned.image.tag, planned.spec.task, patch)  # warm the page cache, not timed
+    for trial in range(ns.trials):
+        floor.append(floor_trial(planned.image.tag, planned.spec.task, patch))
+        seconds, timings = inprocess_trial(planned, session, run_root)
+        inproc.append(seconds)
+        stages.append(timings)
+        cli.append(cli_trial(ns.task, seed=10_000 + trial))
+
+    med = statistics.median
+    f = med(floor)
+    rows = [("floor: docker run (apply + test)", f, 1.0), ("crucible in-process (spec -> stored verdict)", med(inproc), med(inproc) / f),
+            ("crucible CLI (whole command)", med(cli), med(cli) / f)]
+    print(f"task {ns.task}, image {planned.image.tag}, {ns.trials} trials each, medians (resolution: perf_counter, ~1 us; "
+          f"spread below)")
+    print(f"{'pipeline':48} {'median s':>9} {'x floor':>8}   min..max s")
+    for (name, value, ratio), samples in zip(rows, (floor, inproc, cli)):
+        print(f"{name:48} {value:9.3f} {ratio:8.2f}   {min(samples):.3f}..{max(samples):.3f}")
+    print("\nin-process stages (median s):")
+    for stage in stages[0]:
+        print(f"  {stage:10} {med(s.get(stage, 0.0) for s in stages):.3f}")
+    if ns.json:
+        ns.json.write_text(json.dumps({"floor": floor, "inprocess": inproc, "cli": cli, "stages": stages}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
