@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -67,6 +68,7 @@ LOCK_TIMEOUT_S = 120.0
 BATCH = 500
 """Records per ingest transaction: short enough that readers get their turn."""
 
+
 class DuckDBStore:
     """``engine.interfaces.Store`` over an embedded DuckDB file (default ``paths.store_path()``)."""
 
@@ -89,10 +91,16 @@ class DuckDBStore:
         return atomic_write_json(paths.spool_dir() / name, document)
 
     def record_run(self, record: RunRecord) -> None:
+        """Write the record durably (beside the run and in the spool), then ingest the spool.
+
+        Raises StoreError if the store stays locked past ``lock_timeout``; the record then
+        waits in the spool and the next ingest (any crucible command) commits it.
+        """
         spool_file = self.write_run_record(record, Path(record.run_dir) if record.run_dir else None)
         self._ingest_or_explain(f"run {record.run_id}", spool_file)
 
     def record_build(self, record: BuildRecord) -> None:
+        """As ``record_run``, for a build; its durable copy is ``builds/<build_id>.json``."""
         document = self._document("build", dataclasses.asdict(record), next_seq())
         atomic_write_json(paths.builds_dir() / f"{safe_name(record.build_id)}.json", document)
         spool_file = atomic_write_json(
@@ -166,8 +174,8 @@ class DuckDBStore:
             "starts_with(run_id, ?) ORDER BY run_id = ? DESC, run_id LIMIT 6", [run_id_or_prefix] * 2
         )
         if len(records) > 1 and records[0].run_id != run_id_or_prefix:
-            shown = ", ".join(r.run_id for r in records[:5])
-            raise UserError(f"run id prefix {run_id_or_prefix!r} is ambiguous: {shown}{', ...' if len(records) > 5 else ''}")
+            shown = ", ".join(r.run_id for r in records[:5]) + (", ..." if len(records) > 5 else "")
+            raise UserError(f"run id prefix {run_id_or_prefix!r} is ambiguous: {shown}")
         return records[0] if records else None
 
     def get_runs(self, run_ids: list[str]) -> dict[str, RunRecord]:
@@ -194,28 +202,25 @@ class DuckDBStore:
         self.ingest_pending()
         with self._connect(read_only=True) as con:
             cursor = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE {where}", params)
-            runs = [dict(zip(RUN_COLUMNS, row)) for row in cursor.fetchall()]
+            runs = [dict(zip(RUN_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
             if not runs:
                 return []
             ids = [r["run_id"] for r in runs]
-            steps = self._rows(con, "SELECT * FROM steps WHERE list_contains(?, run_id) ORDER BY run_id, position", ids)
-            subscores = con.execute(
-                "SELECT run_id, name, value FROM subscores WHERE list_contains(?, run_id) ORDER BY run_id, name", [ids]
-            ).fetchall()
-        return [
-            record_from_rows(
-                run,
-                [s for s in steps if s["run_id"] == run["run_id"]],
-                [(n, v) for rid, n, v in subscores if rid == run["run_id"]],
-            )
-            for run in runs
-        ]
+            steps: dict[str, list[dict]] = defaultdict(list)
+            for step in self._rows(con, "SELECT * FROM steps WHERE list_contains(?, run_id) ORDER BY position", ids):
+                steps[step["run_id"]].append(step)
+            subscores: dict[str, list[tuple]] = defaultdict(list)
+            for run_id, name, value in con.execute(
+                "SELECT run_id, name, value FROM subscores WHERE list_contains(?, run_id) ORDER BY name", [ids]
+            ).fetchall():
+                subscores[run_id].append((name, value))
+        return [record_from_rows(run, steps[run["run_id"]], subscores[run["run_id"]]) for run in runs]
 
     @staticmethod
     def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict]:
         cursor = con.execute(sql, [ids])
         columns = [d[0] for d in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
     # ---- orphans -----------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, max_c
     numeric = [bool(rows) and all(_is_number(r[i]) or r[i] is None for r in rows) for i in range(len(header))]
 
     def line(values: list[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
         return "  ".join(parts).rstrip()
 
     out = [line(header), "  ".join("-" * w for w in widths)]
@@ -47,7 +47,7 @@ def to_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def to_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A JSON list of objects, one per row; timestamps ISO 8601; NaN and infinities as null."""
     keys = _unique(columns)
-    return json.dumps([dict(zip(keys, (_jsonable(v) for v in row))) for row in rows], indent=2, ensure_ascii=False)
+    return json.dumps([dict(zip(keys, map(_jsonable, row), strict=True)) for row in rows], indent=2, ensure_ascii=False)
 
 
 def format_float(value: float) -> str:

@@ -135,7 +135,8 @@ def test_mark_orphaned_runs_marks_only_dead_owners_on_this_host(store, tmp_path)
         alive.wait()
 
     orphan = store.get_run("orphan")
-    assert (orphan.status, orphan.error_phase, orphan.error) == ("error", "agent", f"owner process died (pid {dead.pid})")
+    assert (orphan.status, orphan.error_phase) == ("error", "agent")
+    assert orphan.error == f"owner process died (pid {dead.pid})"
     assert orphan.ended_at is not None
     assert json.loads((run_dir / "record.json").read_text())["status"] == "error"
     assert store.get_run("setup-orphan").error_phase == "setup"
@@ -257,6 +258,27 @@ def test_a_child_forked_inside_a_store_operation_refuses_and_leaves_its_record_s
     child.join(60)
     assert child.exitcode == 3
     assert store.get_run("from-child") == make_run("from-child")  # the parent's next read ingests it
+
+
+def test_threads_of_one_process_read_and_write_the_store_at_once(store):
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(5):
+                store.record_run(make_run(f"t{n}-{i}"))
+                store.query("SELECT count(*) FROM steps")
+        except BaseException as exc:  # surfaced below; a thread's exception is otherwise lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert count(store, "SELECT count(*) FROM runs") == 20
+    assert count(store, "SELECT count(*) FROM steps") == 60
 
 
 def example_queries() -> dict[str, str]:

@@ -110,11 +110,11 @@ def _bind(uds: str | None) -> tuple[socket.socket, str]:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(uds)
         os.chmod(uds, 0o666)  # the token, not file permissions, is the gate (uids differ in containers)
-        return sock, f"http://localhost{MCP_PATH}"
+        return sock, f"http://localhost{MCP_PATH}/"
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}{MCP_PATH}"
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}{MCP_PATH}/"
 
 
 @contextlib.asynccontextmanager
