@@ -51,6 +51,10 @@ def run_hydra(args: list[str]) -> int:
     if not set(flags) & _NO_VALIDATION:
         overrides = expand_globs(overrides)
         _validate(overrides)
+        if "--cfg" not in flags and "-c" not in flags:
+            from engine.doctor import ensure_engine
+
+            ensure_engine()  # one line now, not one per launcher worker
     extra = searchpath_override()
     sweep_id = None
     if multirun:
@@ -69,6 +73,7 @@ def _sweep_summary(sweep_id: str) -> int:
     from engine.tables import format_table
 
     store = open_store()
+    failed_jobs = sorted((paths.runs_dir() / "sweeps" / sweep_id).glob("*/user_error.txt"))
     cols, rows = store.query(
         "SELECT task_id, agent, coalesce(model, '') AS model, attempt, status, reward, "
         f"round(epoch(ended_at) - epoch(started_at), 2) AS seconds FROM runs WHERE sweep_id = '{sweep_id}' "
@@ -85,7 +90,9 @@ def _sweep_summary(sweep_id: str) -> int:
         )
         print("\npass rate")
         print(format_table(cols, rows))
-    return 0
+    for marker in failed_jobs:
+        print(f"job {marker.parent.name} did not run: {marker.read_text().strip()}", file=sys.stderr)
+    return 1 if failed_jobs else 0
 
 
 def _job(cfg) -> None:
@@ -116,6 +123,8 @@ def _job(cfg) -> None:
     except UserError as exc:
         print(f"crucible run: {exc}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "user_error.txt").write_text(str(exc))  # a sweep's summary reports it
         return
     line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
     if record.error:

@@ -73,7 +73,8 @@ class DuckDBStore:
     """``engine.interfaces.Store`` over an embedded DuckDB file (default ``paths.store_path()``)."""
 
     def __init__(self, path: str | Path | None = None, *, lock_timeout: float = LOCK_TIMEOUT_S):
-        self.path = Path(path).expanduser().resolve() if path is not None else paths.store_path()
+        # "" (an unset config value) means the default too, never the current directory.
+        self.path = Path(path).expanduser().resolve() if path else paths.store_path()
         self.lock_timeout = lock_timeout
         self._schema_ready_pid: int | None = None
 

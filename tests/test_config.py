@@ -123,3 +123,16 @@ def test_user_mistakes_give_one_line_and_a_nonzero_exit(args):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("crucible")
+
+
+@pytest.mark.parametrize("args", [
+    ("run", "task=glob(sample/*)", "-m"),
+    ("check", "task=glob(sample/*)"),
+    ("build", "task=glob(sample/*)", "--dry-run"),
+])
+def test_an_unreachable_engine_is_one_line_naming_the_fix(args, tmp_path):
+    proc = run_cli(*args, env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Docker engine unreachable" in lines[0] and "crucible doctor --fix" in lines[0], lines
+    assert "Traceback" not in proc.stdout + proc.stderr
