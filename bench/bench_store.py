@@ -51,8 +51,9 @@ def sweep(n: int, writers: int) -> float:
 def main(n: int = 30, writers: int = 4) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-store-") as home:
         os.environ["CRUCIBLE_HOME"] = home
-        from engine.store import DuckDBStore
         from store_writer import make_record
+
+        from engine.store import DuckDBStore
 
         store = DuckDBStore()
         store.ingest_pending()  # schema, once

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.agents import AgentContext, AgentOutcome
-from engine.capabilities.mcp_server import serve_mcp
+from engine.capabilities.mcp_server import McpService
 from engine.errors import CrucibleError
 from engine.models import RunRecord, Verdict
 from engine.spec import Plan, plugin_class
@@ -94,15 +94,19 @@ class Runner:
         spec, timeouts = plan.spec, plan.spec.timeouts
         flavor = instantiate(spec.flavor, where="flavor")
         agent = instantiate(spec.agent, where="agent")
-        with phase.timed("build"):
-            build = await asyncio.to_thread(self.builder.ensure, plan.image, self.store)
-            record.from_cache = bool(build.cache_hit)
-        # The grading container starts now, beside the agent's, and stays untouched until
-        # grading: still a fresh workspace, but its start-up no longer adds to the run.
-        grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
-        grading_started = asyncio.ensure_future(grading.__aenter__())
-        teardown = None
+        # The tools' server starts now and learns its workspace later: its start-up overlaps
+        # the build check and provisioning instead of adding to the agent phase.
+        mcp = McpService(token=secrets.token_urlsafe(32))
+        mcp.start()
+        grading = grading_started = teardown = None
         try:
+            with phase.timed("build"):
+                build = await asyncio.to_thread(self.builder.ensure, plan.image, self.store)
+                record.from_cache = bool(build.cache_hit)
+            # The grading container starts now, beside the agent's, and stays untouched until
+            # grading: still a fresh workspace, but its start-up no longer adds to the run.
+            grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
+            grading_started = asyncio.ensure_future(grading.__aenter__())
             with phase.timed("provision"):
                 workspace = self.runtime.provision(plan.image, run_id=record.run_id,
                                                    network=spec.integrity["agent_network"], purpose="agent")
@@ -112,7 +116,7 @@ class Runner:
                 with phase.timed("setup"):
                     await asyncio.wait_for(flavor.setup(ws, spec), timeouts["setup"])
                 with phase.timed("agent"):
-                    outcome = await self._run_agent(agent, flavor, ws, spec, timeouts["agent"])
+                    outcome = await self._run_agent(agent, flavor, ws, spec, timeouts["agent"], mcp)
                 record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
                 with phase.timed("capture"):
                     submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
@@ -126,20 +130,23 @@ class Runner:
             record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
         finally:
             with phase.timed("teardown", is_phase=False):
-                await _close_started(grading, grading_started)
-                if teardown is not None:
-                    await teardown
+                await _close_everything(grading, grading_started, teardown, mcp)
 
-    async def _run_agent(self, agent, flavor, ws, spec, timeout: float) -> AgentOutcome:
-        token = secrets.token_urlsafe(32)
+    async def _run_agent(self, agent, flavor, ws, spec, timeout: float, mcp: McpService) -> AgentOutcome:
         tools = flavor.tools_for(ws, spec)
-        async with serve_mcp(tools, token=token) as url:
-            ctx = AgentContext(spec=spec, capabilities={"mcp": url}, capability_auth={"mcp": token},
+        try:
+            url = await mcp.serve(tools)
+            ctx = AgentContext(spec=spec, capabilities={"mcp": url}, capability_auth={"mcp": mcp.token},
                                validation=spec.task.get("validation") or [], prompt=spec.task["prompt"])
             try:
                 return await asyncio.wait_for(agent.run(ctx), timeout)
             except asyncio.TimeoutError:
                 return AgentOutcome(stop_reason="timeout", warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+        finally:
+            # The server drains while capture runs (~0.15 s); with a tool call still running
+            # (a timed-out agent) this waits until the server is gone, so nothing changes the
+            # workspace under the capture.
+            await mcp.stop()
 
 
 class _Phase:
@@ -158,6 +165,20 @@ class _Phase:
             yield
         finally:
             self.record.timings[name] = round(self.record.timings.get(name, 0.0) + time.perf_counter() - began, 4)
+
+
+async def _close_everything(grading, grading_started: asyncio.Future | None, agent_teardown: asyncio.Future | None,
+                           mcp: McpService) -> None:
+    """Tear the run down: each part is closed even when closing another one failed."""
+    try:
+        if grading_started is not None:
+            await _close_started(grading, grading_started)
+    finally:
+        try:
+            if agent_teardown is not None:
+                await agent_teardown
+        finally:
+            await mcp.close()
 
 
 async def _close_started(workspace, starting: asyncio.Future) -> None:

@@ -88,6 +88,48 @@ class IntegrationTestAgentConfig(AgentConfig):
 
 
 @dataclass
+class ToolCallingAgentConfig(AgentConfig):
+    """A model drives the task through the run's MCP tools (engine/agents/tool_calling.py).
+
+    The model itself is the top-level ``model=<provider>/<name>``. Every field here is part
+    of the run spec; the API key is not (only the variable's name), nor are prices.
+    """
+
+    _target_: str = "engine.agents.tool_calling.ToolCallingAgent"
+    name: str = "tool_calling"
+    base_url: Optional[str] = None
+    """The API root; None = the provider's own. Required for ``openai-compatible/...``."""
+    api_key_env: Optional[str] = None
+    """The environment variable holding the key; None = OPENAI_API_KEY for openai/,
+    ANTHROPIC_API_KEY for anthropic/, no key for openai-compatible/."""
+    system_prompt: str = (
+        "You are an autonomous software engineer working on a task in a code repository, using only "
+        "the tools provided. Explore the code, make the change the task asks for, and check your work "
+        "(for example by running the tests) before you finish. Nobody will answer questions: decide "
+        "for yourself. When you are done, reply with a short summary of what you changed and call no "
+        "more tools."
+    )
+    max_steps: int = 50
+    """Model calls at most."""
+    temperature: Optional[float] = 0.0
+    """None = not sent (some reasoning models accept only their default)."""
+    max_tokens: int = 4096
+    """Output tokens per model call."""
+    seed: Optional[int] = None
+    """Sent as the request's ``seed`` where the protocol has one (OpenAI); None = not sent."""
+    request_timeout: float = 300.0
+    """Seconds one model request may take before it is retried."""
+    max_retries: int = 4
+    """Retries per model call on 429, 408/409, 5xx and transport errors (exponential backoff,
+    Retry-After honoured)."""
+    wall_timeout: Optional[float] = None
+    """The agent's own wall-clock limit; None = just inside ``timeouts.agent``. Either way it
+    ends before the runner's, so the steps so far are kept (stop reason ``timeout``)."""
+    max_malformed: int = 3
+    """Unusable tool calls in a row (bad JSON, unknown tool) before stopping."""
+
+
+@dataclass
 class IntegrityConfig:
     mode: str = MISSING
     vault: bool = True
@@ -160,6 +202,7 @@ def register() -> None:
     cs.store(group="flavor", name="base_coding", node=CodingFlavorConfig)
     cs.store(group="agent", name="base_noop", node=NoopAgentConfig)
     cs.store(group="agent", name="base_integration_test", node=IntegrationTestAgentConfig)
+    cs.store(group="agent", name="base_tool_calling", node=ToolCallingAgentConfig)
     cs.store(group="integrity", name="base_integrity", node=IntegrityConfig)
     cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
 
@@ -172,7 +215,7 @@ _GROUP_SCHEMAS = {
     "env": [EnvConfig],
     "integrity": [IntegrityConfig],
     "flavor": [CodingFlavorConfig],
-    "agent": [NoopAgentConfig, IntegrationTestAgentConfig],
+    "agent": [NoopAgentConfig, IntegrationTestAgentConfig, ToolCallingAgentConfig],
     "runtime": [DockerRuntimeConfig],
 }
 

@@ -38,21 +38,25 @@ _process_lock = threading.RLock()
 _instance: tuple[int, duckdb.DuckDBPyConnection] | None = None
 _inherited: list[duckdb.DuckDBPyConnection] = []
 _held_flocks: set[int] = set()
+_flocks_lock = threading.Lock()
+"""Makes opening+registering and unregistering+closing a flock fd atomic with respect to fork."""
 _attached = False
 _forked_mid_turn = False
 
 
 def _before_fork() -> None:
     _process_lock.acquire()
+    _flocks_lock.acquire()
 
 
 def _after_fork_in_parent() -> None:
+    _flocks_lock.release()
     _process_lock.release()
 
 
 def _after_fork_in_child() -> None:
-    global _process_lock, _instance, _attached, _forked_mid_turn
-    _process_lock = threading.RLock()
+    global _process_lock, _flocks_lock, _instance, _attached, _forked_mid_turn
+    _process_lock, _flocks_lock = threading.RLock(), threading.Lock()
     # A flock belongs to the open file, which a fork shares: the child's copy of a turn
     # the parent holds would keep it held (against the child itself) after the parent's
     # turn ends. Dropping the copy leaves the parent's turn intact.
@@ -150,11 +154,12 @@ def open_store(path: Path, *, read_only: bool, timeout: float) -> Iterator[duckd
 @contextmanager
 def _flock(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
     try:
-        fd = os.open(path.with_name(path.name + ".crucible-lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        with _flocks_lock:
+            fd = os.open(path.with_name(path.name + ".crucible-lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            _held_flocks.add(fd)
     except OSError:
         yield  # a read-only directory: DuckDB's own lock and the retries still protect the file
         return
-    _held_flocks.add(fd)
     try:
         mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
         while True:
@@ -167,9 +172,10 @@ def _flock(path: Path, *, exclusive: bool, backoff: _Backoff) -> Iterator[None]:
                 backoff.sleep()
         yield
     finally:
-        if fd in _held_flocks:  # else a fork took this copy away
-            _held_flocks.discard(fd)
-            os.close(fd)  # releases the flock
+        with _flocks_lock:
+            if fd in _held_flocks:  # else this is a forked child, which closed its copy already
+                _held_flocks.discard(fd)
+                os.close(fd)  # releases the flock
 
 
 def _attach(path: Path, read_only: bool, backoff: _Backoff, timeout: float) -> duckdb.DuckDBPyConnection:

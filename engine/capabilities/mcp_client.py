@@ -23,11 +23,15 @@ READ_TIMEOUT = 3600.0
 async def open_mcp(url: str, token: str, *, uds: str | None = None,
                    read_timeout: float = READ_TIMEOUT) -> AsyncIterator[ClientSession]:
     """An initialized MCP session to ``url`` (over the unix socket ``uds`` when given)."""
-    transport = httpx.AsyncHTTPTransport(uds=uds) if uds else None
+    # A plain-HTTP URL (loopback, or a unix socket) never does TLS, and httpx's default TLS
+    # setup loads the whole CA bundle (~45 ms per client, measured): build it only for https.
+    verify = url.startswith("https:")
+    transport = httpx.AsyncHTTPTransport(uds=uds, verify=verify) if uds else None
     client = httpx.AsyncClient(
         headers={"Authorization": f"Bearer {token}"},
         timeout=httpx.Timeout(CONNECT_TIMEOUT, read=read_timeout),
         transport=transport,
+        verify=verify,
     )
     async with client:
         async with streamable_http_client(url, http_client=client) as (read, write, _session_id):

@@ -1,9 +1,10 @@
 """Hermetic grading of a captured diff in a FRESH workspace from the task's image.
 
-    stage: reset workdir to the baseline (vault), apply the diff, hand the tree to uid 1000
-    -> write the hidden tests -> run the test command (as uid 1000 under the wall) -> verdict
+    stage (one exec): reset workdir to the baseline (vault), apply the diff, write the hidden
+    tests, hand the tree to uid 1000 -> run the test command (as uid 1000 under the wall) -> verdict
 
-The hidden tests are written AFTER the diff, so an agent's edits to them are lost. The
+Two round trips in all: every exec costs ~0.1 s, more than the git work itself. The hidden
+tests are written AFTER the diff, so an agent's edits to them are lost. The
 verdict is a pure function of what the steps produced (``verdict_from_test_result``), and
 ``Verdict.raw`` keeps those products, so a stored run can be graded again (``regrade``).
 A failure of grading itself (broken workspace, missing vault) raises ``GradeError``.
@@ -28,16 +29,31 @@ DEFAULT_TESTS_RAN = r"\b[1-9][0-9]* passed\b"
 TIMEOUT_RESERVE = 5.0
 
 NOT_APPLIED = 10
+STAGE_OUTPUT_BYTES = 8 << 20
+"""git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
 
-# One exec: reset to the baseline, apply, prepare the hidden paths, hand the tree over.
-# Attempt records are "<nonce> <variant> <exit code>" lines after each apply's output.
+# ONE exec stages everything: the patch variants, the hidden tests and the list of paths to
+# hand over arrive on stdin, back to back, with their sizes in argv (``head -c`` reads exactly
+# that many bytes, so no parsing of untrusted content). Then: reset to the baseline, apply,
+# write the hidden tests (AFTER the apply, so the agent's edits to them are lost), hand over.
+# Records on stdout: "<nonce> apply <variant> <exit code>" after each apply's output, and
+# "<nonce> hidden <seconds>" (time spent writing the hidden tests, measured in here).
 _STAGE = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 NPATCH=$7 NHIDDEN=$8 OWN=$9
-shift 9
-patches=("${@:1:$NPATCH}")
-shift "$NPATCH"
-hidden=("${@:1:$NHIDDEN}")
-shift "$NHIDDEN"
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 NPATCH=$7 NHIDDEN=$8 OWN=$9 OWN_BYTES=${10}
+shift 10
+labels=("${@:1:$NPATCH}"); shift "$NPATCH"
+patch_sizes=("${@:1:$NPATCH}"); shift "$NPATCH"
+hidden=("${@:1:$NHIDDEN}"); shift "$NHIDDEN"
+hidden_sizes=("${@:1:$NHIDDEN}"); shift "$NHIDDEN"
+now() { if [ -n "${EPOCHREALTIME:-}" ]; then printf '%s' "$EPOCHREALTIME"; else date +%s.%N; fi; }
+take() {  # take SIZE FILE: exactly SIZE bytes of stdin into FILE
+  head -c "$1" > "$2"
+  if [ "$(wc -c < "$2")" != "$1" ]; then echo "crucible: staging input ended early" >&2; exit 3; fi
+}
+mkdir -p -m 700 -- "$DIR"
+for i in "${!labels[@]}"; do take "${patch_sizes[$i]}" "$DIR/${labels[$i]}.patch"; done
+for i in "${!hidden[@]}"; do take "${hidden_sizes[$i]}" "$DIR/hidden.$i"; done
+take "$OWN_BYTES" "$DIR/own"
 require_vault
 shadow_init "$DIR"
 cd "$WORKDIR"
@@ -51,16 +67,18 @@ git "${HARDEN[@]}" clean -fdq
 # Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
 # (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
 applied=$([ "$NPATCH" = 0 ] && echo empty || echo none)
-for p in ${patches[@]+"${patches[@]}"}; do
+for label in ${labels[@]+"${labels[@]}"}; do
   rc=0
-  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$p" 2>&1 || rc=$?
-  printf '\n%s %s %s\n' "$NONCE" "$(basename -- "$p" .patch)" "$rc"
-  if [ "$rc" = 0 ]; then applied=$p; break; fi
+  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$DIR/$label.patch" 2>&1 || rc=$?
+  printf '\n%s apply %s %s\n' "$NONCE" "$label" "$rc"
+  if [ "$rc" = 0 ]; then applied=$label; break; fi
 done
 [ "$applied" != none ] || exit 10
-# Hidden paths: every parent a real directory inside workdir (a symlink or file the diff
-# put there is removed), the file itself removed; the engine writes them next.
-for rel in ${hidden[@]+"${hidden[@]}"}; do
+# Hidden tests: every parent a real directory inside workdir (a symlink or file the diff put
+# there is removed), whatever the diff left at the path itself removed, then the file written.
+began=$(now)
+for i in "${!hidden[@]}"; do
+  rel=${hidden[$i]}
   d=$WORKDIR
   IFS=/ read -r -a parts <<< "$(dirname -- "$rel")"
   for part in "${parts[@]}"; do
@@ -70,17 +88,21 @@ for rel in ${hidden[@]+"${hidden[@]}"}; do
     mkdir -p -- "$d"
   done
   rm -rf -- "$WORKDIR/$rel"
+  cat -- "$DIR/hidden.$i" > "$WORKDIR/$rel"
+  chmod 644 -- "$WORKDIR/$rel"
+  [ "$UID_WALL" != 1 ] || chown 1000:1000 -- "$WORKDIR/$rel"
 done
-# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents),
-# and only those root owns, so nothing else of a big tree is copied up. The rest ("$@") are
-# relative paths; OWN=all (a diff crucible could not list) hands over the whole tree.
+printf '%s hidden %s %s\n' "$NONCE" "$began" "$(now)"
+# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
+# NUL-separated in $DIR/own), and only those root owns, so nothing else of a big tree is
+# copied up. OWN=all (a diff crucible could not list) hands over the whole tree.
 if [ "$UID_WALL" = 1 ]; then
   if [ "$OWN" = all ]; then
     chown -R 1000:1000 -- "$WORKDIR"
   else
     own=()
     while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/stale"
-    for rel in "$@"; do own+=("$WORKDIR/$rel"); done
+    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/own"
     [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
   fi
 fi
@@ -105,10 +127,13 @@ async def grade(
     raw: dict = {"durations": {}, "violations": list(submission.violations),
                  "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task)}
     try:
-        raw["apply"] = await _step(raw, "stage", _stage(ws, task, integrity, submission.diff, hidden_files,
-                                                        scratch, deadline))
+        began = time.monotonic()
+        raw["apply"], hidden_seconds = await _stage(ws, task, integrity, submission.diff, hidden_files, scratch,
+                                                    deadline)
+        # One exec did both; "hidden" is its in-container share, so the two still add up.
+        raw["durations"]["stage"] = round(time.monotonic() - began - hidden_seconds, 4)
         if raw["apply"]["ok"]:
-            await _step(raw, "hidden", _write_hidden(ws, workdir, hidden_files, integrity))
+            raw["durations"]["hidden"] = round(hidden_seconds, 4)
             raw["test"] = await _step(raw, "test", _run_tests(ws, task, workdir, hidden_files, integrity, deadline))
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
@@ -142,22 +167,26 @@ def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
 
 
 async def _stage(ws: Workspace, task: dict, integrity: dict, diff: str, hidden: Mapping[str, bytes],
-                 scratch: str, deadline: float) -> dict:
+                 scratch: str, deadline: float) -> tuple[dict, float]:
+    """Stage in one exec; (the apply record, seconds spent writing the hidden tests)."""
     workdir, base = workdir_of(task, GradeError), baseline_of(task, GradeError)
     variants = _patch_variants(diff)
-    paths = []
-    for label, body in variants:
-        paths.append(f"{scratch}/{label}.patch")
-        await ws.write_file(paths[-1], body, mode=0o600, owner=ROOT_UID)
     nonce = uuid.uuid4().hex
     owned = _staged_paths(diff, hidden)
-    args = [workdir, base, VAULT, scratch, "1" if integrity.get("uid_wall") else "0", nonce, str(len(paths)),
-            str(len(hidden)), "all" if owned is None else "list", *paths, *hidden, *(owned or [])]
-    result = await run_script(ws, _STAGE, args, timeout=_left(deadline, "staging"))
+    own_list = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in owned or [])
+    labels = [label for label, _ in variants]
+    patch_sizes = [str(len(body)) for _, body in variants]
+    hidden_sizes = [str(len(body)) for body in hidden.values()]
+    args = [workdir, base, VAULT, scratch, "1" if integrity.get("uid_wall") else "0", nonce, str(len(variants)),
+            str(len(hidden)), "all" if owned is None else "list", str(len(own_list)),
+            *labels, *patch_sizes, *hidden, *hidden_sizes]
+    stdin = b"".join([*(body for _, body in variants), *hidden.values(), own_list])
+    result = await run_script(ws, _STAGE, args, timeout=_left(deadline, "staging"), stdin=stdin,
+                              max_output=STAGE_OUTPUT_BYTES)
     if result.exit_code not in (0, NOT_APPLIED) or result.timed_out:
         raise GradeError(f"cannot stage the submission in {workdir}: {brief(result)}")
-    return {"ok": result.exit_code == 0, "empty": not variants,
-            "attempts": _attempts(result.stdout.decode("utf-8", "replace"), nonce)}
+    attempts, hidden_seconds = _records(result.stdout.decode("utf-8", "replace"), nonce)
+    return {"ok": result.exit_code == 0, "empty": not variants, "attempts": attempts}, hidden_seconds
 
 
 def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
@@ -174,23 +203,20 @@ def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
     return sorted(paths)
 
 
-def _attempts(output: str, nonce: str) -> list[dict]:
-    attempts, lines = [], []
+def _records(output: str, nonce: str) -> tuple[list[dict], float]:
+    """The apply attempts (each with the output before its record) and the hidden-tests time."""
+    attempts, lines, hidden_seconds = [], [], 0.0
     for line in output.split("\n"):
         fields = line.split(" ")
-        if len(fields) == 3 and fields[0] == nonce:
+        if len(fields) == 4 and fields[0] == nonce and fields[1] == "apply":
             text = "\n".join(lines).strip("\n")
-            attempts.append({"variant": fields[1], "exit_code": int(fields[2]), "output": _tail_text(text)})
+            attempts.append({"variant": fields[2], "exit_code": int(fields[3]), "output": _tail_text(text)})
             lines = []
+        elif len(fields) == 4 and fields[0] == nonce and fields[1] == "hidden":
+            hidden_seconds = max(0.0, float(fields[3]) - float(fields[2]))
         else:
             lines.append(line)
-    return attempts
-
-
-async def _write_hidden(ws: Workspace, workdir: str, hidden: Mapping[str, bytes], integrity: dict) -> None:
-    owner = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
-    for rel, data in hidden.items():
-        await ws.write_file(f"{workdir}/{rel}", data, mode=0o644, owner=owner)
+    return attempts, hidden_seconds
 
 
 async def _run_tests(ws: Workspace, task: dict, workdir: str, hidden: Mapping[str, bytes], integrity: dict,

@@ -16,7 +16,7 @@ import uuid
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace
-from engine.models import CapturedSubmission
+from engine.models import CapturedSubmission, ExecResult
 from envs.coding import patch
 from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
 
@@ -90,8 +90,14 @@ async def setup_repo(ws: Workspace, task: dict, integrity: dict, *, timeout: flo
         raise SetupError(f"repo setup failed in {task.get('workdir')}: {brief(result)}")
 
 
+# One exec: the diff comes back on stdout, and the scratch dir goes with the script (trap).
+# Paths after the first four args are re-diffed with diff forced to binary (base85): for
+# files whose text is not UTF-8, so the stored diff is always valid text and still applies
+# byte-exactly.
 _CAPTURE = r"""
 WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4
+shift 4
+trap 'rm -rf -- "$DIR"' EXIT
 require_vault
 shadow_init "$DIR"
 cd "$WORKDIR"
@@ -118,67 +124,61 @@ if command -v find >/dev/null 2>&1; then
 fi
 git "${HARDEN[@]}" read-tree "$BASE"
 git "${HARDEN[@]}" add -A -- .
+[ $# = 0 ] || printf '* -diff\n' > "$GIT_DIR/info/attributes"
 git "${HARDEN[@]}" diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color \
-  -M --src-prefix=a/ --dst-prefix=b/ "$BASE" -- > "$DIR/diff"
+  -M --src-prefix=a/ --dst-prefix=b/ "$BASE" -- "$@"
 """
 
-# Re-diffs the given paths with diff forced to binary (base85): for files whose text is
-# not UTF-8, so the stored diff is always valid text and still applies byte-exactly.
-_REDIFF_BINARY = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4
-shift 4
-export GIT_DIR="$DIR/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$DIR/index"
-export GIT_OBJECT_DIRECTORY="$DIR/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$VAULT/objects"
-cd "$WORKDIR"
-printf '* -diff\n' > "$GIT_DIR/info/attributes"
-git "${HARDEN[@]}" diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color \
-  -M --src-prefix=a/ --dst-prefix=b/ "$BASE" -- "$@" > "$DIR/diff.binary"
-"""
+MAX_DIFF_BYTES = 512 << 20
+"""A bigger diff is refused (CaptureError) rather than held in memory."""
 
 
 async def capture_diff(ws: Workspace, task: dict, integrity: dict, *, timeout: float = 120.0) -> CapturedSubmission:
     """The agent's diff against the baseline; protected paths dropped when asked. Raises ``CaptureError``."""
-    scratch = f"{SCRATCH_DIR}/capture-{uuid.uuid4().hex}"
-    args = [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT, scratch]
+    args = [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT]
     try:
-        try:
-            diff = await _captured_bytes(ws, args, timeout)
-        finally:
-            await ws.exec(["rm", "-rf", "--", scratch], timeout=60)
+        chunks = await _captured_chunks(ws, args, timeout)
     except WorkspaceError as exc:
         raise CaptureError(f"capture could not run: {exc}") from exc
-    try:
-        chunks = patch.parse_chunks(diff)
     except ValueError as exc:
         raise CaptureError(f"git produced a diff crucible cannot parse: {exc}") from exc
     return _submission(chunks, task, integrity)
 
 
-async def _captured_bytes(ws: Workspace, args: list[str], timeout: float) -> bytes:
-    result = await run_script(ws, _CAPTURE, args, timeout=timeout)
+async def _run_capture(ws: Workspace, args: list[str], binary_paths: list[str], timeout: float,
+                       what: str = "capture") -> ExecResult:
+    scratch = f"{SCRATCH_DIR}/capture-{uuid.uuid4().hex}"
+    # Twice the bound: the output buffer keeps the first half of its limit whole.
+    result = await run_script(ws, _CAPTURE, [*args, scratch, *binary_paths], timeout=timeout,
+                              max_output=2 * MAX_DIFF_BYTES)
     if not result.ok:
-        raise CaptureError(f"capture failed: {brief(result)}")
+        raise CaptureError(f"{what} failed: {brief(result)}")
+    if result.truncated:
+        raise CaptureError(f"{what}: the diff is larger than {MAX_DIFF_BYTES >> 20} MiB")
+    return result
+
+
+async def _captured_chunks(ws: Workspace, args: list[str], timeout: float) -> list[patch.FileChunk]:
+    result = await _run_capture(ws, args, [], timeout)
     for line in result.stderr.decode("utf-8", "replace").splitlines():
         if line.startswith("crucible: "):
             log.warning("%s", line[len("crucible: "):])
-    diff = await ws.read_file(f"{args[3]}/diff")
-    chunks = patch.parse_chunks(diff)
+    chunks = patch.parse_chunks(result.stdout)
     if all(_is_utf8(c) for c in chunks):
-        return diff
+        return chunks
     return await _with_binary_fallback(ws, args, chunks, timeout)
 
 
-async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[patch.FileChunk], timeout: float) -> bytes:
+async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[patch.FileChunk],
+                                timeout: float) -> list[patch.FileChunk]:
+    """A second pass (rare: only for non-UTF-8 text) that re-diffs those paths as binary."""
     bad = [c for c in chunks if not _is_utf8(c)]
     specs = sorted({f":(literal){p}" for c in bad for p in c.paths})
-    result = await run_script(ws, _REDIFF_BINARY, [*args, *specs], timeout=timeout)
-    if not result.ok:
-        raise CaptureError(f"capture (binary re-diff) failed: {brief(result)}")
-    rebuilt = patch.parse_chunks(await ws.read_file(f"{args[3]}/diff.binary"))
+    result = await _run_capture(ws, args, specs, timeout, what="capture (binary re-diff)")
+    rebuilt = patch.parse_chunks(result.stdout)
     if not all(_is_utf8(c) for c in rebuilt):
         raise CaptureError("capture: a re-diffed chunk is still not UTF-8")
-    kept = [c.data for c in chunks if _is_utf8(c)]
-    return b"".join(kept + [c.data for c in rebuilt])
+    return [c for c in chunks if _is_utf8(c)] + rebuilt
 
 
 def _submission(chunks: list[patch.FileChunk], task: dict, integrity: dict) -> CapturedSubmission:

@@ -63,15 +63,28 @@ EDIT_SPEC = {
     },
 }
 
-# Resolves the workdir and the path (symlinks included, as the tool's user), then says what
-# the path is: "<root>\0<path>\0<kind>".
-_RESOLVE = (
-    'root=$(realpath -m -- "$1") && p=$(realpath -m -- "$2") && printf "%s\\0%s\\0" "$root" "$p" && '
-    'if [ -d "$p" ]; then echo dir; elif [ -f "$p" ]; then echo file; elif [ -e "$p" ]; then echo other; '
-    'else echo missing; fi'
-)
-_WRITE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-_LIST = 'find "$1" -maxdepth 2 -not -path "*/.*" | LC_ALL=C sort'
+# One exec per edit-tool step (each costs ~0.1 s): resolve the workdir and the path (symlinks
+# included, as the tool's user), refuse a path outside the workdir, say what the path is, and
+# only then act on it. Prints "<root>\0<path>\0<kind>\0", then for `read`/`view` of a file at
+# most MAX+1 of its bytes, for `view` of a directory its listing; `write` writes stdin to it.
+_STEP = r"""
+action=$1 root=$(realpath -m -- "$2") && p=$(realpath -m -- "$3") || exit
+if [ "$root" != / ] && [ "$p" != "$root" ] && [ "${p#"$root"/}" = "$p" ]; then kind=outside
+elif [ -d "$p" ]; then kind=dir
+elif [ -f "$p" ]; then kind=file
+elif [ -e "$p" ]; then kind=other
+else kind=missing
+fi
+printf '%s\0%s\0%s\0' "$root" "$p" "$kind"
+case $action/$kind in
+  */outside|write/dir) ;;
+  read/file|view/file) head -c "$(($4 + 1))" -- "$p" ;;
+  view/dir) find "$p" -maxdepth 2 -not -path "*/.*" | LC_ALL=C sort | head -c "$(($4 + 1))" ;;
+  write/*) mkdir -p -- "$(dirname -- "$p")" && cat > "$p" ;;
+esac
+"""
+_HEADER_BYTES = 3 * 4096 + 16
+"""Room for the "<root>\0<path>\0<kind>\0" header (two paths of at most PATH_MAX)."""
 
 
 class ToolError(Exception):
@@ -153,46 +166,46 @@ class CodingTools:
         command, raw_path = args.get("command"), args.get("path")
         if not isinstance(raw_path, str) or not raw_path:
             raise ToolError("`path` must be a non-empty string")
-        path, kind = await self._confined(raw_path)
+        wanted = raw_path if raw_path.startswith("/") else posixpath.join(self.workdir, raw_path)
         if command == "view":
-            return await self._view(path, kind, args.get("view_range"))
+            return await self._view(raw_path, wanted, args.get("view_range"))
         if command == "create":
             text = _str_arg(args, "file_text")
-            await self._write(path, kind, editor.encode(text))
+            path = await self._write(raw_path, wanted, editor.encode(text))
             return f"File created successfully at: {path}"
         if command == "str_replace":
             old, new = _str_arg(args, "old_str"), args.get("new_str", "")
             if not isinstance(new, str):
                 raise ToolError("`new_str` must be a string")
-            content = await self._read_text(path, kind)
+            path, content = await self._read_text(raw_path, wanted)
             try:
                 updated, line = editor.replace_once(content, old, new)
             except ValueError as exc:
                 raise ToolError(f"{exc} in {path}") from exc
-            await self._write(path, kind, editor.encode(updated))
+            await self._write(raw_path, path, editor.encode(updated))
             return editor.edited_message(path, updated, line, new.count("\n") + 1)
         if command == "insert":
             text = args.get("insert_text", args.get("new_str"))
             if not isinstance(text, str):
                 raise ToolError("insert needs `insert_text` (or `new_str`), a string")
-            content = await self._read_text(path, kind)
+            path, content = await self._read_text(raw_path, wanted)
             try:
                 updated = editor.insert_after(content, args.get("insert_line"), text)
             except ValueError as exc:
                 raise ToolError(str(exc)) from exc
-            await self._write(path, kind, editor.encode(updated))
+            await self._write(raw_path, path, editor.encode(updated))
             return editor.edited_message(path, updated, int(args["insert_line"]) + 1, text.count("\n") + 1)
         raise ToolError(f"unknown command {command!r}; use view, create, str_replace or insert")
 
-    async def _view(self, path: str, kind: str, view_range: Any) -> str:
+    async def _view(self, raw_path: str, wanted: str, view_range: Any) -> str:
+        path, kind, body = await self._step("view", raw_path, wanted)
         if kind == "dir":
             if view_range is not None:
                 raise ToolError("`view_range` is not allowed when `path` is a directory")
-            result = await self._run(["bash", "-c", _LIST, "list", path])
-            listing = _bounded(result.stdout.decode("utf-8", "replace"), self.max_output_bytes)
+            listing = _bounded(body.decode("utf-8", "replace"), self.max_output_bytes)
             return (f"Here are the files and directories up to 2 levels deep in {path}, "
                     f"excluding hidden items:\n{listing}")
-        content = await self._read_text(path, kind)
+        content = self._file_text(path, kind, body)
         try:
             numbered = editor.numbered(content, view_range)
         except ValueError as exc:
@@ -200,40 +213,43 @@ class CodingTools:
         return f"Here's the result of running `cat -n` on {path}:\n" + _bounded(numbered, self.max_output_bytes)
 
     # ------------------------------------------------------------------ I/O as the tool's user
-    async def _confined(self, raw_path: str) -> tuple[str, str]:
-        """(the path resolved in the container, what it is); refused when it leaves the workdir."""
-        wanted = raw_path if raw_path.startswith("/") else posixpath.join(self.workdir, raw_path)
-        result = await self._run(["bash", "-c", _RESOLVE, "resolve", self.workdir, wanted])
-        fields = result.stdout.decode("utf-8", "surrogateescape").split("\0")
-        if result.exit_code != 0 or len(fields) != 3:
+    async def _step(self, action: str, raw_path: str, wanted: str, data: bytes | None = None) -> tuple[str, str, bytes]:
+        """Run one ``_STEP`` as the tool's user: (the path resolved in the container, what it is,
+        what the step printed after the header). Refused when the path leaves the workdir."""
+        result = await self.ws.exec(
+            ["bash", "-c", _STEP, "edit", action, self.workdir, wanted, str(MAX_FILE_BYTES)], user=self.user,
+            cwd=self.workdir, timeout=self.bash_timeout, stdin=data, max_output=2 * (MAX_FILE_BYTES + _HEADER_BYTES),
+        )
+        fields = result.stdout.split(b"\0", 3)
+        if len(fields) != 4:
             raise ToolError(f"cannot resolve {raw_path!r}: {result.text().strip()}")
-        root, resolved, kind = fields[0], fields[1], fields[2].strip()
-        if resolved != root and not resolved.startswith(root.rstrip("/") + "/"):
+        root, resolved, kind = (f.decode("utf-8", "surrogateescape") for f in fields[:3])
+        if kind == "outside" or (resolved != root and not resolved.startswith(root.rstrip("/") + "/")):
             raise ToolError(f"{raw_path!r} resolves to {resolved!r}, outside the repository {self.workdir}; refused")
-        return resolved, kind
+        if result.exit_code != 0:
+            verb = "write" if action == "write" else "read"
+            raise ToolError(f"cannot {verb} {resolved}: {result.stderr.decode('utf-8', 'replace').strip()}")
+        return resolved, kind, fields[3]
 
-    async def _read_text(self, path: str, kind: str) -> str:
+    async def _read_text(self, raw_path: str, wanted: str) -> tuple[str, str]:
+        path, kind, body = await self._step("read", raw_path, wanted)
+        return path, self._file_text(path, kind, body)
+
+    @staticmethod
+    def _file_text(path: str, kind: str, body: bytes) -> str:
         if kind == "missing":
             raise ToolError(f"the path {path} does not exist")
         if kind != "file":
             raise ToolError(f"the path {path} is a {'directory' if kind == 'dir' else 'special file'}, not a file")
-        result = await self._run(["cat", "--", path], max_output=MAX_FILE_BYTES + 1)
-        if result.exit_code != 0:
-            raise ToolError(f"cannot read {path}: {result.stderr.decode('utf-8', 'replace').strip()}")
-        if result.truncated or result.stdout_bytes_total > MAX_FILE_BYTES:
+        if len(body) > MAX_FILE_BYTES:
             raise ToolError(f"{path} is larger than {MAX_FILE_BYTES} bytes; use bash to inspect it")
-        return editor.decode(result.stdout)
+        return editor.decode(body)
 
-    async def _write(self, path: str, kind: str, data: bytes) -> None:
+    async def _write(self, raw_path: str, wanted: str, data: bytes) -> str:
+        path, kind, _ = await self._step("write", raw_path, wanted, data)
         if kind == "dir":
             raise ToolError(f"the path {path} is a directory")
-        result = await self._run(["bash", "-c", _WRITE, "write", path], stdin=data)
-        if result.exit_code != 0:
-            raise ToolError(f"cannot write {path}: {result.text().strip()}")
-
-    async def _run(self, argv: list[str], *, stdin: bytes | None = None, max_output: int = 1 << 20):
-        return await self.ws.exec(argv, user=self.user, cwd=self.workdir, timeout=self.bash_timeout,
-                                  stdin=stdin, max_output=max_output)
+        return path
 
 
 def _str_arg(args: dict[str, Any], key: str) -> str:
