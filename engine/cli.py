@@ -5,6 +5,8 @@
     crucible build [overrides] [--dry-run]
     crucible query "SQL" [--json|--csv]
     crucible show RUN_ID
+    crucible report [--sweep ID] [--agent A] [--model M] [--task GLOB] [--since 7d]
+                    [--compare SWEEP_A SWEEP_B] [--format table|markdown|csv|json]
     crucible doctor [--fix]
 
 User mistakes end in one line on stderr and a non-zero exit, never a traceback.
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
-                "show": cmd_show, "doctor": cmd_doctor}
+                "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor}
     if command not in handlers:
         print(f"crucible: unknown command '{command}' (commands: {', '.join(handlers)})", file=sys.stderr)
         return 2
@@ -98,7 +100,7 @@ def cmd_build(args: list[str]) -> int:
 
 # ---------------------------------------------------------------- query
 def cmd_query(args: list[str]) -> int:
-    from engine.session import open_store
+    from engine.session import open_housekept_store as open_store
     from engine.tables import format_table, to_csv, to_json
 
     parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, builds)")
@@ -114,7 +116,7 @@ def cmd_query(args: list[str]) -> int:
 
 # ---------------------------------------------------------------- show
 def cmd_show(args: list[str]) -> int:
-    from engine.session import open_store
+    from engine.session import open_housekept_store as open_store
 
     parser = _parser("show", "one run: spec, status, verdict, steps, timings")
     parser.add_argument("run_id")
@@ -148,6 +150,30 @@ def cmd_show(args: list[str]) -> int:
         lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
     lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
     print("\n".join(lines))
+    return 0
+
+
+# ---------------------------------------------------------------- report
+def cmd_report(args: list[str]) -> int:
+    from engine.report import build_report
+    from engine.report_query import filters_from_args, parse_ks
+    from engine.report_render import FORMATS, render
+    from engine.session import open_housekept_store
+
+    parser = _parser("report", "per agent and model: mean reward with a 95% interval, pass@k, a task matrix; "
+                               "or the tasks that flipped between two sweeps (docs/report.md)")
+    for name, meta in (("sweep", "ID"), ("agent", "NAME"), ("model", "MODEL"), ("task", "GLOB")):
+        parser.add_argument(f"--{name}", action="append", default=[], metavar=meta,
+                            help="repeatable, or a comma list" + ("; last = the latest sweep" if name == "sweep" else ""))
+    parser.add_argument("--since", help="runs started since: 30m, 12h, 7d, or an ISO date/time (UTC)")
+    parser.add_argument("--compare", nargs=2, metavar=("SWEEP_A", "SWEEP_B"), help="the tasks that flipped")
+    parser.add_argument("--k", help="pass@k for these k (comma list); default: every k the attempts allow")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    ns = parser.parse_args(args)
+    filters = filters_from_args(sweeps=ns.sweep, agents=ns.agent, models=ns.model, tasks=ns.task, since=ns.since)
+    report = build_report(open_housekept_store(), filters, compare=tuple(ns.compare) if ns.compare else None,
+                          ks=parse_ks(ns.k))
+    print(render(report, ns.format), end="" if ns.format == "csv" else "\n")
     return 0
 
 

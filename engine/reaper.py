@@ -28,14 +28,19 @@ LABEL_OWNER_STARTED = "crucible.owner_started"
 
 def process_start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    fields = _proc_stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def _proc_stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat from field 3 (the state) on; None without such a process or /proc."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses; fields resume after the last ")".
-    fields = stat[stat.rfind(")") + 2:].split()
-    return fields[19] if len(fields) > 19 else None
+    return stat[stat.rfind(")") + 2:].split()
 
 
 def owner_labels() -> dict[str, str]:
@@ -55,11 +60,15 @@ def owner_alive(labels: dict[str, str]) -> bool:
         return False
     if pid <= 0:
         return False
-    started = process_start_time(pid)
-    if started is None:
+    fields = _proc_stat_fields(pid)
+    if fields is None or len(fields) <= 19:
         return _pid_exists(pid)  # no /proc (not Linux): the pid is all we can check
+    if fields[0] in ("Z", "X"):
+        # Dead, not yet waited for: a killed sweep worker is re-parented to init, and an
+        # init that reaps slowly (or never, in some containers) would keep it a zombie.
+        return False
     recorded = labels.get(LABEL_OWNER_STARTED, "")
-    return not recorded or recorded == started
+    return not recorded or recorded == fields[19]
 
 
 def _pid_exists(pid: int) -> bool:

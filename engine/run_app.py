@@ -16,6 +16,7 @@ from uuid import uuid4
 
 from engine import paths
 from engine.config import CONF_DIR, combinations, compose_config, expand_globs, searchpath_override
+from engine.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
 
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                      "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
@@ -38,20 +39,27 @@ def split_args(args: list[str]) -> tuple[list[str], list[str]]:
     return flags, overrides
 
 
-def _validate(overrides: list[str]) -> None:
-    """Compose enough combinations that every value of every sweep axis is tried once."""
+def _validate(overrides: list[str]) -> tuple[int, str | None]:
+    """Compose enough combinations that every value of every sweep axis is tried once.
+
+    Returns the number of jobs and the store they use (a sweep has one: ``store`` is no sweep axis).
+    """
     combos = combinations(overrides)
+    store = None
     for combo in combos[: max(1, min(len(combos), 64))]:
-        compose_config(combo)
+        store = compose_config(combo).get("store")
+    return len(combos), store
 
 
 def run_hydra(args: list[str]) -> int:
     flags, overrides = split_args(args)
     multirun = "-m" in flags or "--multirun" in flags
+    runs_jobs = not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags
+    jobs, store = 0, None
     if not set(flags) & _NO_VALIDATION:
         overrides = expand_globs(overrides)
-        _validate(overrides)
-        if "--cfg" not in flags and "-c" not in flags:
+        jobs, store = _validate(overrides)
+        if runs_jobs:
             from engine.doctor import ensure_engine
 
             ensure_engine()  # one line now, not one per launcher worker
@@ -59,13 +67,30 @@ def run_hydra(args: list[str]) -> int:
     sweep_id = None
     if multirun:
         sweep_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
-        extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={paths.runs_dir() / 'sweeps' / sweep_id}"]
+        extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={_sweep_dir(sweep_id)}"]
     sys.argv = ["crucible run", *flags, *overrides, *extra]
     _outcome.clear()
-    _hydra_main()
-    if multirun and sweep_id and not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags:
-        return _sweep_summary(sweep_id)
-    return _outcome.get("exit_code", 0)
+    if not (multirun and runs_jobs):
+        _hydra_main()
+        return _outcome.get("exit_code", 0)
+    _before_sweep(store)
+    with SweepProgress(_sweep_dir(sweep_id), jobs, label=sweep_id):
+        _hydra_main()
+    return _sweep_summary(sweep_id)
+
+
+def _sweep_dir(sweep_id: str) -> Path:
+    return paths.runs_dir() / "sweeps" / sweep_id
+
+
+def _before_sweep(store: str | None) -> None:
+    """Housekeeping once, here (a killed sweep's runs are marked before a resume plans), and
+    name this process as the sweep's owner, whose death ends its workers (engine.sweep_guard)."""
+    from engine.session import housekeeping, open_store
+    from engine.sweep_guard import claim_sweep
+
+    housekeeping(open_store(store))
+    claim_sweep()
 
 
 def _sweep_summary(sweep_id: str) -> int:
@@ -73,7 +98,7 @@ def _sweep_summary(sweep_id: str) -> int:
     from engine.tables import format_table
 
     store = open_store()
-    failed_jobs = sorted((paths.runs_dir() / "sweeps" / sweep_id).glob("*/user_error.txt"))
+    failed_jobs = sorted(_sweep_dir(sweep_id).glob(f"*/{USER_ERROR_MARKER}"))
     cols, rows = store.query(
         "SELECT task_id, agent, coalesce(model, '') AS model, attempt, status, reward, "
         f"round(epoch(ended_at) - epoch(started_at), 2) AS seconds FROM runs WHERE sweep_id = '{sweep_id}' "
@@ -104,7 +129,9 @@ def _job(cfg) -> None:
     from engine.runner import Runner
     from engine.session import housekeeping, session_for
     from engine.spec import plan
+    from engine.sweep_guard import guard_worker
 
+    guard_worker()
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         OmegaConf.resolve(cfg)
@@ -115,16 +142,17 @@ def _job(cfg) -> None:
         planned = plan(typed, builder=session.builder)
         spec_hash = planned.spec.spec_hash
         if typed.resume and (done := session.store.completed_run_for(spec_hash)) is not None:
-            print(f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
-                  f"completed run {done.run_id} (resume=true)")
+            line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
+                    f"completed run {done.run_id} (resume=true)")
+            print(line)
+            mark_job(run_dir, SKIPPED_MARKER, line)
             return
         runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
         record = asyncio.run(runner.execute(planned, run_dir, sweep_id=typed.sweep_id))
     except UserError as exc:
         print(f"crucible run: {exc}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "user_error.txt").write_text(str(exc))  # a sweep's summary reports it
+        mark_job(run_dir, USER_ERROR_MARKER, str(exc))  # a sweep's summary reports it
         return
     line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
     if record.error:

@@ -9,7 +9,9 @@ The record is written durably beside the run's outputs before it reaches the sto
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import logging
 import os
 import secrets
 import socket
@@ -25,6 +27,8 @@ from engine.capabilities.mcp_server import McpService
 from engine.errors import CrucibleError
 from engine.models import RunRecord, Verdict
 from engine.spec import Plan, plugin_class
+
+log = logging.getLogger(__name__)
 
 
 def now_iso() -> str:
@@ -64,16 +68,20 @@ class Runner:
         record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
         (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
         (run_dir / "pins.json").write_text(json.dumps(plan.spec.task["pins"], indent=2, sort_keys=True))
-        self.store.record_run(record)
+        # The "running" record lands while the run starts (a store write costs ~0.05 s);
+        # every early write is drained before the final record, which stays authoritative.
+        early = _EarlyWrites(self.store)
+        early.record_run(record)
         phase = _Phase(record)
         try:
-            await self._pipeline(plan, record, phase)
+            await self._pipeline(plan, record, phase, early)
             record.status = "completed"
         except asyncio.TimeoutError:
             record.status, record.error_phase = "timeout", phase.name
             record.error = f"{phase.name} exceeded its timeout"
         except (asyncio.CancelledError, KeyboardInterrupt):
             record.status, record.error_phase, record.error = "canceled", phase.name, "canceled by the user"
+            await early.drain()
             self._finish(record, phase)
             raise
         except CrucibleError as exc:
@@ -82,7 +90,10 @@ class Runner:
         except Exception as exc:  # an engine bug must still end as a recorded error, never a lost run
             record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
             _write_traceback(run_dir)
+        cancelled = await early.drain()
         self._finish(record, phase)
+        if cancelled:
+            raise asyncio.CancelledError
         return record
 
     def _finish(self, record: RunRecord, phase: "_Phase") -> None:
@@ -90,7 +101,7 @@ class Runner:
         with phase.timed("store", is_phase=False):
             self.store.record_run(record)
 
-    async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase") -> None:
+    async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase", early: "_EarlyWrites") -> None:
         spec, timeouts = plan.spec, plan.spec.timeouts
         flavor = instantiate(spec.flavor, where="flavor")
         agent = instantiate(spec.agent, where="agent")
@@ -101,16 +112,24 @@ class Runner:
         grading = grading_started = teardown = None
         try:
             with phase.timed("build"):
-                build = await asyncio.to_thread(self.builder.ensure, plan.image, self.store)
+                builds = _BuildRecords()
+                try:
+                    build = await asyncio.to_thread(self.builder.ensure, plan.image, builds)
+                finally:
+                    for build_record in builds.records:  # written while the run goes on
+                        early.record_build(build_record)
                 record.from_cache = bool(build.cache_hit)
             # The grading container starts now, beside the agent's, and stays untouched until
             # grading: still a fresh workspace, but its start-up no longer adds to the run.
             grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
-            grading_started = asyncio.ensure_future(grading.__aenter__())
+            if not os.environ.get("EXP_LATE"):
+                grading_started = asyncio.ensure_future(grading.__aenter__())
             with phase.timed("provision"):
                 workspace = self.runtime.provision(plan.image, run_id=record.run_id,
                                                    network=spec.integrity["agent_network"], purpose="agent")
                 ws = await workspace.__aenter__()
+            if os.environ.get("EXP_LATE"):
+                grading_started = asyncio.ensure_future(grading.__aenter__())
             try:
                 record.integrity_obtained = spec.integrity["mode"]
                 with phase.timed("setup"):
@@ -147,6 +166,56 @@ class Runner:
             # (a timed-out agent) this waits until the server is gone, so nothing changes the
             # workspace under the capture.
             await mcp.stop()
+
+
+class _EarlyWrites:
+    """Store writes a run need not wait for (its "running" record, its build record): made in
+    order, in a worker thread, while the run goes on. ``drain`` waits for them; a failed one is
+    logged, since the final record supersedes it (and ``_finish`` raises if the store still fails)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._last: asyncio.Future | None = None
+
+    def record_run(self, record: RunRecord) -> None:
+        self._then(self.store.record_run, copy.deepcopy(record))  # a snapshot: the run goes on mutating it
+
+    def record_build(self, record) -> None:
+        self._then(self.store.record_build, record)
+
+    def _then(self, write, item) -> None:
+        previous = self._last
+
+        async def in_order() -> None:
+            if previous is not None:
+                await previous
+            try:
+                await asyncio.to_thread(write, item)
+            except Exception as exc:
+                log.warning("an early store write failed (the final record supersedes it): %s", exc)
+
+        self._last = asyncio.ensure_future(in_order())
+
+    async def drain(self) -> bool:
+        """Wait until every write is done, even through a cancel; whether one arrived meanwhile
+        (then the caller still writes its final record, and re-raises the cancel after)."""
+        cancelled = False
+        while self._last is not None and not self._last.done():
+            try:
+                await asyncio.shield(self._last)
+            except asyncio.CancelledError:
+                cancelled = True
+        return cancelled
+
+
+class _BuildRecords:
+    """Stands in for the store during ``ensure`` (a worker thread): keeps its build records."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def record_build(self, record) -> None:
+        self.records.append(record)
 
 
 class _Phase:

@@ -158,6 +158,19 @@ class DockerRuntimeConfig(RuntimeConfig):
     pids_limit: Optional[int] = 4096
 
 
+@dataclass
+class LocalRuntimeConfig(RuntimeConfig):
+    """``runtime=local``: a per-run host directory, every command in a bubblewrap sandbox."""
+
+    _target_: str = "engine.runtimes.local.LocalRuntime"
+    name: str = "local"
+    bwrap: str = "/usr/bin/bwrap"
+    """The bubblewrap binary; the sandbox probe runs it (a broken one refuses every integrity mode)."""
+    default_exec_timeout: float = 1800.0
+    install_timeout: float = 1800.0
+    """Limit for a task's ``install`` command while its local template is prepared."""
+
+
 # ---------------------------------------------------------------- top level
 @dataclass
 class Timeouts:
@@ -205,6 +218,7 @@ def register() -> None:
     cs.store(group="agent", name="base_tool_calling", node=ToolCallingAgentConfig)
     cs.store(group="integrity", name="base_integrity", node=IntegrityConfig)
     cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
+    cs.store(group="runtime", name="base_local", node=LocalRuntimeConfig)
 
 
 register()
@@ -216,7 +230,7 @@ _GROUP_SCHEMAS = {
     "integrity": [IntegrityConfig],
     "flavor": [CodingFlavorConfig],
     "agent": [NoopAgentConfig, IntegrationTestAgentConfig, ToolCallingAgentConfig],
-    "runtime": [DockerRuntimeConfig],
+    "runtime": [DockerRuntimeConfig, LocalRuntimeConfig],
 }
 
 

@@ -27,6 +27,15 @@ def open_store(path: str | None = None):
     return DuckDBStore(path)
 
 
+def open_housekept_store(path: str | None = None):
+    """The store, after housekeeping: what commands that read results open (query, show,
+    report), so that after a ``kill -9`` the next such command already shows no run stuck
+    "running" and leaves no orphaned container."""
+    store = open_store(path)
+    housekeeping(store)
+    return store
+
+
 def housekeeping(store) -> None:
     """Best effort: reap orphaned containers and runs. Never blocks a command on failure."""
     try:

@@ -26,8 +26,6 @@ from engine.runtimes.docker import DockerRuntime
 from envs.coding.repo import setup_repo
 from envs.coding.tools import CodingTools
 
-pytestmark = pytest.mark.docker
-
 BIG = ("0123456789 abc $HOME \"dq\" \\ é|<>&;*?[] " * 2600)[:100_000]
 """A 100 KB argument (> 100,000 bytes: é is two) full of shell metacharacters."""
 
@@ -148,6 +146,7 @@ async def tree_of(ws) -> str:
     return result.stdout.decode()
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_mcp_and_ssh_staging_are_byte_identical_on_awkward_commands(task, run):
     commands = list(AWKWARD.values())
@@ -176,12 +175,21 @@ def test_mcp_and_ssh_staging_are_byte_identical_on_awkward_commands(task, run):
     assert "./big.txt" in tree_ssh and "1000:1000" in tree_ssh
 
 
+@pytest.mark.docker
+def test_large_output_is_delivered_whole_after_the_command_exits(run, endpoint):
+    text, code = bash(run, endpoint, "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo done")
+    assert code == 0 and "[output truncated: 5000006 bytes in all" in text
+    assert text.startswith("x" * 1000) and "x\ndone\n\n[output truncated" in text
+
+
+@pytest.mark.docker
 def test_sessions_run_as_the_agent_uid_behind_the_wall(run, endpoint):
     text, code = bash(run, endpoint, "id -u; id -g; pwd; ls /var/lib/crucible/vault")
     assert text.startswith(f"1000\n1000\n{ct.WORKDIR}\n") and "Permission denied" in text
     assert code == 2 and text.endswith("[exit code 2]")
 
 
+@pytest.mark.docker
 def test_exit_codes_propagate_and_mark_the_step_an_error(run, endpoint):
     assert bash(run, endpoint, "echo out; exit 3") == ("out\n[exit code 3]", 3)
     assert bash(run, endpoint, "true") == ("", 0)
@@ -194,6 +202,7 @@ def test_exit_codes_propagate_and_mark_the_step_an_error(run, endpoint):
         ("ssh", True, "[exit code 3]"), ("ssh", False, "fine\n")]
 
 
+@pytest.mark.docker
 def test_only_bash_travels_over_ssh_and_bad_steps_are_not_executed(run, endpoint, ws):
     outcome = run(stage({"ssh": endpoint.url}, {"ssh": endpoint.credential()}, [
         {"name": "str_replace_based_edit_tool", "capability": "ssh",
@@ -206,7 +215,8 @@ def test_only_bash_travels_over_ssh_and_bad_steps_are_not_executed(run, endpoint
     assert run(ws.exec(["bash", "-c", "ls /app/edited.txt /app/never"])).exit_code == 2
 
 
-def test_wrong_credentials_are_rejected(run, endpoint):
+@pytest.mark.docker
+def test_wrong_credentials_are_rejected(run, endpoint, ws):
     stranger = asyncssh.generate_private_key("ssh-ed25519").export_private_key("openssh").decode()
     impostor_host = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode()
     attempts = {
@@ -217,8 +227,8 @@ def test_wrong_credentials_are_rejected(run, endpoint):
     }
     for label, attempt in attempts.items():
         with pytest.raises(AgentError, match="cannot connect"):
-            bash(run, attempt, "true")
-        assert label
+            bash(run, attempt, f"touch /tmp/{label.replace(' ', '-')}")
+    assert run(ws.exec(["bash", "-c", "ls /tmp/another-*"])).exit_code == 2  # nothing ran
 
     async def with_password():
         await asyncssh.connect(endpoint.host, endpoint.port, username=endpoint.username, password="crucible",
@@ -229,6 +239,7 @@ def test_wrong_credentials_are_rejected(run, endpoint):
     assert bash(run, endpoint, "echo still fine") == ("still fine\n", 0)
 
 
+@pytest.mark.docker
 def test_credentials_never_reach_the_workspace(run, endpoint, ws):
     keys = json.loads(endpoint.credential())
     private_body = "".join(keys["client_key"].splitlines()[1:-1])
@@ -252,6 +263,7 @@ def test_credentials_never_reach_the_workspace(run, endpoint, ws):
         run(ws.exec(["rm", "-f", "/tmp/planted.txt"]))
 
 
+@pytest.mark.docker
 def test_an_interactive_shell_session_works_over_pipes(run, endpoint):
     async def shell():
         async with open_ssh(endpoint) as conn:
@@ -288,6 +300,7 @@ async def _marked_async(ws, marker):
     return [line for line in listing.stdout.decode().splitlines() if marker in line]
 
 
+@pytest.mark.docker
 def test_a_timed_out_command_is_killed_in_the_workspace(run, endpoint, ws):
     marker = f"crucible-timeout-{uuid.uuid4().hex[:8]}"
     text, code = bash(run, endpoint, f"(exec -a {marker}-child sleep 300) & exec -a {marker} sleep 300", timeout=1.5)
@@ -295,6 +308,7 @@ def test_a_timed_out_command_is_killed_in_the_workspace(run, endpoint, ws):
     assert _wait_until_gone(run, ws, marker) == []
 
 
+@pytest.mark.docker
 def test_closing_the_endpoint_kills_running_sessions(run, ws):
     marker = f"crucible-close-{uuid.uuid4().hex[:8]}"
 
@@ -316,3 +330,16 @@ def test_closing_the_endpoint_kills_running_sessions(run, ws):
     before = run(scenario())
     assert len(before) >= 2, before  # the command and its background child were running
     assert _wait_until_gone(run, ws, marker) == []
+
+
+def test_an_endpoint_travels_as_url_and_credential_and_hides_its_key():
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    endpoint = SSHEndpoint("127.0.0.1", 2222, "crucible", key.export_private_key().decode(),
+                           key.export_public_key().decode().strip())
+    assert endpoint.url == "ssh://crucible@127.0.0.1:2222"
+    assert SSHEndpoint.from_capability(endpoint.url, endpoint.credential()) == endpoint
+    assert "PRIVATE" not in repr(endpoint)
+    for url, credential in [("http://x@h:1", endpoint.credential()), ("ssh://h:1", endpoint.credential()),
+                            (endpoint.url, ""), (endpoint.url, "{}")]:
+        with pytest.raises(AgentError, match="malformed ssh capability"):
+            SSHEndpoint.from_capability(url, credential)

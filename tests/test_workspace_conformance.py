@@ -48,7 +48,43 @@ class DockerBackend:
         return [c["Names"][0] for c in found]
 
 
-BACKENDS = {backend.name: backend for backend in (DockerBackend,)}
+class LocalBackend:
+    """runtime=local: a per-run host dir behind a bubblewrap sandbox, from a tiny repo's template."""
+
+    name = "local"
+    marks = ()
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        from engine.runtimes.local import LocalRuntime
+        from test_local_runtime import require_sandbox, tiny_image
+
+        self.runtime = LocalRuntime()
+        require_sandbox(self.runtime)
+        self.image = tiny_image(request.getfixturevalue("tmp_path_factory").mktemp("conformance-local"))
+
+    def provision(self, run_id: str, network: bool = False) -> Workspace:
+        return self.runtime.provision(self.image, run_id=run_id, network=network, purpose="test")
+
+    async def baseline_env_names(self, ws: Workspace) -> set[str]:
+        """Beyond its env a command sees only the shell's PWD (the wrapper enters cwd with cd)."""
+        return {"PWD"}
+
+    def leftovers(self, run_id: str) -> list[str]:
+        """The run's roots still on disk, and any process (a sandbox) still naming one."""
+        from engine.runtimes.local_template import local_dir, run_roots
+
+        found = [str(root) for root in run_roots(run_id)]
+        prefix = f"{local_dir('runs')}/{run_id}-".encode()
+        for proc in os.listdir("/proc"):
+            try:
+                if proc.isdigit() and prefix in open(f"/proc/{proc}/cmdline", "rb").read():
+                    found.append(f"pid {proc}")
+            except OSError:
+                pass
+        return found
+
+
+BACKENDS = {backend.name: backend for backend in (DockerBackend, LocalBackend)}
 
 
 @pytest.fixture(scope="module", params=[pytest.param(n, marks=b.marks) for n, b in BACKENDS.items()])

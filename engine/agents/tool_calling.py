@@ -96,7 +96,7 @@ class ToolCallingAgent:
         self.wall_timeout = wall_timeout
         self.max_malformed = max_malformed
         self.price = pricing.load_prices().get(model)
-        """Looked up when the run starts, never stored in the spec (prices change; runs do not)."""
+        """Looked up when the run is set up, never stored in the spec (prices change; runs do not)."""
 
     def wall_limit(self, ctx: AgentContext) -> float:
         limits = [self.wall_timeout] if self.wall_timeout else []
@@ -111,10 +111,13 @@ class ToolCallingAgent:
         api_key = os.environ.get(self.key_env) if self.key_env else None
         provider = make_provider(self.choice, base_url=self.base_url, api_key=api_key, sampling=self.sampling)
         outcome.warnings.extend(provider.warnings)
+        timer = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with timer:
                 await _Loop(self, provider, ctx, outcome).run()
         except TimeoutError:
+            if not timer.expired():  # some other deadline, not ours: not this agent's stop reason
+                raise
             outcome.stop_reason = "timeout"
             outcome.warnings.append(f"stopped at the wall-clock limit of {limit:g} s "
                                     "(agent.wall_timeout, kept inside timeouts.agent)")

@@ -25,9 +25,9 @@ Sessions behave like OpenSSH's:
   workspace's minimal default), so nothing of the client's side leaks in.
 - A signal request (``SIGINT``, ``SIGTERM``, ...) SIGKILLs the command's process group;
   the Process interface cannot deliver a particular signal.
-- When the command exits, output still being written by its background children is read
-  for ``DRAIN_GRACE`` seconds and then dropped, as the MCP bash tool does; the children are
-  left running (a staged ``server &`` must survive its step there too).
+- When the command exits, what it wrote is still delivered; output its background children
+  go on writing is cut after ``DRAIN_GRACE`` quiet seconds, as the MCP bash tool does, and
+  the children are left running (a staged ``server &`` survives its step there too).
 - A session whose channel closes before its command exits (client gone, timeout) gets its
   process group killed. Leaving the ``serve_ssh`` block closes the listener and every
   connection and kills every still-running session's process group.
@@ -49,12 +49,18 @@ from engine.interfaces import Process, Workspace
 
 USERNAME = "crucible"
 DRAIN_GRACE = 0.5
-"""Seconds to keep forwarding output after the command exited (background children may hold it)."""
+"""Seconds without output after the command exited before its output is cut (background children
+may hold it open)."""
+DRAIN_LIMIT = 10.0
+"""Seconds, at most, of forwarding output after the command exited."""
 SHUTDOWN_GRACE = 5.0
 READ_CHUNK = 65536
 START_FAILED = 255
 
 log = logging.getLogger(__name__)
+if logging.getLogger("asyncssh").level == logging.NOTSET:
+    # asyncssh logs every connection, auth and (whole) command at INFO: too chatty for runs.
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
 
 class _KeyOnlyAuth(asyncssh.SSHServer):
@@ -160,8 +166,9 @@ async def _kill_quietly(process: Process) -> None:
 
 async def _relay(channel: asyncssh.SSHServerProcess, process: Process) -> int | None:
     """Stream both ways until the command exits (its exit code) or the channel closes (None)."""
+    forwarded = _Counter()
     inbound = asyncio.create_task(_pump_in(channel, process))
-    outbound = asyncio.create_task(_pump_out(process, channel))
+    outbound = asyncio.create_task(_pump_out(process, channel, forwarded))
     exited = asyncio.create_task(process.wait())
     closed = asyncio.create_task(channel.channel.wait_closed())
     try:
@@ -173,13 +180,33 @@ async def _relay(channel: asyncssh.SSHServerProcess, process: Process) -> int | 
         if not exited.done():
             return None
         code = exited.result()  # raises WorkspaceError if the backend failed
-        # Background children may still hold the output open: give it a moment, then stop.
-        await asyncio.wait({outbound}, timeout=DRAIN_GRACE)
+        await _drain(outbound, forwarded)
         return code
     finally:
         for task in (inbound, outbound, exited, closed):
             task.cancel()
         await asyncio.gather(inbound, outbound, exited, closed, return_exceptions=True)
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+
+async def _drain(outbound: asyncio.Task, forwarded: _Counter) -> None:
+    """After the command's exit, forward the output still queued, then stop.
+
+    Background children may hold the output open forever, so this ends after DRAIN_GRACE
+    seconds without progress (or DRAIN_LIMIT in all); output written before the exit and
+    still queued (a slow client) keeps flowing meanwhile, so it is not lost.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DRAIN_LIMIT
+    while not outbound.done() and loop.time() < deadline:
+        before = forwarded.value
+        await asyncio.wait({outbound}, timeout=min(DRAIN_GRACE, max(deadline - loop.time(), 0)))
+        if forwarded.value == before:
+            return
 
 
 async def _pump_in(channel: asyncssh.SSHServerProcess, process: Process) -> None:
@@ -200,10 +227,11 @@ async def _pump_in(channel: asyncssh.SSHServerProcess, process: Process) -> None
             return  # the command exited without reading all its input: its business
 
 
-async def _pump_out(process: Process, channel: asyncssh.SSHServerProcess) -> None:
+async def _pump_out(process: Process, channel: asyncssh.SSHServerProcess, forwarded: _Counter) -> None:
     while chunk := await process.read(READ_CHUNK):
         channel.stdout.write(chunk)  # raises BrokenPipeError once the channel is closed
         await channel.stdout.drain()  # backpressure: a slow client slows the command, not our memory
+        forwarded.value += len(chunk)
 
 
 def _bind_loopback() -> socket.socket:

@@ -18,17 +18,32 @@ from envs.coding.tools import CodingTools
 class CodingFlavor:
     def __init__(self, name: str = "coding") -> None:
         self.name = name
+        self._hidden: asyncio.Future | None = None
+        self._hidden_for: tuple | None = None
 
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
+        # The hidden tests are read from the host repo while the agent works, not between
+        # capture and grading, where those git processes (~0.05 s) would hold up the run.
+        self._prefetch_hidden(spec.task)
         await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts["setup"]))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts["capture"]))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
-        hidden = await asyncio.to_thread(hidden_files, spec.task)  # host git; maybe a repo generator
+        hidden = await self._prefetch_hidden(spec.task)
         return await grader.grade(ws, spec.task, spec.integrity, submission, hidden,
                                   timeout=float(spec.timeouts["grade"]))
+
+    def _prefetch_hidden(self, task: dict) -> asyncio.Future:
+        """Start reading ``task``'s hidden tests (host git; maybe a repo generator) once per task."""
+        stale = self._hidden is None or self._hidden.get_loop() is not asyncio.get_running_loop()
+        if stale or self._hidden_for != _hidden_key(task):
+            self._hidden_for = _hidden_key(task)
+            self._hidden = asyncio.ensure_future(asyncio.to_thread(hidden_files, task))
+            # A run that ends before grading never awaits it: its error is not news then.
+            self._hidden.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
+        return self._hidden
 
     def tools_for(self, ws: Workspace, spec: RunSpec) -> CodingTools:
         """The agent's tools on ``ws``, as uid 1000 under the uid wall, else root."""
@@ -44,6 +59,10 @@ class CodingFlavor:
             )
         except ValueError as exc:
             raise ConfigError(f"env {env.get('name')!r}: {exc}") from exc
+
+
+def _hidden_key(task: dict) -> tuple:
+    return (task.get("repo"), str((task.get("pins") or {}).get("test")), tuple(task.get("hidden_tests") or ()))
 
 
 def hidden_files(task: dict) -> dict[str, bytes]:

@@ -64,16 +64,18 @@ def _bash_array(name: str, items: Sequence[str]) -> str:
 SCRIPT_PRELUDE = "set -euo pipefail\n" + _bash_array("HARDEN", HARDEN_FLAGS) + "\n"
 
 # Defines `shadow_init DIR`: a throwaway git dir whose objects fall through to the vault's
-# (alternates), so the vault is only ever read, and temporary objects die with DIR.
+# (alternates), so the vault is only ever read, and temporary objects die with DIR
+# (DIR/objects is there for a scratch object store).
 SHADOW_FUNCTION = r"""
 shadow_init() {
+  # Few processes: each costs a few ms in a container. git init makes the leading dirs; the
+  # appended section overrides init's core.bare (the last value wins).
   local dir=$1
-  mkdir -p "$dir"
   git init -q --bare --template= "$dir/repo"
-  mkdir -p "$dir/repo/objects/info" "$dir/repo/info"
+  mkdir -p "$dir/repo/objects/info" "$dir/repo/info" "$dir/objects"
   printf '%s\n' "$VAULT/objects" > "$dir/repo/objects/info/alternates"
+  printf '[core]\n\tbare = false\n' >> "$dir/repo/config"
   export GIT_DIR="$dir/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$dir/index"
-  git config core.bare false
 }
 require_vault() {
   # Exit 3: the workspace is not what the engine expects (an infrastructure failure).

@@ -45,15 +45,24 @@ labels=("${@:1:$NPATCH}"); shift "$NPATCH"
 patch_sizes=("${@:1:$NPATCH}"); shift "$NPATCH"
 hidden=("${@:1:$NHIDDEN}"); shift "$NHIDDEN"
 hidden_sizes=("${@:1:$NHIDDEN}"); shift "$NHIDDEN"
-now() { if [ -n "${EPOCHREALTIME:-}" ]; then printf '%s' "$EPOCHREALTIME"; else date +%s.%N; fi; }
-take() {  # take SIZE FILE: exactly SIZE bytes of stdin into FILE
-  head -c "$1" > "$2"
-  if [ "$(wc -c < "$2")" != "$1" ]; then echo "crucible: staging input ended early" >&2; exit 3; fi
-}
+stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=$(date +%s.%N); fi; }
 mkdir -p -m 700 -- "$DIR"
-for i in "${!labels[@]}"; do take "${patch_sizes[$i]}" "$DIR/${labels[$i]}.patch"; done
-for i in "${!hidden[@]}"; do take "${hidden_sizes[$i]}" "$DIR/hidden.$i"; done
-take "$OWN_BYTES" "$DIR/own"
+# Each piece in turn: head -c never reads past its count, so a short input leaves the total
+# short, which one count over all the pieces catches.
+pieces=() expected=$OWN_BYTES
+for i in "${!labels[@]}"; do
+  piece=$DIR/${labels[$i]}.patch; pieces+=("$piece"); expected=$((expected + patch_sizes[i]))
+  head -c "${patch_sizes[$i]}" > "$piece"
+done
+for i in "${!hidden[@]}"; do
+  piece=$DIR/hidden.$i; pieces+=("$piece"); expected=$((expected + hidden_sizes[i]))
+  head -c "${hidden_sizes[$i]}" > "$piece"
+done
+pieces+=("$DIR/own")
+head -c "$OWN_BYTES" > "$DIR/own"
+if [ "$(cat -- "${pieces[@]}" | wc -c)" != "$expected" ]; then
+  echo "crucible: the staging input ended early" >&2; exit 3
+fi
 require_vault
 shadow_init "$DIR"
 cd "$WORKDIR"
@@ -76,23 +85,26 @@ done
 [ "$applied" != none ] || exit 10
 # Hidden tests: every parent a real directory inside workdir (a symlink or file the diff put
 # there is removed), whatever the diff left at the path itself removed, then the file written.
-began=$(now)
+stamp; began=$stamp
+owner=0
+if [ "$UID_WALL" = 1 ]; then owner=1000; fi
 for i in "${!hidden[@]}"; do
-  rel=${hidden[$i]}
+  rel=${hidden[$i]} target=$WORKDIR/${hidden[$i]} parent=
+  if [[ $rel == */* ]]; then parent=${rel%/*}; fi
   d=$WORKDIR
-  IFS=/ read -r -a parts <<< "$(dirname -- "$rel")"
-  for part in "${parts[@]}"; do
+  IFS=/ read -r -a parts <<< "$parent"
+  for part in ${parts[@]+"${parts[@]}"}; do
     [ -z "$part" ] || [ "$part" = . ] && continue
     d="$d/$part"
-    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; fi
-    mkdir -p -- "$d"
+    # Past a missing part nothing deeper exists: the one mkdir -p below makes the rest.
+    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; break; fi
+    [ -e "$d" ] || break
   done
-  rm -rf -- "$WORKDIR/$rel"
-  cat -- "$DIR/hidden.$i" > "$WORKDIR/$rel"
-  chmod 644 -- "$WORKDIR/$rel"
-  [ "$UID_WALL" != 1 ] || chown 1000:1000 -- "$WORKDIR/$rel"
+  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
+  if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
+  install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
 done
-printf '%s hidden %s %s\n' "$NONCE" "$began" "$(now)"
+stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
 # "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
 # NUL-separated in $DIR/own), and only those root owns, so nothing else of a big tree is
 # copied up. OWN=all (a diff crucible could not list) hands over the whole tree.

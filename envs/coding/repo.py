@@ -32,9 +32,9 @@ chmod 700 /var/lib/crucible
 rm -rf -- "$WORKDIR/.git"
 git init -q --template= -- "$WORKDIR"
 export GIT_DIR="$WORKDIR/.git" GIT_WORK_TREE="$WORKDIR"
-git config core.logAllRefUpdates false
-git config user.name agent
-git config user.email agent@crucible.invalid
+# Written, not `git config`-ed: one process fewer per key (each costs a few ms).
+printf '[core]\n\tlogAllRefUpdates = false\n[user]\n\tname = agent\n\temail = agent@crucible.invalid\n' \
+  >> "$GIT_DIR/config"
 # Only the baseline TREE's objects cross over: packed from the vault, no commit, no history.
 tree=$(git --git-dir="$VAULT" rev-parse "$BASE^{tree}")
 git --git-dir="$VAULT" rev-list --objects "$tree" \
@@ -45,7 +45,7 @@ commit=$(GIT_AUTHOR_NAME=crucible GIT_AUTHOR_EMAIL=crucible@crucible.invalid \
   GIT_AUTHOR_DATE="$FRESH_DATE" GIT_COMMITTER_DATE="$FRESH_DATE" \
   git commit-tree "$tree" -m "baseline")
 git update-ref refs/heads/main "$commit"
-git symbolic-ref HEAD refs/heads/main
+printf 'ref: refs/heads/main\n' > "$GIT_DIR/HEAD"
 git "${HARDEN[@]}" read-tree HEAD
 git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
 mkdir -p "$GIT_DIR/hooks" "$GIT_DIR/info"
@@ -101,7 +101,6 @@ trap 'rm -rf -- "$DIR"' EXIT
 require_vault
 shadow_init "$DIR"
 cd "$WORKDIR"
-mkdir -p "$DIR/objects"
 # New blobs go to a scratch object store: the vault is only read.
 export GIT_OBJECT_DIRECTORY="$DIR/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$VAULT/objects"
 # Repos the agent created or cloned inside the tree would become gitlinks (or, with no

@@ -37,7 +37,7 @@ class AnthropicMessages:
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self.client = new_client(headers)
+        self.client = new_client(headers, self.url)
         self.warnings: list[str] = []
         if sampling.seed is not None:
             self.warnings.append(f"the Anthropic messages API has no seed parameter; seed={sampling.seed} was not sent")

@@ -37,7 +37,7 @@ class OpenAIChat:
         # servers (vLLM, Ollama) know max_tokens, and not always max_completion_tokens.
         self.max_tokens_key = "max_completion_tokens" if official else "max_tokens"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = new_client(headers)
+        self.client = new_client(headers, self.url)
         self.warnings: list[str] = []
 
     def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict:

@@ -32,10 +32,12 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
-def new_client(headers: dict[str, str]) -> httpx.AsyncClient:
+def new_client(headers: dict[str, str], url: str) -> httpx.AsyncClient:
     # Proxies and CA bundles may come from the environment (corporate proxies); the key and
     # the base URL never do: they come from the spec (api_key_env names the one variable).
-    return httpx.AsyncClient(headers=headers, follow_redirects=False, trust_env=True)
+    # A plain-http endpoint (a local server) never does TLS, so skip loading the CA bundle.
+    return httpx.AsyncClient(headers=headers, follow_redirects=False, trust_env=True,
+                             verify=url.startswith("https:"))
 
 
 async def post_json(client: httpx.AsyncClient, url: str, body: dict, *, timeout: float) -> dict:

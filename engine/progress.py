@@ -1,0 +1,211 @@
+"""A sweep's progress, shown by the process that launched it: done / running / failed, elapsed, ETA.
+
+The launching process knows how many jobs the sweep has and where their run
+directories go (``<runs>/sweeps/<sweep_id>/<job>/``). A background thread looks at
+those directories only: each job's ``record.json`` (written atomically by the runner,
+status "running" first, then the final one) and the markers a job leaves when it does
+not run (``user_error.txt``, ``skipped.txt``). It never opens the DuckDB store, which
+sweep workers need for themselves, and it re-reads a record only while its job is
+unfinished and the file has changed, so a poll of a large sweep stays cheap.
+
+On a terminal the line is redrawn in place (to stderr, cursor back at column 0, so a
+worker's output line simply overwrites it). Elsewhere, or with ``CI`` set, a plain line
+is printed at most every ``every_s`` seconds, only when something changed, and once at
+the end: quiet in CI logs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TextIO
+
+USER_ERROR_MARKER = "user_error.txt"
+"""A job that failed before its run started (bad config, ...) writes its one-line reason here."""
+SKIPPED_MARKER = "skipped.txt"
+"""A job skipped by ``resume=true`` (its spec already has a completed run) writes this."""
+FAILED_STATUSES = ("error", "timeout", "canceled")
+
+
+def mark_job(run_dir: Path, marker: str, text: str) -> None:
+    """Leave ``marker`` in a job's directory (for the progress display and the sweep summary)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / marker).write_text(text.rstrip("\n") + "\n")
+
+
+@dataclass(frozen=True)
+class Counts:
+    total: int
+    completed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    running: int = 0
+
+    @property
+    def finished(self) -> int:
+        return self.completed + self.failed + self.skipped
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.total - self.finished - self.running)
+
+
+def job_state(job_dir: Path) -> str | None:
+    """"completed" | "failed" | "skipped" | "running" | None (not started, or no record yet)."""
+    if (job_dir / SKIPPED_MARKER).exists():
+        return "skipped"
+    if (job_dir / USER_ERROR_MARKER).exists():
+        return "failed"
+    try:
+        status = json.loads((job_dir / "record.json").read_text()).get("status")
+    except FileNotFoundError:
+        # Hydra writes .hydra/ when a job starts; the run's first record comes after planning.
+        return "running" if (job_dir / ".hydra").is_dir() else None
+    except (OSError, ValueError):
+        return "running"  # unreadable for a moment: the job exists, so it has started
+    if status == "completed":
+        return "completed"
+    return "failed" if status in FAILED_STATUSES else "running"
+
+
+class SweepProgress:
+    """Polls a sweep's job directories and prints its progress (use as a context manager)."""
+
+    def __init__(self, sweep_dir: Path, total: int, *, label: str = "", stream: TextIO | None = None,
+                 interactive: bool | None = None, every_s: float = 10.0, poll_s: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.sweep_dir = Path(sweep_dir)
+        self.total = total
+        self.label = label or self.sweep_dir.name
+        self.stream = stream or sys.stderr
+        self.interactive = _is_interactive(self.stream) if interactive is None else interactive
+        self.every_s = every_s
+        self.poll_s = poll_s
+        self.clock = clock
+        self.started = clock()
+        self._final: dict[str, str] = {}  # job -> state that can no longer change
+        self._seen: dict[str, tuple[tuple[int, int], str | None]] = {}  # job -> (record inode+mtime, state)
+        self._last_line: str | None = None
+        self._last_print = float("-inf")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- polling -----------------------------------------------------------------------
+
+    def poll(self) -> Counts:
+        states: dict[str, int] = {"completed": 0, "failed": 0, "skipped": 0, "running": 0}
+        try:
+            jobs = [p for p in self.sweep_dir.iterdir() if p.is_dir()]
+        except FileNotFoundError:
+            jobs = []
+        for job in jobs:
+            state = self._final.get(job.name) or self._state(job)
+            if state in ("completed", "failed", "skipped"):
+                self._final[job.name] = state
+            if state is not None:
+                states[state] += 1
+        return Counts(total=self.total, **states)
+
+    def _state(self, job: Path) -> str | None:
+        try:
+            stat = (job / "record.json").stat()
+        except FileNotFoundError:
+            return job_state(job)  # markers and .hydra/ only: cheap
+        # Records are replaced by rename: a new version is a new inode.
+        version = (stat.st_ino, stat.st_mtime_ns)
+        cached = self._seen.get(job.name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        state = job_state(job)
+        self._seen[job.name] = (version, state)
+        return state
+
+    # ---- the line ----------------------------------------------------------------------
+
+    def line(self, counts: Counts) -> str:
+        elapsed = self.clock() - self.started
+        executed = counts.completed + counts.failed
+        remaining = counts.total - counts.finished
+        if remaining <= 0:
+            eta = "done"
+        elif executed:
+            eta = "ETA " + _clock(elapsed / executed * remaining)
+        else:
+            eta = "ETA --"
+        parts = [f"{counts.finished}/{counts.total} done", f"{counts.completed} completed", f"{counts.failed} failed"]
+        if counts.skipped:
+            parts.append(f"{counts.skipped} skipped")
+        parts += [f"{counts.running} running", f"{counts.waiting} waiting"]
+        return f"sweep {self.label}: " + ", ".join(parts) + f" | {_clock(elapsed)} elapsed, {eta}"
+
+    def tick(self, *, final: bool = False) -> str | None:
+        """Poll and print if due; returns the line printed, or None."""
+        counts = self.poll()
+        line = self.line(counts)
+        now = self.clock()
+        if self.interactive:
+            if final or line != self._last_line or now - self._last_print >= 1.0:
+                self._write("\r\x1b[K" + line + ("\n" if final else "\r"))
+            else:
+                return None
+        else:
+            # The elapsed clock alone is no news: compare the counts part of the line.
+            changed = line.split(" | ")[0] != (self._last_line or "").split(" | ")[0]
+            if not final and not (changed and now - self._last_print >= self.every_s):
+                return None
+            self._write(line + "\n")
+        self._last_line, self._last_print = line, now
+        return line
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream must never fail the sweep
+            self._stop.set()
+
+    # ---- the thread --------------------------------------------------------------------
+
+    def start(self) -> "SweepProgress":
+        self._thread = threading.Thread(target=self._loop, name="crucible-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and print the final line."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.tick(final=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.tick()
+            except Exception:  # a display problem must never fail the sweep
+                continue
+
+    def __enter__(self) -> "SweepProgress":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _is_interactive(stream: TextIO) -> bool:
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
