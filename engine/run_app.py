@@ -39,6 +39,19 @@ def split_args(args: list[str]) -> tuple[list[str], list[str]]:
     return flags, overrides
 
 
+def _preflight_agent(cfg) -> None:
+    """Build the agent once here, so a missing API key is one line, not one error run per job."""
+    from engine.config import to_typed
+    from engine.errors import AgentError, ConfigError
+    from engine.runner import instantiate
+    from engine.spec import agent_part
+
+    try:
+        instantiate(agent_part(to_typed(cfg)), where="agent")
+    except AgentError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 def _validate(overrides: list[str]) -> tuple[int, str | None]:
     """Compose enough combinations that every value of every sweep axis is tried once.
 
@@ -47,7 +60,9 @@ def _validate(overrides: list[str]) -> tuple[int, str | None]:
     combos = combinations(overrides)
     store = None
     for combo in combos[: max(1, min(len(combos), 64))]:
-        store = compose_config(combo).get("store")
+        cfg = compose_config(combo)
+        store = cfg.get("store")
+        _preflight_agent(cfg)
     return len(combos), store
 
 

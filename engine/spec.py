@@ -52,7 +52,7 @@ def plugin_class(target: str, *, where: str):
         raise ConfigError(f"{where}._target_ '{target}' cannot be imported: {str(exc).splitlines()[0]}") from exc
 
 
-def _agent_part(cfg: CrucibleConfig) -> dict:
+def agent_part(cfg: CrucibleConfig) -> dict:
     agent = dataclasses.asdict(cfg.agent)
     cls = plugin_class(agent["_target_"], where="agent")
     if cfg.model is not None and cfg.model.split("/")[-1] in ("integration_test", "noop"):
@@ -130,7 +130,7 @@ def plan(cfg: CrucibleConfig, *, builder, pins: dict | None = None) -> Plan:
         task=task,
         env=dataclasses.asdict(cfg.env),
         flavor=dataclasses.asdict(cfg.flavor),
-        agent=_agent_part(cfg),
+        agent=agent_part(cfg),
         integrity=dataclasses.asdict(cfg.integrity),
         runtime=runtime,
         image={"tag": image.tag, "input_hash": image.input_hash},

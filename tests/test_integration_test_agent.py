@@ -14,7 +14,7 @@ import pytest
 from engine.agents import AgentContext
 from engine.agents.integration_test import IntegrationTestAgent
 from engine.capabilities.mcp_server import serve_mcp
-from engine.spec import _agent_part
+from engine.spec import agent_part
 from engine.config import compose_config, to_typed, group_options
 from engine.errors import ConfigError
 
@@ -106,4 +106,4 @@ def test_integration_test_asked_for_as_a_model_points_to_crucible_check():
     task = group_options("task")[0]
     cfg = to_typed(compose_config([f"task={task}", "agent=noop", "model=integration_test"]))
     with pytest.raises(ConfigError, match="crucible check"):
-        _agent_part(cfg)
+        agent_part(cfg)

@@ -34,7 +34,7 @@ from engine.agents.tool_calling import ToolCallingAgent
 from engine.capabilities.mcp_server import serve_mcp
 from engine.config import compose_config, to_typed
 from engine.errors import AgentError, ConfigError
-from engine.spec import _agent_part
+from engine.spec import agent_part
 
 PROMPT = "Say hello through the echo tool, then stop."
 KEY_ENV = "CRUCIBLE_TEST_STANDIN_KEY"
@@ -170,9 +170,9 @@ def test_a_model_that_names_no_known_provider_or_lacks_a_base_url_is_a_config_er
 
 def test_prices_and_keys_are_not_part_of_the_spec(price_table):
     overrides = ["task=sample/last_page", "agent=tool_calling", "model=openai/gpt-4o-mini"]
-    before = _agent_part(to_typed(compose_config(overrides)))
+    before = agent_part(to_typed(compose_config(overrides)))
     price_table.write_text(json.dumps({"models": {"openai/gpt-4o-mini": {"input": 99, "output": 99}}}))
-    assert _agent_part(to_typed(compose_config(overrides))) == before
+    assert agent_part(to_typed(compose_config(overrides))) == before
     assert before["api_key_env"] is None and parse_model(before["model"]).provider == "openai"
     assert not any("price" in key or "sk-" in str(value) for key, value in before.items())
 
