@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -22,7 +21,7 @@ from engine.config import combinations, compose_config, to_typed
 from engine.errors import ConfigError
 from engine.models import RunRecord
 from engine.runner import Runner, new_run_id
-from engine.session import Session, housekeeping, open_store, session_for
+from engine.session import Session, housekeeping, open_store, require_integrity, session_for
 from engine.spec import Plan, plan
 from engine.tables import format_table
 
@@ -49,6 +48,7 @@ def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
             typed = to_typed(cfg)
             session = session or session_for(typed)
             planned = plan(typed, builder=session.builder)
+            require_integrity(session.runtime, planned.spec.integrity)
             jobs.append(Job(planned.spec.task_id, role, planned, OmegaConf.to_yaml(cfg)))
     return jobs, session
 

@@ -137,7 +137,7 @@ def cmd_show(args: list[str]) -> int:
         f"spec       {record.spec_hash}",
         f"image      {record.image_tag}",
         f"started    {record.started_at}    ended {record.ended_at}",
-        f"timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
+        "timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
         f"run dir    {record.run_dir}",
     ]
     if record.warnings:

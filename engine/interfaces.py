@@ -115,6 +115,12 @@ class Runtime(Protocol):
 
     name: str
 
+    def supports(self, integrity: Mapping[str, object]) -> str | None:
+        """None if this runtime can give the integrity mode, else one line saying why not."""
+
+    def require(self, integrity: Mapping[str, object]) -> None:
+        """Raise ``IntegrityUnavailable`` (with ``supports``' reason) unless the mode can be had."""
+
     def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str) -> Workspace:
         """A not-yet-started workspace; entering its context starts it. ``purpose`` is
         'agent' or 'grade' (a label for reaping and debugging)."""

@@ -45,6 +45,12 @@ def housekeeping(store) -> None:
     except Exception as exc:  # no engine here is reported by the commands that need one
         log.debug("reaper skipped: %s", exc)
     try:
+        from engine.runtimes.local_template import reap_local_orphans
+
+        reap_local_orphans()
+    except Exception as exc:
+        log.debug("local reaper skipped: %s", exc)
+    try:
         store.mark_orphaned_runs()
     except Exception as exc:
         log.debug("orphaned-run sweep skipped: %s", exc)
@@ -57,6 +63,20 @@ def session_for(cfg: CrucibleConfig, store=None) -> Session:
     import dataclasses
 
     store = store or open_store(cfg.store)
-    builder = ContentAddressedBuilder(ca_bundle=cfg.build.ca_bundle) if cfg.build.ca_bundle else ContentAddressedBuilder()
     runtime = instantiate(dataclasses.asdict(cfg.runtime), where="runtime")
+    # A runtime that does not run images (runtime=local) brings its own builder of
+    # workspace templates; every other runtime gets content-addressed Docker images.
+    if hasattr(runtime, "image_builder"):
+        builder = runtime.image_builder()
+    elif cfg.build.ca_bundle:
+        builder = ContentAddressedBuilder(ca_bundle=cfg.build.ca_bundle)
+    else:
+        builder = ContentAddressedBuilder()
     return Session(store=store, builder=builder, runtime=runtime)
+
+
+def require_integrity(runtime, integrity: dict) -> None:
+    """Refuse, before anything starts, a mode this runtime cannot give (never weaken it)."""
+    require = getattr(runtime, "require", None)
+    if require is not None:
+        require(integrity)

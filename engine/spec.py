@@ -110,7 +110,7 @@ def base_image_tag(cfg: CrucibleConfig) -> str:
 
 def image_for(cfg: CrucibleConfig, task: dict, repo_path: Path, builder) -> ImageRef:
     build_args = {
-        "BASE": base_image_tag(cfg),
+        "BASE": getattr(builder, "default_base", None) or base_image_tag(cfg),
         "INSTANCE_ID": "",
         "SYSTEM_PACKAGES": " ".join(sorted(task["system_packages"])),
         "INSTALL_CMD": task["install"],

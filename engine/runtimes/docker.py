@@ -78,6 +78,14 @@ class DockerRuntime:
                 self._client = connect(self.api_timeout)
             return self._client
 
+    def supports(self, integrity: Mapping) -> str | None:
+        """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
+        and grading always gets a fresh container. None means supported."""
+        return None
+
+    def require(self, integrity: Mapping) -> None:
+        return None
+
     def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str) -> "DockerWorkspace":
         tag = image.tag if isinstance(image, ImageRef) else str(image)
         return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose)

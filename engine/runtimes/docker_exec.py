@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
+from engine.aio import finish_even_if_cancelled  # noqa: F401  (re-exported for docker.py)
 from engine.errors import WorkspaceError
 from engine.models import ExecResult
 from engine.runtimes.docker_stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
@@ -56,27 +57,6 @@ async def sdk_call(what: str, fn: Callable[..., T], *args: object, **kwargs: obj
         return await asyncio.to_thread(fn, *args, **kwargs)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise WorkspaceError(f"docker {what} failed: {exc}") from exc
-
-
-async def finish_even_if_cancelled(aw: Awaitable[T]) -> T:
-    """Await ``aw`` to the end even if our caller is cancelled meanwhile; then re-raise the cancel.
-
-    For teardown that must not be cut short (removing a container, killing a group).
-    """
-    fut = asyncio.ensure_future(aw)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(fut)
-            break
-        except asyncio.CancelledError:
-            if fut.done():
-                result = fut.result()  # fut itself was cancelled or failed: propagate that
-                break
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return result
 
 
 def start_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,

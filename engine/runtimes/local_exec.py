@@ -14,20 +14,26 @@ code. The line is taken off the output before anything else sees it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
 import time
 from typing import Mapping, Sequence
 
+from engine.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
 from engine.models import ExecResult
-from engine.runtimes.docker_exec import DRAIN_GRACE, finish_even_if_cancelled
+from engine.runtimes.docker_exec import DRAIN_GRACE
 from engine.runtimes.docker_stream import BoundedBuffer, PidLine
 from engine.runtimes.local_sandbox import enter_argv
 
+log = logging.getLogger(__name__)
+
 _QUEUE_HIGH = 1 << 20
 """Bytes of ``open_process`` output buffered ahead of the reader before the pipe is paused."""
+
+
 
 
 def _settle(fut: asyncio.Future, value: object = None) -> None:

@@ -1,0 +1,34 @@
+"""Small asyncio helpers shared by the workspace backends."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger("crucible.aio")
+
+
+async def finish_even_if_cancelled(aw: Awaitable[T]) -> T:
+    """Await ``aw`` to its end even if our caller is cancelled meanwhile; then re-raise the cancel.
+
+    A cancel that arrives in the very step ``aw`` finishes still counts (it must not be
+    swallowed: the caller would go on as if never cancelled).
+    """
+    fut = asyncio.ensure_future(aw)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(fut)
+            break
+        except asyncio.CancelledError:
+            if fut.cancelled():
+                raise  # aw itself was cancelled
+            cancelled = True
+            if fut.done():
+                break
+    if cancelled:
+        if fut.exception() is not None:
+            log.debug("finished after a cancel, with %r", fut.exception())
+        raise asyncio.CancelledError
+    return fut.result()
