@@ -5,10 +5,16 @@
 Whatever happens — an error in any phase, a timeout, Ctrl-C — the run ends with a recorded
 status (completed / error / canceled / timeout), the phase it failed in, and its timings.
 The record is written durably beside the run's outputs before it reaches the store.
+
+What does not need to wait, does not: the "running" and build records are written, the
+tools' server starts, the grading container starts and is prepared, the server stops and the
+agent's container is removed, all beside the phases on the critical path. Everything started
+is always finished or taken down before ``execute`` returns.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -19,13 +25,16 @@ import time
 import traceback
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.agents import AgentContext, AgentOutcome
 from engine.capabilities.mcp_server import McpService
+from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
-from engine.models import RunRecord, Verdict
+from engine.interfaces import Workspace
+from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.spec import Plan, plugin_class
 
 log = logging.getLogger(__name__)
@@ -102,70 +111,117 @@ class Runner:
             self.store.record_run(record)
 
     async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase", early: "_EarlyWrites") -> None:
-        spec, timeouts = plan.spec, plan.spec.timeouts
+        spec = plan.spec
         flavor = instantiate(spec.flavor, where="flavor")
         agent = instantiate(spec.agent, where="agent")
         # The tools' server starts now and learns its workspace later: its start-up overlaps
         # the build check and provisioning instead of adding to the agent phase.
-        mcp = McpService(token=secrets.token_urlsafe(32))
-        mcp.start()
-        grading = grading_started = teardown = None
+        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32)))
+        parts.mcp.start()
         try:
             with phase.timed("build"):
-                builds = _BuildRecords()
-                try:
-                    build = await asyncio.to_thread(self.builder.ensure, plan.image, builds)
-                finally:
-                    for build_record in builds.records:  # written while the run goes on
-                        early.record_build(build_record)
-                record.from_cache = bool(build.cache_hit)
+                record.from_cache = await self._ensure_image(plan, early)
             # The grading container starts now, beside the agent's, and stays untouched until
             # grading: still a fresh workspace, but its start-up no longer adds to the run.
-            grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
-            if not os.environ.get("EXP_LATE"):
-                grading_started = asyncio.ensure_future(grading.__aenter__())
-            with phase.timed("provision"):
-                workspace = self.runtime.provision(plan.image, run_id=record.run_id,
-                                                   network=spec.integrity["agent_network"], purpose="agent")
-                ws = await workspace.__aenter__()
-            if os.environ.get("EXP_LATE"):
-                grading_started = asyncio.ensure_future(grading.__aenter__())
-            try:
-                record.integrity_obtained = spec.integrity["mode"]
-                with phase.timed("setup"):
-                    await asyncio.wait_for(flavor.setup(ws, spec), timeouts["setup"])
-                with phase.timed("agent"):
-                    outcome = await self._run_agent(agent, flavor, ws, spec, timeouts["agent"], mcp)
-                record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
-                with phase.timed("capture"):
-                    submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
-                record.diff, record.violations = submission.diff, submission.violations
-            finally:
-                # Removing the agent's container overlaps with grading.
-                teardown = asyncio.ensure_future(workspace.close())
+            parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
+            parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
+            submission = await self._agent_side(plan, record, phase, flavor, agent, parts)
             with phase.timed("grade"):
-                gws = await grading_started
-                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), timeouts["grade"])
+                gws = await parts.grading_started
+                if parts.preparing is not None:
+                    await parts.preparing
+                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), spec.timeouts["grade"])
             record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
         finally:
             with phase.timed("teardown", is_phase=False):
-                await _close_everything(grading, grading_started, teardown, mcp)
+                await parts.close()
 
-    async def _run_agent(self, agent, flavor, ws, spec, timeout: float, mcp: McpService) -> AgentOutcome:
-        tools = flavor.tools_for(ws, spec)
+    async def _ensure_image(self, plan: Plan, early: "_EarlyWrites") -> bool:
+        """The image, built unless cached; whether it was cached. Its build record is written
+        while the run goes on."""
+        builds = _BuildRecords()
         try:
-            url = await mcp.serve(tools)
-            ctx = AgentContext(spec=spec, capabilities={"mcp": url}, capability_auth={"mcp": mcp.token},
-                               validation=spec.task.get("validation") or [], prompt=spec.task["prompt"])
-            try:
-                return await asyncio.wait_for(agent.run(ctx), timeout)
-            except asyncio.TimeoutError:
-                return AgentOutcome(stop_reason="timeout", warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+            build = await asyncio.to_thread(self.builder.ensure, plan.image, builds)
         finally:
-            # The server drains while capture runs (~0.15 s); with a tool call still running
-            # (a timed-out agent) this waits until the server is gone, so nothing changes the
-            # workspace under the capture.
-            await mcp.stop()
+            for build_record in builds.records:
+                early.record_build(build_record)
+        return bool(build.cache_hit)
+
+    async def _agent_side(self, plan: Plan, record: RunRecord, phase: "_Phase", flavor, agent,
+                          parts: "_Parts") -> CapturedSubmission:
+        """The agent's workspace: provision, setup, the agent's turn, capture. Its removal is
+        left running (it overlaps grading) in ``parts``."""
+        spec, timeouts = plan.spec, plan.spec.timeouts
+        with phase.timed("provision"):
+            workspace = self.runtime.provision(plan.image, run_id=record.run_id,
+                                               network=spec.integrity["agent_network"], purpose="agent")
+            ws = await workspace.__aenter__()
+        try:
+            record.integrity_obtained = spec.integrity["mode"]
+            with phase.timed("setup"):
+                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh)
+            # The grading workspace gets ready (a flavor's optional prepare_grading) while the
+            # agent works: after setup, so the two do not compete for the machine.
+            parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
+            with phase.timed("agent"):
+                outcome = await _agent_outcome(agent_run, timeouts["agent"], parts.mcp, parts.ssh)
+            record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            with phase.timed("capture"):
+                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
+            record.diff, record.violations = submission.diff, submission.violations
+            return submission
+        finally:
+            parts.agent_closed = asyncio.ensure_future(workspace.close())
+
+
+async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpService,
+                              ssh: contextlib.AsyncExitStack) -> asyncio.Future:
+    """Set the task up while the agent already starts: it connects and lists the tools (a model
+    takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
+    agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it."""
+    tools = flavor.tools_for(ws, spec)
+    setup = asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts["setup"]))
+    agent_run: asyncio.Future | None = None
+    try:
+        url = await mcp.serve(tools, ready=setup)
+        # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
+        # key is handed to the engine-side agent only, never into the workspace.
+        endpoint = await ssh.enter_async_context(serve_ssh(ws, user=tools.user, cwd=tools.workdir, ready=setup))
+        ctx = AgentContext(spec=spec, capabilities={"mcp": url, "ssh": endpoint.url},
+                           capability_auth={"mcp": mcp.token, "ssh": endpoint.credential()},
+                           validation=spec.task.get("validation") or [], prompt=spec.task["prompt"])
+        agent_run = asyncio.ensure_future(agent.run(ctx))
+        await setup
+        return agent_run
+    except BaseException:
+        await _cancelled(setup, agent_run)
+        raise
+
+
+async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: McpService,
+                         ssh: contextlib.AsyncExitStack) -> AgentOutcome:
+    """The agent's outcome, its turn bounded by ``timeout`` from the end of setup."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(agent_run), timeout)
+    except asyncio.TimeoutError:
+        return AgentOutcome(stop_reason="timeout", warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+    finally:
+        await _cancelled(agent_run)
+        await ssh.aclose()  # kills any session still running: nothing may change the workspace now
+        # The server drains while capture runs (~0.15 s); with a tool call still running
+        # (a timed-out agent) this waits until the server is gone, so nothing changes the
+        # workspace under the capture.
+        await mcp.stop()
+
+
+async def _cancelled(*futures: asyncio.Future | None) -> None:
+    """Cancel what is still running among ``futures`` and wait until it has ended."""
+    pending = [f for f in futures if f is not None and not f.done()]
+    for fut in pending:
+        fut.cancel()
+    for fut in pending:
+        with contextlib.suppress(BaseException):
+            await fut
 
 
 class _EarlyWrites:
@@ -218,6 +274,31 @@ class _BuildRecords:
         self.records.append(record)
 
 
+@dataclass
+class _Parts:
+    """What a run has started and must take down, whatever happens."""
+
+    mcp: McpService
+    ssh: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    grading: Workspace | None = None
+    grading_started: asyncio.Future | None = None
+    preparing: asyncio.Future | None = None
+    agent_closed: asyncio.Future | None = None
+
+    async def close(self) -> None:
+        """Every part is closed even when closing another one failed: an exit stack runs each
+        callback whatever the ones before it raised, cancellation included."""
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.mcp.close)
+            stack.push_async_callback(self.ssh.aclose)
+            if self.agent_closed is not None:
+                stack.push_async_callback(_finished, self.agent_closed)
+            if self.grading_started is not None:
+                stack.push_async_callback(_close_started, self.grading, self.grading_started)
+            if self.preparing is not None:  # first: its exec is killed before the container goes
+                stack.push_async_callback(_cancelled, self.preparing)
+
+
 class _Phase:
     """Tracks the current phase (for error records) and per-stage wall time."""
 
@@ -236,18 +317,24 @@ class _Phase:
             self.record.timings[name] = round(self.record.timings.get(name, 0.0) + time.perf_counter() - began, 4)
 
 
-async def _close_everything(grading, grading_started: asyncio.Future | None, agent_teardown: asyncio.Future | None,
-                           mcp: McpService) -> None:
-    """Tear the run down: each part is closed even when closing another one failed."""
+async def _finished(fut: asyncio.Future) -> None:
+    await fut
+
+
+async def _prepare_grading(flavor, grading_started: asyncio.Future, spec) -> None:
+    """A flavor's optional ``prepare_grading`` on the grading workspace. Never raises: grading
+    does the work itself when it was not done, and reports what really breaks."""
+    prepare = getattr(flavor, "prepare_grading", None)
+    if prepare is None:
+        return
     try:
-        if grading_started is not None:
-            await _close_started(grading, grading_started)
-    finally:
-        try:
-            if agent_teardown is not None:
-                await agent_teardown
-        finally:
-            await mcp.close()
+        gws = await asyncio.shield(grading_started)
+    except Exception:
+        return  # the grade phase says why there is no grading workspace
+    try:
+        await prepare(gws, spec)
+    except Exception as exc:
+        log.warning("preparing the grading workspace failed (grading does it itself): %s", exc)
 
 
 async def _close_started(workspace, starting: asyncio.Future) -> None:

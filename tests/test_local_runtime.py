@@ -358,7 +358,7 @@ asyncio.run(main())
 """
 
 
-def test_a_killed_engine_leaves_no_sandbox_running_and_its_dir_is_reaped(runtime, image):
+def test_a_killed_engine_leaves_no_sandbox_running_and_its_dir_is_reaped(runtime, image, ws):
     seconds = str(uuid.uuid4().int % 900_000 + 100_000)  # a sleep no other process runs
     crashed = subprocess.run([sys.executable, "-c", CRASHER, str(paths.PROJECT_ROOT), image.context_dir, BASELINE_REF,
                               seconds], capture_output=True, text=True, timeout=120)
@@ -370,7 +370,8 @@ def test_a_killed_engine_leaves_no_sandbox_running_and_its_dir_is_reaped(runtime
             break
         time.sleep(0.05)
     assert not Path(f"/proc/{init_pid}").exists() or _is_zombie(init_pid)
-    assert not _processes_with(root.encode()) and not _processes_with(f"sleep\0{seconds}\0".encode())
+    assert sandboxes_of(ws.run_id)  # the control: a live sandbox is found this way
+    assert not sandboxes_of("local-crash") and not _processes_with(f"sleep\0{seconds}\0".encode())
     assert Path(root).name in reap_local_orphans()
     assert not Path(root).exists() and run_roots("local-crash") == []
 
@@ -382,16 +383,22 @@ def _is_zombie(pid: str) -> bool:
         return True
 
 
-def _processes_with(needle: bytes) -> list[str]:
-    """Live (not zombie) host processes whose command line contains ``needle``."""
+def _processes_with(needle: bytes, what: str = "cmdline") -> list[str]:
+    """Live (not zombie) host processes whose /proc/PID/``what`` contains ``needle``."""
     found = []
-    for proc in Path("/proc").iterdir():
+    for proc in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if proc.name.isdigit() and needle in (proc / "cmdline").read_bytes() and not _is_zombie(proc.name):
-                found.append(proc.name)
+            with open(f"/proc/{proc}/{what}", "rb") as source:
+                if needle in source.read() and not _is_zombie(proc):
+                    found.append(proc)
         except OSError:
             pass
     return found
+
+
+def sandboxes_of(run_id: str) -> list[str]:
+    """Processes whose mount namespace still holds one of ``run_id``'s run roots (its sandbox)."""
+    return _processes_with(f"/local/runs/{run_id}-".encode(), "mountinfo")
 
 
 def test_reaper_keeps_roots_of_live_owners(ws):

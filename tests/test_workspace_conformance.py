@@ -70,18 +70,11 @@ class LocalBackend:
         return {"PWD"}
 
     def leftovers(self, run_id: str) -> list[str]:
-        """The run's roots still on disk, and any process (a sandbox) still naming one."""
-        from engine.runtimes.local_template import local_dir, run_roots
+        """The run's roots still on disk, and any process whose mounts still hold one (a sandbox)."""
+        from engine.runtimes.local_template import run_roots
+        from test_local_runtime import sandboxes_of
 
-        found = [str(root) for root in run_roots(run_id)]
-        prefix = f"{local_dir('runs')}/{run_id}-".encode()
-        for proc in os.listdir("/proc"):
-            try:
-                if proc.isdigit() and prefix in open(f"/proc/{proc}/cmdline", "rb").read():
-                    found.append(f"pid {proc}")
-            except OSError:
-                pass
-        return found
+        return [str(root) for root in run_roots(run_id)] + [f"pid {pid}" for pid in sandboxes_of(run_id)]
 
 
 BACKENDS = {backend.name: backend for backend in (DockerBackend, LocalBackend)}

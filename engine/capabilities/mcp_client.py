@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import timedelta
 from typing import Any, AsyncIterator
 
@@ -13,6 +14,17 @@ import httpx
 import mcp.types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+
+class _DropClosedStreamNoise(logging.Filter):
+    """The SDK logs a traceback ("Error parsing SSE message") when a message arrives after the
+    session was closed on our side (an agent cancelled mid-call): a normal teardown."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return type(exc).__name__ != "ClosedResourceError"
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_DropClosedStreamNoise())
 
 CONNECT_TIMEOUT = 30.0
 READ_TIMEOUT = 3600.0

@@ -204,9 +204,11 @@ class McpService:
             self._url = asyncio.get_running_loop().create_future()
             self._task = asyncio.create_task(self._serve(), name=f"mcp-service-{self.name}")
 
-    async def serve(self, tools: ToolProvider) -> str:
-        """Bind ``tools`` and return the URL once the server listens. Raises ``AgentError``."""
-        self._tools.bound = tools
+    async def serve(self, tools: ToolProvider, *, ready: asyncio.Future | None = None) -> str:
+        """Bind ``tools`` and return the URL once the server listens. With ``ready``, a tool call
+        waits until that future is done, and fails if it failed (the workspace is being set up
+        while an agent connects). Raises ``AgentError``."""
+        self._tools.bound, self._tools.ready = tools, ready
         self.start()
         assert self._task is not None and self._url is not None
         await asyncio.wait({self._task, self._url}, return_when=asyncio.FIRST_COMPLETED)
@@ -253,11 +255,12 @@ class McpService:
 
 
 class _LateTools:
-    """A service's tools, bound once the workspace exists (after the server started), closed
-    when the agent's turn is over; counts the calls running."""
+    """A service's tools: bound once the workspace exists (after the server started), usable
+    once it is ready, closed when the agent's turn is over; counts the calls running."""
 
     def __init__(self) -> None:
         self.bound: ToolProvider | None = None
+        self.ready: asyncio.Future | None = None
         self.closed = False
         self.running = 0
 
@@ -269,6 +272,15 @@ class _LateTools:
             return "Error: the task's tools are not available now (the agent's turn is not on)", True
         self.running += 1
         try:
+            if self.ready is not None:
+                try:
+                    await asyncio.shield(self.ready)
+                except asyncio.CancelledError:
+                    if not self.ready.cancelled():
+                        raise  # this call was cancelled, not the setup
+                    return "Error: the workspace could not be set up; no tool can run", True
+                except Exception:
+                    return "Error: the workspace could not be set up; no tool can run", True
             return await self.bound.call(name, arguments)
         finally:
             self.running -= 1

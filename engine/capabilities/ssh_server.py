@@ -94,8 +94,9 @@ class _KeyOnlyAuth(asyncssh.SSHServer):
 class _Sessions:
     """Runs each SSH session as a workspace process and tracks what must die at shutdown."""
 
-    def __init__(self, ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None) -> None:
-        self.ws, self.user, self.cwd = ws, user, cwd
+    def __init__(self, ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None,
+                 ready: "asyncio.Future | None" = None) -> None:
+        self.ws, self.user, self.cwd, self.ready = ws, user, cwd, ready
         self.env = dict(env) if env is not None else None
         self.running: set[Process] = set()
         self.tasks: set[asyncio.Task] = set()
@@ -115,6 +116,12 @@ class _Sessions:
             _fail(channel, f"crucible: subsystem {channel.subsystem!r} is not offered", 1)
             return
         argv = ["bash", "-l"] if channel.command is None else ["bash", "-c", channel.command]
+        if self.ready is not None:  # the task is still being set up: a session waits for it
+            try:
+                await asyncio.shield(self.ready)
+            except Exception:
+                _fail(channel, "crucible: the task's setup failed; no session can start")
+                return
         try:
             process = await self.ws.open_process(argv, user=self.user, cwd=self.cwd, env=self.env)
         except (WorkspaceError, OSError, ValueError) as exc:
@@ -242,12 +249,14 @@ def _bind_loopback() -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def serve_ssh(ws: Workspace, *, user: int, cwd: str,
-                    env: Mapping[str, str] | None = None) -> AsyncIterator[SSHEndpoint]:
-    """Serve SSH sessions into ``ws`` (as uid ``user``, in ``cwd``) until the block exits."""
+async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None = None,
+                    ready: "asyncio.Future | None" = None) -> AsyncIterator[SSHEndpoint]:
+    """Serve SSH sessions into ``ws`` (as uid ``user``, in ``cwd``) until the block exits.
+
+    With ``ready``, sessions wait for it first (the run's setup), as MCP tool calls do."""
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key = asyncssh.generate_private_key("ssh-ed25519")
-    sessions = _Sessions(ws, user=user, cwd=cwd, env=env)
+    sessions = _Sessions(ws, user=user, cwd=cwd, env=env, ready=ready)
     connections: set[asyncssh.SSHServerConnection] = set()
     sock = _bind_loopback()
     try:

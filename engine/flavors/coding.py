@@ -20,6 +20,7 @@ class CodingFlavor:
         self.name = name
         self._hidden: asyncio.Future | None = None
         self._hidden_for: tuple | None = None
+        self._prepared: tuple[Workspace, grader.staging.Staging] | None = None
 
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
         # The hidden tests are read from the host repo while the agent works, not between
@@ -30,10 +31,17 @@ class CodingFlavor:
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts["capture"]))
 
+    async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
+        """Optional, ahead of ``grade`` on the same fresh workspace (the runner calls it while the
+        agent works): grading's commands start there and wait for the submission."""
+        self._prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity))
+
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         hidden = await self._prefetch_hidden(spec.task)
+        prepared, self._prepared = self._prepared, None
         return await grader.grade(ws, spec.task, spec.integrity, submission, hidden,
-                                  timeout=float(spec.timeouts["grade"]))
+                                  timeout=float(spec.timeouts["grade"]),
+                                  prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
 
     def _prefetch_hidden(self, task: dict) -> asyncio.Future:
         """Start reading ``task``'s hidden tests (host git; maybe a repo generator) once per task."""

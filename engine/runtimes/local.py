@@ -26,14 +26,16 @@ import errno
 import logging
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from engine.errors import IntegrityUnavailable, WorkspaceError
 from engine.interfaces import ROOT_UID
 from engine.models import ExecResult, ImageRef
-from engine.runtimes.docker_exec import default_env, finish_even_if_cancelled
-from engine.runtimes.local_exec import LocalProcess, run_exec
+from engine.runtimes.docker_exec import default_env
+from engine.runtimes.docker_stream import BoundedBuffer
+from engine.runtimes.local_exec import LocalProcess, finish_even_if_cancelled, run_exec
 from engine.runtimes.local_sandbox import (
     READY,
     Layout,
@@ -49,13 +51,17 @@ from engine.runtimes.local_template import (
     TemplateInputs,
     ensure_template,
     new_run_root,
+    kill_quietly,
     populate,
     reap_local_orphans,
+    record_sandbox,
     remove_root,
 )
 
 log = logging.getLogger(__name__)
 
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
 _FILE_LIMIT = 1 << 62  # read_file returns whole files: the bounded buffer never truncates
 _READ = 'if [ -d "$1" ]; then exit 21; fi; if [ ! -e "$1" ]; then exit 2; fi; exec cat -- "$1"'
 # Replace atomically: write a temp file beside the target, then rename over it (a symlink at
@@ -136,7 +142,9 @@ class LocalWorkspace:
         self.workdir = "/app"
         self.init_pid: int | None = None
         self._pidfd: int | None = None
-        self._bwrap: asyncio.subprocess.Process | None = None
+        self._pid_only = False
+        self._bwrap: asyncio.SubprocessTransport | None = None
+        self._boot_log = _BootLog()
         self._state = "new"  # new -> starting -> running -> closing -> closed
         self._closing: asyncio.Future | None = None
         self._processes: list[LocalProcess] = []
@@ -182,14 +190,25 @@ class LocalWorkspace:
         await self._start_sandbox(layout)
 
     async def _start_sandbox(self, layout: Layout) -> None:
+        # Shielded, so a cancel never leaves a sandbox whose init we do not know: bwrap's
+        # PID-1 binds itself to its launcher only once set up, so killing just the launcher
+        # early would orphan it. Once the init's pid is known, close() kills it directly.
+        boot = asyncio.wait_for(self._boot(layout), START_TIMEOUT)
+        try:
+            await finish_even_if_cancelled(boot)
+        except asyncio.TimeoutError as exc:
+            raise WorkspaceError(f"the local sandbox did not start within {START_TIMEOUT:g} s") from exc
+
+    async def _boot(self, layout: Layout) -> None:
         loop = asyncio.get_running_loop()
         args_fd = options_pipe(bwrap_options(layout, network=self.network))
         read_info, write_info = os.pipe()
+        self._boot_log = _BootLog()
         try:
             # From the event loop's thread: --die-with-parent follows the thread that forked.
-            self._bwrap = await asyncio.create_subprocess_exec(
-                *bwrap_command(self.runtime.bwrap, args_fd=args_fd, info_fd=write_info),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            self._bwrap, _ = await loop.subprocess_exec(
+                lambda: self._boot_log, *bwrap_command(self.runtime.bwrap, args_fd=args_fd, info_fd=write_info),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 pass_fds=(args_fd, write_info), start_new_session=True, cwd="/")
         except OSError as exc:
             os.close(read_info)
@@ -201,19 +220,23 @@ class LocalWorkspace:
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(info),
                                                     os.fdopen(read_info, "rb"))
         try:
-            self.init_pid = child_pid(await info.read())
-            ready = await self._bwrap.stdout.readline()
+            self.init_pid = child_pid(await info.read())  # bwrap writes it right after the clone
         finally:
             transport.close()
-        if ready != READY or self.init_pid is None:
-            err = await self._bwrap.stderr.read()
-            raise WorkspaceError(f"the local sandbox did not start: {one_line(err)}")
+        if self.init_pid is not None:
+            self._watch_init(layout)
+        if not await self._boot_log.ready or self.init_pid is None:
+            raise WorkspaceError(f"the local sandbox did not start: {one_line(self._boot_log.err.value())}")
+
+    def _watch_init(self, layout: Layout) -> None:
         try:
             # A handle on the init that a recycled pid cannot fool, for the kill at close.
             self._pidfd = os.pidfd_open(self.init_pid)
         except OSError as exc:
-            if exc.errno != errno.ENOSYS:  # without pidfds (Linux < 5.3) killing bwrap is enough
-                raise WorkspaceError(f"the local sandbox exited at once: {exc}") from exc
+            if exc.errno != errno.ENOSYS:
+                return  # already gone: nothing to kill
+            self._pid_only = True  # Linux < 5.3: no pidfds, the pid has to do
+        record_sandbox(layout.root, self.init_pid)
 
     async def close(self) -> None:
         if self._closing is None:
@@ -233,7 +256,7 @@ class LocalWorkspace:
 
     async def _stop_sandbox(self) -> None:
         # Killing the init ends its PID namespace: the kernel kills every process in it,
-        # commands entered with nsenter included. The outer bwrap then exits.
+        # commands entered with nsenter included. The launcher then exits.
         if self._pidfd is not None:
             try:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
@@ -241,13 +264,16 @@ class LocalWorkspace:
                 pass
             os.close(self._pidfd)
             self._pidfd = None
+        elif self._pid_only and self._bwrap is not None and self._bwrap.get_returncode() is None:
+            kill_quietly(self.init_pid)  # the launcher has not exited, so its child's pid is not recycled
         if self._bwrap is not None:
-            if self._bwrap.returncode is None:
-                try:
-                    self._bwrap.kill()
-                except ProcessLookupError:
-                    pass
-            await self._bwrap.communicate()
+            if self._bwrap.get_returncode() is None:
+                self._bwrap.kill()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._boot_log.exited), STOP_TIMEOUT)
+            except asyncio.TimeoutError:
+                log.warning("bwrap (pid %s) did not exit after SIGKILL", self._bwrap.get_pid())
+            self._bwrap.close()
             self._bwrap = None
 
     def _running_pid(self) -> int:
@@ -324,6 +350,37 @@ class LocalWorkspace:
     async def _file_op(self, argv: list[str], stdin: bytes | None) -> ExecResult:
         return await run_exec(self._running_pid(), argv, user=ROOT_UID, cwd="/", env=default_env(ROOT_UID),
                               timeout=self.runtime.default_exec_timeout, stdin=stdin, max_output=_FILE_LIMIT)
+
+
+class _BootLog(asyncio.SubprocessProtocol):
+    """bwrap's own output: the init's ready line on stdout, bwrap's complaints on stderr."""
+
+    def __init__(self) -> None:
+        self.out = b""
+        self.err = BoundedBuffer(8192)
+        self.ready: asyncio.Future[bool] | None = None
+        self.exited: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport) -> None:
+        loop = asyncio.get_running_loop()
+        self.ready, self.exited = loop.create_future(), loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 2:
+            self.err.add(data)
+        elif not self.ready.done():
+            self.out = (self.out + data)[-len(READY) * 4:]
+            if READY in self.out:
+                self.ready.set_result(True)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1 and not self.ready.done():
+            self.ready.set_result(False)
+
+    def process_exited(self) -> None:
+        for fut, value in ((self.ready, False), (self.exited, None)):
+            if not fut.done():
+                fut.set_result(value)
 
 
 def _populate(layout: Layout, template: Path) -> None:

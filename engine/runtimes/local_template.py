@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -34,7 +35,7 @@ from typing import Mapping
 from engine import paths
 from engine.errors import BuildError, WorkspaceError
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
-from engine.reaper import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive, owner_labels
+from engine.reaper import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive, owner_labels, process_start_time
 from engine.repos import file_lock
 from engine.runtimes.local_sandbox import BlockingSandbox, Layout, SandboxError, one_line
 
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATE_KIND = "crucible-local-template/1"
 OWNER_FILE = "owner.json"
+SANDBOX_FILE = "sandbox.json"
 _READY = ".ready"
 _RESERVED = ("/tmp", "/root", "/var/lib/crucible", "/proc", "/sys", "/dev", "/usr", "/etc")
 _installed: set[str] = set()
@@ -232,6 +234,31 @@ def _write_owner(root: Path, *, run_id: str, purpose: str) -> None:
     (root / OWNER_FILE).write_text(json.dumps(owner))
 
 
+def record_sandbox(root: Path, init_pid: int) -> None:
+    """Note the sandbox's init (pid and start time) in its run root, for the reaper."""
+    (root / SANDBOX_FILE).write_text(json.dumps({"pid": init_pid, "started": process_start_time(init_pid)}))
+
+
+def kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_recorded_sandbox(root: Path) -> None:
+    """A dead owner's sandbox normally died with it (``--die-with-parent``), except when the
+    owner died while bwrap was still setting up; then its init is killed here."""
+    try:
+        recorded = json.loads((root / SANDBOX_FILE).read_text())
+        pid = int(recorded["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    started = process_start_time(pid)
+    if started is not None and started == recorded.get("started"):
+        kill_quietly(pid)  # the PID namespace's init: everything in it dies too
+
+
 def populate(root: Path, template: Path) -> None:
     """Copy the template's tree and vault into ``root`` (ownership and modes kept)."""
     for sub in ("app", "crucible"):
@@ -274,8 +301,8 @@ def read_owner(root: Path) -> dict:
 def reap_local_orphans() -> list[str]:
     """Remove run roots and template stages whose owner process is gone; return their names.
 
-    A dead owner's sandbox died with it (``--die-with-parent`` kills the PID namespace),
-    so only directories are left to remove. Roots of other hosts (a shared home) are kept.
+    A dead owner's sandbox died with it (``--die-with-parent`` kills the PID namespace) or
+    is killed here through its recorded init. Roots of other hosts (a shared home) are kept.
     """
     reaped = []
     host = socket.gethostname()
@@ -285,6 +312,7 @@ def reap_local_orphans() -> list[str]:
         owner = read_owner(root)
         if owner.get(LABEL_OWNER_HOST, host) != host or owner_alive(owner):
             continue
+        _kill_recorded_sandbox(root)
         try:
             remove_root(root)
         except WorkspaceError as exc:
@@ -346,6 +374,7 @@ __all__ = [
     "plan_template",
     "populate",
     "reap_local_orphans",
+    "record_sandbox",
     "remove_root",
     "run_roots",
 ]

@@ -98,11 +98,15 @@ async def run_script(
     max_output: int = 1 << 20,
 ) -> ExecResult:
     """Run a bash ``script`` (with the prelude) as root; ``$1..`` are ``args``."""
-    argv = ["bash", "-c", SCRIPT_PRELUDE + SHADOW_FUNCTION + script, "crucible", *args]
     return await ws.exec(
-        argv, user=ROOT_UID, cwd="/", env={**GIT_ENV, **(env or {})}, timeout=timeout,
+        script_argv(script, args), user=ROOT_UID, cwd="/", env={**GIT_ENV, **(env or {})}, timeout=timeout,
         stdin=stdin, max_output=max_output,
     )
+
+
+def script_argv(script: str, args: Sequence[str] = ()) -> list[str]:
+    """The argv that runs a bash ``script`` with the prelude; run it as root with ``GIT_ENV``."""
+    return ["bash", "-c", SCRIPT_PRELUDE + SHADOW_FUNCTION + script, "crucible", *args]
 
 
 def brief(result: ExecResult, limit: int = 2000) -> str:

@@ -1,10 +1,12 @@
 """Hermetic grading of a captured diff in a FRESH workspace from the task's image.
 
-    stage (one exec): reset workdir to the baseline (vault), apply the diff, write the hidden
-    tests, hand the tree to uid 1000 -> run the test command (as uid 1000 under the wall) -> verdict
+    stager (root): reset workdir to the baseline (vault), apply the diff, write the hidden
+    tests, hand the staged paths to uid 1000 -> tester (uid 1000 under the wall): the test
+    command -> verdict
 
-Two round trips in all: every exec costs ~0.1 s, more than the git work itself. The hidden
-tests are written AFTER the diff, so an agent's edits to them are lost. The
+Both commands start before the submission exists and wait on their stdin
+(``envs.coding.staging``): ``prepare`` starts them while the agent still works, or ``grade``
+does. The hidden tests are written AFTER the diff, so an agent's edits to them are lost. The
 verdict is a pure function of what the steps produced (``verdict_from_test_result``), and
 ``Verdict.raw`` keeps those products, so a stored run can be graded again (``regrade``).
 A failure of grading itself (broken workspace, missing vault) raises ``GradeError``.
@@ -14,111 +16,37 @@ from __future__ import annotations
 import re
 import shlex
 import time
-import uuid
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
-from envs.coding import patch
-from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
+from envs.coding import patch, staging
 from envs.coding.repo import baseline_of, workdir_of
 
 OUTPUT_TAIL_BYTES = 8192
-DEFAULT_TESTS_RAN = r"\b[1-9][0-9]* passed\b"
+DEFAULT_TESTS_RAN = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
+                     r".*\b[1-9][0-9]* passed\b")
+"""The schema's default (engine/schema.py TaskConfig.tests_ran_regex), for raw grades without one."""
 TIMEOUT_RESERVE = 5.0
-
-NOT_APPLIED = 10
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
+TEST_OUTPUT_BYTES = 1 << 20
 
-# ONE exec stages everything: the patch variants, the hidden tests and the list of paths to
-# hand over arrive on stdin, back to back, with their sizes in argv (``head -c`` reads exactly
-# that many bytes, so no parsing of untrusted content). Then: reset to the baseline, apply,
-# write the hidden tests (AFTER the apply, so the agent's edits to them are lost), hand over.
-# Records on stdout: "<nonce> apply <variant> <exit code>" after each apply's output, and
-# "<nonce> hidden <seconds>" (time spent writing the hidden tests, measured in here).
-_STAGE = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 NPATCH=$7 NHIDDEN=$8 OWN=$9 OWN_BYTES=${10}
-shift 10
-labels=("${@:1:$NPATCH}"); shift "$NPATCH"
-patch_sizes=("${@:1:$NPATCH}"); shift "$NPATCH"
-hidden=("${@:1:$NHIDDEN}"); shift "$NHIDDEN"
-hidden_sizes=("${@:1:$NHIDDEN}"); shift "$NHIDDEN"
-stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=$(date +%s.%N); fi; }
-mkdir -p -m 700 -- "$DIR"
-# Each piece in turn: head -c never reads past its count, so a short input leaves the total
-# short, which one count over all the pieces catches.
-pieces=() expected=$OWN_BYTES
-for i in "${!labels[@]}"; do
-  piece=$DIR/${labels[$i]}.patch; pieces+=("$piece"); expected=$((expected + patch_sizes[i]))
-  head -c "${patch_sizes[$i]}" > "$piece"
-done
-for i in "${!hidden[@]}"; do
-  piece=$DIR/hidden.$i; pieces+=("$piece"); expected=$((expected + hidden_sizes[i]))
-  head -c "${hidden_sizes[$i]}" > "$piece"
-done
-pieces+=("$DIR/own")
-head -c "$OWN_BYTES" > "$DIR/own"
-if [ "$(cat -- "${pieces[@]}" | wc -c)" != "$expected" ]; then
-  echo "crucible: the staging input ended early" >&2; exit 3
-fi
-require_vault
-shadow_init "$DIR"
-cd "$WORKDIR"
-git "${HARDEN[@]}" read-tree "$BASE"
-# A fresh container normally differs in nothing: only stale tracked files are rewritten (no
-# copy-up of a big tree); untracked files go, ignored ones (install outputs) stay.
-git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
-git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
-git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
-git "${HARDEN[@]}" clean -fdq
-# Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
-# (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
-applied=$([ "$NPATCH" = 0 ] && echo empty || echo none)
-for label in ${labels[@]+"${labels[@]}"}; do
-  rc=0
-  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$DIR/$label.patch" 2>&1 || rc=$?
-  printf '\n%s apply %s %s\n' "$NONCE" "$label" "$rc"
-  if [ "$rc" = 0 ]; then applied=$label; break; fi
-done
-[ "$applied" != none ] || exit 10
-# Hidden tests: every parent a real directory inside workdir (a symlink or file the diff put
-# there is removed), whatever the diff left at the path itself removed, then the file written.
-stamp; began=$stamp
-owner=0
-if [ "$UID_WALL" = 1 ]; then owner=1000; fi
-for i in "${!hidden[@]}"; do
-  rel=${hidden[$i]} target=$WORKDIR/${hidden[$i]} parent=
-  if [[ $rel == */* ]]; then parent=${rel%/*}; fi
-  d=$WORKDIR
-  IFS=/ read -r -a parts <<< "$parent"
-  for part in ${parts[@]+"${parts[@]}"}; do
-    [ -z "$part" ] || [ "$part" = . ] && continue
-    d="$d/$part"
-    # Past a missing part nothing deeper exists: the one mkdir -p below makes the rest.
-    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; break; fi
-    [ -e "$d" ] || break
-  done
-  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
-  if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
-  install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
-done
-stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
-# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
-# NUL-separated in $DIR/own), and only those root owns, so nothing else of a big tree is
-# copied up. OWN=all (a diff crucible could not list) hands over the whole tree.
-if [ "$UID_WALL" = 1 ]; then
-  if [ "$OWN" = all ]; then
-    chown -R 1000:1000 -- "$WORKDIR"
-  else
-    own=()
-    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/stale"
-    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/own"
-    [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
-  fi
-fi
-"""
+
+async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging:
+    """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
+    reset to the baseline runs at once, the rest waits for the submission. Raises ``GradeError``."""
+    hidden = [str(rel) for rel in task.get("hidden_tests") or []]
+    for rel in hidden:
+        _check_relative(rel)
+    user = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
+    try:
+        return await staging.start(ws, workdir=workdir_of(task, GradeError), baseline=baseline_of(task, GradeError),
+                                   uid_wall=bool(integrity.get("uid_wall")), hidden=hidden,
+                                   command=_test_command(task, hidden), user=user)
+    except WorkspaceError as exc:
+        raise GradeError(f"grading workspace failed: {exc}") from exc
 
 
 async def grade(
@@ -128,36 +56,32 @@ async def grade(
     submission: CapturedSubmission,
     hidden_files: Mapping[str, bytes],
     timeout: float,
+    prepared: staging.Staging | None = None,
 ) -> Verdict:
-    """Grade ``submission`` in ``ws`` (a fresh workspace). Raises ``GradeError``."""
+    """Grade ``submission`` in ``ws`` (a fresh workspace, maybe ``prepare``d). Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
-    workdir = workdir_of(task, GradeError)
     for rel in hidden_files:
         _check_relative(rel)
-    # The scratch dir (root-only) is left behind: a grading workspace is used once.
-    scratch = f"{SCRATCH_DIR}/grade-{uuid.uuid4().hex}"
     raw: dict = {"durations": {}, "violations": list(submission.violations),
                  "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task)}
     try:
-        began = time.monotonic()
-        raw["apply"], hidden_seconds = await _stage(ws, task, integrity, submission.diff, hidden_files, scratch,
-                                                    deadline)
-        # One exec did both; "hidden" is its in-container share, so the two still add up.
-        raw["durations"]["stage"] = round(time.monotonic() - began - hidden_seconds, 4)
-        if raw["apply"]["ok"]:
-            raw["durations"]["hidden"] = round(hidden_seconds, 4)
-            raw["test"] = await _step(raw, "test", _run_tests(ws, task, workdir, hidden_files, integrity, deadline))
+        if prepared is not None and prepared.hidden != tuple(hidden_files):
+            await _dismiss(prepared)  # prepared for other hidden tests: not usable
+            prepared = None
+        ready = prepared or await prepare(ws, {**task, "hidden_tests": list(hidden_files)}, integrity)
+        try:
+            raw["apply"], hidden_seconds, seconds = await _stage(ready, submission.diff, hidden_files, deadline)
+            # One command did both; "hidden" is its in-container share, so the two still add up.
+            raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
+            if raw["apply"]["ok"]:
+                raw["durations"]["hidden"] = round(hidden_seconds, 4)
+                raw["test"] = await _run_tests(ready, task, deadline)
+                raw["durations"]["test"] = raw["test"].pop("seconds")
+        finally:
+            await _dismiss(ready)
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return regrade(raw)
-
-
-async def _step(raw: dict, name: str, aw):
-    began = time.monotonic()
-    try:
-        return await aw
-    finally:
-        raw["durations"][name] = round(time.monotonic() - began, 4)
 
 
 def _left(deadline: float, what: str) -> float:
@@ -178,27 +102,27 @@ def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
     return variants
 
 
-async def _stage(ws: Workspace, task: dict, integrity: dict, diff: str, hidden: Mapping[str, bytes],
-                 scratch: str, deadline: float) -> tuple[dict, float]:
-    """Stage in one exec; (the apply record, seconds spent writing the hidden tests)."""
-    workdir, base = workdir_of(task, GradeError), baseline_of(task, GradeError)
+async def _stage(ready: staging.Staging, diff: str, hidden: Mapping[str, bytes],
+                 deadline: float) -> tuple[dict, float, float]:
+    """Hand the submission to the stager: (the apply record, seconds writing the hidden tests,
+    seconds in all)."""
     variants = _patch_variants(diff)
-    nonce = uuid.uuid4().hex
-    owned = _staged_paths(diff, hidden)
-    own_list = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in owned or [])
-    labels = [label for label, _ in variants]
-    patch_sizes = [str(len(body)) for _, body in variants]
-    hidden_sizes = [str(len(body)) for body in hidden.values()]
-    args = [workdir, base, VAULT, scratch, "1" if integrity.get("uid_wall") else "0", nonce, str(len(variants)),
-            str(len(hidden)), "all" if owned is None else "list", str(len(own_list)),
-            *labels, *patch_sizes, *hidden, *hidden_sizes]
-    stdin = b"".join([*(body for _, body in variants), *hidden.values(), own_list])
-    result = await run_script(ws, _STAGE, args, timeout=_left(deadline, "staging"), stdin=stdin,
-                              max_output=STAGE_OUTPUT_BYTES)
-    if result.exit_code not in (0, NOT_APPLIED) or result.timed_out:
-        raise GradeError(f"cannot stage the submission in {workdir}: {brief(result)}")
-    attempts, hidden_seconds = _records(result.stdout.decode("utf-8", "replace"), nonce)
-    return {"ok": result.exit_code == 0, "empty": not variants, "attempts": attempts}, hidden_seconds
+    stdin = staging.submission_input(variants, list(hidden.values()), _staged_paths(diff, hidden))
+    done = await staging.run(ready.stager, stdin, _left(deadline, "staging"), STAGE_OUTPUT_BYTES)
+    text = done.output.decode("utf-8", "replace")
+    if done.timed_out or done.exit_code not in (0, staging.NOT_APPLIED):
+        raise GradeError(f"cannot stage the submission: {_brief(text, done.exit_code)}")
+    attempts, hidden_seconds = _records(text, ready.nonce)
+    return {"ok": done.exit_code == 0, "empty": not variants, "attempts": attempts}, hidden_seconds, done.seconds
+
+
+async def _dismiss(ready: staging.Staging) -> None:
+    """Let whichever of the two commands still waits go (the tester, when nothing applied)."""
+    for process in (ready.stager, ready.tester):
+        try:
+            await staging.dismiss(process)
+        except (BrokenPipeError, WorkspaceError):
+            pass
 
 
 def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
@@ -216,33 +140,43 @@ def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
 
 
 def _records(output: str, nonce: str) -> tuple[list[dict], float]:
-    """The apply attempts (each with the output before its record) and the hidden-tests time."""
+    """The stager's records: the apply attempts (each with the output before its record) and
+    the seconds spent writing the hidden tests."""
     attempts, lines, hidden_seconds = [], [], 0.0
     for line in output.split("\n"):
         fields = line.split(" ")
-        if len(fields) == 4 and fields[0] == nonce and fields[1] == "apply":
+        record = fields[1] if len(fields) == 4 and fields[0] == nonce else None
+        if record == "apply":
             text = "\n".join(lines).strip("\n")
             attempts.append({"variant": fields[2], "exit_code": int(fields[3]), "output": _tail_text(text)})
             lines = []
-        elif len(fields) == 4 and fields[0] == nonce and fields[1] == "hidden":
+        elif record == "hidden":
             hidden_seconds = max(0.0, float(fields[3]) - float(fields[2]))
         else:
             lines.append(line)
     return attempts, hidden_seconds
 
 
-async def _run_tests(ws: Workspace, task: dict, workdir: str, hidden: Mapping[str, bytes], integrity: dict,
-                     deadline: float) -> dict:
-    command = str(task["test_command"]).replace("{test_files}", " ".join(shlex.quote(p) for p in hidden))
+def _test_command(task: dict, hidden: Sequence[str]) -> str:
+    return str(task["test_command"]).replace("{test_files}", " ".join(shlex.quote(p) for p in hidden))
+
+
+async def _run_tests(ready: staging.Staging, task: dict, deadline: float) -> dict:
     # A little of the grade budget is kept back, so a slow suite ends as "test timeout" here
     # rather than as the engine cancelling the whole grade.
     limit = min(float(task.get("test_timeout") or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
-    user = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
-    # One stream, interleaved as a terminal would show it: the summary line is at its end.
-    result = await ws.exec(["bash", "-c", "exec 2>&1\n" + command], user=user, cwd=workdir, timeout=limit)
-    return {"command": command, "user": user, "exit_code": result.exit_code, "timed_out": result.timed_out,
-            "timeout": limit, "output_tail": _tail_text(result.text()),
-            "output_bytes": result.stdout_bytes_total + result.stderr_bytes_total}
+    done = await staging.run(ready.tester, b"go\n", limit, TEST_OUTPUT_BYTES)
+    if not done.delivered:  # an infrastructure failure, never a score
+        raise GradeError(f"the test command had ended before it was started: "
+                         f"{_brief(done.output.decode('utf-8', 'replace'), done.exit_code)}")
+    return {"command": ready.command, "user": ready.user, "exit_code": done.exit_code, "timed_out": done.timed_out,
+            "timeout": limit, "output_tail": _tail_text(done.output.decode("utf-8", "replace")),
+            "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
+
+
+def _brief(text: str, exit_code: int, limit: int = 2000) -> str:
+    text = text.strip()
+    return text[-limit:] if text else f"(no output, exit code {exit_code})"
 
 
 def verdict_from_test_result(

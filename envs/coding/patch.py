@@ -8,24 +8,42 @@ header: splitting there is exact.
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 from dataclasses import dataclass
 
 HEADER = b"diff --git "
 
 PYTEST_PROTECTED: tuple[str, ...] = (
+    # Test-runner configuration: each can add options (-p plugin, -k deselection, --co).
+    # pytest looks for these in the tests' directory and every parent, so at any depth.
     "conftest.py",
     "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
     "tox.ini",
     "setup.cfg",
     # pyproject.toml carries [tool.pytest.ini_options]; it cannot be split, so all of it.
     "pyproject.toml",
+    # Interpreter start-up: run before any test by the site module (when on a site dir).
     "sitecustomize.py",
     "usercustomize.py",
     "*.pth",
+    # Code the diff's readable source does not show: bytecode is used instead of (or, as an
+    # unchecked hash-based .pyc, whatever) its .py, and an extension module beats a .py of
+    # the same name in the same directory.
+    "*.pyc",
+    "*.pyo",
+    "__pycache__/",
+    "*.so",
+    "*.pyd",
+    # Distribution metadata on sys.path: entry points make pytest autoload a plugin.
+    "*.dist-info/",
+    "*.egg-info/",
+    "*.egg-link",
 )
-"""Test-runner configuration an agent could use to change what the hidden tests do.
-Patterns without a '/' match the file name at any depth."""
+"""Test-runner configuration, start-up files, bytecode and package metadata: paths an agent
+could use to change what the hidden tests do. Patterns without a '/' match the file name at
+any depth; a pattern ending in '/' matches a directory name at any depth (all below it)."""
 
 
 @dataclass(frozen=True)
@@ -116,14 +134,19 @@ def parse_chunks(diff: bytes) -> list[FileChunk]:
 
 
 def is_protected(path: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    """Whether ``path`` matches a pattern: exact path, glob on the path, or, for a pattern
-    without '/', a glob on the file name at any depth (like .gitignore)."""
-    name = posixpath.basename(path)
+    """Whether ``path`` matches a pattern: exact path, glob on the path, for a pattern without
+    '/' a glob on the file name at any depth, for ``NAME/`` a glob on any directory name on
+    the path (like .gitignore), and ``DIR/**`` anything below DIR."""
+    parts = path.split("/")
+    name, dirs = parts[-1], parts[:-1]
     for pattern in patterns:
         pattern = pattern.lstrip("/")
         if path == pattern or fnmatch.fnmatchcase(path, pattern):
             return True
         if "/" not in pattern and fnmatch.fnmatchcase(name, pattern):
+            return True
+        directory = pattern[:-1] if pattern.endswith("/") and "/" not in pattern[:-1] else None
+        if directory and any(fnmatch.fnmatchcase(d, directory) for d in dirs):
             return True
         if pattern.endswith("/**") and path.startswith(pattern[:-2]):
             return True

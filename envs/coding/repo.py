@@ -17,7 +17,7 @@ import uuid
 from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace
 from engine.models import CapturedSubmission, ExecResult
-from envs.coding import patch
+from envs.coding import patch, protect
 from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
 
 log = logging.getLogger(__name__)
@@ -184,11 +184,7 @@ def _submission(chunks: list[patch.FileChunk], task: dict, integrity: dict) -> C
     touched = sorted({p for c in chunks for p in c.paths})
     kept, violations = chunks, []
     if integrity.get("drop_protected"):
-        patterns = patch.protected_patterns(list(task.get("hidden_tests") or []),
-                                            list(task.get("protected_paths") or []))
-        dropped = [c for c in chunks if any(patch.is_protected(p, patterns) for p in c.paths)]
-        violations = sorted({p for c in dropped for p in c.paths if patch.is_protected(p, patterns)})
-        kept = [c for c in chunks if c not in dropped]
+        kept, violations = protect.split_protected(chunks, task)
     diff = b"".join(c.data for c in kept).decode("utf-8")
     return CapturedSubmission(diff=diff, files_changed=touched, violations=violations)
 

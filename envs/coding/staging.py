@@ -1,0 +1,266 @@
+"""Grading's two commands, started in the fresh grading workspace before the submission exists.
+
+Starting a command in a container costs ~0.07 s (the daemon and runc), more than most of
+what grading's commands then do. Both are known before the agent has finished, so they start
+early (the runner starts them while the agent works) and wait on their stdin:
+
+- the stager (root) resets the tree to the baseline at once, then waits for the submission:
+  a header line and the pieces (patch variants, hidden tests, paths to hand over) back to
+  back. It applies the diff, writes the hidden tests AFTER it (so the agent's edits to them are
+  lost) and hands what it staged to uid 1000;
+- the tester (the test user) waits for "go", then runs the test command.
+
+Nothing of the agent's runs in the grading workspace before the tester's "go", which is sent
+only once the stager succeeded. Records the stager prints: "<nonce> apply <variant> <exit
+code>" after each apply's output, "<nonce> hidden <began> <ended>" (the hidden tests'
+writing, by the clock in there).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Sequence
+
+from engine.interfaces import ROOT_UID, Process, Workspace
+from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, VAULT, script_argv
+
+GRADE_DIR = f"{SCRATCH_DIR}/grade"
+"""The stager's scratch dir (root-only), left behind: a grading workspace is used once."""
+NOT_APPLIED = 10
+"""The stager's exit code when no variant of the diff applies."""
+DRAIN_GRACE = 0.5
+"""Seconds to keep reading after a command exited while something still holds its output open."""
+KILL_WAIT = 10.0
+
+# The fresh container's tree normally differs in nothing from the baseline, so only stale
+# tracked files are rewritten (no copy-up of a big tree); untracked files go, ignored ones
+# (install outputs) stay. $DIR/stale keeps what was rewritten: it is handed over too.
+_RESET = r"""
+require_vault
+rm -rf -- "$DIR"
+mkdir -p -m 700 -- "$DIR"
+shadow_init "$DIR"
+cd "$WORKDIR"
+git "${HARDEN[@]}" read-tree "$BASE"
+git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
+git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
+git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
+git "${HARDEN[@]}" clean -fdq
+"""
+
+# The header: "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]...". Each
+# piece is read with head -c, which never reads past its count: a short input leaves the
+# total short, which one count over all the pieces catches.
+_RECEIVE = r"""
+fail() { echo "crucible: $*" >&2; exit 3; }
+count() { [[ $1 =~ ^(0|[1-9][0-9]{0,15})$ ]]; }
+read -r -a header || fail "no submission arrived"
+NPATCH=${header[0]:-x} OWN=${header[1]:-} OWN_BYTES=${header[2]:-x}
+count "$NPATCH" && count "$OWN_BYTES" && [[ $OWN == all || $OWN == list ]] || fail "bad staging header"
+[ "${#header[@]}" = $((3 + 2 * NPATCH + ${#hidden[@]})) ] || fail "bad staging header"
+labels=() pieces=() expected=$OWN_BYTES
+for ((i = 0; i < NPATCH; i++)); do
+  label=${header[3 + 2 * i]} size=${header[4 + 2 * i]}
+  [[ $label =~ ^[a-z-]+$ ]] && count "$size" || fail "bad staging header"
+  labels+=("$label"); pieces+=("$DIR/$label.patch"); expected=$((expected + size))
+  head -c "$size" > "$DIR/$label.patch"
+done
+for ((i = 0; i < ${#hidden[@]}; i++)); do
+  size=${header[3 + 2 * NPATCH + i]}
+  count "$size" || fail "bad staging header"
+  pieces+=("$DIR/hidden.$i"); expected=$((expected + size))
+  head -c "$size" > "$DIR/hidden.$i"
+done
+pieces+=("$DIR/own")
+head -c "$OWN_BYTES" > "$DIR/own"
+wc -c -- "${pieces[@]}" > "$DIR/count"  # its last line is the total (or the only file's count)
+total=
+while read -r n _; do total=$n; done < "$DIR/count"
+[ "$total" = "$expected" ] || fail "the submission ended early"
+"""
+
+# Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
+# (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
+_APPLY = r"""
+cd "$WORKDIR"
+applied=none
+if [ "$NPATCH" = 0 ]; then applied=empty; fi
+for label in ${labels[@]+"${labels[@]}"}; do
+  rc=0
+  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$DIR/$label.patch" 2>&1 || rc=$?
+  printf '\n%s apply %s %s\n' "$NONCE" "$label" "$rc"
+  if [ "$rc" = 0 ]; then applied=$label; break; fi
+done
+[ "$applied" != none ] || exit 10
+"""
+
+# Hidden tests: every parent a real directory inside workdir (a symlink or file the diff put
+# there is removed; past a missing part nothing deeper exists), whatever the diff left at the
+# path itself removed, then the file written.
+_HIDDEN = r"""
+stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=$(date +%s.%N); fi; }
+stamp; began=$stamp
+owner=0
+if [ "$UID_WALL" = 1 ]; then owner=1000; fi
+for i in "${!hidden[@]}"; do
+  rel=${hidden[$i]} target=$WORKDIR/${hidden[$i]} parent=
+  if [[ $rel == */* ]]; then parent=${rel%/*}; fi
+  d=$WORKDIR
+  IFS=/ read -r -a parts <<< "$parent"
+  for part in ${parts[@]+"${parts[@]}"}; do
+    [ -z "$part" ] || [ "$part" = . ] && continue
+    d="$d/$part"
+    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; break; fi
+    [ -e "$d" ] || break
+  done
+  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
+  if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
+  install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
+done
+stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
+"""
+
+# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
+# NUL-separated in $DIR/own), and only those root owns, so nothing else of a big tree is
+# copied up. OWN=all (a diff crucible could not list) hands over the whole tree.
+_HAND_OVER = r"""
+if [ "$UID_WALL" = 1 ]; then
+  if [ "$OWN" = all ]; then
+    chown -R 1000:1000 -- "$WORKDIR"
+  else
+    own=()
+    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/stale"
+    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/own"
+    [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
+  fi
+fi
+"""
+
+_STAGER = r"""
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6
+shift 6
+hidden=("$@")
+""" + _RESET + _RECEIVE + _APPLY + _HIDDEN + _HAND_OVER
+
+# The tester's own prefix: nothing runs before "go"; then the command gets no stdin (as a
+# plain exec would) and one output stream, interleaved as a terminal would show it.
+_GO = 'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\nexec </dev/null 2>&1\n'
+
+
+@dataclass
+class Staging:
+    """A grading workspace's stager and tester, started and waiting."""
+
+    hidden: tuple[str, ...]
+    command: str
+    user: int
+    nonce: str
+    stager: Process
+    tester: Process
+
+
+@dataclass
+class Finished:
+    delivered: bool
+    """Whether the process was still there to get its stdin (else it had ended before)."""
+    exit_code: int
+    timed_out: bool
+    output: bytes
+    """All of it, or the first and last ``keep // 2`` bytes of it."""
+    output_bytes: int
+    seconds: float
+
+
+async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, hidden: Sequence[str],
+                command: str, user: int) -> Staging:
+    """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``."""
+    nonce = uuid.uuid4().hex
+    args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, *hidden]
+    stager = await ws.open_process(script_argv(_STAGER, args), user=ROOT_UID, cwd="/", env=GIT_ENV)
+    try:
+        tester = await ws.open_process(["bash", "-c", _GO + command], user=user, cwd=workdir)
+    except BaseException:
+        await stager.kill()
+        raise
+    return Staging(tuple(hidden), command, user, nonce, stager, tester)
+
+
+def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None) -> bytes:
+    """What the stager reads: the header line, then every piece back to back."""
+    own_list = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in owned or [])
+    header = [str(len(variants)), "all" if owned is None else "list", str(len(own_list))]
+    header += [f"{label} {len(body)}" for label, body in variants]
+    header += [str(len(body)) for body in hidden]
+    return " ".join(header).encode() + b"\n" + b"".join([*(body for _, body in variants), *hidden, own_list])
+
+
+async def run(process: Process, stdin: bytes, timeout: float, keep: int) -> Finished:
+    """Send ``stdin`` to a waiting ``process`` and collect what it does, bounded by ``timeout``
+    (then its process group is killed). A process that already ended (its stdin is closed)
+    just reports how it ended."""
+    output = _Output(keep)
+    reader = asyncio.ensure_future(_read_all(process, output))
+    began, delivered = time.monotonic(), True
+    try:
+        try:
+            await process.write(stdin)
+            await process.close_stdin()
+        except BrokenPipeError:
+            delivered = False
+        try:
+            code, timed_out = await process.wait(timeout), False
+        except TimeoutError:
+            await process.kill()
+            code, timed_out = 124, True
+            try:
+                await process.wait(KILL_WAIT)
+            except TimeoutError:
+                pass  # what it wrote so far is what there is
+        await _drain(reader)
+    finally:
+        if not reader.done():
+            reader.cancel()
+    return Finished(delivered, code, timed_out, output.value(), output.total, time.monotonic() - began)
+
+
+async def dismiss(process: Process) -> None:
+    """Let a waiting process go without running anything: its stdin closes, it exits."""
+    await process.close_stdin()
+
+
+async def _read_all(process: Process, output: "_Output") -> None:
+    while chunk := await process.read():
+        output.add(chunk)
+
+
+async def _drain(reader: asyncio.Future) -> None:
+    """After the exit: the rest of the output, unless a background child holds it open."""
+    try:
+        await asyncio.wait_for(asyncio.shield(reader), DRAIN_GRACE)
+    except asyncio.TimeoutError:
+        reader.cancel()
+
+
+class _Output:
+    """Keeps the first and the last ``keep // 2`` bytes; counts all."""
+
+    def __init__(self, keep: int) -> None:
+        self.half = max(keep, 2) // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > 2 * self.half:  # trimmed lazily: amortised O(1) per byte
+            del self.tail[:-self.half]
+
+    def value(self) -> bytes:
+        return bytes(self.head) + bytes(self.tail[-self.half:])

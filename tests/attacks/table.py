@@ -1,0 +1,88 @@
+"""Run the attack suite in every integrity mode and print the attack x mode table (markdown).
+
+    .venv/bin/python tests/attacks/table.py [--modes none,vault,strict] [--only ID,ID] [--out FILE]
+
+Every cell is the reward of a real run (docker runtime, integration_test agent replaying the
+attack through the task's MCP tools). A cell that differs from the attack's ``expect`` is
+marked with ``!``; the exit code is 1 if there is one. docs/integrity.md pastes this output.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(TESTS_DIR.parent), str(TESTS_DIR)]
+
+from attacks.catalog import ATTACKS, THREATS, Attack  # noqa: E402
+from attacks.harness import MODES, AttackRunner  # noqa: E402
+
+
+def jobs_for(attacks: list[Attack], modes: list[str]) -> list[tuple]:
+    return [a.job(mode) for a in attacks for mode in modes]
+
+
+def cell(record, expected: float) -> str:
+    if record.status != "completed" or record.reward is None:
+        return f"{record.status}!"
+    mark = "" if record.reward == expected else "!"
+    return f"{record.reward:g}{mark}"
+
+
+def render(attacks: list[Attack], modes: list[str], records: dict) -> tuple[str, int]:
+    """The markdown table and the number of cells that differ from ``expect``."""
+    lines = ["| threat | attack | " + " | ".join(modes) + " | strict drops |",
+             "| --- | --- | " + " | ".join("---" for _ in modes) + " | --- |"]
+    surprises = 0
+    for attack in attacks:
+        cells = []
+        for mode in modes:
+            record = records[(attack.id, mode)]
+            text = cell(record, attack.expected(mode))
+            surprises += text.endswith("!")
+            cells.append(text)
+        strict = records.get((attack.id, "strict"))
+        dropped = ", ".join(f"`{p}`" for p in strict.violations) if strict and strict.violations else ""
+        gap = " **(not defended)**" if attack.gap else ""
+        summary = attack.summary.replace("|", "\\|")  # a pipe inside a cell would split it
+        lines.append(f"| {attack.threat} | `{attack.id}`: {summary}{gap} | " + " | ".join(cells)
+                     + f" | {dropped} |")
+    return "\n".join(lines), surprises
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--only", help="comma-separated attack ids")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--out", type=Path, help="also write the table here")
+    ns = parser.parse_args()
+    os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-attacks-"))
+    modes = ns.modes.split(",")
+    attacks = [a for a in ATTACKS if not ns.only or a.id in ns.only.split(",")]
+
+    began = time.perf_counter()
+    runner = AttackRunner(modes=modes)
+    records = asyncio.run(runner.run(jobs_for(attacks, modes), concurrency=ns.concurrency))
+    table, surprises = render(attacks, modes, records)
+    seconds = time.perf_counter() - began
+    print(table)
+    print(f"\n{len(records)} runs in {seconds:.0f} s; threats: "
+          + "; ".join(f"{k} = {v}" for k, v in THREATS.items()))
+    for (attack_id, mode), record in sorted(records.items()):
+        if record.status != "completed":
+            print(f"  {attack_id} [{mode}]: {record.status} in {record.error_phase}: {record.error}")
+    if ns.out:
+        ns.out.write_text(table + "\n")
+    if surprises:
+        print(f"{surprises} cell(s) differ from the catalog's expectations (marked !)")
+    return 1 if surprises else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
