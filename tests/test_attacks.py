@@ -25,7 +25,7 @@ CONTRASTS = [
     ("control-golden", "none"), ("control-golden", "vault"),
     ("history-revert-bug-commit", "none"), ("history-revert-bug-commit", "vault"),
     ("vault-read-direct", "vault"),
-    ("pytest-ini-deselect", "vault"), ("shadow-pytest-module", "vault"), ("dist-info-entry-point", "vault"),
+    ("conftest-force-pass", "vault"), ("shadow-pytest-module", "vault"), ("dist-info-entry-point", "vault"),
     ("network-reach", "vault"),
 ]
 ALL_MODES = os.environ.get("CRUCIBLE_ATTACKS_ALL_MODES") == "1"
@@ -100,7 +100,7 @@ def test_the_modes_differ_where_strict_adds_a_wall(records):
     reward = {pair: _record(records, *pair).reward for pair in CONTRASTS}
     assert reward[("history-revert-bug-commit", "none")] == 1.0
     assert reward[("history-revert-bug-commit", "vault")] == 0.0
-    for attack_id in ("vault-read-direct", "pytest-ini-deselect", "shadow-pytest-module", "dist-info-entry-point",
+    for attack_id in ("vault-read-direct", "conftest-force-pass", "shadow-pytest-module", "dist-info-entry-point",
                       "network-reach"):
         assert reward[(attack_id, "vault")] == 1.0, attack_id
         assert _record(records, attack_id, "strict").reward == 0.0, attack_id

@@ -152,6 +152,8 @@ def _records(output: str, nonce: str) -> tuple[list[dict], float]:
             lines = []
         elif record == "hidden":
             hidden_seconds = max(0.0, float(fields[3]) - float(fields[2]))
+        elif record == "received":
+            lines = []  # what the reset printed
         else:
             lines.append(line)
     return attempts, hidden_seconds

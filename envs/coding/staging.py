@@ -13,7 +13,8 @@ early (the runner starts them while the agent works) and wait on their stdin:
 Nothing of the agent's runs in the grading workspace before the tester's "go", which is sent
 only once the stager succeeded. Records the stager prints: "<nonce> apply <variant> <exit
 code>" after each apply's output, "<nonce> hidden <began> <ended>" (the hidden tests'
-writing, by the clock in there).
+writing, by the clock in there); "<nonce> received <npatch> <nhidden>" first, so what the
+reset printed is not taken for the first apply's output.
 """
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ wc -c -- "${pieces[@]}" > "$DIR/count"  # its last line is the total (or the onl
 total=
 while read -r n _; do total=$n; done < "$DIR/count"
 [ "$total" = "$expected" ] || fail "the submission ended early"
+printf '%s received %s %s\n' "$NONCE" "$NPATCH" "${#hidden[@]}"
 """
 
 # Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
