@@ -53,7 +53,7 @@ def test_check_n_reruns_deterministic_tasks_and_passes_on_the_sample_set(sample_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     per_spec = DuckDBStore().query(
         "SELECT spec_hash, count(*) FROM runs WHERE task_id LIKE 'sample/%' AND sweep_id IS NULL "
-        "AND status = 'completed' GROUP BY spec_hash"
+        "AND run_dir LIKE '%/runs/check/%' AND status = 'completed' GROUP BY spec_hash"
     )[1]
     assert len(per_spec) == 8 and all(count >= 4 for _, count in per_spec)
 
