@@ -7,9 +7,12 @@ status (completed / error / canceled / timeout), the phase it failed in, and its
 The record is written durably beside the run's outputs before it reaches the store.
 
 What does not need to wait, does not: the "running" and build records are written, the
-tools' server starts, the grading container starts and is prepared, the server stops and the
-agent's container is removed, all beside the phases on the critical path. Everything started
-is always finished or taken down before ``execute`` returns.
+tools' server starts, the agent connects while setup runs, the grading container starts and
+is prepared, the server stops and the agent's container is removed, and the grading container
+goes while the final record is written, all beside the phases on the critical path (each
+``docker exec`` or store write costs ~0.05-0.1 s here). Everything started is always finished
+or taken down before ``execute`` returns. The "teardown" timing covers what precedes the
+final write; the grading container's removal is inside "store".
 """
 from __future__ import annotations
 
@@ -82,8 +85,12 @@ class Runner:
         early = _EarlyWrites(self.store)
         early.record_run(record)
         phase = _Phase(record)
+        # The tools' server starts now and learns its workspace later: its start-up overlaps
+        # the build check and provisioning instead of adding to the agent phase.
+        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32)))
+        parts.mcp.start()
         try:
-            await self._pipeline(plan, record, phase, early)
+            await self._pipeline(plan, record, phase, early, parts)
             record.status = "completed"
         except asyncio.TimeoutError:
             record.status, record.error_phase = "timeout", phase.name
@@ -91,7 +98,7 @@ class Runner:
         except (asyncio.CancelledError, KeyboardInterrupt):
             record.status, record.error_phase, record.error = "canceled", phase.name, "canceled by the user"
             await early.drain()
-            self._finish(record, phase)
+            await self._finish(record, phase, parts)
             raise
         except CrucibleError as exc:
             record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
@@ -100,29 +107,42 @@ class Runner:
             record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
             _write_traceback(run_dir)
         cancelled = await early.drain()
-        self._finish(record, phase)
+        cancelled = await self._finish(record, phase, parts) or cancelled
         if cancelled:
             raise asyncio.CancelledError
         return record
 
-    def _finish(self, record: RunRecord, phase: "_Phase") -> None:
+    async def _finish(self, record: RunRecord, phase: "_Phase", parts: "_Parts") -> bool:
+        """Write the final record while the grading container is removed (~0.05 and ~0.1 s):
+        both always end before this returns, even through a cancel (whether one arrived is
+        returned). A removal that fails turns a completed run into an error, written again."""
         record.ended_at = now_iso()
         with phase.timed("store", is_phase=False):
-            self.store.record_run(record)
+            written = asyncio.ensure_future(asyncio.to_thread(self.store.record_run, copy.deepcopy(record)))
+            cancelled = await _through_cancel(parts.grading_removed)
+            cancelled = await _through_cancel(written) or cancelled
+        written.result()  # a store that failed raises (StoreError), as it always did
+        failed = _failure(parts.grading_removed)
+        if failed is not None:
+            log.warning("could not remove the grading container of run %s: %s", record.run_id, failed)
+            if record.status == "completed":
+                record.status, record.error_phase = "error", phase.name
+                record.error = f"{type(failed).__name__}: {failed}"
+                self.store.record_run(record)
+        return cancelled
 
-    async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase", early: "_EarlyWrites") -> None:
+    async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase", early: "_EarlyWrites",
+                        parts: "_Parts") -> None:
         spec = plan.spec
-        flavor = instantiate(spec.flavor, where="flavor")
-        agent = instantiate(spec.agent, where="agent")
-        # The tools' server starts now and learns its workspace later: its start-up overlaps
-        # the build check and provisioning instead of adding to the agent phase.
-        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32)))
-        parts.mcp.start()
         try:
+            flavor = instantiate(spec.flavor, where="flavor")
+            agent = instantiate(spec.agent, where="agent")
             with phase.timed("build"):
                 record.from_cache = await self._ensure_image(plan, early)
             # The grading container starts now, beside the agent's, and stays untouched until
-            # grading: still a fresh workspace, but its start-up no longer adds to the run.
+            # grading: still a fresh workspace, its start-up hidden behind the agent's side.
+            # (Starting it once the agent's is up instead spares the agent's start the
+            # contention, but then it is late for a quick agent: no faster overall, measured.)
             parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
             parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
             submission = await self._agent_side(plan, record, phase, flavor, agent, parts)
@@ -255,13 +275,7 @@ class _EarlyWrites:
     async def drain(self) -> bool:
         """Wait until every write is done, even through a cancel; whether one arrived meanwhile
         (then the caller still writes its final record, and re-raises the cancel after)."""
-        cancelled = False
-        while self._last is not None and not self._last.done():
-            try:
-                await asyncio.shield(self._last)
-            except asyncio.CancelledError:
-                cancelled = True
-        return cancelled
+        return await _through_cancel(self._last)
 
 
 class _BuildRecords:
@@ -284,19 +298,26 @@ class _Parts:
     grading_started: asyncio.Future | None = None
     preparing: asyncio.Future | None = None
     agent_closed: asyncio.Future | None = None
+    grading_removed: asyncio.Future | None = None
+    """The grading container's removal: started by ``close``, awaited beside the final store
+    write (``Runner._finish``)."""
 
     async def close(self) -> None:
-        """Every part is closed even when closing another one failed: an exit stack runs each
-        callback whatever the ones before it raised, cancellation included."""
+        """Take everything down; the grading container's removal is left running. Every part is
+        closed even when closing another one failed: an exit stack runs each callback whatever
+        the ones before it raised, cancellation included."""
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.mcp.close)
             stack.push_async_callback(self.ssh.aclose)
             if self.agent_closed is not None:
                 stack.push_async_callback(_finished, self.agent_closed)
             if self.grading_started is not None:
-                stack.push_async_callback(_close_started, self.grading, self.grading_started)
+                stack.callback(self._start_grading_removal)
             if self.preparing is not None:  # first: its exec is killed before the container goes
                 stack.push_async_callback(_cancelled, self.preparing)
+
+    def _start_grading_removal(self) -> None:
+        self.grading_removed = asyncio.ensure_future(_close_started(self.grading, self.grading_started))
 
 
 class _Phase:
@@ -319,6 +340,25 @@ class _Phase:
 
 async def _finished(fut: asyncio.Future) -> None:
     await fut
+
+
+async def _through_cancel(fut: asyncio.Future | None) -> bool:
+    """Wait until ``fut`` has ended, even if we are cancelled meanwhile; whether we were."""
+    cancelled = False
+    while fut is not None and not fut.done():
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not fut.done()
+        except Exception:
+            pass  # read by the caller
+    return cancelled
+
+
+def _failure(fut: asyncio.Future | None) -> BaseException | None:
+    if fut is None or fut.cancelled():
+        return None
+    return fut.exception()
 
 
 async def _prepare_grading(flavor, grading_started: asyncio.Future, spec) -> None:

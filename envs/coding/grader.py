@@ -118,9 +118,9 @@ async def _stage(ready: staging.Staging, diff: str, hidden: Mapping[str, bytes],
 
 async def _dismiss(ready: staging.Staging) -> None:
     """Let whichever of the two commands still waits go (the tester, when nothing applied)."""
-    for process in (ready.stager, ready.tester):
+    for waiting in (ready.stager, ready.tester):
         try:
-            await staging.dismiss(process)
+            await staging.dismiss(waiting)
         except (BrokenPipeError, WorkspaceError):
             pass
 

@@ -152,6 +152,14 @@ _GO = 'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\nexec </dev/null 2>
 
 
 @dataclass
+class Waiting:
+    """A started command waiting for its stdin, which it gets once (``run`` or ``dismiss``)."""
+
+    process: Process
+    fed: bool = False
+
+
+@dataclass
 class Staging:
     """A grading workspace's stager and tester, started and waiting."""
 
@@ -159,8 +167,8 @@ class Staging:
     command: str
     user: int
     nonce: str
-    stager: Process
-    tester: Process
+    stager: Waiting
+    tester: Waiting
 
 
 @dataclass
@@ -180,13 +188,21 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
     """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``."""
     nonce = uuid.uuid4().hex
     args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, *hidden]
-    stager = await ws.open_process(script_argv(_STAGER, args), user=ROOT_UID, cwd="/", env=GIT_ENV)
+    # Both at once: when the grading workspace comes up late, their starts are on the run's path.
+    starts = [asyncio.ensure_future(ws.open_process(script_argv(_STAGER, args), user=ROOT_UID, cwd="/", env=GIT_ENV)),
+              asyncio.ensure_future(ws.open_process(["bash", "-c", _GO + command], user=user, cwd=workdir))]
     try:
-        tester = await ws.open_process(["bash", "-c", _GO + command], user=user, cwd=workdir)
+        stager, tester = await asyncio.gather(*starts)
     except BaseException:
-        await stager.kill()
+        for opening in starts:
+            opening.cancel()  # a no-op for one that already opened: that one is killed below
+        for opening in starts:
+            try:
+                await (await opening).kill()
+            except BaseException:
+                pass  # it never started, or it is gone with its workspace
         raise
-    return Staging(tuple(hidden), command, user, nonce, stager, tester)
+    return Staging(tuple(hidden), command, user, nonce, Waiting(stager), Waiting(tester))
 
 
 def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None) -> bytes:
@@ -198,10 +214,13 @@ def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[byt
     return " ".join(header).encode() + b"\n" + b"".join([*(body for _, body in variants), *hidden, own_list])
 
 
-async def run(process: Process, stdin: bytes, timeout: float, keep: int) -> Finished:
-    """Send ``stdin`` to a waiting ``process`` and collect what it does, bounded by ``timeout``
-    (then its process group is killed). A process that already ended (its stdin is closed)
+async def run(waiting: Waiting, stdin: bytes, timeout: float, keep: int) -> Finished:
+    """Send ``stdin`` to a waiting command and collect what it does, bounded by ``timeout``
+    (then its process group is killed). A command that already ended (its stdin is closed)
     just reports how it ended."""
+    if waiting.fed:
+        raise ValueError("a waiting command gets its stdin once")
+    waiting.fed, process = True, waiting.process
     output = _Output(keep)
     reader = asyncio.ensure_future(_read_all(process, output))
     began, delivered = time.monotonic(), True
@@ -227,9 +246,12 @@ async def run(process: Process, stdin: bytes, timeout: float, keep: int) -> Fini
     return Finished(delivered, code, timed_out, output.value(), output.total, time.monotonic() - began)
 
 
-async def dismiss(process: Process) -> None:
-    """Let a waiting process go without running anything: its stdin closes, it exits."""
-    await process.close_stdin()
+async def dismiss(waiting: Waiting) -> None:
+    """Let a command that still waits go without running anything: its stdin closes, it exits.
+    (Never twice: a second close of a process's stdin is not something to rely on.)"""
+    if not waiting.fed:
+        waiting.fed = True
+        await waiting.process.close_stdin()
 
 
 async def _read_all(process: Process, output: "_Output") -> None:
