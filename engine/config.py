@@ -11,6 +11,7 @@ import fnmatch
 import itertools
 import os
 import re
+import threading
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -27,6 +28,10 @@ from engine.errors import ConfigError
 
 CONF_DIR = paths.PROJECT_ROOT / "conf"
 GROUPS = ("env", "flavor", "agent", "integrity", "runtime", "task")
+
+# Hydra's compose API works through one process-wide GlobalHydra: two threads composing
+# at once make the second fail with "GlobalHydra is already initialized".
+_COMPOSE_LOCK = threading.Lock()
 
 
 def config_dirs() -> list[Path]:
@@ -113,16 +118,17 @@ def compose_config(overrides: list[str]) -> DictConfig:
         if parsed.is_sweep_override():
             raise ConfigError(f"'{text}' selects several values; this command takes one (use `crucible run -m`)")
     _check_options(overrides)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=[*overrides, *searchpath_override()], return_hydra_config=False)
-            OmegaConf.resolve(cfg)
-            return cfg
-    except (HydraException, OmegaConfBaseException, ValueError) as exc:
-        raise ConfigError(describe(exc, overrides)) from exc
-    finally:
+    with _COMPOSE_LOCK:
         GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                cfg = compose("config", overrides=[*overrides, *searchpath_override()], return_hydra_config=False)
+                OmegaConf.resolve(cfg)
+                return cfg
+        except (HydraException, OmegaConfBaseException, ValueError) as exc:
+            raise ConfigError(describe(exc, overrides)) from exc
+        finally:
+            GlobalHydra.instance().clear()
 
 
 def to_typed(cfg: DictConfig):

@@ -136,3 +136,14 @@ def test_an_unreachable_engine_is_one_line_naming_the_fix(args, tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Docker engine unreachable" in lines[0] and "crucible doctor --fix" in lines[0], lines
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_threads_can_compose_at_the_same_time():
+    """Hydra's compose API goes through one global; a threaded caller (the model stand-in's
+    request handlers, a parallel check) must not see "GlobalHydra is already initialized"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks = [f"task=sample/{name}" for name in ("last_page", "negative_money", "query_ops", "snapshot_alias")] * 4
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        composed = list(pool.map(lambda option: compose_config([option]).task.name, tasks))
+    assert composed == [option.split("/")[-1] for option in tasks]
