@@ -37,10 +37,11 @@ class Process(Protocol):
     """
 
     async def write(self, data: bytes) -> None:
-        """Send bytes to the process's stdin. Raises BrokenPipeError once it has exited."""
+        """Send bytes to the process's stdin. Raises BrokenPipeError once it has exited or
+        its stdin was closed."""
 
     async def close_stdin(self) -> None:
-        """Send EOF on stdin."""
+        """Send EOF on stdin. A second call (or one after the stdin broke) does nothing."""
 
     async def read(self, n: int = 65536) -> bytes:
         """Next chunk of output; b"" at end of stream."""

@@ -357,6 +357,23 @@ def test_open_process_streams_stdin_to_merged_output(workspace, run):
     assert (first, second, rest, code, eof) == (b"ping\n", b"pong\n", b"bye\n", 5, b"")
 
 
+def test_after_close_stdin_a_write_fails_and_a_second_close_does_nothing(workspace, run):
+    """The process still runs with its stdin closed: neither call may hang on it."""
+    async def scenario():
+        process = await workspace.open_process(["sh", "-c", "cat >/dev/null; echo drained; sleep 30"])
+        await process.write(b"some input\n")
+        await process.close_stdin()
+        await _read_until(process, b"drained\n")
+        async with asyncio.timeout(5):
+            await process.close_stdin()
+            with pytest.raises(BrokenPipeError):
+                await process.write(b"too late")
+        await process.kill()
+        return await process.wait(timeout=10)
+
+    assert run(scenario()) != 0
+
+
 def test_open_process_kill_ends_the_whole_group(workspace, run):
     seconds = marker()
 

@@ -39,6 +39,11 @@ class DockerProcess:
         self._exit_code: int | None = None
         self._aborted = threading.Event()
         self._writes: queue.Queue[tuple[bytes | None, asyncio.Future[None] | None]] = queue.Queue()
+        # Why stdin takes nothing more ("closed", "aborted", the send error), once the writer
+        # thread has ended: a later write must fail and a later close do nothing, not wait
+        # on a queue nobody reads. The lock orders that against putting on the queue.
+        self._stdin_lock = threading.Lock()
+        self._stdin_ended: str | None = None
         threading.Thread(target=self._read_loop, name="crucible-process-reader", daemon=True).start()
         threading.Thread(target=self._write_loop, name="crucible-process-writer", daemon=True).start()
 
@@ -88,36 +93,63 @@ class DockerProcess:
             self._stream.close()
 
     def _write_loop(self) -> None:
-        while True:
-            data, done = self._writes.get()
-            if done is None:  # abort(): just stop
-                return
-            try:
+        ended = "closed"
+        try:
+            while True:
+                data, done = self._writes.get()
+                if done is None:  # abort(): just stop
+                    ended = "aborted"
+                    return
+                try:
+                    if data is None:
+                        self._stream.close_write()
+                    else:
+                        self._stream.send_all(data)
+                    self._call(_settle, done, None)
+                except (OSError, ValueError) as exc:
+                    ended = f"closed: {exc}"
+                    self._call(_fail, done, BrokenPipeError(f"process stdin is {ended}"))
+                    return
                 if data is None:
-                    self._stream.close_write()
-                else:
-                    self._stream.send_all(data)
-                self._call(_settle, done, None)
-            except (OSError, ValueError) as exc:
-                self._call(_fail, done, BrokenPipeError(f"process stdin is closed: {exc}"))
-                return
-            if data is None:
-                return
+                    return
+        finally:
+            self._end_stdin(ended)
+
+    def _end_stdin(self, why: str) -> None:
+        with self._stdin_lock:
+            self._stdin_ended = why
+            left = []
+            while not self._writes.empty():
+                left.append(self._writes.get_nowait())
+        for _, done in left:
+            if done is not None:
+                self._call(_fail, done, BrokenPipeError(f"process stdin is {why}"))
+
+    def _enqueue(self, data: bytes | None) -> asyncio.Future[None] | None:
+        """Hand ``data`` (None: EOF) to the writer thread; None when stdin has ended."""
+        done: asyncio.Future[None] = self._loop.create_future()
+        with self._stdin_lock:
+            if self._stdin_ended is not None:
+                return None
+            self._writes.put((data, done))
+        return done
 
     # -- Process ---------------------------------------------------------------------------
 
     async def write(self, data: bytes) -> None:
         if self._exited:
             raise BrokenPipeError("the process has exited")
-        done: asyncio.Future[None] = self._loop.create_future()
-        self._writes.put((bytes(data), done))
+        done = self._enqueue(bytes(data))
+        if done is None:
+            raise BrokenPipeError(f"process stdin is {self._stdin_ended}")
         await done
 
     async def close_stdin(self) -> None:
         if self._exited:
             return
-        done: asyncio.Future[None] = self._loop.create_future()
-        self._writes.put((None, done))
+        done = self._enqueue(None)
+        if done is None:
+            return  # closed already (or broken): nothing left to close
         try:
             await done
         except BrokenPipeError:
@@ -171,7 +203,9 @@ class DockerProcess:
         """Release the reader and writer threads; the workspace calls this when it closes."""
         self._aborted.set()
         self._stream.abort()
-        self._writes.put((None, None))
+        with self._stdin_lock:
+            if self._stdin_ended is None:
+                self._writes.put((None, None))
 
 
 def _settle(fut: asyncio.Future, value: object) -> None:
