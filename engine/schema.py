@@ -143,6 +143,9 @@ class IntegrityConfig:
     agent_network: bool = False
     drop_protected: bool = True
     """Agent changes to protected paths are dropped from the graded diff and recorded."""
+    canary: bool = True
+    """Grading runs a test that must fail beside the hidden tests (pytest commands): a run
+    whose canary is not reported failed was tampered with from inside (envs/coding/canary.py)."""
 
 
 @dataclass

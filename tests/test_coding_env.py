@@ -19,6 +19,7 @@ from engine.flavors.coding import CodingFlavor, hidden_files
 from engine.models import CapturedSubmission, RunSpec
 from engine.runtimes.docker import DockerRuntime
 from envs.coding import patch
+from envs.coding import canary
 from envs.coding.grader import grade, regrade, verdict_from_test_result
 from envs.coding.gitops import VAULT
 from envs.coding.repo import capture_diff, setup_repo
@@ -349,6 +350,47 @@ def test_verdict_is_a_pure_function_of_captured_outputs(applied, code, timed_out
     verdict = verdict_from_test_result(applied=applied, test_exit_code=code, timed_out=timed_out, output_tail=tail)
     assert verdict.raw["reason"] == reason
     assert verdict.reward == (1.0 if reason == "tests passed" else 0.0) == verdict.subscores["tests"]
+
+
+CANARY = {"nodeid": "tests/test_0123456789abcdef.py::test_c0ffee"}
+CANARY_FAILED = "FAILED tests/test_0123456789abcdef.py::test_c0ffee - AssertionError: 9f3a\n"
+
+
+@pytest.mark.parametrize(
+    "code, tail, reason",
+    [
+        # honest: the canary is the only failure, so the hidden tests' own result is a pass
+        (1, "..F\n" + CANARY_FAILED + "1 failed, 7 passed in 0.10s\n", "tests passed"),
+        (1, CANARY_FAILED + "==== 1 failed, 7 passed, 1 warning in 0.1s ====\n", "tests passed"),
+        # a hidden test failed as well
+        (1, "FAILED tests/test_h.py::test_a\n" + CANARY_FAILED + "2 failed, 6 passed in 0.1s\n", "tests failed"),
+        # everything reported passed, or a forged summary and exit 0: the canary did not fail
+        (0, "8 passed in 0.10s\n", canary.TAMPERED),
+        (0, "7 passed in 0.01s\n", canary.TAMPERED),
+        # one failure, but not the canary's (the canary was made to pass, a hidden test fails)
+        (1, "FAILED tests/test_h.py::test_a - assert 2 == 3\n1 failed, 7 passed in 0.1s\n", "tests failed"),
+        # the canary failed and the rest were skipped: the task's tests_ran_regex still judges
+        (1, CANARY_FAILED + "1 failed, 7 skipped in 0.1s\n", "no tests ran"),
+        (2, "ERROR tests/test_h.py\n1 error in 0.1s\n", "tests failed"),
+    ],
+)
+def test_a_canary_is_judged_as_if_it_had_not_run_and_a_run_that_passes_it_scores_zero(code, tail, reason):
+    verdict = verdict_from_test_result(applied=True, test_exit_code=code, timed_out=False, output_tail=tail,
+                                       canary=CANARY)
+    assert verdict.raw["reason"] == reason
+    assert verdict.reward == (1.0 if reason == "tests passed" else 0.0)
+    # the same captured outputs without a canary (vault, none) are judged as they stand
+    plain = verdict_from_test_result(applied=True, test_exit_code=code, timed_out=False, output_tail=tail)
+    assert plain.raw["reason"] != canary.TAMPERED
+
+
+def test_a_canary_is_fresh_each_grading_and_only_for_pytest_over_the_test_files():
+    first, second = canary.make(["tests/test_hidden.py"]), canary.make(["tests/test_hidden.py"])
+    assert first.rel != second.rel and first.nodeid != second.nodeid and first.body != second.body
+    assert first.rel.startswith("tests/test_") and first.nodeid.startswith(first.rel + "::test_")
+    assert canary.wanted("python3 -m pytest -q {test_files}")
+    assert not canary.wanted("python3 -m pytest -q tests/")  # no place to add it
+    assert not canary.wanted("bash tests/run.sh {test_files}")
 
 
 @pytest.mark.parametrize(

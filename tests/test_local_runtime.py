@@ -31,7 +31,7 @@ from envs.coding.gitops import VAULT
 
 BASELINE_REF = "tiny_baseline"
 BASELINE_FILES = {"README.md": b"tiny\n", "pkg/mod.py": b"VALUE = 1\n"}
-STRICT = {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True}
+STRICT = {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True}
 _GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
             "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000"}

@@ -13,6 +13,7 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import time
@@ -21,6 +22,7 @@ from typing import Mapping, Sequence
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
+from envs.coding import canary as canaries
 from envs.coding import patch, staging
 from envs.coding.repo import baseline_of, workdir_of
 
@@ -41,12 +43,24 @@ async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging
     for rel in hidden:
         _check_relative(rel)
     user = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
+    canary = canaries.make(hidden) if _wants_canary(task, integrity) else None
+    staged = [*hidden, canary.rel] if canary else hidden  # the canary runs last
     try:
-        return await staging.start(ws, workdir=workdir_of(task, GradeError), baseline=baseline_of(task, GradeError),
-                                   uid_wall=bool(integrity.get("uid_wall")), hidden=hidden,
-                                   command=_test_command(task, hidden), user=user)
+        ready = await staging.start(ws, workdir=workdir_of(task, GradeError), baseline=baseline_of(task, GradeError),
+                                    uid_wall=bool(integrity.get("uid_wall")), hidden=staged,
+                                    command=_test_command(task, staged), user=user)
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
+    return dataclasses.replace(ready, canary=canary)
+
+
+def _wants_canary(task: dict, integrity: dict) -> bool:
+    return bool(integrity.get("canary")) and canaries.wanted(str(task["test_command"]))
+
+
+def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
+    """The task's hidden tests a staging was prepared for (its canary aside)."""
+    return ready.hidden[:-1] if ready.canary else ready.hidden
 
 
 async def grade(
@@ -63,14 +77,21 @@ async def grade(
     for rel in hidden_files:
         _check_relative(rel)
     raw: dict = {"durations": {}, "violations": list(submission.violations),
-                 "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task)}
+                 "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task), "canary": None}
     try:
-        if prepared is not None and prepared.hidden != tuple(hidden_files):
-            await _dismiss(prepared)  # prepared for other hidden tests: not usable
+        if prepared is not None and (_hidden_of(prepared) != tuple(hidden_files)
+                                     or bool(prepared.canary) != _wants_canary(task, integrity)):
+            await _dismiss(prepared)  # prepared for other hidden tests or another mode: not usable
             prepared = None
         ready = prepared or await prepare(ws, {**task, "hidden_tests": list(hidden_files)}, integrity)
+        staged = dict(hidden_files)
+        if ready.canary is not None:
+            staged[ready.canary.rel] = ready.canary.body
+            raw["canary"] = ready.canary.record()
+        elif integrity.get("canary"):
+            raw["canary"] = {"skipped": "the test command is not a pytest run over {test_files}"}
         try:
-            raw["apply"], hidden_seconds, seconds = await _stage(ready, submission.diff, hidden_files, deadline)
+            raw["apply"], hidden_seconds, seconds = await _stage(ready, submission.diff, staged, deadline)
             # One command did both; "hidden" is its in-container share, so the two still add up.
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
@@ -189,9 +210,12 @@ def verdict_from_test_result(
     output_tail: str,
     tests_ran_regex: str = DEFAULT_TESTS_RAN,
     raw: dict | None = None,
+    canary: Mapping | None = None,
 ) -> Verdict:
     """The verdict, from captured outputs only. 1.0 iff the diff applied, the tests exited 0
-    within the timeout AND the output shows tests actually ran."""
+    within the timeout AND the output shows tests actually ran — with a ``canary`` (its
+    record), judged as if it had not run, and 0 when it was not reported failed."""
+    test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
     try:
         ran = re.search(tests_ran_regex, output_tail) is not None
     except re.error as exc:
@@ -200,6 +224,8 @@ def verdict_from_test_result(
         reason = "diff does not apply"
     elif timed_out:
         reason = "test timeout"
+    elif tampered:
+        reason = tampered
     elif test_exit_code != 0:
         reason = "tests failed"
     elif not ran:
@@ -220,6 +246,7 @@ def regrade(raw: Mapping) -> Verdict:
         output_tail=str(test.get("output_tail", "")),
         tests_ran_regex=str(raw.get("tests_ran_regex") or DEFAULT_TESTS_RAN),
         raw=dict(raw),
+        canary=raw.get("canary"),
     )
 
 

@@ -169,6 +169,8 @@ class Staging:
     nonce: str
     stager: Waiting
     tester: Waiting
+    canary: object | None = None
+    """The grader's canary (``envs.coding.canary.Canary``), the last of ``hidden``, or None."""
 
 
 @dataclass
