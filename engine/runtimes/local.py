@@ -268,7 +268,10 @@ class LocalWorkspace:
             kill_quietly(self.init_pid)  # the launcher has not exited, so its child's pid is not recycled
         if self._bwrap is not None:
             if self._bwrap.get_returncode() is None:
-                self._bwrap.kill()
+                # Not transport.kill(): Popen polls (waitpid) before signalling and can reap
+                # the launcher under asyncio's child watcher, which then logs "Unknown child
+                # process". Unreaped, its pid is still this launcher's.
+                kill_quietly(self._bwrap.get_pid())
             try:
                 await asyncio.wait_for(asyncio.shield(self._boot_log.exited), STOP_TIMEOUT)
             except asyncio.TimeoutError:
