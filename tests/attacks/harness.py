@@ -5,7 +5,11 @@ tool calls go through the task's own MCP tools exactly as a model's would (as ui
 under ``strict``). The task is planned once per integrity mode with Hydra's compose; each
 attack then only swaps the spec's ``task.validation`` (what ``task.validation=...`` as an
 override would give, without re-pinning the repo per attack). Runs go concurrently, a few
-at a time: most of a run is waiting on Docker.
+at a time: most of a run is waiting on Docker (or, on ``runtime=local``, on the sandbox).
+
+``runtime`` picks where the runs go: ``docker`` (every mode) or ``local`` (``strict`` only:
+under ``none`` and ``vault`` the agent's tool calls run as root, and on ``runtime=local``
+that root is in a sandbox on the host itself — no attack is ever run that way).
 """
 from __future__ import annotations
 
@@ -20,22 +24,41 @@ from engine.spec import Plan
 
 MODES = ("none", "vault", "strict")
 TASK = "sample/last_page"
+SAFE_MODES = {"docker": MODES}
+"""The modes an attack may run under on each runtime; any other runtime (local): ``strict`` only,
+never as root on the host."""
 
 
 class AttackRunner:
-    """Plans ``task`` once per mode; ``run`` executes (attack steps, mode) pairs as runs."""
+    """Plans ``task`` once per mode on ``runtime``; ``run`` executes (attack steps, mode) pairs as runs.
 
-    def __init__(self, task: str = TASK, modes: Iterable[str] = MODES) -> None:
+    Raises ``ValueError`` for a mode the runtime must not run attacks under (``SAFE_MODES``)
+    and ``IntegrityUnavailable`` (the runtime's own one-line reason) for a mode this host
+    cannot give, before anything is built or run.
+    """
+
+    def __init__(self, task: str = TASK, modes: Iterable[str] = MODES, runtime: str = "docker") -> None:
         from engine.config import compose_config, to_typed
-        from engine.session import session_for
+        from engine.session import require_integrity, session_for
         from engine.spec import plan
 
+        modes = tuple(modes)
+        unsafe = [m for m in modes if m not in SAFE_MODES.get(runtime, ("strict",))]
+        if unsafe:
+            raise ValueError(f"attacks never run on runtime={runtime} under {', '.join(unsafe)}: "
+                             "the agent's tool calls would run as root on the host")
+        # runtime=docker is the config's default: its overrides stay exactly what they were.
+        extra = [] if runtime == "docker" else [f"runtime={runtime}"]
+        self.runtime = runtime
         self.plans: dict[str, Plan] = {}
         self.session = None
         for mode in modes:
-            typed = to_typed(compose_config([f"task={task}", "agent=integration_test", f"integrity={mode}"]))
+            overrides = [f"task={task}", "agent=integration_test", f"integrity={mode}", *extra]
+            typed = to_typed(compose_config(overrides))
+            # runtime=local brings its own builder (workspace templates, no Docker).
             self.session = self.session or session_for(typed)
             self.plans[mode] = plan(typed, builder=self.session.builder)
+            require_integrity(self.session.runtime, self.plans[mode].spec.integrity)
         first = next(iter(self.plans.values()))
         # One image serves every mode (integrity is not an image input): built at most once.
         self.session.builder.ensure(first.image, self.session.store)

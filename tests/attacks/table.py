@@ -1,10 +1,14 @@
 """Run the attack suite in every integrity mode and print the attack x mode table (markdown).
 
-    .venv/bin/python tests/attacks/table.py [--modes none,vault,strict] [--only ID,ID] [--out FILE]
+    .venv/bin/python tests/attacks/table.py [--modes none,vault,strict] [--no-local] [--only ID,ID] [--out FILE]
 
-Every cell is the reward of a real run (docker runtime, integration_test agent replaying the
-attack through the task's MCP tools). A cell that differs from the attack's ``expect`` is
-marked with ``!``; the exit code is 1 if there is one. docs/integrity.md pastes this output.
+Every cell is the reward of a real run (integration_test agent replaying the attack through
+the task's MCP tools): one column per mode on the docker runtime, and a ``local strict``
+column with every attack under ``strict`` on ``runtime=local`` (never another mode there:
+the agent would be root on the host). A cell that differs from the attack's ``expect`` for
+its mode is marked with ``!``; the exit code is 1 if there is one, 2 if the local runtime
+cannot give ``strict`` here (``--no-local`` leaves its column out). docs/integrity.md
+pastes this output.
 """
 from __future__ import annotations
 
@@ -22,9 +26,17 @@ sys.path[:0] = [str(TESTS_DIR.parent), str(TESTS_DIR)]
 from attacks.catalog import ATTACKS, THREATS, Attack  # noqa: E402
 from attacks.harness import MODES, AttackRunner  # noqa: E402
 
+LOCAL = "local strict"
+"""The column of runs on runtime=local (strict only)."""
+
 
 def jobs_for(attacks: list[Attack], modes: list[str]) -> list[tuple]:
     return [a.job(mode) for a in attacks for mode in modes]
+
+
+def mode_of(column: str) -> str:
+    """The integrity mode a column's runs had: its last word (``none``, ..., ``local strict``)."""
+    return column.split()[-1]
 
 
 def cell(record, expected: float) -> str:
@@ -34,19 +46,21 @@ def cell(record, expected: float) -> str:
     return f"{record.reward:g}{mark}"
 
 
-def render(attacks: list[Attack], modes: list[str], records: dict) -> tuple[str, int]:
-    """The markdown table and the number of cells that differ from ``expect``."""
-    lines = ["| threat | attack | " + " | ".join(modes) + " | strict drops |",
-             "| --- | --- | " + " | ".join("---" for _ in modes) + " | --- |"]
+def render(attacks: list[Attack], columns: list[str], records: dict) -> tuple[str, int]:
+    """The markdown table and the number of cells that differ from ``expect``.
+
+    ``records`` are keyed by (attack id, column); a column is a mode or ``LOCAL``."""
+    lines = ["| threat | attack | " + " | ".join(columns) + " | strict drops |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |"]
     surprises = 0
     for attack in attacks:
         cells = []
-        for mode in modes:
-            record = records[(attack.id, mode)]
-            text = cell(record, attack.expected(mode))
+        for column in columns:
+            record = records[(attack.id, column)]
+            text = cell(record, attack.expected(mode_of(column)))
             surprises += text.endswith("!")
             cells.append(text)
-        strict = records.get((attack.id, "strict"))
+        strict = records.get((attack.id, "strict")) or records.get((attack.id, LOCAL))
         dropped = ", ".join(f"`{p}`" for p in strict.violations) if strict and strict.violations else ""
         gap = " **(not defended)**" if attack.gap else ""
         summary = attack.summary.replace("|", "\\|")  # a pipe inside a cell would split it
@@ -59,6 +73,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--only", help="comma-separated attack ids")
+    parser.add_argument("--local", action=argparse.BooleanOptionalAction, default=True,
+                        help=f"add the '{LOCAL}' column (every attack under strict on runtime=local)")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--out", type=Path, help="also write the table here")
     ns = parser.parse_args()
@@ -67,16 +83,30 @@ def main() -> int:
     attacks = [a for a in ATTACKS if not ns.only or a.id in ns.only.split(",")]
 
     began = time.perf_counter()
+    local = None
+    if ns.local:
+        from engine.errors import IntegrityUnavailable
+
+        try:  # first: a host that cannot give strict locally is told before the docker runs
+            local = AttackRunner(modes=("strict",), runtime="local")
+        except IntegrityUnavailable as exc:
+            print(f"{exc} (--no-local leaves the '{LOCAL}' column out)", file=sys.stderr)
+            return 2
     runner = AttackRunner(modes=modes)
     records = asyncio.run(runner.run(jobs_for(attacks, modes), concurrency=ns.concurrency))
-    table, surprises = render(attacks, modes, records)
+    columns = list(modes)
+    if local is not None:
+        ran = asyncio.run(local.run(jobs_for(attacks, ["strict"]), concurrency=ns.concurrency))
+        records.update({(attack_id, LOCAL): record for (attack_id, _), record in ran.items()})
+        columns.append(LOCAL)
+    table, surprises = render(attacks, columns, records)
     seconds = time.perf_counter() - began
     print(table)
     print(f"\n{len(records)} runs in {seconds:.0f} s; threats: "
           + "; ".join(f"{k} = {v}" for k, v in THREATS.items()))
-    for (attack_id, mode), record in sorted(records.items()):
+    for (attack_id, column), record in sorted(records.items()):
         if record.status != "completed":
-            print(f"  {attack_id} [{mode}]: {record.status} in {record.error_phase}: {record.error}")
+            print(f"  {attack_id} [{column}]: {record.status} in {record.error_phase}: {record.error}")
     if ns.out:
         ns.out.write_text(table + "\n")
     if surprises:
