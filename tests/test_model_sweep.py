@@ -13,13 +13,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from engine.store import DuckDBStore
+from standin.process import standin_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,19 +47,8 @@ def hand_count(model: str, tasks: list[str]) -> tuple[Fraction, Fraction]:
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("standin")
-    (folder / "script.py").write_text(SCRIPT)
-    port_file = folder / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.standin.server", "--port", "0",
-                             "--script", str(folder / "script.py"), "--port-file", str(port_file)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert port_file.exists(), "the stand-in did not start"
-    yield f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
-    proc.terminate()
-    proc.wait(timeout=10)
+    with standin_server(tmp_path_factory.mktemp("standin"), SCRIPT) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

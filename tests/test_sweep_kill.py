@@ -2,7 +2,10 @@
 "running", and ``resume=true`` finishes exactly the runs that had not completed.
 
 The sweep runs in its own session (process group): the CLI, its loky workers and their
-resource trackers. Each test uses its own CRUCIBLE_HOME, so resume sees only its runs.
+resource trackers. Each test uses its own CRUCIBLE_HOME, so resume sees only its runs. The
+kill is tried on two sweeps: the deterministic agents' (8 runs), and the model agents' of
+issue 5 (2 models x 4 tasks x 3 attempts) against the model STAND-IN (tests/standin: a
+hosted model API is unreachable here; everything else is real).
 """
 from __future__ import annotations
 
@@ -20,9 +23,15 @@ import pytest
 from engine.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
 from engine.spec import engine_version
 from engine.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
+from standin.process import standin_server
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
+MODEL_SWEEP = ["run", "-m", "agent=tool_calling", "model=openai-compatible/standin-a,openai-compatible/standin-b",
+               "task=glob(sample/*)", "attempt=range(0,3)", "hydra.launcher.n_jobs=2"]
+# Mixed outcomes, so both passing and failing verdicts are among what the kill interrupts.
+MODEL_SCRIPT = ("from tests.standin.script import outcome_table\n"
+                "script = outcome_table({('standin-a', '*'): ['fix', 'give_up', 'fix']}, default='give_up')\n")
 
 
 @pytest.fixture
@@ -38,9 +47,20 @@ def crucible(env: dict, *args: str, timeout: float = 300) -> subprocess.Complete
                           cwd=ROOT, env=env, timeout=timeout)
 
 
-def start_sweep(env: dict, log: Path) -> subprocess.Popen:
+@pytest.fixture(params=["deterministic", "model-standin"])
+def sweep_args(request, tmp_path, home) -> tuple[list[str], int]:
+    """The sweep's command line and its number of jobs."""
+    if request.param == "deterministic":
+        yield SWEEP, 8
+        return
+    home["OPENAI_API_KEY"] = "unused-by-the-stand-in"
+    with standin_server(tmp_path / "standin", MODEL_SCRIPT) as url:
+        yield [*MODEL_SWEEP, f"agent.base_url={url}"], 24
+
+
+def start_sweep(env: dict, log: Path, args: list[str] = SWEEP) -> subprocess.Popen:
     with log.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "engine.cli", *SWEEP], cwd=ROOT, env=env,
+        return subprocess.Popen([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -93,9 +113,10 @@ def query(env: dict, sql: str) -> list[tuple]:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishes_the_rest(home, docker_client,
-                                                                                           tmp_path):
+                                                                                           tmp_path, sweep_args):
+    args, jobs = sweep_args
     version = engine_version()
-    sweep = start_sweep(home, tmp_path / "sweep.log")
+    sweep = start_sweep(home, tmp_path / "sweep.log", args)
     everyone: set[int] = set()
 
     def mid_sweep():
@@ -125,17 +146,17 @@ def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishe
         status, error = by_id[run_id]
         assert status == "error" and "owner process died" in error, (run_id, status, error)
 
-    resumed = crucible(home, *SWEEP, "resume=true")
+    resumed = crucible(home, *args, "resume=true")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     # The engine's code is part of every spec: an edit to it mid-test makes every spec new.
     assert engine_version() == version, "engine code changed during the test; rerun it"
     assert resumed.stdout.count("(resume=true)") == len(completed_before), resumed.stdout
     rows = query(home, "SELECT spec_hash, status, count(*) FROM runs GROUP BY ALL")
     completed = Counter({spec: n for spec, status, n in rows if status == "completed"})
-    assert len(completed) == 8 and set(completed.values()) == {1}, rows
+    assert len(completed) == jobs and set(completed.values()) == {1}, rows
     assert not any(status == "running" for _, status, _ in rows)
     # The progress display's last line, on stderr: every job accounted for.
-    assert f"8/8 done, {8 - len(completed_before)} completed, 0 failed, {len(completed_before)} skipped" \
+    assert f"{jobs}/{jobs} done, {jobs - len(completed_before)} completed, 0 failed, {len(completed_before)} skipped" \
         in resumed.stderr, resumed.stderr[-2000:]
 
 
