@@ -1,0 +1,91 @@
+"""A run cancelled in any phase ends promptly, recorded as ``canceled`` with that phase, and
+leaves no container behind — whatever grading's waiting commands were doing at the time.
+
+Each case is a real run of ``sample/last_page`` under ``strict`` whose one slow step is a
+marked ``sleep`` (in the agent's tool call, or in the test command), so the test can see,
+from inside the container, that the run is in that phase before it cancels.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from attacks.harness import AttackRunner
+
+from engine.reaper import LABEL_RUN_ID
+from engine.runner import Runner, new_run_id
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+CANCEL_WITHIN = 20.0
+"""Seconds a cancelled run may take to record itself and remove its containers."""
+
+
+@pytest.fixture(scope="module")
+def planner(base_image):
+    return AttackRunner(modes=("strict",))
+
+
+def _containers(docker_client, run_id: str) -> list:
+    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"})
+
+
+def _sleeping(docker_client, run_id: str, seconds: str) -> bool:
+    """Whether a container of the run has a ``sleep SECONDS`` process (the phase's marker)."""
+    for container in _containers(docker_client, run_id):
+        try:
+            processes = container.top(ps_args="-eo pid,args")["Processes"] or []
+        except Exception:  # the container is just starting or going
+            continue
+        if any(f"sleep {seconds}" in " ".join(row) for row in processes):
+            return True
+    return False
+
+
+def _cancel_when_sleeping(planner, docker_client, tmp_path, plan, seconds: str):
+    """Run ``plan``, cancel it once the marked sleep runs; (record, seconds from cancel to end)."""
+    runner = Runner(store=planner.session.store, builder=planner.session.builder, runtime=planner.session.runtime)
+    run_id = new_run_id()
+
+    async def scenario():
+        task = asyncio.ensure_future(runner.execute(plan, tmp_path / run_id, run_id=run_id))
+        deadline = time.monotonic() + 120
+        while not await asyncio.to_thread(_sleeping, docker_client, run_id, seconds):
+            assert not task.done(), f"the run ended before its marked step: {task.result()}"
+            assert time.monotonic() < deadline, "the marked step never started"
+            await asyncio.sleep(0.1)
+        task.cancel()
+        began = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), CANCEL_WITHIN)
+        return time.monotonic() - began
+
+    took = asyncio.run(scenario())
+    return run_id, took
+
+
+def _stored(planner, run_id: str) -> tuple:
+    _, rows = planner.session.store.query(f"SELECT status, error_phase, error FROM runs WHERE run_id = '{run_id}'")
+    return rows[0] if rows else None
+
+
+def test_a_run_cancelled_while_the_agent_works_is_recorded_and_leaves_nothing(planner, docker_client, tmp_path):
+    seconds = f"{300 + uuid.uuid4().int % 600}.{uuid.uuid4().int % 1000}"
+    plan = planner.plan_for("strict", [{"name": "bash", "arguments": {"command": f"sleep {seconds}"}}])
+    run_id, took = _cancel_when_sleeping(planner, docker_client, tmp_path, plan, seconds)
+    assert took < CANCEL_WITHIN
+    assert _stored(planner, run_id) == ("canceled", "agent", "canceled by the user")
+    assert _containers(docker_client, run_id) == []
+
+
+def test_a_run_cancelled_while_its_tests_run_is_recorded_and_leaves_nothing(planner, docker_client, tmp_path):
+    """The stager has been fed and the tester runs: grading's clean-up must not wait on either."""
+    seconds = f"{300 + uuid.uuid4().int % 600}.{uuid.uuid4().int % 1000}"
+    test_command = f"sleep {seconds}; " + planner.plans["strict"].spec.task["test_command"]
+    plan = planner.plan_for("strict", None, {"test_command": test_command})
+    run_id, took = _cancel_when_sleeping(planner, docker_client, tmp_path, plan, seconds)
+    assert took < CANCEL_WITHIN
+    assert _stored(planner, run_id) == ("canceled", "grade", "canceled by the user")
+    assert _containers(docker_client, run_id) == []
