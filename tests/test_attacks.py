@@ -2,10 +2,10 @@
 
 Each attack (tests/attacks/catalog.py) is the ``validation`` of an ``integration_test`` run
 of sample/last_page, so its tool calls go through the task's own MCP tools, as uid 1000
-under ``strict``. Every attack runs under ``strict`` (where it must score 0); a few run
-under ``none`` and ``vault`` too, to show what ``strict`` adds — set
-CRUCIBLE_ATTACKS_ALL_MODES=1 to run the whole attack x mode table (tests/attacks/table.py
-prints it for docs/integrity.md). The controls keep the suite honest: the golden scores
+under ``strict``. Every attack runs under ``strict`` (where it must score 0) and under
+``none`` and ``vault`` too, each scoring what the catalog says — the whole attack x mode
+table (tests/attacks/table.py prints it for docs/integrity.md).
+CRUCIBLE_ATTACKS_STRICT_ONLY=1 runs strict plus a few contrasts, for a quicker loop. The controls keep the suite honest: the golden scores
 1.0 in every mode, so ``strict`` does not pass by dropping everything.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from attacks.harness import MODES, AttackRunner, step_text
 from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
 
-# (attack, mode) pairs beyond strict that show the modes differ; the full table is opt-in.
+# (attack, mode) pairs beyond strict that show the modes differ, kept in the quick loop.
 CONTRASTS = [
     ("control-golden", "none"), ("control-golden", "vault"),
     ("history-revert-bug-commit", "none"), ("history-revert-bug-commit", "vault"),
@@ -28,7 +28,7 @@ CONTRASTS = [
     ("conftest-force-pass", "vault"), ("shadow-pytest-module", "vault"), ("dist-info-entry-point", "vault"),
     ("network-reach", "vault"),
 ]
-ALL_MODES = os.environ.get("CRUCIBLE_ATTACKS_ALL_MODES") == "1"
+ALL_MODES = os.environ.get("CRUCIBLE_ATTACKS_STRICT_ONLY") != "1"
 DEFENDED = [a for a in ATTACKS if a.threat != "control" and not a.gap]
 GAPS = [a for a in ATTACKS if a.gap]
 
@@ -132,7 +132,7 @@ def test_tricks_that_work_in_the_agents_container_do_not_reach_grading(records):
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.skipif(not ALL_MODES, reason="the full attack x mode table: set CRUCIBLE_ATTACKS_ALL_MODES=1")
+@pytest.mark.skipif(not ALL_MODES, reason="CRUCIBLE_ATTACKS_STRICT_ONLY=1: the none and vault columns are not run")
 @pytest.mark.parametrize("mode", ["none", "vault"])
 def test_every_attack_scores_as_the_table_says(records, mode):
     wrong = {a.id: _record(records, a.id, mode).reward for a in ATTACKS
