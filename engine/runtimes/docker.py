@@ -40,6 +40,7 @@ from engine.runtimes.docker_exec import (
     sdk_call,
 )
 from engine.runtimes.docker_process import DockerProcess
+from engine.runtimes.lifecycle import StartedOnce
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def connect(api_timeout: float):
         ) from exc
 
 
-class DockerWorkspace:
+class DockerWorkspace(StartedOnce):
     """One container: ``exec``, ``open_process``, files through the archive API, ``close``."""
 
     backstop_grace = BACKSTOP_GRACE
@@ -142,35 +143,10 @@ class DockerWorkspace:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def __aenter__(self) -> "DockerWorkspace":
-        if self._state != "new":
-            raise WorkspaceError(f"{self.name} was already started")
-        self._state = "starting"
-        try:
-            # Shielded: a cancel must not leave the creating thread to finish unseen;
-            # close() below removes whatever it managed to create.
-            await finish_even_if_cancelled(asyncio.to_thread(self._create_and_start))
-        except BaseException:
-            try:
-                await self.close()
-            except WorkspaceError:
-                log.warning("could not remove %s after a failed start", self.name, exc_info=True)
-            raise
-        self._state = "running"
-        return self
-
-    async def __aexit__(self, exc_type, exc, tb) -> None:
-        try:
-            await self.close()
-        except WorkspaceError:
-            if exc_type is None:
-                raise
-            log.warning("could not remove %s while handling %s", self.name, exc_type.__name__, exc_info=True)
-
-    async def close(self) -> None:
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._teardown())
-        await finish_even_if_cancelled(self._closing)
+    async def _start(self) -> None:
+        # Shielded: a cancel must not leave the creating thread to finish unseen; close()
+        # (StartedOnce) removes whatever it managed to create.
+        await finish_even_if_cancelled(asyncio.to_thread(self._create_and_start))
 
     async def _teardown(self) -> None:
         self._state = "closing"

@@ -35,6 +35,7 @@ from engine.interfaces import ROOT_UID
 from engine.models import ExecResult, ImageRef
 from engine.runtimes.docker_exec import default_env
 from engine.runtimes.docker_stream import BoundedBuffer
+from engine.runtimes.lifecycle import StartedOnce
 from engine.runtimes.local_exec import LocalProcess, finish_even_if_cancelled, run_exec
 from engine.runtimes.local_sandbox import (
     READY,
@@ -129,7 +130,7 @@ class LocalRuntime:
         return reap_local_orphans()
 
 
-class LocalWorkspace:
+class LocalWorkspace(StartedOnce):
     """One per-run root and the sandbox over it."""
 
     def __init__(self, runtime: LocalRuntime, image: ImageRef, *, run_id: str, network: bool, purpose: str) -> None:
@@ -153,29 +154,6 @@ class LocalWorkspace:
         return f"LocalWorkspace({self.root}, network={self.network}, {self._state})"
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    async def __aenter__(self) -> "LocalWorkspace":
-        if self._state != "new":
-            raise WorkspaceError(f"{self!r} was already started")
-        self._state = "starting"
-        try:
-            await self._start()
-        except BaseException:
-            try:
-                await self.close()
-            except WorkspaceError:
-                log.warning("could not remove %s after a failed start", self.root, exc_info=True)
-            raise
-        self._state = "running"
-        return self
-
-    async def __aexit__(self, exc_type, exc, tb) -> None:
-        try:
-            await self.close()
-        except WorkspaceError:
-            if exc_type is None:
-                raise
-            log.warning("could not remove %s while handling %s", self.root, exc_type.__name__, exc_info=True)
 
     async def _start(self) -> None:
         inputs = TemplateInputs.of(self.image)
@@ -237,11 +215,6 @@ class LocalWorkspace:
                 return  # already gone: nothing to kill
             self._pid_only = True  # Linux < 5.3: no pidfds, the pid has to do
         record_sandbox(layout.root, self.init_pid)
-
-    async def close(self) -> None:
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._teardown())
-        await finish_even_if_cancelled(self._closing)
 
     async def _teardown(self) -> None:
         self._state = "closing"
