@@ -22,12 +22,12 @@ from engine.agents.providers import (
     Usage,
     UserText,
 )
-from engine.agents.providers.transport import new_client, post_json
+from engine.agents.providers.transport import JsonOverHttp, new_client
 
 API_VERSION = "2023-06-01"
 
 
-class AnthropicMessages:
+class AnthropicMessages(JsonOverHttp):
     protocol = "anthropic-messages"
 
     def __init__(self, model: str, *, base_url: str, api_key: str | None, sampling: Sampling) -> None:
@@ -52,13 +52,8 @@ class AnthropicMessages:
             body["temperature"] = self.sampling.temperature
         return body
 
-    async def complete(self, system: str, messages: list[Message], tools: list[ToolSpec],
-                       timeout: float) -> ModelReply:
-        data = await post_json(self.client, self.url, self.request_body(system, messages, tools), timeout=timeout)
+    def parse_reply(self, data: dict) -> ModelReply:
         return parse_reply(data)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def _render(message: Message) -> dict:

@@ -22,10 +22,10 @@ from engine.agents.providers import (
     Usage,
     UserText,
 )
-from engine.agents.providers.transport import new_client, post_json
+from engine.agents.providers.transport import JsonOverHttp, new_client
 
 
-class OpenAIChat:
+class OpenAIChat(JsonOverHttp):
     protocol = "openai-chat"
 
     def __init__(self, model: str, *, base_url: str, api_key: str | None, sampling: Sampling,
@@ -54,13 +54,8 @@ class OpenAIChat:
             body["seed"] = self.sampling.seed
         return body
 
-    async def complete(self, system: str, messages: list[Message], tools: list[ToolSpec],
-                       timeout: float) -> ModelReply:
-        data = await post_json(self.client, self.url, self.request_body(system, messages, tools), timeout=timeout)
+    def parse_reply(self, data: dict) -> ModelReply:
         return parse_reply(data)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def _render(message: Message) -> list[dict]:

@@ -32,6 +32,29 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
+class JsonOverHttp:
+    """What both protocols do the same way: one POST of the request body, the reply parsed.
+
+    A protocol sets ``self.client`` and ``self.url`` and implements ``request_body`` and
+    ``parse_reply``."""
+
+    client: httpx.AsyncClient
+    url: str
+
+    def request_body(self, system: str, messages: list, tools: list) -> dict:
+        raise NotImplementedError
+
+    def parse_reply(self, data: dict):
+        raise NotImplementedError
+
+    async def complete(self, system: str, messages: list, tools: list, timeout: float):
+        data = await post_json(self.client, self.url, self.request_body(system, messages, tools), timeout=timeout)
+        return self.parse_reply(data)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
 def new_client(headers: dict[str, str], url: str) -> httpx.AsyncClient:
     # Proxies and CA bundles may come from the environment (corporate proxies); the key and
     # the base URL never do: they come from the spec (api_key_env names the one variable).
