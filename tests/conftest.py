@@ -1,6 +1,7 @@
 """Shared fixtures. Docker tests never skip silently in CI: with CI=true a missing engine fails."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -45,3 +46,23 @@ def base_image(docker_client) -> str:
     from engine.baseimage import ensure_base_image
 
     return ensure_base_image(docker_client).tag
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """One event loop per test module, for fixtures that keep async things (a workspace, a
+    server) open across that module's tests."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    leftover = asyncio.all_tasks(loop)  # e.g. sse-starlette's per-loop shutdown watcher
+    for task in leftover:
+        task.cancel()
+    if leftover:
+        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def run(loop):
+    """``run(coroutine)``: run it to completion on the module's loop."""
+    return loop.run_until_complete

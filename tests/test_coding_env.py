@@ -6,7 +6,6 @@ test provisions what it needs; a grading workspace is always a fresh container.
 """
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import uuid
 from pathlib import Path
@@ -25,23 +24,6 @@ from envs.coding.gitops import VAULT
 from envs.coding.repo import capture_diff, setup_repo
 
 ROOT_GIT = ["git", f"--git-dir={ct.WORKDIR}/.git", f"--work-tree={ct.WORKDIR}"]
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    leftover = asyncio.all_tasks(loop)  # e.g. sse-starlette's per-loop shutdown watcher
-    for task in leftover:
-        task.cancel()
-    if leftover:
-        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def run(loop):
-    return loop.run_until_complete
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ against it in tests/test_workspace_conformance.py.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -69,18 +68,6 @@ def require_sandbox(runtime: LocalRuntime) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def run(loop):
-    return loop.run_until_complete
 
 
 @pytest.fixture(scope="module")

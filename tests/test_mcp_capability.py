@@ -23,23 +23,6 @@ TOKEN = "test-token-" + uuid.uuid4().hex
 
 
 @pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    leftover = asyncio.all_tasks(loop)  # e.g. sse-starlette's per-loop shutdown watcher
-    for task in leftover:
-        task.cancel()
-    if leftover:
-        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def run(loop):
-    return loop.run_until_complete
-
-
-@pytest.fixture(scope="module")
 def ws(docker_client, base_image, tmp_path_factory, run):
     repo = ct.build_repo(tmp_path_factory.mktemp("mcp") / "repo")
     image = ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("mcp-ctx"))

@@ -52,23 +52,6 @@ TREE = ("cd /app && find . -path ./.git -prune -o -printf '%M %U:%G %s %p\\n' | 
 
 
 @pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    leftover = asyncio.all_tasks(loop)
-    for task in leftover:
-        task.cancel()
-    if leftover:
-        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def run(loop):
-    return loop.run_until_complete
-
-
-@pytest.fixture(scope="module")
 def task(docker_client, base_image, tmp_path_factory):
     repo = ct.build_repo(tmp_path_factory.mktemp("ssh") / "repo")
     image = ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("ssh-ctx"))
