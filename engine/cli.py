@@ -5,6 +5,12 @@
     crucible build [overrides] [--dry-run]
     crucible query "SQL" [--json|--csv]
     crucible show RUN_ID
+    crucible rerun RUN_ID [--into DIR]   the same spec as a new run (no rebuild), both verdicts;
+                                         exit 1: a deterministic agent's verdict changed,
+                                         exit 4: the spec plans differently now (nothing run)
+    crucible gc [--dry-run] [--match GLOB] [--min-age SECONDS]
+                                         remove task images / local templates no stored run
+                                         refers to (never one in use, never the base image)
     crucible report [--sweep ID] [--agent A] [--model M] [--task GLOB] [--since 7d]
                     [--compare SWEEP_A SWEEP_B] [--format table|markdown|csv|json]
     crucible doctor [--fix]
@@ -41,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
-                "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor}
+                "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
+                "gc": cmd_gc}
     if command not in handlers:
         print(f"crucible: unknown command '{command}' (commands: {', '.join(handlers)})", file=sys.stderr)
         return 2
@@ -155,6 +162,34 @@ def cmd_show(args: list[str]) -> int:
     lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
     print("\n".join(lines))
     return 0
+
+
+# ---------------------------------------------------------------- rerun
+def cmd_rerun(args: list[str]) -> int:
+    from engine.rerun import run_rerun
+
+    parser = _parser("rerun", "plan a stored run again from its run directory and, if its spec hash is the "
+                              "same, run it as a new run (an existing image is reused); compare the verdicts")
+    parser.add_argument("run_id", help="a run id or a unique prefix of one")
+    parser.add_argument("--into", metavar="DIR", help="the new run's directory (default: runs/rerun/<new id>)")
+    ns = parser.parse_args(args)
+    return run_rerun(ns.run_id, into=ns.into)
+
+
+# ---------------------------------------------------------------- gc
+def cmd_gc(args: list[str]) -> int:
+    from engine.gc import run_gc
+
+    parser = _parser("gc", "remove crucible/task images and local templates that no stored run refers to")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+    parser.add_argument("--match", default="*", metavar="GLOB",
+                        help="only names matching GLOB, e.g. 'crucible/task:*' or 'local/task:*' (default: all)")
+    parser.add_argument("--min-age", type=float, default=3600.0, metavar="SECONDS",
+                        help="keep anything younger than this: a run may be about to use it (default: 3600)")
+    ns = parser.parse_args(args)
+    if ns.min_age < 0:
+        raise UserError(f"--min-age must be 0 or more, not {ns.min_age:g}")
+    return run_gc(dry_run=ns.dry_run, match=ns.match, min_age=ns.min_age)
 
 
 # ---------------------------------------------------------------- report
