@@ -48,7 +48,7 @@ async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging
     try:
         ready = await staging.start(ws, workdir=workdir_of(task, GradeError), baseline=baseline_of(task, GradeError),
                                     uid_wall=bool(integrity.get("uid_wall")), hidden=staged,
-                                    command=_test_command(task, staged), user=user)
+                                    command=_test_command(task, staged, canary is not None), user=user)
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return dataclasses.replace(ready, canary=canary)
@@ -180,8 +180,14 @@ def _records(output: str, nonce: str) -> tuple[list[dict], float]:
     return attempts, hidden_seconds
 
 
-def _test_command(task: dict, hidden: Sequence[str]) -> str:
-    return str(task["test_command"]).replace("{test_files}", " ".join(shlex.quote(p) for p in hidden))
+def _test_command(task: dict, hidden: Sequence[str], canary: bool = False) -> str:
+    files = " ".join(shlex.quote(p) for p in hidden)
+    if canary:
+        # The canary's failure must be named in pytest's short summary, whatever reportchars
+        # the task's command chose (-rN would hide it and fail an honest run): -r is "last
+        # one wins", and this comes after the task's own options before {test_files}.
+        files += " -rfE"
+    return str(task["test_command"]).replace("{test_files}", files)
 
 
 async def _run_tests(ready: staging.Staging, task: dict, deadline: float) -> dict:
