@@ -33,13 +33,15 @@ def _containers(docker_client, run_id: str) -> list:
 
 
 def _sleeping(docker_client, run_id: str, seconds: str) -> bool:
-    """Whether a container of the run has a ``sleep SECONDS`` process (the phase's marker)."""
+    """Whether a container of the run runs ``sleep SECONDS`` (the phase's marker)."""
     for container in _containers(docker_client, run_id):
         try:
             processes = container.top(ps_args="-eo pid,args")["Processes"] or []
         except Exception:  # the container is just starting or going
             continue
-        if any(f"sleep {seconds}" in " ".join(row) for row in processes):
+        # The sleep itself, not a command line that holds it: grading's tester is started
+        # early, waiting for "go", with the whole test command (the sleep included) in its args.
+        if any(row[-1].strip() == f"sleep {seconds}" for row in processes):
             return True
     return False
 
