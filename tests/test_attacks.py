@@ -15,8 +15,8 @@ import os
 
 import pytest
 
-from attacks.catalog import ATTACKS, BY_ID, Attack
-from attacks.harness import MODES, AttackRunner, step_text
+from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, GAPS, Attack
+from attacks.harness import MODES, AttackRunner, assert_strict_held, step_text, why
 from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
 
@@ -29,8 +29,6 @@ CONTRASTS = [
     ("network-reach", "vault"),
 ]
 ALL_MODES = os.environ.get("CRUCIBLE_ATTACKS_STRICT_ONLY") != "1"
-DEFENDED = [a for a in ATTACKS if a.threat != "control" and not a.gap]
-GAPS = [a for a in ATTACKS if a.gap]
 
 
 def _jobs() -> list[tuple]:
@@ -52,30 +50,20 @@ def _record(records, attack_id: str, mode: str):
     return record
 
 
-def _why(record) -> str:
-    return f"reason={record.raw_grade.get('reason')!r} violations={record.violations} steps:\n{step_text(record)[-3000:]}"
-
-
 # ----------------------------------------------------------------------- strict holds
 
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", DEFENDED, ids=[a.id for a in DEFENDED])
 def test_attack_scores_zero_under_strict(records, attack: Attack):
-    record = _record(records, attack.id, "strict")
-    assert record.reward == 0.0, _why(record)
-    # What strict dropped is on the run and in the grade's raw data, and not in the graded diff.
-    assert set(attack.dropped) <= set(record.violations), _why(record)
-    assert record.raw_grade["violations"] == record.violations
-    graded = {p for c in patch.parse_chunks(record.diff.encode()) for p in c.paths}
-    assert not graded & set(record.violations)
+    assert_strict_held(_record(records, attack.id, "strict"), attack.dropped)
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", GAPS, ids=[a.id for a in GAPS])
-@pytest.mark.xfail(strict=True, reason="known gap: the code under test runs inside the test runner's process "
-                                       "and can rewrite its verdict (docs/integrity.md, 'Not defended')")
+@pytest.mark.xfail(strict=True, reason="known gap: code under test that knows the canary forges the "
+                                       "verdict around it (docs/integrity.md, 'Not defended')")
 def test_in_process_subversion_scores_zero_under_strict(records, attack: Attack):
     assert _record(records, attack.id, "strict").reward == 0.0
 
@@ -87,9 +75,9 @@ def test_golden_scores_one_in_every_mode_and_the_baseline_zero(records):
         assert _record(records, "control-golden", mode).reward == 1.0, mode
     golden = _record(records, "control-golden", "strict")
     assert golden.violations == [] and golden.integrity_obtained == "strict"
-    assert _record(records, "control-honest-fix", "strict").reward == 1.0
-    assert _record(records, "control-golden-stricter-regex", "strict").reward == 1.0
-    assert _record(records, "control-nothing", "strict").reward == 0.0
+    for control in CONTROLS:
+        record = _record(records, control.id, "strict")
+        assert record.reward == control.expected("strict"), (control.id, why(record))
 
 
 @pytest.mark.docker

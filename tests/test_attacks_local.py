@@ -24,11 +24,10 @@ import os
 
 import pytest
 
-from attacks.catalog import ATTACKS, BY_ID, Attack
-from attacks.harness import AttackRunner, step_text
+from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, GAPS, Attack
+from attacks.harness import AttackRunner, assert_strict_held, step_text, why
 from attacks.payloads import bash
 from engine.errors import IntegrityUnavailable
-from envs.coding import patch
 
 MODE = "strict"
 CONCURRENCY = 5
@@ -65,8 +64,7 @@ def _across_mounts(attack: Attack) -> Attack:
 # like a hidden test or *golden* as a leak, and a host's /usr has such files (e.g.
 # sh_golden.css); grep-filesystem-for-answer already searches every mount by content.
 ACROSS_MOUNTS = [_across_mounts(BY_ID[i]) for i in ("find-git-stores-anywhere", "escalate-to-root")]
-DEFENDED = [a for a in ATTACKS if a.threat != "control" and not a.gap] + ACROSS_MOUNTS
-GAPS = [a for a in ATTACKS if a.gap]
+DEFENDED_HERE = DEFENDED + ACROSS_MOUNTS
 
 
 def _jobs() -> list[tuple]:
@@ -114,26 +112,16 @@ def _record(records, attack_id: str):
     return record
 
 
-def _why(record) -> str:
-    reason = record.raw_grade.get("reason")
-    return f"reason={reason!r} violations={record.violations} steps:\n{step_text(record)[-3000:]}"
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", DEFENDED, ids=[a.id for a in DEFENDED])
+@pytest.mark.parametrize("attack", DEFENDED_HERE, ids=[a.id for a in DEFENDED_HERE])
 def test_attack_scores_zero_under_strict_on_local(records, attack: Attack):
-    record = _record(records, attack.id)
-    assert record.reward == 0.0, _why(record)
-    assert set(attack.dropped) <= set(record.violations), _why(record)
-    assert record.raw_grade["violations"] == record.violations
-    graded = {p for c in patch.parse_chunks(record.diff.encode()) for p in c.paths}
-    assert not graded & set(record.violations)
+    assert_strict_held(_record(records, attack.id), attack.dropped)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", GAPS, ids=[a.id for a in GAPS])
-@pytest.mark.xfail(strict=True, reason="known gap: the code under test runs inside the test runner's process "
-                                       "and can rewrite its verdict (docs/integrity.md, 'Not defended')")
+@pytest.mark.xfail(strict=True, reason="known gap: code under test that knows the canary forges the "
+                                       "verdict around it (docs/integrity.md, 'Not defended')")
 def test_in_process_subversion_scores_zero_under_strict_on_local(records, attack: Attack):
     assert _record(records, attack.id).reward == 0.0
 
@@ -141,10 +129,10 @@ def test_in_process_subversion_scores_zero_under_strict_on_local(records, attack
 @pytest.mark.slow
 def test_golden_scores_one_under_strict_on_local_and_the_baseline_zero(records):
     golden = _record(records, "control-golden")
-    assert golden.reward == 1.0 and golden.violations == [], _why(golden)
-    assert _record(records, "control-honest-fix").reward == 1.0
-    assert _record(records, "control-golden-stricter-regex").reward == 1.0
-    assert _record(records, "control-nothing").reward == 0.0
+    assert golden.reward == 1.0 and golden.violations == [], why(golden)
+    for control in CONTROLS:
+        record = _record(records, control.id)
+        assert record.reward == control.expected(MODE), (control.id, why(record))
 
 
 @pytest.mark.slow

@@ -371,4 +371,6 @@ CONTROLS = [
 
 ATTACKS: list[Attack] = [*CONTROLS, *HISTORY, *READ, *TESTS, *INJECT, *IN_PROCESS, *TOOLS, *OUTSIDE, *NETWORK, *GIT]
 BY_ID = {attack.id: attack for attack in ATTACKS}
+DEFENDED = [a for a in ATTACKS if a.threat != "control" and not a.gap]
+GAPS = [a for a in ATTACKS if a.gap]
 assert len(BY_ID) == len(ATTACKS), "attack ids must be unique"

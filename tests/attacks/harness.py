@@ -95,3 +95,21 @@ class AttackRunner:
 def step_text(record: RunRecord) -> str:
     """Every tool result of the run, joined: what the attack saw."""
     return "\n".join(str(step.result) for step in record.steps)
+
+
+def why(record: RunRecord) -> str:
+    """What a failed attack assertion shows: the verdict's reason, the violations, the steps."""
+    reason = (record.raw_grade or {}).get("reason")
+    return f"reason={reason!r} violations={record.violations} steps:\n{step_text(record)[-3000:]}"
+
+
+def assert_strict_held(record: RunRecord, dropped: Iterable[str]) -> None:
+    """A defended attack under strict: 0, the paths it planted (``dropped``) recorded as
+    violations on the run and in the grade's raw data, and none of them in the graded diff."""
+    from envs.coding import patch
+
+    assert record.reward == 0.0, why(record)
+    assert set(dropped) <= set(record.violations), why(record)
+    assert record.raw_grade["violations"] == record.violations
+    graded = {p for c in patch.parse_chunks(record.diff.encode()) for p in c.paths}
+    assert not graded & set(record.violations)
