@@ -35,6 +35,13 @@ class TaskConfig:
     hidden_tests: List[str] = MISSING
     test_command: str = MISSING
     """Shell command run in the repo dir; ``{test_files}`` becomes the hidden test files."""
+    isolated_verdict: bool = False
+    """The hidden tests never import the code under test: they call ``crucible_probe``
+    scenarios, which return plain data. Under an integrity mode that isolates the verdict
+    (``strict``) each scenario runs in its own interpreter as the agent's uid and pytest runs
+    outside the repo as another uid with the grader's own options (``test_command`` unused),
+    so no code under test can forge the verdict (envs/coding/isolated.py); otherwise
+    ``test_command`` runs them in the repo and the scenarios are called in-process."""
     prompt: str = MISSING
     validation: Optional[List[Any]] = None
     """Tool calls ``{name, arguments, capability?}`` that stage the golden; None = derived."""
@@ -146,6 +153,10 @@ class IntegrityConfig:
     canary: bool = True
     """Grading runs a test that must fail beside the hidden tests (pytest commands): a run
     whose canary is not reported failed was tampered with from inside (envs/coding/canary.py)."""
+    isolate_verdict: bool = False
+    """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
+    each scenario runs as the agent's uid, so no code under test shares pytest's process
+    (envs/coding/isolated.py). Off, the same hidden tests call their scenarios in-process."""
 
 
 @dataclass

@@ -182,5 +182,5 @@ def task_dict(repo: TaskRepo, **overrides) -> dict:
 INTEGRITY = {
     "none": {"mode": "none", "vault": False, "uid_wall": False, "agent_network": True, "drop_protected": False, "canary": False},
     "vault": {"mode": "vault", "vault": True, "uid_wall": False, "agent_network": True, "drop_protected": False, "canary": False},
-    "strict": {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True},
+    "strict": {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True, "isolate_verdict": True},
 }

@@ -23,7 +23,7 @@ from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
 from envs.coding import canary as canaries
-from envs.coding import patch, staging
+from envs.coding import isolated, patch, staging
 from envs.coding.repo import baseline_of, workdir_of
 
 OUTPUT_TAIL_BYTES = 8192
@@ -42,20 +42,45 @@ async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging
     hidden = [str(rel) for rel in task.get("hidden_tests") or []]
     for rel in hidden:
         _check_relative(rel)
-    user = AGENT_UID if integrity.get("uid_wall") else ROOT_UID
+    uid_wall = bool(integrity.get("uid_wall"))
+    workdir = workdir_of(task, GradeError)
+    plan = isolated.plan(str(task["test_command"]), hidden, workdir=workdir, uid_wall=uid_wall,
+                         separate=_isolates(task, integrity)) if task.get("isolated_verdict") else None
     canary = canaries.make(hidden) if _wants_canary(task, integrity) else None
     staged = [*hidden, canary.rel] if canary else hidden  # the canary runs last
+    gates_itself, shown = plan is not None and plan.gates_itself, plan.shown if plan is not None else None
+    if plan is not None:
+        command, user, verdict, support = plan.command, plan.user, plan.verdict, list(plan.support)
+    else:
+        command, user = _test_command(task, staged, canary is not None), AGENT_UID if uid_wall else ROOT_UID
+        verdict, support = None, []
     try:
-        ready = await staging.start(ws, workdir=workdir_of(task, GradeError), baseline=baseline_of(task, GradeError),
-                                    uid_wall=bool(integrity.get("uid_wall")), hidden=staged,
-                                    command=_test_command(task, staged, canary is not None), user=user)
+        ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
+                                    hidden=staged, command=command, user=user, verdict=verdict, support=support,
+                                    gates_itself=gates_itself, shown=shown)
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
-    return dataclasses.replace(ready, canary=canary)
+    return dataclasses.replace(ready, canary=canary, isolation=plan)
+
+
+def _isolates(task: dict, integrity: dict) -> bool:
+    """Whether the verdict is isolated: a scenario task, graded in a mode that asks for it."""
+    return bool(task.get("isolated_verdict")) and bool(integrity.get("isolate_verdict"))
+
+
+def _plan_shape(ready: staging.Staging) -> bool | None:
+    return None if ready.isolation is None else ready.isolation.separate
+
+
+def _plan_shape_for(task: dict, integrity: dict) -> bool | None:
+    return _isolates(task, integrity) if task.get("isolated_verdict") else None
 
 
 def _wants_canary(task: dict, integrity: dict) -> bool:
-    return bool(integrity.get("canary")) and canaries.wanted(str(task["test_command"]))
+    """A canary guards tests that share pytest's process with the code under test; an
+    isolated verdict has none of that code in there to catch."""
+    return (bool(integrity.get("canary")) and not _isolates(task, integrity)
+            and canaries.wanted(str(task["test_command"])))
 
 
 def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
@@ -80,7 +105,8 @@ async def grade(
                  "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task), "canary": None}
     try:
         if prepared is not None and (_hidden_of(prepared) != tuple(hidden_files)
-                                     or bool(prepared.canary) != _wants_canary(task, integrity)):
+                                     or bool(prepared.canary) != _wants_canary(task, integrity)
+                                     or _plan_shape(prepared) != _plan_shape_for(task, integrity)):
             await _dismiss(prepared)  # prepared for other hidden tests or another mode: not usable
             prepared = None
         ready = prepared or await prepare(ws, {**task, "hidden_tests": list(hidden_files)}, integrity)
@@ -88,10 +114,17 @@ async def grade(
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body
             raw["canary"] = ready.canary.record()
+        elif integrity.get("canary") and _isolates(task, integrity):
+            raw["canary"] = {"skipped": "isolated verdict: no code under test runs in pytest's process"}
         elif integrity.get("canary"):
             raw["canary"] = {"skipped": "the test command is not a pytest run over {test_files}"}
+        owned: Mapping[str, bytes] = dict(staged)  # what lands in the repo, and so is handed to uid 1000
+        if ready.isolation is not None:
+            raw["isolated"] = ready.isolation.record()
+            owned = {} if ready.isolation.separate else owned
+            staged.update(ready.isolation.support)
         try:
-            raw["apply"], hidden_seconds, seconds = await _stage(ready, submission.diff, staged, deadline)
+            raw["apply"], hidden_seconds, seconds = await _stage(ready, submission.diff, staged, deadline, owned)
             # One command did both; "hidden" is its in-container share, so the two still add up.
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
@@ -124,11 +157,11 @@ def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
 
 
 async def _stage(ready: staging.Staging, diff: str, hidden: Mapping[str, bytes],
-                 deadline: float) -> tuple[dict, float, float]:
+                 deadline: float, in_repo: Mapping[str, bytes]) -> tuple[dict, float, float]:
     """Hand the submission to the stager: (the apply record, seconds writing the hidden tests,
-    seconds in all)."""
+    seconds in all). ``in_repo``: those of ``hidden`` written into the repo."""
     variants = _patch_variants(diff)
-    stdin = staging.submission_input(variants, list(hidden.values()), _staged_paths(diff, hidden))
+    stdin = staging.submission_input(variants, list(hidden.values()), _staged_paths(diff, in_repo))
     done = await staging.run(ready.stager, stdin, _left(deadline, "staging"), STAGE_OUTPUT_BYTES)
     text = done.output.decode("utf-8", "replace")
     if done.timed_out or done.exit_code not in (0, staging.NOT_APPLIED):
@@ -198,7 +231,8 @@ async def _run_tests(ready: staging.Staging, task: dict, deadline: float) -> dic
     if not done.delivered:  # an infrastructure failure, never a score
         raise GradeError(f"the test command had ended before it was started: "
                          f"{_brief(done.output.decode('utf-8', 'replace'), done.exit_code)}")
-    return {"command": ready.command, "user": ready.user, "exit_code": done.exit_code, "timed_out": done.timed_out,
+    user = ready.isolation.pytest_uid if ready.isolation is not None else ready.user  # pytest's, not a launcher's
+    return {"command": ready.command, "user": user, "exit_code": done.exit_code, "timed_out": done.timed_out,
             "timeout": limit, "output_tail": _tail_text(done.output.decode("utf-8", "replace")),
             "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
 

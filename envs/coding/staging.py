@@ -104,12 +104,23 @@ done
 _HIDDEN = r"""
 stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=$(date +%s.%N); fi; }
 stamp; began=$stamp
-owner=0
+owner=0 root=$WORKDIR
 if [ "$UID_WALL" = 1 ]; then owner=1000; fi
+if [ -n "$VERDICT" ]; then
+  rm -rf -- "$VERDICT"
+  mkdir -m 755 -- "$VERDICT" "$VERDICT/lib"
+  mkdir -m 700 -- "$VERDICT/hidden" "$VERDICT/home"
+  root=$VERDICT/hidden owner=$TESTER
+fi
 for i in "${!hidden[@]}"; do
-  rel=${hidden[$i]} target=$WORKDIR/${hidden[$i]} parent=
+  rel=${hidden[$i]}
+  if [[ $rel == /* ]]; then  # the grader's own files (isolated verdict): root's, readable
+    install -D -m 644 -o 0 -g 0 -- "$DIR/hidden.$i" "$rel"
+    continue
+  fi
+  target=$root/$rel parent=
   if [[ $rel == */* ]]; then parent=${rel%/*}; fi
-  d=$WORKDIR
+  d=$root
   IFS=/ read -r -a parts <<< "$parent"
   for part in ${parts[@]+"${parts[@]}"}; do
     [ -z "$part" ] || [ "$part" = . ] && continue
@@ -121,6 +132,7 @@ for i in "${!hidden[@]}"; do
   if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
   install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
 done
+if [ -n "$VERDICT" ]; then chown -R "$TESTER:$TESTER" -- "$VERDICT/hidden" "$VERDICT/home"; fi
 stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
 """
 
@@ -141,14 +153,15 @@ fi
 """
 
 _STAGER = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6
-shift 6
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 VERDICT=$7 TESTER=$8
+shift 8
 hidden=("$@")
 """ + _RESET + _RECEIVE + _APPLY + _HIDDEN + _HAND_OVER
 
 # The tester's own prefix: nothing runs before "go"; then the command gets no stdin (as a
 # plain exec would) and one output stream, interleaved as a terminal would show it.
 _GO = 'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\nexec </dev/null 2>&1\n'
+_SELF_GATED = 'exec 2>&1\n'
 
 
 @dataclass
@@ -171,6 +184,8 @@ class Staging:
     tester: Waiting
     canary: object | None = None
     """The grader's canary (``envs.coding.canary.Canary``), the last of ``hidden``, or None."""
+    isolation: object | None = None
+    """The isolated verdict's plan (``envs.coding.isolated.Plan``), or None: tests in the repo."""
 
 
 @dataclass
@@ -186,13 +201,24 @@ class Finished:
 
 
 async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, hidden: Sequence[str],
-                command: str, user: int) -> Staging:
-    """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``."""
+                command: str, user: int, verdict: tuple[str, int] | None = None,
+                support: Sequence[str] = (), gates_itself: bool = False, shown: str | None = None) -> Staging:
+    """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``.
+
+    ``verdict`` (a directory and the tester's uid) puts the hidden tests under its hidden/
+    instead of the repo, for an isolated verdict; ``support`` are absolute paths written
+    after them as root's (their contents come with the submission, after the hidden tests').
+    ``gates_itself``: the command starts at once and waits for "go" on its stdin itself (the
+    isolated verdict's launcher, which warms up meanwhile); ``shown`` is the command as the
+    record shows it."""
     nonce = uuid.uuid4().hex
-    args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, *hidden]
+    verdict_dir, tester = verdict or ("", ROOT_UID)
+    args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, verdict_dir, str(tester),
+            *hidden, *support]
     # Both at once: when the grading workspace comes up late, their starts are on the run's path.
     starts = [asyncio.ensure_future(ws.open_process(script_argv(_STAGER, args), user=ROOT_UID, cwd="/", env=GIT_ENV)),
-              asyncio.ensure_future(ws.open_process(["bash", "-c", _GO + command], user=user, cwd=workdir))]
+              asyncio.ensure_future(ws.open_process(["bash", "-c", (_SELF_GATED if gates_itself else _GO) + command],
+                                                    user=user, cwd=workdir))]
     try:
         stager, tester = await asyncio.gather(*starts)
     except BaseException:
@@ -204,7 +230,7 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
             except BaseException:
                 pass  # it never started, or it is gone with its workspace
         raise
-    return Staging(tuple(hidden), command, user, nonce, Waiting(stager), Waiting(tester))
+    return Staging(tuple(hidden), shown or command, user, nonce, Waiting(stager), Waiting(tester))
 
 
 def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None) -> bytes:

@@ -1,0 +1,108 @@
+"""The isolated verdict: a task's hidden tests judge the code under test from another process.
+
+The canary (``envs.coding.canary``) can only catch forging it can recognise: when the hidden
+tests import the agent's code into pytest's own process, that code can rewrite the verdict
+around anything it can tell apart. A task with ``isolated_verdict: true`` has hidden tests
+that never import the code: they call *scenarios* (``crucible_probe.isolated``), which the
+grader's launcher runs in a fresh interpreter in the repo and which hand back plain data.
+Nothing of the agent's runs in pytest's process, so there is nothing in there to forge with.
+
+Grading stages, outside the repo (the stager, as root, after the diff):
+
+    /tmp/crucible-verdict            root, 755
+        pytest.ini                   root, 644
+        lib/crucible_probe.py        root, 644   what the hidden tests import
+        lib/crucible_scenario.py     root, 644   the scenario side
+        hidden/<the hidden tests>    the tester uid, 700: never readable by the scenario uid
+        home/                        the tester uid, 700: pytest's HOME and TMPDIR
+
+The test command is the launcher's (as root, envs/coding/verdict/launch.py): pytest as
+``TESTER_UID`` and each scenario as the agent's uid under a uid wall (``strict``). It starts
+when grading is prepared — pytest imported, the scenario zygote up — and waits for "go". The task's own ``test_command`` is not used:
+pytest's options here are the grader's (no conftest, no ini of the repo's, no cache), since
+the tests no longer run in the repo.
+
+A mode that does not isolate the verdict (``none``, ``vault``) runs the same hidden tests
+the ordinary way, the task's command in the repo, with the scenarios called in pytest's own
+process: those modes promise nothing against code that subverts its test run.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from engine.interfaces import AGENT_UID, ROOT_UID
+
+VERDICT_DIR = "/tmp/crucible-verdict"
+HIDDEN_ROOT = f"{VERDICT_DIR}/hidden"
+TESTER_UID = 1001
+"""pytest's uid under a uid wall: not the agent's, so a scenario cannot signal, trace or read it."""
+SCRIPTS = Path(__file__).with_name("verdict")
+PROBE_MODE = "CRUCIBLE_PROBE"
+"""Set to ``in-process`` when the scenarios are to be called in pytest's own process."""
+
+
+def pytest_options(verdict_dir: str = VERDICT_DIR) -> list[str]:
+    """pytest's options for the hidden tests in ``verdict_dir``/hidden: nothing of the repo's
+    (no conftest, no ini, no cache), and failures named in the short summary."""
+    return ["-q", "-p", "no:cacheprovider", "--noconftest", "-rfE", f"--rootdir={verdict_dir}/hidden",
+            "-c", f"{verdict_dir}/pytest.ini"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a scenario task's grading files go and what runs its hidden tests."""
+
+    separate: bool
+    """True: the isolated verdict (the launcher). False: the task's test command in the repo,
+    scenarios called in pytest's process (modes that do not isolate the verdict)."""
+    support: Mapping[str, bytes]
+    """Absolute path in the grading workspace -> content: the scripts (and pytest.ini)."""
+    command: str
+    user: int
+    """The uid the test command starts as (the launcher's is root)."""
+    pytest_uid: int
+    scenario_uid: int
+    shown: str = ""
+    """The command as the record shows it (the launcher's own text named, not inlined)."""
+    gates_itself: bool = False
+
+    @property
+    def verdict(self) -> tuple[str, int] | None:
+        """For the stager: the verdict dir and its owner, when the hidden tests go there."""
+        return (VERDICT_DIR, self.pytest_uid) if self.separate else None
+
+    def record(self) -> dict:
+        """What the raw grade keeps about where the scenarios ran."""
+        if not self.separate:
+            return {"separate": False, "scenarios": "in pytest's process", "pytest_uid": self.pytest_uid}
+        return {"separate": True, "pytest_uid": self.pytest_uid, "scenario_uid": self.scenario_uid,
+                "dir": VERDICT_DIR}
+
+
+def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bool, uid_wall: bool) -> Plan:
+    lib = {f"{VERDICT_DIR}/lib/crucible_probe.py": (SCRIPTS / "crucible_probe.py").read_bytes(),
+           f"{VERDICT_DIR}/lib/crucible_scenario.py": (SCRIPTS / "crucible_scenario.py").read_bytes()}
+    if not separate:
+        user = AGENT_UID if uid_wall else ROOT_UID
+        files = " ".join(shlex.quote(p) for p in hidden)
+        command = (f'export PYTHONPATH={VERDICT_DIR}/lib${{PYTHONPATH:+:$PYTHONPATH}} {PROBE_MODE}=in-process\n'
+                   + test_command.replace("{test_files}", files))
+        return Plan(False, lib, command, user, user, user, shown=command)
+    tester, scenario = (TESTER_UID, AGENT_UID) if uid_wall else (ROOT_UID, ROOT_UID)
+    support = {f"{VERDICT_DIR}/pytest.ini": b"[pytest]\n", **lib}
+    # The launcher starts when grading is prepared, before the stager has written anything:
+    # it and the zygote's code travel in the argv (shown by name in the record).
+    texts = {"launch.py": (SCRIPTS / "launch.py").read_text(),
+             "crucible_scenario.py": lib[f"{VERDICT_DIR}/lib/crucible_scenario.py"].decode()}
+
+    def argv(shown: bool) -> list[str]:
+        def text(name: str) -> str:
+            return f"<envs/coding/verdict/{name}>" if shown else texts[name]
+        return ["python3", "-I", "-S", "-c", text("launch.py"), "--verdict", VERDICT_DIR, "--workdir", workdir,
+                "--tester-uid", str(tester), "--scenario-uid", str(scenario), "--wait-for-go",
+                "--zygote-source", text("crucible_scenario.py"), "--", *pytest_options(), *hidden]
+    return Plan(True, support, shlex.join(argv(False)), ROOT_UID, tester, scenario, shown=shlex.join(argv(True)),
+                gates_itself=True)

@@ -1,0 +1,111 @@
+"""Runs one scenario of an isolated verdict: the code under test's side. Stdlib only.
+
+Started by crucible_probe directly (outside crucible) in the repo, with the request on
+stdin: the scenario function's source, its name and its arguments (``repr`` text). Prints
+one JSON line: ``{"returned": repr}`` or ``{"raised": [type, message]}``. Whatever the code
+under test prints goes to stderr, so that line is the only thing on stdout unless the code
+itself writes there — which can only garble its own answer.
+
+``--zygote FD`` (launch.py, as the scenario uid): an interpreter that has started and imported
+the common standard library, and never imports anything of the repo's itself, forks one
+child per scenario: each gets its stdin, stdout and stderr as descriptors over the socket
+on fd FD, becomes its own session, and runs as above. A fresh interpreter per scenario costs
+~80 ms in an image (start-up and stdlib imports), a fork a few; every scenario still starts
+with nothing of another's, since the zygote never runs the repo's code.
+"""
+import ast
+import json
+import os
+import socket
+import sys
+import traceback
+
+PRELOAD = ("abc", "argparse", "collections", "collections.abc", "contextlib", "copy", "csv", "dataclasses",
+           "datetime", "decimal", "enum", "fractions", "functools", "heapq", "inspect", "io", "itertools",
+           "logging", "math", "operator", "pathlib", "random", "re", "shlex", "statistics", "string",
+           "textwrap", "typing", "uuid")
+"""Standard library modules a scenario's code commonly imports, loaded once in the zygote."""
+
+
+def main():
+    request = json.loads(sys.stdin.buffer.read())
+    answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    sys.path.insert(0, os.getcwd())  # the repo's own packages, as pytest's rootdir would give
+    namespace = {"__name__": "crucible_scenario"}
+    try:
+        exec(compile(request["source"], request["filename"], "exec"), namespace)
+        value = namespace[request["name"]](*ast.literal_eval(request["args"]), **ast.literal_eval(request["kwargs"]))
+        reply = {"returned": plain_repr(value)}
+    except BaseException as exc:  # the scenario's own failure is its answer
+        traceback.print_exc()
+        kind = type(exc)
+        reply = {"raised": [f"{kind.__module__}.{kind.__qualname__}", str(exc)[:4000]]}
+    sys.stderr.flush()
+    answer.write(json.dumps(reply) + "\n")
+    answer.flush()
+
+
+def plain_repr(value):
+    """``repr(value)`` when it reads back as an equal value: only plain data crosses."""
+    text = repr(value)
+    try:
+        same = ast.literal_eval(text) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        same = False
+    if not same:
+        raise TypeError(f"a scenario must return plain data (literals, lists, tuples, dicts, sets); "
+                        f"got {type(value).__name__}: {text[:200]}")
+    return text
+
+
+def zygote(control_fd):
+    """Fork a child per request on ``control_fd``: the request's 3 descriptors become the
+    child's stdin, stdout and stderr; ``pid N`` is sent when it started, ``exit N`` when done."""
+    import ctypes
+    import importlib
+
+    try:  # not traceable by its children (the same uid): its socket and pids stay its own
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    control = socket.socket(fileno=control_fd)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 64, 3)
+        except OSError:
+            return
+        if not message or len(fds) != 3:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                for target, fd in enumerate(fds):
+                    os.dup2(fd, target)
+                control.close()
+                os.closerange(3, 1 << 16)
+                main()
+                sys.stderr.flush()
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        control.sendall(f"pid {pid}\n".encode())
+        _, status = os.waitpid(pid, 0)
+        control.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--zygote"]:
+        zygote(int(sys.argv[2]))
+    else:
+        main()

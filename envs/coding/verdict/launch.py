@@ -1,0 +1,309 @@
+"""Grading's test process for a task with an isolated verdict: pytest in one process, the
+code under test in others. Runs as root in the grading workspace, stdlib only.
+
+    launch.py (root) ── pytest (the tester uid): the hidden tests, crucible_probe
+        │  one socket ──┘ each scenario the tests ask for
+        └─ crucible_scenario.py --zygote (the scenario uid), in the repo: forks a child per
+           scenario (or, should it fail, a fresh crucible_scenario.py per scenario)
+
+Nothing of the agent's is ever imported into the pytest process, so no code under test can
+rewrite its verdict; the code runs in a fresh interpreter per scenario and hands back plain
+data (``repr`` that ``ast.literal_eval`` reads), which pytest's assertions then judge. With
+two uids (``strict``) the scenario cannot signal, trace or read the pytest process, nor
+read the hidden tests (their directory is the tester's, mode 700).
+
+Exits with pytest's exit code (128 + N for a signal), as the test command would.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+SETPRIV = "/usr/bin/setpriv"
+ENV_FD = "CRUCIBLE_PROBE_FD"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MAX_REQUEST = 16 << 20
+KEEP_RESULT = 8 << 20
+KEEP_STDERR = 64 << 10
+# pytest's process: pytest imported (the costly part of its start) before "go", so that
+# happens while the agent still works; its tests' directory and the probe exist after.
+# Started with -S: the site dirs are put on sys.path without running their .pth files,
+# which could name the repo (an editable install) and so let its files in — a plugin by
+# entry point, a sitecustomize — where the code under test must never be.
+BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
+        "sys.path += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in sys.path]\n"
+        "import pytest\n"
+        "if sys.stdin.readline().strip() != 'go': raise SystemExit(97)\n"
+        "os.chdir(hidden); sys.path.insert(0, lib); raise SystemExit(pytest.console_main())")
+
+
+def as_user(uid):
+    """The argv prefix that runs a command as ``uid`` with nothing of root's (none for root)."""
+    if uid == 0:
+        return []
+    return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def read_frame(sock):
+    head = _read_exactly(sock, 8)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">Q", head)
+    if size > MAX_REQUEST:
+        raise ValueError(f"a request of {size} bytes")
+    body = _read_exactly(sock, size)
+    if body is None:
+        raise ValueError("the request ended early")
+    return body
+
+
+def _read_exactly(sock, size):
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_frame(sock, body):
+    sock.sendall(struct.pack(">Q", len(body)) + body)
+
+
+class Bounded(threading.Thread):
+    """Reads a pipe to its end, keeping the first ``keep`` bytes (a flood costs no memory)."""
+
+    def __init__(self, pipe, keep):
+        super().__init__(daemon=True)
+        self.pipe, self.keep, self.data, self.total = pipe, keep, bytearray(), 0
+        self.start()
+
+    def run(self):
+        while True:
+            chunk = self.pipe.read1(1 << 16) if hasattr(self.pipe, "read1") else self.pipe.read(1 << 16)
+            if not chunk:
+                return
+            self.total += len(chunk)
+            room = self.keep - len(self.data)
+            if room > 0:
+                self.data += chunk[:room]
+
+
+class Zygote:
+    """crucible_scenario.py --zygote as the scenario uid: forks a child per scenario (a few ms
+    where a fresh interpreter costs ~80). Any trouble with it and ``run`` returns None: the
+    caller starts a fresh interpreter instead, for this scenario and every later one."""
+
+    def __init__(self, args):
+        self.sock, theirs = socket.socketpair()
+        if args.zygote_source is not None:  # given before the verdict dir's files exist
+            runner = ["-c", args.zygote_source]
+        else:
+            runner = [os.path.join(args.verdict, "lib", "crucible_scenario.py")]
+        self.process = subprocess.Popen(
+            [*as_user(args.scenario_uid), sys.executable, "-I", *runner, "--zygote", str(theirs.fileno())],
+            cwd=args.workdir, env=scenario_env(), pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        theirs.close()
+        self.pending = b""
+        self.alive = True
+        self.uid = args.scenario_uid
+
+    def run(self, request, timeout):
+        if not self.alive:
+            return None
+        pipes = [os.pipe() for _ in range(3)]
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        try:
+            socket.send_fds(self.sock, [b"run"], theirs)
+            pid = int(self._line("pid", 30.0))
+        except (OSError, ValueError):
+            self.alive = False
+            for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
+                os.close(fd)
+            return None
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        feeder = threading.Thread(target=_feed, args=(os.fdopen(pipes[0][1], "wb"), request), daemon=True)
+        feeder.start()
+        out = Bounded(os.fdopen(pipes[1][0], "rb"), KEEP_RESULT)
+        err = Bounded(os.fdopen(pipes[2][0], "rb"), KEEP_STDERR)
+        timed_out, code = False, None
+        try:
+            code = int(self._line("exit", timeout))
+        except (socket.timeout, TimeoutError):
+            timed_out = True
+        except (OSError, ValueError):
+            self.alive = False
+        _kill_group(pid, self.uid)  # a timeout, or whatever it left running in its session
+        if timed_out:
+            try:
+                code = int(self._line("exit", 30.0))
+            except (OSError, ValueError):
+                self.alive = False
+        return _reply(code if code is not None else -9, timed_out, timeout, out, err)
+
+    def _line(self, word, timeout):
+        """The value of the next ``word N`` line from the zygote."""
+        self.sock.settimeout(timeout)
+        while b"\n" not in self.pending:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise OSError("the zygote went away")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        said, _, value = line.decode().partition(" ")
+        if said != word:
+            raise ValueError(f"the zygote said {line!r}")
+        return value
+
+    def close(self):
+        self.sock.close()
+        _kill_group(self.process.pid, self.uid)
+        self.process.wait()
+
+
+def scenario_env():
+    return {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
+
+
+def _feed(pipe, data):
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # it ended without reading: its exit says how
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _kill_group(pid, uid):
+    """SIGKILL process group ``pid`` with the rights of ``uid`` only: a pid the zygote (the
+    scenario uid's own process) reports can name no process of root's or pytest's."""
+    if not isinstance(pid, int) or pid <= 1:
+        return
+    if uid == 0:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.killpg(pid, signal.SIGKILL)
+        except BaseException:
+            pass
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
+def _reply(code, timed_out, timeout, out, err):
+    for reader in (out, err):
+        reader.join(2.0)
+    return {"exit_code": code, "timed_out": timed_out, "timeout": timeout,
+            "result": out.data.decode("utf-8", "replace"), "result_bytes": out.total,
+            "stderr": err.data.decode("utf-8", "replace"), "stderr_bytes": err.total}
+
+
+def run_fresh(args, request, timeout):
+    """One scenario in a fresh interpreter as the scenario uid: what it printed and returned."""
+    runner = os.path.join(args.verdict, "lib", "crucible_scenario.py")
+    child = subprocess.Popen(
+        [*as_user(args.scenario_uid), sys.executable, "-I", runner], cwd=args.workdir, env=scenario_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    out, err = Bounded(child.stdout, KEEP_RESULT), Bounded(child.stderr, KEEP_STDERR)
+    threading.Thread(target=_feed, args=(child.stdin, request), daemon=True).start()  # it may never read
+    timed_out = False
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    _kill_group(child.pid, args.scenario_uid)  # whatever it left running goes with it
+    child.wait()
+    return _reply(child.returncode, timed_out, timeout, out, err)
+
+
+def run_scenario(args, zygote, request):
+    timeout = float(json.loads(request).get("timeout") or args.scenario_timeout)
+    reply = zygote.run(request, timeout) if zygote is not None else None
+    return reply if reply is not None else run_fresh(args, request, timeout)
+
+
+def serve(sock, args, zygote):
+    while True:
+        try:
+            request = read_frame(sock)
+        except (ValueError, OSError) as exc:
+            print(f"crucible: bad probe request: {exc}", file=sys.stderr, flush=True)
+            return
+        if request is None:
+            return  # pytest closed its end: it has exited
+        try:
+            reply = run_scenario(args, zygote, request)
+        except (OSError, ValueError) as exc:
+            reply = {"error": f"cannot run the scenario: {exc}"}
+        try:
+            write_frame(sock, json.dumps(reply).encode())
+        except OSError:
+            return
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--verdict", required=True, help="the verdict dir: lib/, hidden/, home/")
+    parser.add_argument("--workdir", required=True, help="the repo, where scenarios run")
+    parser.add_argument("--tester-uid", type=int, required=True)
+    parser.add_argument("--scenario-uid", type=int, required=True)
+    parser.add_argument("--scenario-timeout", type=float, default=120.0)
+    parser.add_argument("--no-zygote", action="store_true", help="a fresh interpreter for every scenario")
+    parser.add_argument("--zygote-source", help="crucible_scenario.py's text (default: the verdict dir's copy)")
+    parser.add_argument("--wait-for-go", action="store_true",
+                        help='start pytest and the zygote, then wait for a "go" line on stdin (else exit 97)')
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    zygote = Zygote(args) if not args.no_zygote else None  # starts while pytest does
+    ours, theirs = socket.socketpair()
+    home = os.path.join(args.verdict, "home")
+    tester = subprocess.Popen(
+        [*as_user(args.tester_uid), sys.executable, "-I", "-S", "-c", BOOT, os.path.join(args.verdict, "lib"),
+         os.path.join(args.verdict, "hidden"), *pytest_args],
+        cwd="/", pass_fds=(theirs.fileno(),), stdin=subprocess.PIPE,
+        env={"PATH": PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", ENV_FD: str(theirs.fileno())})
+    theirs.close()
+    go = sys.stdin.readline().strip() if args.wait_for_go else "go"
+    try:
+        tester.stdin.write(b"go\n" if go == "go" else b"")
+        tester.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        if go == "go":
+            serve(ours, args, zygote)
+    finally:
+        ours.close()  # a probe still waiting gets an end, not a hang
+        if zygote is not None:
+            zygote.close()
+    code = tester.wait()
+    sys.stdout.flush()
+    sys.exit(97 if go != "go" else 128 - code if code < 0 else code)
+
+
+if __name__ == "__main__":
+    main()
