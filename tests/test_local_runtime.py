@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from envs.coding.isolated import TESTER_UID, VERDICT_DIR
+
 from engine import paths
 from engine.errors import BuildError, IntegrityUnavailable, WorkspaceError
 from engine.interfaces import AGENT_UID
@@ -30,7 +32,7 @@ from envs.coding.gitops import VAULT
 
 BASELINE_REF = "tiny_baseline"
 BASELINE_FILES = {"README.md": b"tiny\n", "pkg/mod.py": b"VALUE = 1\n"}
-STRICT = {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True}
+STRICT = {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True, "isolate_verdict": True}
 _GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
             "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000"}
@@ -432,7 +434,10 @@ def test_coding_flavor_scores_golden_1_and_empty_diff_0_on_local(sample_plan, ru
     if submission == "golden":
         assert captured.diff and not captured.violations
         assert verdict.reward == 1.0, verdict.raw
-        assert verdict.raw["test"]["user"] == AGENT_UID
+        # the isolated verdict: pytest as its own uid, the code under test as the agent's
+        assert verdict.raw["isolated"] == {"separate": True, "pytest_uid": TESTER_UID, "scenario_uid": AGENT_UID,
+                                           "dir": VERDICT_DIR}
+        assert verdict.raw["test"]["user"] == TESTER_UID
     else:
         assert captured.diff == ""
         assert verdict.reward == 0.0 and verdict.raw["reason"] != "tests passed", verdict.raw

@@ -82,11 +82,19 @@ def test_a_run_cancelled_while_the_agent_works_is_recorded_and_leaves_nothing(pl
     assert _containers(docker_client, run_id) == []
 
 
-def test_a_run_cancelled_while_its_tests_run_is_recorded_and_leaves_nothing(planner, docker_client, tmp_path):
-    """The stager has been fed and the tester runs: grading's clean-up must not wait on either."""
+@pytest.mark.parametrize("where", ["test-command", "scenario"])
+def test_a_run_cancelled_while_its_tests_run_is_recorded_and_leaves_nothing(planner, docker_client, tmp_path, where):
+    """The stager has been fed and the tester runs: grading's clean-up must not wait on either.
+    ``test-command``: the task's own command sleeps (a task without an isolated verdict);
+    ``scenario``: the code under test sleeps inside a scenario of the isolated verdict, under
+    the launcher, its zygote and pytest."""
     seconds = f"{300 + uuid.uuid4().int % 600}.{uuid.uuid4().int % 1000}"
-    test_command = f"sleep {seconds}; " + planner.plans["strict"].spec.task["test_command"]
-    plan = planner.plan_for("strict", None, {"test_command": test_command})
+    if where == "test-command":
+        test_command = f"sleep {seconds}; " + planner.plans["strict"].spec.task["test_command"]
+        plan = planner.plan_for("strict", None, {"test_command": test_command, "isolated_verdict": False})
+    else:
+        slow_import = f"printf 'import os\\nos.system(\"sleep {seconds}\")\\n' >> stockroom/report.py"
+        plan = planner.plan_for("strict", [{"name": "bash", "arguments": {"command": slow_import}}])
     run_id, took = _cancel_when_sleeping(planner, docker_client, tmp_path, plan, seconds)
     assert took < CANCEL_WITHIN
     assert _stored(planner, run_id) == ("canceled", "grade", "canceled by the user")

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Sequence
 
 import pytest
+
+from envs.coding.isolated import SCRIPTS as VERDICT_SCRIPTS
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -119,6 +121,9 @@ def run_tests(task: dict, workdir: Path, test_files: list[str]) -> tuple[int, st
     # Plugin autoload off: this venv's pytest plugins (hydra, anyio, timeout) cost ~1 s per
     # run and the task repos need none (the image's python3-pytest has none either).
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    if task.get("isolated_verdict"):  # by hand, as a task author would: scenarios in subprocesses
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(VERDICT_SCRIPTS), env.get("PYTHONPATH")]))
+        env.pop("CRUCIBLE_PROBE", None)
     done = subprocess.run(
         [sys.executable, *argv[1:]], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
     )

@@ -1,13 +1,28 @@
 import pytest
+from crucible_probe import isolated
 
-from stockroom.models import Item
-from stockroom.query import Term, filter_items, parse_query
+# The verdict is isolated (isolated_verdict: true): stockroom runs only inside the scenarios,
+# in their own interpreter, and the assertions judge the plain data they return.
 
-ITEMS = [
-    Item("APL-1", "Red apple", qty=10, price_cents=50, tags=["fruit"]),
-    Item("APL-2", "Green apple", qty=0, price_cents=45, tags=["fruit"]),
-    Item("SAW-1", "Hand saw", qty=3, price_cents=1999, tags=["tools"]),
-]
+
+@isolated
+def skus_matching(text):
+    from stockroom.models import Item
+    from stockroom.query import filter_items
+
+    items = [
+        Item("APL-1", "Red apple", qty=10, price_cents=50, tags=["fruit"]),
+        Item("APL-2", "Green apple", qty=0, price_cents=45, tags=["fruit"]),
+        Item("SAW-1", "Hand saw", qty=3, price_cents=1999, tags=["tools"]),
+    ]
+    return [item.sku for item in filter_items(items, text)]
+
+
+@isolated
+def parsed_terms(text):
+    from stockroom.query import parse_query
+
+    return [(term.field, term.op, term.value) for term in parse_query(text).terms]
 
 
 @pytest.mark.parametrize(
@@ -22,11 +37,8 @@ ITEMS = [
     ],
 )
 def test_inclusive_comparisons_filter_items(text, skus):
-    assert [item.sku for item in filter_items(ITEMS, text)] == skus
+    assert skus_matching(text) == skus
 
 
 def test_inclusive_comparisons_parse_to_their_own_operator():
-    assert parse_query("qty<=5 price>=1.50").terms == (
-        Term("qty", "<=", 5),
-        Term("price", ">=", 150),
-    )
+    assert parsed_terms("qty<=5 price>=1.50") == [("qty", "<=", 5), ("price", ">=", 150)]
