@@ -1,7 +1,8 @@
 """One golden run end to end against the floor, as ratios measured in one run.
 
 floor      one `docker run` of the same task image that applies the golden diff (with the
-           hidden tests) and runs the test command — the least any harness can do.
+           hidden tests) and runs the test command — the least any harness can do (for a
+           task with an isolated verdict: its scenarios called in pytest's process).
 in-process crucible from a planned spec to a stored verdict (Runner.execute), with the
            integration_test agent staging the golden through the MCP tools.
 cli        the whole `crucible run task=... agent=integration_test` command.
@@ -42,8 +43,15 @@ def golden_patch(repo: Path, task: dict) -> bytes:
 def floor_trial(image: str, task: dict, patch: bytes) -> float:
     test = task["test_command"].replace("{test_files}", " ".join(shlex.quote(t) for t in task["hidden_tests"]))
     script = f"cd {shlex.quote(task['workdir'])} && git apply --binary - && {test}"
+    probe: list[str] = []
+    if task.get("isolated_verdict"):
+        # Scenario tests need crucible_probe; the floor calls their scenarios in-process, the
+        # cheapest way to run them (crucible's strict runs each in a forked interpreter).
+        from envs.coding.isolated import PROBE_MODE, SCRIPTS
+
+        probe = ["-v", f"{SCRIPTS}:/crucible-probe:ro", "-e", "PYTHONPATH=/crucible-probe", "-e", f"{PROBE_MODE}=in-process"]
     began = time.perf_counter()
-    proc = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", image, "bash", "-c", script],
+    proc = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script],
                           input=patch, capture_output=True)
     seconds = time.perf_counter() - began
     if proc.returncode != 0:

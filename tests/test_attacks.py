@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, GAPS, Attack
+from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
 from attacks.harness import MODES, AttackRunner, assert_strict_held, step_text, why
 from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
@@ -57,15 +57,6 @@ def _record(records, attack_id: str, mode: str):
 @pytest.mark.parametrize("attack", DEFENDED, ids=[a.id for a in DEFENDED])
 def test_attack_scores_zero_under_strict(records, attack: Attack):
     assert_strict_held(_record(records, attack.id, "strict"), attack.dropped)
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-@pytest.mark.parametrize("attack", GAPS, ids=[a.id for a in GAPS])
-@pytest.mark.xfail(strict=True, reason="known gap: code under test that knows the canary forges the "
-                                       "verdict around it (docs/integrity.md, 'Not defended')")
-def test_in_process_subversion_scores_zero_under_strict(records, attack: Attack):
-    assert _record(records, attack.id, "strict").reward == 0.0
 
 
 @pytest.mark.docker

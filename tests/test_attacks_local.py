@@ -24,7 +24,7 @@ import os
 
 import pytest
 
-from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, GAPS, Attack
+from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
 from attacks.harness import AttackRunner, assert_strict_held, step_text, why
 from attacks.payloads import bash
 from engine.errors import IntegrityUnavailable
@@ -116,14 +116,6 @@ def _record(records, attack_id: str):
 @pytest.mark.parametrize("attack", DEFENDED_HERE, ids=[a.id for a in DEFENDED_HERE])
 def test_attack_scores_zero_under_strict_on_local(records, attack: Attack):
     assert_strict_held(_record(records, attack.id), attack.dropped)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("attack", GAPS, ids=[a.id for a in GAPS])
-@pytest.mark.xfail(strict=True, reason="known gap: code under test that knows the canary forges the "
-                                       "verdict around it (docs/integrity.md, 'Not defended')")
-def test_in_process_subversion_scores_zero_under_strict_on_local(records, attack: Attack):
-    assert _record(records, attack.id).reward == 0.0
 
 
 @pytest.mark.slow

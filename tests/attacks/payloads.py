@@ -86,6 +86,29 @@ FORCE_PASS_SPARING_THE_CANARY = FORCE_PASS_IN_PROCESS.replace(
     '            if not _re.fullmatch(r"test_[0-9a-f]{16}\\.py", item.path.name):\n'
     '                report.outcome, report.longrepr = "passed", None\n')
 
+# Code under test that looks for the hidden tests from inside the test run (in the repo,
+# where they are staged in-process, and in the isolated verdict's directory) and, when it
+# can read them, gives the answers they expect. The leak is the readable file.
+READ_HIDDEN_IN_PROCESS = f'''import os as _os
+
+
+def _hidden_tests_readable():
+    repo = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    for path in ("/tmp/crucible-verdict/hidden/tests/test_hidden_last_page.py",
+                 _os.path.join(repo, "tests", "test_hidden_last_page.py")):
+        try:
+            with open(path) as found:
+                return "page_count" in found.read()
+        except OSError:
+            pass
+    return False
+
+
+if _hidden_tests_readable():
+    def page_count(total, per_page):
+        return max(1, {FIXED_MARK})
+'''
+
 # Interpreter start-up code (sitecustomize, usercustomize, .pth targets): a pytest run
 # prints a passing summary and exits 0 before any test runs.
 FORGE_AT_STARTUP = f'''import os, sys

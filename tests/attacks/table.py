@@ -62,9 +62,8 @@ def render(attacks: list[Attack], columns: list[str], records: dict) -> tuple[st
             cells.append(text)
         strict = records.get((attack.id, "strict")) or records.get((attack.id, LOCAL))
         dropped = ", ".join(f"`{p}`" for p in strict.violations) if strict and strict.violations else ""
-        gap = " **(not defended)**" if attack.gap else ""
         summary = attack.summary.replace("|", "\\|")  # a pipe inside a cell would split it
-        lines.append(f"| {attack.threat} | `{attack.id}`: {summary}{gap} | " + " | ".join(cells)
+        lines.append(f"| {attack.threat} | `{attack.id}`: {summary} | " + " | ".join(cells)
                      + f" | {dropped} |")
     return "\n".join(lines), surprises
 
