@@ -48,12 +48,12 @@ async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging
                          separate=_isolates(task, integrity)) if task.get("isolated_verdict") else None
     canary = canaries.make(hidden) if _wants_canary(task, integrity) else None
     staged = [*hidden, canary.rel] if canary else hidden  # the canary runs last
-    gates_itself, shown = plan is not None and plan.gates_itself, plan.shown if plan is not None else None
-    if plan is not None:
+    if plan is not None:  # a scenario task: the plan says what runs the tests, as whom, and where
         command, user, verdict, support = plan.command, plan.user, plan.verdict, list(plan.support)
+        gates_itself, shown = plan.gates_itself, plan.shown
     else:
         command, user = _test_command(task, staged, canary is not None), AGENT_UID if uid_wall else ROOT_UID
-        verdict, support = None, []
+        verdict, support, gates_itself, shown = None, [], False, None
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
                                     hidden=staged, command=command, user=user, verdict=verdict, support=support,
@@ -69,10 +69,12 @@ def _isolates(task: dict, integrity: dict) -> bool:
 
 
 def _plan_shape(ready: staging.Staging) -> bool | None:
+    """How a prepared staging runs a scenario task's tests (None: not a scenario task)."""
     return None if ready.isolation is None else ready.isolation.separate
 
 
 def _plan_shape_for(task: dict, integrity: dict) -> bool | None:
+    """The same, as ``task`` under ``integrity`` needs it."""
     return _isolates(task, integrity) if task.get("isolated_verdict") else None
 
 

@@ -101,7 +101,8 @@ def zygote(control_fd):
             os.close(fd)
         control.sendall(f"pid {pid}\n".encode())
         _, status = os.waitpid(pid, 0)
-        control.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        control.sendall(f"exit {code}\n".encode())
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
         "sys.path += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in sys.path]\n"
         "import pytest\n"
         "if sys.stdin.readline().strip() != 'go': raise SystemExit(97)\n"
-        "os.chdir(hidden); sys.path.insert(0, lib); raise SystemExit(pytest.console_main())")
+        "os.chdir(hidden); sys.path.insert(0, lib)\n"
+        "raise SystemExit(pytest.console_main() if hasattr(pytest, 'console_main') else pytest.main())")
 
 
 def as_user(uid):
@@ -125,7 +126,7 @@ class Zygote:
         try:
             socket.send_fds(self.sock, [b"run"], theirs)
             pid = int(self._line("pid", 30.0))
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # AttributeError: a Python before 3.9
             self.alive = False
             for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
                 os.close(fd)
