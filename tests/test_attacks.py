@@ -16,7 +16,7 @@ import os
 import pytest
 
 from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
-from attacks.harness import MODES, AttackRunner, assert_strict_held, step_text, why
+from attacks.harness import MODES, AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
 from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
 
@@ -96,6 +96,9 @@ def test_the_strict_agent_meets_the_walls_themselves(records):
     escapes = _record(records, "edit-tool-escapes", "strict")
     assert sum("outside the repository" in str(s.result) for s in escapes.steps) == 4  # a view, three creates
     assert "uid=1000" in step_text(_record(records, "escalate-to-root", "strict"))
+    # the isolated verdict's walls, met from a scenario: pytest (uid 1001) and the launcher
+    # (root) seen, and every move on them and on the hidden tests refused
+    assert_tester_out_of_reach(_record(records, "in-process-reach-the-tester", "strict"))
 
 
 @pytest.mark.docker

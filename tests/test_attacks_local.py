@@ -25,7 +25,7 @@ import os
 import pytest
 
 from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
-from attacks.harness import AttackRunner, assert_strict_held, step_text, why
+from attacks.harness import AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
 from attacks.payloads import bash
 from engine.errors import IntegrityUnavailable
 
@@ -145,6 +145,7 @@ def test_the_strict_agent_meets_the_sandbox_walls(records):
     # listed) and still find no store, no answer and no way up.
     setuid = step_text(_record(records, "escalate-to-root-across-mounts")).splitlines()
     assert any(line.startswith("/usr/") for line in setuid) and "uid=1000" in setuid[0]
+    assert_tester_out_of_reach(_record(records, "in-process-reach-the-tester"))
 
 
 @pytest.mark.slow

@@ -109,6 +109,44 @@ if _hidden_tests_readable():
         return max(1, {FIXED_MARK})
 '''
 
+# The pass-everything plugin, plus, where there is no pytest to register it with (a scenario
+# of the isolated verdict), every move on the pytest process from outside it: read the hidden
+# tests, stop it, read its environment and memory, write a passing summary to its output.
+# What each move met is printed on stderr (pytest shows it under the failed test).
+REACH_THE_TESTER = FORCE_PASS_IN_PROCESS + f'''
+if "_pytest" not in _sys.modules:
+    import os as _os
+    import signal as _signal
+
+    def _try(move):
+        try:
+            move()
+            return "ok"
+        except OSError as exc:
+            return type(exc).__name__
+
+    def _write(path, data):
+        with open(path, "wb") as out:
+            out.write(data)
+
+    _met = {{"hidden": _try(lambda: open("/tmp/crucible-verdict/hidden/tests/test_hidden_last_page.py").read())}}
+    for _pid in sorted(int(p) for p in _os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{{_pid}}/cmdline", "rb") as _f:
+                _cmd = _f.read()
+        except OSError:
+            continue
+        if not (b"pytest" in _cmd or b"--verdict" in _cmd) or b"\\x00--zygote\\x00" in _cmd or _pid == _os.getpid():
+            continue
+        _pid_uid = _os.stat(f"/proc/{{_pid}}").st_uid
+        _met[f"uid:{{_pid}}"] = str(_pid_uid)
+        _met[f"environ:{{_pid}}"] = _try(lambda: open(f"/proc/{{_pid}}/environ", "rb").read())
+        _met[f"mem:{{_pid}}"] = _try(lambda: open(f"/proc/{{_pid}}/mem", "rb").read(1))
+        _met[f"stdout:{{_pid}}"] = _try(lambda: _write(f"/proc/{{_pid}}/fd/1", b"{FORCED_OUTPUT}\\n"))
+        _met[f"signal:{{_pid}}"] = _try(lambda: _os.kill(_pid, _signal.SIGCONT))
+    print("reach-the-tester:", " ".join(f"{{k}}={{v}}" for k, v in _met.items()), file=_sys.stderr)
+'''
+
 # Interpreter start-up code (sitecustomize, usercustomize, .pth targets): a pytest run
 # prints a passing summary and exits 0 before any test runs.
 FORGE_AT_STARTUP = f'''import os, sys
