@@ -44,6 +44,9 @@ echo "to stderr" >&2""",
               " && cat globs.txt"),
     "non-ascii": "printf 'héllo wörld — 日本語 🎉\\n' > 'ü ñ.txt' && echo $'\\xe2\\x82\\xac' >> 'ü ñ.txt' && ls *.txt && cat 'ü ñ.txt'",
     "100 KB argument": f"printf '%s' '{BIG}' > big.txt && wc -c < big.txt && sha256sum big.txt",
+    # stderr written well before stdout: one merged stream would put it first; both
+    # capabilities give stdout, then stderr
+    "stderr first": "echo 'to stderr, first' >&2; sleep 0.3; printf 'then stdout, no newline'",
     "failing": "echo partial; ls /no/such/file; exit 3",
 }
 
@@ -153,6 +156,7 @@ def test_mcp_and_ssh_staging_are_byte_identical_on_awkward_commands(task, run):
     assert results["globs"] == "g/a.txt g/b.txt g/c d.txt\ng/*.txt g/*.txt\n\n"
     assert "héllo wörld — 日本語 🎉\n€\n" in results["non-ascii"]
     assert results["100 KB argument"].startswith(f"{len(BIG.encode())}\n")
+    assert results["stderr first"] == "then stdout, no newline\nto stderr, first\n"
     assert results["failing"].startswith("partial\n") and results["failing"].endswith("[exit code 3]")
     assert [s.is_error for s in over_ssh.steps] == [False] * (len(commands) - 1) + [True]
     assert "./big.txt" in tree_ssh and "1000:1000" in tree_ssh

@@ -4,10 +4,14 @@
     async with open_ssh(endpoint) as conn:
         output, code = await run_bash(conn, "pytest -q", timeout=600)
 
-``run_bash`` sends ONE remote command string, ``shlex.join(["bash", "-lc", command])``: the
+``run_bash`` sends ONE remote command string, ``shlex.join([...wrapper..., command])``: the
 server runs it the way OpenSSH does (``bash -c <string>``), so the command reaches the inner
 ``bash -lc`` as a single argument, quotes, heredocs and all. Building ``bash -lc {command}``
 unquoted re-splits it remotely and stages a different command (seed 000's bugbot finding).
+The wrapper (``_STDERR_LAST``) keeps the command's stderr aside and sends it after its
+stdout, behind a fresh marker given on stdin, so the result joins them as the MCP bash tool
+does (stdout, then stderr): over one merged stream their order would be the workspace's
+scheduling, not the command's.
 
 The endpoint pins the server's per-run host key and carries the per-run client key; both
 live only in the engine's memory (and in ``AgentContext.capability_auth``), never in the
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import shlex
 from dataclasses import dataclass, field
 from typing import AsyncIterator
@@ -92,6 +97,14 @@ async def open_ssh(endpoint: SSHEndpoint, *,
         yield conn
 
 
+# Run by the session's bash: the marker comes on stdin (so it is in no process's argv, where
+# a `ps` in the command could print it), the command gets an empty stdin as before.
+_STDERR_LAST = ('IFS= read -r mark || exit 125\n'
+                'err=$(mktemp) || exit 125\n'
+                'bash -lc "$1" </dev/null 2>"$err"; rc=$?\n'
+                'printf "%s" "$mark"; cat -- "$err"; rm -f -- "$err"; exit "$rc"\n')
+
+
 async def run_bash(conn: asyncssh.SSHClientConnection, command: str, timeout: float | None = None,
                    *, max_output: int = MAX_OUTPUT) -> tuple[str, int]:
     """Run ``command`` under ``bash -lc`` over ``conn``: (result text, exit code).
@@ -102,22 +115,24 @@ async def run_bash(conn: asyncssh.SSHClientConnection, command: str, timeout: fl
     the command's process group) and returns 124 with a "timed out" note instead. Raises
     ``AgentError`` when no session can be opened.
     """
-    remote = shlex.join(["bash", "-lc", command])
+    remote = shlex.join(["bash", "-c", _STDERR_LAST, "crucible-ssh", command])
+    mark = f"crucible-stderr-{secrets.token_hex(16)}".encode()
     try:
         process = await conn.create_process(remote, encoding=None, stderr=asyncssh.STDOUT)
     except (OSError, asyncssh.Error) as exc:
         raise AgentError(f"cannot open an ssh session: {exc}") from exc
     output = BoundedBuffer(max_output)
     try:
+        process.stdin.write(mark + b"\n")
         process.stdin.write_eof()  # like the bash tool: the command's stdin is empty
         code = await asyncio.wait_for(_collect(process, output), timeout)
     except asyncio.TimeoutError:
-        return _join(_text(output), f"[command timed out after {timeout:g} s and was killed]"), TIMEOUT_EXIT_CODE
+        return _join(_text(output, mark, completed=False), f"[command timed out after {timeout:g} s and was killed]"), TIMEOUT_EXIT_CODE
     except (OSError, asyncssh.Error) as exc:
         raise AgentError(f"the ssh session broke: {exc}") from exc
     finally:
         process.close()
-    text = _text(output)
+    text = _text(output, mark)
     return (text if code == 0 else _join(text, f"[exit code {code}]")), code
 
 
@@ -129,10 +144,17 @@ async def _collect(process: asyncssh.SSHClientProcess, output: BoundedBuffer) ->
     return NO_STATUS_EXIT_CODE if status is None or status < 0 else status
 
 
-def _text(output: BoundedBuffer) -> str:
-    text = output.value().decode("utf-8", "replace")
+def _text(output: BoundedBuffer, mark: bytes, completed: bool = True) -> str:
+    """stdout, then stderr (a newline between when stdout does not end with one), as
+    ``ExecResult.text`` joins them for the MCP bash tool. The marker is not the command's:
+    it counts in no total (a completed command printed it, maybe into the dropped middle)."""
+    out, found, err = output.value().partition(mark)
+    if found and err and out and not out.endswith(b"\n"):
+        out += b"\n"
+    text = (out + err).decode("utf-8", "replace")
     if output.truncated:
-        text += f"\n[output truncated: {output.total} bytes in all, the middle was dropped]"
+        total = output.total - (len(mark) if found or completed else 0)
+        text += f"\n[output truncated: {total} bytes in all, the middle was dropped]"
     return text
 
 
