@@ -14,7 +14,7 @@ import time
 from typing import Mapping, Sequence
 
 from engine.runtimes.docker_exec import kill_group, sdk_call, start_exec
-from engine.runtimes.docker_stream import Demuxer, HijackedStream, PidLine
+from engine.runtimes.docker_stream import STDERR, Demuxer, HijackedStream, PidLine
 
 PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
 _QUEUED_CHUNKS = 64
@@ -74,17 +74,31 @@ class DockerProcess:
 
     def _read_loop(self) -> None:
         demux, pid_line = Demuxer(), PidLine()
+        # The wrapper's pid line is on stdout; the daemon reads stdout and stderr separately,
+        # so stderr the command wrote just after it can arrive first. It waits here, in the
+        # order it came, until the pid line is off stdout (else that line would be taken from
+        # stderr's text and the pid passed on as output).
+        early_stderr: list[bytes] = []
         try:
             while not self._aborted.is_set() and (chunk := self._stream.recv()):
-                for _, payload in demux.feed(chunk):
+                for stream_id, payload in demux.feed(chunk):
+                    if not pid_line.done and stream_id == STDERR:
+                        early_stderr.append(payload)
+                        continue
                     rest = payload if pid_line.done else pid_line.feed(payload)
                     if pid_line.done and not self._pid.done():
                         self._call(_settle, self._pid, pid_line.pid)
+                    if pid_line.done and early_stderr:
+                        for held in early_stderr:
+                            self._push(held)
+                        early_stderr.clear()
                     if rest:
                         self._push(rest)
         except (OSError, ValueError):
             pass
         finally:
+            for held in early_stderr:  # the stream ended before any pid line: still output
+                self._push(held)
             pid_line.finish()
             self._call(_settle, self._pid, pid_line.pid)
             self._call(_settle, self._eof, None)
