@@ -68,14 +68,15 @@ def _isolates(task: dict, integrity: dict) -> bool:
     return bool(task.get("isolated_verdict")) and bool(integrity.get("isolate_verdict"))
 
 
-def _plan_shape(ready: staging.Staging) -> bool | None:
-    """How a prepared staging runs a scenario task's tests (None: not a scenario task)."""
-    return None if ready.isolation is None else ready.isolation.separate
+def _shape_of(ready: staging.Staging) -> tuple[bool, bool | None]:
+    """How a prepared staging grades: (with a canary, how scenarios run: separate / in
+    pytest's process / None, not a scenario task)."""
+    return bool(ready.canary), None if ready.isolation is None else ready.isolation.separate
 
 
-def _plan_shape_for(task: dict, integrity: dict) -> bool | None:
+def _shape_for(task: dict, integrity: dict) -> tuple[bool, bool | None]:
     """The same, as ``task`` under ``integrity`` needs it."""
-    return _isolates(task, integrity) if task.get("isolated_verdict") else None
+    return _wants_canary(task, integrity), _isolates(task, integrity) if task.get("isolated_verdict") else None
 
 
 def _wants_canary(task: dict, integrity: dict) -> bool:
@@ -107,8 +108,7 @@ async def grade(
                  "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task), "canary": None}
     try:
         if prepared is not None and (_hidden_of(prepared) != tuple(hidden_files)
-                                     or bool(prepared.canary) != _wants_canary(task, integrity)
-                                     or _plan_shape(prepared) != _plan_shape_for(task, integrity)):
+                                     or _shape_of(prepared) != _shape_for(task, integrity)):
             await _dismiss(prepared)  # prepared for other hidden tests or another mode: not usable
             prepared = None
         ready = prepared or await prepare(ws, {**task, "hidden_tests": list(hidden_files)}, integrity)

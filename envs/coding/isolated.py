@@ -4,7 +4,7 @@ The canary (``envs.coding.canary``) can only catch forging it can recognise: whe
 tests import the agent's code into pytest's own process, that code can rewrite the verdict
 around anything it can tell apart. A task with ``isolated_verdict: true`` has hidden tests
 that never import the code: they call *scenarios* (``crucible_probe.isolated``), which the
-grader's launcher runs in a fresh interpreter in the repo and which hand back plain data.
+grader's launcher runs in their own process in the repo and which hand back plain data.
 Nothing of the agent's runs in pytest's process, so there is nothing in there to forge with.
 
 Grading stages, outside the repo (the stager, as root, after the diff):
@@ -18,9 +18,9 @@ Grading stages, outside the repo (the stager, as root, after the diff):
 
 The test command is the launcher's (as root, envs/coding/verdict/launch.py): pytest as
 ``TESTER_UID`` and each scenario as the agent's uid under a uid wall (``strict``). It starts
-when grading is prepared — pytest imported, the scenario zygote up — and waits for "go". The task's own ``test_command`` is not used:
-pytest's options here are the grader's (no conftest, no ini of the repo's, no cache), since
-the tests no longer run in the repo.
+when grading is prepared — pytest imported, the scenario zygote up — and waits for "go".
+The task's own ``test_command`` is not used: pytest's options here are the grader's (no
+conftest, no ini of the repo's, no cache), since the tests no longer run in the repo.
 
 A mode that does not isolate the verdict (``none``, ``vault``) runs the same hidden tests
 the ordinary way, the task's command in the repo, with the scenarios called in pytest's own
@@ -28,6 +28,7 @@ process: those modes promise nothing against code that subverts its test run.
 """
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,6 @@ from typing import Mapping, Sequence
 from engine.interfaces import AGENT_UID, ROOT_UID
 
 VERDICT_DIR = "/tmp/crucible-verdict"
-HIDDEN_ROOT = f"{VERDICT_DIR}/hidden"
 TESTER_UID = 1001
 """pytest's uid under a uid wall: not the agent's, so a scenario cannot signal, trace or read it."""
 SCRIPTS = Path(__file__).with_name("verdict")
@@ -82,9 +82,14 @@ class Plan:
                 "dir": VERDICT_DIR}
 
 
+@functools.cache
+def _script(name: str) -> bytes:
+    """One of envs/coding/verdict/'s scripts (read once per process, not once per grade)."""
+    return (SCRIPTS / name).read_bytes()
+
+
 def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bool, uid_wall: bool) -> Plan:
-    lib = {f"{VERDICT_DIR}/lib/crucible_probe.py": (SCRIPTS / "crucible_probe.py").read_bytes(),
-           f"{VERDICT_DIR}/lib/crucible_scenario.py": (SCRIPTS / "crucible_scenario.py").read_bytes()}
+    lib = {f"{VERDICT_DIR}/lib/{name}": _script(name) for name in ("crucible_probe.py", "crucible_scenario.py")}
     if not separate:
         user = AGENT_UID if uid_wall else ROOT_UID
         files = " ".join(shlex.quote(p) for p in hidden)
@@ -95,12 +100,9 @@ def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bo
     support = {f"{VERDICT_DIR}/pytest.ini": b"[pytest]\n", **lib}
     # The launcher starts when grading is prepared, before the stager has written anything:
     # it and the zygote's code travel in the argv (shown by name in the record).
-    texts = {"launch.py": (SCRIPTS / "launch.py").read_text(),
-             "crucible_scenario.py": lib[f"{VERDICT_DIR}/lib/crucible_scenario.py"].decode()}
-
     def argv(shown: bool) -> list[str]:
         def text(name: str) -> str:
-            return f"<envs/coding/verdict/{name}>" if shown else texts[name]
+            return f"<envs/coding/verdict/{name}>" if shown else _script(name).decode()
         return ["python3", "-I", "-S", "-c", text("launch.py"), "--verdict", VERDICT_DIR, "--workdir", workdir,
                 "--tester-uid", str(tester), "--scenario-uid", str(scenario), "--wait-for-go",
                 "--zygote-source", text("crucible_scenario.py"), "--", *pytest_options(), *hidden]

@@ -74,7 +74,6 @@ def isolated(function=None, *, uses=(), timeout=DEFAULT_TIMEOUT):
             return run(source, name, args, kwargs, filename=filename, timeout=timeout)
 
         call.__name__, call.__qualname__, call.__doc__ = name, scenario.__qualname__, scenario.__doc__
-        call.scenario_source = source
         return call
     return wrap(function) if function is not None else wrap
 

@@ -7,7 +7,7 @@ code under test in others. Runs as root in the grading workspace, stdlib only.
            scenario (or, should it fail, a fresh crucible_scenario.py per scenario)
 
 Nothing of the agent's is ever imported into the pytest process, so no code under test can
-rewrite its verdict; the code runs in a fresh interpreter per scenario and hands back plain
+rewrite its verdict; the code runs in its own process per scenario and hands back plain
 data (``repr`` that ``ast.literal_eval`` reads), which pytest's assertions then judge. With
 two uids (``strict``) the scenario cannot signal, trace or read the pytest process, nor
 read the hidden tests (their directory is the tester's, mode 700).
@@ -89,7 +89,7 @@ class Bounded(threading.Thread):
 
     def run(self):
         while True:
-            chunk = self.pipe.read1(1 << 16) if hasattr(self.pipe, "read1") else self.pipe.read(1 << 16)
+            chunk = self.pipe.read1(1 << 16)
             if not chunk:
                 return
             self.total += len(chunk)
@@ -218,8 +218,7 @@ def _reply(code, timed_out, timeout, out, err):
     for reader in (out, err):
         reader.join(2.0)
     return {"exit_code": code, "timed_out": timed_out, "timeout": timeout,
-            "result": out.data.decode("utf-8", "replace"), "result_bytes": out.total,
-            "stderr": err.data.decode("utf-8", "replace"), "stderr_bytes": err.total}
+            "result": out.data.decode("utf-8", "replace"), "stderr": err.data.decode("utf-8", "replace")}
 
 
 def run_fresh(args, request, timeout):
