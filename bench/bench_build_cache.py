@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.baseimage import ensure_base_image  # noqa: E402
-from engine.doctor import ensure_engine  # noqa: E402
-from engine.images import ContentAddressedBuilder  # noqa: E402
-from engine.tables import format_table  # noqa: E402
+from engine.build.baseimage import ensure_base_image  # noqa: E402
+from engine.cli.doctor import ensure_engine  # noqa: E402
+from engine.build.images import ContentAddressedBuilder  # noqa: E402
+from engine.util.tables import format_table  # noqa: E402
 
 LIMIT_S = 0.2
 RECIPE = "ARG BASE\nFROM ${BASE}\nCOPY . /ctx\nRUN echo built > /built\n"

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def golden_patch(repo: Path, task: dict) -> bytes:
-    from engine.repos import git_bytes
+    from engine.plan.repos import git_bytes
 
     pins = task["pins"]
     diff = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["golden"])
@@ -60,7 +60,7 @@ def floor_trial(image: str, task: dict, patch: bytes) -> float:
 
 
 def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
-    from engine.runner import Runner, new_run_id
+    from engine.run.trial import Runner, new_run_id
 
     runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
     run_id = new_run_id()
@@ -74,7 +74,7 @@ def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
 
 def cli_trial(task_option: str, seed: int) -> float:
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "run", f"task={task_option}", "agent=integration_test",
+    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", "run", f"task={task_option}", "agent=integration_test",
                            f"seed={seed}"], cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - began
     if proc.returncode != 0 or "reward=1.0" not in proc.stdout:
@@ -90,10 +90,10 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
 
-    from engine.config import compose_config, to_typed
-    from engine.repos import resolve_repo
-    from engine.session import session_for
-    from engine.spec import plan
+    from engine.config.compose import compose_config, to_typed
+    from engine.plan.repos import resolve_repo
+    from engine.run.session import session_for
+    from engine.plan.spec import plan
 
     typed = to_typed(compose_config([f"task={ns.task}", "agent=integration_test"]))
     session = session_for(typed)

@@ -30,9 +30,9 @@ STAGES = ("provision", "setup", "agent", "capture", "grade", "teardown")
 
 
 def plans(task: str):
-    from engine.config import compose_config, to_typed
-    from engine.session import session_for
-    from engine.spec import plan
+    from engine.config.compose import compose_config, to_typed
+    from engine.run.session import session_for
+    from engine.plan.spec import plan
 
     session, planned = None, {}
     for mode in MODES:
@@ -44,7 +44,7 @@ def plans(task: str):
 
 
 def trial(runner, planned, run_root: Path) -> tuple[float, dict]:
-    from engine.runner import new_run_id
+    from engine.run.trial import new_run_id
 
     run_id = new_run_id()
     began = time.perf_counter()
@@ -64,7 +64,7 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
 
-    from engine.runner import Runner
+    from engine.run.trial import Runner
 
     session, planned = plans(ns.task)
     runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)

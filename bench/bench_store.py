@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from engine.tables import format_table  # noqa: E402
+from engine.util.tables import format_table  # noqa: E402
 
 LIMIT_S = 0.25
 
@@ -53,7 +53,7 @@ def main(n: int = 30, writers: int = 4) -> int:
         os.environ["CRUCIBLE_HOME"] = home
         from store_writer import make_record
 
-        from engine.store import DuckDBStore
+        from engine.store.duckdb import DuckDBStore
 
         store = DuckDBStore()
         store.ingest_pending()  # schema, once

@@ -1,6 +1,6 @@
 """Data without behaviour: what flows between pipeline stages and what the store keeps.
 
-These map one-to-one onto the DuckDB tables (see ``engine/store.py``).
+These map one-to-one onto the DuckDB tables (see ``engine/store/duckdb.py``).
 """
 from __future__ import annotations
 

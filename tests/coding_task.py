@@ -20,9 +20,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.images import ContentAddressedBuilder
-from engine.repos import baseline_bundle
-from engine.paths import PROJECT_ROOT
+from engine.build.images import ContentAddressedBuilder
+from engine.plan.repos import baseline_bundle
+from engine.util.paths import PROJECT_ROOT
 
 GOLDEN_MARKER = "GOLDEN" + "-MARKER-9d41c7e2"
 HIDDEN_MARKER = "HIDDEN" + "-MARKER-51be2d0a"

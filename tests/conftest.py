@@ -43,7 +43,7 @@ def docker_client():
 @pytest.fixture(scope="session")
 def base_image(docker_client) -> str:
     """The bootstrapped offline base image (debootstrap + docker import), built once."""
-    from engine.baseimage import ensure_base_image
+    from engine.build.baseimage import ensure_base_image
 
     return ensure_base_image(docker_client).tag
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import paths  # noqa: E402
+from engine.util import paths  # noqa: E402
 from engine.models import RunRecord, Step  # noqa: E402
-from engine.store import DuckDBStore  # noqa: E402
-from engine.store_files import this_host  # noqa: E402
+from engine.store.duckdb import DuckDBStore  # noqa: E402
+from engine.store.files import this_host  # noqa: E402
 
 BASE_TIME = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -168,9 +168,9 @@ def test_split_drops_whole_chunks_of_protected_paths_and_names_them():
 
 def test_no_sample_golden_touches_a_protected_path():
     """Strict must not pass by dropping the answer: every sample golden is kept whole."""
-    from engine.config import compose_config, group_options, to_typed
-    from engine.repos import git_bytes, resolve_repo
-    from engine.spec import _task_part
+    from engine.config.compose import compose_config, group_options, to_typed
+    from engine.plan.repos import git_bytes, resolve_repo
+    from engine.plan.spec import _task_part
 
     for option in [o for o in group_options("task") if o.startswith("sample/")]:
         typed = to_typed(compose_config([f"task={option}", "agent=integration_test"]))

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from engine.baseimage import BaseRecipe, base_image_status, ensure_base_image
-from engine.doctor import ensure_engine, run_doctor
-from engine import paths
+from engine.build.baseimage import BaseRecipe, base_image_status, ensure_base_image
+from engine.cli.doctor import ensure_engine, run_doctor
+from engine.util import paths
 from engine.errors import BuildError, EngineUnavailable, UserError
 
 UNREACHABLE = "unix:///nonexistent/crucible-test-docker.sock"

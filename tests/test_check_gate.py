@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import DuckDBStore
+from engine.store.duckdb import DuckDBStore
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = str(ROOT / "tests" / "conf")
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, "CRUCIBLE_CONFIG_PATH": FIXTURES}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=timeout)
 
 
@@ -95,7 +95,7 @@ def test_a_broken_validation_fails_the_gate_even_when_the_golden_scores(docker_c
         + "validation:\n  - {name: no_such_tool, arguments: {}}\n"
     )
     env = {**os.environ, "CRUCIBLE_CONFIG_PATH": f"{FIXTURES}:{tmp_path}"}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "check", "task=fixtures/bad_validation"],
+    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", "check", "task=fixtures/bad_validation"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert proc.returncode == 1, proc.stdout
     assert "validation warnings" in proc.stdout and "no_such_tool" in proc.stdout

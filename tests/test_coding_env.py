@@ -14,9 +14,9 @@ import pytest
 
 import coding_task as ct
 from engine.errors import GradeError
-from engine.flavors.coding import CodingFlavor, hidden_files
+from envs.coding.flavor import CodingFlavor, hidden_files
 from engine.models import CapturedSubmission, RunSpec
-from engine.runtimes.docker import DockerRuntime
+from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding import patch
 from envs.coding import canary
 from envs.coding.grader import grade, regrade, verdict_from_test_result
@@ -285,7 +285,7 @@ def _spec(task: dict, integrity: dict) -> RunSpec:
         engine_version="test", task=task,
         env={"name": "coding", "tools": ["bash", "str_replace_based_edit_tool"], "bash_timeout": 60.0,
              "max_output_bytes": 32768},
-        flavor={"_target_": "engine.flavors.coding.CodingFlavor", "name": "coding"},
+        flavor={"_target_": "envs.coding.flavor.CodingFlavor", "name": "coding"},
         agent={"name": "integration_test"}, integrity=integrity, runtime={"name": "docker"}, image={},
         timeouts={"setup": 120.0, "agent": 300.0, "capture": 120.0, "grade": 300.0}, seed=0, attempt=0,
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import combinations, compose_config, expand_globs, group_options, to_typed
+from engine.config.compose import combinations, compose_config, expand_globs, group_options, to_typed
 from engine.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ def test_missing_task_names_the_group():
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
+        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, cwd=ROOT,
         env={**os.environ, **(env or {})}, timeout=120,
     )
 

@@ -13,8 +13,8 @@ import struct
 
 import pytest
 
-from engine.runtimes.docker_process import DockerProcess
-from engine.runtimes.docker_stream import STDERR, STDOUT
+from engine.runtimes.docker.process import DockerProcess
+from engine.runtimes.docker.stream import STDERR, STDOUT
 
 
 class ScriptedStream:

@@ -19,7 +19,7 @@ import pytest
 from docker.utils.build import tar as sdk_tar
 
 from engine.errors import BuildError
-from engine.images import CA_FILE, ContentAddressedBuilder, sent_files
+from engine.build.images import CA_FILE, ContentAddressedBuilder, sent_files
 
 PROJECT = Path(__file__).resolve().parent.parent
 TINY = "ARG BASE\nFROM ${BASE}\nCOPY . /ctx\nRUN echo built > /built\n"
@@ -135,7 +135,7 @@ def test_missing_base_image_is_a_one_line_build_error(builder, tmp_path):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_second_ensure_sends_nothing_to_the_daemon(docker_client, builder, base_image, built_tags, tmp_path):
-    from engine.store import DuckDBStore
+    from engine.store.duckdb import DuckDBStore
 
     store = DuckDBStore()
     dockerfile, context = make_context(tmp_path, **{"app.py": "print(1)\n"})
@@ -174,7 +174,7 @@ _ENSURE_IN_CHILD = """
 import json, sys, time
 from pathlib import Path
 import docker
-from engine.images import ContentAddressedBuilder
+from engine.build.images import ContentAddressedBuilder
 builder = ContentAddressedBuilder(docker.from_env(timeout=600), ca_bundle=None)
 ref = builder.plan(Path(sys.argv[1]), Path(sys.argv[2]), {"BASE": sys.argv[3]}, "test")
 time.sleep(max(0.0, float(sys.argv[4]) - time.time()))  # start together
@@ -216,7 +216,7 @@ def test_failing_run_step_raises_build_error_naming_the_log(builder, base_image,
     dockerfile, context = make_context(tmp_path, dockerfile=failing)
     ref = builder.plan(dockerfile, context, {"BASE": base_image}, "test")
     built_tags.append(ref.tag)
-    from engine.store import DuckDBStore
+    from engine.store.duckdb import DuckDBStore
 
     store = DuckDBStore()
     with pytest.raises(BuildError) as caught:

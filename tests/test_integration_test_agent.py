@@ -14,8 +14,8 @@ import pytest
 from engine.agents import AgentContext
 from engine.agents.integration_test import IntegrationTestAgent
 from engine.capabilities.mcp_server import serve_mcp
-from engine.spec import agent_part
-from engine.config import compose_config, to_typed, group_options
+from engine.plan.spec import agent_part
+from engine.config.compose import compose_config, to_typed, group_options
 from engine.errors import ConfigError
 
 

@@ -22,12 +22,12 @@ import pytest
 
 from envs.coding.isolated import TESTER_UID, VERDICT_DIR
 
-from engine import paths
+from engine.util import paths
 from engine.errors import BuildError, IntegrityUnavailable, WorkspaceError
 from engine.interfaces import AGENT_UID
 from engine.models import ImageRef
-from engine.runtimes.local import LocalRuntime
-from engine.runtimes.local_template import plan_template, reap_local_orphans, run_roots
+from engine.runtimes.local.runtime import LocalRuntime
+from engine.runtimes.local.template import plan_template, reap_local_orphans, run_roots
 from envs.coding.gitops import VAULT
 
 BASELINE_REF = "tiny_baseline"
@@ -147,7 +147,7 @@ def test_sandbox_hides_host_home_crucible_home_store_project_and_other_runs(work
 
 
 def test_host_secrets_in_etc_are_covered_even_for_root_in_the_sandbox(ws, run):
-    from engine.runtimes.local_sandbox import private_etc_entries
+    from engine.runtimes.local.sandbox import private_etc_entries
 
     private = dict(private_etc_entries())
     assert "/etc/shadow" in private and Path("/etc/shadow").read_bytes()  # the control: the host's is not empty
@@ -260,7 +260,7 @@ def test_strict_is_refused_when_bwrap_cannot_make_namespaces(tmp_path, runtime):
 
 
 def test_config_knob_points_the_probe_at_another_bwrap():
-    from engine.config import compose_config, to_typed
+    from engine.config.compose import compose_config, to_typed
     from engine.runtimes import build_runtime
 
     cfg = to_typed(compose_config(["task=sample/last_page", "runtime=local", "runtime.bwrap=/nonexistent"]))
@@ -322,8 +322,8 @@ def test_templates_are_addressed_by_their_inputs_and_built_once(tmp_path, runtim
 CRASHER = r"""
 import asyncio, os, signal, sys
 sys.path.insert(0, sys.argv[1])
-from engine.runtimes.local import LocalRuntime
-from engine.runtimes.local_template import plan_template
+from engine.runtimes.local.runtime import LocalRuntime
+from engine.runtimes.local.template import plan_template
 
 async def main():
     ref = plan_template(sys.argv[2], {"REPO_DIR": "/app", "BASELINE_REF": sys.argv[3]}, "test")
@@ -400,8 +400,8 @@ def test_reaper_keeps_roots_of_live_owners(ws):
 
 @pytest.fixture(scope="module")
 def sample_plan(runtime):
-    from engine.config import compose_config, to_typed
-    from engine.spec import plan
+    from engine.config.compose import compose_config, to_typed
+    from engine.plan.spec import plan
 
     # build.base: the image's BASE is meaningless locally (the host is the base), and naming
     # one keeps planning from asking Docker for the bootstrapped base image.
@@ -411,7 +411,7 @@ def sample_plan(runtime):
 
 @pytest.mark.parametrize("submission", ["golden", "empty"])
 def test_coding_flavor_scores_golden_1_and_empty_diff_0_on_local(sample_plan, runtime, run, submission):
-    from engine.flavors.coding import CodingFlavor
+    from envs.coding.flavor import CodingFlavor
 
     spec, flavor = sample_plan.spec, CodingFlavor()
     pins = spec.task["pins"]

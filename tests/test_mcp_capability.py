@@ -15,7 +15,7 @@ import pytest
 import coding_task as ct
 from engine.capabilities.mcp_client import call_tool, open_mcp
 from engine.capabilities.mcp_server import serve_mcp
-from engine.runtimes.docker import DockerRuntime
+from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding.repo import setup_repo
 from envs.coding.tools import CodingTools
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import DuckDBStore
+from engine.store.duckdb import DuckDBStore
 from standin.process import standin_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def standin(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sweep(standin, docker_client, base_image):
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", "-m", "agent=tool_calling",
+        [sys.executable, "-m", "engine.cli.main", "run", "-m", "agent=tool_calling",
          "model=openai-compatible/standin-a,openai-compatible/standin-b", "task=glob(sample/*)",
          "attempt=range(0,3)", f"agent.base_url={standin}", "hydra/launcher=joblib"],
         cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, "OPENAI_API_KEY": "unused"},
@@ -76,7 +76,7 @@ def test_the_model_sweep_stores_every_run_once_each_in_its_own_workspace(sweep):
 
 
 def test_report_pass_at_1_and_3_match_a_hand_count(sweep):
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "report", "--sweep", sweep, "--format", "json"],
+    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep, "--format", "json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)

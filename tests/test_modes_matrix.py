@@ -40,7 +40,7 @@ Key = tuple[str, str, str, str]  # (task, mode, runtime, role)
 
 
 def _typed(task: str, mode: str, runtime: str, role: str):
-    from engine.config import compose_config, to_typed
+    from engine.config.compose import compose_config, to_typed
 
     agent = ROLES[role][0]
     return to_typed(compose_config([f"task=sample/{task}", f"integrity={mode}", f"runtime={runtime}", f"agent={agent}"]))
@@ -82,9 +82,9 @@ def _unavailable(sessions: dict, configs: dict[Key, object]) -> dict[tuple[str, 
 
 
 async def _run_all(configs: dict[Key, object], sessions: dict) -> dict[Key, RunRecord]:
-    from engine import paths
-    from engine.runner import Runner, new_run_id
-    from engine.spec import plan
+    from engine.util import paths
+    from engine.run.trial import Runner, new_run_id
+    from engine.plan.spec import plan
 
     runners = {rt: Runner(store=s.store, builder=s.builder, runtime=s.runtime) for rt, s in sessions.items()}
     run_root, gate, ensured, runs = paths.runs_dir() / "modes_matrix", asyncio.Semaphore(CONCURRENCY), set(), []
@@ -106,7 +106,7 @@ async def _run_all(configs: dict[Key, object], sessions: dict) -> dict[Key, RunR
 
 
 def _make_matrix() -> Matrix:
-    from engine.session import session_for
+    from engine.run.session import session_for
 
     configs = _configs()
     sessions, store = {}, None

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
-from engine.store_files import atomic_write_json
+from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
+from engine.store.files import atomic_write_json
 
 
 class Clock:

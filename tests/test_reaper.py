@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine.reaper import (
+from engine.run.reaper import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
     LABEL_OWNER_STARTED,
@@ -27,7 +27,7 @@ from engine.reaper import (
     owner_labels,
     reap_orphans,
 )
-from engine.runtimes.docker import DockerRuntime
+from engine.runtimes.docker.runtime import DockerRuntime
 
 pytestmark = pytest.mark.docker
 
@@ -36,7 +36,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 # The CLI's convention: SIGTERM becomes KeyboardInterrupt, so `finally` blocks run.
 OWNER = """
 import asyncio, signal, sys
-from engine.runtimes.docker import DockerRuntime
+from engine.runtimes.docker.runtime import DockerRuntime
 
 signal.signal(signal.SIGTERM, signal.default_int_handler)
 

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.models import RunRecord, Step
-from engine.report import Filters, build_report
-from engine.report_query import parse_since
-from engine.report_render import render
-from engine.report_stats import (
+from engine.report.compute import Filters, build_report
+from engine.report.query import parse_since
+from engine.report.render import render
+from engine.report.stats import (
     mean_interval,
     mean_pass_at_k,
     pass_at_k,
@@ -23,7 +23,7 @@ from engine.report_stats import (
     t_quantile,
     wilson_interval,
 )
-from engine.store import DuckDBStore
+from engine.store.duckdb import DuckDBStore
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine import cli
+from engine.cli import main as cli
 from engine.models import RunRecord, RunSpec
-from engine.runner import new_run_id
-from engine.spec import engine_version
-from engine.store import DuckDBStore
+from engine.run.trial import new_run_id
+from engine.plan.spec import engine_version
+from engine.store.duckdb import DuckDBStore
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "sample/last_page"
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.docker
 
 
 def crucible(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=600)
 
 
@@ -171,7 +171,7 @@ def test_rerun_of_a_run_whose_directory_is_gone_names_the_path(golden, tmp_path,
     (False, 0, "agent integration_test is not deterministic: reward 1.0 then 0.0 (reported, not compared)"),
 ])
 def test_a_changed_reward_fails_a_deterministic_rerun_and_is_only_reported_otherwise(deterministic, code, says):
-    from engine.rerun import Rerun, conclusion
+    from engine.cli.rerun import Rerun, conclusion
 
     old = RunRecord(run_id="a", spec_hash="h" * 64, spec={}, status="completed", task_id="t", agent="integration_test",
                     model=None, flavor="coding", runtime="docker", integrity_requested="vault",

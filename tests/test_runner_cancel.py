@@ -14,8 +14,8 @@ import uuid
 import pytest
 from attacks.harness import AttackRunner
 
-from engine.reaper import LABEL_RUN_ID
-from engine.runner import Runner, new_run_id
+from engine.run.reaper import LABEL_RUN_ID
+from engine.run.trial import Runner, new_run_id
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

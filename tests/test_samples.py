@@ -24,7 +24,7 @@ from envs.coding.isolated import SCRIPTS as VERDICT_SCRIPTS
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import engine.schema  # noqa: F401  (registers base_task, which every task config extends)
+import engine.config.schema  # noqa: F401  (registers base_task, which every task config extends)
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {"sample": ROOT / "conf", "fixtures": ROOT / "tests" / "conf"}

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from standin import StandIn, answer, call, reply, wait
 
-from engine import paths
-from engine.store import DuckDBStore
+from engine.util import paths
+from engine.store.duckdb import DuckDBStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def test_an_api_key_in_the_environment_appears_nowhere_even_when_the_agent_runs_
 
     with StandIn(script, require_key=key) as api:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "run", "task=sample/last_page", "agent=tool_calling",
+            [sys.executable, "-m", "engine.cli.main", "run", "task=sample/last_page", "agent=tool_calling",
              "model=openai-compatible/standin", f"agent.base_url={api.base_url}",
              "agent.api_key_env=CRUCIBLE_CANARY_KEY"],
             cwd=ROOT, env={**os.environ, **canaries}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -6,17 +6,17 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from engine import repos
-from engine.config import compose_config, group_options, to_typed
+from engine.plan import repos
+from engine.config.compose import compose_config, group_options, to_typed
 from engine.errors import ConfigError
-from engine.spec import engine_version, plan, replan
+from engine.plan.spec import engine_version, plan, replan
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def builder(docker_client, base_image):
-    from engine.images import ContentAddressedBuilder
+    from engine.build.images import ContentAddressedBuilder
 
     return ContentAddressedBuilder(docker_client)
 

@@ -22,7 +22,7 @@ from engine.capabilities.mcp_server import serve_mcp
 from engine.capabilities.ssh_client import SSHEndpoint, open_ssh, run_bash
 from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import AgentError
-from engine.runtimes.docker import DockerRuntime
+from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding.repo import setup_repo
 from envs.coding.tools import CodingTools
 

@@ -15,13 +15,13 @@ from decimal import Decimal
 
 import pytest
 
-import engine.store
-from engine import paths
+import engine.store.duckdb
+from engine.util import paths
 from engine.errors import StoreError, UserError
 from engine.models import BuildRecord, RunRecord, Step
-from engine.store import DuckDBStore
-from engine.store_files import pending_files, this_host
-from engine.tables import format_table, to_csv, to_json
+from engine.store.duckdb import DuckDBStore
+from engine.store.files import pending_files, this_host
+from engine.util.tables import format_table, to_csv, to_json
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
 
@@ -229,7 +229,7 @@ def _fork_recording(store: DuckDBStore, run_id: str):
 
 
 def test_a_fork_waits_for_another_threads_store_operation_and_the_child_records(store):
-    from engine.store_lock import open_store
+    from engine.store.lock import open_store
 
     store.ingest_pending()
     inside = threading.Event()
@@ -250,7 +250,7 @@ def test_a_fork_waits_for_another_threads_store_operation_and_the_child_records(
 
 
 def test_a_child_forked_inside_a_store_operation_refuses_and_leaves_its_record_spooled(store):
-    from engine.store_lock import open_store
+    from engine.store.lock import open_store
 
     store.ingest_pending()
     with open_store(store.path, read_only=False, timeout=10):
@@ -282,8 +282,8 @@ def test_threads_of_one_process_read_and_write_the_store_at_once(store):
 
 
 def example_queries() -> dict[str, str]:
-    """The example queries of engine/store.py's docstring, by their label (so the docs are tested)."""
-    blocks = re.findall(r"\n([A-Z][^\n]*)::\n\n((?:    [^\n]*\n)+)", engine.store.__doc__)
+    """The example queries of engine/store/duckdb.py's docstring, by their label (so the docs are tested)."""
+    blocks = re.findall(r"\n([A-Z][^\n]*)::\n\n((?:    [^\n]*\n)+)", engine.store.duckdb.__doc__)
     return {label: textwrap.dedent(sql).strip() for label, sql in blocks}
 
 
@@ -314,7 +314,7 @@ def test_the_documented_example_questions_are_one_query_each(store):
     assert rows == [("agent", 8, 3.5, 5.0), ("grade", 8, 1.0, 1.0), ("build", 8, 0.5, 0.5)]
 
 
-# ---- output formats (engine/tables.py) ----------------------------------------------
+# ---- output formats (engine/util/tables.py) ----------------------------------------------
 
 ROWS = [("ag", None, 2 / 3, 12, datetime(2025, 1, 2, 3, 4, 5)), ("longer-agent", "m", 1.0, 7, None)]
 COLUMNS = ["agent", "model", "pass_rate", "runs", "at"]

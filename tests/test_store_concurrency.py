@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.models import canonical_json, sha256_hex
-from engine.store import DuckDBStore
-from engine.store_files import this_host
+from engine.store.duckdb import DuckDBStore
+from engine.store.files import this_host
 
 WRITER_SCRIPT = Path(__file__).with_name("store_writer.py")
 

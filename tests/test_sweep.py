@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import DuckDBStore
+from engine.store.duckdb import DuckDBStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +21,7 @@ SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hyd
 
 
 def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout)
 
 
@@ -66,7 +66,7 @@ def test_resume_skips_every_spec_that_already_has_a_completed_run(first_sweep):
 def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(first_sweep, docker_client):
     """A run interrupted while its agent works ends as 'canceled', with no container left."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", f"task={_a_sample_task()}", "agent=integration_test",
+        [sys.executable, "-m", "engine.cli.main", "run", f"task={_a_sample_task()}", "agent=integration_test",
          "timeouts.setup=300", "seed=4242"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -83,6 +83,6 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
 
 
 def _a_sample_task() -> str:
-    from engine.config import group_options
+    from engine.config.compose import group_options
 
     return [t for t in group_options("task") if t.startswith("sample/")][0]

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
-from engine.spec import engine_version
-from engine.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
+from engine.run.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
+from engine.plan.spec import engine_version
+from engine.run.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
 from standin.process import standin_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def home(tmp_path, docker_client, base_image):
 
 
 def crucible(env: dict, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=timeout)
 
 
@@ -60,7 +60,7 @@ def sweep_args(request, tmp_path, home) -> tuple[list[str], int]:
 
 def start_sweep(env: dict, log: Path, args: list[str] = SWEEP) -> subprocess.Popen:
     with log.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
+        return subprocess.Popen([sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 

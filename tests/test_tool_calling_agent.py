@@ -32,9 +32,9 @@ from engine.agents import AgentContext
 from engine.agents.providers import parse_model
 from engine.agents.tool_calling import ToolCallingAgent
 from engine.capabilities.mcp_server import serve_mcp
-from engine.config import compose_config, to_typed
+from engine.config.compose import compose_config, to_typed
 from engine.errors import AgentError, ConfigError
-from engine.spec import agent_part
+from engine.plan.spec import agent_part
 
 PROMPT = "Say hello through the echo tool, then stop."
 KEY_ENV = "CRUCIBLE_TEST_STANDIN_KEY"

@@ -13,7 +13,7 @@ import json
 import pytest
 from standin import StandIn, answer, call, fixer, giver_up, golden_edits, hang, rate_limited, raw_call, reply
 
-from engine.config import compose_config, to_typed
+from engine.config.compose import compose_config, to_typed
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -24,9 +24,9 @@ MODELS = {"openai": "openai-compatible/standin", "anthropic": "anthropic/standin
 
 
 def real_run(tmp_path_factory, api: StandIn, model: str, task: str, *overrides: str):
-    from engine.runner import Runner
-    from engine.session import session_for
-    from engine.spec import plan
+    from engine.run.trial import Runner
+    from engine.run.session import session_for
+    from engine.plan.spec import plan
 
     typed = to_typed(compose_config([f"task={task}", "agent=tool_calling", f"model={model}",
                                      f"agent.base_url={api.base_url}", f"agent.api_key_env={KEY_ENV}", *overrides]))
@@ -74,7 +74,7 @@ def runs(docker_client, base_image, tmp_path_factory):
 
 
 def stored_steps(run_id: str) -> list[tuple]:
-    from engine.store import DuckDBStore
+    from engine.store.duckdb import DuckDBStore
 
     return DuckDBStore().query(f"SELECT kind, tool, is_error, tokens_in, tokens_out, cost_usd, note FROM steps "
                                f"WHERE run_id = '{run_id}' ORDER BY position")[1]

@@ -19,8 +19,8 @@ import pytest
 
 from engine.errors import EngineUnavailable, WorkspaceError
 from engine.interfaces import AGENT_UID, Process, Workspace
-from engine.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN_ID, process_start_time
-from engine.runtimes.docker import DockerRuntime
+from engine.run.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN_ID, process_start_time
+from engine.runtimes.docker.runtime import DockerRuntime
 
 # -- backends ---------------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ class LocalBackend:
     marks = ()
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
-        from engine.runtimes.local import LocalRuntime
+        from engine.runtimes.local.runtime import LocalRuntime
         from test_local_runtime import require_sandbox, tiny_image
 
         self.runtime = LocalRuntime()
@@ -71,7 +71,7 @@ class LocalBackend:
 
     def leftovers(self, run_id: str) -> list[str]:
         """The run's roots still on disk, and any process whose mounts still hold one (a sandbox)."""
-        from engine.runtimes.local_template import run_roots
+        from engine.runtimes.local.template import run_roots
         from test_local_runtime import sandboxes_of
 
         return [str(root) for root in run_roots(run_id)] + [f"pid {pid}" for pid in sandboxes_of(run_id)]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from engine import paths
+from engine.util import paths
 from engine.agents.providers import Usage
 from engine.errors import ConfigError
 

@@ -54,7 +54,7 @@ from engine.agents.providers.transport import with_retries
 from engine.capabilities.mcp_client import call_tool, open_mcp
 from engine.errors import AgentError
 from engine.models import Step
-from engine.schema import ToolCallingAgentConfig
+from engine.config.schema import ToolCallingAgentConfig
 
 DEFAULT_WALL_TIMEOUT = 1800.0
 

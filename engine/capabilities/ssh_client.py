@@ -30,7 +30,7 @@ from typing import AsyncIterator
 import asyncssh
 
 from engine.errors import AgentError
-from engine.runtimes.docker_stream import BoundedBuffer
+from engine.runtimes.docker.stream import BoundedBuffer
 
 CONNECT_TIMEOUT = 30.0
 MAX_OUTPUT = 1 << 20

@@ -2,7 +2,7 @@
 
 Each runtime is a class implementing ``engine.interfaces.Runtime``, chosen by the
 ``runtime`` config group through its ``_target_`` (``conf/runtime/docker.yaml`` ->
-``engine.runtimes.docker.DockerRuntime``). A new runtime is a new module here plus a
+``engine.runtimes.docker.runtime.DockerRuntime``). A new runtime is a new module here plus a
 config file; nothing in the engine switches on runtime names.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from engine.aio import finish_even_if_cancelled
+from engine.util.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
 
 log = logging.getLogger(__name__)

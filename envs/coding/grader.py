@@ -29,7 +29,7 @@ from envs.coding.repo import baseline_of, workdir_of
 OUTPUT_TAIL_BYTES = 8192
 DEFAULT_TESTS_RAN = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
                      r".*\b[1-9][0-9]* passed\b")
-"""The schema's default (engine/schema.py TaskConfig.tests_ran_regex), for raw grades without one."""
+"""The schema's default (engine/config/schema.py TaskConfig.tests_ran_regex), for raw grades without one."""
 TIMEOUT_RESERVE = 5.0
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import PlanError
-from engine.repos import git_bytes
+from engine.plan.repos import git_bytes
 
 EDIT = "str_replace_based_edit_tool"
 REGULAR, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"

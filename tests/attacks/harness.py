@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from engine.models import RunRecord
-from engine.spec import Plan
+from engine.plan.spec import Plan
 
 MODES = ("none", "vault", "strict")
 TASK = "sample/last_page"
@@ -38,9 +38,9 @@ class AttackRunner:
     """
 
     def __init__(self, task: str = TASK, modes: Iterable[str] = MODES, runtime: str = "docker") -> None:
-        from engine.config import compose_config, to_typed
-        from engine.session import require_integrity, session_for
-        from engine.spec import plan
+        from engine.config.compose import compose_config, to_typed
+        from engine.run.session import require_integrity, session_for
+        from engine.plan.spec import plan
 
         modes = tuple(modes)
         unsafe = [m for m in modes if m not in SAFE_MODES.get(runtime, ("strict",))]
@@ -78,7 +78,7 @@ class AttackRunner:
 
     async def run(self, jobs: list[tuple], concurrency: int = 4) -> dict[tuple[str, str], RunRecord]:
         """Run every ``(name, mode, steps[, task])``; the records by ``(name, mode)``."""
-        from engine.runner import Runner, new_run_id
+        from engine.run.trial import Runner, new_run_id
 
         runner = Runner(store=self.session.store, builder=self.session.builder, runtime=self.session.runtime)
         gate = asyncio.Semaphore(concurrency)

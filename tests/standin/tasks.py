@@ -3,7 +3,7 @@
 A task is recognised by its prompt (the first user message the agent sends is the task's
 prompt, verbatim). The golden fix is the task's own ``validation``: the tool calls that
 turn the baseline into the golden, derived from the task repo on the host (the generated
-sample repo: ``engine.repos.resolve_repo`` + ``git``), exactly what ``crucible check``
+sample repo: ``engine.plan.repos.resolve_repo`` + ``git``), exactly what ``crucible check``
 replays. A stand-in that "fixes" a task therefore sends the same edits the golden makes.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 
 import yaml
 
-from engine.config import compose_config, config_dirs, group_options, option_file, to_typed
+from engine.config.compose import compose_config, config_dirs, group_options, option_file, to_typed
 
 
 def _normal(text: str) -> str:
@@ -43,7 +43,7 @@ def task_for_prompt(prompt: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def golden_calls(task_id: str) -> tuple[dict, ...]:
     """The golden's edits as ``{name, arguments}`` tool calls (the task's validation)."""
-    from engine import repos
+    from engine.plan import repos
     from envs.coding.validation import derive_validation
 
     options = [option for _, task, option in prompt_index() if task == task_id]

@@ -1,0 +1,312 @@
+"""Content-addressed image builds: an image's tag is a hash of everything that goes into it.
+
+``plan`` hashes the Dockerfile text, every build-context file the Docker SDK would send
+(its own ``.dockerignore`` matcher decides), the build args, the resolved base image ID
+and the forwarded CA bundle, and names the image ``crucible/<purpose>:<hash[:24]>``.
+``ensure`` builds only when no image has that tag: a cache hit is one inspect and never
+reaches the daemon's builder. Concurrent ``ensure`` calls for one tag, from any process
+on this host, build it once (an fcntl lock keyed by the input hash).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import docker
+import requests
+from docker.utils.build import exclude_paths
+
+from engine.util import paths
+from engine.errors import BuildError, UserError
+from engine.interfaces import Store
+from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
+from engine.plan.repos import file_lock
+
+AUTO = "auto"
+"""``ca_bundle=AUTO``: forward the host's bundle ($SSL_CERT_FILE, else $REQUESTS_CA_BUNDLE)."""
+
+CA_FILE = "crucible-ca.pem"
+"""Where the forwarded CA bundle lands in every build context (empty when none)."""
+
+_PURPOSE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.IGNORECASE | re.MULTILINE)
+_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def default_ca_bundle() -> str | None:
+    """The host's CA bundle to forward into builds: $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."""
+    for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        candidate = os.environ.get(var)
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def image_info(client: docker.DockerClient, tag: str) -> dict | None:
+    """The image's inspect data, or None. One API call."""
+    try:
+        return client.api.inspect_image(tag)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise BuildError(f"cannot inspect image {tag}: {exc.explanation or exc}") from exc
+    except requests.RequestException as exc:
+        raise BuildError(f"cannot inspect image {tag}: Docker engine unreachable ({type(exc).__name__})") from exc
+
+
+def sent_files(context_dir: Path, dockerfile: Path) -> list[str]:
+    """The context paths (files and directories) the Docker SDK sends, sorted.
+
+    Reads ``.dockerignore`` exactly as ``docker.api.build`` does and asks the SDK's own
+    matcher, so what we hash is what the daemon receives.
+    """
+    patterns: list[str] = []
+    ignore = context_dir / ".dockerignore"
+    if ignore.exists():
+        lines = [line.strip() for line in ignore.read_text().splitlines()]
+        patterns = [line for line in lines if line and not line.startswith("#")]
+    try:
+        inside = dockerfile.resolve().relative_to(context_dir.resolve()).as_posix()
+    except ValueError:
+        # Outside the context the SDK injects the Dockerfile under a random name, so no
+        # context file gets re-included on its behalf.
+        inside = ".dockerfile.crucible-outside"
+    return sorted(exclude_paths(str(context_dir), patterns, dockerfile=inside))
+
+
+def _file_entry(root: Path, rel: str) -> list:
+    path = root / rel
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        return [rel, "link", os.readlink(path)]
+    if stat.S_ISDIR(info.st_mode):
+        return [rel, "dir"]
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return [rel, "exec" if info.st_mode & 0o111 else "file", digest.hexdigest()]
+
+
+def _from_images(dockerfile_text: str, build_args: Mapping[str, str]) -> list[str]:
+    """The external images the Dockerfile's FROM lines name, build args substituted."""
+    first_from = _FROM.search(dockerfile_text)
+    head = dockerfile_text[: first_from.start()] if first_from else dockerfile_text
+    values = {name: default.strip("\"'") for name, default in _ARG.findall(head)}
+    values.update(build_args)
+    images, stages = [], set()
+    for ref, alias in _FROM.findall(dockerfile_text):
+        resolved = _VAR.sub(lambda m: values.get(m.group(1), ""), ref)
+        if resolved.lower() != "scratch" and resolved not in stages:
+            images.append(resolved)
+        if alias:
+            stages.add(alias)
+    return images
+
+
+class ContentAddressedBuilder:
+    """Plans input-addressed image tags and builds them at most once.
+
+    ``ca_bundle``: a PEM file forwarded into every build context as ``crucible-ca.pem``
+    (default: $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE when that file exists). It is an
+    input: a different bundle is a different image.
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient | None = None,
+        *,
+        ca_bundle: str | None = AUTO,
+        network_mode: str = "host",
+        build_timeout: float = 3600,
+    ) -> None:
+        if client is None:
+            from engine.cli.doctor import ensure_engine
+
+            client = ensure_engine(client_timeout=build_timeout)
+        self.client = client
+        self.ca_bundle = default_ca_bundle() if ca_bundle == AUTO else ca_bundle
+        self.network_mode = network_mode
+        self.build_timeout = build_timeout
+
+    # -- planning -------------------------------------------------------------------
+
+    def plan(
+        self, dockerfile: Path, context_dir: Path, build_args: Mapping[str, str], purpose: str
+    ) -> ImageRef:
+        """Compute the input-addressed tag without building anything.
+
+        Stages ``crucible-ca.pem`` in ``context_dir`` (so the context holds what is sent).
+        Raises ``UserError`` for a bad purpose or a missing Dockerfile/context and
+        ``BuildError`` when a base image the Dockerfile names is not present.
+        """
+        if not _PURPOSE.match(purpose):
+            raise UserError(f"image purpose {purpose!r} must be lowercase [a-z0-9._-]")
+        dockerfile, context_dir = Path(dockerfile), Path(context_dir)
+        if not dockerfile.is_file() or not context_dir.is_dir():
+            raise UserError(f"no Dockerfile at {dockerfile} or no context dir at {context_dir}")
+        ca_sha = self._stage_ca(context_dir)
+        text = dockerfile.read_text()
+        args = dict(sorted(build_args.items()))
+        entries = [_file_entry(context_dir, rel) for rel in sent_files(context_dir, dockerfile)]
+        base_ids = [self._resolve_base(name) for name in _from_images(text, args)]
+        inputs = {
+            "dockerfile_sha256": sha256_hex(text),
+            "file_count": len(entries),
+            "files_sha256": sha256_hex(canonical_json(entries)),
+            "build_args": args,
+            "base_ids": base_ids,
+            "ca_sha256": ca_sha,
+        }
+        input_hash = sha256_hex(canonical_json(inputs))
+        return ImageRef(
+            tag=f"crucible/{purpose}:{input_hash[:24]}",
+            input_hash=input_hash,
+            dockerfile=str(dockerfile.resolve()),
+            context_dir=str(context_dir.resolve()),
+            build_args=tuple(args.items()),
+            base=",".join(base_ids),
+            purpose=purpose,
+            inputs=inputs,
+        )
+
+    def _stage_ca(self, context_dir: Path) -> str:
+        data = Path(self.ca_bundle).read_bytes() if self.ca_bundle else b""
+        target = context_dir / CA_FILE
+        if not target.exists() or target.read_bytes() != data:
+            # Atomic, so a concurrent planner of the same context never hashes half a file.
+            tmp = context_dir / f".{CA_FILE}.{uuid.uuid4().hex}"
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        return sha256_hex(data)
+
+    def _resolve_base(self, name: str) -> str:
+        if not name:
+            raise BuildError("the Dockerfile's FROM is empty: pass the BASE build arg")
+        found = image_info(self.client, name)
+        if found is None:
+            raise BuildError(
+                f"base image {name} is not present (no registry is used): "
+                "build it first, e.g. `crucible doctor --fix` for the offline base"
+            )
+        # An image crucible made is identified by its inputs, not its ID: a bootstrapped
+        # base's bytes differ on every machine (timestamps), its recipe does not, so the
+        # same task plans to the same tag everywhere.
+        made_from = ((found.get("Config") or {}).get("Labels") or {}).get("crucible.input_hash")
+        return f"inputs:{made_from}" if made_from else found["Id"]
+
+    # -- building -------------------------------------------------------------------
+
+    def status(self, ref: ImageRef) -> str:
+        """'cached' when an image with the ref's tag exists, else 'missing'. One inspect."""
+        return "cached" if image_info(self.client, ref.tag) else "missing"
+
+    def dry_run(self, refs: Sequence[ImageRef]) -> list[tuple[ImageRef, str]]:
+        return [(ref, self.status(ref)) for ref in refs]
+
+    def ensure(self, ref: ImageRef, store: Store | None = None) -> BuildRecord:
+        """Build ``ref`` unless an image with its tag exists; record the build in ``store``.
+
+        A cache hit is a single inspect. Raises ``BuildError`` (naming the build log) when
+        the build fails; the failed build is recorded first.
+        """
+        started, t0 = _now(), time.monotonic()
+        found = image_info(self.client, ref.tag)
+        if found is not None:
+            return self._record(store, ref, started, t0, found=found, cache_hit=True)
+        with file_lock(f"build-{ref.input_hash}"):
+            found = image_info(self.client, ref.tag)  # another process may have built it
+            if found is not None:
+                return self._record(store, ref, started, t0, found=found, cache_hit=True)
+            log_path = paths.builds_dir() / f"{ref.input_hash}.log"
+            try:
+                found = self._build(ref, log_path)
+            except BuildError as exc:
+                self._record(store, ref, started, t0, found=None, cache_hit=False, log_path=log_path, error=str(exc))
+                raise
+        return self._record(store, ref, started, t0, found=found, cache_hit=False, log_path=log_path)
+
+    @staticmethod
+    def _record(
+        store: Store | None,
+        ref: ImageRef,
+        started: str,
+        t0: float,
+        *,
+        found: dict | None,
+        cache_hit: bool,
+        log_path: Path | None = None,
+        error: str | None = None,
+    ) -> BuildRecord:
+        record = BuildRecord(
+            build_id=uuid.uuid4().hex,
+            tag=ref.tag,
+            input_hash=ref.input_hash,
+            purpose=ref.purpose,
+            cache_hit=cache_hit,
+            seconds=time.monotonic() - t0,
+            size_bytes=found.get("Size") if found else None,
+            inputs=ref.inputs,
+            log_path=str(log_path) if log_path else None,
+            started_at=started,
+            error=error,
+        )
+        if store is not None:
+            store.record_build(record)
+        return record
+
+    def _build(self, ref: ImageRef, log_path: Path) -> dict:
+        # The context may have changed since plan(); building it under the old tag would
+        # poison the cache, so re-plan (cheap next to a build) and refuse on a mismatch.
+        again = self.plan(Path(ref.dockerfile), Path(ref.context_dir), dict(ref.build_args), ref.purpose)
+        if again.input_hash != ref.input_hash:
+            raise BuildError(f"inputs of {ref.tag} changed since it was planned; plan again")
+        last_error = self._stream_build(ref, log_path)
+        if last_error is not None:
+            raise BuildError(f"build of {ref.tag} failed: {last_error} (log: {log_path})")
+        found = image_info(self.client, ref.tag)
+        if found is None:
+            raise BuildError(f"build of {ref.tag} ended without the image (log: {log_path})")
+        return found
+
+    def _stream_build(self, ref: ImageRef, log_path: Path) -> str | None:
+        """Run the build, writing every line to ``log_path``; the error line, if any."""
+        with open(log_path, "w") as log:
+            log.write(f"# crucible build {ref.tag} at {_now()}\n# inputs {canonical_json(ref.inputs)}\n")
+            try:
+                stream = self.client.api.build(
+                    path=ref.context_dir,
+                    dockerfile=ref.dockerfile,
+                    tag=ref.tag,
+                    buildargs=dict(ref.build_args),
+                    labels={"crucible.input_hash": ref.input_hash, "crucible.purpose": ref.purpose},
+                    network_mode=self.network_mode,
+                    rm=True,
+                    forcerm=True,
+                    pull=False,
+                    decode=True,
+                    timeout=self.build_timeout,
+                )
+                for chunk in stream:
+                    if "error" in chunk:
+                        log.write(f"ERROR: {chunk['error']}\n")
+                        return chunk["error"].strip().splitlines()[-1]
+                    line = chunk.get("stream") or chunk.get("status") or ""
+                    log.write(line if line.endswith("\n") else line + "\n")
+                    log.flush()
+            except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+                log.write(f"ERROR: {exc}\n")
+                raise BuildError(f"build of {ref.tag} failed: {exc} (log: {log_path})") from exc
+        return None

@@ -1,0 +1,1 @@
+"""The `crucible` command, one module per subcommand; `main` dispatches."""

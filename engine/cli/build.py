@@ -1,0 +1,37 @@
+"""``crucible build [overrides] [--dry-run]``: the images the selected runs need.
+
+Like ``nix build --dry-run``: list each image with its input hash and whether it is
+already in the cache; without ``--dry-run``, build the missing ones (once each).
+"""
+from __future__ import annotations
+
+from engine.config.compose import combinations, compose_config, to_typed
+from engine.errors import UserError
+from engine.run.session import housekeeping, open_store, session_for
+from engine.plan.spec import plan
+from engine.util.tables import format_table
+
+
+def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
+    if not any(o.startswith("task=") for o in overrides):
+        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    store = open_store()
+    housekeeping(store)
+    images, session = {}, None
+    for combo in combinations(overrides):
+        typed = to_typed(compose_config(combo))
+        session = session or session_for(typed, store)
+        planned = plan(typed, builder=session.builder)
+        images.setdefault(planned.image.tag, (planned.image, []))[1].append(planned.spec.task_id)
+    rows = []
+    for tag, (ref, tasks) in sorted(images.items()):
+        status = session.builder.status(ref)
+        if not dry_run and status == "missing":
+            record = session.builder.ensure(ref, store)
+            status = f"built in {record.seconds:.1f}s"
+        rows.append((tag, ref.input_hash[:16], status, ", ".join(sorted(set(tasks)))))
+    echo(format_table(["image", "input hash", "status", "for tasks"], rows))
+    missing = sum(1 for r in rows if r[2] == "missing")
+    if dry_run:
+        echo(f"{missing} to build, {len(rows) - missing} cached")
+    return 0

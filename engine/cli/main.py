@@ -1,0 +1,252 @@
+"""The ``crucible`` command.
+
+    crucible run [-m] [overrides]        a run, or a Hydra multirun sweep (joblib, parallel)
+    crucible check [overrides]           the shipping gate: golden 1.0, baseline 0.0
+    crucible build [overrides] [--dry-run]
+    crucible query "SQL" [--json|--csv]
+    crucible show RUN_ID
+    crucible rerun RUN_ID [--into DIR]   the same spec as a new run (no rebuild), both verdicts;
+                                         exit 1: a deterministic agent's verdict changed,
+                                         exit 4: the spec plans differently now (nothing run)
+    crucible gc [--dry-run] [--match GLOB] [--min-age SECONDS]
+                                         remove task images / local templates no stored run
+                                         refers to (never one in use, never the base image)
+    crucible report [--sweep ID] [--agent A] [--model M] [--task GLOB] [--since 7d]
+                    [--compare SWEEP_A SWEEP_B] [--format table|markdown|csv|json]
+    crucible doctor [--fix]
+
+User mistakes end in one line on stderr and a non-zero exit, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import NoReturn
+
+from engine.errors import CrucibleError, UserError
+
+USAGE = __doc__
+
+
+def _sigterm_as_interrupt(signum, frame):  # so `finally` blocks remove containers on kill
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE.strip())
+        return 0
+    command, rest = argv[0], argv[1:]
+    handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
+                "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
+                "gc": cmd_gc}
+    if command not in handlers:
+        print(f"crucible: unknown command '{command}' (commands: {', '.join(handlers)})", file=sys.stderr)
+        return 2
+    try:
+        return handlers[command](rest) or 0
+    except UserError as exc:
+        print(f"crucible {command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except CrucibleError as exc:
+        print(f"crucible {command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"crucible {command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `crucible query ... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    class OneLineParser(argparse.ArgumentParser):
+        def error(self, message):
+            raise UserError(message)
+
+    return OneLineParser(prog=f"crucible {prog}", description=description)
+
+
+# ---------------------------------------------------------------- run (Hydra app)
+def cmd_run(args: list[str]) -> int:
+    from engine.cli.run import run_hydra
+
+    return run_hydra(args)
+
+
+# ---------------------------------------------------------------- check
+def cmd_check(args: list[str]) -> int:
+    from engine.cli.check import run_check
+
+    parser = _parser("check", "golden must score 1.0 and baseline 0.0 for every selected task")
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--rebuild", action="store_true", help="run again even if the store has the verdict")
+    parser.add_argument("--check", type=int, default=0, metavar="N", help="run each spec N more times; fail on any difference")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    ns = parser.parse_args(args)
+    if not any(o.startswith("task=") for o in ns.overrides):
+        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    return run_check(ns.overrides, rebuild=ns.rebuild, check=ns.check, parallel=max(1, ns.jobs))
+
+
+# ---------------------------------------------------------------- build
+def cmd_build(args: list[str]) -> int:
+    from engine.cli.build import run_build
+
+    parser = _parser("build", "build (or find in the cache) the images the selected runs need")
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be built and what is cached")
+    ns = parser.parse_args(args)
+    return run_build(ns.overrides, dry_run=ns.dry_run)
+
+
+# ---------------------------------------------------------------- query
+def cmd_query(args: list[str]) -> int:
+    from engine.run.session import open_housekept_store as open_store
+    from engine.util.tables import format_table, to_csv, to_json
+
+    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, builds)")
+    parser.add_argument("sql")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    ns = parser.parse_args(args)
+    columns, rows = open_store().query(ns.sql)
+    print(to_json(columns, rows) if ns.json else to_csv(columns, rows) if ns.csv else format_table(columns, rows), end="" if ns.csv else "\n")
+    return 0
+
+
+# ---------------------------------------------------------------- show
+def cmd_show(args: list[str]) -> int:
+    from engine.run.session import open_housekept_store as open_store
+
+    parser = _parser("show", "one run: spec, status, verdict, steps, timings")
+    parser.add_argument("run_id")
+    parser.add_argument("--json", action="store_true")
+    ns = parser.parse_args(args)
+    record = open_store().get_run(ns.run_id)
+    if record is None:
+        raise UserError(f"no run '{ns.run_id}' in the store")
+    if ns.json:
+        print(json.dumps(record.to_dict(), indent=2, default=str))
+        return 0
+    lines = [
+        f"run        {record.run_id}",
+        f"task       {record.task_id}    agent {record.agent}" + (f"    model {record.model}" if record.model else ""),
+        f"status     {record.status}" + (f" in {record.error_phase}: {record.error}" if record.error else ""),
+        f"reward     {record.reward}    stop {record.stop_reason}",
+        f"integrity  asked {record.integrity_requested}, got {record.integrity_obtained}",
+        f"spec       {record.spec_hash}",
+        f"image      {record.image_tag}",
+        f"started    {record.started_at}    ended {record.ended_at}",
+        "timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
+        f"run dir    {record.run_dir}",
+    ]
+    if record.warnings:
+        lines.append("warnings   " + "\n           ".join(record.warnings))
+    if record.violations:
+        lines.append("violations " + ", ".join(record.violations))
+    lines.append(f"steps ({len(record.steps)}):")
+    for step in record.steps:
+        flag = "ERR" if step.is_error else "ok "
+        lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
+    lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
+    print("\n".join(lines))
+    return 0
+
+
+# ---------------------------------------------------------------- rerun
+def cmd_rerun(args: list[str]) -> int:
+    from engine.cli.rerun import run_rerun
+
+    parser = _parser("rerun", "plan a stored run again from its run directory and, if its spec hash is the "
+                              "same, run it as a new run (an existing image is reused); compare the verdicts")
+    parser.add_argument("run_id", help="a run id or a unique prefix of one")
+    parser.add_argument("--into", metavar="DIR", help="the new run's directory (default: runs/rerun/<new id>)")
+    ns = parser.parse_args(args)
+    return run_rerun(ns.run_id, into=ns.into)
+
+
+# ---------------------------------------------------------------- gc
+def cmd_gc(args: list[str]) -> int:
+    from engine.cli.gc import run_gc
+
+    parser = _parser("gc", "remove crucible/task images and local templates that no stored run refers to")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+    parser.add_argument("--match", default="*", metavar="GLOB",
+                        help="only names matching GLOB, e.g. 'crucible/task:*' or 'local/task:*' (default: all)")
+    parser.add_argument("--min-age", type=float, default=3600.0, metavar="SECONDS",
+                        help="keep anything younger than this: a run may be about to use it (default: 3600)")
+    ns = parser.parse_args(args)
+    if ns.min_age < 0:
+        raise UserError(f"--min-age must be 0 or more, not {ns.min_age:g}")
+    return run_gc(dry_run=ns.dry_run, match=ns.match, min_age=ns.min_age)
+
+
+# ---------------------------------------------------------------- report
+def cmd_report(args: list[str]) -> int:
+    from engine.report.compute import build_report
+    from engine.report.query import filters_from_args, parse_ks
+    from engine.report.render import FORMATS, render
+    from engine.run.session import open_housekept_store
+
+    parser = _parser("report", "per agent and model: mean reward with a 95% interval, pass@k, a task matrix; "
+                               "or the tasks that flipped between two sweeps (docs/report.md)")
+    for name, meta in (("sweep", "ID"), ("agent", "NAME"), ("model", "MODEL"), ("task", "GLOB")):
+        parser.add_argument(f"--{name}", action="append", default=[], metavar=meta,
+                            help="repeatable, or a comma list" + ("; last = the latest sweep" if name == "sweep" else ""))
+    parser.add_argument("--since", help="runs started since: 30m, 12h, 7d, or an ISO date/time (UTC)")
+    parser.add_argument("--compare", nargs=2, metavar=("SWEEP_A", "SWEEP_B"), help="the tasks that flipped")
+    parser.add_argument("--k", help="pass@k for these k (comma list); default: every k the attempts allow")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    ns = parser.parse_args(args)
+    filters = filters_from_args(sweeps=ns.sweep, agents=ns.agent, models=ns.model, tasks=ns.task, since=ns.since)
+    report = build_report(open_housekept_store(), filters, compare=tuple(ns.compare) if ns.compare else None,
+                          ks=parse_ks(ns.k))
+    print(render(report, ns.format), end="" if ns.format == "csv" else "\n")
+    return 0
+
+
+# ---------------------------------------------------------------- doctor
+def cmd_doctor(args: list[str]) -> int:
+    from engine.cli.doctor import run_doctor
+
+    parser = _parser("doctor", "check (and with --fix, set up) the Docker engine and the offline base image")
+    parser.add_argument("--fix", action="store_true")
+    ns = parser.parse_args(args)
+    return run_doctor(fix=ns.fix)
+
+
+def entry() -> NoReturn:
+    """The console command: ``main``, then leave without tearing the interpreter down.
+
+    Clearing the modules of the MCP / pydantic / Docker stack costs ~0.4 s at every exit, a
+    tenth of a whole golden run. Nothing crucible keeps needs it: every record is written
+    (and fsync'd) before ``main`` returns. What a normal exit does that matters still
+    happens, in its order: non-daemon threads are joined (with the executors' exit hooks,
+    which ``threading._shutdown`` runs), then the atexit handlers, then the streams flush.
+    Tests call ``main``, which returns.
+    """
+    code = main()
+    threading._shutdown()  # what the interpreter calls first on exit  # noqa: SLF001
+    atexit._run_exitfuncs()  # noqa: SLF001
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe (`crucible query | head`): nothing more to say
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,182 @@
+"""``crucible run``: the Hydra app. One run, or with ``-m`` a sweep (joblib launcher, parallel).
+
+Before Hydra sees the command line, group globs are expanded (stock ``glob()`` misses
+nested task sets) and every choice is composed once, so a bad key fails in one line
+instead of inside a launcher worker. Each job plans its spec, skips it when
+``resume=true`` and the store already has a completed run of that spec hash, and
+otherwise executes it with its Hydra output directory as the run directory.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from uuid import uuid4
+
+from engine.util import paths
+from engine.config.compose import CONF_DIR, combinations, compose_config, expand_globs, searchpath_override
+from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
+
+_FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+_NO_VALIDATION = {"--help", "-h", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
+_outcome: dict = {}
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[str]]:
+    flags, overrides, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-"):
+            flags.append(arg)
+            if arg in _FLAGS_WITH_VALUE and i + 1 < len(args) and not args[i + 1].startswith("-") and "=" not in args[i + 1]:
+                flags.append(args[i + 1])
+                i += 1
+        else:
+            overrides.append(arg)
+        i += 1
+    return flags, overrides
+
+
+def _preflight_agent(cfg) -> None:
+    """Build the agent once here, so a missing API key is one line, not one error run per job."""
+    from engine.config.compose import to_typed
+    from engine.errors import AgentError, ConfigError
+    from engine.run.trial import instantiate
+    from engine.plan.spec import agent_part
+
+    try:
+        instantiate(agent_part(to_typed(cfg)), where="agent")
+    except AgentError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _validate(overrides: list[str]) -> tuple[int, str | None]:
+    """Compose enough combinations that every value of every sweep axis is tried once.
+
+    Returns the number of jobs and the store they use (a sweep has one: ``store`` is no sweep axis).
+    """
+    combos = combinations(overrides)
+    store = None
+    for combo in combos[: max(1, min(len(combos), 64))]:
+        cfg = compose_config(combo)
+        store = cfg.get("store")
+        _preflight_agent(cfg)
+    return len(combos), store
+
+
+def run_hydra(args: list[str]) -> int:
+    flags, overrides = split_args(args)
+    multirun = "-m" in flags or "--multirun" in flags
+    runs_jobs = not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags
+    jobs, store = 0, None
+    if not set(flags) & _NO_VALIDATION:
+        overrides = expand_globs(overrides)
+        jobs, store = _validate(overrides)
+        if runs_jobs:
+            from engine.cli.doctor import ensure_engine
+
+            ensure_engine()  # one line now, not one per launcher worker
+    extra = searchpath_override()
+    sweep_id = None
+    if multirun:
+        sweep_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
+        extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={_sweep_dir(sweep_id)}"]
+    sys.argv = ["crucible run", *flags, *overrides, *extra]
+    _outcome.clear()
+    if not (multirun and runs_jobs):
+        _hydra_main()
+        return _outcome.get("exit_code", 0)
+    _before_sweep(store)
+    with SweepProgress(_sweep_dir(sweep_id), jobs, label=sweep_id):
+        _hydra_main()
+    return _sweep_summary(sweep_id)
+
+
+def _sweep_dir(sweep_id: str) -> Path:
+    return paths.runs_dir() / "sweeps" / sweep_id
+
+
+def _before_sweep(store: str | None) -> None:
+    """Housekeeping once, here (a killed sweep's runs are marked before a resume plans), and
+    name this process as the sweep's owner, whose death ends its workers (engine.run.sweep_guard)."""
+    from engine.run.session import housekeeping, open_store
+    from engine.run.sweep_guard import claim_sweep
+
+    housekeeping(open_store(store))
+    claim_sweep()
+
+
+def _sweep_summary(sweep_id: str) -> int:
+    from engine.run.session import open_store
+    from engine.util.tables import format_table
+
+    store = open_store()
+    failed_jobs = sorted(_sweep_dir(sweep_id).glob(f"*/{USER_ERROR_MARKER}"))
+    cols, rows = store.query(
+        "SELECT task_id, agent, coalesce(model, '') AS model, attempt, status, reward, "
+        f"round(epoch(ended_at) - epoch(started_at), 2) AS seconds FROM runs WHERE sweep_id = '{sweep_id}' "
+        "ORDER BY task_id, agent, model, attempt"
+    )
+    print(f"\nsweep {sweep_id}: {len(rows)} run(s) stored")
+    if rows:
+        print(format_table(cols, rows))
+        cols, rows = store.query(
+            "SELECT agent, coalesce(model, '') AS model, count(*) AS runs, "
+            "count(*) FILTER (WHERE status = 'completed') AS completed, "
+            "round(avg(CASE WHEN reward >= 1.0 THEN 1.0 ELSE 0.0 END), 3) AS pass_rate "
+            f"FROM runs WHERE sweep_id = '{sweep_id}' GROUP BY ALL ORDER BY agent, model"
+        )
+        print("\npass rate")
+        print(format_table(cols, rows))
+    for marker in failed_jobs:
+        print(f"job {marker.parent.name} did not run: {marker.read_text().strip()}", file=sys.stderr)
+    return 1 if failed_jobs else 0
+
+
+def _job(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from engine.config.compose import to_typed
+    from engine.errors import UserError
+    from engine.run.trial import Runner
+    from engine.run.session import housekeeping, session_for
+    from engine.plan.spec import plan
+    from engine.run.sweep_guard import guard_worker
+
+    guard_worker()
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        OmegaConf.resolve(cfg)
+        typed = to_typed(cfg)
+        session = session_for(typed)
+        if typed.sweep_id is None:
+            housekeeping(session.store)
+        planned = plan(typed, builder=session.builder)
+        spec_hash = planned.spec.spec_hash
+        if typed.resume and (done := session.store.completed_run_for(spec_hash)) is not None:
+            line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
+                    f"completed run {done.run_id} (resume=true)")
+            print(line)
+            mark_job(run_dir, SKIPPED_MARKER, line)
+            return
+        runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
+        record = asyncio.run(runner.execute(planned, run_dir, sweep_id=typed.sweep_id))
+    except UserError as exc:
+        print(f"crucible run: {exc}", file=sys.stderr)
+        _outcome["exit_code"] = exc.exit_code
+        mark_job(run_dir, USER_ERROR_MARKER, str(exc))  # a sweep's summary reports it
+        return
+    line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
+    if record.error:
+        line += f"  [{record.error_phase}] {record.error}"
+    print(f"{line}  run {record.run_id}  ({run_dir})")
+    _outcome["exit_code"] = 0 if record.status == "completed" else 1
+
+
+def _hydra_main() -> None:
+    import hydra
+
+    hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)()

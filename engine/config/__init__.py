@@ -1,0 +1,1 @@
+"""Composing configs: the Hydra tree (`compose`) and the core dataclass schemas (`schema`)."""

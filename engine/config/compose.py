@@ -1,0 +1,194 @@
+"""Composing configs: the conf/ tree, set selection with glob(), and one-line config errors.
+
+Stock Hydra's ``glob()`` does not look into nested group folders, so
+``task='glob(sample/*)'`` would silently launch 0 jobs. Every crucible command therefore
+rewrites group globs into explicit choices before Hydra sees them, and a selection that
+matches nothing is an error.
+"""
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import os
+import re
+import threading
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob, Override
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+import engine.config.schema  # noqa: F401  (registers the structured-config schemas)
+from engine.util import paths
+from engine.errors import ConfigError
+
+CONF_DIR = paths.PROJECT_ROOT / "conf"
+GROUPS = ("env", "flavor", "agent", "integrity", "runtime", "task")
+
+# Hydra's compose API works through one process-wide GlobalHydra: two threads composing
+# at once make the second fail with "GlobalHydra is already initialized".
+_COMPOSE_LOCK = threading.Lock()
+
+
+def config_dirs() -> list[Path]:
+    """conf/ first, then extra dirs from $CRUCIBLE_CONFIG_PATH (colon-separated)."""
+    extra = [Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p]
+    return [CONF_DIR, *extra]
+
+
+def searchpath_override() -> list[str]:
+    extra = config_dirs()[1:]
+    if not extra:
+        return []
+    return ["hydra.searchpath=[" + ",".join(f"file://{p.resolve()}" for p in extra) + "]"]
+
+
+def group_options(group: str) -> list[str]:
+    """Every option of a group, nested folders included (``sample/a``); schemas excluded."""
+    found: set[str] = set()
+    for root in config_dirs():
+        base = root / group
+        if base.is_dir():
+            for path in base.rglob("*.yaml"):
+                option = path.relative_to(base).with_suffix("").as_posix()
+                if not any(part.startswith(("_", "base_")) for part in option.split("/")):
+                    found.add(option)
+    return sorted(found)
+
+
+def option_file(group: str, option: str) -> Path | None:
+    for root in config_dirs():
+        candidate = root / group / f"{option}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _parse(overrides: list[str]) -> list[Override]:
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise ConfigError(f"bad override: {_first_line(exc)}") from exc
+
+
+def _matching(group: str, glob: Glob) -> list[str]:
+    options = group_options(group)
+    chosen = [o for o in options if any(fnmatch.fnmatchcase(o, pat) for pat in glob.include)]
+    return [o for o in chosen if not any(fnmatch.fnmatchcase(o, pat) for pat in glob.exclude)]
+
+
+def expand_globs(overrides: list[str]) -> list[str]:
+    """Rewrite ``group=glob(...)`` into ``group=a,b,c``; an empty match is an error."""
+    result = []
+    for text, parsed in zip(overrides, _parse(overrides)):
+        key = parsed.get_key_element()
+        if key in GROUPS and isinstance(parsed._value, Glob):
+            matches = _matching(key, parsed._value)
+            if not matches:
+                raise ConfigError(
+                    f"{text!r} selects nothing; {key} options are: {', '.join(group_options(key)) or '(none)'}"
+                )
+            result.append(f"{key}=" + ",".join(matches))
+        else:
+            result.append(text)
+    return result
+
+
+def combinations(overrides: list[str]) -> list[list[str]]:
+    """The cartesian product of every sweep in ``overrides`` (for commands that are not -m)."""
+    expanded = expand_globs(overrides)
+    axes = []
+    for text, parsed in zip(expanded, _parse(expanded)):
+        if parsed.is_sweep_override():
+            key = parsed.get_key_element()
+            axes.append([f"{key}={value}" for value in parsed.sweep_string_iterator()])
+        else:
+            axes.append([text])
+    return [list(combo) for combo in itertools.product(*axes)] if axes else [[]]
+
+
+def compose_config(overrides: list[str]) -> DictConfig:
+    """Compose one config (no sweeps) with every error reduced to one clear line."""
+    overrides = expand_globs(overrides)
+    for text, parsed in zip(overrides, _parse(overrides)):
+        if parsed.is_sweep_override():
+            raise ConfigError(f"'{text}' selects several values; this command takes one (use `crucible run -m`)")
+    _check_options(overrides)
+    with _COMPOSE_LOCK:
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                cfg = compose("config", overrides=[*overrides, *searchpath_override()], return_hydra_config=False)
+                OmegaConf.resolve(cfg)
+                return cfg
+        except (HydraException, OmegaConfBaseException, ValueError) as exc:
+            raise ConfigError(describe(exc, overrides)) from exc
+        finally:
+            GlobalHydra.instance().clear()
+
+
+def to_typed(cfg: DictConfig):
+    """The config as typed dataclasses, converted once at the edge."""
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(describe(exc, [])) from exc
+
+
+def _check_options(overrides: list[str]) -> None:
+    """Name the unknown group option, and the file, before Hydra's multi-line message."""
+    for parsed in _parse(overrides):
+        key = parsed.get_key_element().lstrip("+~")
+        if key in GROUPS and not parsed.is_sweep_override() and not parsed.is_delete():
+            value = parsed.value()
+            if isinstance(value, str) and value not in group_options(key) and not value.startswith("base_"):
+                known = group_options(key)
+                hint = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
+                raise ConfigError(f"unknown {key} '{value}' (no conf/{key}/{value}.yaml); available: {hint}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def describe(exc: BaseException, overrides: list[str]) -> str:
+    """One line that says what was wrong and where (key, file, override)."""
+    chain = []
+    node: BaseException | None = exc
+    while node is not None and len(chain) < 6:
+        chain.append(node)
+        node = node.__cause__ or node.__context__
+    text = " | ".join(str(e) for e in chain)
+    full_key = re.search(r"full_key:\s*(\S+)", text)
+    if m := re.search(r"You must specify '(\w+)'", text):
+        return f"no {m.group(1)} selected: add {m.group(1)}=<option> (e.g. {m.group(1)}={(group_options(m.group(1)) or ['...'])[0]})"
+    if m := re.search(r"Could not override '([^']+)'", text):
+        return f"unknown config key '{m.group(1)}' (from override '{_override_for(m.group(1), overrides)}')"
+    if m := re.search(r"Key '([^']+)' not in '(\w+)'", text) or re.search(r"Key '([^']+)' is not in struct", text):
+        where = full_key.group(1) if full_key else m.group(1)
+        return f"unknown config key '{where}'{_file_hint(where)}"
+    if m := re.search(r"Error merging override (\S+)", text):
+        return f"bad value in override '{m.group(1)}': {_leaf_message(chain)}"
+    if full_key:
+        return f"bad config value at '{full_key.group(1)}'{_file_hint(full_key.group(1))}: {_leaf_message(chain)}"
+    return f"config error: {_leaf_message(chain)}"
+
+
+def _leaf_message(chain: list[BaseException]) -> str:
+    return _first_line(chain[-1])
+
+
+def _override_for(key: str, overrides: list[str]) -> str:
+    return next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), key)
+
+
+def _file_hint(full_key: str) -> str:
+    group = full_key.split(".", 1)[0]
+    if group not in GROUPS:
+        return ""
+    return f" (in a conf/{group}/ option)"

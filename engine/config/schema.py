@@ -1,0 +1,282 @@
+"""Structured-config schemas for every Hydra group, registered in the ConfigStore.
+
+Each group option under ``conf/<group>/`` starts its defaults list with the schema
+(``base_<kind>``), so a misspelled key or a wrong type fails at compose time naming the key.
+Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its own packages.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+ALLOWED_TARGET_PREFIXES = ("engine.", "envs.", "swe_tasks.")
+
+
+# ---------------------------------------------------------------- task
+@dataclass
+class TaskRefs:
+    """The three-branch convention; any ref may be overridden per task."""
+
+    baseline: str = "${..name}_baseline"
+    test: str = "${..name}_test"
+    golden: str = "${..name}_golden"
+
+
+@dataclass
+class TaskConfig:
+    name: str = MISSING
+    set: str = MISSING
+    repo: str = MISSING
+    """A git URL, a local path, or ``generated://NAME`` (built by samples/NAME/build_repo.py)."""
+    refs: TaskRefs = field(default_factory=TaskRefs)
+    hidden_tests: List[str] = MISSING
+    test_command: str = MISSING
+    """Shell command run in the repo dir; ``{test_files}`` becomes the hidden test files."""
+    isolated_verdict: bool = False
+    """The hidden tests never import the code under test: they call ``crucible_probe``
+    scenarios, which return plain data. Under an integrity mode that isolates the verdict
+    (``strict``) each scenario runs in its own interpreter as the agent's uid and pytest runs
+    outside the repo as another uid with the grader's own options (``test_command`` unused),
+    so no code under test can forge the verdict (envs/coding/isolated.py); otherwise
+    ``test_command`` runs them in the repo and the scenarios are called in-process."""
+    prompt: str = MISSING
+    validation: Optional[List[Any]] = None
+    """Tool calls ``{name, arguments, capability?}`` that stage the golden; None = derived."""
+    system_packages: List[str] = field(default_factory=list)
+    install: str = ""
+    workdir: str = "/app"
+    protected_paths: List[str] = field(default_factory=list)
+    test_timeout: float = 600.0
+    tests_ran_regex: str = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
+                            r".*\b[1-9][0-9]* passed\b")
+    """Output must match this for a passing exit code to count: no tests run scores 0, and so
+    does a summary that also counts skipped, deselected, xfailed or errored tests (code under
+    test calling pytest.skip() where it would fail must not pass). A task whose hidden tests
+    legitimately skip sets its own pattern."""
+
+
+# ---------------------------------------------------------------- plug-in groups
+@dataclass
+class EnvConfig:
+    name: str = "coding"
+    tools: List[str] = field(default_factory=lambda: ["bash", "str_replace_based_edit_tool"])
+    bash_timeout: float = 120.0
+    max_output_bytes: int = 32768
+
+
+@dataclass
+class FlavorConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class CodingFlavorConfig(FlavorConfig):
+    _target_: str = "envs.coding.flavor.CodingFlavor"
+    name: str = "coding"
+
+
+@dataclass
+class AgentConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class NoopAgentConfig(AgentConfig):
+    _target_: str = "engine.agents.noop.NoopAgent"
+    name: str = "noop"
+
+
+@dataclass
+class IntegrationTestAgentConfig(AgentConfig):
+    _target_: str = "engine.agents.integration_test.IntegrationTestAgent"
+    name: str = "integration_test"
+    timeout_seconds: float = 600.0
+
+
+@dataclass
+class ToolCallingAgentConfig(AgentConfig):
+    """A model drives the task through the run's MCP tools (engine/agents/tool_calling.py).
+
+    The model itself is the top-level ``model=<provider>/<name>``. Every field here is part
+    of the run spec; the API key is not (only the variable's name), nor are prices.
+    """
+
+    _target_: str = "engine.agents.tool_calling.ToolCallingAgent"
+    name: str = "tool_calling"
+    base_url: Optional[str] = None
+    """The API root; None = the provider's own. Required for ``openai-compatible/...``."""
+    api_key_env: Optional[str] = None
+    """The environment variable holding the key; None = OPENAI_API_KEY for openai/,
+    ANTHROPIC_API_KEY for anthropic/, no key for openai-compatible/."""
+    system_prompt: str = (
+        "You are an autonomous software engineer working on a task in a code repository, using only "
+        "the tools provided. Explore the code, make the change the task asks for, and check your work "
+        "(for example by running the tests) before you finish. Nobody will answer questions: decide "
+        "for yourself. When you are done, reply with a short summary of what you changed and call no "
+        "more tools."
+    )
+    max_steps: int = 50
+    """Model calls at most."""
+    temperature: Optional[float] = 0.0
+    """None = not sent (some reasoning models accept only their default)."""
+    max_tokens: int = 4096
+    """Output tokens per model call."""
+    seed: Optional[int] = None
+    """Sent as the request's ``seed`` where the protocol has one (OpenAI); None = not sent."""
+    request_timeout: float = 300.0
+    """Seconds one model request may take before it is retried."""
+    max_retries: int = 4
+    """Retries per model call on 429, 408/409, 5xx and transport errors (exponential backoff,
+    Retry-After honoured)."""
+    wall_timeout: Optional[float] = None
+    """The agent's own wall-clock limit; None = just inside ``timeouts.agent``. Either way it
+    ends before the runner's, so the steps so far are kept (stop reason ``timeout``)."""
+    max_malformed: int = 3
+    """Unusable tool calls in a row (bad JSON, unknown tool) before stopping."""
+
+
+@dataclass
+class IntegrityConfig:
+    mode: str = MISSING
+    vault: bool = True
+    """History moved to a root-only vault; the agent gets a fresh one-commit repo."""
+    uid_wall: bool = True
+    """Agent tool calls run as uid 1000."""
+    agent_network: bool = False
+    drop_protected: bool = True
+    """Agent changes to protected paths are dropped from the graded diff and recorded."""
+    canary: bool = True
+    """Grading runs a test that must fail beside the hidden tests (pytest commands): a run
+    whose canary is not reported failed was tampered with from inside (envs/coding/canary.py)."""
+    isolate_verdict: bool = False
+    """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
+    each scenario runs as the agent's uid, so no code under test shares pytest's process
+    (envs/coding/isolated.py). Off, the same hidden tests call their scenarios in-process."""
+
+
+@dataclass
+class RuntimeConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class DockerRuntimeConfig(RuntimeConfig):
+    _target_: str = "engine.runtimes.docker.runtime.DockerRuntime"
+    name: str = "docker"
+    api_timeout: float = 1800.0
+    default_exec_timeout: float = 1800.0
+    memory: Optional[str] = None
+    cpus: Optional[float] = None
+    pids_limit: Optional[int] = 4096
+
+
+@dataclass
+class LocalRuntimeConfig(RuntimeConfig):
+    """``runtime=local``: a per-run host directory, every command in a bubblewrap sandbox."""
+
+    _target_: str = "engine.runtimes.local.runtime.LocalRuntime"
+    name: str = "local"
+    bwrap: str = "/usr/bin/bwrap"
+    """The bubblewrap binary; the sandbox probe runs it (a broken one refuses every integrity mode)."""
+    default_exec_timeout: float = 1800.0
+    install_timeout: float = 1800.0
+    """Limit for a task's ``install`` command while its local template is prepared."""
+
+
+# ---------------------------------------------------------------- top level
+@dataclass
+class Timeouts:
+    setup: float = 300.0
+    agent: float = 1800.0
+    capture: float = 120.0
+    grade: float = 900.0
+
+
+@dataclass
+class BuildConfig:
+    base: Optional[str] = None
+    """An image to build FROM instead of the bootstrapped offline base (e.g. a registry image)."""
+    ca_bundle: Optional[str] = None
+    """CA bundle forwarded into builds; None = $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE if set."""
+
+
+@dataclass
+class CrucibleConfig:
+    env: Any = MISSING
+    flavor: Any = MISSING
+    agent: Any = MISSING
+    integrity: Any = MISSING
+    runtime: Any = MISSING
+    task: Any = MISSING
+    model: Optional[str] = None
+    seed: int = 0
+    attempt: int = 0
+    resume: bool = False
+    sweep_id: Optional[str] = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    build: BuildConfig = field(default_factory=BuildConfig)
+    store: Optional[str] = None
+    """Path of the DuckDB store; None = $CRUCIBLE_STORE or $CRUCIBLE_HOME/store.duckdb."""
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=CrucibleConfig)
+    cs.store(group="task", name="base_task", node=TaskConfig)
+    cs.store(group="env", name="base_env", node=EnvConfig)
+    cs.store(group="flavor", name="base_coding", node=CodingFlavorConfig)
+    cs.store(group="agent", name="base_noop", node=NoopAgentConfig)
+    cs.store(group="agent", name="base_integration_test", node=IntegrationTestAgentConfig)
+    cs.store(group="agent", name="base_tool_calling", node=ToolCallingAgentConfig)
+    cs.store(group="integrity", name="base_integrity", node=IntegrityConfig)
+    cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
+    cs.store(group="runtime", name="base_local", node=LocalRuntimeConfig)
+
+
+register()
+
+
+_GROUP_SCHEMAS = {
+    "task": [TaskConfig],
+    "env": [EnvConfig],
+    "integrity": [IntegrityConfig],
+    "flavor": [CodingFlavorConfig],
+    "agent": [NoopAgentConfig, IntegrationTestAgentConfig, ToolCallingAgentConfig],
+    "runtime": [DockerRuntimeConfig, LocalRuntimeConfig],
+}
+
+
+def _schema_for(group: str, node: dict):
+    candidates = _GROUP_SCHEMAS[group]
+    if len(candidates) == 1:
+        return candidates[0]
+    target = node.get("_target_")
+    for cls in candidates:
+        if cls._target_ == target:
+            return cls
+    raise ValueError(f"{group}._target_ {target!r} has no registered schema")
+
+
+def typed_from_plain(data: dict) -> CrucibleConfig:
+    """A saved config (e.g. a job's ``.hydra/config.yaml``) back into typed dataclasses.
+
+    Each group is merged into its schema, so a saved file is validated exactly like a
+    composed one; this is what lets a run be re-planned to the same spec hash.
+    """
+    from omegaconf import OmegaConf
+
+    top = OmegaConf.structured(CrucibleConfig)
+    data = {k: v for k, v in data.items() if k != "hydra"}
+    for group in _GROUP_SCHEMAS:
+        node = data.pop(group)
+        merged = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+        OmegaConf.resolve(merged)
+        data[group] = merged
+    merged_top = OmegaConf.merge(top, data)
+    return OmegaConf.to_object(merged_top)

@@ -1,1 +1,0 @@
-"""Task flavors' host side (``Flavor`` in engine/interfaces.py), chosen by ``flavor._target_``."""

@@ -1,0 +1,142 @@
+"""Task repositories on the host: resolve a task's ``repo`` to a local clone, pin refs, bundle.
+
+``repo`` may be a local path, a git URL, or ``generated://NAME`` — a repo built
+deterministically by ``samples/NAME/build_repo.py`` (fixed dates, so its SHAs are the same
+on every machine and a spec pinned on one machine re-plans identically on another).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from engine.util import paths
+from engine.errors import ConfigError, PlanError
+
+GENERATED = "generated://"
+_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env={**os.environ, **_GIT_ENV}
+    )
+    if check and proc.returncode != 0:
+        raise PlanError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip().splitlines()[-1:]}")
+    return proc.stdout
+
+
+def git_bytes(repo: Path, *args: str) -> bytes:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env={**os.environ, **_GIT_ENV})
+    if proc.returncode != 0:
+        raise PlanError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout
+
+
+@contextmanager
+def file_lock(name: str):
+    """An inter-process lock (fcntl) under $CRUCIBLE_HOME/locks."""
+    path = paths.locks_dir() / f"{name}.lock"
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _generator_digest(source: Path) -> str:
+    """Everything the generator reads: its own folder and the shared generator modules."""
+    digest = hashlib.sha256()
+    files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files += list(source.parent.glob("*.py"))
+    for path in sorted(files):
+        digest.update(str(path.relative_to(source.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _generated_repo(name: str) -> Path:
+    source = paths.PROJECT_ROOT / "samples" / name
+    script = source / "build_repo.py"
+    if not script.is_file():
+        raise ConfigError(f"repo '{GENERATED}{name}': no generator at {script}")
+    target = paths.cache_dir() / "repos" / f"{name}-{_generator_digest(source)}"
+    if (target / ".git").is_dir():
+        return target
+    with file_lock(f"repo-{target.name}"):
+        if (target / ".git").is_dir():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+        build = scratch / "repo"
+        proc = subprocess.run([sys.executable, str(script), str(build)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise PlanError(f"generator {script} failed: {proc.stderr.strip()[-500:]}")
+        os.rename(build, target)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def _cloned_repo(url: str) -> Path:
+    target = paths.cache_dir() / "repos" / ("url-" + hashlib.sha256(url.encode()).hexdigest()[:16])
+    with file_lock(f"repo-{target.name}"):
+        if not (target / ".git").is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run(["git", "clone", "--quiet", "--no-checkout", url, str(target)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise ConfigError(f"repo '{url}' cannot be cloned: {proc.stderr.strip().splitlines()[-1:]}")
+        git(target, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", check=False)
+    return target
+
+
+def resolve_repo(repo: str) -> Path:
+    """A local git clone holding every ref the task names."""
+    if repo.startswith(GENERATED):
+        return _generated_repo(repo[len(GENERATED):])
+    local = Path(repo).expanduser()
+    if not local.is_absolute():
+        local = paths.PROJECT_ROOT / local
+    if local.exists():
+        if not (local / ".git").exists() and not (local / "HEAD").exists():
+            raise ConfigError(f"repo '{repo}' is not a git repository")
+        return local.resolve()
+    if "://" in repo or repo.startswith("git@"):
+        return _cloned_repo(repo)
+    raise ConfigError(f"repo '{repo}' does not exist")
+
+
+def pin(repo_path: Path, ref: str, *, task_id: str, role: str) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(repo_path), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise ConfigError(f"task '{task_id}': {role} ref '{ref}' not found in {repo_path}")
+    return proc.stdout.strip()
+
+
+def has_commit(repo_path: Path, sha: str) -> bool:
+    proc = subprocess.run(["git", "-C", str(repo_path), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True)
+    return proc.returncode == 0
+
+
+def baseline_bundle(repo_path: Path, baseline_ref: str, baseline_sha: str, dest: Path) -> None:
+    """A git bundle holding ONLY the baseline's ancestry, as branch ``baseline_ref``.
+
+    The golden and test refs are never in it: the answer key does not enter the image.
+    Single-threaded packing keeps the bytes stable, so the image tag is stable too.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        clone = Path(scratch) / "r"
+        subprocess.run(["git", "init", "--quiet", "--bare", str(clone)], check=True)
+        git(clone, "fetch", "--quiet", "--no-tags", str(repo_path), f"{baseline_sha}:refs/heads/{baseline_ref}")
+        tmp = dest.with_suffix(".tmp")
+        git(clone, "-c", "pack.threads=1", "bundle", "create", str(tmp), f"refs/heads/{baseline_ref}")
+        os.replace(tmp, dest)

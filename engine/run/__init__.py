@@ -1,0 +1,1 @@
+"""Running runs: one trial's phases (`trial`), the per-command session, housekeeping and sweep guards."""

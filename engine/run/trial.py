@@ -1,0 +1,392 @@
+"""Executing one planned run end to end, one phase at a time, always ending in a stored status.
+
+    build -> provision -> setup -> agent (served tools) -> capture -> grade (fresh workspace) -> store
+
+Whatever happens — an error in any phase, a timeout, Ctrl-C — the run ends with a recorded
+status (completed / error / canceled / timeout), the phase it failed in, and its timings.
+The record is written durably beside the run's outputs before it reaches the store.
+
+What does not need to wait, does not: the "running" and build records are written, the
+tools' server starts, the agent connects while setup runs, the grading container starts and
+is prepared, the server stops and the agent's container is removed, and the grading container
+goes while the final record is written, all beside the phases on the critical path (each
+``docker exec`` or store write costs ~0.05-0.1 s here). Everything started is always finished
+or taken down before ``execute`` returns. The "teardown" timing covers what precedes the
+final write; the grading container's removal is inside "store".
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import os
+import secrets
+import socket
+import time
+import traceback
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.agents import AgentContext, AgentOutcome
+from engine.capabilities.mcp_server import McpService
+from engine.capabilities.ssh_server import serve_ssh
+from engine.errors import CrucibleError
+from engine.interfaces import Workspace
+from engine.models import CapturedSubmission, RunRecord, Verdict
+from engine.plan.spec import Plan, plugin_class
+
+log = logging.getLogger(__name__)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:10]
+
+
+def instantiate(part: dict, *, where: str, **extra):
+    """Build a plug-in from its spec part; ``_target_`` must live in crucible's packages."""
+    cls = plugin_class(part["_target_"], where=where)
+    kwargs = {k: v for k, v in part.items() if k != "_target_" and not (k == "model" and not getattr(cls, "takes_model", False))}
+    return cls(**kwargs, **extra)
+
+
+class Runner:
+    def __init__(self, *, store, builder, runtime) -> None:
+        self.store = store
+        self.builder = builder
+        self.runtime = runtime
+
+    def new_record(self, plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None) -> RunRecord:
+        spec = plan.spec
+        return RunRecord(
+            run_id=run_id or new_run_id(), spec_hash=spec.spec_hash, spec=spec.to_dict(), status="running",
+            task_id=spec.task_id, agent=spec.agent_name, model=spec.model, flavor=spec.flavor["name"],
+            runtime=spec.runtime["name"], integrity_requested=spec.integrity["mode"], integrity_obtained=None,
+            attempt=spec.attempt, seed=spec.seed, sweep_id=sweep_id, started_at=now_iso(), run_dir=str(run_dir),
+            image_tag=plan.image.tag, owner_pid=os.getpid(), owner_host=socket.gethostname(),
+        )
+
+    async def execute(self, plan: Plan, run_dir: Path, *, sweep_id: str | None = None,
+                      run_id: str | None = None) -> RunRecord:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
+        (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
+        (run_dir / "pins.json").write_text(json.dumps(plan.spec.task["pins"], indent=2, sort_keys=True))
+        # The "running" record lands while the run starts (a store write costs ~0.05 s);
+        # every early write is drained before the final record, which stays authoritative.
+        early = _EarlyWrites(self.store)
+        early.record_run(record)
+        phase = _Phase(record)
+        # The tools' server starts now and learns its workspace later: its start-up overlaps
+        # the build check and provisioning instead of adding to the agent phase.
+        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32)))
+        parts.mcp.start()
+        try:
+            await self._pipeline(plan, record, phase, early, parts)
+            record.status = "completed"
+        except asyncio.TimeoutError:
+            record.status, record.error_phase = "timeout", phase.name
+            record.error = f"{phase.name} exceeded its timeout"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            record.status, record.error_phase, record.error = "canceled", phase.name, "canceled by the user"
+            await early.drain()
+            await self._finish(record, phase, parts)
+            raise
+        except CrucibleError as exc:
+            record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
+            _write_traceback(run_dir)
+        except Exception as exc:  # an engine bug must still end as a recorded error, never a lost run
+            record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
+            _write_traceback(run_dir)
+        cancelled = await early.drain()
+        cancelled = await self._finish(record, phase, parts) or cancelled
+        if cancelled:
+            raise asyncio.CancelledError
+        return record
+
+    async def _finish(self, record: RunRecord, phase: "_Phase", parts: "_Parts") -> bool:
+        """Write the final record while the grading container is removed (~0.05 and ~0.1 s):
+        both always end before this returns, even through a cancel (whether one arrived is
+        returned). A removal that fails turns a completed run into an error, written again."""
+        record.ended_at = now_iso()
+        with phase.timed("store", is_phase=False):
+            written = asyncio.ensure_future(asyncio.to_thread(self.store.record_run, copy.deepcopy(record)))
+            cancelled = await _through_cancel(parts.grading_removed)
+            cancelled = await _through_cancel(written) or cancelled
+        written.result()  # a store that failed raises (StoreError), as it always did
+        failed = _failure(parts.grading_removed)
+        if failed is not None:
+            log.warning("could not remove the grading container of run %s: %s", record.run_id, failed)
+            if record.status == "completed":
+                record.status, record.error_phase = "error", phase.name
+                record.error = f"{type(failed).__name__}: {failed}"
+                self.store.record_run(record)
+        return cancelled
+
+    async def _pipeline(self, plan: Plan, record: RunRecord, phase: "_Phase", early: "_EarlyWrites",
+                        parts: "_Parts") -> None:
+        spec = plan.spec
+        try:
+            flavor = instantiate(spec.flavor, where="flavor")
+            agent = instantiate(spec.agent, where="agent")
+            with phase.timed("build"):
+                record.from_cache = await self._ensure_image(plan, early)
+            # The grading container starts now, beside the agent's, and stays untouched until
+            # grading: still a fresh workspace, its start-up hidden behind the agent's side.
+            # (Starting it once the agent's is up instead spares the agent's start the
+            # contention, but then it is late for a quick agent: no faster overall, measured.)
+            parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
+            parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
+            submission = await self._agent_side(plan, record, phase, flavor, agent, parts)
+            with phase.timed("grade"):
+                gws = await parts.grading_started
+                if parts.preparing is not None:
+                    await parts.preparing
+                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), spec.timeouts["grade"])
+            record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
+        finally:
+            with phase.timed("teardown", is_phase=False):
+                await parts.close()
+
+    async def _ensure_image(self, plan: Plan, early: "_EarlyWrites") -> bool:
+        """The image, built unless cached; whether it was cached. Its build record is written
+        while the run goes on."""
+        builds = _BuildRecords()
+        try:
+            build = await asyncio.to_thread(self.builder.ensure, plan.image, builds)
+        finally:
+            for build_record in builds.records:
+                early.record_build(build_record)
+        return bool(build.cache_hit)
+
+    async def _agent_side(self, plan: Plan, record: RunRecord, phase: "_Phase", flavor, agent,
+                          parts: "_Parts") -> CapturedSubmission:
+        """The agent's workspace: provision, setup, the agent's turn, capture. Its removal is
+        left running (it overlaps grading) in ``parts``."""
+        spec, timeouts = plan.spec, plan.spec.timeouts
+        with phase.timed("provision"):
+            workspace = self.runtime.provision(plan.image, run_id=record.run_id,
+                                               network=spec.integrity["agent_network"], purpose="agent")
+            ws = await workspace.__aenter__()
+        try:
+            record.integrity_obtained = spec.integrity["mode"]
+            with phase.timed("setup"):
+                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh)
+            # The grading workspace gets ready (a flavor's optional prepare_grading) while the
+            # agent works: after setup, so the two do not compete for the machine.
+            parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
+            with phase.timed("agent"):
+                outcome = await _agent_outcome(agent_run, timeouts["agent"], parts.mcp, parts.ssh)
+            record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            with phase.timed("capture"):
+                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
+            record.diff, record.violations = submission.diff, submission.violations
+            return submission
+        finally:
+            parts.agent_closed = asyncio.ensure_future(workspace.close())
+
+
+async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpService,
+                              ssh: contextlib.AsyncExitStack) -> asyncio.Future:
+    """Set the task up while the agent already starts: it connects and lists the tools (a model
+    takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
+    agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it."""
+    tools = flavor.tools_for(ws, spec)
+    setup = asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts["setup"]))
+    agent_run: asyncio.Future | None = None
+    try:
+        url = await mcp.serve(tools, ready=setup)
+        # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
+        # key is handed to the engine-side agent only, never into the workspace.
+        endpoint = await ssh.enter_async_context(serve_ssh(ws, user=tools.user, cwd=tools.workdir, ready=setup))
+        ctx = AgentContext(spec=spec, capabilities={"mcp": url, "ssh": endpoint.url},
+                           capability_auth={"mcp": mcp.token, "ssh": endpoint.credential()},
+                           validation=spec.task.get("validation") or [], prompt=spec.task["prompt"])
+        agent_run = asyncio.ensure_future(agent.run(ctx))
+        await setup
+        return agent_run
+    except BaseException:
+        await _cancelled(setup, agent_run)
+        raise
+
+
+async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: McpService,
+                         ssh: contextlib.AsyncExitStack) -> AgentOutcome:
+    """The agent's outcome, its turn bounded by ``timeout`` from the end of setup."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(agent_run), timeout)
+    except asyncio.TimeoutError:
+        return AgentOutcome(stop_reason="timeout", warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+    finally:
+        await _cancelled(agent_run)
+        await ssh.aclose()  # kills any session still running: nothing may change the workspace now
+        # The server drains while capture runs (~0.15 s); with a tool call still running
+        # (a timed-out agent) this waits until the server is gone, so nothing changes the
+        # workspace under the capture.
+        await mcp.stop()
+
+
+async def _cancelled(*futures: asyncio.Future | None) -> None:
+    """Cancel what is still running among ``futures`` and wait until it has ended."""
+    pending = [f for f in futures if f is not None and not f.done()]
+    for fut in pending:
+        fut.cancel()
+    for fut in pending:
+        with contextlib.suppress(BaseException):
+            await fut
+
+
+class _EarlyWrites:
+    """Store writes a run need not wait for (its "running" record, its build record): made in
+    order, in a worker thread, while the run goes on. ``drain`` waits for them; a failed one is
+    logged, since the final record supersedes it (and ``_finish`` raises if the store still fails)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._last: asyncio.Future | None = None
+
+    def record_run(self, record: RunRecord) -> None:
+        self._then(self.store.record_run, copy.deepcopy(record))  # a snapshot: the run goes on mutating it
+
+    def record_build(self, record) -> None:
+        self._then(self.store.record_build, record)
+
+    def _then(self, write, item) -> None:
+        previous = self._last
+
+        async def in_order() -> None:
+            if previous is not None:
+                await previous
+            try:
+                await asyncio.to_thread(write, item)
+            except Exception as exc:
+                log.warning("an early store write failed (the final record supersedes it): %s", exc)
+
+        self._last = asyncio.ensure_future(in_order())
+
+    async def drain(self) -> bool:
+        """Wait until every write is done, even through a cancel; whether one arrived meanwhile
+        (then the caller still writes its final record, and re-raises the cancel after)."""
+        return await _through_cancel(self._last)
+
+
+class _BuildRecords:
+    """Stands in for the store during ``ensure`` (a worker thread): keeps its build records."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def record_build(self, record) -> None:
+        self.records.append(record)
+
+
+@dataclass
+class _Parts:
+    """What a run has started and must take down, whatever happens."""
+
+    mcp: McpService
+    ssh: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    grading: Workspace | None = None
+    grading_started: asyncio.Future | None = None
+    preparing: asyncio.Future | None = None
+    agent_closed: asyncio.Future | None = None
+    grading_removed: asyncio.Future | None = None
+    """The grading container's removal: started by ``close``, awaited beside the final store
+    write (``Runner._finish``)."""
+
+    async def close(self) -> None:
+        """Take everything down; the grading container's removal is left running. Every part is
+        closed even when closing another one failed: an exit stack runs each callback whatever
+        the ones before it raised, cancellation included."""
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.mcp.close)
+            stack.push_async_callback(self.ssh.aclose)
+            if self.agent_closed is not None:
+                stack.push_async_callback(_finished, self.agent_closed)
+            if self.grading_started is not None:
+                stack.callback(self._start_grading_removal)
+            if self.preparing is not None:  # first: its exec is killed before the container goes
+                stack.push_async_callback(_cancelled, self.preparing)
+
+    def _start_grading_removal(self) -> None:
+        self.grading_removed = asyncio.ensure_future(_close_started(self.grading, self.grading_started))
+
+
+class _Phase:
+    """Tracks the current phase (for error records) and per-stage wall time."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self.name = "plan"
+
+    @contextmanager
+    def timed(self, name: str, *, is_phase: bool = True):
+        if is_phase:  # teardown runs in a finally: it must not hide the phase that failed
+            self.name = name
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.record.timings[name] = round(self.record.timings.get(name, 0.0) + time.perf_counter() - began, 4)
+
+
+async def _finished(fut: asyncio.Future) -> None:
+    await fut
+
+
+async def _through_cancel(fut: asyncio.Future | None) -> bool:
+    """Wait until ``fut`` has ended, even if we are cancelled meanwhile; whether we were."""
+    cancelled = False
+    while fut is not None and not fut.done():
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not fut.done()
+        except Exception:
+            pass  # read by the caller
+    return cancelled
+
+
+def _failure(fut: asyncio.Future | None) -> BaseException | None:
+    if fut is None or fut.cancelled():
+        return None
+    return fut.exception()
+
+
+async def _prepare_grading(flavor, grading_started: asyncio.Future, spec) -> None:
+    """A flavor's optional ``prepare_grading`` on the grading workspace. Never raises: grading
+    does the work itself when it was not done, and reports what really breaks."""
+    prepare = getattr(flavor, "prepare_grading", None)
+    if prepare is None:
+        return
+    try:
+        gws = await asyncio.shield(grading_started)
+    except Exception:
+        return  # the grade phase says why there is no grading workspace
+    try:
+        await prepare(gws, spec)
+    except Exception as exc:
+        log.warning("preparing the grading workspace failed (grading does it itself): %s", exc)
+
+
+async def _close_started(workspace, starting: asyncio.Future) -> None:
+    """Close a workspace whose start may still be in flight (its start cleans up on cancel)."""
+    if not starting.done():
+        starting.cancel()
+    try:
+        await starting
+    except BaseException:  # a start that failed or was cancelled removed its own container
+        return
+    await workspace.close()
+
+
+def _write_traceback(run_dir: Path) -> None:
+    (run_dir / "error.log").write_text(traceback.format_exc())

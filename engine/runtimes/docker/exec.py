@@ -1,0 +1,237 @@
+"""``Workspace.exec`` for Docker: one ``docker exec`` per call, bounded and killable.
+
+Every command runs under a tiny wrapper, ``/bin/sh -c 'echo $$; exec timeout ...'``:
+
+* ``echo $$`` reports the command's in-container pid first on stdout (then stripped),
+  so the host can kill its process group later through another exec. runc makes each
+  exec a session leader, so that pid is also the group id.
+* GNU ``timeout`` (coreutils, present in every image we support) enforces the deadline
+  inside the container: it puts itself in its own process group and, on expiry,
+  SIGKILLs the whole group — grandchildren included — then dies itself (exit 137).
+* A host-side backstop fires if the exec is still streaming ``BACKSTOP_GRACE`` seconds
+  after the deadline (a wedged daemon, a broken ``timeout``): kill the group, stop
+  reading, report a timeout.
+
+Output is read in a dedicated thread (never the event loop, never the default executor
+pool, which a few long execs would exhaust) into bounded buffers, so a chatty command
+can neither block on a full pipe nor fill the host's memory.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Callable, Mapping, Sequence, TypeVar
+
+from engine.util.aio import finish_even_if_cancelled  # noqa: F401  (re-exported for docker.py)
+from engine.errors import WorkspaceError
+from engine.models import ExecResult
+from engine.runtimes.docker.stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
+
+T = TypeVar("T")
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TIMEOUT_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout -s KILL "$@"', "crucible-exec")
+BACKSTOP_GRACE = 10.0
+"""Seconds past the in-container deadline before the host kills the exec itself."""
+DRAIN_GRACE = 0.5
+"""Seconds to keep reading after the command exited while something still holds its output open."""
+
+
+def default_env(user: int, path: str = DEFAULT_PATH) -> dict[str, str]:
+    return {"PATH": path, "HOME": "/root" if user == 0 else "/tmp", "LANG": "C.UTF-8"}
+
+
+def docker_user(uid: int) -> str:
+    # "uid:gid", not just "uid": an image without a passwd entry for the uid would
+    # otherwise run it with gid 0, i.e. in root's group (measured on this engine).
+    return f"{uid}:{uid}"
+
+
+async def sdk_call(what: str, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """A blocking SDK call, off the event loop, with SDK failures turned into WorkspaceError."""
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise WorkspaceError(f"docker {what} failed: {exc}") from exc
+
+
+def start_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
+               env: Mapping[str, str], stdin: bool) -> tuple[str, HijackedStream]:
+    """Create and start an exec; return its id and its hijacked stream (blocking)."""
+    created = api.exec_create(
+        container_id, list(argv), stdout=True, stderr=True, stdin=stdin, tty=False,
+        user=docker_user(user), workdir=cwd, environment=[f"{k}={v}" for k, v in env.items()],
+    )
+    sock = api.exec_start(created["Id"], socket=True, tty=False)
+    return created["Id"], HijackedStream(sock)
+
+
+def run_simple(api, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]:
+    """Run a short root command without wrapper or bounds (blocking); for housekeeping."""
+    exec_id, stream = start_exec(api, container_id, argv, user=0, cwd=None,
+                                 env=default_env(0), stdin=False)
+    output, demux = bytearray(), Demuxer()
+    try:
+        while chunk := stream.recv():
+            for _, payload in demux.feed(chunk):
+                output += payload
+    finally:
+        stream.close()
+    return wait_exit_code(api, exec_id), bytes(output)
+
+
+def wait_exit_code(api, exec_id: str, patience: float = 5.0) -> int:
+    """The exit code of a finished exec; the daemon may record it a moment after EOF."""
+    deadline = time.monotonic() + patience
+    while True:
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            return int(info["ExitCode"])
+        if time.monotonic() > deadline:
+            raise WorkspaceError(f"exec {exec_id[:12]} still running after its output ended")
+        time.sleep(0.01)
+
+
+async def kill_group(api, container_id: str, pid: int | None) -> None:
+    """SIGKILL process group ``pid`` inside the container (best effort: it may be gone)."""
+    if pid is None:
+        return
+    # dash's kill rejects "--"; "-9 -PGID" works in dash and bash alike.
+    await sdk_call("exec (kill)", run_simple, api, container_id,
+                   ["/bin/sh", "-c", f"kill -9 -{int(pid)} 2>/dev/null; true"])
+
+
+class OutputPump:
+    """Reads one exec's stream to its end in a thread, into bounded stdout/stderr buffers."""
+
+    def __init__(self, stream: HijackedStream, max_output: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.stream = stream
+        self.stdout = BoundedBuffer(max_output)
+        self.stderr = BoundedBuffer(max_output)
+        self.pid_line = PidLine()
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._loop = loop
+        threading.Thread(target=self._run, name="crucible-exec-reader", daemon=True).start()
+
+    def _run(self) -> None:
+        demux = Demuxer()
+        try:
+            while chunk := self.stream.recv():
+                for stream_id, payload in demux.feed(chunk):
+                    if stream_id == STDOUT:
+                        self.stdout.add(self.pid_line.feed(payload))
+                    elif stream_id == STDERR:
+                        self.stderr.add(payload)
+        except (OSError, ValueError):
+            pass  # aborted by the host side, or the daemon dropped the connection
+        finally:
+            self.pid_line.finish()
+            self.stream.close()
+            try:
+                self._loop.call_soon_threadsafe(_resolve, self.done)
+            except RuntimeError:
+                pass  # the loop is gone; nobody is waiting any more
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _feed_stdin(stream: HijackedStream, data: bytes) -> None:
+    try:
+        stream.send_all(data)
+        stream.close_write()
+    except OSError:
+        pass  # the command exited without reading all its input; that is its business
+
+
+async def run_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
+                   env: Mapping[str, str], timeout: float, stdin: bytes | None,
+                   max_output: int, backstop_grace: float = BACKSTOP_GRACE) -> ExecResult:
+    if not argv:
+        raise ValueError("exec needs a non-empty argv")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    started = time.monotonic()
+    # Never "0.000": to GNU timeout a zero duration means no deadline at all.
+    wrapped = [*TIMEOUT_WRAPPER, f"{max(timeout, 0.001):.3f}", *argv]
+    exec_id, stream = await sdk_call("exec", start_exec, api, container_id, wrapped, user=user,
+                                     cwd=cwd, env=env, stdin=stdin is not None)
+    pump = OutputPump(stream, max_output, asyncio.get_running_loop())
+    if stdin is not None:
+        threading.Thread(target=_feed_stdin, args=(stream, stdin), name="crucible-exec-stdin",
+                         daemon=True).start()
+    try:
+        finished = await _until_exit(api, exec_id, pump, deadline=started + timeout + backstop_grace)
+    except BaseException:
+        # Cancelled (or the daemon failed): leave nothing running behind us.
+        await finish_even_if_cancelled(_kill_quietly(api, container_id, pump))
+        raise
+    if not finished:  # the backstop
+        await _kill_quietly(api, container_id, pump)
+        return _result(pump, 124, True, started)
+    code = await sdk_call("exec inspect", wait_exit_code, api, exec_id)
+    if pump.pid_line.pid is None and pump.pid_line.start_error is not None:
+        raise WorkspaceError(f"could not start {argv[0]!r}: {pump.pid_line.start_error}")
+    timed_out = code in (124, 137) and time.monotonic() - started >= timeout
+    return _result(pump, 124 if timed_out else code, timed_out, started)
+
+
+async def _until_exit(api, exec_id: str, pump: OutputPump, *, deadline: float) -> bool:
+    """Wait for the exec to end; False if the backstop deadline passed first.
+
+    Usually the stream's EOF says the command ended. But a background child that
+    inherited stdout keeps the stream open after the command itself exited (``server &``),
+    so the exec's state is polled too, and once the command is gone the stream gets
+    ``DRAIN_GRACE`` more seconds before it is cut.
+    """
+    poll = 0.5
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            await asyncio.wait_for(asyncio.shield(pump.done), min(poll, remaining))
+            return True
+        except asyncio.TimeoutError:
+            pass
+        info = await sdk_call("exec inspect", api.exec_inspect, exec_id)
+        if not info.get("Running"):
+            try:
+                await asyncio.wait_for(asyncio.shield(pump.done), DRAIN_GRACE)
+            except asyncio.TimeoutError:
+                pump.stream.abort()
+                await pump.done
+            return True
+        poll = min(poll * 2, 2.0)
+
+
+async def _kill_quietly(api, container_id: str, pump: OutputPump) -> None:
+    try:
+        await kill_group(api, container_id, pump.pid_line.pid)
+    except WorkspaceError:
+        pass  # the container may be going away; abort the stream regardless
+    finally:
+        pump.stream.abort()
+    try:
+        await asyncio.wait_for(asyncio.shield(pump.done), 5.0)
+    except asyncio.TimeoutError:
+        pass
+
+
+def _result(pump: OutputPump, code: int, timed_out: bool, started: float) -> ExecResult:
+    return ExecResult(
+        exit_code=code,
+        stdout=pump.stdout.value(),
+        stderr=pump.stderr.value(),
+        timed_out=timed_out,
+        truncated=pump.stdout.truncated or pump.stderr.truncated,
+        stdout_bytes_total=pump.stdout.total,
+        stderr_bytes_total=pump.stderr.total,
+        seconds=time.monotonic() - started,
+    )

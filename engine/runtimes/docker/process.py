@@ -1,0 +1,232 @@
+"""``Workspace.open_process`` for Docker: a long-lived exec with streaming stdin and output.
+
+The command runs as ``/bin/sh -c 'echo $$; exec timeout 0 ...'``: the pid line lets
+``kill`` reach the process group through another exec, and ``timeout 0`` (no deadline)
+is there only because GNU timeout makes itself a process-group leader, so the group
+holds the command and everything it spawns.
+"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from typing import Mapping, Sequence
+
+from engine.runtimes.docker.exec import kill_group, sdk_call, start_exec
+from engine.runtimes.docker.stream import STDERR, Demuxer, HijackedStream, PidLine
+
+PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
+_QUEUED_CHUNKS = 64
+"""Output chunks buffered ahead of the reader; past that the daemon connection applies backpressure."""
+_EOF = None
+
+
+class DockerProcess:
+    """Implements ``engine.interfaces.Process`` over one exec's hijacked connection."""
+
+    def __init__(self, api, container_id: str, exec_id: str, stream: HijackedStream) -> None:
+        self._api, self._container_id, self._exec_id = api, container_id, exec_id
+        self._stream = stream
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._credits = threading.Semaphore(_QUEUED_CHUNKS)
+        self._pid: asyncio.Future[int | None] = loop.create_future()
+        self._eof: asyncio.Future[None] = loop.create_future()
+        self._pending = b""
+        self._read_eof = False
+        self._exit_code: int | None = None
+        self._aborted = threading.Event()
+        self._writes: queue.Queue[tuple[bytes | None, asyncio.Future[None] | None]] = queue.Queue()
+        # Why stdin takes nothing more ("closed", "aborted", the send error), once the writer
+        # thread has ended: a later write must fail and a later close do nothing, not wait
+        # on a queue nobody reads. The lock orders that against putting on the queue.
+        self._stdin_lock = threading.Lock()
+        self._stdin_ended: str | None = None
+        threading.Thread(target=self._read_loop, name="crucible-process-reader", daemon=True).start()
+        threading.Thread(target=self._write_loop, name="crucible-process-writer", daemon=True).start()
+
+    @classmethod
+    async def start(cls, api, container_id: str, argv: Sequence[str], *, user: int,
+                    cwd: str | None, env: Mapping[str, str]) -> "DockerProcess":
+        if not argv:
+            raise ValueError("open_process needs a non-empty argv")
+        exec_id, stream = await sdk_call("exec (process)", start_exec, api, container_id,
+                                         [*PROCESS_WRAPPER, *argv], user=user, cwd=cwd,
+                                         env=env, stdin=True)
+        return cls(api, container_id, exec_id, stream)
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def _call(self, fn, *args) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass  # the loop is closed; nobody will read
+
+    def _push(self, chunk: bytes | None) -> None:
+        # Wait for a free slot so an unread process cannot grow host memory without bound.
+        while not self._credits.acquire(timeout=0.2):
+            if self._aborted.is_set() or self._loop.is_closed():
+                return
+        self._call(self._chunks.put_nowait, chunk)
+
+    def _read_loop(self) -> None:
+        demux, pid_line = Demuxer(), PidLine()
+        # The wrapper's pid line is on stdout; the daemon reads stdout and stderr separately,
+        # so stderr the command wrote just after it can arrive first. It waits here, in the
+        # order it came, until the pid line is off stdout (else that line would be taken from
+        # stderr's text and the pid passed on as output).
+        early_stderr: list[bytes] = []
+        try:
+            while not self._aborted.is_set() and (chunk := self._stream.recv()):
+                for stream_id, payload in demux.feed(chunk):
+                    if not pid_line.done and stream_id == STDERR:
+                        early_stderr.append(payload)
+                        continue
+                    rest = payload if pid_line.done else pid_line.feed(payload)
+                    if pid_line.done and not self._pid.done():
+                        self._call(_settle, self._pid, pid_line.pid)
+                    if pid_line.done and early_stderr:
+                        for held in early_stderr:
+                            self._push(held)
+                        early_stderr.clear()
+                    if rest:
+                        self._push(rest)
+        except (OSError, ValueError):
+            pass
+        finally:
+            for held in early_stderr:  # the stream ended before any pid line: still output
+                self._push(held)
+            pid_line.finish()
+            self._call(_settle, self._pid, pid_line.pid)
+            self._call(_settle, self._eof, None)
+            self._credits.release()  # the end marker always gets through
+            self._call(self._chunks.put_nowait, _EOF)
+            self._stream.close()
+
+    def _write_loop(self) -> None:
+        ended = "closed"
+        try:
+            while True:
+                data, done = self._writes.get()
+                if done is None:  # abort(): just stop
+                    ended = "aborted"
+                    return
+                try:
+                    if data is None:
+                        self._stream.close_write()
+                    else:
+                        self._stream.send_all(data)
+                    self._call(_settle, done, None)
+                except (OSError, ValueError) as exc:
+                    ended = f"closed: {exc}"
+                    self._call(_fail, done, BrokenPipeError(f"process stdin is {ended}"))
+                    return
+                if data is None:
+                    return
+        finally:
+            self._end_stdin(ended)
+
+    def _end_stdin(self, why: str) -> None:
+        with self._stdin_lock:
+            self._stdin_ended = why
+            left = []
+            while not self._writes.empty():
+                left.append(self._writes.get_nowait())
+        for _, done in left:
+            if done is not None:
+                self._call(_fail, done, BrokenPipeError(f"process stdin is {why}"))
+
+    def _enqueue(self, data: bytes | None) -> asyncio.Future[None] | None:
+        """Hand ``data`` (None: EOF) to the writer thread; None when stdin has ended."""
+        done: asyncio.Future[None] = self._loop.create_future()
+        with self._stdin_lock:
+            if self._stdin_ended is not None:
+                return None
+            self._writes.put((data, done))
+        return done
+
+    # -- Process ---------------------------------------------------------------------------
+
+    async def write(self, data: bytes) -> None:
+        if self._exited:
+            raise BrokenPipeError("the process has exited")
+        done = self._enqueue(bytes(data))
+        if done is None:
+            raise BrokenPipeError(f"process stdin is {self._stdin_ended}")
+        await done
+
+    async def close_stdin(self) -> None:
+        if self._exited:
+            return
+        done = self._enqueue(None)
+        if done is None:
+            return  # closed already (or broken): nothing left to close
+        try:
+            await done
+        except BrokenPipeError:
+            pass  # already closed from the other side
+
+    async def read(self, n: int = 65536) -> bytes:
+        if not self._pending:
+            if self._read_eof:
+                return b""
+            chunk = await self._chunks.get()
+            self._credits.release()
+            if chunk is _EOF:
+                self._read_eof = True
+                return b""
+            self._pending = chunk
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return out
+
+    async def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            info = await sdk_call("exec inspect", self._api.exec_inspect, self._exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                self._exit_code = int(info["ExitCode"])
+                return self._exit_code
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"process did not exit within {timeout} s")
+            # Stream EOF usually coincides with exit, so wake on it rather than sleep it out.
+            pause = delay if remaining is None else min(delay, remaining)
+            await asyncio.wait({self._eof}, timeout=pause)
+            delay = min(delay * 2, 0.25)
+
+    async def kill(self) -> None:
+        if self._exited:
+            return
+        try:
+            pid = await asyncio.wait_for(asyncio.shield(self._pid), 10.0)
+        except asyncio.TimeoutError:
+            pid = None
+        await kill_group(self._api, self._container_id, pid)
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    @property
+    def _exited(self) -> bool:
+        return self._exit_code is not None or self._eof.done()
+
+    def abort(self) -> None:
+        """Release the reader and writer threads; the workspace calls this when it closes."""
+        self._aborted.set()
+        self._stream.abort()
+        with self._stdin_lock:
+            if self._stdin_ended is None:
+                self._writes.put((None, None))
+
+
+def _settle(fut: asyncio.Future, value: object) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _fail(fut: asyncio.Future, exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)

@@ -1,0 +1,322 @@
+"""``runtime=docker``: one container per workspace, driven through the Docker SDK.
+
+The engine talks to the container only through ``docker exec`` and the archive API,
+never through its IP address. The container's PID 1 is docker-init (``init=True``)
+with ``sleep infinity`` under it, so removal is immediate instead of waiting out the
+stop timeout that a bare ``sleep infinity`` (which ignores SIGTERM) costs.
+
+Teardown: leaving the ``async with`` block removes the container with ``force=True``
+on every path — normal exit, exception, asyncio cancellation, KeyboardInterrupt — from
+a ``finally`` that cancellation cannot cut short. SIGTERM reaches that ``finally``
+when the process turns it into KeyboardInterrupt or a task cancellation, which is what
+the CLI does (``signal.signal(SIGTERM, signal.default_int_handler)``, or
+``loop.add_signal_handler(SIGTERM, main_task.cancel)``). What no ``finally`` can
+survive (SIGKILL, OOM) is left to ``engine.run.reaper.reap_orphans`` via the owner labels.
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import posixpath
+import re
+import secrets
+import tarfile
+import threading
+import time
+from typing import Mapping, Sequence
+
+from engine.errors import EngineUnavailable, WorkspaceError
+from engine.interfaces import ROOT_UID
+from engine.models import ExecResult, ImageRef
+from engine.run.reaper import LABEL_PURPOSE, LABEL_RUN_ID, owner_labels
+from engine.runtimes.docker.exec import (
+    BACKSTOP_GRACE,
+    DEFAULT_PATH,
+    default_env,
+    finish_even_if_cancelled,
+    run_exec,
+    run_simple,
+    sdk_call,
+)
+from engine.runtimes.docker.process import DockerProcess
+from engine.runtimes.lifecycle import StartedOnce
+
+log = logging.getLogger(__name__)
+
+_MODE_DIR = 1 << 31  # Go's os.ModeDir / os.ModeSymlink, as the archive API reports them
+_MODE_SYMLINK = 1 << 27
+_MAX_LINK_HOPS = 16
+
+
+class DockerRuntime:
+    """Makes ``DockerWorkspace``s. Instantiated by Hydra from ``conf/runtime/docker.yaml``."""
+
+    def __init__(
+        self,
+        api_timeout: float = 1800.0,
+        default_exec_timeout: float = 1800.0,
+        memory: str | None = None,
+        cpus: float | None = None,
+        pids_limit: int | None = 4096,
+        name: str = "docker",
+    ) -> None:
+        # The SDK's default 60 s read timeout made peers' long test runs fail silently.
+        self.api_timeout = float(api_timeout)
+        self.default_exec_timeout = float(default_exec_timeout)
+        self.memory = memory
+        self.cpus = cpus
+        self.pids_limit = pids_limit
+        self.name = name
+        self._client = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        """The SDK client, created (and the engine pinged) on first use."""
+        with self._lock:
+            if self._client is None:
+                self._client = connect(self.api_timeout)
+            return self._client
+
+    def supports(self, integrity: Mapping) -> str | None:
+        """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
+        and grading always gets a fresh container. None means supported."""
+        return None
+
+    def require(self, integrity: Mapping) -> None:
+        return None
+
+    def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str) -> "DockerWorkspace":
+        tag = image.tag if isinstance(image, ImageRef) else str(image)
+        return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose)
+
+    def host_config(self) -> dict:
+        limits: dict = {}
+        if self.memory:
+            limits["mem_limit"] = self.memory
+        if self.cpus:
+            limits["nano_cpus"] = int(float(self.cpus) * 1e9)
+        if self.pids_limit:
+            limits["pids_limit"] = int(self.pids_limit)
+        return limits
+
+
+def connect(api_timeout: float):
+    """A Docker SDK client for the local engine, or ``EngineUnavailable`` in one line."""
+    import docker
+    import requests.exceptions
+
+    try:
+        client = docker.from_env(timeout=api_timeout)
+        client.ping()
+        return client
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise EngineUnavailable(
+            f"Docker engine unreachable ({reason}); start it with `crucible doctor --fix`"
+        ) from exc
+
+
+class DockerWorkspace(StartedOnce):
+    """One container: ``exec``, ``open_process``, files through the archive API, ``close``."""
+
+    backstop_grace = BACKSTOP_GRACE
+
+    def __init__(self, runtime: DockerRuntime, image: str, *, run_id: str, network: bool, purpose: str) -> None:
+        self.runtime = runtime
+        self.image = image
+        self.run_id = run_id
+        self.network = bool(network)
+        self.purpose = purpose
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{run_id}-{purpose}").strip("-.")[:60]
+        self.name = f"crucible-{slug}-{secrets.token_hex(3)}"
+        self.container_id: str | None = None
+        self._path = DEFAULT_PATH
+        self._state = "new"  # new -> starting -> running -> closing -> closed
+        self._closing: asyncio.Future | None = None
+        self._processes: list[DockerProcess] = []
+        self._created = False  # set just before the create call: only then is there anything to remove
+
+    def __repr__(self) -> str:
+        return f"DockerWorkspace({self.name}, image={self.image}, network={self.network}, {self._state})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        # Shielded: a cancel must not leave the creating thread to finish unseen; close()
+        # (StartedOnce) removes whatever it managed to create.
+        await finish_even_if_cancelled(asyncio.to_thread(self._create_and_start))
+
+    async def _teardown(self) -> None:
+        self._state = "closing"
+        for process in self._processes:
+            process.abort()
+        try:
+            await asyncio.to_thread(self._remove)
+        finally:
+            self._state = "closed"
+
+    def _create_and_start(self) -> None:
+        import docker.errors
+        import requests.exceptions
+
+        client = self.runtime.client
+        labels = {LABEL_RUN_ID: self.run_id, LABEL_PURPOSE: self.purpose, **owner_labels()}
+        self._created = True
+        try:
+            container = client.containers.create(
+                self.image, ["sleep", "infinity"], name=self.name, init=True, detach=True,
+                network_mode="bridge" if self.network else "none", labels=labels,
+                **self.runtime.host_config(),
+            )
+            self.container_id = container.id
+            self._path = _image_path(container.attrs) or DEFAULT_PATH
+            container.start()
+        except docker.errors.ImageNotFound as exc:
+            raise WorkspaceError(f"image {self.image} not found; build it first (crucible build)") from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise WorkspaceError(f"could not start a container from {self.image}: {exc}") from exc
+
+    def _remove(self) -> None:
+        import docker.errors
+        import requests.exceptions
+
+        if not self._created:
+            return
+        api = self.runtime.client.api
+        try:
+            # By name as well as id: a cancel may have interrupted create before it returned.
+            api.remove_container(self.container_id or self.name, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409 and "already in progress" in str(exc):
+                return
+            raise WorkspaceError(f"could not remove container {self.name}: {exc}") from exc
+        except requests.exceptions.RequestException as exc:
+            raise WorkspaceError(f"could not remove container {self.name}: {exc}") from exc
+
+    def _running_id(self) -> str:
+        if self._state != "running" or self.container_id is None:
+            raise WorkspaceError(f"{self.name} is not running ({self._state})")
+        return self.container_id
+
+    # -- commands --------------------------------------------------------------------------
+
+    def default_env(self, user: int) -> dict[str, str]:
+        """The minimal environment: PATH (the image's own, if it sets one), HOME, LANG.
+
+        The image's declared ENV stays underneath any env (Docker always applies it; it
+        is part of the image's definition); nothing of the engine's environment enters.
+        """
+        return default_env(user, self._path)
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        user: int = ROOT_UID,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        max_output: int = 1 << 20,
+    ) -> ExecResult:
+        return await run_exec(
+            self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
+            env=self.default_env(user) if env is None else dict(env),
+            timeout=self.runtime.default_exec_timeout if timeout is None else timeout,
+            stdin=stdin, max_output=max_output, backstop_grace=self.backstop_grace,
+        )
+
+    async def open_process(
+        self,
+        argv: Sequence[str],
+        *,
+        user: int = ROOT_UID,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> DockerProcess:
+        process = await DockerProcess.start(
+            self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
+            env=self.default_env(user) if env is None else dict(env),
+        )
+        self._processes.append(process)
+        return process
+
+    # -- files -----------------------------------------------------------------------------
+
+    async def read_file(self, path: str) -> bytes:
+        return await sdk_call("get_archive", self._read_file, self._running_id(), _absolute(path))
+
+    def _read_file(self, container_id: str, path: str) -> bytes:
+        import docker.errors
+
+        api = self.runtime.client.api
+        for _ in range(_MAX_LINK_HOPS):
+            try:
+                chunks, stat = api.get_archive(container_id, path)
+            except docker.errors.NotFound as exc:
+                raise FileNotFoundError(2, "No such file or directory", path) from exc
+            if stat["mode"] & _MODE_DIR:
+                chunks.close()
+                raise IsADirectoryError(21, "Is a directory", path)
+            if stat["mode"] & _MODE_SYMLINK:
+                chunks.close()
+                # The daemon reports the link's target resolved inside the container.
+                path = stat.get("linkTarget") or posixpath.join(posixpath.dirname(path), stat["name"])
+                continue
+            with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+                member = tar.next()
+                extracted = tar.extractfile(member) if member is not None else None
+                if extracted is None:
+                    raise WorkspaceError(f"archive of {path} held no regular file")
+                return extracted.read()
+        raise OSError(40, "Too many levels of symbolic links", path)
+
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: int = ROOT_UID) -> None:
+        import docker.errors
+
+        container_id = self._running_id()
+        parent, name = posixpath.split(_absolute(path))
+        if not name:
+            raise IsADirectoryError(21, "Is a directory", path)
+        archive = _single_file_tar(name, bytes(data), mode, owner)
+        try:
+            await asyncio.to_thread(self.runtime.client.api.put_archive, container_id, parent, archive)
+            return
+        except docker.errors.NotFound:
+            pass  # the parent directory does not exist yet
+        except docker.errors.DockerException as exc:
+            raise WorkspaceError(f"could not write {path}: {exc}") from exc
+        # Parents via mkdir -p as root, not via directory entries in the tar: extracting
+        # those over existing directories would reset their owner and mode (think /tmp).
+        code, output = await sdk_call("exec (mkdir)", run_simple, self.runtime.client.api,
+                                      container_id, ["mkdir", "-p", "--", parent])
+        if code != 0:
+            raise WorkspaceError(f"could not create {parent}: {output.decode(errors='replace').strip()}")
+        await sdk_call("put_archive", self.runtime.client.api.put_archive, container_id, parent, archive)
+
+
+def _absolute(path: str) -> str:
+    if not path.startswith("/"):
+        raise ValueError(f"workspace paths must be absolute, got {path!r}")
+    return posixpath.normpath(path)
+
+
+def _image_path(attrs: Mapping) -> str | None:
+    for item in (attrs.get("Config") or {}).get("Env") or []:
+        if item.startswith("PATH="):
+            return item[len("PATH="):]
+    return None
+
+
+def _single_file_tar(name: str, data: bytes, mode: int, owner: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+    info.uid = info.gid = owner
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

@@ -1,0 +1,1 @@
+"""runtime=local: a per-run host directory, every command in a bubblewrap sandbox."""

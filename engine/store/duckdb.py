@@ -1,0 +1,281 @@
+"""The results store: every run and build, in one DuckDB file, queryable while sweeps run.
+
+DuckDB lets one process open a database file read-write and then no other process may
+open it at all, not even read-only. So nothing holds the store open: a run's record is
+first written durably beside its outputs and into the spool (``engine.store.files``),
+then ingested in a short transaction, retried with backoff while another process holds
+the file. Ingestion is idempotent by run id (build id), and a final status is never
+replaced by a stale "running" record. Readers open the file read-only, briefly.
+Connections are opened per operation and never cached, so a forked child (a sweep
+worker) never shares one with its parent.
+
+Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``,
+``subscores``, ``stage_timings``, ``builds``, ``meta``. The questions users ask are
+one short query each:
+
+Pass rate per agent and model::
+
+    SELECT agent, model, count(*) AS runs, avg(CAST(reward >= 1.0 AS INTEGER)) AS pass_rate
+    FROM runs WHERE status = 'completed'
+    GROUP BY agent, model ORDER BY agent, model
+
+Tasks that flipped between two sweeps::
+
+    SELECT a.task_id, a.agent, a.model, a.reward AS reward_a, b.reward AS reward_b
+    FROM runs a JOIN runs b USING (task_id, agent, model, seed)
+    WHERE a.sweep_id = 'sweep-A' AND b.sweep_id = 'sweep-B'
+      AND a.status = 'completed' AND b.status = 'completed'
+      AND (a.reward >= 1.0) <> (b.reward >= 1.0)
+    ORDER BY a.task_id
+
+Slowest stage::
+
+    SELECT stage, count(*) AS runs, avg(seconds) AS mean_s, max(seconds) AS max_s
+    FROM stage_timings GROUP BY stage ORDER BY mean_s DESC
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from engine.util import paths
+from engine.errors import StoreError, UserError
+from engine.models import BuildRecord, RunRecord
+from engine.store.files import (
+    atomic_write_json,
+    next_seq,
+    pending_files,
+    process_alive,
+    quarantine,
+    safe_name,
+    spool_name,
+    sweep_stale_tmp,
+    this_host,
+)
+from engine.store.ingest import IngestItem, apply_items, load_spool_file
+from engine.store.lock import open_store, store_turn
+from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, record_from_rows, to_db_ts
+
+log = logging.getLogger("crucible.store")
+
+LOCK_TIMEOUT_S = 120.0
+BATCH = 500
+"""Records per ingest transaction: short enough that readers get their turn."""
+
+
+class DuckDBStore:
+    """``engine.interfaces.Store`` over an embedded DuckDB file (default ``paths.store_path()``)."""
+
+    def __init__(self, path: str | Path | None = None, *, lock_timeout: float = LOCK_TIMEOUT_S):
+        # "" (an unset config value) means the default too, never the current directory.
+        self.path = Path(path).expanduser().resolve() if path else paths.store_path()
+        self.lock_timeout = lock_timeout
+        self._schema_ready_pid: int | None = None
+
+    # ---- durable records -------------------------------------------------------------
+
+    def write_run_record(self, record: RunRecord, run_dir: Path | None) -> Path:
+        """Write ``record.json`` into ``run_dir`` (if given) and a copy into the spool.
+
+        Both atomically and fsynced. Returns the spool file, which the next ingest consumes.
+        """
+        document = self._document("run", record.to_dict(), next_seq())
+        if run_dir is not None:
+            atomic_write_json(Path(run_dir) / "record.json", document)
+        name = spool_name("run", record.run_id, document["record_seq"], record.status)
+        return atomic_write_json(paths.spool_dir() / name, document)
+
+    def record_run(self, record: RunRecord) -> None:
+        """Write the record durably (beside the run and in the spool), then ingest the spool.
+
+        Raises StoreError if the store stays locked past ``lock_timeout``; the record then
+        waits in the spool and the next ingest (any crucible command) commits it.
+        """
+        spool_file = self.write_run_record(record, Path(record.run_dir) if record.run_dir else None)
+        self._ingest_or_explain(f"run {record.run_id}", spool_file)
+
+    def record_build(self, record: BuildRecord) -> None:
+        """As ``record_run``, for a build; its durable copy is ``builds/<build_id>.json``."""
+        document = self._document("build", dataclasses.asdict(record), next_seq())
+        atomic_write_json(paths.builds_dir() / f"{safe_name(record.build_id)}.json", document)
+        spool_file = atomic_write_json(
+            paths.spool_dir() / spool_name("build", record.build_id, document["record_seq"]), document
+        )
+        self._ingest_or_explain(f"build {record.build_id}", spool_file)
+
+    @staticmethod
+    def _document(kind: str, data: dict, seq: int) -> dict:
+        return {**data, "record_kind": kind, "record_seq": seq}
+
+    def _ingest_or_explain(self, what: str, spool_file: Path) -> None:
+        try:
+            self.ingest_pending()
+        except StoreError as exc:
+            raise StoreError(
+                f"{what} is saved in {spool_file} but not yet in the store ({exc}); "
+                "the next crucible command ingests it"
+            ) from exc
+
+    # ---- ingestion ---------------------------------------------------------------------
+
+    def ingest_pending(self) -> int:
+        """Ingest the spool files present now; return how many records were committed.
+
+        Safe to run in many processes at once: upserts are by id and keep the record of
+        highest (final status, sequence); files are deleted only after their commit, so a
+        file that is gone was committed by someone else.
+        """
+        self._ensure_schema()
+        spool = paths.spool_dir()
+        sweep_stale_tmp(spool)
+        remaining = set(pending_files(spool))
+        committed = 0
+        while remaining:
+            with store_turn(self.path, read_only=False, timeout=self.lock_timeout) as turn:
+                # Listed again inside the turn: what another ingester committed while we
+                # waited is gone, and if that is everything, the database is never opened.
+                present = [p for p in pending_files(spool) if p in remaining]
+                remaining = set(present[BATCH:])
+                items = [item for p in present[:BATCH] if (item := load_spool_file(p)) is not None]
+                if items:
+                    committed += self._commit(turn.connection(), items)
+        return committed
+
+    @staticmethod
+    def _commit(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) -> int:
+        rejected = apply_items(con, items)
+        for item, reason in rejected:
+            log.warning("store: rejected %s: %s", item.path.name, reason)
+            quarantine(item.path, reason)
+        for item in items:
+            item.path.unlink(missing_ok=True)
+        return len(items) - len(rejected)
+
+    # ---- reads -------------------------------------------------------------------------
+
+    def completed_run_for(self, spec_hash: str) -> RunRecord | None:
+        """The latest completed run of ``spec_hash`` (for resume), or None."""
+        records = self._load_runs(
+            "spec_hash = ? AND status = 'completed' ORDER BY ended_at DESC NULLS LAST, record_seq DESC LIMIT 1",
+            [spec_hash],
+        )
+        return records[0] if records else None
+
+    def get_run(self, run_id_or_prefix: str) -> RunRecord | None:
+        """A run by id or unique id prefix. Raises UserError if the prefix is ambiguous."""
+        if not run_id_or_prefix:
+            raise UserError("get_run: empty run id")
+        records = self._load_runs(
+            "starts_with(run_id, ?) ORDER BY run_id = ? DESC, run_id LIMIT 6", [run_id_or_prefix] * 2
+        )
+        if len(records) > 1 and records[0].run_id != run_id_or_prefix:
+            shown = ", ".join(r.run_id for r in records[:5]) + (", ..." if len(records) > 5 else "")
+            raise UserError(f"run id prefix {run_id_or_prefix!r} is ambiguous: {shown}")
+        return records[0] if records else None
+
+    def get_runs(self, run_ids: list[str]) -> dict[str, RunRecord]:
+        """Many runs by exact id, in one read (ids not stored are absent from the result)."""
+        records = self._load_runs("list_contains(?::VARCHAR[], run_id)", [list(run_ids)])
+        return {r.run_id: r for r in records}
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """Run user SQL read-only. Raises UserError('query error: ...') for a bad statement."""
+        if not sql.strip():
+            raise UserError("query error: empty SQL")
+        self.ingest_pending()
+        with self._connect(read_only=True) as con:
+            try:
+                cursor = con.execute(sql)
+                rows = cursor.fetchall()
+            except duckdb.Error as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise UserError(f"query error: {first}") from exc
+            columns = [d[0] for d in cursor.description or []]
+        return columns, rows
+
+    def _load_runs(self, where: str, params: list) -> list[RunRecord]:
+        self.ingest_pending()
+        with self._connect(read_only=True) as con:
+            cursor = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE {where}", params)
+            runs = [dict(zip(RUN_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
+            if not runs:
+                return []
+            ids = [r["run_id"] for r in runs]
+            steps: dict[str, list[dict]] = defaultdict(list)
+            for step in self._rows(con, "SELECT * FROM steps WHERE list_contains(?, run_id) ORDER BY position", ids):
+                steps[step["run_id"]].append(step)
+            subscores: dict[str, list[tuple]] = defaultdict(list)
+            for run_id, name, value in con.execute(
+                "SELECT run_id, name, value FROM subscores WHERE list_contains(?, run_id) ORDER BY name", [ids]
+            ).fetchall():
+                subscores[run_id].append((name, value))
+        return [record_from_rows(run, steps[run["run_id"]], subscores[run["run_id"]]) for run in runs]
+
+    @staticmethod
+    def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict]:
+        cursor = con.execute(sql, [ids])
+        columns = [d[0] for d in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+    # ---- orphans -----------------------------------------------------------------------
+
+    def mark_orphaned_runs(self) -> list[str]:
+        """Runs left "running" by a dead process on this host become "error"; returns their ids.
+
+        Each is written as a new durable record (so a crash mid-way loses nothing and a
+        second call finds nothing left to mark).
+        """
+        host = this_host()
+        orphans = [
+            r for r in self._load_runs("status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL", [host])
+            if not process_alive(r.owner_pid, _epoch(r.started_at))
+        ]
+        now = datetime.now(timezone.utc).isoformat()
+        for record in orphans:
+            record.status = "error"
+            record.error_phase = record.error_phase or "agent"
+            record.error = f"owner process died (pid {record.owner_pid})"
+            record.ended_at = record.ended_at or now
+            run_dir = Path(record.run_dir) if record.run_dir and Path(record.run_dir).is_dir() else None
+            self.write_run_record(record, run_dir)
+        if orphans:
+            self.ingest_pending()
+        return [r.run_id for r in orphans]
+
+    # ---- connections -------------------------------------------------------------------
+
+    def _connect(self, *, read_only: bool):
+        return open_store(self.path, read_only=read_only, timeout=self.lock_timeout)
+
+    def _ensure_schema(self) -> None:
+        # Per process, not per object: a forked child re-checks (its parent's flag says
+        # nothing about the file the child sees).
+        if self._schema_ready_pid == os.getpid():
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect(read_only=False) as con:
+            for statement in DDL:
+                con.execute(statement)
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"store {self.path} has schema version {row[0]}, newer than this crucible's "
+                    f"{SCHEMA_VERSION}; upgrade crucible"
+                )
+        self._schema_ready_pid = os.getpid()
+
+
+def _epoch(iso: str | None) -> float | None:
+    value = to_db_ts(iso) if iso else None
+    return value.replace(tzinfo=timezone.utc).timestamp() if value else None
+
+
+__all__ = ["DuckDBStore", "LOCK_TIMEOUT_S"]

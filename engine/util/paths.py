@@ -1,0 +1,50 @@
+"""Where crucible keeps its state. One root, ``$CRUCIBLE_HOME`` (default ``~/.crucible``).
+
+    $CRUCIBLE_HOME/store.duckdb   the results store (override: store.path / $CRUCIBLE_STORE)
+    $CRUCIBLE_HOME/runs/          one directory per run: record.json, logs, config
+    $CRUCIBLE_HOME/spool/         records written but not yet ingested into the store
+    $CRUCIBLE_HOME/cache/         generated repos, git bundles, base-image rootfs
+    $CRUCIBLE_HOME/builds/        build logs and build records
+    $CRUCIBLE_HOME/locks/         inter-process locks (image builds, ingestion)
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def home() -> Path:
+    return Path(os.environ.get("CRUCIBLE_HOME", "~/.crucible")).expanduser().resolve()
+
+
+def store_path() -> Path:
+    explicit = os.environ.get("CRUCIBLE_STORE")
+    return Path(explicit).expanduser().resolve() if explicit else home() / "store.duckdb"
+
+
+def sub(name: str) -> Path:
+    path = home() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def runs_dir() -> Path:
+    return sub("runs")
+
+
+def spool_dir() -> Path:
+    return sub("spool")
+
+
+def cache_dir() -> Path:
+    return sub("cache")
+
+
+def builds_dir() -> Path:
+    return sub("builds")
+
+
+def locks_dir() -> Path:
+    return sub("locks")
