@@ -34,17 +34,17 @@ sys.path.insert(0, str(ROOT))
 def golden_patch(repo: Path, task: dict) -> bytes:
     from engine.plan.repos import git_bytes
 
-    pins = task["pins"]
+    pins = task.pins
     diff = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["golden"])
-    hidden = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["test"], "--", *task["hidden_tests"])
+    hidden = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["test"], "--", *task.hidden_tests)
     return diff + hidden
 
 
 def floor_trial(image: str, task: dict, patch: bytes) -> float:
-    test = task["test_command"].replace("{test_files}", " ".join(shlex.quote(t) for t in task["hidden_tests"]))
-    script = f"cd {shlex.quote(task['workdir'])} && git apply --binary - && {test}"
+    test = task.test_command.replace("{test_files}", " ".join(shlex.quote(t) for t in task.hidden_tests))
+    script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}"
     probe: list[str] = []
-    if task.get("isolated_verdict"):
+    if task.isolated_verdict:
         # Scenario tests need crucible_probe; the floor calls their scenarios in-process, the
         # cheapest way to run them (crucible's strict runs each in a forked interpreter).
         from envs.coding.isolated import PROBE_MODE, SCRIPTS
@@ -99,7 +99,7 @@ def main() -> int:
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
     session.builder.ensure(planned.image, session.store)
-    patch = golden_patch(resolve_repo(planned.spec.task["repo"]), planned.spec.task)
+    patch = golden_patch(resolve_repo(planned.spec.task.repo), planned.spec.task)
     run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "bench"
 
     floor, inproc, cli, stages = [], [], [], []

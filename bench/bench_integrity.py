@@ -51,7 +51,7 @@ def trial(runner, planned, run_root: Path) -> tuple[float, dict]:
     record = asyncio.run(runner.execute(planned, run_root / run_id, run_id=run_id))
     seconds = time.perf_counter() - began
     if record.status != "completed" or record.reward != 1.0:
-        raise SystemExit(f"golden run failed under {planned.spec.integrity['mode']}: {record.status} "
+        raise SystemExit(f"golden run failed under {planned.spec.integrity.mode}: {record.status} "
                          f"{record.error} {record.raw_grade}")
     return seconds, record.timings
 

@@ -11,19 +11,25 @@ Errors are typed (``engine.errors``); each carries the pipeline phase it happene
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from engine.models import (
     BuildRecord,
     CapturedSubmission,
     ExecResult,
+    GateRole,
+    ImageInputs,
     ImageRef,
     RunRecord,
     RunSpec,
     Step,
     Verdict,
 )
+
+if TYPE_CHECKING:
+    from engine.config.schema import EnvConfig, IntegrityConfig, TaskConfig
 
 ROOT_UID = 0
 AGENT_UID = 1000
@@ -116,11 +122,15 @@ class Runtime(Protocol):
 
     name: str
 
-    def supports(self, integrity: Mapping[str, object]) -> str | None:
+    def supports(self, integrity: "IntegrityConfig") -> str | None:
         """None if this runtime can give the integrity mode, else one line saying why not."""
 
-    def require(self, integrity: Mapping[str, object]) -> None:
+    def require(self, integrity: "IntegrityConfig") -> None:
         """Raise ``IntegrityUnavailable`` (with ``supports``' reason) unless the mode can be had."""
+
+    def image_builder(self, *, ca_bundle: str | None) -> "ImageBuilder":
+        """What builds the images this runtime provisions from (content-addressed Docker
+        images; a runtime without Docker brings its own templates)."""
 
     def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str) -> Workspace:
         """A not-yet-started workspace; entering its context starts it. ``purpose`` is
@@ -128,6 +138,10 @@ class Runtime(Protocol):
 
 
 class ImageBuilder(Protocol):
+    default_base: str | None
+    """The base this builder builds every image FROM whatever a plan asks (a runtime's own
+    templates), or None: the plan's choice stands."""
+
     def plan(self, dockerfile: "Path", context_dir: "Path", build_args: Mapping[str, str], purpose: str) -> ImageRef:
         """Compute the input-addressed tag without building anything. Raises BuildError
         when a base image is missing, UserError for a missing Dockerfile or context."""
@@ -149,39 +163,116 @@ class Agent(Protocol):
     async def run(self, ctx: "AgentContext") -> "AgentOutcome": ...
 
 
-class AgentContext(Protocol):
+@dataclass
+class AgentContext:
+    """What an agent gets: the run's spec, its workspace and the uid to act as there, how
+    to reach the run's capabilities, the golden's tool calls (for ``integration_test``)
+    and the prompt. Defined once, here."""
+
     spec: RunSpec
     capabilities: Mapping[str, str]
     """capability name ('mcp', 'ssh') -> how to reach it (a URL)."""
     capability_auth: Mapping[str, str]
     """capability name -> credential (bearer token, password) for the engine-side client."""
-    validation: Sequence[Mapping[str, object]]
+    validation: Sequence[Any]
     prompt: str
+    workspace: "Workspace | None" = None
+    """The run's workspace, for an agent that works inside it (a coding CLI)."""
+    uid: int = AGENT_UID
+    """The uid the agent must act as in the workspace (1000 under the uid wall, else 0)."""
+    workdir: str = "/"
 
 
-class AgentOutcome(Protocol):
-    steps: list[Step]
-    warnings: list[str]
-    stop_reason: str
-    answer: str
+@dataclass
+class AgentOutcome:
+    steps: list[Step] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stop_reason: str = "done"
+    answer: str = ""
+
+
+class ToolSet(Protocol):
+    """The tools a flavor serves the agent (the run's MCP capability; ssh/2 opens a shell
+    onto the same workspace as ``user`` in ``workdir``)."""
+
+    user: int
+    workdir: str
+
+    def specs(self) -> list[dict]:
+        """MCP tool descriptions: ``{name, description, inputSchema}``."""
+
+    async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
+        """Run one tool call: (text, is_error). Never raises for the agent's mistakes."""
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the engine hands a flavor at plan time."""
+
+    env: "EnvConfig"
+    base_image: Callable[[], str]
+    """The image tasks build FROM (the env's, ``build.base``, or the offline base), resolved
+    only when called: a flavor whose image does not need it pays nothing."""
+    dockerfile: Path
+    """The project's single image definition (Dockerfile.hud)."""
+    cache_dir: Path
+    """Where a flavor keeps build contexts and other derived files, shared across runs."""
+    pins: Mapping[str, str] | None = None
+    """Pins recorded by an earlier plan (``crucible rerun``): use these, check they exist."""
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """A flavor's plan of one task: the task with ``id``, ``pins`` and anything derived
+    filled in (it goes into the spec whole, so the hash covers it), and the image inputs."""
+
+    task: "TaskConfig"
+    image: ImageInputs
 
 
 class Flavor(Protocol):
-    """A task flavor's host side: prepares the workspace, captures, grades."""
+    """A task flavor: one room under ``envs/`` (or ``swe_tasks/``), plugged in by ``_target_``.
+
+    The engine knows nothing of any flavor beyond this. A flavor instance serves ONE run
+    (``setup`` ... ``grade`` on one object, so it may keep per-run state such as a mock
+    remote); planning uses an instance of its own. Everything raises the typed errors of
+    ``engine.errors``: ``ConfigError`` at plan time, ``SetupError`` in setup,
+    ``CaptureError`` in capture, ``GradeError`` when grading itself breaks (never a score).
+    """
+
+    name: str
+    task_schema: ClassVar[type]
+    """A dataclass extending ``TaskConfig``: every ``task.*`` key is validated against it."""
+    roles: ClassVar[Mapping[str, GateRole]]
+    """The shipping gate's sides (``golden``, ``baseline``): which agent, which reward."""
+
+    def plan_task(self, task: Any, ctx: PlanContext) -> PlannedTask:
+        """Pin the task (refs -> SHAs), derive what it leaves out (validation), name its
+        image's inputs. Pure planning: nothing is built or started. Raises ConfigError."""
+
+    def tools(self, ws: Workspace, spec: RunSpec) -> ToolSet:
+        """The agent's tools on ``ws`` (as the uid the integrity mode says)."""
 
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
-        """Make the task ready for the agent (vault history, fresh repo, ...)."""
+        """Make the task ready for the agent (vault history, fresh repo, services, ...)."""
+
+    async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
+        """Get the FRESH grading workspace ready while the agent works (may do nothing).
+        Never needed for correctness: ``grade`` does whatever was not done."""
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
-        """Take what the agent produced, as data (a diff), from the agent's workspace."""
+        """Take what the agent produced, as data, from the agent's workspace."""
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
-        """Grade ``submission`` in ``ws``, a FRESH workspace from the same image.
+        """Grade ``submission`` in ``ws``, a FRESH workspace from the same image."""
 
-        Pure in the sense that matters: the verdict depends only on the spec and the
-        captured submission, so any stored run can be graded again.
-        Raises ``GradeError`` when grading itself breaks (never a score of 0 for that).
-        """
+    def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
+        """The verdict again from a stored raw grade alone: grading is a pure function of
+        what was captured."""
+
+    def explain(self, raw: Mapping[str, Any]) -> list[str]:
+        """A few lines saying why a raw grade came out as it did (the reason, the test
+        command's exit code, the last lines of its output): what ``crucible check`` prints."""
 
 
 class Store(Protocol):
@@ -202,6 +293,10 @@ __all__ = [
     "AgentContext",
     "AgentOutcome",
     "Flavor",
+    "GateRole",
+    "PlanContext",
+    "PlannedTask",
+    "ToolSet",
     "ImageBuilder",
     "Process",
     "Runtime",

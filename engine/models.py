@@ -75,18 +75,41 @@ class BuildRecord:
 
 
 @dataclass(frozen=True)
+class ImageInputs:
+    """What a flavor says its task image is made of; the builder names the image by their hash."""
+
+    dockerfile: str
+    context_dir: str
+    build_args: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GateRole:
+    """One side of the shipping gate (``crucible check``): run ``agent``, expect ``reward``."""
+
+    agent: str
+    reward: float
+
+
+@dataclass(frozen=True)
 class RunSpec:
-    """Everything that can change a verdict, pinned at plan time. Frozen; hashed whole."""
+    """Everything that can change a verdict, pinned at plan time. Frozen; hashed whole.
+
+    Its parts are the typed configs (``engine/config/schema.py``; the task as its flavor's
+    ``task_schema``, with ``id`` and ``pins`` filled by planning); they are serialised only
+    for the hash and the record (``to_dict``).
+    """
 
     engine_version: str
-    task: dict
-    env: dict
-    flavor: dict
-    agent: dict
-    integrity: dict
-    runtime: dict
+    task: Any
+    env: Any
+    flavor: Any
+    agent: Any
+    model: str | None
+    integrity: Any
+    runtime: Any
     image: dict
-    timeouts: dict
+    timeouts: Any
     seed: int
     attempt: int
 
@@ -95,23 +118,20 @@ class RunSpec:
 
     @property
     def spec_hash(self) -> str:
-        return sha256_hex(canonical_json(self.to_dict()))
+        return spec_hash_of(self.to_dict())
 
     @property
     def task_id(self) -> str:
-        return self.task["id"]
+        return self.task.id
 
     @property
     def agent_name(self) -> str:
-        return self.agent["name"]
+        return self.agent.name
 
-    @property
-    def model(self) -> str | None:
-        return self.agent.get("model")
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+def spec_hash_of(spec: dict) -> str:
+    """The hash of a spec as stored (``RunSpec.to_dict``)."""
+    return sha256_hex(canonical_json(spec))
 
 
 @dataclass
@@ -135,10 +155,20 @@ class Step:
 
 @dataclass
 class CapturedSubmission:
+    """What the agent produced, taken from its workspace as data by the flavor's ``capture``.
+
+    ``diff`` is the submission's text as stored (``runs.diff``): a diff for the coding flavor,
+    whatever text form another flavor's deliverable has (a patch, a pushed head and PR).
+    """
+
     diff: str
     files_changed: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    """Protected paths the agent changed, dropped from ``diff`` (integrity=strict)."""
+    """What the agent changed that it must not, dropped from the submission and recorded
+    (coding: protected paths under integrity=strict)."""
+    kind: str = "diff"
+    data: dict = field(default_factory=dict)
+    """Anything else the flavor's grader needs, as plain data (so a stored run regrades)."""
 
 
 @dataclass

@@ -13,6 +13,7 @@ byte-exactly (sha256), so only a faithful round trip scores 1.0.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.build.images import ContentAddressedBuilder
+from engine.config.schema import IntegrityConfig
+from engine.models import RunSpec
+from envs.coding.schema import CodingTaskConfig, TaskRefs
 from engine.plan.repos import baseline_bundle
 from engine.util.paths import PROJECT_ROOT
 
@@ -161,26 +165,37 @@ def build_image(client, base_image: str, repo: TaskRepo, context: Path) -> str:
     return ref.tag
 
 
-def task_dict(repo: TaskRepo, **overrides) -> dict:
-    task = {
+def task(repo: TaskRepo, **overrides) -> CodingTaskConfig:
+    """The coding task over ``repo``, as planning leaves it (id and pins filled)."""
+    fields = {
         "id": f"test/{NAME}", "name": NAME, "set": "test", "repo": str(repo.path),
-        "refs": {"baseline": f"{NAME}_baseline", "test": f"{NAME}_test", "golden": f"{NAME}_golden"},
+        "refs": TaskRefs(baseline=f"{NAME}_baseline", test=f"{NAME}_test", golden=f"{NAME}_golden"),
         "pins": {"baseline": repo.baseline, "test": repo.test, "golden": repo.golden},
         "hidden_tests": [HIDDEN],
         "test_command": "bash tests/runner.sh {test_files}",
         "prompt": "Fix add in calc.sh.",
-        "validation": None,
-        "system_packages": [], "install": "", "workdir": WORKDIR,
+        "workdir": WORKDIR,
         "protected_paths": ["tests/runner.sh"],
         "test_timeout": 60.0,
         "tests_ran_regex": r"\b[1-9][0-9]* passed\b",
     }
-    task.update(overrides)
-    return task
+    return CodingTaskConfig(**{**fields, **overrides})
 
 
-INTEGRITY = {
-    "none": {"mode": "none", "vault": False, "uid_wall": False, "agent_network": True, "drop_protected": False, "canary": False},
-    "vault": {"mode": "vault", "vault": True, "uid_wall": False, "agent_network": True, "drop_protected": False, "canary": False},
-    "strict": {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True, "isolate_verdict": True},
-}
+@functools.cache
+def integrity(mode: str) -> IntegrityConfig:
+    """The integrity mode ``mode`` as the config tree composes it (never hand-built)."""
+    from engine.config.compose import compose_config, to_typed
+
+    return to_typed(compose_config(["task=sample/last_page", f"integrity={mode}"])).integrity
+
+
+def spec(task: CodingTaskConfig, mode: str, *overrides: str) -> RunSpec:
+    """A run spec for ``task`` with the config tree's parts (integrity ``mode``, the env,
+    the timeouts, ...; ``overrides`` as on the command line), as planning would make it
+    minus the image: for driving the flavor directly."""
+    from engine.config.compose import compose_config, to_typed
+
+    cfg = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", "agent=integration_test", *overrides]))
+    return RunSpec(engine_version="test", task=task, env=cfg.env, flavor=cfg.flavor, agent=cfg.agent, model=None,
+                   integrity=cfg.integrity, runtime=cfg.runtime, image={}, timeouts=cfg.timeouts, seed=0, attempt=0)

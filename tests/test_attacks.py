@@ -11,6 +11,7 @@ CRUCIBLE_ATTACKS_STRICT_ONLY=1 runs strict plus a few contrasts, for a quicker l
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 
 import pytest
@@ -19,6 +20,7 @@ from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
 from attacks.harness import MODES, AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
 from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
+from envs.coding.schema import CodingTaskConfig
 
 # (attack, mode) pairs beyond strict that show the modes differ, kept in the quick loop.
 CONTRASTS = [
@@ -124,8 +126,9 @@ def test_every_attack_scores_as_the_table_says(records, mode):
 
 # ----------------------------------------------------------------------- the policy (no container)
 
-TASK = {"hidden_tests": ["tests/test_hidden_last_page.py"], "protected_paths": ["data/expected.csv"],
-        "test_command": "python3 -m pytest -q -p no:cacheprovider {test_files}", "workdir": "/app"}
+TASK = CodingTaskConfig(name="t", set="s", prompt="", repo="", hidden_tests=["tests/test_hidden_last_page.py"],
+                        protected_paths=["data/expected.csv"],
+                        test_command="python3 -m pytest -q -p no:cacheprovider {test_files}")
 
 
 @pytest.mark.parametrize("path, new, protected", [
@@ -149,7 +152,7 @@ def test_protection_policy(path, new, protected):
 
 
 def test_the_test_commands_own_files_and_module_are_protected():
-    policy = Policy.for_task({**TASK, "test_command": "bash tests/run.sh {test_files} && python -m nose2.main"})
+    policy = Policy.for_task(dataclasses.replace(TASK, test_command="bash tests/run.sh {test_files} && python -m nose2.main"))
     assert policy.command_files == ("tests/run.sh",)
     assert policy.reason("nose2.py", new=True) is not None and policy.reason("nose2.py", new=False) is None
 
@@ -170,13 +173,14 @@ def test_no_sample_golden_touches_a_protected_path():
     """Strict must not pass by dropping the answer: every sample golden is kept whole."""
     from engine.config.compose import compose_config, group_options, to_typed
     from engine.plan.repos import git_bytes, resolve_repo
-    from engine.plan.spec import _task_part
+    from engine.plan.spec import plan
+    from engine.run.session import session_for
 
     for option in [o for o in group_options("task") if o.startswith("sample/")]:
         typed = to_typed(compose_config([f"task={option}", "agent=integration_test"]))
-        repo = resolve_repo(typed.task.repo)
-        task = _task_part(typed, repo, None)
-        pins = task["pins"]
+        task = plan(typed, builder=session_for(typed).builder).spec.task
+        repo = resolve_repo(task.repo)
+        pins = task.pins
         diff = git_bytes(repo, "diff", "--binary", "--full-index", "-M", pins["baseline"], pins["golden"])
         kept, violations = split_protected(patch.parse_chunks(diff), task)
         assert violations == [] and kept, option

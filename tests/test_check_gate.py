@@ -61,16 +61,23 @@ def test_check_n_reruns_deterministic_tasks_and_passes_on_the_sample_set(sample_
     assert len(per_spec) == 8 and all(count >= 4 for _, count in per_spec)
 
 
-@pytest.mark.parametrize("task, problem", [
-    ("fixtures/broken_golden", "golden, agent integration_test): reward 0.0 (expected 1.0)"),
-    ("fixtures/baseline_passes", "baseline, agent noop): reward 1.0 (expected 0.0)"),
+@pytest.mark.parametrize("task, problem, raw_grade", [
+    ("fixtures/broken_golden", "golden, agent integration_test): reward 0.0 (expected 1.0)",
+     # why the golden failed: the test command's exit code and the end of its output
+     ['"reason": "tests failed"', '"test_exit_code": 1', "test output (last lines of `python3 -m pytest",
+      "FAILED tests/test_hidden_broken_golden.py::test_median_of_even_length_averages_the_middle_pair"]),
+    ("fixtures/baseline_passes", "baseline, agent noop): reward 1.0 (expected 0.0)",
+     ['"reason": "tests passed"', "test output (last lines of `python3 -m pytest", " passed"]),
 ])
-def test_a_task_that_does_not_ship_fails_the_gate_naming_task_reward_and_raw_grade(docker_client, task, problem):
+def test_a_task_that_does_not_ship_fails_the_gate_naming_task_reward_and_raw_grade(docker_client, task, problem,
+                                                                                  raw_grade):
     proc = crucible("check", f"task={task}")
     assert proc.returncode == 1, proc.stdout
     assert f"FAIL {task} ({problem}" in proc.stdout
-    assert "raw grade:" in proc.stdout and "logs in " in proc.stdout
-    assert "not shippable" in proc.stdout
+    failure = proc.stdout[proc.stdout.index(f"FAIL {task}"):]
+    for expected in raw_grade:
+        assert expected in failure, (expected, failure)
+    assert "logs in " in failure and "not shippable" in failure
 
 
 def test_a_good_fixture_passes_so_the_gate_is_not_just_failing_fixtures(docker_client):

@@ -15,7 +15,7 @@ import pytest
 import coding_task as ct
 from engine.errors import GradeError
 from envs.coding.flavor import CodingFlavor, hidden_files
-from engine.models import CapturedSubmission, RunSpec
+from engine.models import CapturedSubmission
 from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding import patch
 from envs.coding import canary
@@ -72,7 +72,7 @@ def golden_diff(repo: ct.TaskRepo) -> str:
 @pytest.mark.docker
 def test_fresh_repo_has_one_commit_no_reflog_no_remote_and_no_answer_key(workspace, run, repo):
     ws = workspace()
-    run(setup_repo(ws, ct.task_dict(repo), ct.INTEGRITY["strict"]))
+    run(setup_repo(ws, ct.task(repo), ct.integrity("strict")))
 
     commits = run(ws.exec([*ROOT_GIT, "log", "--all", "--format=%H"])).stdout.split()
     assert len(commits) == 1
@@ -106,7 +106,7 @@ def test_fresh_repo_has_one_commit_no_reflog_no_remote_and_no_answer_key(workspa
 @pytest.mark.docker
 def test_without_vault_the_agent_gets_history_as_cloned_and_the_vault_stays(workspace, run, repo):
     ws = workspace()
-    run(setup_repo(ws, ct.task_dict(repo), ct.INTEGRITY["none"]))
+    run(setup_repo(ws, ct.task(repo), ct.integrity("none")))
     log = run(sh(ws, "git log --format=%H && git status --porcelain"))  # as root, the agent of mode none
     assert log.ok, log.text()
     assert log.stdout.split()[0] == repo.baseline.encode() and len(log.stdout.split()) == 2
@@ -154,8 +154,8 @@ printf 'garbage' > .git/index
 @pytest.mark.docker
 def test_capture_carries_every_kind_of_change_and_ignores_the_agents_git(workspace, run, repo):
     ws = workspace()
-    task = ct.task_dict(repo)
-    run(setup_repo(ws, task, ct.INTEGRITY["strict"]))
+    task = ct.task(repo)
+    run(setup_repo(ws, task, ct.integrity("strict")))
     for script in (AGENT_WORK, TAMPER):
         done = run(sh(ws, script, user=1000))
         assert done.ok, done.text()
@@ -163,7 +163,7 @@ def test_capture_carries_every_kind_of_change_and_ignores_the_agents_git(workspa
     assert b"pwned-pre-commit" in pwned()  # the traps are live: the agent's own commit sprang one
     run(ws.exec(["bash", "-c", "rm -f /tmp/pwned-*"]))
 
-    sub = run(capture_diff(ws, task, ct.INTEGRITY["strict"]))
+    sub = run(capture_diff(ws, task, ct.integrity("strict")))
 
     assert pwned() == b""
     protected = ["conftest.py", "evil.pth", "sub/pytest.ini", "tests/runner.sh", "tests/test_calc.sh"]
@@ -191,12 +191,12 @@ def test_capture_carries_every_kind_of_change_and_ignores_the_agents_git(workspa
 @pytest.mark.docker
 def test_capture_of_an_untouched_repo_is_empty(workspace, run, repo):
     ws = workspace()
-    task = ct.task_dict(repo)
-    run(setup_repo(ws, task, ct.INTEGRITY["vault"]))
+    task = ct.task(repo)
+    run(setup_repo(ws, task, ct.integrity("vault")))
     # Without the uid wall the agent is root in uid 1000's tree: its git still works there.
     status = run(sh(ws, "git status --porcelain && git log --oneline | wc -l"))
     assert status.ok and status.stdout == b"1\n", status.text()
-    sub = run(capture_diff(ws, task, ct.INTEGRITY["vault"]))
+    sub = run(capture_diff(ws, task, ct.integrity("vault")))
     assert (sub.diff, sub.files_changed, sub.violations) == ("", [], [])
 
 
@@ -205,7 +205,7 @@ def test_capture_of_an_untouched_repo_is_empty(workspace, run, repo):
 
 @pytest.mark.docker
 def test_agent_edit_to_hidden_test_is_lost(workspace, run, repo):
-    task, integrity = ct.task_dict(repo), ct.INTEGRITY["vault"]  # vault: nothing dropped at capture
+    task, integrity = ct.task(repo), ct.integrity("vault")  # vault: nothing dropped at capture
     ws = workspace()
     run(setup_repo(ws, task, integrity))
     # Had this file survived, the run would pass: it defines one passing test and no others.
@@ -220,7 +220,7 @@ def test_agent_edit_to_hidden_test_is_lost(workspace, run, repo):
 
 @pytest.mark.docker
 def test_golden_diff_scores_one_and_regrades_from_raw(workspace, run, repo):
-    task, integrity = ct.task_dict(repo), ct.INTEGRITY["strict"]
+    task, integrity = ct.task(repo), ct.integrity("strict")
     ws = workspace("grade")
     submission = CapturedSubmission(diff=golden_diff(repo))
     verdict = run(grade(ws, task, integrity, submission, hidden_files(task), timeout=120))
@@ -237,7 +237,7 @@ def test_golden_diff_scores_one_and_regrades_from_raw(workspace, run, repo):
 
 @pytest.mark.docker
 def test_a_diff_that_does_not_apply_scores_zero_with_the_reason(workspace, run, repo):
-    task, integrity = ct.task_dict(repo), ct.INTEGRITY["strict"]
+    task, integrity = ct.task(repo), ct.integrity("strict")
     stale = golden_diff(repo).replace("-add() { echo $(( $1 - $2 )); }", "-add() { echo nothing; }")
     verdict = run(grade(workspace("grade"), task, integrity, CapturedSubmission(diff=stale),
                         hidden_files(task), timeout=120))
@@ -248,8 +248,8 @@ def test_a_diff_that_does_not_apply_scores_zero_with_the_reason(workspace, run, 
 
 @pytest.mark.docker
 def test_a_passing_exit_without_tests_run_scores_zero(workspace, run, repo):
-    task = ct.task_dict(repo, test_command="bash tests/runner.sh")  # no test files: "0 passed"
-    verdict = run(grade(workspace("grade"), task, ct.INTEGRITY["strict"], CapturedSubmission(diff=golden_diff(repo)),
+    task = ct.task(repo, test_command="bash tests/runner.sh")  # no test files: "0 passed"
+    verdict = run(grade(workspace("grade"), task, ct.integrity("strict"), CapturedSubmission(diff=golden_diff(repo)),
                         hidden_files(task), timeout=120))
     assert verdict.raw["test"]["exit_code"] == 0
     assert verdict.reward == 0.0 and verdict.raw["reason"] == "no tests ran"
@@ -257,11 +257,11 @@ def test_a_passing_exit_without_tests_run_scores_zero(workspace, run, repo):
 
 @pytest.mark.docker
 def test_a_diff_with_crlf_line_ends_and_no_final_newline_still_applies(workspace, run, repo):
-    task = ct.task_dict(repo)
+    task = ct.task(repo)
     calc_only = subprocess.run(["git", "-C", str(repo.path), "diff", repo.baseline, repo.golden, "--", "calc.sh"],
                                check=True, capture_output=True, text=True).stdout
     mangled = calc_only.replace("\n", "\r\n").rstrip("\r\n")  # as a Windows tool might hand it back
-    verdict = run(grade(workspace("grade"), task, ct.INTEGRITY["strict"], CapturedSubmission(diff=mangled),
+    verdict = run(grade(workspace("grade"), task, ct.integrity("strict"), CapturedSubmission(diff=mangled),
                         hidden_files(task), timeout=120))
     attempts = verdict.raw["apply"]["attempts"]
     outcomes = [(a["variant"], a["exit_code"] == 0) for a in attempts]
@@ -272,34 +272,23 @@ def test_a_diff_with_crlf_line_ends_and_no_final_newline_still_applies(workspace
 
 @pytest.mark.docker
 def test_grading_without_the_vault_raises_grade_error(workspace, run, repo):
-    task = ct.task_dict(repo)
+    task = ct.task(repo)
     ws = workspace("grade")
     run(ws.exec(["rm", "-rf", VAULT]))
     with pytest.raises(GradeError, match="vault"):
-        run(grade(ws, task, ct.INTEGRITY["strict"], CapturedSubmission(diff=golden_diff(repo)),
+        run(grade(ws, task, ct.integrity("strict"), CapturedSubmission(diff=golden_diff(repo)),
                   hidden_files(task), timeout=120))
-
-
-def _spec(task: dict, integrity: dict) -> RunSpec:
-    return RunSpec(
-        engine_version="test", task=task,
-        env={"name": "coding", "tools": ["bash", "str_replace_based_edit_tool"], "bash_timeout": 60.0,
-             "max_output_bytes": 32768},
-        flavor={"_target_": "envs.coding.flavor.CodingFlavor", "name": "coding"},
-        agent={"name": "integration_test"}, integrity=integrity, runtime={"name": "docker"}, image={},
-        timeouts={"setup": 120.0, "agent": 300.0, "capture": 120.0, "grade": 300.0}, seed=0, attempt=0,
-    )
 
 
 @pytest.mark.docker
 def test_golden_staged_through_derived_validation_and_the_flavor_scores_one(workspace, run, repo):
     from envs.coding.validation import derive_validation
 
-    spec = _spec(ct.task_dict(repo), ct.INTEGRITY["strict"])
+    spec = ct.spec(ct.task(repo), "strict", "timeouts.setup=120", "timeouts.grade=300")
     flavor = CodingFlavor()
     ws = workspace()
     run(flavor.setup(ws, spec))
-    tools = flavor.tools_for(ws, spec)
+    tools = flavor.tools(ws, spec)
     assert tools.user == 1000
     for step in derive_validation(repo.path, repo.baseline, repo.golden, ct.WORKDIR):
         text, is_error = run(tools.call(step["name"], step["arguments"]))
@@ -393,19 +382,17 @@ def test_diff_headers_with_quoted_and_spaced_paths_parse():
     assert paths == [('sp ace/té"q.txt',), ("x", "y z"), ("a b/c",)]
 
 
-def test_tools_for_follows_the_env_and_the_uid_wall(repo):
-    flavor, task = CodingFlavor(), ct.task_dict(repo)
-    walled = flavor.tools_for(object(), _spec(task, ct.INTEGRITY["strict"]))
-    spec = _spec(task, ct.INTEGRITY["none"])
-    spec.env["tools"] = ["bash"]
-    open_root = flavor.tools_for(object(), spec)
+def test_tools_follow_the_env_and_the_uid_wall(repo):
+    flavor, task = CodingFlavor(), ct.task(repo)
+    walled = flavor.tools(object(), ct.spec(task, "strict"))
+    open_root = flavor.tools(object(), ct.spec(task, "none", "env.tools=[bash]"))
     assert (walled.user, open_root.user) == (1000, 0)
     assert [s["name"] for s in walled.specs()] == ["bash", "str_replace_based_edit_tool"]
     assert [s["name"] for s in open_root.specs()] == ["bash"]
 
 
 def test_hidden_files_come_from_the_host_repo_at_the_test_sha(repo):
-    assert hidden_files(ct.task_dict(repo)) == {ct.HIDDEN: ct.hidden_test()}
+    assert hidden_files(ct.task(repo)) == {ct.HIDDEN: ct.hidden_test()}
 
 
 def test_derived_validation_stages_every_change_kind(repo):

@@ -6,7 +6,6 @@ sample tasks under ``strict``, the attack suite) is in test_attacks*.py and test
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -89,7 +88,7 @@ def layout():
         (verdict / name).mkdir(parents=True)
     verdict.chmod(0o755)
     (verdict / "lib").chmod(0o755)
-    shutil.copy(SCRIPTS / "launch.py", verdict / "launch.py")  # run from a file here; grading passes it with -c
+    shutil.copy(SCRIPTS / "launch.py", verdict / "launch.py")  # run from a file here; grading sends it on stdin
     for name in ("crucible_probe.py", "crucible_scenario.py"):
         shutil.copy(SCRIPTS / name, verdict / "lib" / name)
     (verdict / "pytest.ini").write_text("[pytest]\n")
@@ -385,8 +384,10 @@ def test_the_plan_per_mode():
     assert strict.user == ROOT_UID and (strict.pytest_uid, strict.scenario_uid) == (1001, 1000)
     assert "--tester-uid 1001 --scenario-uid 1000 --wait-for-go" in strict.command and "--noconftest" in strict.command
     assert strict.verdict == (isolated.VERDICT_DIR, 1001) and strict.gates_itself
-    # the launcher and the zygote's code travel in the argv (nothing is staged yet when it starts)
-    assert (SCRIPTS / "launch.py").read_text() in shlex.split(strict.command)
+    # the launcher and the zygote's code come first on its stdin (nothing is staged yet when it
+    # starts), not in the argv, where they would fill `ps`
+    assert strict.preamble == (SCRIPTS / "launch.py").read_bytes() + (SCRIPTS / "crucible_scenario.py").read_bytes()
+    assert len(strict.command) < 1000 and "def main" not in strict.command
     assert "<envs/coding/verdict/launch.py>" in strict.shown and len(strict.shown) < 1000
     vault = isolated.plan("python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app",
                           separate=False, uid_wall=False)

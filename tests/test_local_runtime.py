@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+import coding_task as ct
+
 from envs.coding.isolated import TESTER_UID, VERDICT_DIR
 
 from engine.util import paths
@@ -32,7 +34,7 @@ from envs.coding.gitops import VAULT
 
 BASELINE_REF = "tiny_baseline"
 BASELINE_FILES = {"README.md": b"tiny\n", "pkg/mod.py": b"VALUE = 1\n"}
-STRICT = {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True, "canary": True, "isolate_verdict": True}
+STRICT = ct.integrity("strict")
 _GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
             "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000"}
@@ -266,7 +268,7 @@ def test_config_knob_points_the_probe_at_another_bwrap():
     cfg = to_typed(compose_config(["task=sample/last_page", "runtime=local", "runtime.bwrap=/nonexistent"]))
     runtime = build_runtime(cfg.runtime)
     with pytest.raises(IntegrityUnavailable, match="integrity=strict"):
-        runtime.require({"mode": cfg.integrity.mode, "uid_wall": cfg.integrity.uid_wall})
+        runtime.require(cfg.integrity)
 
 
 def test_a_broken_sandbox_fails_provisioning_instead_of_running_unsandboxed(tmp_path, image, run):
@@ -406,16 +408,17 @@ def sample_plan(runtime):
     # build.base: the image's BASE is meaningless locally (the host is the base), and naming
     # one keeps planning from asking Docker for the bootstrapped base image.
     cfg = to_typed(compose_config(["task=sample/last_page", "runtime=local", "integrity=strict", "build.base=host"]))
-    return plan(cfg, builder=runtime.image_builder())
+    return plan(cfg, builder=runtime.image_builder(ca_bundle=None))
 
 
 @pytest.mark.parametrize("submission", ["golden", "empty"])
 def test_coding_flavor_scores_golden_1_and_empty_diff_0_on_local(sample_plan, runtime, run, submission):
+    from engine.plan.repos import resolve_repo
     from envs.coding.flavor import CodingFlavor
 
     spec, flavor = sample_plan.spec, CodingFlavor()
-    pins = spec.task["pins"]
-    golden = subprocess.run(["git", "-C", str(sample_plan.repo_path), "diff", "--binary", "--full-index",
+    pins = spec.task.pins
+    golden = subprocess.run(["git", "-C", str(resolve_repo(spec.task.repo)), "diff", "--binary", "--full-index",
                              pins["baseline"], pins["golden"]], check=True, capture_output=True).stdout
 
     async def scenario():

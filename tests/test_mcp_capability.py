@@ -29,7 +29,7 @@ def ws(docker_client, base_image, tmp_path_factory, run):
     workspace = DockerRuntime().provision(image, run_id=f"mcp-{uuid.uuid4().hex[:8]}", network=False, purpose="agent")
     run(workspace.__aenter__())
     try:
-        run(setup_repo(workspace, ct.task_dict(repo), ct.INTEGRITY["strict"]))
+        run(setup_repo(workspace, ct.task(repo), ct.integrity("strict")))
         yield workspace
     finally:
         run(workspace.close())

@@ -25,7 +25,7 @@ import docker
 import pytest
 
 from engine.cli import main as cli
-from engine.models import RunRecord, RunSpec
+from engine.models import RunRecord, spec_hash_of
 from engine.run.trial import new_run_id
 from engine.plan.spec import engine_version
 from engine.store.duckdb import DuckDBStore
@@ -125,7 +125,7 @@ def stored_copy(golden: RunRecord, tmp_path: Path, *, engine: str | None = None,
     if golden_pin:
         pins = json.loads((copy_dir / "pins.json").read_text())
         (copy_dir / "pins.json").write_text(json.dumps({**pins, "golden": golden_pin}))
-    record = dataclasses.replace(golden, run_id=new_run_id(), spec=spec, spec_hash=RunSpec.from_dict(spec).spec_hash,
+    record = dataclasses.replace(golden, run_id=new_run_id(), spec=spec, spec_hash=spec_hash_of(spec),
                                  run_dir=str(copy_dir))
     DuckDBStore().record_run(record)
     return record

@@ -90,7 +90,7 @@ def test_a_run_cancelled_while_its_tests_run_is_recorded_and_leaves_nothing(plan
     the launcher, its zygote and pytest."""
     seconds = f"{300 + uuid.uuid4().int % 600}.{uuid.uuid4().int % 1000}"
     if where == "test-command":
-        test_command = f"sleep {seconds}; " + planner.plans["strict"].spec.task["test_command"]
+        test_command = f"sleep {seconds}; " + planner.plans["strict"].spec.task.test_command
         plan = planner.plan_for("strict", None, {"test_command": test_command, "isolated_verdict": False})
     else:
         slow_import = f"printf 'import os\\nos.system(\"sleep {seconds}\")\\n' >> stockroom/report.py"

@@ -6,6 +6,8 @@ on the host with this interpreter standing in for the image's ``python3``.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import os
 import re
@@ -24,7 +26,8 @@ from envs.coding.isolated import SCRIPTS as VERDICT_SCRIPTS
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import engine.config.schema  # noqa: F401  (registers base_task, which every task config extends)
+from engine.config.schema import as_schema
+from envs.coding.schema import CodingTaskConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {"sample": ROOT / "conf", "fixtures": ROOT / "tests" / "conf"}
@@ -93,8 +96,8 @@ def load_tasks(set_name: str) -> dict[str, dict]:
     # Only the task group: composing the whole root config costs twice as much per task.
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         return {
-            name: OmegaConf.to_container(
-                compose(overrides=[*overrides, f"+task={set_name}/{name}"]).task, resolve=True
+            name: dataclasses.asdict(
+                as_schema(CodingTaskConfig, compose(overrides=[*overrides, f"+task={set_name}/{name}"]).task, "task")
             )
             for name in names
         }

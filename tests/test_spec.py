@@ -32,7 +32,7 @@ def planned(builder, *overrides, pins=None):
 
 def test_refs_are_pinned_to_commit_shas_and_the_spec_is_frozen(builder, task):
     spec = planned(builder, f"task={task}").spec
-    pins = spec.task["pins"]
+    pins = spec.task.pins
     assert set(pins) == {"baseline", "test", "golden"}
     assert all(len(sha) == 40 and int(sha, 16) >= 0 for sha in pins.values())
     assert spec.engine_version == engine_version()
@@ -46,9 +46,9 @@ def test_the_same_config_plans_to_the_same_hash(builder, task):
 
 
 def test_generated_repos_have_the_same_shas_wherever_they_are_built(builder, task, tmp_path, monkeypatch):
-    first = planned(builder, f"task={task}").spec.task["pins"]
+    first = planned(builder, f"task={task}").spec.task.pins
     monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path))  # a fresh cache: the repo is generated again
-    assert planned(builder, f"task={task}").spec.task["pins"] == first
+    assert planned(builder, f"task={task}").spec.task.pins == first
 
 
 def test_replanning_a_saved_config_with_its_pins_gives_the_same_hash(builder, task, tmp_path):
@@ -57,29 +57,29 @@ def test_replanning_a_saved_config_with_its_pins_gives_the_same_hash(builder, ta
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
-    (run_dir / "pins.json").write_text(json.dumps(original.spec.task["pins"]))
+    (run_dir / "pins.json").write_text(json.dumps(original.spec.task.pins))
     assert replan(run_dir, builder=builder).spec.spec_hash == original.spec.spec_hash
 
 
 def test_recorded_pins_win_over_moved_refs(builder, task, tmp_path):
     """A branch that moved after the run does not change what a re-plan of that run means."""
     spec = planned(builder, f"task={task}").spec
-    moved = dict(spec.task["pins"], golden=spec.task["pins"]["baseline"])
+    moved = dict(spec.task.pins, golden=spec.task.pins["baseline"])
     replanned = planned(builder, f"task={task}", pins=moved).spec
-    assert replanned.task["pins"]["golden"] == spec.task["pins"]["baseline"]
+    assert replanned.task.pins["golden"] == spec.task.pins["baseline"]
     assert replanned.spec_hash != spec.spec_hash
 
 
 def test_a_pin_that_is_not_in_the_repo_is_a_clear_error(builder, task):
     spec = planned(builder, f"task={task}").spec
     with pytest.raises(ConfigError, match="not in"):
-        planned(builder, f"task={task}", pins=dict(spec.task["pins"], golden="0" * 40))
+        planned(builder, f"task={task}", pins=dict(spec.task.pins, golden="0" * 40))
 
 
 def test_agents_without_a_model_drop_it_so_model_sweeps_do_not_duplicate_them(builder, task):
     a = planned(builder, f"task={task}", "agent=noop", "model=openai/a").spec
     b = planned(builder, f"task={task}", "agent=noop", "model=openai/b").spec
-    assert "model" not in a.agent and a.spec_hash == b.spec_hash
+    assert a.model is None and "model" not in a.to_dict()["agent"] and a.spec_hash == b.spec_hash
 
 
 def test_attempts_and_seeds_make_distinct_specs(builder, task):
@@ -96,12 +96,12 @@ def test_integrity_mode_and_agent_change_the_hash(builder, task):
 
 def test_the_baseline_bundle_carries_no_answer_key(builder, task, tmp_path):
     spec = planned(builder, f"task={task}").spec
-    repo = repos.resolve_repo(spec.task["repo"])
+    repo = repos.resolve_repo(spec.task.repo)
     bundle = tmp_path / "b.bundle"
-    repos.baseline_bundle(repo, spec.task["refs"]["baseline"], spec.task["pins"]["baseline"], bundle)
+    repos.baseline_bundle(repo, spec.task.refs.baseline, spec.task.pins["baseline"], bundle)
     heads = repos.git(repo, "bundle", "list-heads", str(bundle))
-    assert heads.split() == [spec.task["pins"]["baseline"], f"refs/heads/{spec.task['refs']['baseline']}"]
+    assert heads.split() == [spec.task.pins["baseline"], f"refs/heads/{spec.task.refs.baseline}"]
     clone = tmp_path / "clone"
     repos.git(tmp_path, "clone", "--quiet", "--mirror", str(bundle), str(clone))
     for role in ("golden", "test"):
-        assert not repos.has_commit(clone, spec.task["pins"][role]), f"{role} commit leaked into the image bundle"
+        assert not repos.has_commit(clone, spec.task.pins[role]), f"{role} commit leaked into the image bundle"

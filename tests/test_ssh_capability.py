@@ -58,7 +58,7 @@ TREE = ("cd /app && find . -path ./.git -prune -o -printf '%M %U:%G %s %p\\n' | 
 def task(docker_client, base_image, tmp_path_factory):
     repo = ct.build_repo(tmp_path_factory.mktemp("ssh") / "repo")
     image = ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("ssh-ctx"))
-    return image, ct.task_dict(repo)
+    return image, ct.task(repo)
 
 
 @contextlib.asynccontextmanager
@@ -66,7 +66,7 @@ async def fresh_workspace(task):
     image, task_dict = task
     async with DockerRuntime().provision(image, run_id=f"ssh-{uuid.uuid4().hex[:8]}", network=False,
                                          purpose="agent") as ws:
-        await setup_repo(ws, task_dict, ct.INTEGRITY["strict"])
+        await setup_repo(ws, task_dict, ct.integrity("strict"))
         yield ws
 
 

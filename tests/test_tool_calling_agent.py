@@ -7,6 +7,8 @@ of a sample task, in test_tool_calling_runs.py.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import json
 import os
@@ -33,6 +35,7 @@ from engine.agents.providers import parse_model
 from engine.agents.tool_calling import ToolCallingAgent
 from engine.capabilities.mcp_server import serve_mcp
 from engine.config.compose import compose_config, to_typed
+from engine.config.schema import Timeouts
 from engine.errors import AgentError, ConfigError
 from engine.plan.spec import agent_part
 
@@ -173,8 +176,9 @@ def test_prices_and_keys_are_not_part_of_the_spec(price_table):
     before = agent_part(to_typed(compose_config(overrides)))
     price_table.write_text(json.dumps({"models": {"openai/gpt-4o-mini": {"input": 99, "output": 99}}}))
     assert agent_part(to_typed(compose_config(overrides))) == before
-    assert before["api_key_env"] is None and parse_model(before["model"]).provider == "openai"
-    assert not any("price" in key or "sk-" in str(value) for key, value in before.items())
+    agent, model = before
+    assert agent.api_key_env is None and parse_model(model).provider == "openai"
+    assert not any("price" in key or "sk-" in str(value) for key, value in dataclasses.asdict(agent).items())
 
 
 # ---------------------------------------------------------------- misbehaving models
@@ -264,7 +268,7 @@ def test_a_hung_model_call_ends_in_timeout_at_the_wall_clock_limit_with_the_step
 
 def test_the_wall_clock_limit_stays_inside_the_runners_agent_timeout():
     agent = ToolCallingAgent(model=MODELS["openai"], base_url="http://127.0.0.1:9/v1", wall_timeout=None)
-    spec = type("Spec", (), {"timeouts": {"agent": 100.0}})()
+    spec = type("Spec", (), {"timeouts": Timeouts(agent=100.0)})()
     assert agent.wall_limit(AgentContext(spec, {}, {}, [], "")) == 95.0
     agent.wall_timeout = 10
     assert agent.wall_limit(AgentContext(spec, {}, {}, [], "")) == 10

@@ -100,7 +100,7 @@ class ToolCallingAgent:
 
     def wall_limit(self, ctx: AgentContext) -> float:
         limits = [self.wall_timeout] if self.wall_timeout else []
-        runner = ctx.spec.timeouts.get("agent") if ctx.spec is not None else None
+        runner = ctx.spec.timeouts.agent if ctx.spec is not None else None
         if runner:
             limits.append(max(1.0, runner - runner_margin(runner)))
         return min(limits) if limits else DEFAULT_WALL_TIMEOUT

@@ -124,6 +124,8 @@ class ContentAddressedBuilder:
     input: a different bundle is a different image.
     """
 
+    default_base: str | None = None  # FROM is whatever the plan's BASE build arg names
+
     def __init__(
         self,
         client: docker.DockerClient | None = None,

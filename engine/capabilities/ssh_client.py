@@ -8,7 +8,7 @@
 server runs it the way OpenSSH does (``bash -c <string>``), so the command reaches the inner
 ``bash -lc`` as a single argument, quotes, heredocs and all. Building ``bash -lc {command}``
 unquoted re-splits it remotely and stages a different command (seed 000's bugbot finding).
-The wrapper (``_STDERR_LAST``) keeps the command's stderr aside and sends it after its
+The wrapper (sh/stderr_last.sh) keeps the command's stderr aside and sends it after its
 stdout, behind a fresh marker given on stdin, so the result joins them as the MCP bash tool
 does (stdout, then stderr): over one merged stream their order would be the workspace's
 scheduling, not the command's.
@@ -31,6 +31,7 @@ import asyncssh
 
 from engine.errors import AgentError
 from engine.runtimes.docker.stream import BoundedBuffer
+from engine.util import shell
 
 CONNECT_TIMEOUT = 30.0
 MAX_OUTPUT = 1 << 20
@@ -97,14 +98,6 @@ async def open_ssh(endpoint: SSHEndpoint, *,
         yield conn
 
 
-# Run by the session's bash: the marker comes on stdin (so it is in no process's argv, where
-# a `ps` in the command could print it), the command gets an empty stdin as before.
-_STDERR_LAST = ('IFS= read -r mark || exit 125\n'
-                'err=$(mktemp) || exit 125\n'
-                'bash -lc "$1" </dev/null 2>"$err"; rc=$?\n'
-                'printf "%s" "$mark"; cat -- "$err"; rm -f -- "$err"; exit "$rc"\n')
-
-
 async def run_bash(conn: asyncssh.SSHClientConnection, command: str, timeout: float | None = None,
                    *, max_output: int = MAX_OUTPUT) -> tuple[str, int]:
     """Run ``command`` under ``bash -lc`` over ``conn``: (result text, exit code).
@@ -115,7 +108,7 @@ async def run_bash(conn: asyncssh.SSHClientConnection, command: str, timeout: fl
     the command's process group) and returns 124 with a "timed out" note instead. Raises
     ``AgentError`` when no session can be opened.
     """
-    remote = shlex.join(["bash", "-c", _STDERR_LAST, "crucible-ssh", command])
+    remote = shlex.join(["bash", "-c", shell.script(__file__, "stderr_last.sh"), "crucible-ssh", command])
     mark = f"crucible-stderr-{secrets.token_hex(16)}".encode()
     try:
         process = await conn.create_process(remote, encoding=None, stderr=asyncssh.STDOUT)

@@ -19,37 +19,48 @@ from omegaconf import OmegaConf
 from engine.util import paths
 from engine.config.compose import combinations, compose_config, to_typed
 from engine.errors import ConfigError
+from engine.config.plugins import instantiate
+from engine.interfaces import Flavor
 from engine.models import RunRecord
 from engine.run.trial import Runner, new_run_id
 from engine.run.session import Session, housekeeping, open_store, require_integrity, session_for
 from engine.plan.spec import Plan, plan
 from engine.util.tables import format_table
 
-ROLES = {"golden": ("integration_test", 1.0), "baseline": ("noop", 0.0)}
-
-
 @dataclass
 class Job:
     task_id: str
     role: str
+    expected: float
     plan: Plan
     config_yaml: str
+    flavor: Flavor
     records: list[RunRecord] = field(default_factory=list)
     from_store: bool = False
 
 
 def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
+    """One job per task and gate role; the roles (which agent, which reward) are the task's
+    flavor's (``Flavor.roles``)."""
     if any(o.split("=", 1)[0].lstrip("+~") in ("agent", "model") for o in overrides):
-        raise ConfigError("crucible check chooses the agents itself (integration_test and noop); drop agent=/model=")
-    jobs, session = [], None
+        raise ConfigError("crucible check chooses the agents itself (the flavor's golden and baseline); "
+                          "drop agent=/model=")
+    jobs: list[Job] = []
+    session = None
     for combo in combinations(overrides):
-        for role, (agent, _) in ROLES.items():
-            cfg = compose_config([*combo, f"agent={agent}"])
-            typed = to_typed(cfg)
+        cfg = compose_config(combo)
+        typed = to_typed(cfg)
+        flavor = instantiate(typed.flavor, where="flavor")
+        for role, gate in flavor.roles.items():
+            if typed.agent.name != gate.agent:
+                cfg = compose_config([*combo, f"agent={gate.agent}"])
+                typed = to_typed(cfg)
             session = session or session_for(typed)
             planned = plan(typed, builder=session.builder)
             require_integrity(session.runtime, planned.spec.integrity)
-            jobs.append(Job(planned.spec.task_id, role, planned, OmegaConf.to_yaml(cfg)))
+            jobs.append(Job(planned.spec.task_id, role, gate.reward, planned, OmegaConf.to_yaml(cfg), flavor))
+    if session is None:
+        raise ConfigError("no task selected")
     return jobs, session
 
 
@@ -83,14 +94,14 @@ async def _run_all(jobs: list[Job], session: Session, *, rebuild: bool, extra: i
 
 
 def _failures(job: Job) -> list[str]:
-    expected = ROLES[job.role][1]
+    expected = job.expected
     problems = []
     for record in job.records:
         if record.status != "completed":
             problems.append(f"status {record.status} in {record.error_phase}: {record.error}")
         elif record.reward != expected:
             problems.append(f"reward {record.reward} (expected {expected})")
-        if job.role == "golden" and record.warnings:
+        if record.warnings:  # the golden's replay warns when a validation step failed
             problems.append(f"validation warnings: {'; '.join(record.warnings)}")
     rewards = {r.reward for r in job.records if r.status == "completed"}
     if len(job.records) > 1 and (len(rewards) > 1 or any(r.status != "completed" for r in job.records)):
@@ -99,45 +110,45 @@ def _failures(job: Job) -> list[str]:
     return problems
 
 
-def _raw_summary(record: RunRecord) -> str:
-    raw = record.raw_grade or {}
-    keep = {k: raw[k] for k in ("reason", "exit_code", "test_exit_code", "apply_exit_code") if k in raw}
-    tail = raw.get("output_tail") or raw.get("test_output_tail") or ""
-    text = json.dumps(keep, sort_keys=True)
-    if tail:
-        text += "\n      output tail: " + "\n      ".join(str(tail).strip().splitlines()[-8:])
-    return text
+def _raw_summary(job: Job, record: RunRecord) -> str:
+    """What the flavor says of the raw grade (the reason, the test command's exit code and
+    last lines of output), indented under the FAIL line."""
+    lines = job.flavor.explain(record.raw_grade or {}) or [json.dumps(record.raw_grade, sort_keys=True)[:500]]
+    return "\n      ".join(lines)
 
 
 def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, parallel: int = 2,
               echo=print) -> int:
-    store = open_store()
+    # The configured store (store=; one for every combination), opened once before planning:
+    # a path that cannot be a store is one line before anything is planned or run.
+    store = open_store(compose_config(combinations(overrides)[0]).get("store"))
     housekeeping(store)
     jobs, session = plan_jobs(overrides)
     asyncio.run(_run_all(jobs, session, rebuild=rebuild, extra=check, parallel=parallel))
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:
         by_task.setdefault(job.task_id, {})[job.role] = job
+    role_names = list(dict.fromkeys(job.role for job in jobs))  # the flavors' order: golden, baseline
     rows, failed = [], []
     for task_id, roles in sorted(by_task.items()):
-        golden, baseline = roles["golden"], roles["baseline"]
-        seconds = sum(_wall(r) for j in (golden, baseline) for r in j.records if not j.from_store or r is not j.records[0])
-        source = "store" if golden.from_store and baseline.from_store else ("run" if not (golden.from_store or baseline.from_store) else "store+run")
-        rows.append((task_id, golden.records[0].reward, baseline.records[0].reward, round(seconds, 2), source,
-                     "ok" if not (_failures(golden) or _failures(baseline)) else "FAIL"))
-        for job in (golden, baseline):
-            for problem in _failures(job):
-                failed.append((job, problem))
-    echo(format_table(["task", "golden", "baseline", "seconds", "verdicts from", "gate"], rows))
+        mine = list(roles.values())
+        seconds = sum(_wall(r) for j in mine for r in j.records if not j.from_store or r is not j.records[0])
+        stored = [j.from_store for j in mine]
+        source = "store" if all(stored) else ("run" if not any(stored) else "store+run")
+        rows.append((task_id, *(roles[name].records[0].reward if name in roles else "" for name in role_names),
+                     round(seconds, 2), source, "FAIL" if any(_failures(j) for j in mine) else "ok"))
+        failed += [(job, problem) for job in mine for problem in _failures(job)]
+    echo(format_table(["task", *role_names, "seconds", "verdicts from", "gate"], rows))
     for job, problem in failed:
         record = job.records[-1]
         echo(f"FAIL {job.task_id} ({job.role}, agent {record.agent}): {problem}")
-        echo(f"      raw grade: {_raw_summary(record)}")
+        echo(f"      raw grade: {_raw_summary(job, record)}")
         echo(f"      run {record.run_id}, logs in {record.run_dir}")
     if failed:
         echo(f"{len({j.task_id for j, _ in failed})} of {len(rows)} task(s) are not shippable")
         return 1
-    echo(f"all {len(rows)} task(s) ship: golden 1.0, baseline 0.0")
+    expected = ", ".join(f"{name} {job.expected:g}" for name, job in {j.role: j for j in jobs}.items())
+    echo(f"all {len(rows)} task(s) ship: {expected}")
     return 0
 
 

@@ -29,7 +29,8 @@ from engine.errors import ConfigError, UserError
 from engine.models import RunRecord
 from engine.run.trial import Runner, new_run_id
 from engine.run.session import Session, open_housekept_store, require_integrity, session_for
-from engine.plan.spec import Plan, plugin_class, replan
+from engine.config.plugins import plugin_class
+from engine.plan.spec import Plan, replan
 from engine.util.tables import format_table
 
 CONFIG_FILES = (Path(".hydra") / "config.yaml", Path("config.yaml"))
@@ -168,7 +169,7 @@ def rerun(run_id: str, *, into: str | None = None) -> Rerun:
     run_dir = new_run_dir(Path(original.run_dir), config, into, new_id, original)
     runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
     record = asyncio.run(runner.execute(planned, run_dir, run_id=new_id))
-    deterministic = bool(getattr(plugin_class(planned.spec.agent["_target_"], where="agent"), "deterministic", False))
+    deterministic = bool(getattr(plugin_class(planned.spec.agent._target_, where="agent"), "deterministic", False))
     return Rerun(original=original, record=record, deterministic=deterministic)
 
 

@@ -43,11 +43,12 @@ def _preflight_agent(cfg) -> None:
     """Build the agent once here, so a missing API key is one line, not one error run per job."""
     from engine.config.compose import to_typed
     from engine.errors import AgentError, ConfigError
-    from engine.run.trial import instantiate
+    from engine.config.plugins import instantiate
     from engine.plan.spec import agent_part
 
     try:
-        instantiate(agent_part(to_typed(cfg)), where="agent")
+        agent, model = agent_part(to_typed(cfg))
+        instantiate(agent, where="agent", **({"model": model} if model else {}))
     except AgentError as exc:
         raise ConfigError(str(exc)) from exc
 
@@ -76,7 +77,9 @@ def run_hydra(args: list[str]) -> int:
         jobs, store = _validate(overrides)
         if runs_jobs:
             from engine.cli.doctor import ensure_engine
+            from engine.run.session import open_store
 
+            open_store(store)  # a store= that cannot be one: one line now, before anything runs
             ensure_engine()  # one line now, not one per launcher worker
     extra = searchpath_override()
     sweep_id = None
@@ -91,7 +94,7 @@ def run_hydra(args: list[str]) -> int:
     _before_sweep(store)
     with SweepProgress(_sweep_dir(sweep_id), jobs, label=sweep_id):
         _hydra_main()
-    return _sweep_summary(sweep_id)
+    return _sweep_summary(sweep_id, store)
 
 
 def _sweep_dir(sweep_id: str) -> Path:
@@ -108,11 +111,11 @@ def _before_sweep(store: str | None) -> None:
     claim_sweep()
 
 
-def _sweep_summary(sweep_id: str) -> int:
+def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
     from engine.run.session import open_store
     from engine.util.tables import format_table
 
-    store = open_store()
+    store = open_store(store_path)
     failed_jobs = sorted(_sweep_dir(sweep_id).glob(f"*/{USER_ERROR_MARKER}"))
     cols, rows = store.query(
         "SELECT task_id, agent, coalesce(model, '') AS model, attempt, status, reward, "

@@ -132,9 +132,12 @@ def compose_config(overrides: list[str]) -> DictConfig:
 
 
 def to_typed(cfg: DictConfig):
-    """The config as typed dataclasses, converted once at the edge."""
+    """The config as typed dataclasses, converted once at the edge (``schema.typed``): the
+    task through its flavor's own schema, so a misspelled task key fails here, by name."""
+    from engine.config.schema import typed
+
     try:
-        return OmegaConf.to_object(cfg)
+        return typed(cfg)
     except OmegaConfBaseException as exc:
         raise ConfigError(describe(exc, [])) from exc
 

@@ -7,76 +7,58 @@ Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-ALLOWED_TARGET_PREFIXES = ("engine.", "envs.", "swe_tasks.")
+
 
 
 # ---------------------------------------------------------------- task
 @dataclass
-class TaskRefs:
-    """The three-branch convention; any ref may be overridden per task."""
-
-    baseline: str = "${..name}_baseline"
-    test: str = "${..name}_test"
-    golden: str = "${..name}_golden"
-
-
-@dataclass
 class TaskConfig:
+    """What every task has, whatever its flavor. A flavor's ``task_schema`` extends it with
+    its own keys (``envs/coding/schema.py``), so ``task.*`` keys are validated per flavor.
+
+    ``id`` and ``pins`` are filled by planning, never written by hand: the task id
+    (``set/name``) and what the flavor pinned (git refs resolved to commit SHAs, ...).
+    """
+
     name: str = MISSING
     set: str = MISSING
-    repo: str = MISSING
-    """A git URL, a local path, or ``generated://NAME`` (built by samples/NAME/build_repo.py)."""
-    refs: TaskRefs = field(default_factory=TaskRefs)
-    hidden_tests: List[str] = MISSING
-    test_command: str = MISSING
-    """Shell command run in the repo dir; ``{test_files}`` becomes the hidden test files."""
-    isolated_verdict: bool = False
-    """The hidden tests never import the code under test: they call ``crucible_probe``
-    scenarios, which return plain data. Under an integrity mode that isolates the verdict
-    (``strict``) each scenario runs in its own interpreter as the agent's uid and pytest runs
-    outside the repo as another uid with the grader's own options (``test_command`` unused),
-    so no code under test can forge the verdict (envs/coding/isolated.py); otherwise
-    ``test_command`` runs them in the repo and the scenarios are called in-process."""
     prompt: str = MISSING
     validation: Optional[List[Any]] = None
-    """Tool calls ``{name, arguments, capability?}`` that stage the golden; None = derived."""
-    system_packages: List[str] = field(default_factory=list)
-    install: str = ""
-    workdir: str = "/app"
-    protected_paths: List[str] = field(default_factory=list)
-    test_timeout: float = 600.0
-    tests_ran_regex: str = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
-                            r".*\b[1-9][0-9]* passed\b")
-    """Output must match this for a passing exit code to count: no tests run scores 0, and so
-    does a summary that also counts skipped, deselected, xfailed or errored tests (code under
-    test calling pytest.skip() where it would fail must not pass). A task whose hidden tests
-    legitimately skip sets its own pattern."""
+    """Tool calls ``{name, arguments, capability?}`` that stage the golden solution through
+    the task's own tools (the ``integration_test`` agent replays them); None = the flavor
+    derives them where it can."""
+    id: str = ""
+    pins: Dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plug-in groups
 @dataclass
 class EnvConfig:
+    """The environment a family of tasks shares (seed 002: one environment, several task
+    flavors): the agent's tools and their limits, and the image base its tasks build on."""
+
     name: str = "coding"
     tools: List[str] = field(default_factory=lambda: ["bash", "str_replace_based_edit_tool"])
     bash_timeout: float = 120.0
     max_output_bytes: int = 32768
+    base_image: Optional[str] = None
+    """The image the env's tasks build FROM; None = ``build.base``, else the offline base."""
+    system_packages: List[str] = field(default_factory=list)
+    """Debian packages every task of this env gets, beside the task's own."""
 
 
 @dataclass
 class FlavorConfig:
+    """A flavor plug-in (``Flavor`` in engine/interfaces.py). Its class names its own
+    ``task_schema`` (and ``config_schema``, a subclass of this, when it takes options)."""
+
     _target_: str = MISSING
     name: str = MISSING
-
-
-@dataclass
-class CodingFlavorConfig(FlavorConfig):
-    _target_: str = "envs.coding.flavor.CodingFlavor"
-    name: str = "coding"
 
 
 @dataclass
@@ -226,11 +208,11 @@ class CrucibleConfig:
 
 
 def register() -> None:
+    """The engine's own schemas. A flavor's schemas (its ``task_schema``, its
+    ``config_schema``) are applied by ``typed``, from the flavor class the config names."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=CrucibleConfig)
-    cs.store(group="task", name="base_task", node=TaskConfig)
     cs.store(group="env", name="base_env", node=EnvConfig)
-    cs.store(group="flavor", name="base_coding", node=CodingFlavorConfig)
     cs.store(group="agent", name="base_noop", node=NoopAgentConfig)
     cs.store(group="agent", name="base_integration_test", node=IntegrationTestAgentConfig)
     cs.store(group="agent", name="base_tool_calling", node=ToolCallingAgentConfig)
@@ -243,10 +225,8 @@ register()
 
 
 _GROUP_SCHEMAS = {
-    "task": [TaskConfig],
     "env": [EnvConfig],
     "integrity": [IntegrityConfig],
-    "flavor": [CodingFlavorConfig],
     "agent": [NoopAgentConfig, IntegrationTestAgentConfig, ToolCallingAgentConfig],
     "runtime": [DockerRuntimeConfig, LocalRuntimeConfig],
 }
@@ -263,20 +243,65 @@ def _schema_for(group: str, node: dict):
     raise ValueError(f"{group}._target_ {target!r} has no registered schema")
 
 
-def typed_from_plain(data: dict) -> CrucibleConfig:
-    """A saved config (e.g. a job's ``.hydra/config.yaml``) back into typed dataclasses.
+def typed(cfg) -> CrucibleConfig:
+    """A composed (or saved) config as typed dataclasses: the engine's groups through their
+    registered schemas, ``flavor`` and ``task`` through the schemas the flavor class names.
 
-    Each group is merged into its schema, so a saved file is validated exactly like a
-    composed one; this is what lets a run be re-planned to the same spec hash.
+    Raises ``ConfigError`` in one line naming the key (``task.hiden_tests``) and the task.
     """
+    from omegaconf import DictConfig, OmegaConf
+
+    from engine.config.plugins import flavor_class
+    from engine.errors import ConfigError
+
+    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    data = {k: node[k] for k in node if k not in ("hydra", "flavor", "task")}
+    flavor_node, task_node = node.get("flavor"), node.get("task")
+    if flavor_node is None or task_node is None:
+        raise ConfigError(f"no {'flavor' if flavor_node is None else 'task'} selected")
+    placeholders = {"flavor": None, "task": None}  # typed below, by the flavor's own schemas
+    top = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CrucibleConfig), _typed_groups(data), placeholders))
+    cls = flavor_class(str(flavor_node.get("_target_", "")))
+    top.flavor = as_schema(getattr(cls, "config_schema", FlavorConfig), flavor_node, "flavor")
+    where = f"task {task_node.get('set', '?')}/{task_node.get('name', '?')}"
+    try:
+        top.task = as_schema(cls.task_schema, task_node, "task")
+    except ConfigError as exc:
+        raise ConfigError(f"{where} (flavor {top.flavor.name}): {exc}") from exc
+    return top
+
+
+def _typed_groups(data: dict) -> dict:
     from omegaconf import OmegaConf
 
-    top = OmegaConf.structured(CrucibleConfig)
-    data = {k: v for k, v in data.items() if k != "hydra"}
     for group in _GROUP_SCHEMAS:
-        node = data.pop(group)
-        merged = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+        if group in data:
+            node = data[group]
+            data[group] = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+    return data
+
+
+def as_schema(schema: type, node, where: str):
+    """``node`` merged into the dataclass ``schema`` and resolved, as an instance of it."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from engine.errors import ConfigError
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
         OmegaConf.resolve(merged)
-        data[group] = merged
-    merged_top = OmegaConf.merge(top, data)
-    return OmegaConf.to_object(merged_top)
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if key and "not in" in message:
+            raise ConfigError(f"unknown config key '{where}.{key}'") from exc
+        raise ConfigError(f"bad config value at '{where}.{key}': {message}" if key else f"{where}: {message}") from exc
+
+
+def typed_from_plain(data: dict) -> CrucibleConfig:
+    """A saved config (e.g. a job's ``.hydra/config.yaml``) back into typed dataclasses,
+    validated exactly like a composed one; this is what lets a run be re-planned to the
+    same spec hash."""
+    return typed(data)

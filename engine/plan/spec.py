@@ -1,8 +1,9 @@
 """Planning: a composed config becomes a frozen, pinned, content-hashed RunSpec.
 
-Everything that can change a verdict is pinned here, before anything runs: git refs
-become commit SHAs, the image is named by the hash of its inputs, and the engine's own
-code is hashed into ``engine_version``. Re-planning a job's ``.hydra/config.yaml`` with
+Everything that can change a verdict is pinned here, before anything runs: the flavor
+pins its task (git refs become commit SHAs) and names its image's inputs, the image is
+named by the hash of those inputs, and the engine's own code is hashed into
+``engine_version``. Re-planning a job's ``.hydra/config.yaml`` with
 its recorded pins (``pins.json``) yields the same ``spec_hash``.
 """
 from __future__ import annotations
@@ -13,13 +14,14 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra.utils import get_class
+from typing import Any
 
-from engine.util import paths
-from engine.plan import repos
+from engine.config.plugins import instantiate, plugin_class
+from engine.config.schema import CrucibleConfig
 from engine.errors import ConfigError
+from engine.interfaces import ImageBuilder, PlanContext
 from engine.models import ImageRef, RunSpec
-from engine.config.schema import ALLOWED_TARGET_PREFIXES, CrucibleConfig
+from engine.util import paths
 
 DOCKERFILE = paths.PROJECT_ROOT / "Dockerfile.hud"
 
@@ -41,105 +43,60 @@ def engine_version() -> str:
 class Plan:
     spec: RunSpec
     image: ImageRef
-    repo_path: Path
 
 
-def plugin_class(target: str, *, where: str):
-    if not target.startswith(ALLOWED_TARGET_PREFIXES):
-        raise ConfigError(f"{where}._target_ '{target}' is outside crucible's packages; refusing to instantiate it")
-    try:
-        return get_class(target)
-    except Exception as exc:  # hydra wraps ImportError/AttributeError in its own types
-        raise ConfigError(f"{where}._target_ '{target}' cannot be imported: {str(exc).splitlines()[0]}") from exc
-
-
-def agent_part(cfg: CrucibleConfig) -> dict:
-    agent = dataclasses.asdict(cfg.agent)
-    cls = plugin_class(agent["_target_"], where="agent")
+def agent_part(cfg: CrucibleConfig) -> tuple[Any, str | None]:
+    """The agent's config and the model it runs, or None for an agent that takes none (so
+    ``agent=noop,x model=a,b`` makes one noop spec, not two)."""
+    cls = plugin_class(cfg.agent._target_, where="agent")
     if cfg.model is not None and cfg.model.split("/")[-1] in ("integration_test", "noop"):
         raise ConfigError(
             f"'{cfg.model}' is an agent, not a model; to prove a task ships use `crucible check task=...`"
         )
-    if getattr(cls, "takes_model", False):
-        if cfg.model is None:
-            raise ConfigError(f"agent '{agent['name']}' needs a model: add model=<provider>/<name>")
-        agent["model"] = cfg.model
-    # Agents without a model drop it, so agent=noop,x model=a,b makes one noop spec, not two.
-    return agent
+    if not getattr(cls, "takes_model", False):
+        return cfg.agent, None
+    if cfg.model is None:
+        raise ConfigError(f"agent '{cfg.agent.name}' needs a model: add model=<provider>/<name>")
+    return cfg.agent, cfg.model
 
 
-def _task_part(cfg: CrucibleConfig, repo_path: Path, pins: dict | None) -> dict:
-    task = dataclasses.asdict(cfg.task)
-    task_id = f"{task['set']}/{task['name']}"
-    task["id"] = task_id
-    if pins:
-        for role, sha in pins.items():
-            if not repos.has_commit(repo_path, sha):
-                raise ConfigError(f"task '{task_id}': pinned {role} commit {sha[:12]} is not in {task['repo']}")
-        task["pins"] = dict(pins)
-    else:
-        task["pins"] = {role: repos.pin(repo_path, ref, task_id=task_id, role=role) for role, ref in task["refs"].items()}
-    if "{test_files}" not in task["test_command"]:
-        raise ConfigError(f"task '{task_id}': test_command has no {{test_files}} placeholder")
-    if task["validation"] is None:
-        from envs.coding.validation import derive_validation
-
-        task["validation"] = derive_validation(repo_path, task["pins"]["baseline"], task["pins"]["golden"], task["workdir"])
-    return task
-
-
-def task_context(repo_path: Path, task: dict) -> Path:
-    """The build context for a task image: the baseline's ancestry as a git bundle, nothing else."""
-    sha = task["pins"]["baseline"]
-    context = paths.cache_dir() / "contexts" / f"{sha[:20]}-{task['refs']['baseline']}"
-    bundle = context / "repo.bundle"
-    if not bundle.is_file():
-        with repos.file_lock(f"context-{context.name}"):
-            if not bundle.is_file():
-                context.mkdir(parents=True, exist_ok=True)
-                repos.baseline_bundle(repo_path, task["refs"]["baseline"], sha, bundle)
-    return context
-
-
-def base_image_tag(cfg: CrucibleConfig) -> str:
-    if cfg.build.base:
-        return cfg.build.base
+def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
+    """What task images build FROM: the builder's own (a runtime's templates), the env's,
+    ``build.base``, else the bootstrapped offline base (made now if missing)."""
+    chosen = builder.default_base or cfg.env.base_image or cfg.build.base
+    if chosen:
+        return chosen
     from engine.build.baseimage import ensure_base_image
 
     return ensure_base_image().tag
 
 
-def image_for(cfg: CrucibleConfig, task: dict, repo_path: Path, builder) -> ImageRef:
-    build_args = {
-        "BASE": getattr(builder, "default_base", None) or base_image_tag(cfg),
-        "INSTANCE_ID": "",
-        "SYSTEM_PACKAGES": " ".join(sorted(task["system_packages"])),
-        "INSTALL_CMD": task["install"],
-        "REPO_DIR": task["workdir"],
-        "BASELINE_REF": task["refs"]["baseline"],
-    }
-    return builder.plan(DOCKERFILE, task_context(repo_path, task), build_args, "task")
-
-
-def plan(cfg: CrucibleConfig, *, builder, pins: dict | None = None) -> Plan:
-    repo_path = repos.resolve_repo(cfg.task.repo)
-    task = _task_part(cfg, repo_path, pins)
-    image = image_for(cfg, task, repo_path, builder)
-    runtime = {k: v for k, v in dataclasses.asdict(cfg.runtime).items()}
+def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None) -> Plan:
+    """The run spec: the flavor pins and derives its task and names the image's inputs; the
+    builder names the image by their hash; everything else is the typed config as is."""
+    flavor = instantiate(cfg.flavor, where="flavor")
+    agent, model = agent_part(cfg)
+    task = dataclasses.replace(cfg.task, id=f"{cfg.task.set}/{cfg.task.name}", pins={})
+    ctx = PlanContext(env=cfg.env, base_image=functools.partial(base_image_tag, cfg, builder),
+                      dockerfile=DOCKERFILE, cache_dir=paths.cache_dir(), pins=pins)
+    planned = flavor.plan_task(task, ctx)
+    inputs = planned.image
+    image = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), "task")
     spec = RunSpec(
         engine_version=engine_version(),
-        task=task,
-        env=dataclasses.asdict(cfg.env),
-        flavor=dataclasses.asdict(cfg.flavor),
-        agent=agent_part(cfg),
-        integrity=dataclasses.asdict(cfg.integrity),
-        runtime=runtime,
+        task=planned.task,
+        env=cfg.env,
+        flavor=cfg.flavor,
+        agent=agent,
+        model=model,
+        integrity=cfg.integrity,
+        runtime=cfg.runtime,
         image={"tag": image.tag, "input_hash": image.input_hash},
-        timeouts=dataclasses.asdict(cfg.timeouts),
+        timeouts=cfg.timeouts,
         seed=cfg.seed,
         attempt=cfg.attempt,
     )
-    return Plan(spec=spec, image=image, repo_path=repo_path)
+    return Plan(spec=spec, image=image)
 
 
 def replan(run_dir: Path, *, builder) -> Plan:

@@ -6,25 +6,37 @@ recorded as errors, so no run stays stuck.
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from engine.config.schema import CrucibleConfig
+from engine.run.reaper import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive
+from engine.util import paths
+
+if TYPE_CHECKING:  # Hydra's config store costs ~0.3 s to import: query/show/report never need it
+    from engine.config.schema import CrucibleConfig, IntegrityConfig
+    from engine.interfaces import ImageBuilder, Runtime, Store
 
 log = logging.getLogger("crucible")
 
 
 @dataclass
 class Session:
-    store: object
-    builder: object
-    runtime: object
+    store: "Store"
+    builder: "ImageBuilder"
+    runtime: "Runtime"
 
 
 def open_store(path: str | None = None):
+    """The store at ``path`` (None: the default), opened once now: a path that cannot be a
+    store is one ConfigError naming it, before the command starts any work."""
     from engine.store.duckdb import DuckDBStore
 
-    return DuckDBStore(path)
+    return DuckDBStore(path).validate()
 
 
 def open_housekept_store(path: str | None = None):
@@ -37,17 +49,23 @@ def open_housekept_store(path: str | None = None):
 
 
 def housekeeping(store) -> None:
-    """Best effort: reap orphaned containers and runs. Never blocks a command on failure."""
-    try:
-        from engine.run.reaper import reap_orphans
+    """Best effort: reap orphaned containers and runs. Never blocks a command on failure.
 
-        reap_orphans()
+    Cheap when there is nothing to reap (the usual case, and every query/show/report pays
+    it): the Docker SDK and the local runtime are imported only once an orphan may exist.
+    """
+    try:
+        if _docker_orphans_possible():
+            from engine.run.reaper import reap_orphans
+
+            reap_orphans()
     except Exception as exc:  # no engine here is reported by the commands that need one
         log.debug("reaper skipped: %s", exc)
     try:
-        from engine.runtimes.local.template import reap_local_orphans
+        if _local_orphans_possible():
+            from engine.runtimes.local.template import reap_local_orphans
 
-        reap_local_orphans()
+            reap_local_orphans()
     except Exception as exc:
         log.debug("local reaper skipped: %s", exc)
     try:
@@ -56,27 +74,75 @@ def housekeeping(store) -> None:
         log.debug("orphaned-run sweep skipped: %s", exc)
 
 
-def session_for(cfg: CrucibleConfig, store=None) -> Session:
-    from engine.build.images import ContentAddressedBuilder
-    from engine.run.trial import instantiate
+def _docker_orphans_possible() -> bool:
+    """Whether the Docker engine may hold a container of a dead crucible owner on this host.
 
-    import dataclasses
+    One request on the engine's unix socket, the one ``docker.from_env`` would use, without
+    the Docker SDK (whose import alone costs ~0.15 s). True when it cannot tell (a
+    DOCKER_HOST that is no unix socket, an unexpected answer): then ``reap_orphans`` decides.
+    False when no engine can be reached there: ``reap_orphans`` would find none either.
+    """
+    url = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not url.startswith("unix://"):
+        return True
+    filters = quote(json.dumps({"label": [LABEL_OWNER_PID]}))
+    request = (f"GET /containers/json?all=1&filters={filters} HTTP/1.0\r\n"
+               "Host: docker\r\nConnection: close\r\n\r\n").encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        try:
+            sock.connect(url[len("unix://"):])
+        except OSError:
+            return False
+        try:
+            sock.sendall(request)
+            chunks = []
+            while chunk := sock.recv(1 << 16):
+                chunks.append(chunk)
+        except OSError:
+            return True
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or status[1] != b"200":
+        return True
+    try:
+        containers = json.loads(body)
+    except ValueError:
+        return True
+    host = socket.gethostname()
+    for container in containers if isinstance(containers, list) else [None]:
+        labels = container.get("Labels") if isinstance(container, dict) else None
+        if not isinstance(labels, dict):
+            return True
+        if labels.get(LABEL_OWNER_HOST) == host and not owner_alive(labels):
+            return True
+    return False
+
+
+def _local_orphans_possible() -> bool:
+    """Whether the local runtime left anything (a run root, a template stage) to look at;
+    ``reap_local_orphans`` decides which are orphans."""
+    local = paths.home() / "local"
+    for name, prefix in (("runs", ""), ("templates", ".stage-")):
+        try:
+            with os.scandir(local / name) as entries:
+                if any(entry.name.startswith(prefix) for entry in entries):
+                    return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def session_for(cfg: CrucibleConfig, store=None) -> Session:
+    from engine.config.plugins import instantiate
 
     store = store or open_store(cfg.store)
-    runtime = instantiate(dataclasses.asdict(cfg.runtime), where="runtime")
-    # A runtime that does not run images (runtime=local) brings its own builder of
-    # workspace templates; every other runtime gets content-addressed Docker images.
-    if hasattr(runtime, "image_builder"):
-        builder = runtime.image_builder()
-    elif cfg.build.ca_bundle:
-        builder = ContentAddressedBuilder(ca_bundle=cfg.build.ca_bundle)
-    else:
-        builder = ContentAddressedBuilder()
-    return Session(store=store, builder=builder, runtime=runtime)
+    runtime = instantiate(cfg.runtime, where="runtime")
+    return Session(store=store, builder=runtime.image_builder(ca_bundle=cfg.build.ca_bundle), runtime=runtime)
 
 
-def require_integrity(runtime, integrity: dict) -> None:
+def require_integrity(runtime: Runtime, integrity: IntegrityConfig) -> None:
     """Refuse, before anything starts, a mode this runtime cannot give (never weaken it)."""
-    require = getattr(runtime, "require", None)
-    if require is not None:
-        require(integrity)
+    runtime.require(integrity)

@@ -36,9 +36,10 @@ from engine.agents import AgentContext, AgentOutcome
 from engine.capabilities.mcp_server import McpService
 from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
-from engine.interfaces import Workspace
+from engine.interfaces import Flavor, Workspace
 from engine.models import CapturedSubmission, RunRecord, Verdict
-from engine.plan.spec import Plan, plugin_class
+from engine.config.plugins import instantiate
+from engine.plan.spec import Plan
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,6 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:10]
 
 
-def instantiate(part: dict, *, where: str, **extra):
-    """Build a plug-in from its spec part; ``_target_`` must live in crucible's packages."""
-    cls = plugin_class(part["_target_"], where=where)
-    kwargs = {k: v for k, v in part.items() if k != "_target_" and not (k == "model" and not getattr(cls, "takes_model", False))}
-    return cls(**kwargs, **extra)
-
-
 class Runner:
     def __init__(self, *, store, builder, runtime) -> None:
         self.store = store
@@ -68,8 +62,8 @@ class Runner:
         spec = plan.spec
         return RunRecord(
             run_id=run_id or new_run_id(), spec_hash=spec.spec_hash, spec=spec.to_dict(), status="running",
-            task_id=spec.task_id, agent=spec.agent_name, model=spec.model, flavor=spec.flavor["name"],
-            runtime=spec.runtime["name"], integrity_requested=spec.integrity["mode"], integrity_obtained=None,
+            task_id=spec.task_id, agent=spec.agent_name, model=spec.model, flavor=spec.flavor.name,
+            runtime=spec.runtime.name, integrity_requested=spec.integrity.mode, integrity_obtained=None,
             attempt=spec.attempt, seed=spec.seed, sweep_id=sweep_id, started_at=now_iso(), run_dir=str(run_dir),
             image_tag=plan.image.tag, owner_pid=os.getpid(), owner_host=socket.gethostname(),
         )
@@ -79,7 +73,7 @@ class Runner:
         run_dir.mkdir(parents=True, exist_ok=True)
         record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
         (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
-        (run_dir / "pins.json").write_text(json.dumps(plan.spec.task["pins"], indent=2, sort_keys=True))
+        (run_dir / "pins.json").write_text(json.dumps(plan.spec.task.pins, indent=2, sort_keys=True))
         # The "running" record lands while the run starts (a store write costs ~0.05 s);
         # every early write is drained before the final record, which stays authoritative.
         early = _EarlyWrites(self.store)
@@ -136,7 +130,7 @@ class Runner:
         spec = plan.spec
         try:
             flavor = instantiate(spec.flavor, where="flavor")
-            agent = instantiate(spec.agent, where="agent")
+            agent = instantiate(spec.agent, where="agent", **({"model": spec.model} if spec.model else {}))
             with phase.timed("build"):
                 record.from_cache = await self._ensure_image(plan, early)
             # The grading container starts now, beside the agent's, and stays untouched until
@@ -150,7 +144,7 @@ class Runner:
                 gws = await parts.grading_started
                 if parts.preparing is not None:
                     await parts.preparing
-                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), spec.timeouts["grade"])
+                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), spec.timeouts.grade)
             record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
         finally:
             with phase.timed("teardown", is_phase=False):
@@ -174,20 +168,20 @@ class Runner:
         spec, timeouts = plan.spec, plan.spec.timeouts
         with phase.timed("provision"):
             workspace = self.runtime.provision(plan.image, run_id=record.run_id,
-                                               network=spec.integrity["agent_network"], purpose="agent")
+                                               network=spec.integrity.agent_network, purpose="agent")
             ws = await workspace.__aenter__()
         try:
-            record.integrity_obtained = spec.integrity["mode"]
+            record.integrity_obtained = obtained_integrity(spec.integrity, ws)
             with phase.timed("setup"):
                 agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
             # agent works: after setup, so the two do not compete for the machine.
             parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
             with phase.timed("agent"):
-                outcome = await _agent_outcome(agent_run, timeouts["agent"], parts.mcp, parts.ssh)
+                outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
             with phase.timed("capture"):
-                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts["capture"])
+                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts.capture)
             record.diff, record.violations = submission.diff, submission.violations
             return submission
         finally:
@@ -199,8 +193,8 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpServic
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it."""
-    tools = flavor.tools_for(ws, spec)
-    setup = asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts["setup"]))
+    tools = flavor.tools(ws, spec)
+    setup = asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
     agent_run: asyncio.Future | None = None
     try:
         url = await mcp.serve(tools, ready=setup)
@@ -209,7 +203,8 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpServic
         endpoint = await ssh.enter_async_context(serve_ssh(ws, user=tools.user, cwd=tools.workdir, ready=setup))
         ctx = AgentContext(spec=spec, capabilities={"mcp": url, "ssh": endpoint.url},
                            capability_auth={"mcp": mcp.token, "ssh": endpoint.credential()},
-                           validation=spec.task.get("validation") or [], prompt=spec.task["prompt"])
+                           validation=spec.task.validation or [], prompt=spec.task.prompt,
+                           workspace=ws, uid=tools.user, workdir=tools.workdir)
         agent_run = asyncio.ensure_future(agent.run(ctx))
         await setup
         return agent_run
@@ -361,18 +356,15 @@ def _failure(fut: asyncio.Future | None) -> BaseException | None:
     return fut.exception()
 
 
-async def _prepare_grading(flavor, grading_started: asyncio.Future, spec) -> None:
-    """A flavor's optional ``prepare_grading`` on the grading workspace. Never raises: grading
+async def _prepare_grading(flavor: Flavor, grading_started: asyncio.Future, spec) -> None:
+    """The flavor's ``prepare_grading`` on the grading workspace. Never raises: grading
     does the work itself when it was not done, and reports what really breaks."""
-    prepare = getattr(flavor, "prepare_grading", None)
-    if prepare is None:
-        return
     try:
         gws = await asyncio.shield(grading_started)
     except Exception:
         return  # the grade phase says why there is no grading workspace
     try:
-        await prepare(gws, spec)
+        await flavor.prepare_grading(gws, spec)
     except Exception as exc:
         log.warning("preparing the grading workspace failed (grading does it itself): %s", exc)
 
@@ -386,6 +378,16 @@ async def _close_started(workspace, starting: asyncio.Future) -> None:
     except BaseException:  # a start that failed or was cancelled removed its own container
         return
     await workspace.close()
+
+
+def obtained_integrity(requested, ws: Workspace) -> str:
+    """The mode the run actually got, from what the workspace reports of itself: a mode
+    that wants the agent off the network, given a workspace with one, is recorded as
+    ``none`` (the runtime refuses what it cannot give before anything starts; this is the
+    record of what it gave)."""
+    if not requested.agent_network and ws.network:
+        return "none"
+    return requested.mode
 
 
 def _write_traceback(run_dir: Path) -> None:

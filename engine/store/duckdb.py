@@ -42,10 +42,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-import duckdb
-
 from engine.util import paths
-from engine.errors import StoreError, UserError
+from engine.errors import ConfigError, StoreError, UserError
 from engine.models import BuildRecord, RunRecord
 from engine.store.files import (
     atomic_write_json,
@@ -59,7 +57,7 @@ from engine.store.files import (
     this_host,
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
-from engine.store.lock import open_store, store_turn
+from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
 from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, record_from_rows, to_db_ts
 
 log = logging.getLogger("crucible.store")
@@ -75,8 +73,49 @@ class DuckDBStore:
     def __init__(self, path: str | Path | None = None, *, lock_timeout: float = LOCK_TIMEOUT_S):
         # "" (an unset config value) means the default too, never the current directory.
         self.path = Path(path).expanduser().resolve() if path else paths.store_path()
+        # Only the default store's directory ($CRUCIBLE_HOME) is created; a path the user
+        # gave (store=, $CRUCIBLE_STORE) in a directory that does not exist is a mistake.
+        self.is_default = not path and not os.environ.get("CRUCIBLE_STORE")
         self.lock_timeout = lock_timeout
         self._schema_ready_pid: int | None = None
+
+    def validate(self) -> DuckDBStore:
+        """Open the store once, now (creating a missing file), so that a path that cannot be
+        a store fails before a command starts work it could not record.
+
+        Raises ConfigError ``store PATH: what is wrong`` (one line). A file that is not a
+        DuckDB database is recognised by its header before anything is written beside it,
+        and is never modified. A store locked past ``lock_timeout`` stays a StoreError.
+        """
+        path = self.path
+
+        def bad(reason: str) -> ConfigError:
+            return ConfigError(f"store {path}: {reason}")
+
+        if path.is_dir():
+            raise bad("is a directory, not a DuckDB database file")
+        if not path.parent.is_dir():
+            if not self.is_default:
+                what = "is not a directory" if path.parent.exists() else "does not exist"
+                raise bad(f"its directory {path.parent} {what}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(12)
+            except OSError as exc:
+                raise bad(f"cannot be read ({exc.strerror or exc})") from exc
+            if head[8:12] != b"DUCK":  # a DuckDB file: an 8-byte checksum, then the magic "DUCK"
+                raise bad("not a DuckDB database file (" + (f"it begins {head[:8]!r}" if head else "it is empty") + ")")
+        try:
+            self._ensure_schema()
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, duckdb.Error) and not is_lock_conflict(cause):
+                first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+                raise bad(f"cannot be opened ({first})") from exc
+            raise
+        return self
 
     # ---- durable records -------------------------------------------------------------
 
@@ -258,7 +297,8 @@ class DuckDBStore:
         # nothing about the file the child sees).
         if self._schema_ready_pid == os.getpid():
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.is_default:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect(read_only=False) as con:
             for statement in DDL:
                 con.execute(statement)

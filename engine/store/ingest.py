@@ -11,11 +11,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-import duckdb
-
 from engine.errors import StoreError
 from engine.models import RunRecord
 from engine.store.files import quarantine
+from engine.store.lock import duckdb
 from engine.store.schema import (
     BUILD_COLUMNS,
     RUN_COLUMNS,

@@ -1,49 +1,116 @@
-"""The ``coding`` flavor's host side: three-branch tasks graded by a test command's exit code.
+"""The ``coding`` flavor: three-branch repo tasks graded by their hidden tests.
 
+plan -> the refs pinned to SHAs on the host repo, ``validation`` derived from the
+baseline..golden diff, the image = Dockerfile.hud over a bundle of the baseline's ancestry;
 setup -> ``envs.coding.repo.setup_repo``; capture -> ``capture_diff``; grade -> the hidden
-tests are read from the HOST repo at the pinned test SHA (the answer key never enters
-the agent's workspace, only the grading one) and handed to ``envs.coding.grader.grade``.
+tests are read from the HOST repo at the pinned test SHA (the answer key never enters the
+agent's workspace, only the grading one) and handed to ``envs.coding.grader.grade``.
 """
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
 
 from engine.errors import ConfigError, CrucibleError, GradeError
-from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
-from engine.models import CapturedSubmission, RunSpec, Verdict
+from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
+from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
+from engine.plan import repos
 from envs.coding import grader, repo
+from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
+
+GATE = {"golden": GateRole(agent="integration_test", reward=1.0), "baseline": GateRole(agent="noop", reward=0.0)}
 
 
 class CodingFlavor:
+    task_schema: ClassVar[type] = CodingTaskConfig
+    roles: ClassVar[Mapping[str, GateRole]] = GATE
+
     def __init__(self, name: str = "coding") -> None:
         self.name = name
         self._hidden: asyncio.Future | None = None
         self._hidden_for: tuple | None = None
         self._prepared: tuple[Workspace, grader.staging.Staging] | None = None
 
+    # ------------------------------------------------------------ plan
+    def plan_task(self, task: CodingTaskConfig, ctx: PlanContext) -> PlannedTask:
+        repo_path = repos.resolve_repo(task.repo)
+        pins = _pins(task, repo_path, ctx.pins)
+        if "{test_files}" not in task.test_command:
+            raise ConfigError(f"task '{task.id}': test_command has no {{test_files}} placeholder")
+        task.pins = pins
+        if task.validation is None:
+            from envs.coding.validation import derive_validation
+
+            task.validation = derive_validation(repo_path, pins["baseline"], pins["golden"], task.workdir)
+        build_args = {
+            "BASE": ctx.base_image(),
+            "INSTANCE_ID": "",
+            "SYSTEM_PACKAGES": " ".join(sorted({*ctx.env.system_packages, *task.system_packages})),
+            "INSTALL_CMD": task.install,
+            "REPO_DIR": task.workdir,
+            "BASELINE_REF": task.refs.baseline,
+        }
+        context = _baseline_context(repo_path, task, ctx.cache_dir)
+        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), build_args))
+
+    # ------------------------------------------------------------ run
+    def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:
+        """The agent's tools on ``ws``, as uid 1000 under the uid wall, else root."""
+        env = spec.env
+        try:
+            return CodingTools(
+                ws,
+                workdir=repo.workdir_of(spec.task, ConfigError),
+                user=AGENT_UID if spec.integrity.uid_wall else ROOT_UID,
+                bash_timeout=float(env.bash_timeout),
+                max_output_bytes=int(env.max_output_bytes),
+                enabled=list(env.tools),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"env {env.name!r}: {exc}") from exc
+
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
         # The hidden tests are read from the host repo while the agent works, not between
         # capture and grading, where those git processes (~0.05 s) would hold up the run.
         self._prefetch_hidden(spec.task)
-        await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts["setup"]))
+        await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
-        return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts["capture"]))
+        return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.capture))
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
-        """Optional, ahead of ``grade`` on the same fresh workspace (the runner calls it while the
-        agent works): grading's commands start there and wait for the submission."""
+        """Grading's commands start on the fresh workspace and wait for the submission."""
         self._prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         hidden = await self._prefetch_hidden(spec.task)
         prepared, self._prepared = self._prepared, None
         return await grader.grade(ws, spec.task, spec.integrity, submission, hidden,
-                                  timeout=float(spec.timeouts["grade"]),
+                                  timeout=float(spec.timeouts.grade),
                                   prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
 
-    def _prefetch_hidden(self, task: dict) -> asyncio.Future:
+    def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
+        return grader.regrade(raw)
+
+    def explain(self, raw: Mapping[str, Any]) -> list[str]:
+        """The reason, the diff's apply result and the test command's exit code and last
+        lines: what a task author needs to see why a golden failed."""
+        test = raw.get("test") or {}
+        apply = raw.get("apply") or {}
+        facts = {"reason": raw.get("reason"), "test_exit_code": test.get("exit_code"),
+                 "test_timed_out": test.get("timed_out"), "apply_ok": apply.get("ok")}
+        lines = [json.dumps({k: v for k, v in facts.items() if v is not None}, sort_keys=True)]
+        if not apply.get("ok", True) and apply.get("output"):
+            lines += ["apply output:", *str(apply["output"]).strip().splitlines()[-8:]]
+        tail = str(test.get("output_tail") or "").strip()
+        if tail:
+            lines += [f"test output (last lines of `{test.get('command', '')}`):", *tail.splitlines()[-12:]]
+        return lines
+
+    def _prefetch_hidden(self, task: CodingTaskConfig) -> asyncio.Future:
         """Start reading ``task``'s hidden tests (host git; maybe a repo generator) once per task."""
         stale = self._hidden is None or self._hidden.get_loop() is not asyncio.get_running_loop()
         if stale or self._hidden_for != _hidden_key(task):
@@ -53,35 +120,41 @@ class CodingFlavor:
             self._hidden.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
         return self._hidden
 
-    def tools_for(self, ws: Workspace, spec: RunSpec) -> CodingTools:
-        """The agent's tools on ``ws``, as uid 1000 under the uid wall, else root."""
-        env = spec.env
-        try:
-            return CodingTools(
-                ws,
-                workdir=repo.workdir_of(spec.task, ConfigError),
-                user=AGENT_UID if spec.integrity.get("uid_wall") else ROOT_UID,
-                bash_timeout=float(env.get("bash_timeout", 120.0)),
-                max_output_bytes=int(env.get("max_output_bytes", 32768)),
-                enabled=list(env.get("tools") or ["bash", "str_replace_based_edit_tool"]),
-            )
-        except ValueError as exc:
-            raise ConfigError(f"env {env.get('name')!r}: {exc}") from exc
+
+def _pins(task: CodingTaskConfig, repo_path: Path, recorded: Mapping[str, str] | None) -> dict[str, str]:
+    refs = {"baseline": task.refs.baseline, "test": task.refs.test, "golden": task.refs.golden}
+    if not recorded:
+        return {role: repos.pin(repo_path, ref, task_id=task.id, role=role) for role, ref in refs.items()}
+    for role, sha in recorded.items():
+        if not repos.has_commit(repo_path, sha):
+            raise ConfigError(f"task '{task.id}': pinned {role} commit {sha[:12]} is not in {task.repo}")
+    return dict(recorded)
 
 
-def _hidden_key(task: dict) -> tuple:
-    return (task.get("repo"), str((task.get("pins") or {}).get("test")), tuple(task.get("hidden_tests") or ()))
+def _baseline_context(repo_path: Path, task: CodingTaskConfig, cache_dir: Path) -> Path:
+    """The build context for a task image: the baseline's ancestry as a git bundle, nothing else."""
+    sha = task.pins["baseline"]
+    context = cache_dir / "contexts" / f"{sha[:20]}-{task.refs.baseline}"
+    bundle = context / "repo.bundle"
+    if not bundle.is_file():
+        with repos.file_lock(f"context-{context.name}"):
+            if not bundle.is_file():
+                context.mkdir(parents=True, exist_ok=True)
+                repos.baseline_bundle(repo_path, task.refs.baseline, sha, bundle)
+    return context
 
 
-def hidden_files(task: dict) -> dict[str, bytes]:
+def _hidden_key(task: CodingTaskConfig) -> tuple:
+    return (task.repo, str(task.pins.get("test")), tuple(task.hidden_tests))
+
+
+def hidden_files(task: CodingTaskConfig) -> dict[str, bytes]:
     """The hidden test files at the pinned test SHA, read from the host repo."""
-    from engine.plan.repos import git_bytes, resolve_repo
-
     try:
-        test_sha = task["pins"]["test"]
-        repo_path = resolve_repo(task["repo"])
-        return {path: git_bytes(repo_path, "show", f"{test_sha}:{path}") for path in task["hidden_tests"]}
-    except (KeyError, TypeError) as exc:
-        raise GradeError(f"task {task.get('id')!r} lacks pins.test, repo or hidden_tests: {exc}") from exc
+        test_sha = task.pins["test"]
+        repo_path = repos.resolve_repo(task.repo)
+        return {path: repos.git_bytes(repo_path, "show", f"{test_sha}:{path}") for path in task.hidden_tests}
+    except KeyError as exc:
+        raise GradeError(f"task {task.id!r} lacks pins.test: {exc}") from exc
     except CrucibleError as exc:
-        raise GradeError(f"cannot read the hidden tests of task {task.get('id')!r}: {exc}") from exc
+        raise GradeError(f"cannot read the hidden tests of task {task.id!r}: {exc}") from exc

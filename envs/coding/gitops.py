@@ -5,7 +5,7 @@ nothing the agent left in its workspace can steer it: the repo is always named
 explicitly (``GIT_DIR``/``GIT_WORK_TREE``, so no discovery and no ownership checks), no
 system or global config is read, hooks and fsmonitor are off, and external diff and
 textconv drivers are never run. Images only guarantee bash, coreutils and git, so the
-scripts are plain bash.
+scripts are plain bash, in sh/ beside this module.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 from engine.interfaces import ROOT_UID, Workspace
 from engine.models import ExecResult
+from engine.util import shell
 
 VAULT = "/var/lib/crucible/vault/repo.git"
 """The image's real history (a git dir), root-only: /var/lib/crucible is mode 700."""
@@ -63,29 +64,6 @@ def _bash_array(name: str, items: Sequence[str]) -> str:
 
 SCRIPT_PRELUDE = "set -euo pipefail\n" + _bash_array("HARDEN", HARDEN_FLAGS) + "\n"
 
-# Defines `shadow_init DIR`: a throwaway git dir whose objects fall through to the vault's
-# (alternates), so the vault is only ever read, and temporary objects die with DIR
-# (DIR/objects is there for a scratch object store).
-SHADOW_FUNCTION = r"""
-shadow_init() {
-  # Few processes: each costs a few ms in a container. git init makes the leading dirs; the
-  # appended section overrides init's core.bare (the last value wins).
-  local dir=$1
-  git init -q --bare --template= "$dir/repo"
-  mkdir -p "$dir/repo/objects/info" "$dir/repo/info" "$dir/objects"
-  printf '%s\n' "$VAULT/objects" > "$dir/repo/objects/info/alternates"
-  printf '[core]\n\tbare = false\n' >> "$dir/repo/config"
-  export GIT_DIR="$dir/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$dir/index"
-}
-require_vault() {
-  # Exit 3: the workspace is not what the engine expects (an infrastructure failure).
-  if [ ! -d "$VAULT" ]; then echo "crucible: vault $VAULT is missing" >&2; exit 3; fi
-  if ! git --git-dir="$VAULT" cat-file -e "$BASE^{commit}" 2>/dev/null; then
-    echo "crucible: baseline $BASE is not in the vault $VAULT" >&2; exit 3
-  fi
-  if [ ! -d "$WORKDIR" ]; then echo "crucible: workdir $WORKDIR is missing" >&2; exit 3; fi
-}
-"""
 
 async def run_script(
     ws: Workspace,
@@ -105,8 +83,9 @@ async def run_script(
 
 
 def script_argv(script: str, args: Sequence[str] = ()) -> list[str]:
-    """The argv that runs a bash ``script`` with the prelude; run it as root with ``GIT_ENV``."""
-    return ["bash", "-c", SCRIPT_PRELUDE + SHADOW_FUNCTION + script, "crucible", *args]
+    """The argv that runs a bash ``script`` with the prelude and sh/shadow.sh's functions
+    (``shadow_init DIR``, ``require_vault``); run it as root with ``GIT_ENV``."""
+    return ["bash", "-c", SCRIPT_PRELUDE + shell.script(__file__, "shadow.sh") + script, "crucible", *args]
 
 
 def brief(result: ExecResult, limit: int = 2000) -> str:

@@ -22,9 +22,11 @@ from typing import Mapping, Sequence
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
+from engine.config.schema import IntegrityConfig
 from envs.coding import canary as canaries
 from envs.coding import isolated, patch, staging
 from envs.coding.repo import baseline_of, workdir_of
+from envs.coding.schema import CodingTaskConfig
 
 OUTPUT_TAIL_BYTES = 8192
 DEFAULT_TESTS_RAN = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
@@ -36,16 +38,16 @@ STAGE_OUTPUT_BYTES = 8 << 20
 TEST_OUTPUT_BYTES = 1 << 20
 
 
-async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging:
+async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig) -> staging.Staging:
     """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
     reset to the baseline runs at once, the rest waits for the submission. Raises ``GradeError``."""
-    hidden = [str(rel) for rel in task.get("hidden_tests") or []]
+    hidden = [str(rel) for rel in task.hidden_tests or []]
     for rel in hidden:
         _check_relative(rel)
-    uid_wall = bool(integrity.get("uid_wall"))
+    uid_wall = bool(integrity.uid_wall)
     workdir = workdir_of(task, GradeError)
-    plan = isolated.plan(str(task["test_command"]), hidden, workdir=workdir, uid_wall=uid_wall,
-                         separate=_isolates(task, integrity)) if task.get("isolated_verdict") else None
+    plan = isolated.plan(str(task.test_command), hidden, workdir=workdir, uid_wall=uid_wall,
+                         separate=_isolates(task, integrity)) if task.isolated_verdict else None
     canary = canaries.make(hidden) if _wants_canary(task, integrity) else None
     staged = [*hidden, canary.rel] if canary else hidden  # the canary runs last
     if plan is not None:  # a scenario task: the plan says what runs the tests, as whom, and where
@@ -57,15 +59,16 @@ async def prepare(ws: Workspace, task: dict, integrity: dict) -> staging.Staging
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
                                     hidden=staged, command=command, user=user, verdict=verdict, support=support,
-                                    gates_itself=gates_itself, shown=shown)
+                                    gates_itself=gates_itself, shown=shown,
+                                    preamble=plan.preamble if plan is not None else b"")
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return dataclasses.replace(ready, canary=canary, isolation=plan)
 
 
-def _isolates(task: dict, integrity: dict) -> bool:
+def _isolates(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
     """Whether the verdict is isolated: a scenario task, graded in a mode that asks for it."""
-    return bool(task.get("isolated_verdict")) and bool(integrity.get("isolate_verdict"))
+    return bool(task.isolated_verdict) and bool(integrity.isolate_verdict)
 
 
 def _shape_of(ready: staging.Staging) -> tuple[bool, bool | None]:
@@ -74,16 +77,16 @@ def _shape_of(ready: staging.Staging) -> tuple[bool, bool | None]:
     return bool(ready.canary), None if ready.isolation is None else ready.isolation.separate
 
 
-def _shape_for(task: dict, integrity: dict) -> tuple[bool, bool | None]:
+def _shape_for(task: CodingTaskConfig, integrity: IntegrityConfig) -> tuple[bool, bool | None]:
     """The same, as ``task`` under ``integrity`` needs it."""
-    return _wants_canary(task, integrity), _isolates(task, integrity) if task.get("isolated_verdict") else None
+    return _wants_canary(task, integrity), _isolates(task, integrity) if task.isolated_verdict else None
 
 
-def _wants_canary(task: dict, integrity: dict) -> bool:
+def _wants_canary(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
     """A canary guards tests that share pytest's process with the code under test; an
     isolated verdict has none of that code in there to catch."""
-    return (bool(integrity.get("canary")) and not _isolates(task, integrity)
-            and canaries.wanted(str(task["test_command"])))
+    return (bool(integrity.canary) and not _isolates(task, integrity)
+            and canaries.wanted(str(task.test_command)))
 
 
 def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
@@ -93,8 +96,8 @@ def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
 
 async def grade(
     ws: Workspace,
-    task: dict,
-    integrity: dict,
+    task: CodingTaskConfig,
+    integrity: IntegrityConfig,
     submission: CapturedSubmission,
     hidden_files: Mapping[str, bytes],
     timeout: float,
@@ -111,14 +114,14 @@ async def grade(
                                      or _shape_of(prepared) != _shape_for(task, integrity)):
             await _dismiss(prepared)  # prepared for other hidden tests or another mode: not usable
             prepared = None
-        ready = prepared or await prepare(ws, {**task, "hidden_tests": list(hidden_files)}, integrity)
+        ready = prepared or await prepare(ws, dataclasses.replace(task, hidden_tests=list(hidden_files)), integrity)
         staged = dict(hidden_files)
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body
             raw["canary"] = ready.canary.record()
-        elif integrity.get("canary") and _isolates(task, integrity):
+        elif integrity.canary and _isolates(task, integrity):
             raw["canary"] = {"skipped": "isolated verdict: no code under test runs in pytest's process"}
-        elif integrity.get("canary"):
+        elif integrity.canary:
             raw["canary"] = {"skipped": "the test command is not a pytest run over {test_files}"}
         owned: Mapping[str, bytes] = dict(staged)  # what lands in the repo, and so is handed to uid 1000
         if ready.isolation is not None:
@@ -215,20 +218,20 @@ def _records(output: str, nonce: str) -> tuple[list[dict], float]:
     return attempts, hidden_seconds
 
 
-def _test_command(task: dict, hidden: Sequence[str], canary: bool = False) -> str:
+def _test_command(task: CodingTaskConfig, hidden: Sequence[str], canary: bool = False) -> str:
     files = " ".join(shlex.quote(p) for p in hidden)
     if canary:
         # The canary's failure must be named in pytest's short summary, whatever reportchars
         # the task's command chose (-rN would hide it and fail an honest run): -r is "last
         # one wins", and this comes after the task's own options before {test_files}.
         files += " -rfE"
-    return str(task["test_command"]).replace("{test_files}", files)
+    return str(task.test_command).replace("{test_files}", files)
 
 
-async def _run_tests(ready: staging.Staging, task: dict, deadline: float) -> dict:
+async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: float) -> dict:
     # A little of the grade budget is kept back, so a slow suite ends as "test timeout" here
     # rather than as the engine cancelling the whole grade.
-    limit = min(float(task.get("test_timeout") or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
+    limit = min(float(task.test_timeout or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
     done = await staging.run(ready.tester, b"go\n", limit, TEST_OUTPUT_BYTES)
     if not done.delivered:  # an infrastructure failure, never a score
         raise GradeError(f"the test command had ended before it was started: "
@@ -292,8 +295,8 @@ def regrade(raw: Mapping) -> Verdict:
     )
 
 
-def _tests_ran_regex(task: dict) -> str:
-    return str(task.get("tests_ran_regex") or DEFAULT_TESTS_RAN)
+def _tests_ran_regex(task: CodingTaskConfig) -> str:
+    return str(task.tests_ran_regex or DEFAULT_TESTS_RAN)
 
 
 def _tail_text(text: str) -> str:

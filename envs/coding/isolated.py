@@ -42,6 +42,8 @@ TESTER_UID = 1001
 SCRIPTS = Path(__file__).with_name("verdict")
 PROBE_MODE = "CRUCIBLE_PROBE"
 """Set to ``in-process`` when the scenarios are to be called in pytest's own process."""
+BOOT = "import sys; exec(compile(sys.stdin.buffer.read(int(sys.argv.pop(1))), 'launch.py', 'exec'))"
+"""``python3 -c BOOT N ...`` runs the launcher from the first N bytes of its stdin, as ``__main__``."""
 
 
 def pytest_options(verdict_dir: str = VERDICT_DIR) -> list[str]:
@@ -68,6 +70,9 @@ class Plan:
     shown: str = ""
     """The command as the record shows it (the launcher's own text named, not inlined)."""
     gates_itself: bool = False
+    preamble: bytes = b""
+    """What the command reads first on its stdin, written as it starts (ahead of "go"): the
+    launcher's and the zygote's code, which so fill no process's argv."""
 
     @property
     def verdict(self) -> tuple[str, int] | None:
@@ -99,12 +104,12 @@ def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bo
     tester, scenario = (TESTER_UID, AGENT_UID) if uid_wall else (ROOT_UID, ROOT_UID)
     support = {f"{VERDICT_DIR}/pytest.ini": b"[pytest]\n", **lib}
     # The launcher starts when grading is prepared, before the stager has written anything:
-    # it and the zygote's code travel in the argv (shown by name in the record).
-    def argv(shown: bool) -> list[str]:
-        def text(name: str) -> str:
-            return f"<envs/coding/verdict/{name}>" if shown else _script(name).decode()
-        return ["python3", "-I", "-S", "-c", text("launch.py"), "--verdict", VERDICT_DIR, "--workdir", workdir,
+    # its code and the zygote's come first on its stdin (named in the record), then "go".
+    launcher, zygote = _script("launch.py"), _script("crucible_scenario.py")
+    def argv(boot: str) -> list[str]:
+        return ["python3", "-I", "-S", "-c", boot, str(len(launcher)), "--verdict", VERDICT_DIR, "--workdir", workdir,
                 "--tester-uid", str(tester), "--scenario-uid", str(scenario), "--wait-for-go",
-                "--zygote-source", text("crucible_scenario.py"), "--", *pytest_options(), *hidden]
-    return Plan(True, support, shlex.join(argv(False)), ROOT_UID, tester, scenario, shown=shlex.join(argv(True)),
-                gates_itself=True)
+                "--zygote-source-bytes", str(len(zygote)), "--", *pytest_options(), *hidden]
+    return Plan(True, support, shlex.join(argv(BOOT)), ROOT_UID, tester, scenario,
+                shown=shlex.join(argv("<envs/coding/verdict/launch.py>")), gates_itself=True,
+                preamble=launcher + zygote)

@@ -35,6 +35,7 @@ import sys
 from dataclasses import dataclass
 
 from envs.coding import patch
+from envs.coding.schema import CodingTaskConfig
 
 RUNNER_MODULES = frozenset({
     "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "attr", "attrs", "tomli", "exceptiongroup",
@@ -62,19 +63,19 @@ class Policy:
     command_files: tuple[str, ...]
 
     @classmethod
-    def for_task(cls, task: dict) -> "Policy":
-        hidden = tuple(str(p).strip("/") for p in task.get("hidden_tests") or ())
-        extra = tuple(str(p) for p in task.get("protected_paths") or ())
+    def for_task(cls, task: CodingTaskConfig) -> "Policy":
+        hidden = tuple(str(p).strip("/") for p in task.hidden_tests or ())
+        extra = tuple(str(p) for p in task.protected_paths or ())
         roots = {""} | {d for h in hidden for d in _parents(h)}
         test_dirs = sorted(d for d in roots if d and "test" in posixpath.basename(d).lower())
-        command = str(task.get("test_command") or "")
+        command = str(task.test_command or "")
         return cls(
             hidden_tests=hidden,
             patterns=(*extra, *patch.PYTEST_PROTECTED),
             import_roots=tuple(sorted(roots)),
             test_packages=tuple(f"{d}/__init__.py" for d in test_dirs),
             shadowed=SHADOWED | _run_modules(command) | {_module_name(h) for h in hidden},
-            command_files=_command_files(command, str(task.get("workdir") or "/app")),
+            command_files=_command_files(command, str(task.workdir or "/app")),
         )
 
     def reason(self, path: str, *, new: bool = False) -> str | None:
@@ -117,7 +118,7 @@ class Policy:
         return kept, sorted(violations)
 
 
-def split_protected(chunks: list[patch.FileChunk], task: dict) -> tuple[list[patch.FileChunk], list[str]]:
+def split_protected(chunks: list[patch.FileChunk], task: CodingTaskConfig) -> tuple[list[patch.FileChunk], list[str]]:
     """The chunks ``strict`` grades and the protected paths it drops (the run's violations)."""
     return Policy.for_task(task).split(chunks)
 

@@ -4,10 +4,10 @@ Starting a command in a container costs ~0.07 s (the daemon and runc), more than
 what grading's commands then do. Both are known before the agent has finished, so they start
 early (the runner starts them while the agent works) and wait on their stdin:
 
-- the stager (root) resets the tree to the baseline at once, then waits for the submission:
-  a header line and the pieces (patch variants, hidden tests, paths to hand over) back to
-  back. It applies the diff, writes the hidden tests AFTER it (so the agent's edits to them are
-  lost) and hands what it staged to uid 1000;
+- the stager (root, sh/stager.sh) resets the tree to the baseline at once, then waits for
+  the submission: a header line and the pieces (patch variants, hidden tests, paths to hand
+  over) back to back. It applies the diff, writes the hidden tests AFTER it (so the agent's
+  edits to them are lost) and hands what it staged to uid 1000;
 - the tester (the test user) waits for "go", then runs the test command.
 
 Nothing of the agent's runs in the grading workspace before the tester's "go", which is sent
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from engine.interfaces import ROOT_UID, Process, Workspace
+from engine.util import shell
 from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, VAULT, script_argv
 
 GRADE_DIR = f"{SCRATCH_DIR}/grade"
@@ -34,129 +35,6 @@ NOT_APPLIED = 10
 DRAIN_GRACE = 0.5
 """Seconds to keep reading after a command exited while something still holds its output open."""
 KILL_WAIT = 10.0
-
-# The fresh container's tree normally differs in nothing from the baseline, so only stale
-# tracked files are rewritten (no copy-up of a big tree); untracked files go, ignored ones
-# (install outputs) stay. $DIR/stale keeps what was rewritten: it is handed over too.
-_RESET = r"""
-require_vault
-rm -rf -- "$DIR"
-mkdir -p -m 700 -- "$DIR"
-shadow_init "$DIR"
-cd "$WORKDIR"
-git "${HARDEN[@]}" read-tree "$BASE"
-git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
-git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
-git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
-git "${HARDEN[@]}" clean -fdq
-"""
-
-# The header: "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]...". Each
-# piece is read with head -c, which never reads past its count: a short input leaves the
-# total short, which one count over all the pieces catches.
-_RECEIVE = r"""
-fail() { echo "crucible: $*" >&2; exit 3; }
-count() { [[ $1 =~ ^(0|[1-9][0-9]{0,15})$ ]]; }
-read -r -a header || fail "no submission arrived"
-NPATCH=${header[0]:-x} OWN=${header[1]:-} OWN_BYTES=${header[2]:-x}
-count "$NPATCH" && count "$OWN_BYTES" && [[ $OWN == all || $OWN == list ]] || fail "bad staging header"
-[ "${#header[@]}" = $((3 + 2 * NPATCH + ${#hidden[@]})) ] || fail "bad staging header"
-labels=() pieces=() expected=$OWN_BYTES
-for ((i = 0; i < NPATCH; i++)); do
-  label=${header[3 + 2 * i]} size=${header[4 + 2 * i]}
-  [[ $label =~ ^[a-z-]+$ ]] && count "$size" || fail "bad staging header"
-  labels+=("$label"); pieces+=("$DIR/$label.patch"); expected=$((expected + size))
-  head -c "$size" > "$DIR/$label.patch"
-done
-for ((i = 0; i < ${#hidden[@]}; i++)); do
-  size=${header[3 + 2 * NPATCH + i]}
-  count "$size" || fail "bad staging header"
-  pieces+=("$DIR/hidden.$i"); expected=$((expected + size))
-  head -c "$size" > "$DIR/hidden.$i"
-done
-pieces+=("$DIR/own")
-head -c "$OWN_BYTES" > "$DIR/own"
-wc -c -- "${pieces[@]}" > "$DIR/count"  # its last line is the total (or the only file's count)
-total=
-while read -r n _; do total=$n; done < "$DIR/count"
-[ "$total" = "$expected" ] || fail "the submission ended early"
-printf '%s received %s %s\n' "$NONCE" "$NPATCH" "${#hidden[@]}"
-"""
-
-# Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
-# (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
-_APPLY = r"""
-cd "$WORKDIR"
-applied=none
-if [ "$NPATCH" = 0 ]; then applied=empty; fi
-for label in ${labels[@]+"${labels[@]}"}; do
-  rc=0
-  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$DIR/$label.patch" 2>&1 || rc=$?
-  printf '\n%s apply %s %s\n' "$NONCE" "$label" "$rc"
-  if [ "$rc" = 0 ]; then applied=$label; break; fi
-done
-[ "$applied" != none ] || exit 10
-"""
-
-# Hidden tests: every parent a real directory inside workdir (a symlink or file the diff put
-# there is removed; past a missing part nothing deeper exists), whatever the diff left at the
-# path itself removed, then the file written.
-_HIDDEN = r"""
-stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=$(date +%s.%N); fi; }
-stamp; began=$stamp
-owner=0 root=$WORKDIR
-if [ "$UID_WALL" = 1 ]; then owner=1000; fi
-if [ -n "$VERDICT" ]; then
-  rm -rf -- "$VERDICT"
-  mkdir -m 755 -- "$VERDICT" "$VERDICT/lib"
-  mkdir -m 700 -- "$VERDICT/hidden" "$VERDICT/home"
-  root=$VERDICT/hidden owner=$TESTER
-fi
-for i in "${!hidden[@]}"; do
-  rel=${hidden[$i]}
-  if [[ $rel == /* ]]; then  # the grader's own files (isolated verdict): root's, readable
-    install -D -m 644 -o 0 -g 0 -- "$DIR/hidden.$i" "$rel"
-    continue
-  fi
-  target=$root/$rel parent=
-  if [[ $rel == */* ]]; then parent=${rel%/*}; fi
-  d=$root
-  IFS=/ read -r -a parts <<< "$parent"
-  for part in ${parts[@]+"${parts[@]}"}; do
-    [ -z "$part" ] || [ "$part" = . ] && continue
-    d="$d/$part"
-    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; break; fi
-    [ -e "$d" ] || break
-  done
-  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
-  if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
-  install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
-done
-if [ -n "$VERDICT" ]; then chown -R "$TESTER:$TESTER" -- "$VERDICT/hidden" "$VERDICT/home"; fi
-stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
-"""
-
-# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
-# NUL-separated in $DIR/own), and only those root owns, so nothing else of a big tree is
-# copied up. OWN=all (a diff crucible could not list) hands over the whole tree.
-_HAND_OVER = r"""
-if [ "$UID_WALL" = 1 ]; then
-  if [ "$OWN" = all ]; then
-    chown -R 1000:1000 -- "$WORKDIR"
-  else
-    own=()
-    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/stale"
-    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/own"
-    [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
-  fi
-fi
-"""
-
-_STAGER = r"""
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 VERDICT=$7 TESTER=$8
-shift 8
-hidden=("$@")
-""" + _RESET + _RECEIVE + _APPLY + _HIDDEN + _HAND_OVER
 
 # The tester's own prefix: nothing runs before "go"; then the command gets no stdin (as a
 # plain exec would) and one output stream, interleaved as a terminal would show it.
@@ -202,7 +80,8 @@ class Finished:
 
 async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, hidden: Sequence[str],
                 command: str, user: int, verdict: tuple[str, int] | None = None,
-                support: Sequence[str] = (), gates_itself: bool = False, shown: str | None = None) -> Staging:
+                support: Sequence[str] = (), gates_itself: bool = False, shown: str | None = None,
+                preamble: bytes = b"") -> Staging:
     """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``.
 
     ``verdict`` (a directory and the tester's uid) puts the hidden tests under its hidden/
@@ -210,17 +89,21 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
     after them as root's (their contents come with the submission, after the hidden tests').
     ``gates_itself``: the command starts at once and waits for "go" on its stdin itself (the
     isolated verdict's launcher, which warms up meanwhile); ``shown`` is the command as the
-    record shows it."""
+    record shows it; ``preamble`` is written to its stdin as soon as it started, ahead of "go"
+    (the launcher's own code, which so travels in no argv)."""
     nonce = uuid.uuid4().hex
     verdict_dir, tester = verdict or ("", ROOT_UID)
     args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, verdict_dir, str(tester),
             *hidden, *support]
     # Both at once: when the grading workspace comes up late, their starts are on the run's path.
-    starts = [asyncio.ensure_future(ws.open_process(script_argv(_STAGER, args), user=ROOT_UID, cwd="/", env=GIT_ENV)),
+    stager_argv = script_argv(shell.script(__file__, "stager.sh"), args)
+    starts = [asyncio.ensure_future(ws.open_process(stager_argv, user=ROOT_UID, cwd="/", env=GIT_ENV)),
               asyncio.ensure_future(ws.open_process(["bash", "-c", (_SELF_GATED if gates_itself else _GO) + command],
                                                     user=user, cwd=workdir))]
     try:
         stager, tester = await asyncio.gather(*starts)
+        if preamble:
+            await _write_preamble(tester, preamble)
     except BaseException:
         for opening in starts:
             opening.cancel()  # a no-op for one that already opened: that one is killed below
@@ -231,6 +114,13 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
                 pass  # it never started, or it is gone with its workspace
         raise
     return Staging(tuple(hidden), shown or command, user, nonce, Waiting(stager), Waiting(tester))
+
+
+async def _write_preamble(process: Process, data: bytes) -> None:
+    try:
+        await process.write(data)
+    except BrokenPipeError:
+        pass  # it has ended already: running it reports how
 
 
 def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None) -> bytes:

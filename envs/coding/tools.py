@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from engine.errors import WorkspaceError
 from engine.interfaces import Workspace
+from engine.util import shell
 from envs.coding import editor
 
 MAX_FILE_BYTES = 64 << 20
@@ -63,26 +64,8 @@ EDIT_SPEC = {
     },
 }
 
-# One exec per edit-tool step (each costs ~0.1 s): resolve the workdir and the path (symlinks
-# included, as the tool's user), refuse a path outside the workdir, say what the path is, and
-# only then act on it. Prints "<root>\0<path>\0<kind>\0", then for `read`/`view` of a file at
-# most MAX+1 of its bytes, for `view` of a directory its listing; `write` writes stdin to it.
-_STEP = r"""
-action=$1 root=$(realpath -m -- "$2") && p=$(realpath -m -- "$3") || exit
-if [ "$root" != / ] && [ "$p" != "$root" ] && [ "${p#"$root"/}" = "$p" ]; then kind=outside
-elif [ -d "$p" ]; then kind=dir
-elif [ -f "$p" ]; then kind=file
-elif [ -e "$p" ]; then kind=other
-else kind=missing
-fi
-printf '%s\0%s\0%s\0' "$root" "$p" "$kind"
-case $action/$kind in
-  */outside|write/dir) ;;
-  read/file|view/file) head -c "$(($4 + 1))" -- "$p" ;;
-  view/dir) find "$p" -maxdepth 2 -not -path "*/.*" | LC_ALL=C sort | head -c "$(($4 + 1))" ;;
-  write/*) mkdir -p -- "$(dirname -- "$p")" && cat > "$p" ;;
-esac
-"""
+# One exec per edit-tool step (each costs ~0.1 s): sh/edit_step.sh resolves the path as the
+# tool's user, refuses one outside the workdir, says what it is, and only then acts on it.
 _HEADER_BYTES = 3 * 4096 + 16
 """Room for the "<root>\0<path>\0<kind>\0" header (two paths of at most PATH_MAX)."""
 
@@ -214,10 +197,11 @@ class CodingTools:
 
     # ------------------------------------------------------------------ I/O as the tool's user
     async def _step(self, action: str, raw_path: str, wanted: str, data: bytes | None = None) -> tuple[str, str, bytes]:
-        """Run one ``_STEP`` as the tool's user: (the path resolved in the container, what it is,
+        """Run one sh/edit_step.sh as the tool's user: (the path resolved in the container, what it is,
         what the step printed after the header). Refused when the path leaves the workdir."""
+        step = shell.script(__file__, "edit_step.sh")
         result = await self.ws.exec(
-            ["bash", "-c", _STEP, "edit", action, self.workdir, wanted, str(MAX_FILE_BYTES)], user=self.user,
+            ["bash", "-c", step, "edit", action, self.workdir, wanted, str(MAX_FILE_BYTES)], user=self.user,
             cwd=self.workdir, timeout=self.bash_timeout, stdin=data, max_output=2 * (MAX_FILE_BYTES + _HEADER_BYTES),
         )
         fields = result.stdout.split(b"\0", 3)

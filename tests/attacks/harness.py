@@ -70,11 +70,11 @@ class AttackRunner:
         base = self.plans[mode]
         if steps is None and not task:
             return base
-        merged = {**base.spec.task, **(task or {})}
+        merged = dataclasses.replace(base.spec.task, **(task or {}))
         if steps is not None:
-            merged["validation"] = list(steps)
+            merged.validation = list(steps)
         spec = dataclasses.replace(base.spec, task=merged)
-        return Plan(spec=spec, image=base.image, repo_path=base.repo_path)
+        return Plan(spec=spec, image=base.image)
 
     async def run(self, jobs: list[tuple], concurrency: int = 4) -> dict[tuple[str, str], RunRecord]:
         """Run every ``(name, mode, steps[, task])``; the records by ``(name, mode)``."""

@@ -24,7 +24,7 @@ import secrets
 import tarfile
 import threading
 import time
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import EngineUnavailable, WorkspaceError
 from engine.interfaces import ROOT_UID
@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 _MODE_DIR = 1 << 31  # Go's os.ModeDir / os.ModeSymlink, as the archive API reports them
 _MODE_SYMLINK = 1 << 27
 _MAX_LINK_HOPS = 16
+
+if TYPE_CHECKING:
+    from engine.build.images import ContentAddressedBuilder
+    from engine.config.schema import IntegrityConfig
 
 
 class DockerRuntime:
@@ -79,13 +83,20 @@ class DockerRuntime:
                 self._client = connect(self.api_timeout)
             return self._client
 
-    def supports(self, integrity: Mapping) -> str | None:
+    def supports(self, integrity: "IntegrityConfig") -> str | None:
         """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
         and grading always gets a fresh container. None means supported."""
         return None
 
-    def require(self, integrity: Mapping) -> None:
+    def require(self, integrity: "IntegrityConfig") -> None:
         return None
+
+    def image_builder(self, *, ca_bundle: str | None) -> "ContentAddressedBuilder":
+        """Content-addressed Docker images, built by this runtime's engine; ``ca_bundle``
+        None forwards the host's bundle ($SSL_CERT_FILE), if any."""
+        from engine.build.images import AUTO, ContentAddressedBuilder
+
+        return ContentAddressedBuilder(ca_bundle=ca_bundle or AUTO)
 
     def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str) -> "DockerWorkspace":
         tag = image.tag if isinstance(image, ImageRef) else str(image)

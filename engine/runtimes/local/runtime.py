@@ -28,7 +28,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import IntegrityUnavailable, WorkspaceError
 from engine.interfaces import ROOT_UID
@@ -58,6 +58,7 @@ from engine.runtimes.local.template import (
     record_sandbox,
     remove_root,
 )
+from engine.util import shell
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +66,9 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 _FILE_LIMIT = 1 << 62  # read_file returns whole files: the bounded buffer never truncates
 _READ = 'if [ -d "$1" ]; then exit 21; fi; if [ ! -e "$1" ]; then exit 2; fi; exec cat -- "$1"'
-# Replace atomically: write a temp file beside the target, then rename over it (a symlink at
-# the target is replaced, never followed). Parents come from mkdir -p as root, mode 755.
-_WRITE = r"""set -e
-umask 022
-if [ -d "$1" ]; then exit 21; fi
-dir=$(dirname -- "$1")
-mkdir -p -- "$dir"
-tmp=$(mktemp -- "$dir/.crucible-write.XXXXXXXX")
-trap 'rm -f -- "$tmp"' EXIT
-cat > "$tmp"
-chown -- "$3:$3" "$tmp"
-chmod -- "$2" "$tmp"
-mv -f -- "$tmp" "$1"
-"""
+
+if TYPE_CHECKING:
+    from engine.config.schema import IntegrityConfig
 
 
 class LocalRuntime:
@@ -101,13 +91,13 @@ class LocalRuntime:
             raise WorkspaceError(f"runtime=local provisions from a planned ImageRef, got {image!r}")
         return LocalWorkspace(self, image, run_id=run_id, network=network, purpose=purpose)
 
-    def supports(self, integrity: Mapping) -> str | None:
+    def supports(self, integrity: "IntegrityConfig") -> str | None:
         """None if this host can give ``integrity`` here, else one line: what is missing and the fix."""
         found = probe(self.bwrap)
-        mode = integrity.get("mode", "?")
+        mode = integrity.mode
         needs = [(found.sandbox, "no bubblewrap sandbox"),
                  (found.netns, "no network namespace (grading always runs without network)")]
-        if integrity.get("uid_wall") or mode == "strict":
+        if integrity.uid_wall or mode == "strict":
             needs.append((found.uid_drop, "no uid wall"))
         for reason, what in needs:
             if reason:
@@ -115,13 +105,13 @@ class LocalRuntime:
                         "or use runtime=docker")
         return None
 
-    def require(self, integrity: Mapping) -> None:
+    def require(self, integrity: "IntegrityConfig") -> None:
         """Raise ``IntegrityUnavailable`` unless ``integrity`` can be had (call before provisioning)."""
         reason = self.supports(integrity)
         if reason is not None:
             raise IntegrityUnavailable(reason)
 
-    def image_builder(self) -> LocalTemplateBuilder:
+    def image_builder(self, *, ca_bundle: str | None = None) -> LocalTemplateBuilder:
         """What builds this runtime's "images" (templates): no Docker engine involved."""
         return LocalTemplateBuilder(bwrap=self.bwrap, install_timeout=self.install_timeout)
 
@@ -313,7 +303,8 @@ class LocalWorkspace(StartedOnce):
         path = _absolute(path)
         if path == "/":
             raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-        argv = ["/bin/sh", "-c", _WRITE, "crucible-write", path, f"{mode & 0o7777:o}", str(int(owner))]
+        write = shell.script(__file__, "write.sh")  # replaces the file atomically, never through a symlink
+        argv = ["/bin/sh", "-c", write, "crucible-write", path, f"{mode & 0o7777:o}", str(int(owner))]
         result = await self._file_op(argv, bytes(data))
         if result.exit_code == 21:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", path)

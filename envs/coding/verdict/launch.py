@@ -103,17 +103,20 @@ class Zygote:
     where a fresh interpreter costs ~80). Any trouble with it and ``run`` returns None: the
     caller starts a fresh interpreter instead, for this scenario and every later one."""
 
-    def __init__(self, args):
+    def __init__(self, args, source=None):
         self.sock, theirs = socket.socketpair()
-        if args.zygote_source is not None:  # given before the verdict dir's files exist
-            runner = ["-c", args.zygote_source]
+        if source is not None:  # given before the verdict dir's files exist: it reads it on stdin
+            runner = ["-"]
         else:
             runner = [os.path.join(args.verdict, "lib", "crucible_scenario.py")]
         self.process = subprocess.Popen(
             [*as_user(args.scenario_uid), sys.executable, "-I", *runner, "--zygote", str(theirs.fileno())],
             cwd=args.workdir, env=scenario_env(), pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdin=subprocess.DEVNULL if source is None else subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         theirs.close()
+        if source is not None:
+            _feed(self.process.stdin, source)  # a few KiB: the pipe holds it whole
         self.pending = b""
         self.alive = True
         self.uid = args.scenario_uid
@@ -272,13 +275,15 @@ def main():
     parser.add_argument("--scenario-uid", type=int, required=True)
     parser.add_argument("--scenario-timeout", type=float, default=120.0)
     parser.add_argument("--no-zygote", action="store_true", help="a fresh interpreter for every scenario")
-    parser.add_argument("--zygote-source", help="crucible_scenario.py's text (default: the verdict dir's copy)")
+    parser.add_argument("--zygote-source-bytes", type=int, default=0,
+                        help="crucible_scenario.py's text is the next N bytes of stdin (default: the verdict dir's copy)")
     parser.add_argument("--wait-for-go", action="store_true",
                         help='start pytest and the zygote, then wait for a "go" line on stdin (else exit 97)')
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-    zygote = Zygote(args) if not args.no_zygote else None  # starts while pytest does
+    source = sys.stdin.buffer.read(args.zygote_source_bytes) if args.zygote_source_bytes else None
+    zygote = Zygote(args, source) if not args.no_zygote else None  # starts while pytest does
     ours, theirs = socket.socketpair()
     home = os.path.join(args.verdict, "home")
     tester = subprocess.Popen(

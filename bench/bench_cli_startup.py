@@ -1,0 +1,104 @@
+"""What does starting a read-only command cost? `query`, `show`, `report` vs `python3 -c pass`.
+
+In a throwaway CRUCIBLE_HOME holding 20 finished runs (tests/store_writer.py's records),
+times N runs of each command as a whole process (interpreter start, imports, housekeeping,
+the store, the answer, exit), alternating, and prints medians and the overhead over a bare
+interpreter measured in the same run, in wall seconds and in CPU seconds (user + system; on
+a shared machine the wall clock also counts other processes' load). Exits non-zero when a
+command's median CPU overhead is LIMIT_S or more.
+
+    .venv/bin/python bench/bench_cli_startup.py [N]
+
+Each command runs once first with bytecode writing allowed, so that a checkout whose
+``.pyc`` files are stale (or a PYTHONDONTWRITEBYTECODE environment) does not time the
+compiler.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from engine.util.tables import format_table  # noqa: E402
+
+LIMIT_S = 0.3
+RUNS = 20
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one whole process."""
+    cpu, started = _children_cpu(), time.perf_counter()
+    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return seconds, _children_cpu() - cpu
+
+
+def main(n: int = 10) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as home:
+        env = {k: v for k, v in os.environ.items() if k not in ("CRUCIBLE_STORE", "PYTHONDONTWRITEBYTECODE")}
+        env["CRUCIBLE_HOME"] = os.environ["CRUCIBLE_HOME"] = home
+        from store_writer import make_record
+
+        from engine.store.duckdb import DuckDBStore
+
+        store = DuckDBStore()
+        for i in range(RUNS):
+            store.write_run_record(make_record(0, i, "completed", os.getpid(), "bench", None), None)
+        store.ingest_pending()
+        run_id = make_record(0, RUNS - 1, "completed", 0, "bench", None).run_id
+
+        crucible = [sys.executable, "-m", "engine.cli"]
+        commands = {
+            "python3 -c pass": [sys.executable, "-c", "pass"],
+            'query "select count(*) from runs"': [*crucible, "query", "select count(*) from runs"],
+            f"show {run_id}": [*crucible, "show", run_id],
+            "report": [*crucible, "report"],
+        }
+        for argv in commands.values():  # warm-up: page cache, and .pyc files written
+            timed(argv, env)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # as the test environment runs; every .pyc is fresh now
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        cpus: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(n):  # alternating, so drift in the machine's load hits every command alike
+            for name, argv in commands.items():
+                seconds, cpu = timed(argv, env)
+                times[name].append(seconds)
+                cpus[name].append(cpu)
+
+    floor = statistics.median(times["python3 -c pass"])
+    cpu_floor = statistics.median(cpus["python3 -c pass"])
+    rows, failed = [], []
+    for name, seconds in times.items():
+        median, cpu = statistics.median(seconds), statistics.median(cpus[name])
+        rows.append((name, n, round(median, 3), round(median - floor, 3), round(median / floor, 2),
+                     f"{min(seconds):.3f}..{max(seconds):.3f}", round(cpu, 3), round(cpu - cpu_floor, 3)))
+        if name != "python3 -c pass" and cpu - cpu_floor >= LIMIT_S:
+            failed.append(name)
+    print(f"{n} runs each, alternating; a store of {RUNS} runs; medians (wall: perf_counter; cpu: user + system)")
+    print(format_table(["command", "n", "median s", "over pass s", "x pass", "min..max s", "cpu s", "cpu over pass s"],
+                       rows))
+    if failed:
+        print(f"FAIL: over {LIMIT_S} s of CPU beyond `python3 -c pass`: {', '.join(failed)}")
+        return 1
+    print(f"ok: every command within {LIMIT_S} s of CPU of `python3 -c pass`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*(int(a) for a in sys.argv[1:2])))

@@ -1,0 +1,29 @@
+"""What the conformance checks (``engine.runtimes.conformance``) see of ``runtime=docker``
+from outside its containers: leftovers by run label, and the image's declared ENV."""
+from __future__ import annotations
+
+from engine.interfaces import Workspace
+from engine.run.reaper import LABEL_RUN_ID
+from engine.runtimes.conformance import DOCKER_CONTAINER, EXEC_BACKSTOP, LEFTOVERS
+
+
+class DockerProbe:
+    capabilities = frozenset({LEFTOVERS, DOCKER_CONTAINER, EXEC_BACKSTOP})
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+
+    def leftovers(self, run_id: str) -> list[str]:
+        """Containers, running or not, labelled with the run."""
+        found = self.runtime.client.api.containers(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"})
+        return [container["Names"][0] for container in found]
+
+    async def baseline_env_names(self, ws: Workspace) -> set[str]:
+        """The image's declared ENV (Docker always applies it; it is part of the image, not
+        of the engine) and the shell's PWD."""
+        declared = (await ws.exec(["cat", "/proc/1/environ"])).stdout.split(b"\0")
+        return {item.split(b"=", 1)[0].decode() for item in declared if item} | {"PWD"}
+
+
+def probe(runtime) -> DockerProbe:
+    return DockerProbe(runtime)

@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# Functions every engine git script gets: envs/coding/gitops.py (script_argv) runs
+#   bash -c "SCRIPT_PRELUDE + this + SCRIPT" crucible ARGS...
+# as root, where SCRIPT_PRELUDE is `set -euo pipefail` and the HARDEN array of git flags.
+#   shadow_init DIR  a throwaway git dir whose objects fall through to the vault's
+#                    (alternates), so the vault is only ever read, and temporary objects die
+#                    with DIR (DIR/objects is there for a scratch object store).
+#   require_vault    exit 3 unless the vault, the baseline in it and the workdir are there.
+# shellcheck disable=SC2154  # VAULT, BASE and WORKDIR are set by the script that calls these
+
+shadow_init() {
+  # Few processes: each costs a few ms in a container. git init makes the leading dirs; the
+  # appended section overrides init's core.bare (the last value wins).
+  local dir=$1
+  git init -q --bare --template= "$dir/repo"
+  mkdir -p "$dir/repo/objects/info" "$dir/repo/info" "$dir/objects"
+  printf '%s\n' "$VAULT/objects" > "$dir/repo/objects/info/alternates"
+  printf '[core]\n\tbare = false\n' >> "$dir/repo/config"
+  export GIT_DIR="$dir/repo" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$dir/index"
+}
+require_vault() {
+  # Exit 3: the workspace is not what the engine expects (an infrastructure failure).
+  if [ ! -d "$VAULT" ]; then echo "crucible: vault $VAULT is missing" >&2; exit 3; fi
+  if ! git --git-dir="$VAULT" cat-file -e "$BASE^{commit}" 2>/dev/null; then
+    echo "crucible: baseline $BASE is not in the vault $VAULT" >&2; exit 3
+  fi
+  if [ ! -d "$WORKDIR" ]; then echo "crucible: workdir $WORKDIR is missing" >&2; exit 3; fi
+}

@@ -1,0 +1,127 @@
+# shellcheck shell=bash
+# Grading's stager, started by envs/coding/staging.py (start) as root in the fresh grading
+# workspace before the submission exists, through gitops.script_argv:
+#   bash -c "SCRIPT_PRELUDE + sh/shadow.sh + this" crucible \
+#     WORKDIR BASE VAULT DIR UID_WALL NONCE VERDICT TESTER [HIDDEN...]
+# (the prelude: set -euo pipefail and the HARDEN array of git flags). It resets the tree to
+# the baseline at once, then waits on stdin for the submission: the header line
+# "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]..." and the pieces
+# back to back (staging.submission_input). VERDICT is empty, or the isolated verdict's dir
+# (owned by TESTER) where the HIDDEN tests go instead of the repo; an absolute HIDDEN path is
+# a grader's own file. Exits 10 when no variant of the diff applies, 3 when the workspace or
+# its input is not what it expects.
+# shellcheck disable=SC2154  # HARDEN comes from the prelude
+# shellcheck disable=SC2034  # VAULT is read by require_vault (sh/shadow.sh)
+# shellcheck disable=SC2164  # set -e (the prelude) ends the script when a cd fails
+# shellcheck disable=SC2174  # only DIR itself is to be 700; its parents are root-only already
+
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 VERDICT=$7 TESTER=$8
+shift 8
+hidden=("$@")
+
+# The fresh container's tree normally differs in nothing from the baseline, so only stale
+# tracked files are rewritten (no copy-up of a big tree); untracked files go, ignored ones
+# (install outputs) stay. $DIR/stale keeps what was rewritten: it is handed over too.
+require_vault
+rm -rf -- "$DIR"
+mkdir -p -m 700 -- "$DIR"
+shadow_init "$DIR"
+cd "$WORKDIR"
+git "${HARDEN[@]}" read-tree "$BASE"
+git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
+git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
+git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
+git "${HARDEN[@]}" clean -fdq
+
+# The header: "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]...". Each
+# piece is read with head -c, which never reads past its count: a short input leaves the
+# total short, which one count over all the pieces catches.
+fail() { echo "crucible: $*" >&2; exit 3; }
+count() { [[ $1 =~ ^(0|[1-9][0-9]{0,15})$ ]]; }
+read -r -a header || fail "no submission arrived"
+NPATCH=${header[0]:-x} OWN=${header[1]:-} OWN_BYTES=${header[2]:-x}
+count "$NPATCH" && count "$OWN_BYTES" && [[ $OWN == all || $OWN == list ]] || fail "bad staging header"
+[ "${#header[@]}" = $((3 + 2 * NPATCH + ${#hidden[@]})) ] || fail "bad staging header"
+labels=() pieces=() expected=$OWN_BYTES
+for ((i = 0; i < NPATCH; i++)); do
+  label=${header[3 + 2 * i]} size=${header[4 + 2 * i]}
+  [[ $label =~ ^[a-z-]+$ ]] && count "$size" || fail "bad staging header"
+  labels+=("$label"); pieces+=("$DIR/$label.patch"); expected=$((expected + size))
+  head -c "$size" > "$DIR/$label.patch"
+done
+for ((i = 0; i < ${#hidden[@]}; i++)); do
+  size=${header[3 + 2 * NPATCH + i]}
+  count "$size" || fail "bad staging header"
+  pieces+=("$DIR/hidden.$i"); expected=$((expected + size))
+  head -c "$size" > "$DIR/hidden.$i"
+done
+pieces+=("$DIR/own")
+head -c "$OWN_BYTES" > "$DIR/own"
+wc -c -- "${pieces[@]}" > "$DIR/count"  # its last line is the total (or the only file's count)
+total=
+while read -r n _; do total=$n; done < "$DIR/count"
+[ "$total" = "$expected" ] || fail "the submission ended early"
+printf '%s received %s %s\n' "$NONCE" "$NPATCH" "${#hidden[@]}"
+
+# Applied in the shadow repo, so the baseline's .gitattributes convert exactly as at capture
+# (eol=crlf files), and git refuses to write beyond symlinks. git apply is all-or-nothing.
+cd "$WORKDIR"
+applied=none
+if [ "$NPATCH" = 0 ]; then applied=empty; fi
+for label in ${labels[@]+"${labels[@]}"}; do
+  rc=0
+  git "${HARDEN[@]}" apply --binary --whitespace=nowarn --verbose -- "$DIR/$label.patch" 2>&1 || rc=$?
+  printf '\n%s apply %s %s\n' "$NONCE" "$label" "$rc"
+  if [ "$rc" = 0 ]; then applied=$label; break; fi
+done
+[ "$applied" != none ] || exit 10
+
+# Hidden tests: every parent a real directory inside workdir (a symlink or file the diff put
+# there is removed; past a missing part nothing deeper exists), whatever the diff left at the
+# path itself removed, then the file written.
+stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=$(date +%s.%N); fi; }
+stamp; began=$stamp
+owner=0 root=$WORKDIR
+if [ "$UID_WALL" = 1 ]; then owner=1000; fi
+if [ -n "$VERDICT" ]; then
+  rm -rf -- "$VERDICT"
+  mkdir -m 755 -- "$VERDICT" "$VERDICT/lib"
+  mkdir -m 700 -- "$VERDICT/hidden" "$VERDICT/home"
+  root=$VERDICT/hidden owner=$TESTER
+fi
+for i in "${!hidden[@]}"; do
+  rel=${hidden[$i]}
+  if [[ $rel == /* ]]; then  # the grader's own files (isolated verdict): root's, readable
+    install -D -m 644 -o 0 -g 0 -- "$DIR/hidden.$i" "$rel"
+    continue
+  fi
+  target=$root/$rel parent=
+  if [[ $rel == */* ]]; then parent=${rel%/*}; fi
+  d=$root
+  IFS=/ read -r -a parts <<< "$parent"
+  for part in ${parts[@]+"${parts[@]}"}; do
+    [ -z "$part" ] || [ "$part" = . ] && continue
+    d="$d/$part"
+    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; break; fi
+    [ -e "$d" ] || break
+  done
+  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
+  if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
+  install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
+done
+if [ -n "$VERDICT" ]; then chown -R "$TESTER:$TESTER" -- "$VERDICT/hidden" "$VERDICT/home"; fi
+stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
+
+# "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
+# NUL-separated in $DIR/own), and only those root owns, so nothing else of a big tree is
+# copied up. OWN=all (a diff crucible could not list) hands over the whole tree.
+if [ "$UID_WALL" = 1 ]; then
+  if [ "$OWN" = all ]; then
+    chown -R 1000:1000 -- "$WORKDIR"
+  else
+    own=()
+    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/stale"
+    while IFS= read -r -d '' rel; do own+=("$WORKDIR/$rel"); done < "$DIR/own"
+    [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
+  fi
+fi

@@ -1,0 +1,98 @@
+"""The toy flavor: question in, answer out, graded by comparing with the host-side answer."""
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from omegaconf import MISSING
+
+from engine.config.schema import TaskConfig
+from engine.errors import ConfigError, GradeError
+from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
+from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
+
+WORKDIR = "/toy"
+ANSWER = f"{WORKDIR}/answer.txt"
+QUESTION = f"{WORKDIR}/question.txt"
+
+
+@dataclass
+class ToyTaskConfig(TaskConfig):
+    question: str = MISSING
+    answer: str = MISSING
+    """Kept host-side: it reaches only the grader, never the agent's workspace."""
+
+
+class ToyTools:
+    """One tool, ``answer``: writes the agent's answer, as the agent's uid."""
+
+    def __init__(self, ws: Workspace, user: int) -> None:
+        self.ws, self.user, self.workdir = ws, user, WORKDIR
+
+    def specs(self) -> list[dict]:
+        return [{"name": "answer", "description": "Give your answer to the question in question.txt.",
+                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]
+
+    async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
+        if name != "answer" or not isinstance(arguments.get("text"), str):
+            return f"unknown tool or bad arguments: {name} {arguments}", True
+        result = await self.ws.exec(["sh", "-c", f"cat > {ANSWER}"], user=self.user, cwd=WORKDIR,
+                                    stdin=arguments["text"].encode())
+        return ("answered", False) if result.ok else (result.text(), True)
+
+
+class ToyFlavor:
+    task_schema: ClassVar[type] = ToyTaskConfig
+    roles: ClassVar[Mapping[str, GateRole]] = {"golden": GateRole("integration_test", 1.0),
+                                               "baseline": GateRole("noop", 0.0)}
+
+    def __init__(self, name: str = "toy") -> None:
+        self.name = name
+
+    def plan_task(self, task: ToyTaskConfig, ctx: PlanContext) -> PlannedTask:
+        if not task.answer.strip():
+            raise ConfigError(f"task '{task.id}': answer is empty")
+        task.pins = {"answer_sha256": hashlib.sha256(task.answer.encode()).hexdigest()}
+        if task.validation is None:  # the golden: answer right, through the task's own tool
+            task.validation = [{"name": "answer", "arguments": {"text": task.answer}}]
+        context = ctx.cache_dir / "toy-context"
+        context.mkdir(parents=True, exist_ok=True)
+        dockerfile = Path(__file__).with_name("Dockerfile")
+        return PlannedTask(task=task, image=ImageInputs(str(dockerfile), str(context), {"BASE": ctx.base_image()}))
+
+    def tools(self, ws: Workspace, spec: RunSpec) -> ToyTools:
+        return ToyTools(ws, AGENT_UID if spec.integrity.uid_wall else ROOT_UID)
+
+    async def setup(self, ws: Workspace, spec: RunSpec) -> None:
+        await ws.write_file(QUESTION, spec.task.question.encode(), owner=AGENT_UID)
+
+    async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
+        return None
+
+    async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
+        try:
+            text = (await ws.read_file(ANSWER)).decode("utf-8", "replace")
+        except FileNotFoundError:
+            text = ""
+        return CapturedSubmission(diff=text, kind="answer")
+
+    async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
+        """In the fresh workspace: the answer goes in, a comparison runs, its exit code decides."""
+        await ws.write_file(ANSWER, submission.diff.encode())
+        expected = spec.task.answer.strip()
+        result = await ws.exec(["sh", "-c", f'test "$(cat {ANSWER})" = {shlex.quote(expected)}'], timeout=30)
+        if result.timed_out:
+            raise GradeError("the comparison timed out")
+        return self.regrade(spec, {"answer": submission.diff, "exit_code": result.exit_code})
+
+    def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
+        right = raw.get("exit_code") == 0
+        return Verdict(reward=1.0 if right else 0.0, subscores={"answer": 1.0 if right else 0.0},
+                       raw={**raw, "reason": "right answer" if right else "wrong answer"})
+
+    def explain(self, raw: Mapping[str, Any]) -> list[str]:
+        return [f"reason: {raw.get('reason')}; the comparison exited {raw.get('exit_code')}; "
+                f"answer given: {str(raw.get('answer'))[:80]!r}"]
