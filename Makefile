@@ -1,5 +1,5 @@
 # The two set-up commands of the README. Each sets up what it needs first (idempotent).
-.PHONY: setup demo test test-quick
+.PHONY: setup demo lint test test-quick
 
 setup:
 	@bash scripts/setup.sh
@@ -8,8 +8,13 @@ setup:
 demo: setup
 	@bash scripts/demo.sh
 
-# The whole test suite (Docker tests included; with CI=true a missing engine fails).
-test: setup
+# Lint and type-check (configured in pyproject.toml).
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/mypy
+
+# The whole test suite (Docker tests included; with CI=true a missing engine fails), after lint.
+test: lint
 	.venv/bin/pytest -q -ra
 
 # The quick loop: everything not marked slow.

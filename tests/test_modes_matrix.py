@@ -74,8 +74,7 @@ def _unavailable(sessions: dict, configs: dict[Key, object]) -> dict[tuple[str, 
     """The runtime's own one-line reason for each mode it cannot give here (e.g. no bubblewrap)."""
     found = {}
     for (_, mode, runtime, _), cfg in configs.items():
-        supports = getattr(sessions[runtime].runtime, "supports", None)
-        reason = supports(dataclasses.asdict(cfg.integrity)) if supports else None
+        reason = sessions[runtime].runtime.supports(cfg.integrity)
         if reason is not None:
             found[runtime, mode] = reason
     return found

@@ -24,7 +24,6 @@ import pytest
 
 from envs.coding.isolated import SCRIPTS as VERDICT_SCRIPTS
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from engine.config.schema import as_schema
 from envs.coding.schema import CodingTaskConfig

@@ -1,6 +1,7 @@
 """Run specs: frozen, pinned at plan time, content-hashed, and re-plannable to the same hash."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -37,7 +38,7 @@ def test_refs_are_pinned_to_commit_shas_and_the_spec_is_frozen(builder, task):
     assert all(len(sha) == 40 and int(sha, 16) >= 0 for sha in pins.values())
     assert spec.engine_version == engine_version()
     assert spec.image["input_hash"] and spec.image["tag"].startswith("crucible/task:")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seed = 5  # frozen
 
 

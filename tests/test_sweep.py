@@ -1,7 +1,6 @@
 """Hydra multirun sweeps through ``crucible run -m``: parallel, stored once, resumable."""
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess

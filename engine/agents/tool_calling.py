@@ -189,7 +189,8 @@ class _Loop:
 
     async def model_step(self, messages: list[Message], tools: list[ToolSpec]) -> ModelReply | None:
         """One model call (retried on 429/5xx); None after a model error, which ends the run."""
-        step, began, retries = Step(idx=0, kind="model", started_at=_now()), time.monotonic(), []
+        step, began = Step(idx=0, kind="model", started_at=_now()), time.monotonic()
+        retries: list[str] = []
         with self.recorded_if_cancelled(step, began, "the model call was"):
             try:
                 reply = await with_retries(

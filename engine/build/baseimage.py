@@ -149,6 +149,7 @@ def _import(client: docker.DockerClient, recipe: BaseRecipe, rootfs: Path) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert tar.stdout is not None and tar.stderr is not None  # PIPE
     try:
         client.api.import_image_from_stream(
             _chunks(tar.stdout), repository=repository, tag=tag, changes=list(recipe.changes) + labels

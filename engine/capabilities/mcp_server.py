@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from engine.errors import AgentError
 
 MCP_PATH = "/mcp"
-SHUTDOWN_GRACE = 2.0
+SHUTDOWN_GRACE = 2  # seconds; an int, as uvicorn types timeout_graceful_shutdown
 STARTUP_TIMEOUT = 10.0
 
 log = logging.getLogger(__name__)

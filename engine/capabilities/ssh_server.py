@@ -223,7 +223,7 @@ async def _pump_in(channel: asyncssh.SSHServerProcess, process: Process) -> None
         except asyncssh.SignalReceived:
             await process.kill()
             return
-        except (asyncssh.BreakReceived, asyncssh.TerminalSizeChanged, asyncssh.SoftEOFReceived):
+        except (asyncssh.BreakReceived, asyncssh.TerminalSizeChanged, asyncssh.misc.SoftEOFReceived):
             continue
         if not data:
             await process.close_stdin()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from engine.config.compose import combinations, compose_config, to_typed
 from engine.errors import UserError
-from engine.run.session import housekeeping, open_store, session_for
+from engine.models import ImageRef
+from engine.run.session import Session, housekeeping, open_store, session_for
 from engine.plan.spec import plan
 from engine.util.tables import format_table
 
@@ -17,7 +18,8 @@ def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
         raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
     store = open_store()
     housekeeping(store)
-    images, session = {}, None
+    images: dict[str, tuple[ImageRef, list[str]]] = {}
+    session: Session | None = None
     for combo in combinations(overrides):
         typed = to_typed(compose_config(combo))
         session = session or session_for(typed, store)
@@ -25,6 +27,7 @@ def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
         images.setdefault(planned.image.tag, (planned.image, []))[1].append(planned.spec.task_id)
     rows = []
     for tag, (ref, tasks) in sorted(images.items()):
+        assert session is not None  # images has entries only once a session planned them
         status = session.builder.status(ref)
         if not dry_run and status == "missing":
             record = session.builder.ensure(ref, store)

@@ -237,7 +237,7 @@ def entry() -> NoReturn:
     Tests call ``main``, which returns.
     """
     code = main()
-    threading._shutdown()  # what the interpreter calls first on exit  # noqa: SLF001
+    threading._shutdown()  # type: ignore[attr-defined]  # private, not in typeshed; what the interpreter calls first on exit  # noqa: SLF001
     atexit._run_exitfuncs()  # noqa: SLF001
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -137,7 +137,7 @@ def _changed_paths(old, new, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
-def _get(spec: dict, dotted: str):
+def _get(spec: dict | None, dotted: str):
     for key in dotted.split("."):
         spec = spec.get(key) if isinstance(spec, dict) else None
     return spec
@@ -162,6 +162,7 @@ def rerun(run_id: str, *, into: str | None = None) -> Rerun:
     store = open_housekept_store()
     original = stored_run(store, run_id)
     config = config_file(original)
+    assert original.run_dir  # config_file raised UserError otherwise
     session = session_from(config, store)
     planned = same_plan(original, Path(original.run_dir), session)
     require_integrity(session.runtime, planned.spec.integrity)

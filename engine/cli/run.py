@@ -91,6 +91,7 @@ def run_hydra(args: list[str]) -> int:
     if not (multirun and runs_jobs):
         _hydra_main()
         return _outcome.get("exit_code", 0)
+    assert sweep_id is not None  # multirun: set above
     _before_sweep(store)
     with SweepProgress(_sweep_dir(sweep_id), jobs, label=sweep_id):
         _hydra_main()

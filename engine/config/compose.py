@@ -161,7 +161,7 @@ def _first_line(exc: BaseException) -> str:
 
 def describe(exc: BaseException, overrides: list[str]) -> str:
     """One line that says what was wrong and where (key, file, override)."""
-    chain = []
+    chain: list[BaseException] = []
     node: BaseException | None = exc
     while node is not None and len(chain) < 6:
         chain.append(node)

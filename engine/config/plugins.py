@@ -35,7 +35,7 @@ def plugin_class(target: str, *, where: str) -> type:
         raise ConfigError(f"{where}._target_ '{target}' cannot be imported: {str(exc).splitlines()[0]}") from exc
 
 
-def flavor_class(target: str) -> type:
+def flavor_class(target: str) -> type[Any]:
     """The flavor class ``target`` names, checked for what the engine reads off it."""
     cls = plugin_class(target, where="flavor")
     schema = getattr(cls, "task_schema", None)

@@ -7,7 +7,7 @@ Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -224,7 +224,7 @@ def register() -> None:
 register()
 
 
-_GROUP_SCHEMAS = {
+_GROUP_SCHEMAS: dict[str, list[type[Any]]] = {
     "env": [EnvConfig],
     "integrity": [IntegrityConfig],
     "agent": [NoopAgentConfig, IntegrationTestAgentConfig, ToolCallingAgentConfig],
@@ -260,7 +260,8 @@ def typed(cfg) -> CrucibleConfig:
     if flavor_node is None or task_node is None:
         raise ConfigError(f"no {'flavor' if flavor_node is None else 'task'} selected")
     placeholders = {"flavor": None, "task": None}  # typed below, by the flavor's own schemas
-    top = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CrucibleConfig), _typed_groups(data), placeholders))
+    merged = OmegaConf.merge(OmegaConf.structured(CrucibleConfig), _typed_groups(data), placeholders)
+    top = cast(CrucibleConfig, OmegaConf.to_object(merged))
     cls = flavor_class(str(flavor_node.get("_target_", "")))
     top.flavor = as_schema(getattr(cls, "config_schema", FlavorConfig), flavor_node, "flavor")
     where = f"task {task_node.get('set', '?')}/{task_node.get('name', '?')}"
@@ -300,7 +301,7 @@ def as_schema(schema: type, node, where: str):
         raise ConfigError(f"bad config value at '{where}.{key}': {message}" if key else f"{where}: {message}") from exc
 
 
-def typed_from_plain(data: dict) -> CrucibleConfig:
+def typed_from_plain(data: object) -> CrucibleConfig:
     """A saved config (e.g. a job's ``.hydra/config.yaml``) back into typed dataclasses,
     validated exactly like a composed one; this is what lets a run be re-planned to the
     same spec hash."""

@@ -20,7 +20,9 @@ What counts (docs/report.md has the full definitions):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engine.errors import UserError
 from engine.report.query import Filters, RunRow, load_runs, resolve_sweeps
@@ -272,6 +274,9 @@ def _notes(groups: list[GroupSummary]) -> list[str]:
     return notes
 
 
-def _sum_or_none(values) -> float | int | None:
+_Num = TypeVar("_Num", int, float)
+
+
+def _sum_or_none(values: Iterable[_Num | None]) -> _Num | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None

@@ -88,7 +88,8 @@ ORDER BY r.run_id
 def load_runs(store, filters: Filters) -> list[RunRow]:
     """The runs ``filters`` select, with their steps' token and cost sums (one query)."""
     _, rows = store.query(_RUNS_SQL.format(where=filters.where()))
-    return [RunRow(*row[:11], tokens_in=_int(row[11]), tokens_out=_int(row[12]), cost_usd=row[13],
+    # row[:11] is exactly RunRow's leading fields (the SELECT's order); mypy cannot count a slice
+    return [RunRow(*row[:11], tokens_in=_int(row[11]), tokens_out=_int(row[12]), cost_usd=row[13],  # type: ignore[misc]
                    unpriced_steps=int(row[14])) for row in rows]
 
 

@@ -91,6 +91,7 @@ def _summary_display(report: Report) -> tuple[list[str], list[list[Any]]]:
 
 def _matrix_display(report: Report) -> tuple[list[str], list[list[Any]]]:
     m = report.matrix
+    assert m is not None  # callers check
     cols = ["task"] + [_label(g) for g in m.groups]
     rows = [[task] + [_fraction(m.cells.get((task, g))) for g in m.groups] for task in m.tasks]
     totals = ["tasks solved"]
@@ -101,6 +102,7 @@ def _matrix_display(report: Report) -> tuple[list[str], list[list[Any]]]:
 
 
 def _tallies(report: Report) -> tuple[list[str], list[list[Any]]]:
+    assert report.comparison is not None  # callers check
     cols = ["agent", "model", "tasks", "solved_a", "solved_b", "gained", "lost", "only_a", "only_b"]
     rows = [[t.agent, t.model or "-", t.tasks, t.solved_a, t.solved_b, t.gained, t.lost, t.only_a, t.only_b]
             for t in report.comparison.tallies]

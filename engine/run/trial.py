@@ -176,6 +176,7 @@ class Runner:
                 agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
             # agent works: after setup, so the two do not compete for the machine.
+            assert parts.grading_started is not None  # started before the agent side
             parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
@@ -312,6 +313,7 @@ class _Parts:
                 stack.push_async_callback(_cancelled, self.preparing)
 
     def _start_grading_removal(self) -> None:
+        assert self.grading_started is not None  # registered only once it is set
         self.grading_removed = asyncio.ensure_future(_close_started(self.grading, self.grading_started))
 
 

@@ -25,10 +25,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.errors import CrucibleError, UserError, WorkspaceError
 from engine.interfaces import AGENT_UID, Process, Runtime, Workspace
+
+if TYPE_CHECKING:
+    from engine.runtimes.docker.runtime import DockerWorkspace
 
 LEFTOVERS = "leftovers"
 """The probe can name what still exists of a run outside its workspaces (containers, dirs, sandboxes)."""
@@ -125,7 +128,8 @@ class Target:
     purpose: str = "conformance"
 
     def provision(self, run_id: str | None = None, *, network: bool = False) -> Workspace:
-        return self.runtime.provision(self.image, run_id=run_id or fresh_run_id(), network=network,
+        # image: an ImageRef or a bare tag; each runtime checks what it takes.
+        return self.runtime.provision(self.image, run_id=run_id or fresh_run_id(), network=network,  # type: ignore[arg-type]
                                       purpose=self.purpose)
 
     async def leftovers(self, run_id: str) -> list[str]:
@@ -668,7 +672,7 @@ async def check_cancel_while_provisioning_leaves_nothing_behind(target: Target, 
 
 
 @check(needs=(DOCKER_CONTAINER,))
-async def check_container_runs_an_init_with_owner_labels(ws: Workspace) -> None:
+async def check_container_runs_an_init_with_owner_labels(ws: DockerWorkspace) -> None:
     """PID 1 is an init (removal is instant), no network, labels name the owner and the run."""
     from engine.run.reaper import (
         LABEL_OWNER_PID,
@@ -688,7 +692,7 @@ async def check_container_runs_an_init_with_owner_labels(ws: Workspace) -> None:
 
 
 @check(needs=(EXEC_BACKSTOP,))
-async def check_backstop_reports_a_timeout_when_the_in_container_timeout_fails(ws: Workspace) -> None:
+async def check_backstop_reports_a_timeout_when_the_in_container_timeout_fails(ws: DockerWorkspace) -> None:
     """With a `timeout` that ignores its deadline first on PATH, the host-side backstop still
     kills the command and reports a timeout."""
     seconds = marker()

@@ -273,7 +273,7 @@ class DuckDBStore:
         host = this_host()
         orphans = [
             r for r in self._load_runs("status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL", [host])
-            if not process_alive(r.owner_pid, _epoch(r.started_at))
+            if r.owner_pid is not None and not process_alive(r.owner_pid, _epoch(r.started_at))  # not NULL: the query
         ]
         now = datetime.now(timezone.utc).isoformat()
         for record in orphans:

@@ -145,16 +145,20 @@ def _upsert_runs(con, items: list[IngestItem]) -> None:
     ids = [i.key for i in items]
     for table in ("runs", "steps", "subscores", "stage_timings"):
         con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [ids])
-    _insert_many(con, "runs", RUN_COLUMNS, [i.run.run for i in items])
-    _insert_many(con, "steps", STEP_COLUMNS, [row for i in items for row in i.run.steps])
-    _insert_many(con, "subscores", ("run_id", "name", "value"), [r for i in items for r in i.run.subscores])
-    _insert_many(con, "stage_timings", ("run_id", "stage", "seconds"), [r for i in items for r in i.run.timings])
+    runs = [i.run for i in items if i.run is not None]
+    assert len(runs) == len(items)  # items of kind "run" all carry their rows
+    _insert_many(con, "runs", RUN_COLUMNS, [r.run for r in runs])
+    _insert_many(con, "steps", STEP_COLUMNS, [row for r in runs for row in r.steps])
+    _insert_many(con, "subscores", ("run_id", "name", "value"), [s for r in runs for s in r.subscores])
+    _insert_many(con, "stage_timings", ("run_id", "stage", "seconds"), [t for r in runs for t in r.timings])
 
 
 def _upsert_builds(con, items: list[IngestItem]) -> None:
     if items:
         con.execute("DELETE FROM builds WHERE list_contains(?, build_id)", [[i.key for i in items]])
-        _insert_many(con, "builds", BUILD_COLUMNS, [i.build for i in items])
+        builds = [i.build for i in items if i.build is not None]
+        assert len(builds) == len(items)  # items of kind "build" all carry their row
+        _insert_many(con, "builds", BUILD_COLUMNS, builds)
 
 
 def _insert_many(con, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:

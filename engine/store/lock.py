@@ -30,7 +30,7 @@ try:
     # ~0.15 s at import, most of a `crucible query`, and the store uses none of it.
     import _duckdb as duckdb
 except ImportError:  # a DuckDB laid out otherwise
-    import duckdb
+    import duckdb  # type: ignore[no-redef]  # the same objects, by their public name
 
 from engine.errors import StoreError
 

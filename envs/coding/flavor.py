@@ -118,6 +118,7 @@ class CodingFlavor:
             self._hidden = asyncio.ensure_future(asyncio.to_thread(hidden_files, task))
             # A run that ends before grading never awaits it: its error is not news then.
             self._hidden.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
+        assert self._hidden is not None  # not stale: set
         return self._hidden
 
 

@@ -201,7 +201,7 @@ def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
 def _records(output: str, nonce: str) -> tuple[list[dict], float]:
     """The stager's records: the apply attempts (each with the output before its record) and
     the seconds spent writing the hidden tests."""
-    attempts, lines, hidden_seconds = [], [], 0.0
+    attempts, lines, hidden_seconds = list[dict](), list[str](), 0.0
     for line in output.split("\n"):
         fields = line.split(" ")
         record = fields[1] if len(fields) == 4 and fields[0] == nonce else None

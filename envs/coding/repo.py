@@ -97,7 +97,7 @@ async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[pat
 
 def _submission(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: IntegrityConfig) -> CapturedSubmission:
     touched = sorted({p for c in chunks for p in c.paths})
-    kept, violations = chunks, []
+    kept, violations = chunks, list[str]()
     if integrity.drop_protected:
         kept, violations = protect.split_protected(chunks, task)
     diff = b"".join(c.data for c in kept).decode("utf-8")

@@ -22,11 +22,15 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from engine.interfaces import ROOT_UID, Process, Workspace
 from engine.util import shell
 from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, VAULT, script_argv
+
+if TYPE_CHECKING:
+    from envs.coding.canary import Canary
+    from envs.coding.isolated import Plan
 
 GRADE_DIR = f"{SCRATCH_DIR}/grade"
 """The stager's scratch dir (root-only), left behind: a grading workspace is used once."""
@@ -60,9 +64,9 @@ class Staging:
     nonce: str
     stager: Waiting
     tester: Waiting
-    canary: object | None = None
+    canary: Canary | None = None
     """The grader's canary (``envs.coding.canary.Canary``), the last of ``hidden``, or None."""
-    isolation: object | None = None
+    isolation: Plan | None = None
     """The isolated verdict's plan (``envs.coding.isolated.Plan``), or None: tests in the repo."""
 
 
@@ -92,8 +96,8 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
     record shows it; ``preamble`` is written to its stdin as soon as it started, ahead of "go"
     (the launcher's own code, which so travels in no argv)."""
     nonce = uuid.uuid4().hex
-    verdict_dir, tester = verdict or ("", ROOT_UID)
-    args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, verdict_dir, str(tester),
+    verdict_dir, tester_uid = verdict or ("", ROOT_UID)
+    args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, verdict_dir, str(tester_uid),
             *hidden, *support]
     # Both at once: when the grading workspace comes up late, their starts are on the run's path.
     stager_argv = script_argv(shell.script(__file__, "stager.sh"), args)

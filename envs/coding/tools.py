@@ -153,8 +153,8 @@ class CodingTools:
         if command == "view":
             return await self._view(raw_path, wanted, args.get("view_range"))
         if command == "create":
-            text = _str_arg(args, "file_text")
-            path = await self._write(raw_path, wanted, editor.encode(text))
+            file_text = _str_arg(args, "file_text")
+            path = await self._write(raw_path, wanted, editor.encode(file_text))
             return f"File created successfully at: {path}"
         if command == "str_replace":
             old, new = _str_arg(args, "old_str"), args.get("new_str", "")

@@ -94,7 +94,7 @@ def parse_reply(data: dict) -> ModelReply:
 def parse_tool_call(index: int, raw: object) -> ToolCall:
     if not isinstance(raw, dict):
         return ToolCall(id=f"call_{index}", name="", arguments=None, raw=None, problem="a tool call that is not an object")
-    function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+    function = fn if isinstance(fn := raw.get("function"), dict) else {}
     name = function.get("name")
     call = ToolCall(id=str(raw.get("id") or f"call_{index}"), name=name if isinstance(name, str) else "",
                     arguments=None, raw=function.get("arguments"))
@@ -134,7 +134,7 @@ def _text(content: object) -> str:
 def _usage(raw: object) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
-    details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
+    details = d if isinstance(d := raw.get("prompt_tokens_details"), dict) else {}
     return Usage(input_tokens=_int(raw.get("prompt_tokens")), output_tokens=_int(raw.get("completion_tokens")),
                  cached_input_tokens=_int(details.get("cached_tokens")) or 0)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Iterator
+from typing import Any, Iterator
 
 STDOUT, STDERR = 1, 2
 _HEADER = struct.Struct(">BxxxL")  # stream id, 3 zero bytes, big-endian payload length
@@ -25,7 +25,7 @@ class HijackedStream:
     def __init__(self, sdk_socket: object) -> None:
         response = getattr(sdk_socket, "_response", None)
         buffered = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
-        self._reader = buffered if hasattr(buffered, "read1") else sdk_socket
+        self._reader: Any = buffered if hasattr(buffered, "read1") else sdk_socket  # the SDK's internals: duck-typed
         self._sock: socket.socket = getattr(sdk_socket, "_sock", None) or sdk_socket  # type: ignore[assignment]
         self._response = response
         # The SDK leaves its per-request read timeout on the socket; a quiet command must

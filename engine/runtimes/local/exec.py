@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, cast
 
 from engine.util.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
@@ -119,7 +119,7 @@ async def run_exec(init_pid: int, argv: Sequence[str], *, user: int, cwd: str, e
                                    stdin=stdin is not None, merge=False)
     try:
         if stdin is not None:
-            pipe = spawned.transport.get_pipe_transport(0)
+            pipe = cast(asyncio.WriteTransport, spawned.transport.get_pipe_transport(0))  # stdin=PIPE
             pipe.write(stdin)  # buffered by the loop, written as the command reads
             pipe.write_eof()
         try:
@@ -184,13 +184,13 @@ class _Stream(asyncio.SubprocessProtocol):
         self.queued += len(data)
         if self.queued > _QUEUE_HIGH and not self._paused and self.transport is not None:
             self._paused = True
-            self.transport.get_pipe_transport(1).pause_reading()
+            cast(asyncio.ReadTransport, self.transport.get_pipe_transport(1)).pause_reading()
 
     def consumed(self, n: int) -> None:
         self.queued -= n
         if self._paused and self.queued <= _QUEUE_HIGH // 2 and self.transport is not None:
             self._paused = False
-            pipe = self.transport.get_pipe_transport(1)
+            pipe = cast("asyncio.ReadTransport | None", self.transport.get_pipe_transport(1))
             if pipe is not None and not pipe.is_closing():
                 pipe.resume_reading()
 
@@ -236,14 +236,14 @@ class LocalProcess:
         return self._stream.exited.done()
 
     async def write(self, data: bytes) -> None:
-        pipe = self._spawned.transport.get_pipe_transport(0)
+        pipe = cast("asyncio.WriteTransport | None", self._spawned.transport.get_pipe_transport(0))
         if self._exited or self._stdin_closed or pipe is None or pipe.is_closing():
             raise BrokenPipeError("the process's stdin is closed")
         pipe.write(bytes(data))
         await self._stream.can_write.wait()
 
     async def close_stdin(self) -> None:
-        pipe = self._spawned.transport.get_pipe_transport(0)
+        pipe = cast("asyncio.WriteTransport | None", self._spawned.transport.get_pipe_transport(0))
         self._stdin_closed = True
         if pipe is not None and not pipe.is_closing():
             pipe.write_eof()

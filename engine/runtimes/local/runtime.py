@@ -197,6 +197,7 @@ class LocalWorkspace(StartedOnce):
             raise WorkspaceError(f"the local sandbox did not start: {one_line(self._boot_log.err.value())}")
 
     def _watch_init(self, layout: Layout) -> None:
+        assert self.init_pid is not None  # the caller checks
         try:
             # A handle on the init that a recycled pid cannot fool, for the kill at close.
             self._pidfd = os.pidfd_open(self.init_pid)
@@ -228,6 +229,7 @@ class LocalWorkspace(StartedOnce):
             os.close(self._pidfd)
             self._pidfd = None
         elif self._pid_only and self._bwrap is not None and self._bwrap.get_returncode() is None:
+            assert self.init_pid is not None  # _pid_only is set only once it is known
             kill_quietly(self.init_pid)  # the launcher has not exited, so its child's pid is not recycled
         if self._bwrap is not None:
             if self._bwrap.get_returncode() is None:
@@ -325,8 +327,9 @@ class _BootLog(asyncio.SubprocessProtocol):
     def __init__(self) -> None:
         self.out = b""
         self.err = BoundedBuffer(8192)
-        self.ready: asyncio.Future[bool] | None = None
-        self.exited: asyncio.Future[None] | None = None
+        # Created by connection_made, which the loop calls before anything reads them.
+        self.ready: asyncio.Future[bool]
+        self.exited: asyncio.Future[None]
 
     def connection_made(self, transport) -> None:
         loop = asyncio.get_running_loop()
@@ -345,9 +348,10 @@ class _BootLog(asyncio.SubprocessProtocol):
             self.ready.set_result(False)
 
     def process_exited(self) -> None:
-        for fut, value in ((self.ready, False), (self.exited, None)):
-            if not fut.done():
-                fut.set_result(value)
+        if not self.ready.done():
+            self.ready.set_result(False)
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 def _populate(layout: Layout, template: Path) -> None:

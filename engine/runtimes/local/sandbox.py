@@ -297,6 +297,7 @@ class BlockingSandbox:
             os.close(args_fd)
         with os.fdopen(read_info, "rb") as info:
             self.pid = child_pid(info.read())
+        assert self._proc.stdout is not None  # stdout=PIPE
         if self._proc.stdout.readline() != READY or self.pid is None:
             self.__exit__()
             raise SandboxError("bwrap failed: " + one_line(self._err))
@@ -309,6 +310,7 @@ class BlockingSandbox:
         Output goes to files, not pipes: a daemon the command leaves behind would hold a
         pipe open long after the command itself ended.
         """
+        assert self.pid is not None, "the sandbox is not entered"
         with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
             proc = subprocess.Popen(enter_argv(self.pid, user=user, cwd=cwd, argv=argv),
                                     stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
