@@ -3,7 +3,7 @@
 floor      one `docker run` of the same task image that applies the golden diff (with the
            hidden tests) and runs the test command — the least any harness can do (for a
            task with an isolated verdict: its scenarios called in pytest's process).
-in-process crucible from a planned spec to a stored verdict (Runner.execute), with the
+in-process crucible from a planned spec to a stored verdict (the batch API), with the
            integration_test agent staging the golden through the MCP tools.
 cli        the whole `crucible run task=... agent=integration_test` command.
 
@@ -60,12 +60,10 @@ def floor_trial(image: str, task: dict, patch: bytes) -> float:
 
 
 def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
-    from engine.run.trial import Runner, new_run_id
+    from engine.run.batch import BatchJob, run_batch
 
-    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
-    run_id = new_run_id()
     began = time.perf_counter()
-    record = asyncio.run(runner.execute(planned, run_root / run_id, run_id=run_id))
+    record = asyncio.run(run_batch([BatchJob(planned)], session, root=run_root))[0].records[0]
     seconds = time.perf_counter() - began
     if record.status != "completed" or record.reward != 1.0:
         raise SystemExit(f"in-process golden run failed: {record.status} {record.error} {record.raw_grade}")

@@ -1,6 +1,6 @@
 """What each integrity mode costs per run: golden runs under none, vault and strict, as ratios.
 
-Each trial is one golden run end to end in-process (Runner.execute: containers created from
+Each trial is one golden run end to end in-process (the batch API: containers created from
 scratch, setup, the integration_test agent staging the golden through the MCP tools, capture,
 grading in a fresh container, store), under each mode in turn, so drift on the machine hits
 all three alike (the method of bench_golden.py). The image is built before timing. Reported:
@@ -43,12 +43,11 @@ def plans(task: str):
     return session, planned
 
 
-def trial(runner, planned, run_root: Path) -> tuple[float, dict]:
-    from engine.run.trial import new_run_id
+def trial(session, planned, run_root: Path) -> tuple[float, dict]:
+    from engine.run.batch import BatchJob, run_batch
 
-    run_id = new_run_id()
     began = time.perf_counter()
-    record = asyncio.run(runner.execute(planned, run_root / run_id, run_id=run_id))
+    record = asyncio.run(run_batch([BatchJob(planned)], session, root=run_root))[0].records[0]
     seconds = time.perf_counter() - began
     if record.status != "completed" or record.reward != 1.0:
         raise SystemExit(f"golden run failed under {planned.spec.integrity.mode}: {record.status} "
@@ -64,18 +63,15 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
 
-    from engine.run.trial import Runner
-
     session, planned = plans(ns.task)
-    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
     run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "bench-integrity"
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     stages: dict[str, list[dict]] = {m: [] for m in MODES}
     for mode in MODES:  # warm-up, not timed: the first run of a process pays imports and caches
-        trial(runner, planned[mode], run_root)
+        trial(session, planned[mode], run_root)
     for _ in range(ns.trials):
         for mode in MODES:
-            seconds, timings = trial(runner, planned[mode], run_root)
+            seconds, timings = trial(session, planned[mode], run_root)
             walls[mode].append(seconds)
             stages[mode].append(timings)
 

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 ROOT_UID = 0
 AGENT_UID = 1000
+BRIDGE_PATH = "/run/crucible"
+"""Where a workspace provisioned with a bridge sees it: a host directory holding the run's
+host-side endpoints as unix sockets (its MCP server, ``mcp.sock``), reached without any
+network, read-only inside."""
 
 
 @runtime_checkable
@@ -69,6 +73,8 @@ class Workspace(Protocol):
 
     network: bool
     """Whether commands in this workspace can reach any network. Fixed at provision time."""
+    bridge: str | None
+    """``BRIDGE_PATH`` when provisioned with a bridge, else None."""
 
     async def exec(
         self,
@@ -132,9 +138,11 @@ class Runtime(Protocol):
         """What builds the images this runtime provisions from (content-addressed Docker
         images; a runtime without Docker brings its own templates)."""
 
-    def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str) -> Workspace:
+    def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
+                  bridge: str | None = None) -> Workspace:
         """A not-yet-started workspace; entering its context starts it. ``purpose`` is
-        'agent' or 'grade' (a label for reaping and debugging)."""
+        'agent' or 'grade' (a label for reaping and debugging). ``bridge``: a host directory
+        that appears read-only at ``BRIDGE_PATH`` inside (the host must be the runtime's)."""
 
 
 class ImageBuilder(Protocol):
@@ -171,9 +179,11 @@ class AgentContext:
 
     spec: RunSpec
     capabilities: Mapping[str, str]
-    """capability name ('mcp', 'ssh') -> how to reach it (a URL)."""
+    """capability name -> how to reach it: 'mcp' and 'ssh' as URLs from the host; 'mcp_socket'
+    the same MCP server as a unix socket path inside the workspace (HTTP at ``/mcp/``), for an
+    agent that works in a workspace without a network."""
     capability_auth: Mapping[str, str]
-    """capability name -> credential (bearer token, password) for the engine-side client."""
+    """capability name -> credential (bearer token, password)."""
     validation: Sequence[Any]
     prompt: str
     workspace: "Workspace | None" = None

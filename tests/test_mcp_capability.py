@@ -243,3 +243,51 @@ def test_serving_over_a_unix_socket_for_clis_inside_containers(tmp_path, run):
 
     assert run(scenario()) == (("echo:hi", False), ("echo:", True))
     assert not (tmp_path / "mcp.sock").exists()  # removed on exit
+
+
+# An MCP initialize request, as an in-workspace client (a coding CLI) sends it, over the
+# bridge's unix socket with perl (in every Debian image): the status line comes back.
+_HTTP_OVER_SOCKET = r"""
+use IO::Socket::UNIX;
+my ($path, $token) = @ARGV;
+my $body = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26",'
+         . '"capabilities":{},"clientInfo":{"name":"inside","version":"0"}}}';
+my $s = IO::Socket::UNIX->new(Peer => $path) or die "connect: $!\n";
+print $s "POST /mcp/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+       . "Accept: application/json, text/event-stream\r\n"
+       . ($token ? "Authorization: Bearer $token\r\n" : "")
+       . "Content-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+my $status = <$s>; print $status;
+"""
+
+
+@pytest.mark.docker
+def test_an_agent_inside_a_workspace_without_network_reaches_the_runs_mcp_server_through_the_bridge(
+        base_image, tmp_path_factory, run):
+    """The run's MCP server also listens in the agent workspace's bridge (BRIDGE_PATH/mcp.sock):
+    a client inside, as the agent's uid, with no network, gets the server with the run's
+    token, and 401 without it."""
+    import os
+    import tempfile
+
+    from engine.capabilities.mcp_server import MCP_SOCKET
+    from engine.interfaces import AGENT_UID, BRIDGE_PATH
+
+    bridge = tempfile.mkdtemp(prefix="crucible-bridge-", dir="/tmp")
+    os.chmod(bridge, 0o755)
+
+    async def scenario():
+        async with serve_mcp(_Echo(), token=TOKEN, also_uds=f"{bridge}/{MCP_SOCKET}"):
+            runtime = DockerRuntime()
+            async with runtime.provision(base_image, run_id=f"bridge-{uuid.uuid4().hex[:8]}", network=False,
+                                         purpose="test", bridge=bridge) as ws:
+                inside = f"{ws.bridge}/{MCP_SOCKET}"
+                answers = [await ws.exec(["perl", "-e", _HTTP_OVER_SOCKET, inside, *token], user=AGENT_UID, timeout=30)
+                           for token in ([TOKEN], [])]
+                return [a.stdout.decode().strip() for a in answers], ws.network
+
+    (with_token, without), network = run(scenario())
+    assert network is False
+    assert with_token.startswith("HTTP/1.1 200"), with_token
+    assert without.startswith("HTTP/1.1 401"), without
+    assert not os.path.exists(f"{bridge}/{MCP_SOCKET}")  # removed with the server

@@ -81,27 +81,19 @@ def _unavailable(sessions: dict, configs: dict[Key, object]) -> dict[tuple[str, 
 
 
 async def _run_all(configs: dict[Key, object], sessions: dict) -> dict[Key, RunRecord]:
-    from engine.util import paths
-    from engine.run.trial import Runner, new_run_id
     from engine.plan.spec import plan
+    from engine.run.batch import BatchJob, run_batch
+    from engine.util import paths
 
-    runners = {rt: Runner(store=s.store, builder=s.builder, runtime=s.runtime) for rt, s in sessions.items()}
-    run_root, gate, ensured, runs = paths.runs_dir() / "modes_matrix", asyncio.Semaphore(CONCURRENCY), set(), []
-
-    async def one(key: Key, planned) -> tuple[Key, RunRecord]:
-        async with gate:
-            run_id = new_run_id()
-            return key, await runners[key[2]].execute(planned, run_root / run_id, run_id=run_id)
-
+    gate = asyncio.Semaphore(CONCURRENCY)  # shared: both runtimes' runs count against it
+    jobs: dict[Key, BatchJob] = {}
     # Docker's and the sandboxes' runs alternate: their waits differ, so they overlap well.
     for key in sorted(configs, key=lambda k: (k[0], k[1], k[3], k[2])):
-        session = sessions[key[2]]
-        planned = await asyncio.to_thread(plan, configs[key], builder=session.builder)
-        if planned.image.tag not in ensured:  # built at most once, before any run of it starts
-            await asyncio.to_thread(session.builder.ensure, planned.image, session.store)
-            ensured.add(planned.image.tag)
-        runs.append(asyncio.ensure_future(one(key, planned)))
-    return dict(await asyncio.gather(*runs))
+        jobs[key] = BatchJob(await asyncio.to_thread(plan, configs[key], builder=sessions[key[2]].builder))
+    await asyncio.gather(*(run_batch([job for key, job in jobs.items() if key[2] == runtime], session,
+                                     root=paths.runs_dir() / "modes_matrix", gate=gate)
+                           for runtime, session in sessions.items()))
+    return {key: job.records[0] for key, job in jobs.items()}
 
 
 def _make_matrix() -> Matrix:

@@ -114,7 +114,7 @@ class _FakeWorkspace:
 
 
 class _FakeRuntime:
-    def provision(self, image, *, run_id, network, purpose):
+    def provision(self, image, *, run_id, network, purpose, bridge=None):
         return _FakeWorkspace()
 
 

@@ -36,6 +36,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from engine.errors import AgentError
 
 MCP_PATH = "/mcp"
+MCP_SOCKET = "mcp.sock"
+"""The server's unix socket in a workspace's bridge (``BRIDGE_PATH``): HTTP, path ``/mcp/``, the
+run's bearer token, for agents working inside a workspace without a network."""
 SHUTDOWN_GRACE = 2  # seconds; an int, as uvicorn types timeout_graceful_shutdown
 STARTUP_TIMEOUT = 10.0
 
@@ -123,27 +126,32 @@ def _bind(uds: str | None) -> tuple[socket.socket, str]:
 
 @contextlib.asynccontextmanager
 async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
-                    uds: str | None = None) -> AsyncIterator[str]:
-    """Serve ``tools`` until the block exits; yields the URL (with ``uds``, reach it over that socket)."""
+                    uds: str | None = None, also_uds: str | None = None) -> AsyncIterator[str]:
+    """Serve ``tools`` until the block exits; yields the URL (with ``uds``, reach it over that
+    socket). ``also_uds``: the same server listens on that unix socket too (a workspace's
+    bridge: agents inside a workspace without a network reach it there)."""
     manager = StreamableHTTPSessionManager(app=build_server(tools, name), session_idle_timeout=None)
     app = Starlette(routes=[Mount(MCP_PATH, app=manager.handle_request)])
     sock, url = _bind(uds)
+    sockets = [sock] + ([_bind(also_uds)[0]] if also_uds else [])
     config = uvicorn.Config(BearerAuth(app, token), lifespan="off", log_level="warning",
                             timeout_graceful_shutdown=SHUTDOWN_GRACE, access_log=False)
     server = _QuietServer(config)
     try:
         async with manager.run():
-            task = asyncio.create_task(server.serve(sockets=[sock]), name=f"mcp-server-{name}")
+            task = asyncio.create_task(server.serve(sockets=sockets), name=f"mcp-server-{name}")
             try:
                 await _until_started(server, task)
                 yield url
             finally:
                 await _stop(server, task)
     finally:
-        sock.close()
-        if uds is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(uds)
+        for each in sockets:
+            each.close()
+        for path in (uds, also_uds):
+            if path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
 
 
 async def _stop(server: uvicorn.Server, task: asyncio.Task) -> None:
@@ -192,8 +200,9 @@ class McpService:
         await service.close()            # always, before the run ends (idempotent)
     """
 
-    def __init__(self, *, token: str, name: str = "crucible", uds: str | None = None) -> None:
-        self.token, self.name, self.uds = token, name, uds
+    def __init__(self, *, token: str, name: str = "crucible", uds: str | None = None,
+                 also_uds: str | None = None) -> None:
+        self.token, self.name, self.uds, self.also_uds = token, name, uds, also_uds
         self._tools = _LateTools()
         self._stop = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -248,7 +257,8 @@ class McpService:
             raise error
 
     async def _serve(self) -> None:
-        async with serve_mcp(self._tools, token=self.token, name=self.name, uds=self.uds) as url:
+        async with serve_mcp(self._tools, token=self.token, name=self.name, uds=self.uds,
+                             also_uds=self.also_uds) as url:
             assert self._url is not None
             self._url.set_result(url)
             await self._stop.wait()

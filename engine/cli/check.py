@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
@@ -22,21 +22,28 @@ from engine.errors import ConfigError
 from engine.config.plugins import instantiate
 from engine.interfaces import Flavor
 from engine.models import RunRecord
-from engine.run.trial import Runner, new_run_id
+from engine.run.batch import BatchJob, run_batch
 from engine.run.session import Session, housekeeping, open_store, require_integrity, session_for
-from engine.plan.spec import Plan, plan
+from engine.plan.spec import plan
 from engine.util.tables import format_table
 
 @dataclass
 class Job:
+    """One side of the gate for one task: a batch job, and what its verdict must be."""
+
     task_id: str
     role: str
     expected: float
-    plan: Plan
-    config_yaml: str
     flavor: Flavor
-    records: list[RunRecord] = field(default_factory=list)
-    from_store: bool = False
+    batch: BatchJob
+
+    @property
+    def records(self) -> list[RunRecord]:
+        return self.batch.records
+
+    @property
+    def from_store(self) -> bool:
+        return self.batch.from_store
 
 
 def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
@@ -58,39 +65,11 @@ def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
             session = session or session_for(typed)
             planned = plan(typed, builder=session.builder)
             require_integrity(session.runtime, planned.spec.integrity)
-            jobs.append(Job(planned.spec.task_id, role, gate.reward, planned, OmegaConf.to_yaml(cfg), flavor))
+            batch = BatchJob(planned, config_yaml=OmegaConf.to_yaml(cfg), label=f"{planned.spec.task_id} {role}")
+            jobs.append(Job(planned.spec.task_id, role, gate.reward, flavor, batch))
     if session is None:
         raise ConfigError("no task selected")
     return jobs, session
-
-
-async def _execute(job: Job, session: Session, gate: asyncio.Semaphore) -> RunRecord:
-    async with gate:
-        run_id = new_run_id()
-        run_dir = paths.runs_dir() / "check" / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(job.config_yaml)
-        runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
-        return await runner.execute(job.plan, run_dir, run_id=run_id)
-
-
-async def _run_all(jobs: list[Job], session: Session, *, rebuild: bool, extra: int, parallel: int) -> None:
-    gate = asyncio.Semaphore(parallel)
-    # Build each distinct image once, before fanning out, so parallel runs never race a build.
-    for image in {job.plan.image.tag: job.plan.image for job in jobs}.values():
-        await asyncio.to_thread(session.builder.ensure, image, session.store)
-
-    async def one(job: Job) -> None:
-        cached = None if rebuild else session.store.completed_run_for(job.plan.spec.spec_hash)
-        if cached is not None:
-            job.records.append(cached)
-            job.from_store = True
-        else:
-            job.records.append(await _execute(job, session, gate))
-        for _ in range(extra):
-            job.records.append(await _execute(job, session, gate))
-
-    await asyncio.gather(*(one(job) for job in jobs))
 
 
 def _failures(job: Job) -> list[str]:
@@ -124,7 +103,8 @@ def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, pa
     store = open_store(compose_config(combinations(overrides)[0]).get("store"))
     housekeeping(store)
     jobs, session = plan_jobs(overrides)
-    asyncio.run(_run_all(jobs, session, rebuild=rebuild, extra=check, parallel=parallel))
+    asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "check", parallel=parallel,
+                          reuse=not rebuild, repeats=check))
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:
         by_task.setdefault(job.task_id, {})[job.role] = job

@@ -27,7 +27,8 @@ from omegaconf import OmegaConf
 from engine.util import paths
 from engine.errors import ConfigError, UserError
 from engine.models import RunRecord
-from engine.run.trial import Runner, new_run_id
+from engine.run.batch import BatchJob, run_batch
+from engine.run.trial import new_run_id
 from engine.run.session import Session, open_housekept_store, require_integrity, session_for
 from engine.config.plugins import plugin_class
 from engine.plan.spec import Plan, replan
@@ -168,8 +169,8 @@ def rerun(run_id: str, *, into: str | None = None) -> Rerun:
     require_integrity(session.runtime, planned.spec.integrity)
     new_id = new_run_id()
     run_dir = new_run_dir(Path(original.run_dir), config, into, new_id, original)
-    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
-    record = asyncio.run(runner.execute(planned, run_dir, run_id=new_id))
+    job = BatchJob(planned, run_dir=run_dir, run_id=new_id, label=f"rerun of {original.run_id}")
+    record = asyncio.run(run_batch([job], session))[0].records[0]
     deterministic = bool(getattr(plugin_class(planned.spec.agent._target_, where="agent"), "deterministic", False))
     return Rerun(original=original, record=record, deterministic=deterministic)
 

@@ -1,4 +1,5 @@
-"""``crucible run``: the Hydra app. One run, or with ``-m`` a sweep (joblib launcher, parallel).
+"""``crucible run``: the Hydra app. One run, or with ``-m`` a sweep (in this process through the
+batch API, engine/cli/sweep.py; or through a Hydra launcher named by ``hydra/launcher=``).
 
 Before Hydra sees the command line, group globs are expanded (stock ``glob()`` misses
 nested task sets) and every choice is composed once, so a bad key fails in one line
@@ -16,6 +17,7 @@ from uuid import uuid4
 
 from engine.util import paths
 from engine.config.compose import CONF_DIR, combinations, compose_config, expand_globs, searchpath_override
+from engine.cli.sweep import parallelism, run_sweep, uses_hydra_launcher
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
 
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
@@ -53,28 +55,35 @@ def _preflight_agent(cfg) -> None:
         raise ConfigError(str(exc)) from exc
 
 
-def _validate(overrides: list[str]) -> tuple[int, str | None]:
+def _validate(overrides: list[str]) -> tuple[list[tuple[list[str], object]], str | None]:
     """Compose enough combinations that every value of every sweep axis is tried once.
 
-    Returns the number of jobs and the store they use (a sweep has one: ``store`` is no sweep axis).
+    Returns every combination with its composed config (None past the first 64, which are
+    composed when their job is planned) and the store they use (a sweep has one: ``store``
+    is no sweep axis). The in-process sweep plans from these configs: nothing is composed twice.
     """
     combos = combinations(overrides)
     store = None
-    for combo in combos[: max(1, min(len(combos), 64))]:
-        cfg = compose_config(combo)
-        store = cfg.get("store")
-        _preflight_agent(cfg)
-    return len(combos), store
+    composed: list[tuple[list[str], object]] = []
+    for num, combo in enumerate(combos):
+        cfg = None
+        if num < 64:
+            cfg = compose_config(combo)
+            store = cfg.get("store")
+            _preflight_agent(cfg)
+        composed.append((combo, cfg))
+    return composed, store
 
 
 def run_hydra(args: list[str]) -> int:
     flags, overrides = split_args(args)
     multirun = "-m" in flags or "--multirun" in flags
     runs_jobs = not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags
-    jobs, store = 0, None
+    composed: list[tuple[list[str], object]] = []
+    store = None
     if not set(flags) & _NO_VALIDATION:
         overrides = expand_globs(overrides)
-        jobs, store = _validate(overrides)
+        composed, store = _validate(overrides)
         if runs_jobs:
             from engine.cli.doctor import ensure_engine
             from engine.run.session import open_store
@@ -93,9 +102,20 @@ def run_hydra(args: list[str]) -> int:
         return _outcome.get("exit_code", 0)
     assert sweep_id is not None  # multirun: set above
     _before_sweep(store)
-    with SweepProgress(_sweep_dir(sweep_id), jobs, label=sweep_id):
-        _hydra_main()
+    with SweepProgress(_sweep_dir(sweep_id), len(composed), label=sweep_id):
+        if uses_hydra_launcher(overrides):
+            _hydra_main()
+        else:
+            run_sweep(composed, sweep_id=sweep_id, sweep_dir=_sweep_dir(sweep_id),
+                      parallel=parallelism(overrides, _default_parallelism()))
     return _sweep_summary(sweep_id, store)
+
+
+def _default_parallelism() -> int:
+    """conf/config.yaml's ``hydra.launcher.n_jobs``: one default for both launchers."""
+    from omegaconf import OmegaConf
+
+    return int(OmegaConf.load(CONF_DIR / "config.yaml").hydra.launcher.n_jobs)
 
 
 def _sweep_dir(sweep_id: str) -> Path:
@@ -145,7 +165,7 @@ def _job(cfg) -> None:
 
     from engine.config.compose import to_typed
     from engine.errors import UserError
-    from engine.run.trial import Runner
+    from engine.run.batch import BatchJob, run_batch
     from engine.run.session import housekeeping, session_for
     from engine.plan.spec import plan
     from engine.run.sweep_guard import guard_worker
@@ -166,8 +186,8 @@ def _job(cfg) -> None:
             print(line)
             mark_job(run_dir, SKIPPED_MARKER, line)
             return
-        runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
-        record = asyncio.run(runner.execute(planned, run_dir, sweep_id=typed.sweep_id))
+        job = BatchJob(planned, run_dir=run_dir)  # Hydra saved its config in run_dir/.hydra
+        record = asyncio.run(run_batch([job], session, sweep_id=typed.sweep_id))[0].records[0]
     except UserError as exc:
         print(f"crucible run: {exc}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code

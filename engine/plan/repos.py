@@ -113,18 +113,48 @@ def resolve_repo(repo: str) -> Path:
 
 
 def pin(repo_path: Path, ref: str, *, task_id: str, role: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo_path), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0:
+    """``ref`` resolved to its commit SHA (GitPython's rev-parse: no process per ref)."""
+    sha = _commit_sha(repo_path, ref)
+    if sha is None:
         raise ConfigError(f"task '{task_id}': {role} ref '{ref}' not found in {repo_path}")
-    return proc.stdout.strip()
+    return sha
 
 
 def has_commit(repo_path: Path, sha: str) -> bool:
-    proc = subprocess.run(["git", "-C", str(repo_path), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True)
-    return proc.returncode == 0
+    return _commit_sha(repo_path, sha) is not None
+
+
+def _commit_sha(repo_path: Path, rev: str) -> str | None:
+    import git as gitpython
+
+    try:
+        with gitpython.Repo(repo_path) as repo:
+            commit = repo.rev_parse(f"{rev}^{{commit}}")
+            repo.odb.info(commit.binsha)  # a full hex SHA parses without being looked up: look
+            return commit.hexsha
+    except (gitpython.BadName, gitpython.BadObject, ValueError, gitpython.GitCommandError):
+        return None
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError) as exc:
+        raise ConfigError(f"{repo_path} is not a git repository") from exc
+
+
+def read_blobs(repo_path: Path, sha: str, rel_paths: list[str]) -> dict[str, bytes]:
+    """The files ``rel_paths`` as they are at commit ``sha``, read from the object database
+    (one ``cat-file --batch`` for all of them). Raises PlanError naming a missing one."""
+    import git as gitpython
+
+    with gitpython.Repo(repo_path) as repo:
+        try:
+            tree = repo.commit(sha).tree
+        except (gitpython.BadName, ValueError) as exc:
+            raise PlanError(f"commit {sha[:12]} is not in {repo_path}") from exc
+        found = {}
+        for rel in rel_paths:
+            try:
+                found[rel] = tree[rel].data_stream.read()
+            except KeyError as exc:
+                raise PlanError(f"{rel} is not in commit {sha[:12]} of {repo_path}") from exc
+        return found
 
 
 def baseline_bundle(repo_path: Path, baseline_ref: str, baseline_sha: str, dest: Path) -> None:

@@ -23,7 +23,9 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import socket
+import tempfile
 import time
 import traceback
 import uuid
@@ -33,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.agents import AgentContext, AgentOutcome
-from engine.capabilities.mcp_server import McpService
+from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
 from engine.interfaces import Flavor, Workspace
@@ -81,7 +83,14 @@ class Runner:
         phase = _Phase(record)
         # The tools' server starts now and learns its workspace later: its start-up overlaps
         # the build check and provisioning instead of adding to the agent phase.
-        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32)))
+        # The bridge: a host directory the agent's workspace sees read-only at BRIDGE_PATH, where
+        # the run's MCP server listens on a unix socket too, for agents working inside a
+        # workspace that has no network (coding CLIs). Short, under /tmp: socket paths are
+        # limited to 108 bytes.
+        bridge = tempfile.mkdtemp(prefix="crucible-bridge-", dir="/tmp")
+        os.chmod(bridge, 0o755)
+        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32), also_uds=f"{bridge}/{MCP_SOCKET}"),
+                       bridge=bridge)
         parts.mcp.start()
         try:
             await self._pipeline(plan, record, phase, early, parts)
@@ -167,8 +176,8 @@ class Runner:
         left running (it overlaps grading) in ``parts``."""
         spec, timeouts = plan.spec, plan.spec.timeouts
         with phase.timed("provision"):
-            workspace = self.runtime.provision(plan.image, run_id=record.run_id,
-                                               network=spec.integrity.agent_network, purpose="agent")
+            workspace = self.runtime.provision(plan.image, run_id=record.run_id, network=spec.integrity.agent_network,
+                                               purpose="agent", bridge=parts.bridge)
             ws = await workspace.__aenter__()
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
@@ -202,8 +211,11 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpServic
         # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
         # key is handed to the engine-side agent only, never into the workspace.
         endpoint = await ssh.enter_async_context(serve_ssh(ws, user=tools.user, cwd=tools.workdir, ready=setup))
-        ctx = AgentContext(spec=spec, capabilities={"mcp": url, "ssh": endpoint.url},
-                           capability_auth={"mcp": mcp.token, "ssh": endpoint.credential()},
+        capabilities = {"mcp": url, "ssh": endpoint.url}
+        if ws.bridge is not None:  # the same MCP server, from inside the workspace, with no network
+            capabilities["mcp_socket"] = f"{ws.bridge}/{MCP_SOCKET}"
+        ctx = AgentContext(spec=spec, capabilities=capabilities,
+                           capability_auth={"mcp": mcp.token, "mcp_socket": mcp.token, "ssh": endpoint.credential()},
                            validation=spec.task.validation or [], prompt=spec.task.prompt,
                            workspace=ws, uid=tools.user, workdir=tools.workdir)
         agent_run = asyncio.ensure_future(agent.run(ctx))
@@ -289,6 +301,8 @@ class _Parts:
     """What a run has started and must take down, whatever happens."""
 
     mcp: McpService
+    bridge: str | None = None
+    """The host side of the agent workspace's bridge (removed by ``close``)."""
     ssh: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     grading: Workspace | None = None
     grading_started: asyncio.Future | None = None
@@ -303,6 +317,8 @@ class _Parts:
         closed even when closing another one failed: an exit stack runs each callback whatever
         the ones before it raised, cancellation included."""
         async with contextlib.AsyncExitStack() as stack:
+            if self.bridge is not None:
+                stack.callback(shutil.rmtree, self.bridge, True)
             stack.push_async_callback(self.mcp.close)
             stack.push_async_callback(self.ssh.aclose)
             if self.agent_closed is not None:

@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import os
 import random
+import shutil
 import sys
 import time
 import uuid
@@ -127,10 +128,10 @@ class Target:
     probe: Probe
     purpose: str = "conformance"
 
-    def provision(self, run_id: str | None = None, *, network: bool = False) -> Workspace:
+    def provision(self, run_id: str | None = None, *, network: bool = False, bridge: str | None = None) -> Workspace:
         # image: an ImageRef or a bare tag; each runtime checks what it takes.
         return self.runtime.provision(self.image, run_id=run_id or fresh_run_id(), network=network,  # type: ignore[arg-type]
-                                      purpose=self.purpose)
+                                      purpose=self.purpose, bridge=bridge)
 
     async def leftovers(self, run_id: str) -> list[str]:
         return await asyncio.to_thread(self.probe.leftovers, run_id)
@@ -519,6 +520,52 @@ async def check_network_true_has_a_real_interface(target: Target) -> None:
         expect(ws.network is True, f"ws.network is {ws.network!r} for network=True")
         found = set((await ws.exec(["ls", "/sys/class/net"])).stdout.decode().split())
     expect(found - {"lo"}, f"network=True, yet the only interfaces are {sorted(found)}")
+
+
+# perl-base is in every Debian image (and on the host the local runtime shares): a unix-socket
+# client that needs nothing installed. Prints what the server answers.
+_SOCKET_CLIENT = ("use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\";"
+                  " print $s \"ping\\n\"; my $line = <$s>; print $line;")
+
+
+@check(fresh=True)
+async def check_a_bridge_is_read_only_inside_and_its_unix_socket_is_reachable_without_network(target: Target) -> None:
+    """A host directory given as ``bridge`` appears at BRIDGE_PATH, read-only; a unix socket
+    served there from the host answers a client inside, as the agent's uid, with no network."""
+    import socket as socketlib
+    import tempfile
+
+    from engine.interfaces import AGENT_UID, BRIDGE_PATH
+
+    host_dir = tempfile.mkdtemp(prefix="crucible-bridge-", dir="/tmp")
+    os.chmod(host_dir, 0o755)
+    listener = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    listener.bind(f"{host_dir}/echo.sock")
+    os.chmod(f"{host_dir}/echo.sock", 0o666)
+    listener.listen(4)
+    listener.setblocking(False)
+    loop = asyncio.get_running_loop()
+
+    async def answer() -> None:
+        conn, _ = await loop.sock_accept(listener)
+        with conn:
+            await loop.sock_recv(conn, 64)
+            await loop.sock_sendall(conn, b"pong from the host\n")
+
+    server = asyncio.ensure_future(answer())
+    try:
+        async with target.provision(bridge=host_dir) as ws:
+            expect(ws.bridge == BRIDGE_PATH, f"ws.bridge is {ws.bridge!r}, expected {BRIDGE_PATH}")
+            got = await ws.exec(["perl", "-e", _SOCKET_CLIENT, f"{BRIDGE_PATH}/echo.sock"], user=AGENT_UID, timeout=30)
+            expect(got.stdout == b"pong from the host\n", f"through the bridge: {got.text()!r} (exit {got.exit_code})")
+            wrote = await ws.exec(["sh", "-c", f"echo x > {BRIDGE_PATH}/planted"], timeout=30)
+            expect(wrote.exit_code != 0 and not os.path.exists(f"{host_dir}/planted"),
+                   "root inside the workspace could write into the bridge")
+            expect((await _interfaces(ws)) == ({"lo"}, {"lo"}), "a bridged workspace must still have no network")
+    finally:
+        server.cancel()
+        listener.close()
+        shutil.rmtree(host_dir, ignore_errors=True)
 
 
 # -- open_process -------------------------------------------------------------------------------

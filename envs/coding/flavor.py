@@ -154,7 +154,7 @@ def hidden_files(task: CodingTaskConfig) -> dict[str, bytes]:
     try:
         test_sha = task.pins["test"]
         repo_path = repos.resolve_repo(task.repo)
-        return {path: repos.git_bytes(repo_path, "show", f"{test_sha}:{path}") for path in task.hidden_tests}
+        return repos.read_blobs(repo_path, test_sha, list(task.hidden_tests))
     except KeyError as exc:
         raise GradeError(f"task {task.id!r} lacks pins.test: {exc}") from exc
     except CrucibleError as exc:

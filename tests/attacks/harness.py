@@ -13,7 +13,6 @@ that root is in a sandbox on the host itself — no attack is ever run that way)
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 from pathlib import Path
@@ -78,18 +77,11 @@ class AttackRunner:
 
     async def run(self, jobs: list[tuple], concurrency: int = 4) -> dict[tuple[str, str], RunRecord]:
         """Run every ``(name, mode, steps[, task])``; the records by ``(name, mode)``."""
-        from engine.run.trial import Runner, new_run_id
+        from engine.run.batch import BatchJob, run_batch
 
-        runner = Runner(store=self.session.store, builder=self.session.builder, runtime=self.session.runtime)
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(name: str, mode: str, steps, task=None) -> tuple[tuple[str, str], RunRecord]:
-            async with gate:
-                run_id = new_run_id()
-                record = await runner.execute(self.plan_for(mode, steps, task), self.run_root / run_id, run_id=run_id)
-                return (name, mode), record
-
-        return dict(await asyncio.gather(*(one(*job) for job in jobs)))
+        batch = {(job[0], job[1]): BatchJob(self.plan_for(*job[1:]), label=f"{job[0]} {job[1]}") for job in jobs}
+        await run_batch(list(batch.values()), self.session, root=self.run_root, parallel=concurrency)
+        return {key: job.records[0] for key, job in batch.items()}
 
 
 def step_text(record: RunRecord) -> str:

@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import EngineUnavailable, WorkspaceError
-from engine.interfaces import ROOT_UID
+from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.models import ExecResult, ImageRef
 from engine.run.reaper import LABEL_PURPOSE, LABEL_RUN_ID, owner_labels
 from engine.runtimes.docker.exec import (
@@ -98,9 +98,10 @@ class DockerRuntime:
 
         return ContentAddressedBuilder(ca_bundle=ca_bundle or AUTO)
 
-    def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str) -> "DockerWorkspace":
+    def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str,
+                  bridge: str | None = None) -> "DockerWorkspace":
         tag = image.tag if isinstance(image, ImageRef) else str(image)
-        return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose)
+        return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge)
 
     def host_config(self) -> dict:
         limits: dict = {}
@@ -134,11 +135,14 @@ class DockerWorkspace(StartedOnce):
 
     backstop_grace = BACKSTOP_GRACE
 
-    def __init__(self, runtime: DockerRuntime, image: str, *, run_id: str, network: bool, purpose: str) -> None:
+    def __init__(self, runtime: DockerRuntime, image: str, *, run_id: str, network: bool, purpose: str,
+                 bridge_dir: str | None = None) -> None:
         self.runtime = runtime
         self.image = image
         self.run_id = run_id
         self.network = bool(network)
+        self.bridge_dir = bridge_dir
+        self.bridge = BRIDGE_PATH if bridge_dir else None
         self.purpose = purpose
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{run_id}-{purpose}").strip("-.")[:60]
         self.name = f"crucible-{slug}-{secrets.token_hex(3)}"
@@ -179,6 +183,7 @@ class DockerWorkspace(StartedOnce):
             container = client.containers.create(
                 self.image, ["sleep", "infinity"], name=self.name, init=True, detach=True,
                 network_mode="bridge" if self.network else "none", labels=labels,
+                volumes={self.bridge_dir: {"bind": BRIDGE_PATH, "mode": "ro"}} if self.bridge_dir else None,
                 **self.runtime.host_config(),
             )
             self.container_id = container.id

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import IntegrityUnavailable, WorkspaceError
-from engine.interfaces import ROOT_UID
+from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.models import ExecResult, ImageRef
 from engine.runtimes.docker.exec import default_env
 from engine.runtimes.docker.stream import BoundedBuffer
@@ -86,10 +86,11 @@ class LocalRuntime:
         self.install_timeout = float(install_timeout)
         self.name = name
 
-    def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str) -> "LocalWorkspace":
+    def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
+                  bridge: str | None = None) -> "LocalWorkspace":
         if not isinstance(image, ImageRef):
             raise WorkspaceError(f"runtime=local provisions from a planned ImageRef, got {image!r}")
-        return LocalWorkspace(self, image, run_id=run_id, network=network, purpose=purpose)
+        return LocalWorkspace(self, image, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge)
 
     def supports(self, integrity: "IntegrityConfig") -> str | None:
         """None if this host can give ``integrity`` here, else one line: what is missing and the fix."""
@@ -123,11 +124,14 @@ class LocalRuntime:
 class LocalWorkspace(StartedOnce):
     """One per-run root and the sandbox over it."""
 
-    def __init__(self, runtime: LocalRuntime, image: ImageRef, *, run_id: str, network: bool, purpose: str) -> None:
+    def __init__(self, runtime: LocalRuntime, image: ImageRef, *, run_id: str, network: bool, purpose: str,
+                 bridge_dir: str | None = None) -> None:
         self.runtime = runtime
         self.image = image
         self.run_id = run_id
         self.network = bool(network)
+        self.bridge_dir = bridge_dir
+        self.bridge = BRIDGE_PATH if bridge_dir else None
         self.purpose = purpose
         self.root: Path | None = None
         self.workdir = "/app"
@@ -152,7 +156,7 @@ class LocalWorkspace(StartedOnce):
         template, _ = await asyncio.to_thread(ensure_template, inputs, bwrap=self.runtime.bwrap,
                                               install_timeout=self.runtime.install_timeout)
         self.root = new_run_root(self.run_id, self.purpose)
-        layout = Layout(self.root, inputs.workdir)
+        layout = Layout(self.root, inputs.workdir, bridge=Path(self.bridge_dir) if self.bridge_dir else None)
         # Shielded: close() must find the copy finished, not racing the removal.
         await finish_even_if_cancelled(asyncio.to_thread(_populate, layout, template))
         await self._start_sandbox(layout)

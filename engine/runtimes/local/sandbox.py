@@ -35,6 +35,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.interfaces import BRIDGE_PATH
 from engine.util import paths
 from engine.runtimes.docker.stream import PidLine
 
@@ -65,6 +66,8 @@ class Layout:
 
     root: Path
     workdir: str = "/app"
+    bridge: Path | None = None
+    """A host directory shown read-only at ``BRIDGE_PATH`` (the run's host-side sockets)."""
 
     @property
     def app(self) -> Path:
@@ -126,6 +129,8 @@ def bwrap_options(layout: Layout, *, network: bool) -> list[str]:
     options += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--dir", "/sys"]
     for host, inside in layout.binds():
         options += ["--bind", str(host), inside]
+    if layout.bridge is not None:  # its parent made traversable: bwrap makes mount points 0700
+        options += ["--perms", "0755", "--dir", os.path.dirname(BRIDGE_PATH), "--ro-bind", str(layout.bridge), BRIDGE_PATH]
     return options + ["--chdir", "/", "--remount-ro", "/"]
 
 

@@ -1,0 +1,94 @@
+"""A whole sweep against the floor, as ratios measured in one run.
+
+floor    the sweep's runs as one-`docker run` floors (bench_golden's: apply the golden diff
+         with the hidden tests, run the test command), two at a time, as the sweep runs them.
+sweep    `crucible run -m task='glob(sample/*)' agent=noop,integration_test`: 8 runs, 2 at a
+         time, the whole command (start-up, composes, plans, containers, summary).
+joblib   the same sweep through Hydra's joblib launcher (`hydra/launcher=joblib`): each
+         worker a fresh interpreter that composes and plans its own jobs.
+
+Each trial uses a new seed, so nothing is answered from the store. Trials alternate.
+
+    .venv/bin/python bench/bench_sweep.py [--trials 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
+
+
+def floors(planned: list, patches: list[bytes]) -> float:
+    from bench_golden import floor_trial
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda i: floor_trial(planned[i].image.tag, planned[i].spec.task, patches[i]),
+                      range(len(planned))))
+    return time.perf_counter() - began
+
+
+def sweep(seed: int, *extra: str) -> float:
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", *SWEEP, f"seed={seed}", *extra], cwd=ROOT,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if proc.returncode != 0 or "8 run(s) stored" not in proc.stdout:
+        raise SystemExit(f"sweep failed: {proc.stdout[-1500:]} {proc.stderr[-1500:]}")
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=3)
+    ns = parser.parse_args()
+    os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
+    from bench_golden import golden_patch
+
+    from engine.config.compose import compose_config, group_options, to_typed
+    from engine.plan.repos import resolve_repo
+    from engine.plan.spec import plan
+    from engine.run.session import session_for
+
+    planned = []
+    for task in [o for o in group_options("task") if o.startswith("sample/")]:
+        for agent in ("noop", "integration_test"):
+            typed = to_typed(compose_config([f"task={task}", f"agent={agent}"]))
+            session = session_for(typed)
+            planned.append(plan(typed, builder=session.builder))
+    for p in planned:
+        session.builder.ensure(p.image, session.store)
+    patches = [golden_patch(resolve_repo(p.spec.task.repo), p.spec.task) for p in planned]
+    floors(planned, patches)  # warm the page cache, not timed
+    sweep(10_000)  # the same for the sweep's own first start
+    timings: dict[str, list[float]] = {"floor": [], "sweep": [], "joblib": []}
+    for trial in range(ns.trials):
+        timings["floor"].append(floors(planned, patches))
+        timings["sweep"].append(sweep(2 * trial + 1))
+        timings["joblib"].append(sweep(2 * trial + 2, "hydra/launcher=joblib"))
+    floor = statistics.median(timings["floor"])
+    print(f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter)")
+    print(f"{'pipeline':44} {'median s':>9} {'x floor':>8}   min..max s")
+    for name, label in (("floor", "floor: 8 docker runs, 2 at a time"),
+                        ("sweep", "crucible run -m (in-process, default)"),
+                        ("joblib", "crucible run -m hydra/launcher=joblib")):
+        values = timings[name]
+        print(f"{label:44} {statistics.median(values):9.3f} {statistics.median(values) / floor:8.2f}   "
+              f"{min(values):.3f}..{max(values):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

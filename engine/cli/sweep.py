@@ -1,0 +1,105 @@
+"""``crucible run -m``, in this process: every job of the sweep through the batch API.
+
+Hydra's multirun syntax is kept whole (``a,b``, ``range()``, ``glob()`` with nested task
+sets, ``hydra.launcher.n_jobs=N``, ``hydra.sweep.dir``), and each job gets what a Hydra job
+gets: ``<sweep dir>/<num>/`` with ``.hydra/config.yaml`` and ``.hydra/overrides.yaml``. What
+changes is the launcher: the jobs share one process, one store handle and one event loop,
+so a job costs its compose, its plan and its run, and no worker interpreter start-up
+(joblib's loky workers import the whole stack, each). Jobs are planned while earlier ones
+already run. ``hydra/launcher=<name>`` (joblib, a Ray launcher, ...) still hands the sweep
+to that Hydra launcher instead.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from engine.config.compose import compose_config, to_typed
+from engine.errors import UserError
+from engine.plan.spec import plan
+from engine.run.batch import BatchJob, run_batch
+from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, mark_job
+from engine.run.session import Session, require_integrity, session_for
+
+
+def uses_hydra_launcher(overrides: list[str]) -> bool:
+    """Whether the command line picks a Hydra launcher, or sets one's options beyond n_jobs."""
+    for text in overrides:
+        key = text.lstrip("+~").split("=", 1)[0]
+        if key == "hydra/launcher" or (key.startswith("hydra.launcher.") and key != "hydra.launcher.n_jobs"):
+            return True
+    return False
+
+
+def parallelism(overrides: list[str], default: int) -> int:
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key == "hydra.launcher.n_jobs":
+            if not value.strip().isdigit() or int(value) < 1:
+                raise UserError(f"hydra.launcher.n_jobs must be a positive number, not {value!r}")
+            return int(value)
+    return default
+
+
+def run_sweep(composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path, parallel: int) -> int:
+    """Plan and run every job of ``composed`` (each combination of overrides, with its config
+    when the caller composed it already); returns the jobs' exit code (the summary comes after)."""
+    return asyncio.run(_sweep(composed, sweep_id, sweep_dir, parallel))
+
+
+async def _sweep(composed: list[tuple[list[str], Any]], sweep_id: str, sweep_dir: Path, parallel: int) -> int:
+    sessions: dict[tuple, Session] = {}
+    gates: dict[int, asyncio.Semaphore] = {}  # one per session: ``parallel`` bounds the sweep's runs
+    running: list[asyncio.Task] = []
+    code = 0
+    for num, (combo, cfg) in enumerate(composed):
+        job_dir = sweep_dir / str(num)
+        try:
+            job, session = await asyncio.to_thread(_plan_job, combo, cfg, sweep_id, job_dir, sessions)
+        except UserError as exc:
+            print(f"crucible run: {exc}", file=sys.stderr)
+            mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
+            code = exc.exit_code
+            continue
+        if job is not None:  # planned while earlier jobs already run; the gate is per session
+            running.append(asyncio.ensure_future(
+                run_batch([job], session, parallel=parallel, sweep_id=sweep_id, on_record=_print_record,
+                          gate=gates.setdefault(id(session), asyncio.Semaphore(parallel)))))
+    for done in await asyncio.gather(*running):
+        if any(record.status != "completed" for job in done for record in job.records):
+            code = code or 1
+    return code
+
+
+def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
+              sessions: dict[tuple, Session]) -> tuple[BatchJob | None, Session]:
+    """One job's plan (None when ``resume=true`` finds it done), with the session it runs in."""
+    combo = [o for o in combo if not o.lstrip("+~").startswith("hydra")]
+    cfg = compose_config(combo) if cfg is None else cfg
+    cfg.sweep_id = sweep_id
+    typed = to_typed(cfg)
+    key = (repr(typed.runtime), typed.build.ca_bundle, typed.store)
+    session = sessions.get(key) or sessions.setdefault(key, session_for(typed))
+    planned = plan(typed, builder=session.builder)
+    require_integrity(session.runtime, planned.spec.integrity)
+    (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+    (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(combo)))
+    spec_hash = planned.spec.spec_hash
+    if typed.resume and (done := session.store.completed_run_for(spec_hash)) is not None:
+        line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
+                f"completed run {done.run_id} (resume=true)")
+        print(line)
+        mark_job(job_dir, SKIPPED_MARKER, line)
+        return None, session
+    return BatchJob(planned, run_dir=job_dir, config_yaml=OmegaConf.to_yaml(cfg)), session
+
+
+def _print_record(job: BatchJob, record) -> None:
+    line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
+    if record.error:
+        line += f"  [{record.error_phase}] {record.error}"
+    print(f"{line}  run {record.run_id}  ({record.run_dir})")

@@ -1,0 +1,96 @@
+"""Many runs: planned specs in, stored records out. The one way crucible runs runs.
+
+``crucible run -m``, ``crucible check``, ``crucible rerun``, the bench scripts and the tests
+all come here, so what a batch does is done once:
+
+- every distinct image is ensured once, before anything fans out (parallel runs never race
+  a build, and a missing base fails the batch before a container starts);
+- the verdict cache: a job whose spec already has a completed run in the store is answered
+  from the store (``reuse=True``: ``resume=true``, ``check`` without ``--rebuild``);
+- ``repeats`` more runs of each job (``check --check N``);
+- at most ``parallel`` runs at once, in this process's event loop: a run costs no worker
+  start-up and no compose beyond its own plan;
+- each run's directory gets its config (``.hydra/config.yaml``, what ``rerun`` re-plans
+  from) before the run starts; its record lands beside it (``record.json``), which is what a
+  sweep's progress display reads.
+
+Ctrl-C cancels the runs in flight; each is recorded ``canceled`` before this returns.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from engine.models import RunRecord
+from engine.plan.spec import Plan
+from engine.run.trial import Runner, new_run_id
+
+if TYPE_CHECKING:
+    from engine.run.session import Session
+
+CONFIG_FILE = Path(".hydra") / "config.yaml"
+"""Where a run directory keeps the config its spec was planned from (as Hydra's own jobs do)."""
+
+
+@dataclass
+class BatchJob:
+    plan: Plan
+    run_dir: Path | None = None
+    """The run's directory; None = ``<root>/<new run id>`` (``root`` of ``run_batch``)."""
+    config_yaml: str | None = None
+    """The composed config, saved in the run directory so the run can be re-planned."""
+    label: str = ""
+    run_id: str | None = None
+    """The first run's id; None = a new one (``run_dir``'s name when that is new too)."""
+    records: list[RunRecord] = field(default_factory=list)
+    from_store: bool = False
+    """The first record came from the store (the verdict cache), not from a run."""
+
+
+async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None = None, parallel: int = 2,
+                    reuse: bool = False, repeats: int = 0, sweep_id: str | None = None,
+                    on_record: Callable[[BatchJob, RunRecord], None] | None = None,
+                    gate: asyncio.Semaphore | None = None) -> list[BatchJob]:
+    """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
+    ``gate`` allows, shared with other batches); returns them with their records.
+    ``reuse``: a spec with a completed run in the store is not run again."""
+    gate = gate or asyncio.Semaphore(max(1, parallel))
+    for image in {job.plan.image.tag: job.plan.image for job in jobs}.values():
+        await asyncio.to_thread(session.builder.ensure, image, session.store)
+    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
+
+    async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
+        async with gate:
+            run_id = run_id or new_run_id()
+            where = run_dir or (root or _default_root()) / run_id
+            where.mkdir(parents=True, exist_ok=True)
+            if job.config_yaml is not None:
+                (where / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
+                (where / CONFIG_FILE).write_text(job.config_yaml)
+            record = await runner.execute(job.plan, where, sweep_id=sweep_id, run_id=run_id)
+        job.records.append(record)
+        if on_record is not None:
+            on_record(job, record)
+
+    async def one(job: BatchJob) -> None:
+        cached = session.store.completed_run_for(job.plan.spec.spec_hash) if reuse else None
+        if cached is not None:
+            job.records.append(cached)
+            job.from_store = True
+            if on_record is not None:
+                on_record(job, cached)
+        else:
+            await execute(job, job.run_dir, job.run_id)
+        for _ in range(repeats):
+            await execute(job, None, None)  # a repeat gets a directory of its own
+
+    await asyncio.gather(*(one(job) for job in jobs))
+    return jobs
+
+
+def _default_root() -> Path:
+    from engine.util import paths
+
+    return paths.runs_dir() / "batch"
