@@ -281,6 +281,7 @@ def test_an_agent_inside_a_workspace_without_network_reaches_the_runs_mcp_server
             runtime = DockerRuntime()
             async with runtime.provision(base_image, run_id=f"bridge-{uuid.uuid4().hex[:8]}", network=False,
                                          purpose="test", bridge=bridge) as ws:
+                assert ws.bridge == BRIDGE_PATH
                 inside = f"{ws.bridge}/{MCP_SOCKET}"
                 answers = [await ws.exec(["perl", "-e", _HTTP_OVER_SOCKET, inside, *token], user=AGENT_UID, timeout=30)
                            for token in ([TOKEN], [])]

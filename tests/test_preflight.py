@@ -207,3 +207,29 @@ def test_the_next_query_removes_a_dead_owners_container(tmp_path, docker_client,
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             docker_client.api.remove_container(container.id, force=True)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("command", [["run", "-m", "agent=noop,integration_test"], ["check"]], ids=["sweep", "check"])
+def test_a_missing_ref_in_one_task_of_a_selection_is_one_line_before_any_container_starts(tmp_path, docker_client,
+                                                                                      command):
+    """A sweep or a check over several tasks, one of which names a ref its repo lacks: one line
+    naming the task and the ref, and not one container started for the good tasks either."""
+    conf = tmp_path / "conf" / "task" / "mixed"
+    conf.mkdir(parents=True)
+    good = (ROOT / "conf" / "task" / "sample" / "last_page.yaml").read_text()
+    (conf / "a_good.yaml").write_text(good.replace("name: last_page", "name: last_page\nrefs: {baseline: last_page_baseline, "
+                                                   "test: last_page_test, golden: last_page_golden}")
+                                      .replace("set: sample", "set: mixed"))
+    (conf / "b_bad.yaml").write_text(good.replace("name: last_page", "name: last_page\nrefs: {golden: no_such_branch}")
+                                     .replace("set: sample", "set: mixed"))
+    since = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", command[0], *command[1:], "task=glob(mixed/*)"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"),
+                                 "CRUCIBLE_CONFIG_PATH": str(tmp_path / "conf")})
+    stdout, stderr = proc.communicate(timeout=300)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and "Traceback" not in stdout + stderr, stdout + stderr
+    assert len(lines) == 1 and "task 'mixed/last_page'" in lines[0] and "'no_such_branch' not found" in lines[0], lines
+    assert created_containers(docker_client, since, proc.pid) == []

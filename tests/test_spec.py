@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 from omegaconf import OmegaConf
@@ -35,7 +36,7 @@ def test_refs_are_pinned_to_commit_shas_and_the_spec_is_frozen(builder, task):
     spec = planned(builder, f"task={task}").spec
     pins = spec.task.pins
     assert set(pins) == {"baseline", "test", "golden"}
-    assert all(len(sha) == 40 and int(sha, 16) >= 0 for sha in pins.values())
+    assert all(re.fullmatch(r"[0-9a-f]{40}", sha) for sha in pins.values()), pins
     assert spec.engine_version == engine_version()
     assert spec.image["input_hash"] and spec.image["tag"].startswith("crucible/task:")
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -16,8 +16,8 @@ from pathlib import Path
 from uuid import uuid4
 
 from engine.util import paths
-from engine.config.compose import CONF_DIR, combinations, compose_config, expand_globs, searchpath_override
-from engine.cli.sweep import parallelism, run_sweep, uses_hydra_launcher
+from engine.config.compose import CONF_DIR, combinations, compose_config, covering, expand_globs, searchpath_override
+from engine.cli.sweep import Sweep, parallelism, uses_hydra_launcher
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
 
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
@@ -56,23 +56,22 @@ def _preflight_agent(cfg) -> None:
 
 
 def _validate(overrides: list[str]) -> tuple[list[tuple[list[str], object]], str | None]:
-    """Compose enough combinations that every value of every sweep axis is tried once.
+    """Compose enough combinations that every value of every sweep axis is tried once
+    (``covering``), so a bad choice fails in one line before anything runs.
 
-    Returns every combination with its composed config (None past the first 64, which are
-    composed when their job is planned) and the store they use (a sweep has one: ``store``
-    is no sweep axis). The in-process sweep plans from these configs: nothing is composed twice.
+    Returns every combination with its composed config (None for those not composed here:
+    the sweep composes them when it plans them) and the store they use (a sweep has one:
+    ``store`` is no sweep axis). Nothing is composed twice.
     """
     combos = combinations(overrides)
+    configs: list[object] = [None] * len(combos)
     store = None
-    composed: list[tuple[list[str], object]] = []
-    for num, combo in enumerate(combos):
-        cfg = None
-        if num < 64:
-            cfg = compose_config(combo)
-            store = cfg.get("store")
-            _preflight_agent(cfg)
-        composed.append((combo, cfg))
-    return composed, store
+    for index in covering(combos):
+        cfg = compose_config(combos[index])
+        store = cfg.get("store")
+        _preflight_agent(cfg)
+        configs[index] = cfg
+    return list(zip(combos, configs)), store
 
 
 def run_hydra(args: list[str]) -> int:
@@ -102,12 +101,16 @@ def run_hydra(args: list[str]) -> int:
         return _outcome.get("exit_code", 0)
     assert sweep_id is not None  # multirun: set above
     _before_sweep(store)
+    in_process = None if uses_hydra_launcher(overrides) else Sweep(
+        composed, sweep_id=sweep_id, sweep_dir=_sweep_dir(sweep_id),
+        parallel=parallelism(overrides, _default_parallelism()))
+    if in_process is not None:
+        in_process.plan_first()  # a missing repo or ref: one line, before anything runs or is shown
     with SweepProgress(_sweep_dir(sweep_id), len(composed), label=sweep_id):
-        if uses_hydra_launcher(overrides):
+        if in_process is None:
             _hydra_main()
         else:
-            run_sweep(composed, sweep_id=sweep_id, sweep_dir=_sweep_dir(sweep_id),
-                      parallel=parallelism(overrides, _default_parallelism()))
+            in_process.run()
     return _sweep_summary(sweep_id, store)
 
 

@@ -6,8 +6,10 @@ gets: ``<sweep dir>/<num>/`` with ``.hydra/config.yaml`` and ``.hydra/overrides.
 changes is the launcher: the jobs share one process, one store handle and one event loop,
 so a job costs its compose, its plan and its run, and no worker interpreter start-up
 (joblib's loky workers import the whole stack, each). Jobs are planned while earlier ones
-already run. ``hydra/launcher=<name>`` (joblib, a Ray launcher, ...) still hands the sweep
-to that Hydra launcher instead.
+already run; the jobs that use each choice of each axis first are planned before anything
+runs, so a missing repo or ref ends the sweep in one line before any container starts.
+``hydra/launcher=<name>`` (joblib, a Ray launcher, ...) still hands the sweep to that Hydra
+launcher instead.
 """
 from __future__ import annotations
 
@@ -45,34 +47,52 @@ def parallelism(overrides: list[str], default: int) -> int:
     return default
 
 
-def run_sweep(composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path, parallel: int) -> int:
-    """Plan and run every job of ``composed`` (each combination of overrides, with its config
-    when the caller composed it already); returns the jobs' exit code (the summary comes after)."""
-    return asyncio.run(_sweep(composed, sweep_id, sweep_dir, parallel))
+class Sweep:
+    """A sweep run in this process: ``plan_first`` (before anything runs or is shown), then ``run``."""
 
+    def __init__(self, composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path,
+                 parallel: int) -> None:
+        self.composed, self.sweep_id, self.sweep_dir, self.parallel = composed, sweep_id, sweep_dir, parallel
+        self.sessions: dict[tuple, Session] = {}
+        self.first: list[tuple[BatchJob | None, Session]] = []
 
-async def _sweep(composed: list[tuple[list[str], Any]], sweep_id: str, sweep_dir: Path, parallel: int) -> int:
-    sessions: dict[tuple, Session] = {}
-    gates: dict[int, asyncio.Semaphore] = {}  # one per session: ``parallel`` bounds the sweep's runs
-    running: list[asyncio.Task] = []
-    code = 0
-    for num, (combo, cfg) in enumerate(composed):
-        job_dir = sweep_dir / str(num)
-        try:
-            job, session = await asyncio.to_thread(_plan_job, combo, cfg, sweep_id, job_dir, sessions)
-        except UserError as exc:
-            print(f"crucible run: {exc}", file=sys.stderr)
-            mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
-            code = exc.exit_code
-            continue
-        if job is not None:  # planned while earlier jobs already run; the gate is per session
-            running.append(asyncio.ensure_future(
-                run_batch([job], session, parallel=parallel, sweep_id=sweep_id, on_record=_print_record,
-                          gate=gates.setdefault(id(session), asyncio.Semaphore(parallel)))))
-    for done in await asyncio.gather(*running):
-        if any(record.status != "completed" for job in done for record in job.records):
-            code = code or 1
-    return code
+    def plan_first(self) -> None:
+        """Plan the jobs validation composed, which use every choice of every axis: every
+        task's repo and refs are checked before any container starts. Raises UserError."""
+        self.first = [_plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions)
+                      for num, (combo, cfg) in enumerate(self.composed) if cfg is not None]
+
+    def run(self) -> int:
+        """Run every job (the rest planned while the first ones run); the jobs' exit code."""
+        return asyncio.run(self._run())
+
+    async def _run(self) -> int:
+        gates: dict[int, asyncio.Semaphore] = {}  # one per session: ``parallel`` bounds the sweep's runs
+        running: list[asyncio.Task] = []
+
+        def start(job: BatchJob | None, session: Session) -> None:
+            if job is not None:
+                running.append(asyncio.ensure_future(run_batch(
+                    [job], session, parallel=self.parallel, sweep_id=self.sweep_id, on_record=_print_record,
+                    gate=gates.setdefault(id(session), asyncio.Semaphore(self.parallel)))))
+
+        for job, session in self.first:
+            start(job, session)
+        code = 0
+        for num, (combo, cfg) in enumerate(self.composed):
+            if cfg is not None:
+                continue
+            job_dir = self.sweep_dir / str(num)
+            try:
+                start(*await asyncio.to_thread(_plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions))
+            except UserError as exc:
+                print(f"crucible run: {exc}", file=sys.stderr)
+                mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
+                code = exc.exit_code
+        for done in await asyncio.gather(*running):
+            if any(record.status != "completed" for job in done for record in job.records):
+                code = code or 1
+        return code
 
 
 def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,

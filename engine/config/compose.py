@@ -111,6 +111,20 @@ def combinations(overrides: list[str]) -> list[list[str]]:
     return [list(combo) for combo in itertools.product(*axes)] if axes else [[]]
 
 
+def covering(combos: list[list[str]]) -> list[int]:
+    """Indexes of a few of ``combos`` (the cartesian product ``combinations`` made) that
+    together use every value of every sweep axis at least once: what must be composed to know
+    every choice of a sweep is valid, without composing the whole product."""
+    seen: set[tuple[int, str]] = set()
+    chosen = []
+    for index, combo in enumerate(combos):
+        new = {(axis, value) for axis, value in enumerate(combo)} - seen
+        if new:
+            chosen.append(index)
+            seen |= new
+    return chosen
+
+
 def compose_config(overrides: list[str]) -> DictConfig:
     """Compose one config (no sweeps) with every error reduced to one clear line."""
     overrides = expand_globs(overrides)
