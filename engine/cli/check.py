@@ -23,7 +23,7 @@ from engine.config.plugins import instantiate
 from engine.interfaces import Flavor
 from engine.models import RunRecord
 from engine.run.batch import BatchJob, run_batch
-from engine.run.session import Session, housekeeping, open_store, require_integrity, session_for
+from engine.run.session import Session, housekeeping, require_integrity, session_for
 from engine.plan.spec import plan
 from engine.util.tables import format_table
 
@@ -58,10 +58,12 @@ def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
         cfg = compose_config(combo)
         typed = to_typed(cfg)
         flavor = instantiate(typed.flavor, where="flavor")
+        by_agent = {typed.agent.name: (cfg, typed)}  # each role's agent composed once
         for role, gate in flavor.roles.items():
-            if typed.agent.name != gate.agent:
-                cfg = compose_config([*combo, f"agent={gate.agent}"])
-                typed = to_typed(cfg)
+            if gate.agent not in by_agent:
+                composed = compose_config([*combo, f"agent={gate.agent}"])
+                by_agent[gate.agent] = (composed, to_typed(composed))
+            cfg, typed = by_agent[gate.agent]
             session = session or session_for(typed)
             planned = plan(typed, builder=session.builder)
             require_integrity(session.runtime, planned.spec.integrity)
@@ -98,11 +100,10 @@ def _raw_summary(job: Job, record: RunRecord) -> str:
 
 def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, parallel: int = 2,
               echo=print) -> int:
-    # The configured store (store=; one for every combination), opened once before planning:
-    # a path that cannot be a store is one line before anything is planned or run.
-    store = open_store(compose_config(combinations(overrides)[0]).get("store"))
-    housekeeping(store)
+    # The configured store (store=; one for every combination) is opened by the first session,
+    # before the first plan: a path that cannot be a store is one line before anything runs.
     jobs, session = plan_jobs(overrides)
+    housekeeping(session.store)
     asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "check", parallel=parallel,
                           reuse=not rebuild, repeats=check))
     by_task: dict[str, dict[str, Job]] = {}
