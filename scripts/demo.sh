@@ -8,7 +8,7 @@ echo "== crucible check task='glob(sample/*)'   (golden must be 1.0, baseline 0.
 crucible check task='glob(sample/*)'
 
 echo
-echo "== crucible run -m task='glob(sample/*)' agent=noop,integration_test   (joblib, 2 in parallel)"
+echo "== crucible run -m task='glob(sample/*)' agent=noop,integration_test   (2 in parallel, in this process)"
 crucible run -m task='glob(sample/*)' agent=noop,integration_test
 
 echo

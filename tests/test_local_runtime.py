@@ -28,6 +28,7 @@ from engine.util import paths
 from engine.errors import BuildError, IntegrityUnavailable, WorkspaceError
 from engine.interfaces import AGENT_UID
 from engine.models import ImageRef
+from engine.runtimes.local.conformance import is_zombie, processes_with, sandboxes_of
 from engine.runtimes.local.runtime import LocalRuntime
 from engine.runtimes.local.template import plan_template, reap_local_orphans, run_roots
 from envs.coding.gitops import VAULT
@@ -357,39 +358,14 @@ def test_a_killed_engine_leaves_no_sandbox_running_and_its_dir_is_reaped(runtime
     init_pid, root, sleepers = crashed.stdout.split()
     assert Path(root).is_dir() and sleepers == "1"  # the control: a background process was running
     for _ in range(100):  # --die-with-parent: the init, and with it the PID namespace, dies
-        if not Path(f"/proc/{init_pid}").exists() or _is_zombie(init_pid):
+        if not Path(f"/proc/{init_pid}").exists() or is_zombie(init_pid):
             break
         time.sleep(0.05)
-    assert not Path(f"/proc/{init_pid}").exists() or _is_zombie(init_pid)
+    assert not Path(f"/proc/{init_pid}").exists() or is_zombie(init_pid)
     assert sandboxes_of(ws.run_id)  # the control: a live sandbox is found this way
-    assert not sandboxes_of("local-crash") and not _processes_with(f"sleep\0{seconds}\0".encode())
+    assert not sandboxes_of("local-crash") and not processes_with(f"sleep\0{seconds}\0".encode())
     assert Path(root).name in reap_local_orphans()
     assert not Path(root).exists() and run_roots("local-crash") == []
-
-
-def _is_zombie(pid: str) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
-        return True
-
-
-def _processes_with(needle: bytes, what: str = "cmdline") -> list[str]:
-    """Live (not zombie) host processes whose /proc/PID/``what`` contains ``needle``."""
-    found = []
-    for proc in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{proc}/{what}", "rb") as source:
-                if needle in source.read() and not _is_zombie(proc):
-                    found.append(proc)
-        except OSError:
-            pass
-    return found
-
-
-def sandboxes_of(run_id: str) -> list[str]:
-    """Processes whose mount namespace still holds one of ``run_id``'s run roots (its sandbox)."""
-    return _processes_with(f"/local/runs/{run_id}-".encode(), "mountinfo")
 
 
 def test_reaper_keeps_roots_of_live_owners(ws):
