@@ -17,8 +17,8 @@ from uuid import uuid4
 
 from engine.util import paths
 from engine.config.compose import CONF_DIR, combinations, compose_config, covering, expand_globs, searchpath_override
-from engine.cli.sweep import Sweep, parallelism, uses_hydra_launcher
-from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, SweepProgress, mark_job
+from engine.cli.sweep import Sweep, already_done, parallelism, print_record, uses_hydra_launcher
+from engine.run.progress import USER_ERROR_MARKER, SweepProgress, mark_job
 
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                      "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
@@ -182,12 +182,7 @@ def _job(cfg) -> None:
         if typed.sweep_id is None:
             housekeeping(session.store)
         planned = plan(typed, builder=session.builder)
-        spec_hash = planned.spec.spec_hash
-        if typed.resume and (done := session.store.completed_run_for(spec_hash)) is not None:
-            line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
-                    f"completed run {done.run_id} (resume=true)")
-            print(line)
-            mark_job(run_dir, SKIPPED_MARKER, line)
+        if typed.resume and already_done(planned, session, run_dir):
             return
         job = BatchJob(planned, run_dir=run_dir)  # Hydra saved its config in run_dir/.hydra
         record = asyncio.run(run_batch([job], session, sweep_id=typed.sweep_id))[0].records[0]
@@ -196,10 +191,7 @@ def _job(cfg) -> None:
         _outcome["exit_code"] = exc.exit_code
         mark_job(run_dir, USER_ERROR_MARKER, str(exc))  # a sweep's summary reports it
         return
-    line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
-    if record.error:
-        line += f"  [{record.error_phase}] {record.error}"
-    print(f"{line}  run {record.run_id}  ({run_dir})")
+    print_record(record)
     _outcome["exit_code"] = 0 if record.status == "completed" else 1
 
 

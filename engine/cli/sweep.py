@@ -22,7 +22,8 @@ from omegaconf import OmegaConf
 
 from engine.config.compose import compose_config, to_typed
 from engine.errors import UserError
-from engine.plan.spec import plan
+from engine.models import RunRecord
+from engine.plan.spec import Plan, plan
 from engine.run.batch import BatchJob, run_batch
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, mark_job
 from engine.run.session import Session, require_integrity, session_for
@@ -73,7 +74,7 @@ class Sweep:
         def start(job: BatchJob | None, session: Session) -> None:
             if job is not None:
                 running.append(asyncio.ensure_future(run_batch(
-                    [job], session, parallel=self.parallel, sweep_id=self.sweep_id, on_record=_print_record,
+                    [job], session, parallel=self.parallel, sweep_id=self.sweep_id, on_record=lambda job, record: print_record(record),
                     gate=gates.setdefault(id(session), asyncio.Semaphore(self.parallel)))))
 
         for job, session in self.first:
@@ -108,17 +109,27 @@ def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
     require_integrity(session.runtime, planned.spec.integrity)
     (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
     (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(combo)))
-    spec_hash = planned.spec.spec_hash
-    if typed.resume and (done := session.store.completed_run_for(spec_hash)) is not None:
-        line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
-                f"completed run {done.run_id} (resume=true)")
-        print(line)
-        mark_job(job_dir, SKIPPED_MARKER, line)
+    if typed.resume and already_done(planned, session, job_dir):
         return None, session
     return BatchJob(planned, run_dir=job_dir, config_yaml=OmegaConf.to_yaml(cfg)), session
 
 
-def _print_record(job: BatchJob, record) -> None:
+def already_done(planned: Plan, session: Session, job_dir: Path) -> bool:
+    """Whether the spec already has a completed run (for ``resume=true``): if so, says so and
+    marks the job skipped (for the progress display and the summary)."""
+    spec_hash = planned.spec.spec_hash
+    done = session.store.completed_run_for(spec_hash)
+    if done is None:
+        return False
+    line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
+            f"completed run {done.run_id} (resume=true)")
+    print(line)
+    mark_job(job_dir, SKIPPED_MARKER, line)
+    return True
+
+
+def print_record(record: RunRecord) -> None:
+    """A job's one line: status, reward, task, agent, error, run id and directory."""
     line = f"{record.status:9} reward={record.reward} {record.task_id} {record.agent}"
     if record.error:
         line += f"  [{record.error_phase}] {record.error}"
