@@ -89,13 +89,13 @@ def config_file(record: RunRecord) -> Path:
 
 def session_from(config: Path, store) -> Session:
     """The builder and runtime the saved config names, storing into ``store``."""
-    from engine.config.schema import typed_from_plain
+    from engine.config.schema import typed as to_typed
 
     try:
-        typed = typed_from_plain(OmegaConf.to_container(OmegaConf.load(config), resolve=False))
+        saved = to_typed(OmegaConf.to_container(OmegaConf.load(config), resolve=False))
     except Exception as exc:  # OmegaConf's and the schema's errors alike: one line naming the file
         raise ConfigError(f"{config}: cannot be re-planned: {str(exc).splitlines()[0]}") from exc
-    return session_for(typed, store=store)
+    return session_for(saved, store=store)
 
 
 # ---------------------------------------------------------------- the same spec, or why not

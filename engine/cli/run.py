@@ -45,12 +45,11 @@ def _preflight_agent(cfg) -> None:
     """Build the agent once here, so a missing API key is one line, not one error run per job."""
     from engine.config.compose import to_typed
     from engine.errors import AgentError, ConfigError
-    from engine.config.plugins import instantiate
-    from engine.plan.spec import agent_part
+    from engine.plan.spec import agent_part, make_agent
 
     try:
         agent, model = agent_part(to_typed(cfg))
-        instantiate(agent, where="agent", **({"model": model} if model else {}))
+        make_agent(agent, model)
     except AgentError as exc:
         raise ConfigError(str(exc)) from exc
 

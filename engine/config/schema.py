@@ -299,10 +299,3 @@ def as_schema(schema: type, node, where: str):
         if key and "not in" in message:
             raise ConfigError(f"unknown config key '{where}.{key}'") from exc
         raise ConfigError(f"bad config value at '{where}.{key}': {message}" if key else f"{where}: {message}") from exc
-
-
-def typed_from_plain(data: object) -> CrucibleConfig:
-    """A saved config (e.g. a job's ``.hydra/config.yaml``) back into typed dataclasses,
-    validated exactly like a composed one; this is what lets a run be re-planned to the
-    same spec hash."""
-    return typed(data)

@@ -60,6 +60,11 @@ def agent_part(cfg: CrucibleConfig) -> tuple[Any, str | None]:
     return cfg.agent, cfg.model
 
 
+def make_agent(agent: Any, model: str | None) -> Any:
+    """The agent plug-in from its config part and the spec's model (for agents that take one)."""
+    return instantiate(agent, where="agent", **({"model": model} if model else {}))
+
+
 def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
     """What task images build FROM: the builder's own (a runtime's templates), the env's,
     ``build.base``, else the bootstrapped offline base (made now if missing)."""
@@ -105,15 +110,15 @@ def replan(run_dir: Path, *, builder) -> Plan:
 
     from omegaconf import OmegaConf
 
-    from engine.config.schema import typed_from_plain
+    from engine.config.schema import typed as to_typed
 
     config_file = next((p for p in (run_dir / ".hydra" / "config.yaml", run_dir / "config.yaml") if p.is_file()), None)
     if config_file is None:
         raise ConfigError(f"{run_dir} has no .hydra/config.yaml or config.yaml to re-plan from")
     try:
-        typed = typed_from_plain(OmegaConf.to_container(OmegaConf.load(config_file), resolve=False))
+        saved = to_typed(OmegaConf.to_container(OmegaConf.load(config_file), resolve=False))
     except Exception as exc:
         raise ConfigError(f"{config_file}: cannot be re-planned: {str(exc).splitlines()[0]}") from exc
     pins_file = run_dir / "pins.json"
     pins = json.loads(pins_file.read_text()) if pins_file.is_file() else None
-    return plan(typed, builder=builder, pins=pins)
+    return plan(saved, builder=builder, pins=pins)

@@ -41,7 +41,7 @@ from engine.errors import CrucibleError
 from engine.interfaces import Flavor, Workspace
 from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.config.plugins import instantiate
-from engine.plan.spec import Plan
+from engine.plan.spec import Plan, make_agent
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class Runner:
         spec = plan.spec
         try:
             flavor = instantiate(spec.flavor, where="flavor")
-            agent = instantiate(spec.agent, where="agent", **({"model": spec.model} if spec.model else {}))
+            agent = make_agent(spec.agent, spec.model)
             with phase.timed("build"):
                 record.from_cache = await self._ensure_image(plan, early)
             # The grading container starts now, beside the agent's, and stays untouched until
