@@ -171,12 +171,30 @@ class CapturedSubmission:
     """Anything else the flavor's grader needs, as plain data (so a stored run regrades)."""
 
 
+TEST_STATUSES = ("PASSED", "FAILED", "SKIPPED", "ERROR")
+"""A named test's outcome, in the SWE-bench Pro parser format's words (an xfail is SKIPPED)."""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One named test's outcome in a graded run (the ``test_results`` table)."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    name: str
+    status: str
+    """One of ``TEST_STATUSES``."""
+
+
 @dataclass
 class Verdict:
     reward: float
     subscores: dict[str, float] = field(default_factory=dict)
     raw: dict = field(default_factory=dict)
     """The raw grade: apply output, exit code, test output tail, durations, reason."""
+    tests: list[TestResult] = field(default_factory=list)
+    """Every named test result the grade read (empty where the flavor reads none); a pure
+    function of ``raw`` like the reward, so a regrade gives them again."""
 
 
 @dataclass
@@ -200,6 +218,7 @@ class RunRecord:
     reward: float | None = None
     subscores: dict[str, float] = field(default_factory=dict)
     raw_grade: dict = field(default_factory=dict)
+    tests: list[TestResult] = field(default_factory=list)
     diff: str | None = None
     violations: list[str] = field(default_factory=list)
     stop_reason: str | None = None
@@ -221,5 +240,6 @@ class RunRecord:
     def from_dict(cls, data: dict) -> "RunRecord":
         data = dict(data)
         data["steps"] = [Step(**s) for s in data.get("steps", [])]
+        data["tests"] = [TestResult(**t) for t in data.get("tests", [])]
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

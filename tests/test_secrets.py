@@ -70,7 +70,7 @@ def test_an_api_key_in_the_environment_appears_nowhere_even_when_the_agent_runs_
     assert len(containers) == 2, "expected the agent's and the grading container, live"
 
     store_rows = []
-    for table in ("runs", "steps", "builds", "subscores", "stage_timings"):
+    for table in ("runs", "steps", "builds", "subscores", "stage_timings", "test_results"):
         store_rows += DuckDBStore().query(f"SELECT * FROM {table}")[1]
     _, runs = DuckDBStore().query(f"SELECT run_dir, spec FROM runs WHERE owner_pid = {proc.pid}")
     run_dir = Path(runs[0][0])

@@ -155,6 +155,8 @@ class Runner:
                     await parts.preparing
                 verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), spec.timeouts.grade)
             record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
+            # In the store's order (by name), so the record.json beside the run and the store agree.
+            record.tests = sorted(verdict.tests, key=lambda t: (t.name, t.status))
         finally:
             with phase.timed("teardown", is_phase=False):
                 await parts.close()

@@ -10,8 +10,8 @@ Connections are opened per operation and never cached, so a forked child (a swee
 worker) never shares one with its parent.
 
 Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``,
-``subscores``, ``stage_timings``, ``builds``, ``meta``. The questions users ask are
-one short query each:
+``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``meta``. The questions
+users ask are one short query each:
 
 Pass rate per agent and model::
 
@@ -254,7 +254,14 @@ class DuckDBStore:
                 "SELECT run_id, name, value FROM subscores WHERE list_contains(?, run_id) ORDER BY name", [ids]
             ).fetchall():
                 subscores[run_id].append((name, value))
-        return [record_from_rows(run, steps[run["run_id"]], subscores[run["run_id"]]) for run in runs]
+            tests: dict[str, list[tuple]] = defaultdict(list)
+            for run_id, name, status in con.execute(
+                "SELECT run_id, name, status FROM test_results WHERE list_contains(?, run_id) ORDER BY name, status",
+                [ids],
+            ).fetchall():
+                tests[run_id].append((name, status))
+        return [record_from_rows(run, steps[run["run_id"]], subscores[run["run_id"]], tests[run["run_id"]])
+                for run in runs]
 
     @staticmethod
     def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict]:
@@ -310,6 +317,9 @@ class DuckDBStore:
                     f"store {self.path} has schema version {row[0]}, newer than this crucible's "
                     f"{SCHEMA_VERSION}; upgrade crucible"
                 )
+            elif int(row[0]) < SCHEMA_VERSION:
+                # Every change so far only added tables, which the DDL above has just created.
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         self._schema_ready_pid = os.getpid()
 
 

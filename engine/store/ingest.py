@@ -2,8 +2,8 @@
 
 Any number of processes may ingest the same spool at once. Correctness rests on two
 rules: a record replaces the stored one only if it ranks higher — (final status over
-"running", then newer sequence) — and child rows (steps, subscores, stage timings) are
-deleted and re-inserted in the same transaction as their run row.
+"running", then newer sequence) — and child rows (steps, subscores, test results, stage
+timings) are deleted and re-inserted in the same transaction as their run row.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from engine.store.schema import (
     BUILD_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    TEST_COLUMNS,
     RunRows,
     build_from_dict,
     build_row,
@@ -143,13 +144,14 @@ def _upsert_runs(con, items: list[IngestItem]) -> None:
     if not items:
         return
     ids = [i.key for i in items]
-    for table in ("runs", "steps", "subscores", "stage_timings"):
+    for table in ("runs", "steps", "subscores", "test_results", "stage_timings"):
         con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [ids])
     runs = [i.run for i in items if i.run is not None]
     assert len(runs) == len(items)  # items of kind "run" all carry their rows
     _insert_many(con, "runs", RUN_COLUMNS, [r.run for r in runs])
     _insert_many(con, "steps", STEP_COLUMNS, [row for r in runs for row in r.steps])
     _insert_many(con, "subscores", ("run_id", "name", "value"), [s for r in runs for s in r.subscores])
+    _insert_many(con, "test_results", TEST_COLUMNS, [t for r in runs for t in r.tests])
     _insert_many(con, "stage_timings", ("run_id", "stage", "seconds"), [t for r in runs for t in r.timings])
 
 

@@ -2,8 +2,16 @@
 
 One row in ``runs`` per run id (every scalar of ``RunRecord``; spec, raw grade and
 timings as JSON; violations and warnings as lists), child rows in ``steps``,
-``subscores`` and ``stage_timings``, one row in ``builds`` per build id. Timestamps are
-stored as UTC ``TIMESTAMP`` and come back as ISO 8601 strings with ``+00:00``.
+``subscores``, ``test_results`` and ``stage_timings``, one row in ``builds`` per build id.
+Timestamps are stored as UTC ``TIMESTAMP`` and come back as ISO 8601 strings with ``+00:00``.
+
+``test_results`` holds a graded run's named tests, one row each, so the tests that flip
+between two runs (a task's baseline and golden, say) are one self-join::
+
+    SELECT a.name, a.status AS status_a, b.status AS status_b
+    FROM test_results a JOIN test_results b USING (name)
+    WHERE a.run_id = 'RUN-A' AND b.run_id = 'RUN-B' AND a.status <> b.status
+    ORDER BY a.name
 """
 from __future__ import annotations
 
@@ -12,9 +20,12 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from engine.models import BuildRecord, RunRecord, Step
+from engine.models import BuildRecord, RunRecord, Step, TestResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
+DDL's IF NOT EXISTS (its runs have no test rows, as their records had no tests) and is
+marked 2, so that an older crucible, which would drop the tests of what it ingests, stops."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -34,6 +45,7 @@ DDL = [
         started_at TIMESTAMP, seconds DOUBLE, tokens_in BIGINT, tokens_out BIGINT,
         cost_usd DOUBLE, note VARCHAR)""",
     "CREATE TABLE IF NOT EXISTS subscores (run_id VARCHAR NOT NULL, name VARCHAR NOT NULL, value DOUBLE)",
+    "CREATE TABLE IF NOT EXISTS test_results (run_id VARCHAR NOT NULL, name VARCHAR NOT NULL, status VARCHAR NOT NULL)",
     "CREATE TABLE IF NOT EXISTS stage_timings (run_id VARCHAR NOT NULL, stage VARCHAR NOT NULL, seconds DOUBLE)",
     """CREATE TABLE IF NOT EXISTS builds (
         build_id VARCHAR PRIMARY KEY, tag VARCHAR, input_hash VARCHAR, purpose VARCHAR,
@@ -48,6 +60,7 @@ RUN_COLUMNS = (
     "image_tag", "from_cache", "owner_pid", "owner_host", "spec", "raw_grade", "timings", "diff",
     "violations", "warnings", "record_seq", "ingested_at",
 )
+TEST_COLUMNS = ("run_id", "name", "status")
 STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))
 BUILD_COLUMNS = tuple(f.name for f in dataclasses.fields(BuildRecord)) + ("record_seq",)
 _JSON_RUN_FIELDS = ("spec", "raw_grade", "timings")
@@ -87,6 +100,7 @@ class RunRows:
     run: tuple
     steps: list[tuple]
     subscores: list[tuple]
+    tests: list[tuple]
     timings: list[tuple]
 
 
@@ -118,6 +132,7 @@ def run_rows(record: RunRecord, seq: int) -> RunRows:
         run=tuple(values[c] for c in RUN_COLUMNS),
         steps=steps,
         subscores=[(record.run_id, str(k), float(v)) for k, v in record.subscores.items()],
+        tests=[(record.run_id, str(t.name), str(t.status)) for t in record.tests],
         timings=[(record.run_id, str(k), float(v)) for k, v in record.timings.items()],
     )
 
@@ -133,8 +148,9 @@ def build_from_dict(data: dict) -> BuildRecord:
     return BuildRecord(**{k: v for k, v in data.items() if k in names})
 
 
-def record_from_rows(run: dict, steps: list[dict], subscores: list[tuple]) -> RunRecord:
-    """The inverse of ``run_rows``: a RunRecord from its ``runs`` row and child rows."""
+def record_from_rows(run: dict, steps: list[dict], subscores: list[tuple], tests: list[tuple]) -> RunRecord:
+    """The inverse of ``run_rows``: a RunRecord from its ``runs`` row and child rows (``tests``:
+    ``(name, status)`` pairs, in the order the record gets them)."""
     names = {f.name for f in dataclasses.fields(RunRecord)}
     data = {k: v for k, v in run.items() if k in names}
     for name in _JSON_RUN_FIELDS:
@@ -144,6 +160,7 @@ def record_from_rows(run: dict, steps: list[dict], subscores: list[tuple]) -> Ru
     data["violations"] = list(run["violations"] or [])
     data["warnings"] = list(run["warnings"] or [])
     data["subscores"] = {name: value for name, value in subscores}
+    data["tests"] = [TestResult(name, status) for name, status in tests]
     data["steps"] = [_step_from_row(s) for s in steps]
     return RunRecord(**data)
 
