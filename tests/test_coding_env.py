@@ -15,6 +15,7 @@ import pytest
 import coding_task as ct
 from engine.errors import GradeError
 from envs.coding.flavor import CodingFlavor, hidden_files
+from envs.coding.hidden import HiddenFile
 from engine.models import CapturedSubmission
 from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding import patch
@@ -205,12 +206,12 @@ def test_capture_of_an_untouched_repo_is_empty(workspace, run, repo):
 
 @pytest.mark.docker
 def test_agent_edit_to_hidden_test_is_lost(workspace, run, repo):
-    task, integrity = ct.task(repo), ct.integrity("vault")  # vault: nothing dropped at capture
+    task, integrity = ct.task(repo), ct.integrity("none")  # none: nothing dropped at capture
     ws = workspace()
     run(setup_repo(ws, task, integrity))
     # Had this file survived, the run would pass: it defines one passing test and no others.
     run(sh(ws, "printf 'test_ok() { :; }\\n' > tests/test_calc.sh"))
-    sub = run(capture_diff(ws, task, integrity))
+    sub = run(capture_diff(ws, task, integrity, hidden_paths=[ct.HIDDEN]))
     assert "tests/test_calc.sh" in sub.diff and sub.violations == []
 
     verdict = run(grade(workspace("grade"), task, integrity, sub, hidden_files(task), timeout=120))
@@ -392,7 +393,7 @@ def test_tools_follow_the_env_and_the_uid_wall(repo):
 
 
 def test_hidden_files_come_from_the_host_repo_at_the_test_sha(repo):
-    assert hidden_files(ct.task(repo)) == {ct.HIDDEN: ct.hidden_test()}
+    assert hidden_files(ct.task(repo)) == [HiddenFile(ct.HIDDEN, "644", ct.hidden_test())]
 
 
 def test_derived_validation_stages_every_change_kind(repo):

@@ -34,7 +34,13 @@ def _containers(docker_client, run_id: str) -> list:
 
 def _sleeping(docker_client, run_id: str, seconds: str) -> bool:
     """Whether a container of the run runs ``sleep SECONDS`` (the phase's marker)."""
-    for container in _containers(docker_client, run_id):
+    import docker
+
+    try:
+        containers = _containers(docker_client, run_id)
+    except docker.errors.NotFound:  # one went between the SDK's list and its inspect of it
+        return False
+    for container in containers:
         try:
             processes = container.top(ps_args="-eo pid,args")["Processes"] or []
         except Exception:  # the container is just starting or going

@@ -32,6 +32,12 @@ class TaskConfig:
     """Tool calls ``{name, arguments, capability?}`` that stage the golden solution through
     the task's own tools (the ``integration_test`` agent replays them); None = the flavor
     derives them where it can."""
+    fail_to_pass: List[str] = field(default_factory=list)
+    """Named tests that must pass and fail on the baseline (SWE-bench's FAIL_TO_PASS). With
+    ``pass_to_pass``: reward 1.0 iff every test of both lists is PASSED (a missing one counts
+    as failed). Empty in the task = taken from the task's lock file, if it has one."""
+    pass_to_pass: List[str] = field(default_factory=list)
+    """Named tests that must keep passing (SWE-bench's PASS_TO_PASS)."""
     id: str = ""
     pins: Dict[str, str] = field(default_factory=dict)
 
@@ -132,6 +138,10 @@ class IntegrityConfig:
     agent_network: bool = False
     drop_protected: bool = True
     """Agent changes to protected paths are dropped from the graded diff and recorded."""
+    restore_test_paths: bool = True
+    """The agent's changes to the task's test paths (the hidden change's paths and the task's
+    ``test_paths``) are dropped from the graded diff and recorded: grading sees the tests as
+    the test ref has them. Off only in ``none``, which measures what no defence gives."""
     canary: bool = True
     """Grading runs a test that must fail beside the hidden tests (pytest commands): a run
     whose canary is not reported failed was tampered with from inside (envs/coding/canary.py)."""

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import secrets
 import shlex
 import time
 from typing import Mapping, Sequence
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
-from engine.models import CapturedSubmission, Verdict
+from engine.models import CapturedSubmission, TestResult, Verdict
 from engine.config.schema import IntegrityConfig
 from envs.coding import canary as canaries
-from envs.coding import isolated, patch, staging
+from envs.coding import hidden as hidden_change
+from envs.coding import isolated, patch, results, staging
+from envs.coding.hidden import HiddenFile
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
 
@@ -36,34 +39,79 @@ TIMEOUT_RESERVE = 5.0
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
 TEST_OUTPUT_BYTES = 1 << 20
+RESULTS_OUTPUT_BYTES = 64 << 20
+"""Where the named results are read from the output (go test -json, a parser), all of it."""
+RESULTS_ROOT = "/tmp/crucible-results"
+"""Prefix of the fresh directory (random suffix, outside the repo) pytest writes its JUnit report to."""
 
 
-async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig) -> staging.Staging:
+async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig,
+                  hidden: Sequence[HiddenFile]) -> staging.Staging:
     """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
-    reset to the baseline runs at once, the rest waits for the submission. Raises ``GradeError``."""
-    hidden = [str(rel) for rel in task.hidden_tests or []]
-    for rel in hidden:
-        _check_relative(rel)
+    reset to the baseline runs at once, the rest waits for the submission. ``hidden``: the
+    task's hidden change (``envs.coding.hidden``). Raises ``GradeError``."""
+    for item in hidden:
+        _check_relative(item.path)
     uid_wall = bool(integrity.uid_wall)
     workdir = workdir_of(task, GradeError)
-    plan = isolated.plan(str(task.test_command), hidden, workdir=workdir, uid_wall=uid_wall,
+    written = [f.path for f in hidden if f.mode != hidden_change.DELETE]
+    modules = _test_files(task, hidden)
+    plan = isolated.plan(str(task.test_command), written, workdir=workdir, uid_wall=uid_wall,
                          separate=_isolates(task, integrity)) if task.isolated_verdict else None
-    canary = canaries.make(hidden) if _wants_canary(task, integrity) else None
-    staged = [*hidden, canary.rel] if canary else hidden  # the canary runs last
+    canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
+    entries = [f.entry for f in hidden] + ([f"644 {canary.rel}"] if canary else [])  # the canary runs last
+    results_format = _results_format(task, plan)
+    results_dir = f"{RESULTS_ROOT}-{secrets.token_hex(8)}" if results_format == "pytest" else None
     if plan is not None:  # a scenario task: the plan says what runs the tests, as whom, and where
         command, user, verdict, support = plan.command, plan.user, plan.verdict, list(plan.support)
         gates_itself, shown = plan.gates_itself, plan.shown
     else:
-        command, user = _test_command(task, staged, canary is not None), AGENT_UID if uid_wall else ROOT_UID
+        command, user = _test_command(task, modules, canary), AGENT_UID if uid_wall else ROOT_UID
         verdict, support, gates_itself, shown = None, [], False, None
+    if results_dir is not None:
+        shown = shown or command  # the record shows the task's command, not the report's plumbing
+        command = _with_junit(command, results_dir)
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
-                                    hidden=staged, command=command, user=user, verdict=verdict, support=support,
+                                    hidden=entries, command=command, user=user, verdict=verdict, support=support,
                                     gates_itself=gates_itself, shown=shown,
                                     preamble=plan.preamble if plan is not None else b"")
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
-    return dataclasses.replace(ready, canary=canary, isolation=plan)
+    return dataclasses.replace(ready, canary=canary, isolation=plan, results_format=results_format,
+                               results_dir=results_dir)
+
+
+def _test_files(task: CodingTaskConfig, hidden: Sequence[HiddenFile]) -> list[str]:
+    """What ``{test_files}`` names: every file a ``hidden_tests`` filter kept (a hand-written
+    list means exactly those), else the change's pytest modules."""
+    if task.hidden_tests:
+        return [f.path for f in hidden if f.mode != hidden_change.DELETE]
+    return hidden_change.test_modules(hidden)
+
+
+def _results_format(task: CodingTaskConfig, plan: isolated.Plan | None) -> str:
+    """How the named results are read: the task's choice, or what its command runs."""
+    if plan is not None and plan.separate:
+        return "none"  # the isolated verdict's own pytest, outside the repo: judged by its launcher
+    chosen = str(task.results.format)
+    if chosen != "auto":
+        return chosen
+    command = str(task.test_command)
+    if re.search(r"\bpytest\b", command):
+        return "pytest"
+    if re.search(r"\bgo\s+test\b", command) and re.search(r"(^|\s)-json\b", command):
+        return "go"
+    return "none"
+
+
+def _with_junit(command: str, results_dir: str) -> str:
+    """The test command with pytest told (through PYTEST_ADDOPTS, whatever the command's own
+    shape) to write its JUnit report into a fresh directory outside the repo."""
+    report = shlex.quote(f"{results_dir}/junit.xml")
+    return (f"mkdir -m 700 {shlex.quote(results_dir)}\n"
+            f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} -o junit_family=xunit1"\n'
+            + command)
 
 
 def _isolates(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
@@ -90,7 +138,7 @@ def _wants_canary(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
 
 
 def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
-    """The task's hidden tests a staging was prepared for (its canary aside)."""
+    """The hidden change's entries a staging was prepared for (its canary aside)."""
     return ready.hidden[:-1] if ready.canary else ready.hidden
 
 
@@ -99,23 +147,26 @@ async def grade(
     task: CodingTaskConfig,
     integrity: IntegrityConfig,
     submission: CapturedSubmission,
-    hidden_files: Mapping[str, bytes],
+    hidden: Sequence[HiddenFile],
     timeout: float,
     prepared: staging.Staging | None = None,
 ) -> Verdict:
-    """Grade ``submission`` in ``ws`` (a fresh workspace, maybe ``prepare``d). Raises ``GradeError``."""
+    """Grade ``submission`` in ``ws`` (a fresh workspace, maybe ``prepare``d) with the task's
+    hidden change ``hidden`` laid over it. Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
-    for rel in hidden_files:
-        _check_relative(rel)
+    for item in hidden:
+        _check_relative(item.path)
     raw: dict = {"durations": {}, "violations": list(submission.violations),
-                 "hidden_files": sorted(hidden_files), "tests_ran_regex": _tests_ran_regex(task), "canary": None}
+                 "hidden_files": [f.path for f in hidden if f.mode != hidden_change.DELETE],
+                 "hidden_deleted": [f.path for f in hidden if f.mode == hidden_change.DELETE],
+                 "tests_ran_regex": _tests_ran_regex(task), "canary": None}
     try:
-        if prepared is not None and (_hidden_of(prepared) != tuple(hidden_files)
+        if prepared is not None and (_hidden_of(prepared) != tuple(f.entry for f in hidden)
                                      or _shape_of(prepared) != _shape_for(task, integrity)):
-            await _dismiss(prepared)  # prepared for other hidden tests or another mode: not usable
+            await _dismiss(prepared)  # prepared for another change or another mode: not usable
             prepared = None
-        ready = prepared or await prepare(ws, dataclasses.replace(task, hidden_tests=list(hidden_files)), integrity)
-        staged = dict(hidden_files)
+        ready = prepared or await prepare(ws, task, integrity, hidden)
+        staged = {f.path: f.data for f in hidden}
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body
             raw["canary"] = ready.canary.record()
@@ -134,13 +185,17 @@ async def grade(
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
-                raw["test"] = await _run_tests(ready, task, deadline)
+                raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
+                began = time.monotonic()
+                raw["results"] = await _read_results(ws, ready, task, output, deadline)
+                if ready.results_format != "none":
+                    raw["durations"]["results"] = round(time.monotonic() - began, 4)
         finally:
             await _dismiss(ready)
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
-    return regrade(raw)
+    return regrade(raw, task)
 
 
 def _left(deadline: float, what: str) -> float:
@@ -218,28 +273,77 @@ def _records(output: str, nonce: str) -> tuple[list[dict], float]:
     return attempts, hidden_seconds
 
 
-def _test_command(task: CodingTaskConfig, hidden: Sequence[str], canary: bool = False) -> str:
-    files = " ".join(shlex.quote(p) for p in hidden)
+def _test_command(task: CodingTaskConfig, files: Sequence[str], canary: canaries.Canary | None = None) -> str:
+    listed = [*files, canary.rel] if canary else list(files)
+    text = " ".join(shlex.quote(p) for p in listed)
     if canary:
         # The canary's failure must be named in pytest's short summary, whatever reportchars
         # the task's command chose (-rN would hide it and fail an honest run): -r is "last
         # one wins", and this comes after the task's own options before {test_files}.
-        files += " -rfE"
-    return str(task.test_command).replace("{test_files}", files)
+        text += " -rfE"
+    return str(task.test_command).replace("{test_files}", text)
 
 
-async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: float) -> dict:
+async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: float) -> tuple[dict, bytes]:
+    """(the test run's record, its output: all of it where the results are read from it)."""
     # A little of the grade budget is kept back, so a slow suite ends as "test timeout" here
     # rather than as the engine cancelling the whole grade.
     limit = min(float(task.test_timeout or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
-    done = await staging.run(ready.tester, b"go\n", limit, TEST_OUTPUT_BYTES)
+    keep = RESULTS_OUTPUT_BYTES if ready.results_format in ("go", "parser") else TEST_OUTPUT_BYTES
+    done = await staging.run(ready.tester, b"go\n", limit, keep)
     if not done.delivered:  # an infrastructure failure, never a score
         raise GradeError(f"the test command had ended before it was started: "
                          f"{_brief(done.output.decode('utf-8', 'replace'), done.exit_code)}")
     user = ready.isolation.pytest_uid if ready.isolation is not None else ready.user  # pytest's, not a launcher's
-    return {"command": ready.command, "user": user, "exit_code": done.exit_code, "timed_out": done.timed_out,
-            "timeout": limit, "output_tail": _tail_text(done.output.decode("utf-8", "replace")),
-            "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
+    record = {"command": ready.command, "user": user, "exit_code": done.exit_code, "timed_out": done.timed_out,
+              "timeout": limit, "output_tail": _tail_text(done.output.decode("utf-8", "replace")),
+              "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
+    return record, done.output
+
+
+async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskConfig,
+                        output: bytes, deadline: float) -> dict:
+    """The named test results, as the raw grade keeps them: ``{"format", "tests": [{name,
+    status}]}`` or ``{"format", "error"}`` when they could not be read (that run scores 0:
+    a verdict never falls back to text the tested code could have written)."""
+    fmt = ready.results_format
+    if fmt == "none":
+        return {"format": "none"}
+    try:
+        if fmt == "pytest":
+            assert ready.results_dir is not None  # set by prepare for pytest
+            try:
+                tests = results.parse_junit(await ws.read_file(f"{ready.results_dir}/junit.xml"))
+            except (FileNotFoundError, IsADirectoryError):
+                return {"format": fmt, "error": "pytest wrote no JUnit report (it did not run, or was stopped)"}
+        elif fmt == "go":
+            tests = results.parse_go_json(output.decode("utf-8", "replace"))
+        elif fmt == "parser":
+            tests = results.parse_parser_output(await _run_parser(ws, task, output, deadline))
+        else:
+            raise GradeError(f"task {task.id!r}: results.format {fmt!r} is not auto, pytest, go, parser or none")
+    except GradeError as exc:
+        return {"format": fmt, "error": str(exc)}
+    return {"format": fmt, "tests": [{"name": t.name, "status": t.status} for t in tests]}
+
+
+async def _run_parser(ws: Workspace, task: CodingTaskConfig, output: bytes, deadline: float) -> bytes:
+    """Run the task's parser as root over the test output; what it wrote to ``{output}``."""
+    if not task.results.parser.strip():
+        raise GradeError(f"task {task.id!r}: results.format is parser but results.parser is empty")
+    scratch = f"{RESULTS_ROOT}-parse-{secrets.token_hex(8)}"
+    files = {"stdout": f"{scratch}/stdout", "stderr": f"{scratch}/stderr", "output": f"{scratch}/output.json"}
+    parser = task.results.parser
+    for key, path in files.items():
+        parser = parser.replace("{" + key + "}", shlex.quote(path))
+    script = (f"set -e\nmkdir -m 700 {shlex.quote(scratch)}\ncat > {shlex.quote(files['stdout'])}\n"
+              f": > {shlex.quote(files['stderr'])}\n( {parser} ) >&2\ncat -- {shlex.quote(files['output'])}\n")
+    done = await ws.exec(["bash", "-c", script], user=ROOT_UID, cwd=workdir_of(task, GradeError), stdin=output,
+                         timeout=_left(deadline, "the results parser"), max_output=RESULTS_OUTPUT_BYTES)
+    if done.timed_out or done.exit_code != 0:
+        raise GradeError(f"the results parser failed (exit code {done.exit_code}): "
+                         f"{_brief(done.stderr.decode('utf-8', 'replace'), done.exit_code, 300)}")
+    return done.stdout
 
 
 def _brief(text: str, exit_code: int, limit: int = 2000) -> str:
@@ -256,33 +360,104 @@ def verdict_from_test_result(
     tests_ran_regex: str = DEFAULT_TESTS_RAN,
     raw: dict | None = None,
     canary: Mapping | None = None,
+    named: Mapping | None = None,
+    fail_to_pass: Sequence[str] = (),
+    pass_to_pass: Sequence[str] = (),
 ) -> Verdict:
-    """The verdict, from captured outputs only. 1.0 iff the diff applied, the tests exited 0
-    within the timeout AND the output shows tests actually ran — with a ``canary`` (its
-    record), judged as if it had not run, and 0 when it was not reported failed."""
+    """The verdict, from captured outputs only. With named results (``named``, the raw
+    grade's ``results``): every test of ``fail_to_pass``/``pass_to_pass`` PASSED when the task
+    lists them, else exit 0 with at least one PASSED and nothing FAILED, ERROR or SKIPPED (for
+    pytest, and for a task's own ``tests_ran_regex``, the pattern must match too).
+    Without: exit 0 within the timeout AND ``tests_ran_regex`` in the output. Either way the
+    diff must have applied, and with a ``canary`` (its record) the run is judged as if the
+    canary had not run, and scores 0 when it was not reported failed."""
     test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
-    try:
-        ran = re.search(tests_ran_regex, output_tail) is not None
-    except re.error as exc:
-        raise GradeError(f"task tests_ran_regex {tests_ran_regex!r} is invalid: {exc}") from exc
+    tests, results_problem = _named_tests(named)
+    if tests is not None and canary and "nodeid" in canary:
+        own = [t for t in tests if t.name == canary["nodeid"]]
+        if not tampered and [t.status for t in own] != ["FAILED"]:
+            tampered = canaries.TAMPERED
+        tests = [t for t in tests if t.name != canary["nodeid"]]
+    detail: dict = {}
     if not applied:
         reason = "diff does not apply"
     elif timed_out:
         reason = "test timeout"
     elif tampered:
         reason = tampered
-    elif test_exit_code != 0:
-        reason = "tests failed"
-    elif not ran:
-        reason = "no tests ran"
+    elif results_problem:
+        reason = f"no named test results: {results_problem}"
+    elif tests is not None and (fail_to_pass or pass_to_pass):
+        ok, detail = results.judge_lists(tests, fail_to_pass, pass_to_pass)
+        reason = "tests passed" if ok else "named tests not passed: " + _failing_brief(detail)
+    elif tests is not None:
+        reason = _judge_plain(tests, test_exit_code)
+        # A deselected test leaves no trace in a per-test report, but pytest's summary says
+        # "N deselected", which the pass pattern refuses: without lists, a pytest run must
+        # satisfy both (so the pattern can only make it stricter); so must a task's own pattern.
+        reads_summary = (named or {}).get("format") == "pytest" or tests_ran_regex != DEFAULT_TESTS_RAN
+        if reason == "tests passed" and reads_summary:
+            reason = _judge_text(test_exit_code, output_tail, tests_ran_regex)
     else:
-        reason = "tests passed"
+        reason = _judge_text(test_exit_code, output_tail, tests_ran_regex)
     reward = 1.0 if reason == "tests passed" else 0.0
-    return Verdict(reward=reward, subscores={"tests": reward}, raw={**(raw or {}), "reason": reason})
+    verdict_raw = {**(raw or {}), "reason": reason}
+    if detail:
+        verdict_raw["lists"] = detail
+    return Verdict(reward=reward, subscores={"tests": reward}, raw=verdict_raw, tests=tests or [])
 
 
-def regrade(raw: Mapping) -> Verdict:
-    """Grade again from a stored ``Verdict.raw`` (what ``grade`` recorded)."""
+def _named_tests(named: Mapping | None) -> tuple[list[TestResult] | None, str | None]:
+    """(the named results, or None where the task reads none; why they are missing)."""
+    if not named or named.get("format", "none") == "none":
+        return None, None
+    if named.get("error"):
+        return [], str(named["error"])
+    return [TestResult(str(t["name"]), str(t["status"])) for t in named.get("tests") or []], None
+
+
+def _judge_plain(tests: Sequence[TestResult], exit_code: int | None) -> str:
+    """No lists: the named-results form of the default pass pattern."""
+    statuses = {t.status for t in tests}
+    if exit_code != 0 or statuses & {"FAILED", "ERROR"}:
+        return "tests failed"
+    if "SKIPPED" in statuses:
+        # Code under test calling pytest.skip() where it would fail must not pass; a task whose
+        # tests legitimately skip or xfail names its tests (fail_to_pass / pass_to_pass, a lock).
+        return "tests skipped (a task whose tests skip or xfail lists fail_to_pass/pass_to_pass)"
+    if "PASSED" not in statuses:
+        return "no tests ran"
+    return "tests passed"
+
+
+def _judge_text(exit_code: int | None, output_tail: str, tests_ran_regex: str) -> str:
+    try:
+        ran = re.search(tests_ran_regex, output_tail) is not None
+    except re.error as exc:
+        raise GradeError(f"task tests_ran_regex {tests_ran_regex!r} is invalid: {exc}") from exc
+    if exit_code != 0:
+        return "tests failed"
+    if not ran:
+        return "no tests ran"
+    return "tests passed"
+
+
+def _failing_brief(detail: Mapping) -> str:
+    parts = []
+    for key in ("fail_to_pass", "pass_to_pass"):
+        part = detail.get(key) or {}
+        if part.get("total"):
+            parts.append(f"{key} {part.get('passed')}/{part.get('total')}")
+    failing = [*((detail.get("fail_to_pass") or {}).get("failing") or []),
+               *((detail.get("pass_to_pass") or {}).get("failing") or [])]
+    first = failing[0] if failing else None
+    named = f"{first.get('name')} {first.get('status')}" if isinstance(first, Mapping) else first
+    return ", ".join(parts) + (f" (first: {named})" if first else "")
+
+
+def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
+    """Grade again from a stored ``Verdict.raw`` (what ``grade`` recorded) and the task's
+    lists (from the stored spec: the lists are the task's, not the run's)."""
     test = raw.get("test") or {}
     return verdict_from_test_result(
         applied=bool((raw.get("apply") or {}).get("ok")),
@@ -290,8 +465,11 @@ def regrade(raw: Mapping) -> Verdict:
         timed_out=bool(test.get("timed_out")),
         output_tail=str(test.get("output_tail", "")),
         tests_ran_regex=str(raw.get("tests_ran_regex") or DEFAULT_TESTS_RAN),
-        raw=dict(raw),
+        raw={k: v for k, v in raw.items() if k not in ("reason", "lists")},
         canary=raw.get("canary"),
+        named=raw.get("results"),
+        fail_to_pass=list(task.fail_to_pass) if task is not None else (),
+        pass_to_pass=list(task.pass_to_pass) if task is not None else (),
     )
 
 

@@ -33,6 +33,7 @@ import posixpath
 import shlex
 import sys
 from dataclasses import dataclass
+from typing import Sequence
 
 from envs.coding import patch
 from envs.coding.schema import CodingTaskConfig
@@ -116,6 +117,38 @@ class Policy:
             else:
                 kept.append(chunk)
         return kept, sorted(violations)
+
+
+DEFAULT_TEST_PATHS = (
+    "tests/", "test/", "testing/", "testdata/",  # a directory of that name at any depth
+    "test_*.py", "*_test.py", "conftest.py", "pytest.ini", ".pytest.ini",  # pytest's own
+    "*_test.go",
+)
+"""The task's test paths when it names none (``task.test_paths: null``): pytest's default
+module names, its conftest and ini file, the usual test directories, Go's test files. The
+pytest sections of pyproject.toml, setup.cfg and tox.ini are not split out of their files:
+``strict`` drops those files whole (``patch.PYTEST_PROTECTED``)."""
+
+
+def test_path_patterns(task: CodingTaskConfig) -> tuple[str, ...]:
+    return DEFAULT_TEST_PATHS if task.test_paths is None else tuple(str(p) for p in task.test_paths)
+
+
+def split_test_paths(chunks: list[patch.FileChunk], task: CodingTaskConfig,
+                     hidden_paths: Sequence[str]) -> tuple[list[patch.FileChunk], list[str]]:
+    """(the chunks kept, the sorted paths of the chunks dropped): a chunk that touches a path
+    of the hidden change or one of the task's test paths is the agent writing the task's
+    tests, which grading restores from the test ref."""
+    hidden = frozenset(hidden_paths)
+    patterns = test_path_patterns(task)
+    kept, dropped = [], set()
+    for chunk in chunks:
+        hits = [p for p in chunk.paths if p in hidden or patch.is_protected(p, patterns)]
+        if hits:
+            dropped.update(hits)
+        else:
+            kept.append(chunk)
+    return kept, sorted(dropped)
 
 
 def split_protected(chunks: list[patch.FileChunk], task: CodingTaskConfig) -> tuple[list[patch.FileChunk], list[str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Sequence
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace
@@ -46,8 +47,11 @@ MAX_DIFF_BYTES = 512 << 20
 """A bigger diff is refused (CaptureError) rather than held in memory."""
 
 
-async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, *, timeout: float = 120.0) -> CapturedSubmission:
-    """The agent's diff against the baseline; protected paths dropped when asked. Raises ``CaptureError``."""
+async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, *, timeout: float = 120.0,
+                       hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
+    """The agent's diff against the baseline; the task's test paths (``hidden_paths``, the
+    hidden change's, and ``task.test_paths``) and protected paths dropped when the mode
+    asks. Raises ``CaptureError``."""
     args = [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT]
     try:
         chunks = await _captured_chunks(ws, args, timeout)
@@ -55,7 +59,7 @@ async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: Integri
         raise CaptureError(f"capture could not run: {exc}") from exc
     except ValueError as exc:
         raise CaptureError(f"git produced a diff crucible cannot parse: {exc}") from exc
-    return _submission(chunks, task, integrity)
+    return _submission(chunks, task, integrity, hidden_paths)
 
 
 async def _run_capture(ws: Workspace, args: list[str], binary_paths: list[str], timeout: float,
@@ -95,11 +99,17 @@ async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[pat
     return [c for c in chunks if _is_utf8(c)] + rebuilt
 
 
-def _submission(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: IntegrityConfig) -> CapturedSubmission:
+def _submission(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: IntegrityConfig,
+                hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
     touched = sorted({p for c in chunks for p in c.paths})
     kept, violations = chunks, list[str]()
+    if integrity.restore_test_paths:
+        # Test paths are the task's: dropped here, they stay as the baseline has them, which
+        # is the test ref's content for every path the hidden change does not write itself.
+        kept, violations = protect.split_test_paths(kept, task, hidden_paths)
     if integrity.drop_protected:
-        kept, violations = protect.split_protected(chunks, task)
+        kept, more = protect.split_protected(kept, task)
+        violations = sorted({*violations, *more})
     diff = b"".join(c.data for c in kept).decode("utf-8")
     return CapturedSubmission(diff=diff, files_changed=touched, violations=violations)
 

@@ -6,7 +6,7 @@ coding task is validated at compose time, by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 from omegaconf import MISSING
 
@@ -23,13 +23,40 @@ class TaskRefs:
 
 
 @dataclass
+class ResultsConfig:
+    """How the test run's named results are read (``envs/coding/results.py``)."""
+
+    format: str = "auto"
+    """``pytest``: a JUnit XML report pytest writes outside the repo; ``go``: the ``go test
+    -json`` event stream (the test command's output); ``parser``: ``parser`` writes the
+    SWE-bench Pro format; ``none``: no named results (the exit code and ``tests_ran_regex``
+    decide); ``auto``: ``pytest`` when the test command runs pytest, ``go`` when it runs
+    ``go test -json``, else ``none``."""
+    parser: str = ""
+    """For ``format=parser``: a shell command run as root in the grading workspace after the
+    tests; ``{stdout}`` and ``{stderr}`` become files holding the test command's output (all
+    of it in ``{stdout}``, ``{stderr}`` empty: the two are one stream), and it writes
+    ``{"tests": [{"name", "status"}]}`` to ``{output}``."""
+
+
+@dataclass
 class CodingTaskConfig(TaskConfig):
     repo: str = MISSING
     """A git URL, a local path, or ``generated://NAME`` (built by samples/NAME/build_repo.py)."""
     refs: TaskRefs = field(default_factory=TaskRefs)
-    hidden_tests: List[str] = MISSING
+    hidden_tests: List[str] = field(default_factory=list)
+    """A filter (git pathspec-like globs) over the hidden change, which is by default EVERYTHING
+    between the baseline and the test ref: added, modified, deleted, renamed, binary and mode
+    changes, applied in grading after the agent's diff. Empty = the whole change."""
     test_command: str = MISSING
-    """Shell command run in the repo dir; ``{test_files}`` becomes the hidden test files."""
+    """Shell command run in the repo dir; ``{test_files}`` (optional) becomes the hidden
+    change's test modules that exist at the test ref."""
+    results: ResultsConfig = field(default_factory=ResultsConfig)
+    test_paths: Optional[List[str]] = None
+    """Paths that belong to the task, not the agent (globs; ``**/`` matches any depth): in
+    grading they are restored from the test ref and the agent's changes to them recorded as
+    violations. None = pytest's defaults (``envs/coding/testpaths.py``); [] = only the
+    hidden change's own paths."""
     isolated_verdict: bool = False
     """The hidden tests never import the code under test: they call ``crucible_probe``
     scenarios, which return plain data. Under an integrity mode that isolates the verdict

@@ -68,6 +68,10 @@ class Staging:
     """The grader's canary (``envs.coding.canary.Canary``), the last of ``hidden``, or None."""
     isolation: Plan | None = None
     """The isolated verdict's plan (``envs.coding.isolated.Plan``), or None: tests in the repo."""
+    results_format: str = "none"
+    """How the named test results are read (``envs.coding.grader._results_format``)."""
+    results_dir: str | None = None
+    """Where pytest writes its JUnit report (format ``pytest``), outside the repo."""
 
 
 @dataclass
@@ -88,7 +92,7 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
                 preamble: bytes = b"") -> Staging:
     """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``.
 
-    ``verdict`` (a directory and the tester's uid) puts the hidden tests under its hidden/
+    ``hidden``: the stager's "MODE PATH" entries (sh/stager.sh). ``verdict`` (a directory and the tester's uid) puts the hidden tests under its hidden/
     instead of the repo, for an isolated verdict; ``support`` are absolute paths written
     after them as root's (their contents come with the submission, after the hidden tests').
     ``gates_itself``: the command starts at once and waits for "go" on its stdin itself (the
@@ -98,7 +102,7 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
     nonce = uuid.uuid4().hex
     verdict_dir, tester_uid = verdict or ("", ROOT_UID)
     args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, verdict_dir, str(tester_uid),
-            *hidden, *support]
+            *hidden, *(f"644 {path}" for path in support)]
     # Both at once: when the grading workspace comes up late, their starts are on the run's path.
     stager_argv = script_argv(shell.script(__file__, "stager.sh"), args)
     starts = [asyncio.ensure_future(ws.open_process(stager_argv, user=ROOT_UID, cwd="/", env=GIT_ENV)),

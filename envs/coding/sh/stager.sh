@@ -3,6 +3,8 @@
 # workspace before the submission exists, through gitops.script_argv:
 #   bash -c "SCRIPT_PRELUDE + sh/shadow.sh + this" crucible \
 #     WORKDIR BASE VAULT DIR UID_WALL NONCE VERDICT TESTER [HIDDEN...]
+# (each HIDDEN is "MODE PATH": MODE 644 or 755 writes a file, link a symlink to the piece's
+# text, del removes the path; the test change's deletions and renames arrive as del entries)
 # (the prelude: set -euo pipefail and the HARDEN array of git flags). It resets the tree to
 # the baseline at once, then waits on stdin for the submission: the header line
 # "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]..." and the pieces
@@ -90,7 +92,8 @@ if [ -n "$VERDICT" ]; then
   root=$VERDICT/hidden owner=$TESTER
 fi
 for i in "${!hidden[@]}"; do
-  rel=${hidden[$i]}
+  mode=${hidden[$i]%% *} rel=${hidden[$i]#* }
+  [[ $mode =~ ^(644|755|link|del)$ ]] || fail "bad hidden entry"
   if [[ $rel == /* ]]; then  # the grader's own files (isolated verdict): root's, readable
     install -D -m 644 -o 0 -g 0 -- "$DIR/hidden.$i" "$rel"
     continue
@@ -105,9 +108,15 @@ for i in "${!hidden[@]}"; do
     if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; break; fi
     [ -e "$d" ] || break
   done
-  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
   if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
-  install -m 644 -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
+  if [ "$mode" = del ]; then continue; fi  # the test change deletes it: gone, whatever the diff did
+  if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
+  if [ "$mode" = link ]; then
+    ln -s -- "$(cat -- "$DIR/hidden.$i")" "$target"
+    chown -h "$owner:$owner" -- "$target"
+  else
+    install -m "$mode" -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
+  fi
 done
 if [ -n "$VERDICT" ]; then chown -R "$TESTER:$TESTER" -- "$VERDICT/hidden" "$VERDICT/home"; fi
 stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"

@@ -1,0 +1,109 @@
+"""The hidden change: what grading lays over the agent's diff, read from the host repo.
+
+By default it is EVERYTHING between the baseline and the test ref — files added, modified,
+deleted, renamed (a delete and an add: ``--no-renames``), binary files, mode changes and
+symlinks — so a real fix's test change, which also deletes or moves tests, is reproduced
+exactly. The task's ``hidden_tests`` only filters it. Each entry is written (or removed)
+after the agent's diff in the grading workspace, so the agent's edits to those paths are
+lost and deleted tests are gone.
+
+Read once per task with GitPython (one ``diff --raw`` and the blobs), on the host: the test
+ref never enters the agent's workspace.
+"""
+from __future__ import annotations
+
+import functools
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from engine.errors import ConfigError, PlanError
+from envs.coding import patch
+
+WRITE_MODES = {"100644": "644", "100755": "755", "120000": "link"}
+"""git's file modes -> the stager's: a plain file, an executable one, a symlink (its blob is
+the target). A gitlink (160000, a submodule) has no content to write: refused."""
+DELETE = "del"
+TEST_MODULE = re.compile(r"(^test_.*\.py$)|(^.*_test\.py$)")
+"""pytest's default ``python_files``: the hidden change's modules ``{test_files}`` names."""
+
+
+@dataclass(frozen=True)
+class HiddenFile:
+    path: str
+    mode: str
+    """``644``, ``755``, ``link`` or ``del`` (removed in grading)."""
+    data: bytes = b""
+
+    @property
+    def entry(self) -> str:
+        """How the stager is told about it before the submission exists: ``MODE PATH``."""
+        return f"{self.mode} {self.path}"
+
+
+def select(paths: Sequence[str], filters: Sequence[str]) -> list[str]:
+    """Those of ``paths`` a ``hidden_tests`` filter keeps: all of them without one; else an
+    exact path, a glob, a name glob at any depth (no '/'), ``DIR/`` or ``DIR/**``."""
+    if not filters:
+        return list(paths)
+    wanted = [f.strip("/") + ("/**" if f.endswith("/") else "") for f in filters]
+    return [p for p in paths if patch.is_protected(p, wanted)]
+
+
+def test_modules(files: Sequence[HiddenFile]) -> list[str]:
+    """What ``{test_files}`` becomes: the change's pytest modules that exist at the test ref."""
+    return [f.path for f in files if f.mode != DELETE and TEST_MODULE.match(posixpath.basename(f.path))]
+
+
+def read_change(repo_path: Path, baseline: str, test: str, filters: Sequence[str], *, task_id: str) -> list[HiddenFile]:
+    """The hidden change of a task, sorted by path. Raises ConfigError for what cannot be
+    graded (a submodule in the change, a filter that selects nothing) and PlanError for a
+    repo that lacks a commit."""
+    return list(_read_change(str(repo_path), baseline, test, tuple(filters), task_id))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_change(repo_path: str, baseline: str, test: str, filters: tuple[str, ...], task_id: str) -> tuple[HiddenFile, ...]:
+    import git as gitpython
+
+    try:
+        with gitpython.Repo(repo_path) as repo:
+            raw = repo.git.diff("--raw", "-z", "--no-renames", "--no-abbrev", baseline, test)
+            changed = _parse_raw(raw)
+            chosen = set(select(sorted(changed), filters))
+            if filters and not chosen:
+                raise ConfigError(f"task '{task_id}': hidden_tests {list(filters)} select nothing of the test "
+                                  f"change ({len(changed)} paths between the baseline and the test ref)")
+            if not chosen:
+                raise ConfigError(f"task '{task_id}': the test ref changes nothing relative to the baseline")
+            files = []
+            for path in sorted(chosen):
+                mode, blob = changed[path]
+                if mode == "000000":
+                    files.append(HiddenFile(path, DELETE))
+                elif mode in WRITE_MODES:
+                    files.append(HiddenFile(path, WRITE_MODES[mode], repo.odb.stream(bytes.fromhex(blob)).read()))
+                else:
+                    raise ConfigError(f"task '{task_id}': the test change has {path} with git mode {mode} "
+                                      "(a submodule?), which grading cannot write")
+            return tuple(files)
+    except gitpython.GitCommandError as exc:
+        raise PlanError(f"cannot diff {baseline[:12]}..{test[:12]} in {repo_path}: "
+                        f"{str(exc.stderr).strip()[-300:]}") from exc
+
+
+def _parse_raw(raw: str) -> dict[str, tuple[str, str]]:
+    """``git diff --raw -z`` -> {path: (new mode, new blob)}: ``:old new oldsha newsha X\\0path\\0``."""
+    fields = raw.split("\0")
+    changed: dict[str, tuple[str, str]] = {}
+    i = 0
+    while i + 1 < len(fields):
+        head, path = fields[i], fields[i + 1]
+        i += 2
+        if not head.startswith(":"):
+            continue
+        _old_mode, new_mode, _old_blob, new_blob, _status = head[1:].split(" ")
+        changed[path] = (new_mode, new_blob)
+    return changed
