@@ -31,17 +31,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def golden_patch(repo: Path, task: dict) -> bytes:
+def golden_patch(repo: Path, task) -> bytes:
+    """The golden diff and then the hidden change (the test change, filtered by hidden_tests),
+    as one patch git applies in one go."""
     from engine.plan.repos import git_bytes
+    from envs.coding.hidden import read_change
 
     pins = task.pins
     diff = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["golden"])
-    hidden = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["test"], "--", *task.hidden_tests)
+    paths = [f.path for f in read_change(repo, pins["baseline"], pins["test"], task.hidden_tests, task_id=task.id)]
+    hidden = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["test"], "--", *paths)
     return diff + hidden
 
 
-def floor_trial(image: str, task: dict, patch: bytes) -> float:
-    test = task.test_command.replace("{test_files}", " ".join(shlex.quote(t) for t in task.hidden_tests))
+def floor_trial(image: str, task, patch: bytes) -> float:
+    from envs.coding.hidden import read_change, test_modules
+
+    change = read_change(_repo(task), task.pins["baseline"], task.pins["test"], task.hidden_tests, task_id=task.id)
+    files = [f.path for f in change if f.mode != "del"] if task.hidden_tests else test_modules(change)
+    test = task.test_command.replace("{test_files}", " ".join(shlex.quote(t) for t in files))
     script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}"
     probe: list[str] = []
     if task.isolated_verdict:
@@ -57,6 +65,12 @@ def floor_trial(image: str, task: dict, patch: bytes) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"floor trial failed: {proc.stdout.decode()[-500:]} {proc.stderr.decode()[-500:]}")
     return seconds
+
+
+def _repo(task) -> Path:
+    from engine.plan.repos import resolve_repo
+
+    return resolve_repo(task.repo)
 
 
 def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:

@@ -285,6 +285,41 @@ class Flavor(Protocol):
         command's exit code, the last lines of its output): what ``crucible check`` prints."""
 
 
+@dataclass(frozen=True)
+class UpstreamFix:
+    """``crucible task new``: a task to be made from one upstream fix commit."""
+
+    task_id: str
+    """``SET/NAME``."""
+    repo: str
+    """A local path or git URL holding ``fix``."""
+    fix: str
+    base: str | None
+    """The commit the task starts from; None = the fix's first parent."""
+    tests: Sequence[str]
+    """Which of the fix's paths are its test change (globs); empty = the flavor's defaults."""
+    prompt: str | None
+    """The task's prompt; None = the fix commit's message."""
+    install: str
+    packages: Sequence[str]
+    test_command: str | None
+    """None = the flavor's default for the project."""
+    conf_dir: Path
+    """The config dir the task's YAML goes under (``<conf_dir>/task/SET/NAME.yaml``)."""
+    repos_dir: Path
+    """Where the task's own repo is written (``<repos_dir>/SET/NAME``)."""
+
+
+@runtime_checkable
+class TaskAuthoring(Protocol):
+    """What a flavor that can make a task from an upstream fix adds (``crucible task new``)."""
+
+    @classmethod
+    def new_task(cls, fix: UpstreamFix) -> Path:
+        """Write the task's repo and YAML; the YAML's path. Raises ConfigError (one line)
+        for a fix that cannot become a task (e.g. its split leaves a side empty)."""
+
+
 class Store(Protocol):
     def record_run(self, record: RunRecord) -> None:
         """Durably write the run's record beside its outputs, then ingest it (retried)."""
@@ -298,6 +333,8 @@ class Store(Protocol):
 
 __all__ = [
     "AGENT_UID",
+    "TaskAuthoring",
+    "UpstreamFix",
     "ROOT_UID",
     "Agent",
     "AgentContext",

@@ -46,9 +46,9 @@ class Job:
         return self.batch.from_store
 
 
-def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
+def plan_jobs(overrides: list[str], *, use_lock: bool = True) -> tuple[list[Job], Session]:
     """One job per task and gate role; the roles (which agent, which reward) are the task's
-    flavor's (``Flavor.roles``)."""
+    flavor's (``Flavor.roles``). ``use_lock=False``: planned as if no task had a lock."""
     if any(o.split("=", 1)[0].lstrip("+~") in ("agent", "model") for o in overrides):
         raise ConfigError("crucible check chooses the agents itself (the flavor's golden and baseline); "
                           "drop agent=/model=")
@@ -65,7 +65,7 @@ def plan_jobs(overrides: list[str]) -> tuple[list[Job], Session]:
                 by_agent[gate.agent] = (composed, to_typed(composed))
             cfg, typed = by_agent[gate.agent]
             session = session or session_for(typed)
-            planned = plan(typed, builder=session.builder)
+            planned = plan(typed, builder=session.builder, use_lock=use_lock)
             require_integrity(session.runtime, planned.spec.integrity)
             batch = BatchJob(planned, config_yaml=OmegaConf.to_yaml(cfg), label=f"{planned.spec.task_id} {role}")
             jobs.append(Job(planned.spec.task_id, role, gate.reward, flavor, batch))

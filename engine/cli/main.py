@@ -2,6 +2,13 @@
 
     crucible run [-m] [overrides]        a run, or a Hydra multirun sweep (joblib, parallel)
     crucible check [overrides]           the shipping gate: golden 1.0, baseline 0.0
+    crucible check --lock [overrides]    derive each task's named tests first (crucible lock)
+    crucible lock [overrides] [--check N]
+                                         run golden and baseline, write the task's lock file:
+                                         fail-to-pass / pass-to-pass lists, SHAs, image hash
+    crucible task new SET/NAME --repo PATH_OR_URL --fix SHA [--base SHA] [--tests GLOB ...]
+                      [--prompt-file F] [--install CMD] [--packages P ...] [--test-command C]
+                                         a task from an upstream fix: repo, YAML, lock, gate
     crucible build [overrides] [--dry-run]
     crucible query "SQL" [--json|--csv]
     crucible show RUN_ID
@@ -48,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
                 "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
-                "gc": cmd_gc}
+                "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task}
     if command not in handlers:
         print(f"crucible: unknown command '{command}' (commands: {', '.join(handlers)})", file=sys.stderr)
         return 2
@@ -92,10 +99,58 @@ def cmd_check(args: list[str]) -> int:
     parser.add_argument("--rebuild", action="store_true", help="run again even if the store has the verdict")
     parser.add_argument("--check", type=int, default=0, metavar="N", help="run each spec N more times; fail on any difference")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    parser.add_argument("--lock", action="store_true", help="derive and write each task's lock first (crucible lock)")
     ns = parser.parse_args(args)
     if not any(o.startswith("task=") for o in ns.overrides):
         raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    if ns.lock:
+        from engine.cli.lock import run_lock
+
+        if run_lock(ns.overrides, check=ns.check, parallel=max(1, ns.jobs)) != 0:
+            return 1
     return run_check(ns.overrides, rebuild=ns.rebuild, check=ns.check, parallel=max(1, ns.jobs))
+
+
+# ---------------------------------------------------------------- lock
+def cmd_lock(args: list[str]) -> int:
+    from engine.cli.lock import run_lock
+
+    parser = _parser("lock", "derive each task's fail-to-pass / pass-to-pass tests and write its lock file")
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--check", type=int, default=0, metavar="N",
+                        help="run each side N more times; tests whose status differs are flaky and left out")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    ns = parser.parse_args(args)
+    if not any(o.startswith("task=") for o in ns.overrides):
+        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    return run_lock(ns.overrides, check=max(0, ns.check), parallel=max(1, ns.jobs))
+
+
+# ---------------------------------------------------------------- task new
+def cmd_task(args: list[str]) -> int:
+    from engine.cli.task import run_task_new
+
+    parser = _parser("task", "make a task")
+    parser.add_argument("action", choices=["new"])
+    parser.add_argument("task_id", metavar="SET/NAME")
+    parser.add_argument("--repo", required=True, help="a local path or git URL holding the fix")
+    parser.add_argument("--fix", required=True, help="the upstream fix commit")
+    parser.add_argument("--base", default=None, help="the commit the task starts from (default: the fix's parent)")
+    parser.add_argument("--tests", nargs="+", default=[], metavar="GLOB",
+                        help="the fix's test paths (default: the flavor's, e.g. tests/, test_*.py, conftest.py)")
+    parser.add_argument("--prompt-file", default=None, help="the task's prompt (default: the fix's commit message)")
+    parser.add_argument("--install", default="", help="a shell command run in the image after the repo is in place")
+    parser.add_argument("--packages", nargs="+", default=[], metavar="PKG", help="Debian packages for the image")
+    parser.add_argument("--test-command", default=None, help="default: python3 -m pytest -q -p no:cacheprovider")
+    parser.add_argument("--flavor", default="coding")
+    parser.add_argument("--conf", default=None, help="config dir for the task's YAML (default: the last on the config path)")
+    parser.add_argument("--check", type=int, default=0, metavar="N", help="lock: run each side N more times")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    ns = parser.parse_args(args)
+    return run_task_new(ns.task_id, repo=ns.repo, fix=ns.fix, base=ns.base, tests=ns.tests,
+                        prompt_file=ns.prompt_file, install=ns.install, packages=ns.packages,
+                        test_command=ns.test_command, flavor=ns.flavor, conf_dir=ns.conf,
+                        check=max(0, ns.check), parallel=max(1, ns.jobs))
 
 
 # ---------------------------------------------------------------- build
@@ -114,7 +169,7 @@ def cmd_query(args: list[str]) -> int:
     from engine.run.session import open_housekept_store as open_store
     from engine.util.tables import format_table, to_csv, to_json
 
-    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, builds)")
+    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, test_results, builds)")
     parser.add_argument("sql")
     fmt = parser.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
@@ -159,9 +214,36 @@ def cmd_show(args: list[str]) -> int:
     for step in record.steps:
         flag = "ERR" if step.is_error else "ok "
         lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
+    lines.extend(_test_summary(record.tests))
     lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
     print("\n".join(lines))
     return 0
+
+
+SHOWN_NOT_PASSED = 20
+
+
+def _test_summary(tests: list) -> list[str]:
+    """``tests      15: 12 PASSED, 1 FAILED, 2 SKIPPED`` and the first tests that did not pass
+    (failures and errors before skips, then by name); nothing for a run without named tests."""
+    from engine.models import TEST_STATUSES  # loaded already: the store built the record from it
+
+    if not tests:
+        return []
+    counts: dict[str, int] = {}
+    for test in tests:
+        counts[test.status] = counts.get(test.status, 0) + 1
+
+    def rank(status: str) -> tuple[int, str]:  # TEST_STATUSES' order, then anything else by name
+        return (TEST_STATUSES.index(status) if status in TEST_STATUSES else len(TEST_STATUSES), status)
+
+    lines = [f"tests      {len(tests)}: " + ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=rank))]
+    not_passed = sorted((t for t in tests if t.status != "PASSED"),
+                        key=lambda t: (t.status == "SKIPPED", rank(t.status), t.name))
+    lines.extend(f"  {t.status:<8} {t.name}" for t in not_passed[:SHOWN_NOT_PASSED])
+    if len(not_passed) > SHOWN_NOT_PASSED:
+        lines.append(f"  ... and {len(not_passed) - SHOWN_NOT_PASSED} more that did not pass")
+    return lines
 
 
 # ---------------------------------------------------------------- rerun

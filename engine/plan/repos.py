@@ -132,7 +132,12 @@ def _commit_sha(repo_path: Path, rev: str) -> str | None:
             commit = repo.rev_parse(f"{rev}^{{commit}}")
             repo.odb.info(commit.binsha)  # a full hex SHA parses without being looked up: look
             return commit.hexsha
-    except (gitpython.BadName, gitpython.BadObject, ValueError, gitpython.GitCommandError):
+    except ValueError as exc:
+        if "dubious ownership" in str(exc):  # git refuses it whatever the ref: say so, not "not found"
+            raise ConfigError(f"{repo_path}: git refuses a repository owned by another user; trust it with "
+                              f"`git config --global --add safe.directory {repo_path}` or clone it") from exc
+        return None
+    except (gitpython.BadName, gitpython.BadObject, gitpython.GitCommandError):
         return None
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError) as exc:
         raise ConfigError(f"{repo_path} is not a git repository") from exc

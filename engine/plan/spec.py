@@ -21,21 +21,56 @@ from engine.config.schema import CrucibleConfig
 from engine.errors import ConfigError
 from engine.interfaces import ImageBuilder, PlanContext
 from engine.models import ImageRef, RunSpec
+from engine.plan import lock
 from engine.util import paths
 
 DOCKERFILE = paths.PROJECT_ROOT / "Dockerfile.hud"
 
 
-@functools.lru_cache(maxsize=1)
-def engine_version() -> str:
-    """A content hash of the engine's and environments' code (and the image definition)."""
+CODE_PACKAGES = ("engine", "envs", "swe_tasks")
+
+
+def engine_version(*plugins: str) -> str:
+    """A content hash of the code a verdict depends on: the engine's and the environments'
+    packages, every file of them (the shell scripts that run in workspaces and the verdict's
+    own scripts too, not only the Python), the image definition, and the package of each
+    plug-in target in ``plugins`` that lives elsewhere (a flavor in tests/ or a user's package):
+    a change to any of them is a new spec, never a stale cached verdict."""
+    roots = {*CODE_PACKAGES, *(_package_of(target) for target in plugins)}
+    return _content_hash(tuple(sorted(r for r in roots if r)))
+
+
+def _package_of(target: str) -> str:
+    """The top-level package of a ``_target_`` (``tests.toy_flavor.flavor.ToyFlavor`` -> the
+    directory of ``tests.toy_flavor``, as a path relative to the project or absolute)."""
+    import importlib.util
+
+    module = target.rsplit(".", 1)[0]
+    parts = module.split(".")
+    if parts[0] in CODE_PACKAGES:
+        return ""
+    for depth in range(len(parts) - 1, 0, -1):  # the deepest package above the module
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:depth]))
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            return str(Path(list(spec.submodule_search_locations)[0]).resolve())
+    found = importlib.util.find_spec(module) if module else None
+    return str(Path(found.origin).resolve()) if found is not None and found.origin else ""
+
+
+@functools.lru_cache(maxsize=16)
+def _content_hash(roots: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
-    files = [DOCKERFILE]
-    for package in ("engine", "envs", "swe_tasks"):
-        files += (paths.PROJECT_ROOT / package).rglob("*.py")
-    for path in sorted(set(files)):
-        if path.is_file():
-            digest.update(str(path.relative_to(paths.PROJECT_ROOT)).encode() + b"\0" + path.read_bytes())
+    files = {DOCKERFILE}
+    for root in roots:
+        base = Path(root) if Path(root).is_absolute() else paths.PROJECT_ROOT / root
+        found = [base] if base.is_file() else base.rglob("*")
+        files |= {p for p in found if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    for path in sorted(files):
+        name = path.relative_to(paths.PROJECT_ROOT) if path.is_relative_to(paths.PROJECT_ROOT) else path
+        digest.update(str(name).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -76,9 +111,12 @@ def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
     return ensure_base_image().tag
 
 
-def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None) -> Plan:
+def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None, use_lock: bool = True) -> Plan:
     """The run spec: the flavor pins and derives its task and names the image's inputs; the
-    builder names the image by their hash; everything else is the typed config as is."""
+    builder names the image by their hash; the task's lock file (``engine.plan.lock``), when
+    it has one and lists no tests itself, gives the named tests it is graded on, and must be
+    fresh. Everything else is the typed config as is. ``use_lock=False``: as if the task had
+    no lock (``crucible lock`` deriving a new one)."""
     flavor = instantiate(cfg.flavor, where="flavor")
     agent, model = agent_part(cfg)
     task = dataclasses.replace(cfg.task, id=f"{cfg.task.set}/{cfg.task.name}", pins={})
@@ -87,9 +125,12 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
     planned = flavor.plan_task(task, ctx)
     inputs = planned.image
     image = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), "task")
+    planned_task = planned.task
+    if use_lock and not (planned_task.fail_to_pass or planned_task.pass_to_pass):
+        planned_task = _locked(planned_task, image.input_hash)
     spec = RunSpec(
-        engine_version=engine_version(),
-        task=planned.task,
+        engine_version=engine_version(cfg.flavor._target_, cfg.agent._target_),
+        task=planned_task,
         env=cfg.env,
         flavor=cfg.flavor,
         agent=agent,
@@ -102,6 +143,16 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
         attempt=cfg.attempt,
     )
     return Plan(spec=spec, image=image)
+
+
+def _locked(task, input_hash: str):
+    """``task`` with the named tests of its lock file, checked fresh; as it is without one."""
+    path = lock.lock_path(task.id)
+    if path is None or not path.is_file():
+        return task
+    data = lock.read_lock(path)
+    lock.check_fresh(data, path, task.id, task.pins, input_hash)
+    return dataclasses.replace(task, fail_to_pass=list(data["fail_to_pass"]), pass_to_pass=list(data["pass_to_pass"]))
 
 
 def replan(run_dir: Path, *, builder) -> Plan:

@@ -6,6 +6,7 @@
     $CRUCIBLE_HOME/cache/         generated repos, git bundles, base-image rootfs
     $CRUCIBLE_HOME/builds/        build logs and build records
     $CRUCIBLE_HOME/locks/         inter-process locks (image builds, ingestion)
+    $CRUCIBLE_HOME/task-repos/    task repos `crucible task new` made from upstream fixes
 """
 from __future__ import annotations
 

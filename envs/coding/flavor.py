@@ -3,8 +3,9 @@
 plan -> the refs pinned to SHAs on the host repo, ``validation`` derived from the
 baseline..golden diff, the image = Dockerfile.hud over a bundle of the baseline's ancestry;
 setup -> ``envs.coding.repo.setup_repo``; capture -> ``capture_diff``; grade -> the hidden
-tests are read from the HOST repo at the pinned test SHA (the answer key never enters the
-agent's workspace, only the grading one) and handed to ``envs.coding.grader.grade``.
+change (baseline..test, ``envs.coding.hidden``) is read from the HOST repo at the pinned
+SHAs (the answer key never enters the agent's workspace, only the grading one) and handed
+to ``envs.coding.grader.grade``.
 """
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from engine.errors import ConfigError, CrucibleError, GradeError
-from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
+from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, UpstreamFix, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
 from engine.plan import repos
-from envs.coding import grader, repo
+from envs.coding import grader, hidden, repo
+from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
 
@@ -34,13 +36,22 @@ class CodingFlavor:
         self._hidden_for: tuple | None = None
         self._prepared: tuple[Workspace, grader.staging.Staging] | None = None
 
+    # ------------------------------------------------------------ authoring
+    @classmethod
+    def new_task(cls, fix: UpstreamFix) -> Path:
+        """``crucible task new``: the fix split into a three-branch task repo and its YAML."""
+        from envs.coding.upstream import new_task
+
+        return new_task(fix)
+
     # ------------------------------------------------------------ plan
     def plan_task(self, task: CodingTaskConfig, ctx: PlanContext) -> PlannedTask:
         repo_path = repos.resolve_repo(task.repo)
         pins = _pins(task, repo_path, ctx.pins)
-        if "{test_files}" not in task.test_command:
-            raise ConfigError(f"task '{task.id}': test_command has no {{test_files}} placeholder")
         task.pins = pins
+        # The change is read here too, so a filter that selects nothing or a submodule in it
+        # is one line before any container starts (and cached for grading).
+        hidden.read_change(repo_path, pins["baseline"], pins["test"], task.hidden_tests, task_id=task.id)
         if task.validation is None:
             from envs.coding.validation import derive_validation
 
@@ -79,21 +90,24 @@ class CodingFlavor:
         await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
-        return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.capture))
+        change = await self._prefetch_hidden(spec.task)
+        return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.capture),
+                                       hidden_paths=[f.path for f in change])
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
         """Grading's commands start on the fresh workspace and wait for the submission."""
-        self._prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity))
+        change = await self._prefetch_hidden(spec.task)
+        self._prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity, change))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
-        hidden = await self._prefetch_hidden(spec.task)
+        change = await self._prefetch_hidden(spec.task)
         prepared, self._prepared = self._prepared, None
-        return await grader.grade(ws, spec.task, spec.integrity, submission, hidden,
+        return await grader.grade(ws, spec.task, spec.integrity, submission, change,
                                   timeout=float(spec.timeouts.grade),
                                   prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
-        return grader.regrade(raw)
+        return grader.regrade(raw, spec.task)
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         """The reason, the diff's apply result and the test command's exit code and last
@@ -105,6 +119,13 @@ class CodingFlavor:
         lines = [json.dumps({k: v for k, v in facts.items() if v is not None}, sort_keys=True)]
         if not apply.get("ok", True) and apply.get("output"):
             lines += ["apply output:", *str(apply["output"]).strip().splitlines()[-8:]]
+        named = (raw.get("results") or {})
+        if named.get("error"):
+            lines.append(f"named test results ({named.get('format')}): {named['error']}")
+        not_passed = [t for t in named.get("tests") or [] if t.get("status") != "PASSED"]
+        if not_passed:
+            lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
+                         + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8]))
         tail = str(test.get("output_tail") or "").strip()
         if tail:
             lines += [f"test output (last lines of `{test.get('command', '')}`):", *tail.splitlines()[-12:]]
@@ -146,16 +167,16 @@ def _baseline_context(repo_path: Path, task: CodingTaskConfig, cache_dir: Path) 
 
 
 def _hidden_key(task: CodingTaskConfig) -> tuple:
-    return (task.repo, str(task.pins.get("test")), tuple(task.hidden_tests))
+    return (task.repo, str(task.pins.get("baseline")), str(task.pins.get("test")), tuple(task.hidden_tests))
 
 
-def hidden_files(task: CodingTaskConfig) -> dict[str, bytes]:
-    """The hidden test files at the pinned test SHA, read from the host repo."""
+def hidden_files(task: CodingTaskConfig) -> list[HiddenFile]:
+    """The task's hidden change (baseline..test, filtered by ``hidden_tests``), read from the host repo."""
     try:
-        test_sha = task.pins["test"]
         repo_path = repos.resolve_repo(task.repo)
-        return repos.read_blobs(repo_path, test_sha, list(task.hidden_tests))
+        return hidden.read_change(repo_path, task.pins["baseline"], task.pins["test"], task.hidden_tests,
+                                  task_id=task.id)
     except KeyError as exc:
-        raise GradeError(f"task {task.id!r} lacks pins.test: {exc}") from exc
+        raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
     except CrucibleError as exc:
-        raise GradeError(f"cannot read the hidden tests of task {task.id!r}: {exc}") from exc
+        raise GradeError(f"cannot read the hidden change of task {task.id!r}: {exc}") from exc

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Build the `wrinkles` task repo: tasks whose hidden test change is more than one added
+test file (deletions and renames, skips and xfails with named tests, JSON case files, a
+binary fixture and a mode change, a Go module).
+
+    python samples/wrinkles/build_repo.py OUT_DIR
+
+Deterministic: the same commit SHAs on every machine and run (see samples/repogen.py).
+"""
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # samples/repogen.py, shared with the other sets
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+
+from repogen import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main(HERE, sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Helpers behind a hiking log."""

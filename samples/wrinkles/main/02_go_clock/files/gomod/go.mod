@@ -1,0 +1,3 @@
+module example.com/wrinkles
+
+go 1.19

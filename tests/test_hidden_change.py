@@ -1,0 +1,146 @@
+"""The hidden change (envs/coding/hidden.py) and the upstream-fix split (envs/coding/upstream.py),
+on git repositories the tests build: no Docker."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.interfaces import UpstreamFix
+from envs.coding import hidden
+from envs.coding.hidden import HiddenFile
+from envs.coding.upstream import new_task
+
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_AUTHOR_DATE": "1700000000 +0000", "GIT_COMMITTER_DATE": "1700000000 +0000"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=GIT_ENV).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, bytes | None], message: str, *, executable: tuple[str, ...] = (),
+           links: dict[str, str] | None = None) -> str:
+    for rel, data in files.items():
+        path = repo / rel
+        if data is None:
+            git(repo, "rm", "-q", rel)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(0o755 if rel in executable else 0o644)
+    for rel, target in (links or {}).items():
+        (repo / rel).symlink_to(target)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def change_repo(tmp_path) -> tuple[Path, str, str]:
+    """A baseline and a test ref whose change has every kind of entry."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    base = commit(repo, {"src/m.py": b"x = 1\n", "tests/test_old.py": b"def test_old(): pass\n",
+                         "tests/test_move.py": b"def test_move(): pass\n", "tests/run.sh": b"echo hi\n",
+                         "tests/data.txt": b"same\n"}, "base")
+    test = commit(repo, {"tests/test_old.py": None, "tests/test_move.py": None,
+                         "tests/test_moved.py": b"def test_move(): assert 1\n",
+                         "tests/blob.bin": bytes(range(256)), "tests/run.sh": b"echo hi\n",
+                         "tests/cases/c1.json": b"{}\n"},
+                  "test", executable=("tests/run.sh",), links={"tests/link": "data.txt"})
+    return repo, base, test
+
+
+def test_the_hidden_change_is_every_kind_of_change_between_baseline_and_test(change_repo):
+    repo, base, test = change_repo
+    files = hidden.read_change(repo, base, test, [], task_id="t/x")
+    assert files == [
+        HiddenFile("tests/blob.bin", "644", bytes(range(256))),  # binary, byte for byte
+        HiddenFile("tests/cases/c1.json", "644", b"{}\n"),  # a data file, not a test module
+        HiddenFile("tests/link", "link", b"data.txt"),  # a symlink: its target
+        HiddenFile("tests/run.sh", "755", b"echo hi\n"),  # a mode-only change
+        HiddenFile("tests/test_move.py", "del"),  # a rename is a delete ...
+        HiddenFile("tests/test_moved.py", "644", b"def test_move(): assert 1\n"),  # ... and an add
+        HiddenFile("tests/test_old.py", "del"),  # a deleted test is gone in grading
+    ]
+    assert hidden.test_modules(files) == ["tests/test_moved.py"]  # what {test_files} names
+
+
+def test_hidden_tests_filter_the_change_and_a_filter_that_selects_nothing_is_one_line(change_repo):
+    repo, base, test = change_repo
+    kept = hidden.read_change(repo, base, test, ["tests/cases/", "*.bin"], task_id="t/x")
+    assert [f.path for f in kept] == ["tests/blob.bin", "tests/cases/c1.json"]
+    with pytest.raises(ConfigError, match=r"task 't/x': hidden_tests \['nothing/\*\*'\] select nothing"):
+        hidden.read_change(repo, base, test, ["nothing/**"], task_id="t/x")
+    with pytest.raises(ConfigError, match="the test ref changes nothing"):
+        hidden.read_change(repo, base, base, [], task_id="t/x")
+
+
+def upstream(tmp_path: Path) -> tuple[Path, str, str]:
+    """An upstream project with one fix that changes code, changes a test, deletes a test and adds one."""
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    base = commit(repo, {"pkg/calc.py": b"def add(a, b):\n    return a - b\n",
+                         "tests/test_calc.py": b"from pkg.calc import add\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+                         "tests/test_legacy.py": b"def test_legacy():\n    pass\n"}, "base")
+    fix = commit(repo, {"pkg/calc.py": b"def add(a, b):\n    return a + b\n",
+                        "tests/test_calc.py": b"from pkg.calc import add\n\ndef test_two():\n    assert add(1, 1) == 2\n",
+                        "tests/test_legacy.py": None, "CHANGES.md": b"- add adds\n"},
+                 "Fix add, which subtracted\n\nadd(1, 1) gave 0.")
+    return repo, base, fix
+
+
+def request(tmp_path: Path, repo: Path, fix: str, **overrides) -> UpstreamFix:
+    fields = dict(task_id="up/add", repo=str(repo), fix=fix, base=None, tests=[], prompt=None, install="",
+                  packages=[], test_command=None, conf_dir=tmp_path / "conf", repos_dir=tmp_path / "repos")
+    fields.update(overrides)
+    return UpstreamFix(**fields)  # type: ignore[arg-type]
+
+
+def test_task_new_splits_a_fix_into_three_branches_by_test_path(tmp_path):
+    repo, base, fix = upstream(tmp_path)
+    yaml_path = new_task(request(tmp_path, repo, fix))
+    assert yaml_path == tmp_path / "conf" / "task" / "up" / "add.yaml"
+    task_repo = tmp_path / "repos" / "up" / "add"
+    assert sorted(git(task_repo, "for-each-ref", "--format=%(refname:short)").split()) == [
+        "add_baseline", "add_golden", "add_test"]  # nothing else of upstream's refs
+    assert git(task_repo, "rev-parse", "add_baseline") == base
+    assert git(task_repo, "diff", "--name-status", "add_baseline", "add_test").splitlines() == [
+        "M\ttests/test_calc.py", "D\ttests/test_legacy.py"]
+    assert git(task_repo, "diff", "--name-status", "add_baseline", "add_golden").splitlines() == [
+        "A\tCHANGES.md", "M\tpkg/calc.py"]
+    assert git(task_repo, "rev-parse", "add_test^") == git(task_repo, "rev-parse", "add_golden^") == base
+    text = yaml_path.read_text()
+    assert f'repo: "{task_repo}"' in text and 'prompt: "Fix add, which subtracted\\n\\nadd(1, 1) gave 0."' in text
+    # The same fix gives the same commits (dated as the fix): a task re-made is the same task.
+    again = new_task(request(tmp_path, repo, fix, task_id="up/add2", repos_dir=tmp_path / "repos2"))
+    assert again.name == "add2.yaml"
+    assert git(tmp_path / "repos2" / "up" / "add2", "rev-parse", "add2_test^{tree}") == \
+        git(task_repo, "rev-parse", "add_test^{tree}")
+
+
+def test_task_new_refuses_a_split_with_an_empty_side_in_one_line(tmp_path):
+    repo, base, _ = upstream(tmp_path)
+    only_tests = commit(repo, {"tests/test_calc.py": b"def test_nothing():\n    pass\n"}, "tests only")
+    with pytest.raises(ConfigError, match=r"every path is a test path \(tests/test_calc.py\), so the golden would be empty"):
+        new_task(request(tmp_path, repo, only_tests))
+    only_code = commit(repo, {"pkg/calc.py": b"def add(a, b):\n    return b + a\n"}, "code only")
+    with pytest.raises(ConfigError, match="no path matches the test paths .* name them with --tests GLOB"):
+        new_task(request(tmp_path, repo, only_code))
+    # --tests names them: a fix whose tests live where the defaults do not look splits
+    checked = commit(repo, {"pkg/calc.py": b"def add(a, b):\n    return a + b\n",
+                            "pkg/check_calc.py": b"def test_add():\n    pass\n"}, "code and its check")
+    yaml_path = new_task(request(tmp_path, repo, checked, tests=["pkg/check_*.py"], task_id="up/named"))
+    assert 'test_paths: ["pkg/check_*.py"]' in yaml_path.read_text()
+    with pytest.raises(ConfigError, match="exists: choose another name"):
+        new_task(request(tmp_path, repo, checked, tests=["pkg/check_*.py"], task_id="up/named"))
+    with pytest.raises(ConfigError, match="must be SET/NAME"):
+        new_task(request(tmp_path, repo, checked, task_id="nameonly"))
