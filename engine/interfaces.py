@@ -151,8 +151,10 @@ class ImageBuilder(Protocol):
     templates), or None: the plan's choice stands."""
 
     def plan(self, dockerfile: "Path", context_dir: "Path", build_args: Mapping[str, str], purpose: str) -> ImageRef:
-        """Compute the input-addressed tag without building anything. Raises BuildError
-        when a base image is missing, UserError for a missing Dockerfile or context."""
+        """Compute the input-addressed tag without building anything. A base that this
+        builder planned but has not built yet (the task image under an agent's layer) counts
+        by its inputs. Raises BuildError when a base image is neither present nor planned,
+        UserError for a missing Dockerfile or context."""
 
     def status(self, ref: ImageRef) -> str:
         """'cached' or 'missing' (one inspect)."""
@@ -187,7 +189,9 @@ class AgentContext:
     validation: Sequence[Any]
     prompt: str
     workspace: "Workspace | None" = None
-    """The run's workspace, for an agent that works inside it (a coding CLI)."""
+    """The run's workspace, for an agent that works inside it (a coding CLI): provisioned
+    from the agent's own image when its config declares needs (``agent.image``: a layer over
+    the task image), else from the task image. Grading never uses the agent's image."""
     uid: int = AGENT_UID
     """The uid the agent must act as in the workspace (1000 under the uid wall, else 0)."""
     workdir: str = "/"

@@ -112,9 +112,22 @@ class RunSpec:
     timeouts: Any
     seed: int
     attempt: int
+    agent_image: dict | None = None
+    """The image the agent works in when it declares needs (``agent.image``): ``tag`` and
+    ``input_hash`` of a layer over ``image``. None = it works in ``image``. ``image`` is
+    always the task image, the one grading uses."""
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The spec as stored and hashed. Keys added after specs were first stored are left
+        out while empty (no agent image, an agent declaring no image needs), so every spec
+        that does not use them keeps the hash it always had."""
+        data = dataclasses.asdict(self)
+        if data["agent_image"] is None:
+            del data["agent_image"]
+        agent = data.get("agent")
+        if isinstance(agent, dict) and isinstance(agent.get("image"), dict) and not any(agent["image"].values()):
+            del agent["image"]
+        return data
 
     @property
     def spec_hash(self) -> str:

@@ -142,6 +142,11 @@ class ContentAddressedBuilder:
         self.ca_bundle = default_ca_bundle() if ca_bundle == AUTO else ca_bundle
         self.network_mode = network_mode
         self.build_timeout = build_timeout
+        self._planned: dict[str, str] = {}
+        self._resolved: dict[str, str] = {}
+        """base name -> what it resolved to (its inputs or its ID), once per builder."""
+        """tag -> input hash of every image this builder planned: a base named here (an agent
+        layer's task image) is known by its inputs before it is built."""
 
     # -- planning -------------------------------------------------------------------
 
@@ -151,8 +156,10 @@ class ContentAddressedBuilder:
         """Compute the input-addressed tag without building anything.
 
         Stages ``crucible-ca.pem`` in ``context_dir`` (so the context holds what is sent).
-        Raises ``UserError`` for a bad purpose or a missing Dockerfile/context and
-        ``BuildError`` when a base image the Dockerfile names is not present.
+        A base the Dockerfile names may be an image this builder planned and has not built yet
+        (an agent layer over its task image): it stands for its input hash, as it does once
+        built. Raises ``UserError`` for a bad purpose or a missing Dockerfile/context and
+        ``BuildError`` when a base image the Dockerfile names is neither present nor planned.
         """
         if not _PURPOSE.match(purpose):
             raise UserError(f"image purpose {purpose!r} must be lowercase [a-z0-9._-]")
@@ -173,8 +180,10 @@ class ContentAddressedBuilder:
             "ca_sha256": ca_sha,
         }
         input_hash = sha256_hex(canonical_json(inputs))
+        tag = f"crucible/{purpose}:{input_hash[:24]}"
+        self._planned[tag] = input_hash
         return ImageRef(
-            tag=f"crucible/{purpose}:{input_hash[:24]}",
+            tag=tag,
             input_hash=input_hash,
             dockerfile=str(dockerfile.resolve()),
             context_dir=str(context_dir.resolve()),
@@ -197,7 +206,14 @@ class ContentAddressedBuilder:
     def _resolve_base(self, name: str) -> str:
         if not name:
             raise BuildError("the Dockerfile's FROM is empty: pass the BASE build arg")
+        if name not in self._resolved:  # one inspect per base and builder: 8 plans would ask 8 times
+            self._resolved[name] = self._resolve_base_now(name)
+        return self._resolved[name]
+
+    def _resolve_base_now(self, name: str) -> str:
         found = image_info(self.client, name)
+        if found is None and name in self._planned:
+            return f"inputs:{self._planned[name]}"  # what it resolves to once built (its label)
         if found is None:
             raise BuildError(
                 f"base image {name} is not present (no registry is used): "

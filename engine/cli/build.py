@@ -24,9 +24,10 @@ def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
         typed = to_typed(compose_config(combo))
         session = session or session_for(typed, store)
         planned = plan(typed, builder=session.builder)
-        images.setdefault(planned.image.tag, (planned.image, []))[1].append(planned.spec.task_id)
+        for image in planned.images:  # the task image first, then an agent's layer over it
+            images.setdefault(image.tag, (image, []))[1].append(planned.spec.task_id)
     rows = []
-    for tag, (ref, tasks) in sorted(images.items()):
+    for tag, (ref, tasks) in images.items():  # in plan order: a layer is built after its base
         assert session is not None  # images has entries only once a session planned them
         status = session.builder.status(ref)
         if not dry_run and status == "missing":

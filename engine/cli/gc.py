@@ -45,6 +45,8 @@ from engine.errors import BuildError
 from engine.plan.repos import file_lock
 
 TASK_IMAGES = "crucible/task:*"
+AGENT_LAYERS = "crucible/agent:*"
+"""Agent-declared image layers over a task image (``spec.agent_image``), collected alike."""
 LOCAL_PREFIX = "local/task:"
 BASE_PURPOSE = "base"
 
@@ -82,7 +84,9 @@ class GcReport:
 def referenced_tags(store) -> set[str]:
     """Every image tag a stored run refers to (the spool is ingested first, so runs that are
     recorded but not yet in the database count too)."""
-    _, rows = store.query("SELECT DISTINCT image_tag FROM runs WHERE image_tag IS NOT NULL")
+    _, rows = store.query("SELECT DISTINCT image_tag FROM runs WHERE image_tag IS NOT NULL UNION "
+                          "SELECT DISTINCT spec->'agent_image'->>'tag' FROM runs "
+                          "WHERE spec->'agent_image'->>'tag' IS NOT NULL")
     return {row[0] for row in rows}
 
 
@@ -96,7 +100,8 @@ def image_items(usage: dict, referenced: set[str], match: str, min_age: float = 
     items = []
     for image in usage.get("Images") or []:
         tags = image.get("RepoTags") or []
-        unreferenced = [t for t in tags if _candidate(t, TASK_IMAGES, match) and t not in referenced]
+        unreferenced = [t for t in tags if t not in referenced
+                        and (_candidate(t, TASK_IMAGES, match) or _candidate(t, AGENT_LAYERS, match))]
         if not unreferenced:
             continue
         others = [t for t in tags if t not in unreferenced and t != "<none>:<none>"]

@@ -68,9 +68,32 @@ class FlavorConfig:
 
 
 @dataclass
+class AgentImageConfig:
+    """What an agent needs in the image it works in (``engine/build/layer.py``): a layer
+    crucible builds over the task image, whose inputs (these fields, the files' contents, the
+    task image's tag) name it. Grading never sees it: the hidden tests run on the task image."""
+
+    packages: List[str] = field(default_factory=list)
+    """Debian packages to apt-get install (as root, first)."""
+    files: Dict[str, str] = field(default_factory=dict)
+    """Absolute path in the image -> a host file (relative to the project root, or absolute),
+    copied in owned by root after the packages; its content is an input of the layer."""
+    install: str = ""
+    """A shell step run as root in ``/`` last, after the packages and files (a CLI's installer)."""
+
+    def declares_any(self) -> bool:
+        return bool(self.packages or self.files or self.install)
+
+
+@dataclass
 class AgentConfig:
+    """Every agent's keys. An agent outside crucible's packages names its own schema, a
+    subclass of this, as its class's ``config_schema`` (this one when it names none)."""
+
     _target_: str = MISSING
     name: str = MISSING
+    image: AgentImageConfig = field(default_factory=AgentImageConfig)
+    """What the agent needs in its image; nothing by default (it works in the task image)."""
 
 
 @dataclass
@@ -250,7 +273,23 @@ def _schema_for(group: str, node: dict):
     for cls in candidates:
         if cls._target_ == target:
             return cls
+    if group == "agent" and target:
+        return _plugin_agent_schema(str(target))
     raise ValueError(f"{group}._target_ {target!r} has no registered schema")
+
+
+def _plugin_agent_schema(target: str) -> type:
+    """The schema of an agent plug-in crucible does not register (one allowed by
+    ``$CRUCIBLE_PLUGIN_PACKAGES``): its class's ``config_schema``, else ``AgentConfig``."""
+    import dataclasses
+
+    from engine.config.plugins import plugin_class
+    from engine.errors import ConfigError
+
+    schema = getattr(plugin_class(target, where="agent"), "config_schema", AgentConfig)
+    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema) and issubclass(schema, AgentConfig)):
+        raise ConfigError(f"agent {target} declares a config_schema that is not an AgentConfig dataclass")
+    return schema
 
 
 def typed(cfg) -> CrucibleConfig:
@@ -284,11 +323,18 @@ def typed(cfg) -> CrucibleConfig:
 
 def _typed_groups(data: dict) -> dict:
     from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    from engine.errors import ConfigError
 
     for group in _GROUP_SCHEMAS:
         if group in data:
             node = data[group]
-            data[group] = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+            try:
+                data[group] = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+            except ConfigKeyError as exc:  # a plug-in's schema applies only here, not at compose
+                key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
+                raise ConfigError(f"unknown config key '{group}.{key}'") from exc
     return data
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from typing import Any
 
+from engine.build.layer import PURPOSE as LAYER_PURPOSE
+from engine.build.layer import layer_inputs
 from engine.config.plugins import instantiate, plugin_class
 from engine.config.schema import CrucibleConfig
 from engine.errors import ConfigError
@@ -78,6 +80,20 @@ def _content_hash(roots: tuple[str, ...]) -> str:
 class Plan:
     spec: RunSpec
     image: ImageRef
+    """The task image: grading always runs on it."""
+    agent_image: ImageRef | None = None
+    """The layer the agent's needs make over ``image`` (``engine/build/layer.py``); None when
+    its agent declares none."""
+
+    @property
+    def images(self) -> tuple[ImageRef, ...]:
+        """Every image the run needs, in build order (the task image, then its agent layer)."""
+        return (self.image,) if self.agent_image is None else (self.image, self.agent_image)
+
+    @property
+    def agent_workspace_image(self) -> ImageRef:
+        """What the agent's workspace is provisioned from."""
+        return self.agent_image or self.image
 
 
 def agent_part(cfg: CrucibleConfig) -> tuple[Any, str | None]:
@@ -96,8 +112,11 @@ def agent_part(cfg: CrucibleConfig) -> tuple[Any, str | None]:
 
 
 def make_agent(agent: Any, model: str | None) -> Any:
-    """The agent plug-in from its config part and the spec's model (for agents that take one)."""
-    return instantiate(agent, where="agent", **({"model": model} if model else {}))
+    """The agent plug-in from its config part and the spec's model (for agents that take one).
+    Its ``image`` needs are the engine's to build, not the agent's to take."""
+    cls = plugin_class(agent._target_, where="agent")
+    kwargs = {f.name: getattr(agent, f.name) for f in dataclasses.fields(agent) if f.name not in ("_target_", "image")}
+    return cls(**kwargs, **({"model": model} if model else {}))
 
 
 def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
@@ -106,6 +125,13 @@ def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
     chosen = builder.default_base or cfg.env.base_image or cfg.build.base
     if chosen:
         return chosen
+    return _offline_base()
+
+
+@functools.lru_cache(maxsize=1)
+def _offline_base() -> str:
+    """The bootstrapped base's tag, made if missing: once per process (an engine client and
+    an inspect each time otherwise)."""
     from engine.build.baseimage import ensure_base_image
 
     return ensure_base_image().tag
@@ -125,6 +151,7 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
     planned = flavor.plan_task(task, ctx)
     inputs = planned.image
     image = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), "task")
+    agent_image = _agent_layer(cfg, builder, image)
     planned_task = planned.task
     if use_lock and not (planned_task.fail_to_pass or planned_task.pass_to_pass):
         planned_task = _locked(planned_task, image.input_hash)
@@ -141,8 +168,23 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
         timeouts=cfg.timeouts,
         seed=cfg.seed,
         attempt=cfg.attempt,
+        agent_image=None if agent_image is None else {"tag": agent_image.tag, "input_hash": agent_image.input_hash},
     )
-    return Plan(spec=spec, image=image)
+    return Plan(spec=spec, image=image, agent_image=agent_image)
+
+
+def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRef) -> ImageRef | None:
+    """The agent's image: its declared needs as a layer over the task image, or None when it
+    declares none. A runtime whose builder makes its own templates (``runtime=local``) cannot
+    layer anything over them: that is a ConfigError here, before anything runs."""
+    needs = getattr(cfg.agent, "image", None)
+    if needs is None or not needs.declares_any():
+        return None
+    if builder.default_base is not None:
+        raise ConfigError(f"runtime {cfg.runtime.name} cannot install agent image needs (agent "
+                          f"{cfg.agent.name} declares agent.image); use runtime=docker")
+    inputs = layer_inputs(needs, task_image.tag, agent=cfg.agent.name)
+    return builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), LAYER_PURPOSE)
 
 
 def _locked(task, input_hash: str):

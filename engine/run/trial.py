@@ -146,6 +146,8 @@ class Runner:
             # grading: still a fresh workspace, its start-up hidden behind the agent's side.
             # (Starting it once the agent's is up instead spares the agent's start the
             # contention, but then it is late for a quick agent: no faster overall, measured.)
+            # It is the task image, never the agent's layer: what the agent installed for
+            # itself must not change how the hidden tests run.
             parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
             parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
             submission = await self._agent_side(plan, record, phase, flavor, agent, parts)
@@ -162,15 +164,16 @@ class Runner:
                 await parts.close()
 
     async def _ensure_image(self, plan: Plan, early: "_EarlyWrites") -> bool:
-        """The image, built unless cached; whether it was cached. Its build record is written
-        while the run goes on."""
+        """The run's images (the task image, then the agent's layer over it, if any), each
+        built unless cached; whether all were cached. Their build records are written while
+        the run goes on."""
         builds = _BuildRecords()
         try:
-            build = await asyncio.to_thread(self.builder.ensure, plan.image, builds)
+            hits = [(await asyncio.to_thread(self.builder.ensure, image, builds)).cache_hit for image in plan.images]
         finally:
             for build_record in builds.records:
                 early.record_build(build_record)
-        return bool(build.cache_hit)
+        return all(hits)
 
     async def _agent_side(self, plan: Plan, record: RunRecord, phase: "_Phase", flavor, agent,
                           parts: "_Parts") -> CapturedSubmission:
@@ -178,8 +181,10 @@ class Runner:
         left running (it overlaps grading) in ``parts``."""
         spec, timeouts = plan.spec, plan.spec.timeouts
         with phase.timed("provision"):
-            workspace = self.runtime.provision(plan.image, run_id=record.run_id, network=spec.integrity.agent_network,
-                                               purpose="agent", bridge=parts.bridge)
+            # The agent's image: its declared needs layered over the task image (grading's).
+            workspace = self.runtime.provision(plan.agent_workspace_image, run_id=record.run_id,
+                                               network=spec.integrity.agent_network, purpose="agent",
+                                               bridge=parts.bridge)
             ws = await workspace.__aenter__()
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)

@@ -1,0 +1,31 @@
+"""A test-only agent that looks at its own workspace: each probe command's output becomes a
+step, so a test can see what the image the agent works in holds (tests/test_agent_image.py).
+Allowed by ``CRUCIBLE_PLUGIN_PACKAGES=agent_probe`` with tests/ on the import path."""
+from __future__ import annotations
+
+from engine.agents import AgentContext, AgentOutcome
+from engine.models import Step
+
+PROBES = (
+    "jq --version",
+    "cat /opt/crucible-probe/hello.txt",
+    "cat /opt/crucible-probe/marker",
+    "id -u",
+)
+
+
+class ProbeAgent:
+    takes_model = False
+    deterministic = True
+
+    def __init__(self, name: str = "probe") -> None:
+        self.name = name
+
+    async def run(self, ctx: AgentContext) -> AgentOutcome:
+        assert ctx.workspace is not None
+        steps = []
+        for idx, command in enumerate(PROBES):
+            result = await ctx.workspace.exec(["sh", "-c", command], user=ctx.uid, cwd=ctx.workdir, timeout=60)
+            steps.append(Step(idx=idx, kind="tool_call", tool="probe", arguments={"command": command},
+                              result=result.text().strip(), is_error=not result.ok))
+        return AgentOutcome(steps=steps)
