@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from engine.run.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
-from engine.plan.spec import engine_version
+from engine.plan.spec import _content_hash, engine_version
 from engine.run.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
 from standin.process import standin_server
 
@@ -160,6 +160,7 @@ def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishe
     resumed = crucible(home, *args, "resume=true")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     # The engine's code is part of every spec: an edit to it mid-test makes every spec new.
+    _content_hash.cache_clear()  # hashed again from the files, not this process's memo of them
     assert engine_version() == version, "engine code changed during the test; rerun it"
     assert resumed.stdout.count("(resume=true)") == len(completed_before), resumed.stdout
     rows = query(home, "SELECT spec_hash, status, count(*) FROM runs GROUP BY ALL")

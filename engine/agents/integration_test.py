@@ -25,8 +25,6 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from engine.agents import AgentContext, AgentOutcome
-from engine.capabilities.mcp_client import call_tool, open_mcp
-from engine.capabilities.ssh_client import SSHEndpoint, open_ssh, run_bash
 from engine.models import Step
 
 
@@ -87,6 +85,8 @@ class IntegrationTestAgent:
             if name not in known_tools:
                 outcome.warnings.append(f"{where}: skipped, unknown tool '{name}' (the task offers {sorted(known_tools)})")
                 return None
+            from engine.capabilities.mcp_client import call_tool
+
             step.result, step.is_error = await call_tool(session, name, dict(arguments))
         else:
             step.is_error, step.result = True, f"capability '{capability}' cannot be staged by this agent"
@@ -103,12 +103,16 @@ class IntegrationTestAgent:
             return "rejected: bash needs a non-empty string `command` (not executed)", True
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             return f"rejected: `timeout` must be a positive number of seconds, got {timeout!r} (not executed)", True
+        from engine.capabilities.ssh_client import run_bash
+
         text, code = await run_bash(await channels.ssh(), command, timeout)
         return text, code != 0
 
 
 class _Channels:
-    """The run's capability connections, each opened on first use and closed with ``stack``."""
+    """The run's capability connections, each opened on first use and closed with ``stack``.
+    (The MCP SDK and asyncssh are imported on first use: planning a run imports this module,
+    and a check answered from the store should not pay ~0.6 s for clients it never opens.)"""
 
     def __init__(self, ctx: AgentContext, stack: contextlib.AsyncExitStack) -> None:
         self._ctx, self._stack = ctx, stack
@@ -117,6 +121,8 @@ class _Channels:
 
     async def mcp(self) -> tuple[Any, set[str]]:
         if self._mcp is None:
+            from engine.capabilities.mcp_client import open_mcp
+
             session = await self._stack.enter_async_context(
                 open_mcp(self._ctx.capabilities["mcp"], self._ctx.capability_auth.get("mcp", "")))
             self._mcp = session, {tool.name for tool in (await session.list_tools()).tools}
@@ -124,6 +130,8 @@ class _Channels:
 
     async def ssh(self) -> Any:
         if self._ssh is None:
+            from engine.capabilities.ssh_client import SSHEndpoint, open_ssh
+
             endpoint = SSHEndpoint.from_capability(self._ctx.capabilities["ssh"],
                                                    self._ctx.capability_auth.get("ssh", ""))
             self._ssh = await self._stack.enter_async_context(open_ssh(endpoint))

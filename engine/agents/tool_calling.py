@@ -51,7 +51,6 @@ from engine.agents.providers import (
     parse_model,
 )
 from engine.agents.providers.transport import with_retries
-from engine.capabilities.mcp_client import call_tool, open_mcp
 from engine.errors import AgentError
 from engine.models import Step
 from engine.config.schema import ToolCallingAgentConfig
@@ -153,6 +152,8 @@ class _Loop:
     async def run(self) -> None:
         if "mcp" not in self.ctx.capabilities:
             raise AgentError("the task offers no mcp capability; the tool_calling agent has no tools to use")
+        from engine.capabilities.mcp_client import open_mcp  # here: planning imports this module
+
         async with open_mcp(self.ctx.capabilities["mcp"], self.ctx.capability_auth.get("mcp", "")) as session:
             listed = (await session.list_tools()).tools
             tools = [ToolSpec(t.name, t.description or "", dict(t.inputSchema)) for t in listed]
@@ -228,6 +229,8 @@ class _Loop:
         began = time.monotonic()
         with self.recorded_if_cancelled(step, began, "the tool call was"):
             try:
+                from engine.capabilities.mcp_client import call_tool
+
                 text, is_error = await call_tool(session, call.name, call.arguments or {})
             except Exception as exc:  # the MCP transport itself failed: not the model's doing
                 raise AgentError(f"MCP call {call.name} failed: {type(exc).__name__}: {exc}") from exc

@@ -4,7 +4,8 @@
 all come here, so what a batch does is done once:
 
 - every distinct image is ensured once, before anything fans out (parallel runs never race
-  a build, and a missing base fails the batch before a container starts);
+  a build, and a missing base fails the batch before a container starts): each plan's task
+  image, then the agent's layer over it;
 - the verdict cache: a job whose spec already has a completed run in the store is answered
   from the store (``reuse=True``: ``resume=true``, ``check`` without ``--rebuild``);
 - ``repeats`` more runs of each job (``check --check N``);
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Callable
 
 from engine.models import RunRecord
 from engine.plan.spec import Plan
-from engine.run.trial import Runner, new_run_id
 
 if TYPE_CHECKING:
     from engine.run.session import Session
@@ -56,9 +56,23 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``gate`` allows, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again."""
+    for job in jobs:  # the verdict cache first: what it answers needs no image and no runner
+        cached = session.store.completed_run_for(job.plan.spec.spec_hash) if reuse else None
+        if cached is not None:
+            job.records.append(cached)
+            job.from_store = True
+            if on_record is not None:
+                on_record(job, cached)
+    pending = [job for job in jobs if not job.from_store or repeats]
+    if not pending:
+        return jobs
     gate = gate or asyncio.Semaphore(max(1, parallel))
-    for image in {job.plan.image.tag: job.plan.image for job in jobs}.values():
+    for image in {image.tag: image for job in pending for image in job.plan.images}.values():
         await asyncio.to_thread(session.builder.ensure, image, session.store)
+    # Imported here: a batch answered wholly from the store (a cached check) never loads the
+    # run machinery (the MCP SDK alone is ~0.6 s of start-up).
+    from engine.run.trial import Runner, new_run_id
+
     runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
 
     async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
@@ -75,18 +89,12 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
             on_record(job, record)
 
     async def one(job: BatchJob) -> None:
-        cached = session.store.completed_run_for(job.plan.spec.spec_hash) if reuse else None
-        if cached is not None:
-            job.records.append(cached)
-            job.from_store = True
-            if on_record is not None:
-                on_record(job, cached)
-        else:
+        if not job.from_store:
             await execute(job, job.run_dir, job.run_id)
         for _ in range(repeats):
             await execute(job, None, None)  # a repeat gets a directory of its own
 
-    await asyncio.gather(*(one(job) for job in jobs))
+    await asyncio.gather(*(one(job) for job in pending))
     return jobs
 
 
