@@ -72,6 +72,8 @@ class Staging:
     """How the named test results are read (``envs.coding.grader._results_format``)."""
     results_dir: str | None = None
     """Where pytest writes its JUnit report (format ``pytest``), outside the repo."""
+    reader: Waiting | None = None
+    """The root process that prints the JUnit report once told (format ``pytest``)."""
 
 
 @dataclass
