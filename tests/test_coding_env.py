@@ -237,6 +237,19 @@ def test_golden_diff_scores_one_and_regrades_from_raw(workspace, run, repo):
 
 
 @pytest.mark.docker
+def test_a_deletion_in_the_hidden_change_never_removes_what_the_change_writes(workspace, run, repo):
+    """tests/fx/a.txt deleted where tests/fx becomes a file (the change sorts the file first):
+    the deletion finds no directory there and leaves the written file alone."""
+    task = ct.task(repo, hidden_tests=[], test_command="grep -qx fx tests/fx && echo '1 passed'")
+    change = [HiddenFile("tests/fx", "644", b"fx\n"), HiddenFile("tests/fx/a.txt", "del"),
+              HiddenFile(ct.HIDDEN, "del")]
+    verdict = run(grade(workspace("grade"), task, ct.integrity("strict"), CapturedSubmission(diff=golden_diff(repo)),
+                        change, timeout=120))
+    assert verdict.raw["hidden_deleted"] == ["tests/fx/a.txt", ct.HIDDEN]
+    assert (verdict.reward, verdict.raw["reason"]) == (1.0, "tests passed"), verdict.raw["test"]["output_tail"]
+
+
+@pytest.mark.docker
 def test_a_diff_that_does_not_apply_scores_zero_with_the_reason(workspace, run, repo):
     task, integrity = ct.task(repo), ct.integrity("strict")
     stale = golden_diff(repo).replace("-add() { echo $(( $1 - $2 )); }", "-add() { echo nothing; }")

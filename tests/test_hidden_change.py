@@ -81,6 +81,19 @@ def test_hidden_tests_filter_the_change_and_a_filter_that_selects_nothing_is_one
         hidden.read_change(repo, base, test, ["nothing/**"], task_id="t/x")
     with pytest.raises(ConfigError, match="the test ref changes nothing"):
         hidden.read_change(repo, base, base, [], task_id="t/x")
+    # A named file the test ref does not change would silently not run: one line instead.
+    with pytest.raises(ConfigError, match=r"hidden_tests names tests/data.txt, which the test ref does not change"):
+        hidden.read_change(repo, base, test, ["tests/test_moved.py", "tests/data.txt"], task_id="t/x")
+
+
+def test_default_test_paths_are_tests_not_library_code_named_test():
+    from envs.coding import patch
+    from envs.coding.protect import DEFAULT_TEST_PATHS
+
+    task_paths = ["tests/test_x.py", "pkg/tests/helpers.py", "a/conftest.py", "pkg/util_test.py", "gomod/x_test.go",
+                  "pytest.ini", "pkg/testdata/in.txt"]
+    library = ["django/test/testcases.py", "numpy/testing/_private/utils.py", "src/testing.py", "pyproject.toml"]
+    assert [p for p in task_paths + library if patch.is_protected(p, DEFAULT_TEST_PATHS)] == task_paths
 
 
 def upstream(tmp_path: Path) -> tuple[Path, str, str]:

@@ -137,6 +137,13 @@ def test_the_locked_task_ships_and_the_spec_hash_follows_the_lock(conf, locked, 
         data["pass_to_pass"] = data["pass_to_pass"][:1]
         lock_file.write_text(json.dumps(data))
         edited = spec_of(conf, monkeypatch)
+        # A rerun of a locked run is planned on the lists it was graded on, not the edited lock's.
+        from engine.store.duckdb import DuckDBStore
+
+        run_id = DuckDBStore().query("SELECT run_id FROM runs WHERE task_id = 'lk/calc' AND agent = 'integration_test' "
+                                     "AND status = 'completed' ORDER BY started_at DESC LIMIT 1")[1][0][0]
+        rerun = crucible(conf, "rerun", run_id)
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     finally:
         lock_file.write_text(saved)
     assert unlocked.task.fail_to_pass == [] and len({unlocked.spec_hash, with_lock.spec_hash, edited.spec_hash}) == 3
@@ -185,3 +192,15 @@ def test_task_new_makes_a_shipping_locked_task_from_an_upstream_fix(tmp_path, do
     refused = crucible(conf, "task", "new", "up/tests_only", "--repo", str(repo), "--fix", only_tests)
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1
     assert "so the golden would be empty" in refused.stderr
+
+
+def test_lists_on_a_task_that_reads_no_named_results_are_one_line(tmp_path, docker_client, base_image):
+    repo = task_repo(tmp_path, STEADY_SUITE)
+    conf = tmp_path / "conf"
+    (conf / "task" / "lk").mkdir(parents=True)
+    (conf / "task" / "lk" / "calc.yaml").write_text(
+        f"name: calc\nset: lk\nrepo: {repo}\ntest_command: make test\nprompt: p\n"
+        "fail_to_pass: [tests/test_calc.py::test_add_two]\nsystem_packages: [python3, python3-pytest]\n")
+    proc = crucible(conf, "check", "task=lk/calc")
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "task 'lk/calc' lists fail_to_pass/pass_to_pass but reads no named test results" in proc.stderr

@@ -53,7 +53,7 @@ def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2, echo=pr
         if problem is None:
             spec = roles["golden"].batch.plan.spec
             lock.write_lock(path, task_id=task_id, pins=spec.task.pins, input_hash=str(spec.image["input_hash"]),
-                            lists=lists, repeats=1 + check)
+                            task_inputs=lock.task_inputs(spec.task), lists=lists, repeats=1 + check)
         failed += problem is not None
         rows.append((task_id, len(lists["fail_to_pass"]), len(lists["pass_to_pass"]), len(lists["flaky"]),
                      "FAIL" if problem else str(path)))
@@ -71,9 +71,13 @@ def _problem(roles: dict[str, Job]) -> str | None:
         for record in roles[side].records:
             if record.status != "completed":
                 return f"the {side} run {record.run_id} ended {record.status} in {record.error_phase}: {record.error}"
-    if not any(_named(r) for r in roles["golden"].records):
-        return ("the golden's grade read no named test results (results.format none, or the runner "
-                "wrote no report): a lock needs them")
+    for side in SIDES:
+        # Every run must have named results: a baseline run whose report was lost (a timeout,
+        # a crash) would make every test the golden passes look like fail-to-pass.
+        unnamed = [r.run_id for r in roles[side].records if not _named(r)]
+        if unnamed:
+            return (f"the {side} run {unnamed[0]} read no named test results (results.format none, a timeout, "
+                    "or the runner wrote no report): a lock needs them from every run")
     return None
 
 

@@ -190,7 +190,7 @@ def _cache_write(key: str, cfg: DictConfig) -> None:
     target = _cache_file(key)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
         tmp.replace(target)
     except (OSError, ValueError, OmegaConfBaseException):
@@ -235,7 +235,8 @@ def to_typed(cfg: DictConfig):
     container = OmegaConf.to_container(cfg, resolve=True)
     targets = [str((container.get(part) or {}).get("_target_", "")) if isinstance(container, dict) else ""
                for part in ("flavor", "agent")]
-    key = hashlib.sha256(f"{EVAL_CACHE_VERSION}\0typed\0{engine_version(*filter(None, targets))}\0".encode()
+    plugins = os.environ.get("CRUCIBLE_PLUGIN_PACKAGES", "")  # which targets may load at all
+    key = hashlib.sha256(f"{EVAL_CACHE_VERSION}\0typed\0{engine_version(*filter(None, targets))}\0{plugins}\0".encode()
                          + json.dumps(container, sort_keys=True, default=str).encode()).hexdigest()[:32]
     cached = paths.cache_dir() / "eval" / f"{key}.typed.pickle"
     try:
@@ -248,7 +249,7 @@ def to_typed(cfg: DictConfig):
         raise ConfigError(describe(exc, [])) from exc
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp = cached.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(pickle.dumps(result))
         tmp.replace(cached)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):

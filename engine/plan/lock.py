@@ -9,7 +9,7 @@ every golden one, P2P = passing on all of them, a test whose status differs betw
 of one side is flaky and in neither list.
 
 Planning reads it: the lists go into the task (so the spec hash covers them), and a lock whose
-SHAs or image inputs are not what the task plans to now is stale, one line.
+SHAs or test settings are not what the task plans to now is stale, one line.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def read_lock(path: Path) -> dict[str, Any]:
         raise ConfigError(f"lock file {path} cannot be read: {exc}") from exc
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         raise ConfigError(f"lock file {path}: not a version-{LOCK_VERSION} crucible lock (rewrite it: crucible lock)")
-    for key in ("pins", "image_input_hash", "fail_to_pass", "pass_to_pass"):
+    for key in ("pins", "image_input_hash", "task_inputs", "fail_to_pass", "pass_to_pass"):
         if key not in data:
             raise ConfigError(f"lock file {path}: no '{key}' (rewrite it: crucible lock)")
     for key in ("fail_to_pass", "pass_to_pass", "flaky"):
@@ -49,17 +49,33 @@ def read_lock(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_fresh(lock: Mapping[str, Any], path: Path, task_id: str, pins: Mapping[str, str], input_hash: str) -> None:
-    """A lock derived on other commits or another image says nothing about this plan."""
+UNLOCKED_FIELDS = frozenset({"fail_to_pass", "pass_to_pass", "pins", "id", "prompt", "validation"})
+"""Task fields a lock's lists do not depend on (or that it sets itself)."""
+
+
+def task_inputs(task: Any) -> str:
+    """A hash of everything else in the task (its test command, hidden-test filter, results
+    format, packages, install step, ...): change one and the lists may name other tests."""
+    import dataclasses
+    import hashlib
+
+    fields = {k: v for k, v in dataclasses.asdict(task).items() if k not in UNLOCKED_FIELDS}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_fresh(lock: Mapping[str, Any], path: Path, task_id: str, pins: Mapping[str, str], inputs: str) -> None:
+    """A lock derived on other commits or from another test setup says nothing about this plan.
+    (The image's input hash is recorded, not compared: it covers the forwarded CA bundle and
+    base image, which differ between machines that run the same tests.)"""
     command = f"crucible lock task={task_id}"
     locked = dict(lock.get("pins") or {})
     for role in sorted(set(locked) | set(pins)):
         if locked.get(role) != pins.get(role):
             was, now = str(locked.get(role) or "none")[:12], str(pins.get(role) or "none")[:12]
             raise ConfigError(f"task '{task_id}': lock {path} is stale: {role} moved from {was} to {now}; run `{command}`")
-    if lock.get("image_input_hash") != input_hash:
-        raise ConfigError(f"task '{task_id}': lock {path} is stale: the image's inputs changed "
-                          f"({str(lock.get('image_input_hash'))[:12]} -> {input_hash[:12]}); run `{command}`")
+    if lock.get("task_inputs") != inputs:
+        raise ConfigError(f"task '{task_id}': lock {path} is stale: the task's test settings changed since it was "
+                          f"written (test command, hidden tests, results, packages, ...); run `{command}`")
 
 
 def derive_lists(baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequence[TestResult]]) -> dict[str, list[str]]:
@@ -83,12 +99,12 @@ def derive_lists(baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequ
     }
 
 
-def write_lock(path: Path, *, task_id: str, pins: Mapping[str, str], input_hash: str, lists: Mapping[str, list[str]],
-               repeats: int) -> None:
+def write_lock(path: Path, *, task_id: str, pins: Mapping[str, str], input_hash: str, task_inputs: str,
+               lists: Mapping[str, list[str]], repeats: int) -> None:
     """Write the lock atomically, in a stable form (sorted keys, one name per line): a lock
     re-derived to the same lists is the same file."""
     data = {"version": LOCK_VERSION, "task": task_id, "pins": dict(sorted(pins.items())),
-            "image_input_hash": input_hash, "repeats": repeats,
+            "image_input_hash": input_hash, "task_inputs": task_inputs, "repeats": repeats,
             "fail_to_pass": list(lists["fail_to_pass"]), "pass_to_pass": list(lists["pass_to_pass"]),
             "flaky": list(lists.get("flaky", []))}
     tmp = path.with_suffix(SUFFIX + ".tmp")

@@ -76,6 +76,11 @@ class Runner:
         record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
         (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
         (run_dir / "pins.json").write_text(json.dumps(plan.spec.task.pins, indent=2, sort_keys=True))
+        # The named tests it is graded on (from the task or its lock, as the lock was then): a
+        # re-plan uses these, not whatever the lock says by the time of a rerun.
+        (run_dir / "named_tests.json").write_text(json.dumps(
+            {"fail_to_pass": list(plan.spec.task.fail_to_pass), "pass_to_pass": list(plan.spec.task.pass_to_pass)},
+            indent=2))
         # The "running" record lands while the run starts (a store write costs ~0.05 s);
         # every early write is drained before the final record, which stays authoritative.
         early = _EarlyWrites(self.store)

@@ -49,6 +49,9 @@ class CodingFlavor:
         repo_path = repos.resolve_repo(task.repo)
         pins = _pins(task, repo_path, ctx.pins)
         task.pins = pins
+        if (task.fail_to_pass or task.pass_to_pass) and grader.declared_format(task) == "none":
+            raise ConfigError(f"task '{task.id}' lists fail_to_pass/pass_to_pass but reads no named test results "
+                              f"(results.format {task.results.format!r} for `{task.test_command}`): set results.format")
         # The change is read here too, so a filter that selects nothing or a submodule in it
         # is one line before any container starts (and cached for grading).
         hidden.read_change(repo_path, pins["baseline"], pins["test"], task.hidden_tests, task_id=task.id)

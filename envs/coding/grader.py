@@ -54,9 +54,8 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
         _check_relative(item.path)
     uid_wall = bool(integrity.uid_wall)
     workdir = workdir_of(task, GradeError)
-    written = [f.path for f in hidden if f.mode != hidden_change.DELETE]
     modules = _test_files(task, hidden)
-    plan = isolated.plan(str(task.test_command), written, workdir=workdir, uid_wall=uid_wall,
+    plan = isolated.plan(str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall,
                          separate=_isolates(task, integrity)) if task.isolated_verdict else None
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
     entries = [f.entry for f in hidden] + ([f"644 {canary.rel}"] if canary else [])  # the canary runs last
@@ -101,11 +100,19 @@ async def _start_reader(ws: Workspace, results_dir: str, ready: staging.Staging)
 
 
 def _test_files(task: CodingTaskConfig, hidden: Sequence[HiddenFile]) -> list[str]:
-    """What ``{test_files}`` names: every file a ``hidden_tests`` filter kept (a hand-written
-    list means exactly those), else the change's pytest modules."""
+    """What ``{test_files}`` names: the files a ``hidden_tests`` filter kept (a hand-written
+    list means exactly those; for pytest only the Python ones: a data file handed to pytest
+    is a usage error), else the change's pytest modules."""
     if task.hidden_tests:
-        return [f.path for f in hidden if f.mode != hidden_change.DELETE]
+        kept = [f.path for f in hidden if f.mode != hidden_change.DELETE]
+        runs_pytest = task.isolated_verdict or re.search(r"\bpytest\b", str(task.test_command))
+        return [p for p in kept if p.endswith(".py")] if runs_pytest else kept
     return hidden_change.test_modules(hidden)
+
+
+def declared_format(task: CodingTaskConfig) -> str:
+    """The results format a task's settings give, before any mode (``auto`` resolved)."""
+    return _results_format(task, None)
 
 
 def _results_format(task: CodingTaskConfig, plan: isolated.Plan | None) -> str:
@@ -206,7 +213,12 @@ async def grade(
                 raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
                 began = time.monotonic()
-                raw["results"] = await _read_results(ws, ready, task, output, deadline)
+                if ready.results_format in ("go", "parser") and raw["test"]["output_bytes"] > len(output):
+                    raw["results"] = {"format": ready.results_format, "error": (
+                        f"the test output ({raw['test']['output_bytes']} bytes) is over the "
+                        f"{RESULTS_OUTPUT_BYTES} bytes the results are read from")}
+                else:
+                    raw["results"] = await _read_results(ws, ready, task, output, deadline)
                 if ready.results_format != "none":
                     raw["durations"]["results"] = round(time.monotonic() - began, 4)
         finally:
@@ -362,7 +374,9 @@ async def _run_parser(ws: Workspace, task: CodingTaskConfig, output: bytes, dead
         parser = parser.replace("{" + key + "}", shlex.quote(path))
     script = (f"set -e\nmkdir -m 700 {shlex.quote(scratch)}\ncat > {shlex.quote(files['stdout'])}\n"
               f": > {shlex.quote(files['stderr'])}\n( {parser} ) >&2\ncat -- {shlex.quote(files['output'])}\n")
-    done = await ws.exec(["bash", "-c", script], user=ROOT_UID, cwd=workdir_of(task, GradeError), stdin=output,
+    # From /, not the repo: a parser run as root from a directory the agent's diff writes to
+    # would import whatever module the diff put there.
+    done = await ws.exec(["bash", "-c", script], user=ROOT_UID, cwd="/", stdin=output,
                          timeout=_left(deadline, "the results parser"), max_output=RESULTS_OUTPUT_BYTES)
     if done.timed_out or done.exit_code != 0:
         raise GradeError(f"the results parser failed (exit code {done.exit_code}): "
@@ -397,7 +411,7 @@ def verdict_from_test_result(
     canary had not run, and scores 0 when it was not reported failed."""
     test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
     tests, results_problem = _named_tests(named)
-    if tests is not None and canary and "nodeid" in canary:
+    if tests is not None and results_problem is None and canary and "nodeid" in canary:
         own = [t for t in tests if t.name == canary["nodeid"]]
         if not tampered and [t.status for t in own] != ["FAILED"]:
             tampered = canaries.TAMPERED

@@ -73,6 +73,11 @@ def _read_change(repo_path: str, baseline: str, test: str, filters: tuple[str, .
             raw = repo.git.diff("--raw", "-z", "--no-renames", "--no-abbrev", baseline, test)
             changed = _parse_raw(raw)
             chosen = set(select(sorted(changed), filters))
+            exact = [f.strip("/") for f in filters if not any(c in f for c in "*?[") and not f.endswith("/")]
+            unchanged = [f for f in exact if f not in changed and not any(p.startswith(f + "/") for p in changed)]
+            if unchanged:  # a listed hidden test the test ref does not change would silently not run
+                raise ConfigError(f"task '{task_id}': hidden_tests names {', '.join(unchanged)}, which the test "
+                                  "ref does not change relative to the baseline")
             if filters and not chosen:
                 raise ConfigError(f"task '{task_id}': hidden_tests {list(filters)} select nothing of the test "
                                   f"change ({len(changed)} paths between the baseline and the test ref)")

@@ -64,8 +64,11 @@ class Policy:
     command_files: tuple[str, ...]
 
     @classmethod
-    def for_task(cls, task: CodingTaskConfig) -> "Policy":
-        hidden = tuple(str(p).strip("/") for p in task.hidden_tests or ())
+    def for_task(cls, task: CodingTaskConfig, hidden_paths: Sequence[str] = ()) -> "Policy":
+        """``hidden_paths``: the hidden change's paths (what grading writes); without them,
+        the task's ``hidden_tests`` as a list of files (a caller that has no change read)."""
+        source = hidden_paths or task.hidden_tests or ()
+        hidden = tuple(str(p).strip("/") for p in source)
         extra = tuple(str(p) for p in task.protected_paths or ())
         roots = {""} | {d for h in hidden for d in _parents(h)}
         test_dirs = sorted(d for d in roots if d and "test" in posixpath.basename(d).lower())
@@ -120,7 +123,8 @@ class Policy:
 
 
 DEFAULT_TEST_PATHS = (
-    "tests/", "test/", "testing/", "testdata/",  # a directory of that name at any depth
+    "tests/", "testdata/",  # a directory of that name at any depth (not test/ or testing/:
+    # django/test/ and numpy/testing/ are library code a fix may have to change)
     "test_*.py", "*_test.py", "conftest.py", "pytest.ini", ".pytest.ini",  # pytest's own
     "*_test.go",
 )
@@ -151,9 +155,10 @@ def split_test_paths(chunks: list[patch.FileChunk], task: CodingTaskConfig,
     return kept, sorted(dropped)
 
 
-def split_protected(chunks: list[patch.FileChunk], task: CodingTaskConfig) -> tuple[list[patch.FileChunk], list[str]]:
+def split_protected(chunks: list[patch.FileChunk], task: CodingTaskConfig,
+                    hidden_paths: Sequence[str] = ()) -> tuple[list[patch.FileChunk], list[str]]:
     """The chunks ``strict`` grades and the protected paths it drops (the run's violations)."""
-    return Policy.for_task(task).split(chunks)
+    return Policy.for_task(task, hidden_paths).split(chunks)
 
 
 def _parents(path: str) -> list[str]:

@@ -108,7 +108,7 @@ def _submission(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity
         # is the test ref's content for every path the hidden change does not write itself.
         kept, violations = protect.split_test_paths(kept, task, hidden_paths)
     if integrity.drop_protected:
-        kept, more = protect.split_protected(kept, task)
+        kept, more = protect.split_protected(kept, task, hidden_paths)
         violations = sorted({*violations, *more})
     diff = b"".join(c.data for c in kept).decode("utf-8")
     return CapturedSubmission(diff=diff, files_changed=touched, violations=violations)

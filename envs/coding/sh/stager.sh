@@ -91,9 +91,26 @@ if [ -n "$VERDICT" ]; then
   mkdir -m 700 -- "$VERDICT/hidden" "$VERDICT/home"
   root=$VERDICT/hidden owner=$TESTER
 fi
+# Deletions first, and only where every parent is a real directory (else nothing is there to
+# delete): a deletion must never remove what the change writes, e.g. tests/fx/a.txt deleted
+# where tests/fx becomes a file.
 for i in "${!hidden[@]}"; do
   mode=${hidden[$i]%% *} rel=${hidden[$i]#* }
   [[ $mode =~ ^(644|755|link|del)$ ]] || fail "bad hidden entry"
+  [ "$mode" = del ] || continue
+  target=$root/$rel parent='' d=$root inside=1
+  if [[ $rel == */* ]]; then parent=${rel%/*}; fi
+  IFS=/ read -r -a parts <<< "$parent"
+  for part in ${parts[@]+"${parts[@]}"}; do
+    [ -z "$part" ] || [ "$part" = . ] && continue
+    d="$d/$part"
+    if [ -L "$d" ] || [ ! -d "$d" ]; then inside=0; break; fi
+  done
+  if [ "$inside" = 1 ] && { [ -e "$target" ] || [ -L "$target" ]; }; then rm -rf -- "$target"; fi
+done
+for i in "${!hidden[@]}"; do
+  mode=${hidden[$i]%% *} rel=${hidden[$i]#* }
+  if [ "$mode" = del ]; then continue; fi  # done above
   if [[ $rel == /* ]]; then  # the grader's own files (isolated verdict): root's, readable
     install -D -m 644 -o 0 -g 0 -- "$DIR/hidden.$i" "$rel"
     continue
@@ -109,7 +126,6 @@ for i in "${!hidden[@]}"; do
     [ -e "$d" ] || break
   done
   if [ -e "$target" ] || [ -L "$target" ]; then rm -rf -- "$target"; fi
-  if [ "$mode" = del ]; then continue; fi  # the test change deletes it: gone, whatever the diff did
   if [ ! -d "${target%/*}" ]; then mkdir -p -- "${target%/*}"; fi
   if [ "$mode" = link ]; then
     ln -s -- "$(cat -- "$DIR/hidden.$i")" "$target"
