@@ -157,3 +157,14 @@ def test_task_new_refuses_a_split_with_an_empty_side_in_one_line(tmp_path):
         new_task(request(tmp_path, repo, checked, tests=["pkg/check_*.py"], task_id="up/named"))
     with pytest.raises(ConfigError, match="must be SET/NAME"):
         new_task(request(tmp_path, repo, checked, task_id="nameonly"))
+
+
+def test_task_new_finds_a_fix_reachable_only_from_a_tag(tmp_path):
+    repo, base, fix = upstream(tmp_path)
+    git(repo, "tag", "v1.0.1", fix)
+    git(repo, "reset", "-q", "--hard", base)  # no branch holds the fix any more, only the tag
+    yaml_path = new_task(request(tmp_path, repo, "v1.0.1"))
+    task_repo = tmp_path / "repos" / "up" / "add"
+    assert yaml_path.is_file()
+    assert sorted(git(task_repo, "for-each-ref", "--format=%(refname)").split()) == [
+        "refs/heads/add_baseline", "refs/heads/add_golden", "refs/heads/add_test"]  # the tag is not kept

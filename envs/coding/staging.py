@@ -73,7 +73,7 @@ class Staging:
     results_dir: str | None = None
     """Where pytest writes its JUnit report (format ``pytest``), outside the repo."""
     reader: Waiting | None = None
-    """The root process that prints the JUnit report once told (format ``pytest``)."""
+    """The process (as the tests' uid) that prints the JUnit report once told (format ``pytest``)."""
 
 
 @dataclass

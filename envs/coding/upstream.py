@@ -104,7 +104,8 @@ def _write_repo(source: Path, target: Path, name: str, base: str, fix: str,
     scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         repo = scratch / "repo.git"
-        proc = subprocess.run(["git", "clone", "--quiet", "--bare", "--no-tags", str(source), str(repo)],
+        # Tags too: a fix may be reachable only from one (every ref but the three goes below).
+        proc = subprocess.run(["git", "clone", "--quiet", "--bare", str(source), str(repo)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise ConfigError(f"cannot clone {source}: {proc.stderr.strip()[-300:]}")
