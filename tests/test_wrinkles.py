@@ -17,61 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from test_repogen_wrinkles import DATA_DRIVEN_ALTERNATIVE
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = str(ROOT / "tests" / "conf")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-ALTERNATIVE_FIX = '''"""Durations as hikers type them: "2h", "45m", "1h30m", "1.5h", "1h 30m", or "1:30:00"."""
-from __future__ import annotations
-
-SECONDS = {"h": 3600, "m": 60, "s": 1}
-DIGITS = "0123456789"
-
-
-def _number(text: str, original: str) -> float:
-    whole, dot, fraction = text.partition(".")
-    if not whole or any(c not in DIGITS for c in whole + fraction) or (dot and not fraction):
-        raise ValueError(f"not a duration: {original!r}")
-    return float(text)
-
-
-def _clock(text: str) -> int | None:
-    fields = text.strip().split(":")
-    if len(fields) not in (2, 3) or not fields[0] or any(c not in DIGITS for c in fields[0]):
-        return None
-    if any(len(f) != 2 or any(c not in DIGITS for c in f) or f[0] > "5" for f in fields[1:]):
-        return None
-    hours, minutes, seconds = (int(f) for f in (fields + ["0"])[:3])
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def parse_duration(text: str) -> int:
-    """Whole seconds in ``text`` (rounded); ValueError if it is not a duration."""
-    text = text.lower()
-    clock = _clock(text)
-    if clock is not None:
-        return clock
-    total, number, parts = 0.0, "", 0
-    for char in text:
-        if char in SECONDS:
-            total += _number(number, text) * SECONDS[char]
-            number, parts = "", parts + 1
-        elif char.isspace():
-            if number:
-                raise ValueError(f"not a duration: {text!r}")
-        else:
-            number += char
-    if number or not parts:
-        raise ValueError(f"not a duration: {text!r}")
-    return round(total)
-
-
-def format_duration(seconds: int) -> str:
-    """H:MM:SS, the way parse_duration reads it back."""
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
-'''
+ALTERNATIVE_FIX = DATA_DRIVEN_ALTERNATIVE
 """An honest fix that is not the golden: no regular expression, a hand-written scanner."""
 
 

@@ -12,7 +12,6 @@ import asyncio
 
 from engine.cli.check import Job, plan_jobs
 from engine.errors import ConfigError
-from engine.models import RunRecord
 from engine.plan import lock
 from engine.run.batch import run_batch
 from engine.run.session import housekeeping
@@ -74,12 +73,8 @@ def _problem(roles: dict[str, Job]) -> str | None:
     for side in SIDES:
         # Every run must have named results: a baseline run whose report was lost (a timeout,
         # a crash) would make every test the golden passes look like fail-to-pass.
-        unnamed = [r.run_id for r in roles[side].records if not _named(r)]
+        unnamed = [r.run_id for r in roles[side].records if not r.tests]
         if unnamed:
             return (f"the {side} run {unnamed[0]} read no named test results (results.format none, a timeout, "
                     "or the runner wrote no report): a lock needs them from every run")
     return None
-
-
-def _named(record: RunRecord) -> bool:
-    return bool(record.tests)

@@ -83,6 +83,8 @@ def derive_lists(baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequ
     repeated runs of that side. A test missing from a run counts as not passed there; a test
     that passes in some runs of one side and not in others is flaky (FAILED in one run and
     ERROR in another is not: it fails either way)."""
+    if not baseline or not golden:
+        raise ValueError(f"derive_lists needs a run of each side ({len(baseline)} baseline, {len(golden)} golden)")
     base = [{t.name for t in run if t.status == "PASSED"} for run in baseline]
     gold = [{t.name for t in run if t.status == "PASSED"} for run in golden]
     names = {t.name for runs in (baseline, golden) for run in runs for t in run}

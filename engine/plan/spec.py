@@ -154,7 +154,7 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
     agent_image = _agent_layer(cfg, builder, image)
     planned_task = planned.task
     if use_lock and not (planned_task.fail_to_pass or planned_task.pass_to_pass):
-        planned_task = _locked(planned_task, image.input_hash)
+        planned_task = _locked(planned_task)
     spec = RunSpec(
         engine_version=engine_version(cfg.flavor._target_, cfg.agent._target_),
         task=planned_task,
@@ -187,7 +187,7 @@ def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRe
     return builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), LAYER_PURPOSE)
 
 
-def _locked(task, input_hash: str):
+def _locked(task):
     """``task`` with the named tests of its lock file, checked fresh; as it is without one."""
     path = lock.lock_path(task.id)
     if path is None or not path.is_file():

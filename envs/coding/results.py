@@ -6,9 +6,9 @@ returns one result per name, sorted by name, so the same report always reads the
 name reported more than once keeps its worst status (``merge_worst``). Malformed input raises
 ``GradeError`` with one line saying what is malformed.
 
-``judge_lists`` grades a run against a task's FAIL_TO_PASS / PASS_TO_PASS lists, and
-``derive_lists`` derives those lists from repeated baseline and golden runs, as SWE-bench's
-validation does. All pure functions of their arguments, so a stored run regrades.
+``judge_lists`` grades a run against a task's FAIL_TO_PASS / PASS_TO_PASS lists (derived by
+the engine's ``crucible lock``, ``engine.plan.lock.derive_lists``). All pure functions of
+their arguments, so a stored run regrades.
 """
 from __future__ import annotations
 
@@ -261,53 +261,6 @@ def _judge_one(statuses: Mapping[str, str], names: Sequence[str]) -> dict:
     failing = [{"name": name, "status": statuses.get(name, "MISSING")}
                for name in wanted if statuses.get(name) != "PASSED"]
     return {"passed": len(wanted) - len(failing), "total": len(wanted), "failing": failing[:_FAILED_LIST_LIMIT]}
-
-
-def derive_lists(baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequence[TestResult]]) -> dict:
-    """FAIL_TO_PASS and PASS_TO_PASS from N >= 1 repeated runs of each role, as SWE-bench's
-    validation derives them.
-
-    flaky: a test whose status differs between runs of one role (FAILED in one, ERROR in
-        another), or that is PASSED in some and missing in others; missing against a non-passing
-        status is not a difference (missing already counts as not passed).
-    fail_to_pass: PASSED in every golden run, and PASSED in no baseline run, minus flaky.
-    pass_to_pass: PASSED in every run of both roles, minus flaky.
-    Returns ``{"fail_to_pass": [...], "pass_to_pass": [...], "flaky": [...]}``, each sorted.
-    Raises ``GradeError`` when a role has no runs."""
-    if not baseline or not golden:
-        raise GradeError(f"derive_lists: needs at least one run of each role ({len(baseline)} baseline, {len(golden)} golden)")
-    base_runs, gold_runs = _status_maps(baseline), _status_maps(golden)
-    flaky = _flaky(base_runs) | _flaky(gold_runs)
-    always_gold = _passed_in_all(gold_runs)
-    ever_base = {name for run in base_runs for name, status in run.items() if status == "PASSED"}
-    fail_to_pass = always_gold - ever_base - flaky
-    pass_to_pass = (always_gold & _passed_in_all(base_runs)) - flaky
-    return {"fail_to_pass": sorted(fail_to_pass), "pass_to_pass": sorted(pass_to_pass), "flaky": sorted(flaky)}
-
-
-def _status_maps(runs: Sequence[Sequence[TestResult]]) -> list[dict[str, str]]:
-    return [{result.name: result.status for result in merge_worst(run)} for run in runs]
-
-
-def _names(runs: Sequence[Mapping[str, str]]) -> set[str]:
-    return {name for run in runs for name in run}
-
-
-def _passed_in_all(runs: Sequence[Mapping[str, str]]) -> set[str]:
-    return {name for name in _names(runs) if all(run.get(name) == "PASSED" for run in runs)}
-
-
-def _flaky(runs: Sequence[Mapping[str, str]]) -> set[str]:
-    flaky = set()
-    for name in _names(runs):
-        seen = [run.get(name) for run in runs]
-        present = {status for status in seen if status is not None}
-        if len(present) > 1 or ("PASSED" in present and None in seen):
-            flaky.add(name)
-    return flaky
-
-
-# --- messages ---------------------------------------------------------------------------
 
 
 def _short(value: Any, quote: bool = True, limit: int = 80) -> str:
