@@ -348,3 +348,24 @@ def test_to_json_is_a_list_of_objects_with_iso_timestamps():
         {"agent": "longer-agent", "model": "m", "pass_rate": 1.0, "runs": 7, "at": None},
     ]
     assert json.loads(to_json(["x", "x"], [(1, float("nan"))])) == [{"x": 1, "x_2": None}]
+
+
+def test_an_orphan_whose_run_dir_holds_its_final_record_is_recovered_not_marked_dead(store, tmp_path):
+    """Killed between the two writes of its final record (run directory, then spool): the store
+    still says "running", the run directory says how the run ended, and that ending wins."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run_dir = tmp_path / "runs" / "finished-then-killed"
+    run_dir.mkdir(parents=True)
+    running = make_run("finished-then-killed", "running", owner_pid=dead.pid, owner_host=this_host(),
+                       started_at=datetime.now(timezone.utc).isoformat(), run_dir=str(run_dir))
+    store.record_run(running)
+    final = make_run("finished-then-killed", "completed", owner_pid=dead.pid, owner_host=this_host(),
+                     run_dir=str(run_dir), reward=1.0)
+    document = store._document("run", final.to_dict(), 10**12)  # what write_run_record puts in the run dir
+    (run_dir / "record.json").write_text(json.dumps(document))
+
+    assert store.mark_orphaned_runs() == []
+    stored = store.get_run("finished-then-killed")
+    assert (stored.status, stored.reward, stored.error) == ("completed", 1.0, None)
+    assert json.loads((run_dir / "record.json").read_text())["status"] == "completed"

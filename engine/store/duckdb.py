@@ -36,6 +36,7 @@ Slowest stage::
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from collections import defaultdict
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from engine.util import paths
 from engine.errors import ConfigError, StoreError, UserError
-from engine.models import BuildRecord, RunRecord
+from engine.models import RUN_STATUSES, BuildRecord, RunRecord
 from engine.store.files import (
     atomic_write_json,
     next_seq,
@@ -65,6 +66,7 @@ log = logging.getLogger("crucible.store")
 LOCK_TIMEOUT_S = 120.0
 BATCH = 500
 """Records per ingest transaction: short enough that readers get their turn."""
+FINAL_RUN_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")
 
 
 class DuckDBStore:
@@ -274,6 +276,8 @@ class DuckDBStore:
     def mark_orphaned_runs(self) -> list[str]:
         """Runs left "running" by a dead process on this host become "error"; returns their ids.
 
+        A run whose own directory already holds its final record gets that record instead.
+
         Each is written as a new durable record (so a crash mid-way loses nothing and a
         second call finds nothing left to mark).
         """
@@ -283,6 +287,8 @@ class DuckDBStore:
             if r.owner_pid is not None and not process_alive(r.owner_pid, _epoch(r.started_at))  # not NULL: the query
         ]
         now = datetime.now(timezone.utc).isoformat()
+        recovered = {r.run_id for r in orphans if self._respool_final_record(r)}
+        orphans = [r for r in orphans if r.run_id not in recovered]
         for record in orphans:
             record.status = "error"
             record.error_phase = record.error_phase or "agent"
@@ -290,9 +296,31 @@ class DuckDBStore:
             record.ended_at = record.ended_at or now
             run_dir = Path(record.run_dir) if record.run_dir and Path(record.run_dir).is_dir() else None
             self.write_run_record(record, run_dir)
-        if orphans:
+        if orphans or recovered:
             self.ingest_pending()
         return [r.run_id for r in orphans]
+
+    @staticmethod
+    def _respool_final_record(record: RunRecord) -> bool:
+        """Whether the run's own ``record.json`` already holds its final record, spooled again.
+
+        The record goes to the run directory first and to the spool second; a process killed
+        between the two leaves the store saying "running" while the run directory says how
+        it ended. That ending is the truth: marking the run dead would lose a finished run.
+        """
+        if not record.run_dir:
+            return False
+        try:
+            document = json.loads((Path(record.run_dir) / "record.json").read_text())
+        except (OSError, ValueError):
+            return False
+        if (not isinstance(document, dict) or document.get("run_id") != record.run_id
+                or document.get("status") not in FINAL_RUN_STATUSES
+                or not isinstance(document.get("record_seq"), int)):
+            return False
+        name = spool_name("run", record.run_id, document["record_seq"], document["status"])
+        atomic_write_json(paths.spool_dir() / name, document)
+        return True
 
     # ---- connections -------------------------------------------------------------------
 
