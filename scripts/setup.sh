@@ -30,5 +30,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# crucible's own bytecode, as an installed (not editable) package has it: a machine that sets
+# PYTHONDONTWRITEBYTECODE would otherwise compile every module on every command (~0.15 s).
+.venv/bin/python -m compileall -q engine envs swe_tasks >/dev/null
+
 # dockerd + base image: crucible's own doctor does both, idempotently.
 .venv/bin/crucible doctor --fix

@@ -147,3 +147,50 @@ def test_threads_can_compose_at_the_same_time():
     with ThreadPoolExecutor(max_workers=8) as pool:
         composed = list(pool.map(lambda option: compose_config([option]).task.name, tasks))
     assert composed == [option.split("/")[-1] for option in tasks]
+
+
+VALUE_OVERRIDES = [
+    ["seed=7"],
+    ["seed=-3", "attempt=2", "resume=true"],
+    ["timeouts.agent=31", "timeouts.grade=12.5"],
+    ["model=null"],
+    ["model=openai/gpt-4o-mini"],
+    ["store=/tmp/elsewhere.duckdb"],
+]
+
+
+@pytest.mark.parametrize("values", VALUE_OVERRIDES, ids=lambda v: " ".join(v))
+def test_value_overrides_applied_after_the_cached_group_choices_give_hydras_config(values):
+    """The evaluation cache composes a task's group choices once and applies plain value
+    overrides after (as Hydra does, after the defaults list): the result is Hydra's own."""
+    from omegaconf import OmegaConf
+
+    from engine.config import compose
+
+    overrides = ["task=sample/query_ops", "integrity=strict", "runtime=local", *values]
+    shortcut = compose._from_group_choices(overrides)
+    assert shortcut is not None, "these overrides should be answered from the group choices"
+    hydra = compose._compose(overrides)
+    assert OmegaConf.to_container(shortcut, resolve=True) == OmegaConf.to_container(hydra, resolve=True)
+    assert to_typed(shortcut) == to_typed(hydra)
+
+
+def test_a_new_value_is_not_a_new_compose_but_a_bad_one_still_gets_hydras_error(monkeypatch):
+    from engine.config import compose
+
+    compose_config(["task=sample/last_page", "agent=noop", "seed=1"])  # the group choices, composed once
+
+    def no_hydra(overrides, **kwargs):
+        raise AssertionError(f"Hydra composed {overrides}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(compose, "_compose", no_hydra)
+        for seed in (2, 3):
+            assert compose_config(["task=sample/last_page", "agent=noop", f"seed={seed}"]).seed == seed
+    # Refused by the schemas: the shortcut steps aside and Hydra's own one-line error is what shows.
+    with pytest.raises(ConfigError, match="bad value in override 'seed=abc'"):
+        compose_config(["task=sample/last_page", "agent=noop", "seed=abc"])
+    with pytest.raises(ConfigError, match="unknown config key 'nosuchkey'"):
+        compose_config(["task=sample/last_page", "agent=noop", "nosuchkey=3"])
+    # Not a plain value (Hydra's grammar needed): composed by Hydra, never guessed.
+    assert compose._from_group_choices(["task=sample/last_page", "+extra=[1,2]"]) is None

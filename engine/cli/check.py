@@ -14,7 +14,6 @@ import asyncio
 import json
 from dataclasses import dataclass
 
-from omegaconf import OmegaConf
 
 from engine.util import paths
 from engine.config.compose import combinations, compose_config, to_typed
@@ -67,7 +66,7 @@ def plan_jobs(overrides: list[str], *, use_lock: bool = True) -> tuple[list[Job]
             session = session or session_for(typed)
             planned = plan(typed, builder=session.builder, use_lock=use_lock)
             require_integrity(session.runtime, planned.spec.integrity)
-            batch = BatchJob(planned, config_yaml=OmegaConf.to_yaml(cfg), label=f"{planned.spec.task_id} {role}")
+            batch = BatchJob(planned, config=cfg, label=f"{planned.spec.task_id} {role}")
             jobs.append(Job(planned.spec.task_id, role, gate.reward, flavor, batch))
     if session is None:
         raise ConfigError("no task selected")

@@ -197,4 +197,8 @@ def _job(cfg) -> None:
 def _hydra_main() -> None:
     import hydra
 
+    from engine.config.schema import register
+
+    register()  # the structured-config schemas, in Hydra's ConfigStore
+
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)()

@@ -111,7 +111,7 @@ def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
     (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(combo)))
     if typed.resume and already_done(planned, session, job_dir):
         return None, session
-    return BatchJob(planned, run_dir=job_dir, config_yaml=OmegaConf.to_yaml(cfg)), session
+    return BatchJob(planned, run_dir=job_dir, config=cfg), session
 
 
 def already_done(planned: Plan, session: Session, job_dir: Path) -> bool:

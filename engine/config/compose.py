@@ -111,7 +111,22 @@ def expand_globs(overrides: list[str]) -> list[str]:
 
 
 def combinations(overrides: list[str]) -> list[list[str]]:
-    """The cartesian product of every sweep in ``overrides`` (for commands that are not -m)."""
+    """The cartesian product of every sweep in ``overrides`` (for commands that are not -m).
+    Cached like composes: a function of the overrides and the config files (``glob()``
+    reads which options exist), and Hydra's override parser alone costs ~0.1 s to import."""
+    key = _cache_key(["\0combinations", *overrides])
+    try:
+        cached = json.loads(_cache_file(key).read_text())
+        if isinstance(cached, list) and all(isinstance(c, list) for c in cached):
+            return cached
+    except (OSError, ValueError):
+        pass  # not there, or torn: expand again
+    combos = _combinations(overrides)
+    _write_json(_cache_file(key), combos)
+    return combos
+
+
+def _combinations(overrides: list[str]) -> list[list[str]]:
     expanded = expand_globs(overrides)
     axes = []
     for text, parsed in zip(expanded, _parse(expanded)):
@@ -144,9 +159,78 @@ def compose_config(overrides: list[str]) -> DictConfig:
     cached = _cache_read(key)
     if cached is not None:
         return cached
-    cfg = _compose(overrides)
+    cfg = _from_group_choices(overrides)
+    if cfg is None:
+        cfg = _compose(overrides)
     _cache_write(key, cfg)
     return cfg
+
+
+_GROUP_CHOICE = re.compile(r"(%s)(/[A-Za-z0-9_]+)*=[A-Za-z0-9_./-]+" % "|".join(GROUPS))
+_VALUE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
+_WORD = re.compile(r"[A-Za-z_/][A-Za-z0-9_./:@-]*")
+_ABSENT = object()
+
+
+def _plain_value(text: str) -> tuple[str, object] | None:
+    """``key=value`` as Hydra reads it, when the value needs none of Hydra's grammar (an int,
+    a float, a bool, null, or a bare word): else None, and Hydra composes it."""
+    key, sep, raw = text.partition("=")
+    if not sep or not _VALUE_KEY.fullmatch(key) or key in GROUPS:
+        return None
+    lowered = raw.lower()
+    if _INT.fullmatch(raw):
+        return key, int(raw)
+    if _FLOAT.fullmatch(raw):
+        return key, float(raw)
+    if lowered in ("true", "false"):
+        return key, lowered == "true"
+    if lowered == "null":
+        return key, None
+    if _WORD.fullmatch(raw) and lowered not in ("inf", "nan"):
+        return key, raw
+    return None
+
+
+def _from_group_choices(overrides: list[str]) -> DictConfig | None:
+    """The config Hydra would compose for ``overrides``, made from the evaluation cache's
+    composition of their group choices alone, with the value overrides applied after, as
+    Hydra applies them (after the defaults list, before interpolations are resolved).
+
+    So a new seed, model or timeout is not a new compose (~0.25 s each). None when that
+    cannot be certain to match Hydra: any override other than a group choice or a plain
+    value, a key the config lacks or that holds a whole node, or a value the schemas refuse
+    (then Hydra composes, and its error is the one the user sees).
+    """
+    choices: list[str] = []
+    values: list[tuple[str, object]] = []
+    for text in overrides:
+        if _GROUP_CHOICE.fullmatch(text):
+            choices.append(text)
+        elif (plain := _plain_value(text)) is not None:
+            values.append(plain)
+        else:
+            return None
+    if not values:
+        return None  # nothing shared with another config: composing it is the same work
+    key = _cache_key(["\0unresolved", *choices])
+    base = _cache_read(key)
+    if base is None:
+        base = _compose(choices, resolve=False)
+        _cache_write(key, base, resolve=False)
+    for dotted, value in values:
+        if OmegaConf.select(base, dotted, default=_ABSENT) is _ABSENT or \
+                OmegaConf.is_config(OmegaConf.select(base, dotted)):
+            return None
+        OmegaConf.update(base, dotted, value, merge=False)
+    try:
+        OmegaConf.resolve(base)
+        to_typed(base)  # what Hydra would refuse by the schemas' types, it refuses itself
+    except (ConfigError, OmegaConfBaseException, ValueError):
+        return None
+    return base
 
 
 EVAL_CACHE_VERSION = "1"
@@ -186,23 +270,34 @@ def _cache_read(key: str) -> DictConfig | None:
     return cfg if isinstance(cfg, DictConfig) else None
 
 
-def _cache_write(key: str, cfg: DictConfig) -> None:
-    target = _cache_file(key)
+def _cache_write(key: str, cfg: DictConfig, *, resolve: bool = True) -> None:
+    try:
+        data = OmegaConf.to_container(cfg, resolve=resolve)
+    except (ValueError, OmegaConfBaseException):
+        return  # the cache is an optimisation: a config that cannot be stored is composed again
+    _write_json(_cache_file(key), data)
+
+
+def _write_json(target: Path, data: object) -> None:
+    """``data`` as ``target``, atomically (readers see the old file or the whole new one); an
+    optimisation only, so a failure is ignored."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
+        tmp.write_text(json.dumps(data))
         tmp.replace(target)
-    except (OSError, ValueError, OmegaConfBaseException):
-        pass  # the cache is an optimisation: a config that cannot be stored is composed again
+    except (OSError, ValueError, TypeError):
+        pass
 
 
-def _compose(overrides: list[str]) -> DictConfig:
+def _compose(overrides: list[str], *, resolve: bool = True) -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    import engine.config.schema  # noqa: F401  (registers the structured-config schemas)
+    from engine.config.schema import register
+
+    register()  # the structured-config schemas, in Hydra's ConfigStore
 
     overrides = expand_globs(overrides)
     for text, parsed in zip(overrides, _parse(overrides)):
@@ -214,8 +309,14 @@ def _compose(overrides: list[str]) -> DictConfig:
         try:
             with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
                 cfg = compose("config", overrides=[*overrides, *searchpath_override()], return_hydra_config=False)
-                OmegaConf.resolve(cfg)
-                return cfg
+                if resolve:
+                    OmegaConf.resolve(cfg)
+                    return cfg
+                # Interpolations kept (a value override may feed them), schemas' types dropped
+                # (the override is checked by typing, as in ``_from_group_choices``).
+                unresolved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+                assert isinstance(unresolved, DictConfig)  # a composed config is a mapping
+                return unresolved
         except (HydraException, OmegaConfBaseException, ValueError) as exc:
             raise ConfigError(describe(exc, overrides)) from exc
         finally:

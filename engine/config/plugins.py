@@ -8,6 +8,7 @@ chosen, so a heavy backend costs nothing to the commands that do not use it.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from typing import Any
 
@@ -27,12 +28,14 @@ def plugin_class(target: str, *, where: str) -> type:
     if not target.startswith(allowed_prefixes()):
         raise ConfigError(f"{where}._target_ '{target}' is outside crucible's packages; refusing to instantiate it "
                           "(add its package to $CRUCIBLE_PLUGIN_PACKAGES to allow it)")
-    from hydra.utils import get_class
-
+    module_name, _, name = target.rpartition(".")
     try:
-        return get_class(target)
-    except Exception as exc:  # hydra wraps ImportError/AttributeError in its own types
+        found = getattr(importlib.import_module(module_name), name) if module_name else None
+    except Exception as exc:  # a broken plug-in module is the user's: one line, whatever it raised
         raise ConfigError(f"{where}._target_ '{target}' cannot be imported: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(found, type):
+        raise ConfigError(f"{where}._target_ '{target}' cannot be imported: it names no class")
+    return found
 
 
 def flavor_class(target: str) -> type[Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, cast
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 
@@ -240,9 +239,20 @@ class CrucibleConfig:
     """Path of the DuckDB store; None = $CRUCIBLE_STORE or $CRUCIBLE_HOME/store.duckdb."""
 
 
+_registered = False
+
+
 def register() -> None:
-    """The engine's own schemas. A flavor's schemas (its ``task_schema``, its
-    ``config_schema``) are applied by ``typed``, from the flavor class the config names."""
+    """The engine's own schemas, in Hydra's ConfigStore, for Hydra's composes (called by each
+    Hydra entry point, not at import: a command answered from the evaluation cache never
+    imports Hydra). A flavor's schemas (its ``task_schema``, its ``config_schema``) are
+    applied by ``typed``, from the flavor class the config names."""
+    global _registered
+    if _registered:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    _registered = True
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=CrucibleConfig)
     cs.store(group="env", name="base_env", node=EnvConfig)
@@ -253,8 +263,6 @@ def register() -> None:
     cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
     cs.store(group="runtime", name="base_local", node=LocalRuntimeConfig)
 
-
-register()
 
 
 _GROUP_SCHEMAS: dict[str, list[type[Any]]] = {
@@ -292,6 +300,19 @@ def _plugin_agent_schema(target: str) -> type:
     return schema
 
 
+_STRUCTURED: dict[type, Any] = {}
+
+
+def structured(schema: type):
+    """``OmegaConf.structured(schema)``, made once per schema and process (about half of what
+    typing a config costs): safe to share, as ``OmegaConf.merge`` copies its first argument."""
+    from omegaconf import OmegaConf
+
+    if schema not in _STRUCTURED:
+        _STRUCTURED[schema] = OmegaConf.structured(schema)
+    return _STRUCTURED[schema]
+
+
 def typed(cfg) -> CrucibleConfig:
     """A composed (or saved) config as typed dataclasses: the engine's groups through their
     registered schemas, ``flavor`` and ``task`` through the schemas the flavor class names.
@@ -309,7 +330,7 @@ def typed(cfg) -> CrucibleConfig:
     if flavor_node is None or task_node is None:
         raise ConfigError(f"no {'flavor' if flavor_node is None else 'task'} selected")
     placeholders = {"flavor": None, "task": None}  # typed below, by the flavor's own schemas
-    merged = OmegaConf.merge(OmegaConf.structured(CrucibleConfig), _typed_groups(data), placeholders)
+    merged = OmegaConf.merge(structured(CrucibleConfig), _typed_groups(data), placeholders)
     top = cast(CrucibleConfig, OmegaConf.to_object(merged))
     cls = flavor_class(str(flavor_node.get("_target_", "")))
     top.flavor = as_schema(getattr(cls, "config_schema", FlavorConfig), flavor_node, "flavor")
@@ -331,7 +352,7 @@ def _typed_groups(data: dict) -> dict:
         if group in data:
             node = data[group]
             try:
-                data[group] = OmegaConf.merge(OmegaConf.structured(_schema_for(group, node)), node)
+                data[group] = OmegaConf.merge(structured(_schema_for(group, node)), node)
             except ConfigKeyError as exc:  # a plug-in's schema applies only here, not at compose
                 key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
                 raise ConfigError(f"unknown config key '{group}.{key}'") from exc
@@ -346,7 +367,7 @@ def as_schema(schema: type, node, where: str):
     from engine.errors import ConfigError
 
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+        merged = OmegaConf.merge(structured(schema), node)
         OmegaConf.resolve(merged)
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from engine.models import RunRecord
 from engine.plan.spec import Plan
@@ -39,8 +39,9 @@ class BatchJob:
     plan: Plan
     run_dir: Path | None = None
     """The run's directory; None = ``<root>/<new run id>`` (``root`` of ``run_batch``)."""
-    config_yaml: str | None = None
-    """The composed config, saved in the run directory so the run can be re-planned."""
+    config: Any = None
+    """The composed config (a DictConfig), saved in the run directory so the run can be
+    re-planned; rendered only for a job that runs (a cached check renders none)."""
     label: str = ""
     run_id: str | None = None
     """The first run's id; None = a new one (``run_dir``'s name when that is new too)."""
@@ -80,9 +81,11 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
             run_id = run_id or new_run_id()
             where = run_dir or (root or _default_root()) / run_id
             where.mkdir(parents=True, exist_ok=True)
-            if job.config_yaml is not None:
+            if job.config is not None:
+                from omegaconf import OmegaConf
+
                 (where / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
-                (where / CONFIG_FILE).write_text(job.config_yaml)
+                (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
             record = await runner.execute(job.plan, where, sweep_id=sweep_id, run_id=run_id)
         job.records.append(record)
         if on_record is not None:

@@ -21,19 +21,22 @@ def build_runtime(cfg: Any) -> Runtime:
     Only targets inside ``engine.runtimes`` are instantiated: a config file must not be
     able to make the engine call arbitrary code. Raises ``ConfigError`` in one line.
     """
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
     from omegaconf import OmegaConf
+
+    from engine.config.plugins import plugin_class
 
     node = OmegaConf.structured(cfg) if not OmegaConf.is_config(cfg) else cfg
     target = OmegaConf.select(node, "_target_", default=None)
     if not isinstance(target, str) or not target.startswith(_PACKAGE):
         raise ConfigError(f"runtime._target_ must name a class in {_PACKAGE}*, got {target!r}")
+    data = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(data, dict)  # a runtime node is a mapping: it has a _target_
+    kwargs = {str(k): v for k, v in data.items() if k != "_target_"}
+    cls = plugin_class(target, where="runtime")
     try:
-        runtime = instantiate(node, _convert_="all")
-    except InstantiationException as exc:
-        reason = " ".join(str(exc).split())
-        raise ConfigError(f"cannot make runtime {target}: {reason}") from exc
+        runtime = cls(**kwargs)
+    except (TypeError, ValueError) as exc:  # a key the class does not take, a value it refuses
+        raise ConfigError(f"cannot make runtime {target}: {' '.join(str(exc).split())}") from exc
     if not callable(getattr(runtime, "provision", None)):
         raise ConfigError(f"{target} is not a Runtime (it has no provision())")
     return runtime
