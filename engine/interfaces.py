@@ -2,7 +2,7 @@
 
 Read this file first. Every stage of the pipeline talks to the next through one of
 these Protocols, and every backend of an interface passes one shared conformance
-suite (``tests/test_workspace_conformance.py`` for workspaces).
+suite (``tests/runtimes/test_workspace_conformance.py`` for workspaces).
 
     RunSpec --ImageBuilder--> image --Workspace--> Flavor.setup --> Agent.run
             --> Flavor.capture --> Flavor.grade (fresh Workspace) --> Store

@@ -1,4 +1,4 @@
-"""A sweep worker stand-in for tests/test_store_concurrency.py.
+"""A sweep worker stand-in for tests/store/test_store_concurrency.py.
 
     python tests/store_writer.py WRITER_INDEX COUNT
 

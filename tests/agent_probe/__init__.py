@@ -1,5 +1,5 @@
 """A test-only agent that looks at its own workspace: each probe command's output becomes a
-step, so a test can see what the image the agent works in holds (tests/test_agent_image.py).
+step, so a test can see what the image the agent works in holds (tests/build/test_agent_image.py).
 Allowed by ``CRUCIBLE_PLUGIN_PACKAGES=agent_probe`` with tests/ on the import path."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Like Inspect's ``util/_sandbox/self_check.py``: every check is an ``async def check_*``
 that raises ``ConformanceFailure`` (an ``AssertionError``) saying what broke. ``CHECKS``
 lists them; ``run_conformance(runtime, image)`` provisions from a runtime and runs them
-all; tests/test_workspace_conformance.py runs each as one pytest test per runtime. By hand:
+all; tests/runtimes/test_workspace_conformance.py runs each as one pytest test per runtime. By hand:
 
     python -m engine.runtimes.conformance runtime=docker [task=sample/last_page] [overrides]
 

@@ -27,7 +27,7 @@ from engine.models import RunRecord
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-TASKS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "conf" / "task" / "sample").glob("*.yaml"))
+TASKS = sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "conf" / "task" / "sample").glob("*.yaml"))
 MODES = ("none", "vault", "strict")
 RUNTIMES = ("docker", "local")
 ROLES = {"golden": ("integration_test", 1.0), "baseline": ("noop", 0.0)}

@@ -25,7 +25,7 @@ from hydra import compose, initialize_config_dir
 from engine.config.schema import as_schema
 from envs.coding.schema import CodingTaskConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SET_DIR = ROOT / "samples" / "wrinkles"
 CONF = ROOT / "tests" / "conf"
 PYTHON_TASKS = ("binary_fixture", "data_driven", "delete_rename", "xfail_skip")

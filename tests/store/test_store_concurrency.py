@@ -15,7 +15,7 @@ from engine.models import canonical_json, sha256_hex
 from engine.store.duckdb import DuckDBStore
 from engine.store.files import this_host
 
-WRITER_SCRIPT = Path(__file__).with_name("store_writer.py")
+WRITER_SCRIPT = Path(__file__).resolve().parents[1] / "store_writer.py"
 
 
 def _load_writer():

@@ -31,7 +31,7 @@ from engine.runtimes.docker.runtime import DockerRuntime
 
 pytestmark = pytest.mark.docker
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 # The CLI's convention: SIGTERM becomes KeyboardInterrupt, so `finally` blocks run.
 OWNER = """

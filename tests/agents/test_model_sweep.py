@@ -21,7 +21,7 @@ import pytest
 from engine.store.duckdb import DuckDBStore
 from standin.process import standin_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import pytest
 from engine.config.compose import combinations, compose_config, expand_globs, group_options, to_typed
 from engine.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_CONF = ROOT / "tests" / "conf"
 
 

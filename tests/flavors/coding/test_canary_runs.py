@@ -19,7 +19,7 @@ import pytest
 from attacks.canary_cases import CASES
 from attacks.harness import AttackRunner, why
 
-FIXTURES = str(Path(__file__).resolve().parent / "conf")
+FIXTURES = str(Path(__file__).resolve().parents[2] / "conf")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

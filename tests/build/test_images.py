@@ -21,7 +21,7 @@ from docker.utils.build import tar as sdk_tar
 from engine.errors import BuildError
 from engine.build.images import CA_FILE, ContentAddressedBuilder, sent_files
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 TINY = "ARG BASE\nFROM ${BASE}\nCOPY . /ctx\nRUN echo built > /built\n"
 
 

@@ -28,7 +28,7 @@ from hydra import compose, initialize_config_dir
 from engine.config.schema import as_schema
 from envs.coding.schema import CodingTaskConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SETS = {"sample": ROOT / "conf", "fixtures": ROOT / "tests" / "conf"}
 SIDES = ("baseline", "test", "golden")
 SAMPLE_TASKS = sorted(p.stem for p in (SETS["sample"] / "task" / "sample").glob("*.yaml"))

@@ -5,7 +5,7 @@ other runs), what it forbids (writes outside the workspace, network, privileges)
 mode the host cannot give is refused rather than faked, that a crashed engine leaves
 nothing running and only directories to reap, and that the coding flavor grades a sample
 task end to end on it (golden 1.0, empty diff 0.0). The shared Workspace contract runs
-against it in tests/test_workspace_conformance.py.
+against it in tests/runtimes/test_workspace_conformance.py.
 """
 from __future__ import annotations
 

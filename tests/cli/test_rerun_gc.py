@@ -30,7 +30,7 @@ from engine.run.trial import new_run_id
 from engine.plan.spec import engine_version
 from engine.store.duckdb import DuckDBStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK = "sample/last_page"
 
 pytestmark = pytest.mark.docker

@@ -305,7 +305,7 @@ def test_the_stand_in_runs_as_a_process_numbering_conversations_per_model_and_ta
     script.write_text("from tests.standin import outcome_table\n"
                       "script = outcome_table({('m-a', 'sample/last_page'): ['fix', 'give_up']})\n")
     port_file, log = tmp_path / "port", tmp_path / "log.jsonl"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen([sys.executable, "-m", "tests.standin.server", "--script", str(script),
                              "--port-file", str(port_file), "--log", str(log), "--require-key-env", KEY_ENV],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -25,7 +25,7 @@ from engine.plan.spec import _content_hash, engine_version
 from engine.run.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
 from standin.process import standin_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
 MODEL_SWEEP = ["run", "-m", "agent=tool_calling", "model=openai-compatible/standin-a,openai-compatible/standin-b",
                "task=glob(sample/*)", "attempt=range(0,3)", "hydra.launcher.n_jobs=2"]

@@ -21,7 +21,7 @@ from engine.models import RunRecord, Step, TestResult
 from engine.store.duckdb import DuckDBStore
 from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, insert_sql, run_rows
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 BASELINE = [  # the task's tests on the unfixed code: the bug's tests fail

@@ -19,7 +19,7 @@ import pytest
 
 from test_repogen_wrinkles import DATA_DRIVEN_ALTERNATIVE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = str(ROOT / "tests" / "conf")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -24,7 +24,7 @@ from standin import StandIn, answer, call, reply, wait
 from engine.util import paths
 from engine.store.duckdb import DuckDBStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ import pytest
 
 from test_hidden_change import commit, git, upstream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

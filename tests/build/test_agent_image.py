@@ -29,7 +29,7 @@ from engine.errors import BuildError, ConfigError
 from engine.models import RunSpec
 from engine.plan.spec import plan
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 TASK = "sample/last_page"
 HELLO = "/opt/crucible-probe/hello.txt"
 

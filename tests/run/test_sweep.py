@@ -12,7 +12,7 @@ import pytest
 
 from engine.store.duckdb import DuckDBStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
