@@ -167,6 +167,11 @@ class IntegrityConfig:
     canary: bool = True
     """Grading runs a test that must fail beside the hidden tests (pytest commands): a run
     whose canary is not reported failed was tampered with from inside (envs/coding/canary.py)."""
+    refuse_test_aware_code: bool = False
+    """Code the agent added that knows it is being tested (inspects its caller, looks for the
+    test runner, patches it or the standard library, hooks exit or starts threads at import,
+    reads test paths) fails the run unless the task allows that finding. The scan runs and is
+    recorded in every mode (envs/coding/scanner.py); this decides whether it costs the run."""
     isolate_verdict: bool = False
     """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
     each scenario runs as the agent's uid, so no code under test shares pytest's process

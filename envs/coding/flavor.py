@@ -18,7 +18,7 @@ from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, UpstreamFix, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
 from engine.plan import repos
-from envs.coding import grader, hidden, repo
+from envs.coding import grader, hidden, repo, scanner
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
@@ -52,6 +52,13 @@ class CodingFlavor:
         if (task.fail_to_pass or task.pass_to_pass) and grader.declared_format(task) == "none":
             raise ConfigError(f"task '{task.id}' lists fail_to_pass/pass_to_pass but reads no named test results "
                               f"(results.format {task.results.format!r} for `{task.test_command}`): set results.format")
+        for index, allowance in enumerate(task.allow_test_aware):
+            if allowance.rule not in scanner.RULES:
+                raise ConfigError(f"task '{task.id}': allow_test_aware[{index}].rule {allowance.rule!r} is no scanner "
+                                  f"rule; rules: {', '.join(scanner.RULES)}")
+            if not allowance.reason.strip():
+                raise ConfigError(f"task '{task.id}': allow_test_aware[{index}] ({allowance.rule} at "
+                                  f"{allowance.path}) gives no reason")
         # The change is read here too, so a filter that selects nothing or a submodule in it
         # is one line before any container starts (and cached for grading).
         hidden.read_change(repo_path, pins["baseline"], pins["test"], task.hidden_tests, task_id=task.id)
@@ -129,6 +136,10 @@ class CodingFlavor:
         if not_passed:
             lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
                          + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8]))
+        findings = (raw.get("scan") or {}).get("findings") or []
+        if findings:
+            lines.append(f"test-aware code ({len(findings)}): "
+                         + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
         tail = str(test.get("output_tail") or "").strip()
         if tail:
             lines += [f"test output (last lines of `{test.get('command', '')}`):", *tail.splitlines()[-12:]]

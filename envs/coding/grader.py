@@ -14,6 +14,7 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 import secrets
 import shlex
@@ -26,7 +27,7 @@ from engine.models import CapturedSubmission, TestResult, Verdict
 from engine.config.schema import IntegrityConfig
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
-from envs.coding import isolated, patch, results, staging
+from envs.coding import isolated, patch, protect, results, scanner, staging
 from envs.coding.hidden import HiddenFile
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
@@ -41,6 +42,8 @@ STAGE_OUTPUT_BYTES = 8 << 20
 TEST_OUTPUT_BYTES = 1 << 20
 RESULTS_OUTPUT_BYTES = 64 << 20
 """Where the named results are read from the output (go test -json, a parser), all of it."""
+SCAN_FILES = 200
+"""At most this many changed Python files are read for the test-awareness scan."""
 RESULTS_ROOT = "/tmp/crucible-results"
 """Prefix of the fresh directory (random suffix, outside the repo) pytest writes its JUnit report to."""
 
@@ -212,6 +215,9 @@ async def grade(
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
+                began = time.monotonic()
+                raw["scan"] = await _scan(ws, task, integrity, submission.diff)
+                raw["durations"]["scan"] = round(time.monotonic() - began, 4)
                 raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
                 began = time.monotonic()
@@ -228,6 +234,21 @@ async def grade(
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return regrade(raw, task)
+
+
+async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, diff: str) -> dict:
+    """The test-awareness scan (envs/coding/scanner.py) of the code as it will run: each
+    changed Python file read here, after the diff is applied and before any test runs."""
+    data = diff.encode("utf-8", "surrogateescape")
+    patterns = protect.test_path_patterns(task)
+    contents: dict[str, bytes | None] = {}
+    for path in scanner.python_paths_to_read(data, patterns)[:SCAN_FILES]:
+        try:
+            contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
+        except WorkspaceError:
+            contents[path] = None  # not there to run (a rename's old side, a dropped path)
+    findings = scanner.scan(data, contents, patterns)
+    return {"refuse": integrity.refuse_test_aware_code, "findings": [f.to_dict() for f in findings]}
 
 
 def _left(deadline: float, what: str) -> float:
@@ -403,6 +424,8 @@ def verdict_from_test_result(
     named: Mapping | None = None,
     fail_to_pass: Sequence[str] = (),
     pass_to_pass: Sequence[str] = (),
+    scan: Mapping | None = None,
+    allowed: Sequence[scanner.Allowance] = (),
 ) -> Verdict:
     """The verdict, from captured outputs only. With named results (``named``, the raw
     grade's ``results``): every test of ``fail_to_pass``/``pass_to_pass`` PASSED when the task
@@ -410,7 +433,8 @@ def verdict_from_test_result(
     pytest, and for a task's own ``tests_ran_regex``, the pattern must match too).
     Without: exit 0 within the timeout AND ``tests_ran_regex`` in the output. Either way the
     diff must have applied, and with a ``canary`` (its record) the run is judged as if the
-    canary had not run, and scores 0 when it was not reported failed."""
+    canary had not run, and scores 0 when it was not reported failed. With a ``scan`` whose
+    policy refuses test-aware code, a finding the task does not allow (``allowed``) scores 0."""
     test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
     tests, results_problem = _named_tests(named)
     if tests is not None and results_problem is None and canary and "nodeid" in canary:
@@ -419,8 +443,12 @@ def verdict_from_test_result(
             tampered = canaries.TAMPERED
         tests = [t for t in tests if t.name != canary["nodeid"]]
     detail: dict = {}
+    refused, _ = scanner.judge((scan or {}).get("findings") or [], allowed)
     if not applied:
         reason = "diff does not apply"
+    elif refused and (scan or {}).get("refuse"):
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        reason = f"test-aware code: {scanner.Finding(**refused[0]).describe()}{more}"
     elif timed_out:
         reason = "test timeout"
     elif tampered:
@@ -510,6 +538,8 @@ def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
         named=raw.get("results"),
         fail_to_pass=list(task.fail_to_pass) if task is not None else (),
         pass_to_pass=list(task.pass_to_pass) if task is not None else (),
+        scan=raw.get("scan"),
+        allowed=[scanner.Allowance(a.rule, a.path, a.reason) for a in task.allow_test_aware] if task is not None else (),
     )
 
 

@@ -40,6 +40,19 @@ class ResultsConfig:
 
 
 @dataclass
+class AllowTestAware:
+    """One kind of finding of the test-awareness scanner (envs/coding/scanner.py) that the
+    task's honest code needs, where, and why."""
+
+    rule: str = MISSING
+    """A scanner rule (``scanner.RULES``)."""
+    path: str = MISSING
+    """A path pattern (fnmatch) of the files where it is allowed."""
+    reason: str = MISSING
+    """Why an honest fix does this here (required: an allowance nobody can explain is a hole)."""
+
+
+@dataclass
 class CodingTaskConfig(TaskConfig):
     repo: str = MISSING
     """A git URL, a local path, or ``generated://NAME`` (built by samples/NAME/build_repo.py)."""
@@ -57,6 +70,9 @@ class CodingTaskConfig(TaskConfig):
     grading they are restored from the test ref and the agent's changes to them recorded as
     violations. None = pytest's defaults (``envs/coding/testpaths.py``); [] = only the
     hidden change's own paths."""
+    allow_test_aware: List[AllowTestAware] = field(default_factory=list)
+    """Findings of the test-awareness scanner this task's honest fixes need (a worker thread
+    started at import, an exit hook): under ``strict`` any other finding fails the run."""
     isolated_verdict: bool = False
     """The hidden tests never import the code under test: they call ``crucible_probe``
     scenarios, which return plain data. Under an integrity mode that isolates the verdict

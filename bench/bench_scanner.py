@@ -1,0 +1,84 @@
+"""False positives of the test-awareness scanner (envs/coding/scanner.py) on honest changes:
+the recent non-merge commits of real Python projects, each scanned as if an agent had made it
+(the commit's diff against its parent, the changed files as the commit has them, the
+default test paths), and how long a scan takes.
+
+The repositories are local mirrors given on the command line (bare or not); nothing of them
+is kept. A commit counts when it changes at least one Python file outside the test paths.
+
+    .venv/bin/python bench/bench_scanner.py /path/to/mirror.git [...] [--commits 300]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from envs.coding import scanner  # noqa: E402
+from envs.coding.protect import DEFAULT_TEST_PATHS  # noqa: E402
+
+
+def git(repo: str, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True).stdout
+
+
+def blob(repo: str, commit: str, path: str) -> bytes | None:
+    proc = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], capture_output=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("repos", nargs="+")
+    parser.add_argument("--commits", type=int, default=300, help="the latest N non-merge commits of each")
+    ns = parser.parse_args()
+    print(f"{'repository':34} {'commits':>8} {'flagged':>8} {'rate':>6} {'scan ms (median)':>17}")
+    examples: list[str] = []
+    by_rule: collections.Counter[str] = collections.Counter()
+    all_scanned = all_flagged = 0
+    for repo in ns.repos:
+        commits = git(repo, "rev-list", "--no-merges", f"--max-count={ns.commits * 3}", "HEAD").decode().split()
+        scanned = flagged = 0
+        seconds: list[float] = []
+        for commit in commits:
+            if scanned >= ns.commits:
+                break
+            parents = git(repo, "rev-list", "--parents", "-n", "1", commit).decode().split()[1:]
+            if len(parents) != 1:
+                continue
+            diff = git(repo, "diff", "--binary", "--no-renames", parents[0], commit)
+            wanted = scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS)
+            if not wanted:
+                continue
+            contents = {path: blob(repo, commit, path) for path in wanted}
+            began = time.perf_counter()
+            findings = scanner.scan(diff, contents, DEFAULT_TEST_PATHS)
+            seconds.append(time.perf_counter() - began)
+            scanned += 1
+            if findings:
+                flagged += 1
+                by_rule.update({f.rule for f in findings})
+                subject = git(repo, "log", "-1", "--format=%s", commit).decode().strip()[:60]
+                examples.append(f"{Path(repo).parent.name} {commit[:10]} {subject!r}: "
+                                + "; ".join(f.describe() for f in findings[:3]))
+        seconds.sort()
+        median_ms = 1000 * seconds[len(seconds) // 2] if seconds else 0.0
+        name = Path(repo).parent.name if Path(repo).name == "repo" else Path(repo).name
+        print(f"{name:34} {scanned:8} {flagged:8} {flagged / max(scanned, 1):6.1%} {median_ms:17.2f}")
+        all_scanned += scanned
+        all_flagged += flagged
+    print(f"{'all':34} {all_scanned:8} {all_flagged:8} {all_flagged / max(all_scanned, 1):6.1%}")
+    print("\ncommits flagged, by rule:", dict(by_rule.most_common()))
+    for line in examples:
+        print(" ", line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
