@@ -239,10 +239,15 @@ async def grade(
 async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, diff: str) -> dict:
     """The test-awareness scan (envs/coding/scanner.py) of the code as it will run: each
     changed Python file read here, after the diff is applied and before any test runs."""
-    data = diff.encode("utf-8", "surrogateescape")
+    # The diff as it applied: CRLF line ends normalised where only that variant applies.
+    data = _patch_variants(diff)[-1][1] if diff.strip() else b""
     patterns = protect.test_path_patterns(task)
     contents: dict[str, bytes | None] = {}
-    for path in scanner.python_paths_to_read(data, patterns)[:SCAN_FILES]:
+    try:
+        wanted = scanner.python_paths_to_read(data, patterns)[:SCAN_FILES]
+    except ValueError as exc:  # git applied it, so git can read it; recorded, never a crash
+        return {"refuse": integrity.refuse_test_aware_code, "findings": [], "error": f"diff not read: {exc}"}
+    for path in wanted:
         try:
             contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
         except WorkspaceError:

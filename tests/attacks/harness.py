@@ -63,20 +63,23 @@ class AttackRunner:
         self.session.builder.ensure(first.image, self.session.store)
         self.run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "attacks"
 
-    def plan_for(self, mode: str, steps: list[dict] | None, task: dict | None = None) -> Plan:
-        """The mode's plan with ``steps`` as the validation (None keeps the derived golden) and
-        ``task`` merged over the task's settings (e.g. a stricter ``tests_ran_regex``)."""
+    def plan_for(self, mode: str, steps: list[dict] | None, task: dict | None = None,
+                 integrity: dict | None = None) -> Plan:
+        """The mode's plan with ``steps`` as the validation (None keeps the derived golden),
+        ``task`` merged over the task's settings (e.g. a stricter ``tests_ran_regex``) and
+        ``integrity`` over the mode's flags (one defence off, to show another alone)."""
         base = self.plans[mode]
-        if steps is None and not task:
+        if steps is None and not task and not integrity:
             return base
         merged = dataclasses.replace(base.spec.task, **(task or {}))
         if steps is not None:
             merged.validation = list(steps)
-        spec = dataclasses.replace(base.spec, task=merged)
+        spec = dataclasses.replace(base.spec, task=merged,
+                                   integrity=dataclasses.replace(base.spec.integrity, **(integrity or {})))
         return Plan(spec=spec, image=base.image)
 
     async def run(self, jobs: list[tuple], concurrency: int = 4) -> dict[tuple[str, str], RunRecord]:
-        """Run every ``(name, mode, steps[, task])``; the records by ``(name, mode)``."""
+        """Run every ``(name, mode, steps[, task[, integrity]])``; the records by ``(name, mode)``."""
         from engine.run.batch import BatchJob, run_batch
 
         batch = {(job[0], job[1]): BatchJob(self.plan_for(*job[1:]), label=f"{job[0]} {job[1]}") for job in jobs}

@@ -150,3 +150,27 @@ if [ "$UID_WALL" = 1 ]; then
     [ ${#own[@]} = 0 ] || chown -h --from=0 1000:1000 -- "${own[@]}" 2>/dev/null || true
   fi
 fi
+
+# The hidden change stays the task's while the tests run as uid 1000: its files root's (the
+# tests read them, nothing they run rewrites them), and every directory above them up to the
+# workdir that uid 1000 owns becomes root's and sticky (1777: files can still be created, as
+# pytest's __pycache__ is, but none of root's renamed or removed), so code under test cannot
+# swap a hidden test or its data before it is read. (An isolated verdict keeps them in its
+# own directory, out of reach already.)
+if [ "$UID_WALL" = 1 ] && [ -z "$VERDICT" ]; then
+  for i in "${!hidden[@]}"; do
+    mode=${hidden[$i]%% *} rel=${hidden[$i]#* }
+    if [ "$mode" = del ] || [[ $rel == /* ]]; then continue; fi
+    target=$WORKDIR/$rel
+    if [ ! -e "$target" ] && [ ! -L "$target" ]; then continue; fi
+    chown -h 0:0 -- "$target"
+    d=$target
+    while [ "$d" != "$WORKDIR" ]; do
+      d=${d%/*}
+      if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = 1000 ]; then
+        chown 0:0 -- "$d"
+        chmod 1777 -- "$d"
+      fi
+    done
+  done
+fi

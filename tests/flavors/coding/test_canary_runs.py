@@ -6,7 +6,9 @@ attacks replayed through the task's MCP tools by ``integration_test`` as uid 100
 in the attack suite: code under test that forges pytest's verdict wholesale scores 0
 ("tampered"), and an honest golden still scores 1.0, even with a test command that hides
 pytest's short summary. What the canary cannot do is named too: code that has read it can
-forge around it, which is why the sample tasks isolate their verdict (test_attacks.py).
+forge around it, which is why the sample tasks isolate their verdict (test_attacks.py) and
+why strict also scans the agent's code for test-awareness (envs/coding/scanner.py), which
+names such code first: each case runs with the scan on (strict as it is) and off.
 """
 from __future__ import annotations
 
@@ -30,7 +32,12 @@ def records(base_image):
     os.environ["CRUCIBLE_CONFIG_PATH"] = FIXTURES
     try:
         runner = AttackRunner(task="fixtures/good", modes=("strict",))
-        return asyncio.run(runner.run([(case_id, "strict", steps, task) for case_id, (steps, task) in CASES.items()]))
+        # Each case twice: as strict is, and with the test-awareness scan off, so the canary's
+        # own catch (and its limit) shows without the scan catching the same code first.
+        jobs = [(case_id, "strict", steps, task) for case_id, (steps, task) in CASES.items()]
+        jobs += [(f"{case_id} (no scan)", "strict", steps, task, {"refuse_test_aware_code": False})
+                 for case_id, (steps, task) in CASES.items()]
+        return asyncio.run(runner.run(jobs))
     finally:
         if before is None:
             os.environ.pop("CRUCIBLE_CONFIG_PATH", None)
@@ -56,11 +63,20 @@ def test_an_honest_run_scores_one_with_the_canary_accounted_for(records, case_id
 
 @pytest.mark.parametrize("case_id", ["force-pass", "forge-exit"])
 def test_forging_the_verdict_wholesale_is_caught(records, case_id):
-    record = _record(records, case_id)
-    assert record.reward == 0.0 and record.raw_grade["reason"].startswith("tampered"), why(record)
+    alone = _record(records, f"{case_id} (no scan)")
+    assert alone.reward == 0.0 and alone.raw_grade["reason"].startswith("tampered"), why(alone)
+    record = _record(records, case_id)  # strict as it is: the scan names the code first
+    assert record.reward == 0.0 and record.raw_grade["reason"].startswith("test-aware code: "), why(record)
 
 
 @pytest.mark.xfail(strict=True, reason="the canary's limit on a task whose tests import the code: code that "
                                        "knows the canary forges around it (docs/integrity.md); isolate the verdict")
 def test_forging_around_the_canary_on_a_task_that_does_not_isolate(records):
-    assert _record(records, "spare-the-canary").reward == 0.0
+    assert _record(records, "spare-the-canary (no scan)").reward == 0.0
+
+
+def test_forging_around_the_canary_is_caught_by_the_test_awareness_scan(records):
+    """What the canary alone cannot see, the scan of the agent's code does: the forgery has to
+    reach pytest's internals from the code under test, and that is what it names."""
+    record = _record(records, "spare-the-canary")
+    assert record.reward == 0.0 and record.raw_grade["reason"].startswith("test-aware code: "), why(record)

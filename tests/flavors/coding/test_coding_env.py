@@ -226,13 +226,18 @@ def test_golden_diff_scores_one_and_regrades_from_raw(workspace, run, repo):
     submission = CapturedSubmission(diff=golden_diff(repo))
     verdict = run(grade(ws, task, integrity, submission, hidden_files(task), timeout=120))
     assert verdict.reward == 1.0, verdict.raw
-    # What grading staged belongs to the uid the tests ran as: the diff's files and dirs, the hidden test.
-    staged = ["lib", "lib/helper.sh", "data/blob.bin", "renamed", "renamed/name.txt", "calc.sh", ct.HIDDEN]
+    # What grading staged from the diff belongs to the uid the tests ran as; the hidden test
+    # stays root's, read-only to it, in a directory made root's and sticky (nothing the tests
+    # run can rewrite, rename or remove it; pytest can still create its __pycache__ there).
+    staged = ["lib", "lib/helper.sh", "data/blob.bin", "renamed", "renamed/name.txt", "calc.sh"]
     owners = run(ws.exec(["stat", "-c", "%u", "--", *staged], cwd=ct.WORKDIR)).stdout.split()
     assert owners == [b"1000"] * len(staged)
+    hidden_dir = ct.HIDDEN.rsplit("/", 1)[0]
+    modes = run(ws.exec(["stat", "-c", "%u %a", "--", ct.HIDDEN, hidden_dir], cwd=ct.WORKDIR)).stdout.split(b"\n")
+    assert modes[:2] == [b"0 644", b"0 1777"], modes
     assert verdict.raw["reason"] == "tests passed" and verdict.raw["test"]["user"] == 1000
     assert verdict.raw["hidden_files"] == [ct.HIDDEN]
-    assert set(verdict.raw["durations"]) == {"stage", "hidden", "test"}
+    assert set(verdict.raw["durations"]) == {"stage", "hidden", "scan", "test"}
     assert regrade(verdict.raw) == verdict
 
 
