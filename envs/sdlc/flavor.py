@@ -77,7 +77,7 @@ class SdlcFlavor(CodingFlavor):
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
         await super().setup(ws, spec)
         workdir = repo.workdir_of(spec.task)
-        result = await run_script(ws, shell.script(__file__, "setup_origin.sh"), [workdir, RELAY],
+        result = await run_script(ws, shell.script(__file__, "setup_origin.sh"), [workdir, RELAY, "1" if spec.integrity.uid_wall else "0"],
                                   timeout=float(spec.timeouts.setup))
         if not result.ok:
             raise SetupError(f"origin setup failed in {workdir}: {brief(result)}")
