@@ -32,6 +32,7 @@ from envs.sdlc.tools import SdlcTools
 
 TESTS_WEIGHT, PR_WEIGHT = 0.8, 0.2
 RELAY = f"/run/crucible/{remote.RELAY_NAME}"
+SHOWN_CALLS = 40
 
 
 class SdlcFlavor(CodingFlavor):
@@ -151,8 +152,12 @@ class SdlcFlavor(CodingFlavor):
                              "head": pull.get("head"), "head_sha": pull.get("head_sha")}, sort_keys=True)]
         if raw.get("pr_check"):
             lines.append("PR check: " + prcheck.describe(raw["pr_check"]))
-        calls = [t.get("tool") for t in raw.get("transcript") or []]
-        lines.append(f"github calls ({len(calls)}): " + (", ".join(str(c) for c in calls) or "none"))
+        calls = list(raw.get("transcript") or [])
+        lines.append(f"github calls ({len(calls)}):" + ("" if calls else " none"))
+        lines += [f"  {c.get('seq')} {'ERR' if c.get('is_error') else 'ok '} {c.get('tool')} "
+                  f"{json.dumps(c.get('arguments'))[:100]}" for c in calls[:SHOWN_CALLS]]
+        if len(calls) > SHOWN_CALLS:
+            lines.append(f"  ... and {len(calls) - SHOWN_CALLS} more")
         if raw.get("tests"):
             lines += super().explain(raw["tests"])
         return lines
