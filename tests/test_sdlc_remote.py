@@ -78,6 +78,9 @@ def test_plain_git_clones_and_pushes_branches_through_the_relay_but_main_is_refu
         code, listed = await agit(work, "ls-remote", "origin")
         log_code, history = await agit(work, "log", "--format=%s", "origin/main")
         assert served.head_of("main") == main_before == served.main
+        await served.freeze()  # the agent's turn is over: the remote takes nothing more
+        code, out = await agit(work, "push", "-f", "origin", "HEAD~1:refs/heads/fix")
+        assert code != 0 and "the remote is not reachable" in out, out
         return served, listed, history
 
     served, listed, history = asyncio.run(_with_remote(tmp_path, source, fresh, body))

@@ -96,6 +96,9 @@ class SdlcFlavor(CodingFlavor):
         github, served = self._github_for(task), self._remote
         if served is None:
             raise CaptureError("the run has no mock remote (services were not started)")
+        # Frozen first: what is captured is what the remote holds once the agent is done,
+        # and nothing left running in the workspace can move a branch after this.
+        await served.freeze()
         change = await self._prefetch_hidden(task)
         data: dict[str, Any] = {"main": served.main, "reason": None, "pull_request": None,
                                 "transcript": list(github.transcript), "pushes": len(served.pushes)}
@@ -117,9 +120,6 @@ class SdlcFlavor(CodingFlavor):
         kept = repo._submission(chunks, task, spec.integrity, [f.path for f in change])
         return CapturedSubmission(diff=kept.diff, files_changed=kept.files_changed, violations=kept.violations,
                                   kind="pull_request", data=data)
-
-    async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
-        await super().prepare_grading(ws, spec)
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         task: SdlcTaskConfig = spec.task

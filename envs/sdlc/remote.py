@@ -53,6 +53,8 @@ class Remote:
         self.path = root / "remote.git"
         self.main = ""
         self.pushes: list[dict] = []
+        self._server: asyncio.AbstractServer | None = None
+        self._active: set[asyncio.Task] = set()
 
     def seed(self, source: Path, baseline: str, *, fresh: bool, fresh_date: str) -> str:
         """``main`` := what the agent's repo starts from: with the vault, the fresh one-commit
@@ -121,9 +123,27 @@ class Remote:
         # Uids differ between host and workspace: the socket is open to all, and what it
         # offers is only what the agent may do anyway (fetch, and push to its branches).
         os.chmod(sock, 0o666)
+        self._server = server
         return server
 
+    async def freeze(self, grace: float = 10.0) -> None:
+        """Stop serving: from now on nothing in the workspace (a process the agent left
+        running, say) can change what the remote holds. A fetch or push in flight gets
+        ``grace`` seconds to finish, then is cut off (its git process killed)."""
+        if self._server is not None:
+            self._server.close()
+        if self._active:
+            _, late = await asyncio.wait(set(self._active), timeout=grace)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # a connection is served in a task of its own
+        self._active.add(task)
+        proc: asyncio.subprocess.Process | None = None
         try:
             service = (await reader.readline()).decode("utf-8", "replace").strip()
             protocol = (await reader.readline()).decode("utf-8", "replace").strip()
@@ -140,10 +160,16 @@ class Remote:
             await asyncio.gather(_pump(reader, proc.stdin), _pump_out(proc.stdout, writer), proc.stderr.read())
             code = await proc.wait()
             if service == "git-receive-pack":
-                self.pushes.append({"exit_code": code, "branches": self.branches()})
+                self.pushes.append({"exit_code": code, "branches": await asyncio.to_thread(self.branches)})
         except (ConnectionError, OSError) as exc:
             log.debug("git relay connection ended: %s", exc)
         finally:
+            self._active.discard(task)
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await proc.wait()
             with contextlib.suppress(Exception):
                 writer.close()
                 await writer.wait_closed()
@@ -174,14 +200,12 @@ async def serving(bridge_dir: str) -> AsyncIterator[Remote]:
     os.chmod(root, 0o700)
     remote = Remote(root)
     try:
-        server = await remote.serve(bridge_dir)
+        await remote.serve(bridge_dir)
     except OSError as exc:
         shutil.rmtree(root, True)
         raise SetupError(f"the mock remote could not be served: {exc}") from exc
     try:
         yield remote
     finally:
-        server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 5)
+        await remote.freeze()
         await asyncio.to_thread(shutil.rmtree, root, True)
