@@ -65,6 +65,8 @@ def test_a_pr_force_pushed_after_opening_is_graded_at_the_head_the_remote_holds(
     assert opened["head"]["sha"] != graded["head_sha"]  # the PR was opened on the wrong commit ...
     assert record.reward == 1.0 and record.subscores["tests"] == 1.0  # ... and graded at the fix
     assert "stockroom/report.py" in record.diff and "README.md" not in record.diff
+    pushes = record.raw_grade["pushes"]  # every push the remote took, and where it left the branches
+    assert [p["exit_code"] for p in pushes] == [0, 0] and pushes[-1]["branches"]["fix"] == graded["head_sha"]
 
 
 def test_under_strict_the_agent_sees_only_main_and_its_push_to_main_changes_nothing(runs):
@@ -76,6 +78,8 @@ def test_under_strict_the_agent_sees_only_main_and_its_push_to_main_changes_noth
     assert refs == ["HEAD", "refs/heads/main"], ls_remote  # no answer-key ref, no other state
     assert sorted(bridge[2].split()) == ["git-relay.py", "git.sock", "mcp.sock"], bridge
     assert push_main[1] and "main is protected" in push_main[2], push_main
+    pushes = record.raw_grade["pushes"]  # the attempt is recorded, and main is where it was
+    assert len(pushes) == 1 and pushes[0]["branches"] == {"main": record.raw_grade["main"]}
     assert issue_404[1] and json.loads(issue_404[2])["status"] == "404"
     assert pr_422[1] and json.loads(pr_422[2])["status"] == "422"
     # The fix sat on the agent's main, and the refused push left the remote's main as it was:

@@ -101,7 +101,7 @@ class SdlcFlavor(CodingFlavor):
         await served.freeze()
         change = await self._prefetch_hidden(task)
         data: dict[str, Any] = {"main": served.main, "reason": None, "pull_request": None,
-                                "transcript": list(github.transcript), "pushes": len(served.pushes)}
+                                "transcript": list(github.transcript), "pushes": list(served.pushes)}
         pull = github.latest_open_pull()
         if pull is None:
             data["reason"] = "no open pull request"

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -160,7 +161,8 @@ class Remote:
             await asyncio.gather(_pump(reader, proc.stdin), _pump_out(proc.stdout, writer), proc.stderr.read())
             code = await proc.wait()
             if service == "git-receive-pack":
-                self.pushes.append({"exit_code": code, "branches": await asyncio.to_thread(self.branches)})
+                self.pushes.append({"at": datetime.now(timezone.utc).isoformat(), "exit_code": code,
+                                    "branches": await asyncio.to_thread(self.branches)})
         except (ConnectionError, OSError) as exc:
             log.debug("git relay connection ended: %s", exc)
         finally:
