@@ -78,7 +78,8 @@ class SdlcFlavor(CodingFlavor):
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
         await super().setup(ws, spec)
         workdir = repo.workdir_of(spec.task)
-        result = await run_script(ws, shell.script(__file__, "setup_origin.sh"), [workdir, RELAY, "1" if spec.integrity.uid_wall else "0"],
+        args = [workdir, RELAY, "1" if spec.integrity.uid_wall else "0"]
+        result = await run_script(ws, shell.script(__file__, "setup_origin.sh"), args,
                                   timeout=float(spec.timeouts.setup))
         if not result.ok:
             raise SetupError(f"origin setup failed in {workdir}: {brief(result)}")
@@ -117,6 +118,8 @@ class SdlcFlavor(CodingFlavor):
             chunks = patch.parse_chunks(raw_diff)
         except Exception as exc:
             raise CaptureError(f"cannot diff the PR head {head_sha[:12]} against main: {exc}") from exc
+        # The coding flavor's own rule for what of a diff counts (test and protected paths
+        # dropped and recorded as violations under the modes that say so).
         kept = repo._submission(chunks, task, spec.integrity, [f.path for f in change])
         return CapturedSubmission(diff=kept.diff, files_changed=kept.files_changed, violations=kept.violations,
                                   kind="pull_request", data=data)

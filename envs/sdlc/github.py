@@ -146,7 +146,7 @@ class MockGitHub:
         except (KeyError, TypeError, ValueError) as exc:
             text = json.dumps(invalid("Request", "arguments", f"bad arguments: {exc}").body)
             is_error = True
-        self.transcript.append({"seq": len(self.transcript), "tool": name, "arguments": arguments,
+        self.transcript.append({"seq": len(self.transcript), "tool": name, "arguments": json.loads(json.dumps(arguments)),
                                 "result": text[:4000], "is_error": is_error, "at": at})
         return text, is_error
 
