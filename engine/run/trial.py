@@ -153,12 +153,14 @@ class Runner:
             # contention, but then it is late for a quick agent: no faster overall, measured.)
             # It is the task image, never the agent's layer: what the agent installed for
             # itself must not change how the hidden tests run.
-            if isinstance(flavor, RunServices) and parts.bridge is not None:
-                # A flavor's per-run service (a mock remote) lives until teardown: grading may use it.
-                with phase.timed("setup"):
-                    await parts.services.enter_async_context(flavor.services(spec, parts.bridge))
             parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
             parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
+            if isinstance(flavor, RunServices) and parts.bridge is not None:
+                # A flavor's per-run service (a mock remote), up before the agent's workspace and
+                # kept until teardown (grading may use it); its start overlaps the grading
+                # container's.
+                with phase.timed("setup"):
+                    await parts.services.enter_async_context(flavor.services(spec, parts.bridge))
             submission = await self._agent_side(plan, record, phase, flavor, agent, parts)
             with phase.timed("grade"):
                 gws = await parts.grading_started
