@@ -121,6 +121,7 @@ def test_the_mock_github_errors_like_github_and_records_every_call(tmp_path, sou
         results["dup"] = await github.call("github_create_pull_request", {"title": "again", "head": "fix"})
         results["diff"] = await github.call("github_get_pull_request_diff", {"number": 8})
         results["file"] = await github.call("github_get_file", {"path": "app.py", "ref": "fix"})
+        results["option"] = await github.call("github_get_file", {"path": "x", "ref": "--output=/tmp/x"})
         results["branches"] = await github.call("github_list_branches", {})
         results["update"] = await github.call("github_update_pull_request", {"number": 8, "state": "closed"})
         return github, results
@@ -137,13 +138,14 @@ def test_the_mock_github_errors_like_github_and_records_every_call(tmp_path, sou
     assert not results["pr"][1] and pull["number"] == 8 and pull["head"]["sha"]  # numbers follow the issues'
     assert results["dup"][1] and "already exists" in results["dup"][0]
     assert "-x = 2\n+x = 3" in results["diff"][0] and results["file"][0] == "x = 3\n"
+    assert results["option"][1] and json.loads(results["option"][0])["status"] == "404"
     assert [b["name"] for b in json.loads(results["branches"][0])] == ["fix", "main"]
     assert json.loads(results["update"][0])["state"] == "closed" and github.latest_open_pull() is None
     assert [(t["seq"], t["tool"], t["is_error"]) for t in github.transcript] == [
         (0, "github_get_issue", True), (1, "github_create_pull_request", True), (2, "github_get_issue", False),
         (3, "github_create_pull_request", False), (4, "github_create_pull_request", True),
         (5, "github_get_pull_request_diff", False), (6, "github_get_file", False),
-        (7, "github_list_branches", False), (8, "github_update_pull_request", False)]
+        (7, "github_get_file", True), (8, "github_list_branches", False), (9, "github_update_pull_request", False)]
     assert github.transcript[3]["arguments"] == {"title": "Fix #7", "body": "Fixes #7", "head": "fix"}
 
 

@@ -96,6 +96,8 @@ class Remote:
 
     def read_file(self, ref: str, path: str) -> bytes | None:
         """``path`` at ``ref`` (a branch or SHA the remote has), or None."""
+        if ref.startswith("-") or "\0" in ref + path:  # the agent's text never becomes a git option
+            return None
         try:
             return git(self.path, "cat-file", "blob", f"{ref}:{path}")
         except subprocess.CalledProcessError:
