@@ -23,7 +23,7 @@ WRONG = bash("git checkout -q -b fix && echo '# a start' >> README.md && git com
 FORCE = bash("git checkout -q main -- README.md && git add -A && git commit -q --amend -m 'Fix #7' && git push -q -f origin fix")
 PR = {"name": "github_create_pull_request",
       "arguments": {"title": "Fix #7: page the last rows", "body": "Fixes #7.", "head": "fix", "base": "main"}}
-PROBE = [bash("git ls-remote origin"), bash("ls -A /run/crucible"),
+PROBE = [bash("git rev-parse HEAD origin/main"), bash("git ls-remote origin"), bash("ls -A /run/crucible"),
          bash("git commit -qam 'fix on main' && git push origin HEAD:main"),
          {"name": "github_get_issue", "arguments": {"number": 99}},
          {"name": "github_create_pull_request", "arguments": {"title": "t", "body": "b", "head": "never-pushed"}}]
@@ -73,7 +73,9 @@ def test_under_strict_the_agent_sees_only_main_and_its_push_to_main_changes_noth
     record = runs["strict_probe"]
     assert record.status == "completed" and record.integrity_obtained == "strict", record.error
     results = step_results(record)
-    ls_remote, bridge, push_main, issue_404, pr_422 = results[-5:]
+    heads, ls_remote, bridge, push_main, issue_404, pr_422 = results[-6:]
+    # origin/main is the very commit the agent's fresh repo starts from (no history behind it):
+    assert heads[2].split() == [record.raw_grade["main"]] * 2, heads
     refs = sorted(line.split("\t")[1] for line in ls_remote[2].splitlines() if "\t" in line)
     assert refs == ["HEAD", "refs/heads/main"], ls_remote  # no answer-key ref, no other state
     assert sorted(bridge[2].split()) == ["git-relay.py", "git.sock", "mcp.sock"], bridge
