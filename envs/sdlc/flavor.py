@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import json
 import shlex
+from pathlib import Path
 from typing import Any, AsyncIterator, ClassVar, Mapping
 
 from engine.errors import CaptureError, ConfigError, SetupError
-from engine.interfaces import PlanContext, PlannedTask, Workspace
+from engine.interfaces import PlanContext, PlannedTask, UpstreamFix, Workspace
 from engine.models import CapturedSubmission, RunSpec, Verdict
 from engine.plan import repos
 from engine.util import shell
@@ -42,6 +43,12 @@ class SdlcFlavor(CodingFlavor):
         super().__init__(name)
         self._github: MockGitHub | None = None
         self._remote: remote.Remote | None = None
+
+    @classmethod
+    def new_task(cls, fix: UpstreamFix) -> Path:
+        """Not for sdlc (yet): the issues a task is worked from are not in a fix commit."""
+        raise ConfigError("crucible task new cannot make an sdlc task: make a coding task (--flavor coding), then "
+                          "add the flavor override and its issues by hand (docs/sdlc.md)")
 
     # ------------------------------------------------------------ plan
     def plan_task(self, task: CodingTaskConfig, ctx: PlanContext) -> PlannedTask:
