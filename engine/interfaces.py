@@ -11,6 +11,7 @@ Errors are typed (``engine.errors``); each carries the pipeline phase it happene
 """
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
@@ -289,6 +290,21 @@ class Flavor(Protocol):
         command's exit code, the last lines of its output): what ``crucible check`` prints."""
 
 
+@runtime_checkable
+class RunServices(Protocol):
+    """What a flavor that runs a per-run service beside the workspace adds (optional).
+
+    ``services`` is entered once per run, before the agent's workspace is provisioned, and
+    left after grading, whatever happened (so grading may still use what it holds, e.g. a
+    mock remote's repository). ``bridge_dir`` is the HOST side of the agent workspace's
+    bridge: what the service puts there (a unix socket, a small client script) appears
+    read-only at ``BRIDGE_PATH`` inside, reached without any network; state it must keep
+    from the agent belongs elsewhere on the host. Raises ``SetupError``.
+    """
+
+    def services(self, spec: RunSpec, bridge_dir: str) -> AbstractAsyncContextManager[None]: ...
+
+
 @dataclass(frozen=True)
 class UpstreamFix:
     """``crucible task new``: a task to be made from one upstream fix commit."""
@@ -340,6 +356,7 @@ __all__ = [
     "TaskAuthoring",
     "UpstreamFix",
     "ROOT_UID",
+    "RunServices",
     "Agent",
     "AgentContext",
     "AgentOutcome",

@@ -215,9 +215,27 @@ def cmd_show(args: list[str]) -> int:
         flag = "ERR" if step.is_error else "ok "
         lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
     lines.extend(_test_summary(record.tests))
+    lines.extend(_explained(record))
     lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
     print("\n".join(lines))
     return 0
+
+
+def _explained(record) -> list[str]:
+    """What the run's flavor says of its raw grade (``Flavor.explain``, as ``crucible check``
+    prints it: for sdlc, the PR and the github_* calls); nothing when there is no grade or the
+    flavor cannot be loaded here (then the raw grade below still says everything)."""
+    from engine.config.plugins import plugin_class
+
+    part = dict((record.spec or {}).get("flavor") or {})
+    if not record.raw_grade or not part.get("_target_"):
+        return []
+    try:
+        flavor = plugin_class(part.pop("_target_"), where="flavor")(**part)
+        explained = [str(line) for line in flavor.explain(record.raw_grade)]
+    except Exception:  # a flavor removed or changed since the run: show the raw grade alone
+        return []
+    return ["verdict    " + "\n           ".join(explained)] if explained else []
 
 
 SHOWN_NOT_PASSED = 20

@@ -38,7 +38,7 @@ from engine.agents import AgentContext, AgentOutcome
 from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
-from engine.interfaces import Flavor, Workspace
+from engine.interfaces import Flavor, RunServices, Workspace
 from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.config.plugins import instantiate
 from engine.plan.spec import Plan, make_agent
@@ -155,6 +155,12 @@ class Runner:
             # itself must not change how the hidden tests run.
             parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
             parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
+            if isinstance(flavor, RunServices) and parts.bridge is not None:
+                # A flavor's per-run service (a mock remote), up before the agent's workspace and
+                # kept until teardown (grading may use it); its start overlaps the grading
+                # container's.
+                with phase.timed("setup"):
+                    await parts.services.enter_async_context(flavor.services(spec, parts.bridge))
             submission = await self._agent_side(plan, record, phase, flavor, agent, parts)
             with phase.timed("grade"):
                 gws = await parts.grading_started
@@ -316,6 +322,8 @@ class _Parts:
     bridge: str | None = None
     """The host side of the agent workspace's bridge (removed by ``close``)."""
     ssh: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    services: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    """The flavor's per-run services (``RunServices``), closed after everything that may use them."""
     grading: Workspace | None = None
     grading_started: asyncio.Future | None = None
     preparing: asyncio.Future | None = None
@@ -331,6 +339,7 @@ class _Parts:
         async with contextlib.AsyncExitStack() as stack:
             if self.bridge is not None:
                 stack.callback(shutil.rmtree, self.bridge, True)
+            stack.push_async_callback(self.services.aclose)
             stack.push_async_callback(self.mcp.close)
             stack.push_async_callback(self.ssh.aclose)
             if self.agent_closed is not None:
