@@ -101,8 +101,8 @@ def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
     """One job's plan (None when ``resume=true`` finds it done), with the session it runs in."""
     combo = [o for o in combo if not o.lstrip("+~").startswith("hydra")]
     cfg = compose_config(combo) if cfg is None else cfg
-    cfg.sweep_id = sweep_id
-    typed = to_typed(cfg)
+    typed = to_typed(cfg)  # as validated (the evaluation cache has it), then this sweep's id
+    typed.sweep_id = cfg.sweep_id = sweep_id
     key = (repr(typed.runtime), typed.build.ca_bundle, typed.store)
     session = sessions.get(key) or sessions.setdefault(key, session_for(typed))
     planned = plan(typed, builder=session.builder)

@@ -92,7 +92,23 @@ def _matching(group: str, glob: Glob) -> list[str]:
 
 
 def expand_globs(overrides: list[str]) -> list[str]:
-    """Rewrite ``group=glob(...)`` into ``group=a,b,c``; an empty match is an error."""
+    """Rewrite ``group=glob(...)`` into ``group=a,b,c``; an empty match is an error. Cached
+    like ``combinations`` (a function of the overrides and of which options exist)."""
+    if not any("glob(" in text for text in overrides):
+        return list(overrides)
+    key = _cache_key(["\0globs", *overrides])
+    try:
+        cached = json.loads(_cache_file(key).read_text())
+        if isinstance(cached, list) and all(isinstance(c, str) for c in cached):
+            return cached
+    except (OSError, ValueError):
+        pass  # not there, or torn: expand again
+    expanded = _expand_globs(overrides)
+    _write_json(_cache_file(key), expanded)
+    return expanded
+
+
+def _expand_globs(overrides: list[str]) -> list[str]:
     from hydra.core.override_parser.types import Glob
 
     result = []
