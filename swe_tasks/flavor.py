@@ -22,7 +22,8 @@ from swe_tasks.assets import read_assets
 from swe_tasks.rows import decode_text
 from swe_tasks.schema import SwebenchProTaskConfig
 
-GOLD_PATH = "/tmp/crucible-gold.diff"
+GOLD_NAME = ".crucible-gold.diff"
+"""The gold patch, written inside the repo by the editor (its only reach), applied, then removed."""
 PREDICTION_PATH = "/var/lib/crucible/prediction.diff"
 """Where the predictions agent (``swe_tasks.predictions``) leaves a patch to be graded verbatim:
 root-only, so no agent working under the uid wall can write it."""
@@ -45,9 +46,9 @@ class SwebenchProFlavor:
             raise ConfigError(f"instance {task.instance_id}: its assets or base_commit changed since the run was planned")
         if task.validation is None:  # the golden: the gold patch, applied through the agent's own tools
             task.validation = [
-                {"name": "str_replace_based_edit_tool", "arguments": {"command": "create", "path": GOLD_PATH,
+                {"name": "str_replace_based_edit_tool", "arguments": {"command": "create", "path": GOLD_NAME,
                                                                       "file_text": task.patch}},
-                {"name": "bash", "arguments": {"command": f"git apply --binary {GOLD_PATH} && rm -f {GOLD_PATH}"}}]
+                {"name": "bash", "arguments": {"command": f"git apply --binary {GOLD_NAME}; s=$?; rm -f {GOLD_NAME}; exit $s"}}]
         base = task.base_image or (f"{task.registry}:{task.dockerhub_tag}" if task.dockerhub_tag else "")
         if not base:
             raise ConfigError(f"instance {task.instance_id}: no base image (set dockerhub_tag, or base_image=)")

@@ -36,7 +36,7 @@ WORKDIR /app
 PY_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script: unittest over the selected files (comma-joined in $1)
 set -e
-: "${CALC_MODE:?CALC_MODE comes from the instance Dockerfile's ENV line}"
+: "${CALC_MODE:?CALC_MODE comes from the ENV line of the instance Dockerfile}"
 IFS=',' read -r -a files <<< "$1"
 mods=()
 for f in "${files[@]}"; do m=${f%.py}; mods+=("${m//\//.}"); done
@@ -60,7 +60,7 @@ json.dump({"tests": tests}, open(output_path, "w"))
 
 JS_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script: each selected test file run by node (comma-joined in $1)
-: "${SHOUT_SUFFIX:?SHOUT_SUFFIX comes from the base Dockerfile's ENV line}"
+: "${SHOUT_SUFFIX:?SHOUT_SUFFIX comes from the ENV line of the base Dockerfile}"
 IFS=',' read -r -a files <<< "$1"
 for f in "${files[@]}"; do node "$f" || true; done
 """
