@@ -4,16 +4,16 @@ The official entry script (``swe_bench_pro_eval.py``, create_entryscript) runs, 
 with no ``set -e``: the ENV lines as exports; ``cd /app``; ``git reset --hard BASE``; ``git
 checkout BASE``; ``git apply -v patch.diff`` (binary hunks stripped first); the LAST line of
 ``before_repo_set_cmd``; ``run_script.sh`` with the selected test files comma-joined, stdout
-and stderr to separate files; then ``parser.py stdout stderr output.json``. Here each step
-is its own exec, with its own timeout and its output and exit status recorded, under the same
-exports and in the same directory; a failed step does not stop the next (as there). The
-parser runs host-side on the two files, so an image needs only bash and git.
+and stderr to separate files; then ``parser.py stdout stderr output.json``. Here the same
+steps run in one exec (sh/replay.sh), each with its own limit and its exit status and output
+recorded; a failed step does not stop the next (as there). The parser runs host-side on the
+two files, so an image needs only bash and git.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
-from engine.models import ExecResult
+from engine.util import shell
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -55,53 +55,68 @@ def last_line(command: str) -> str:
 
 
 async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, patch: str) -> dict[str, Any]:
-    """Every step run and recorded: the raw grade (no verdict yet; ``verdict.regrade`` judges)."""
+    """Every step run and recorded: the raw grade (no verdict yet; ``judge`` decides). One
+    exec (sh/replay.sh: the patch on its stdin, history restored, every step with its own
+    limit, the two output files back on its stdout), the parser host-side."""
     started = time.monotonic()
     stripped = strip_binary_hunks(patch)
     raw: dict[str, Any] = {"instance_id": task.instance_id, "binary_hunks_stripped": stripped != patch}
-    await _restore_history(ws, task)
-    await ws.write_file(f"{WORK}/patch.diff", stripped.encode())
-    await ws.write_file(f"{WORK}/run_script.sh", assets.run_script)
-    await ws.write_file(f"{WORK}/env.sh", ("\n".join(assets.env_lines) + "\n").encode())
-    base = shlex.quote(task.base_commit)
-    steps = [("reset", f"git reset --hard {base}\ngit checkout {base}", task.step_timeout),
-             ("apply", f"git apply -v {WORK}/patch.diff", task.step_timeout),
-             ("before_repo_set_cmd", last_line(task.before_repo_set_cmd), task.step_timeout),
-             ("run_script", f"bash {WORK}/run_script.sh {shlex.quote(','.join(task.selected_test_files_to_run))} "
-                            f"> {WORK}/stdout.log 2> {WORK}/stderr.log", task.test_timeout)]
-    for name, command, timeout in steps:
-        raw[name] = await _step(ws, task, command, timeout)
-    stdout, stderr = await _read(ws, "stdout.log"), await _read(ws, "stderr.log")
+    args = [task.workdir, VAULT, WORK, task.base_commit, last_line(task.before_repo_set_cmd),
+            ",".join(task.selected_test_files_to_run), f"{task.step_timeout:g}", f"{task.test_timeout:g}",
+            "\n".join(assets.env_lines), assets.run_script.decode("utf-8", "replace")]
+    budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
+    try:
+        result = await ws.exec(["bash", "-c", shell.script(__file__, "replay.sh"), "crucible", *args],
+                               user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=budget, stdin=stripped.encode(),
+                               max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)))
+    except WorkspaceError as exc:
+        raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
+    if result.truncated:
+        raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
+    records, files = parse_records(result.stdout)
+    if "run_script" not in records:
+        raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
+                         f"{result.text()[-500:]}")
+    commands = {"reset": f"git reset --hard {task.base_commit}\ngit checkout {task.base_commit}",
+                "apply": f"git apply -v {WORK}/patch.diff", "before_repo_set_cmd": last_line(task.before_repo_set_cmd),
+                "run_script": f"bash {WORK}/run_script.sh {args[5]} > {WORK}/stdout.log 2> {WORK}/stderr.log"}
+    for name, record in records.items():
+        raw[name] = {"command": commands.get(name, name), **record}
+    stdout: bytes | None
+    stderr: bytes | None
+    if "stdout" in files and "stderr" in files:
+        stdout, stderr = files["stdout"], files["stderr"]
+    else:  # an image without cat or wc; or a step removed the files (then the reads say so)
+        stdout, stderr = await asyncio.gather(_read(ws, "stdout.log"), _read(ws, "stderr.log"))
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
-    raw["parser"] = run_parser(assets.parser, stdout, stderr, task.step_timeout)
+    raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
     raw["seconds"] = round(time.monotonic() - started, 3)
     return raw
 
 
-async def _restore_history(ws: Workspace, task: SwebenchProTaskConfig) -> None:
-    """The image's history back in place (moved to the root-only vault at build time), and
-    the tree trusted by git as root, as the official image's root-owned /app is."""
-    script = (f"set -e; w={shlex.quote(task.workdir)}; if [ -d {VAULT} ]; then rm -rf \"$w/.git\"; "
-              f"mv {VAULT} \"$w/.git\"; fi; git config --system --add safe.directory \"$w\"")
-    result = await _exec(ws, ["bash", "-c", script], timeout=task.step_timeout)
-    if not result.ok:
-        raise GradeError(f"instance {task.instance_id}: restoring the repository history failed: {result.text()[-500:]}")
+_RECORD = re.compile(rb"@@crucible-step (\S+) (-?\d+) ([01]) (\d+) (\d+)\n")
+_FILE = re.compile(rb"@@crucible-file (stdout|stderr) (\d+)\n")
+MAX_LOG_BYTES = 64 << 20
+"""Each of run_script.sh's two files, at most (a larger run is a GradeError, never a score)."""
 
 
-async def _step(ws: Workspace, task: SwebenchProTaskConfig, command: str, timeout: float) -> dict[str, Any]:
-    """One official step, after the exports, in the repo dir: its exit code and output."""
-    script = f"source {WORK}/env.sh\ncd {shlex.quote(task.workdir)}\n{command}\n"
-    started = time.monotonic()
-    result = await _exec(ws, ["bash", "-c", script], timeout=timeout)
-    return {"command": command, "exit_code": result.exit_code, "timed_out": result.timed_out,
-            "output": _tail(result.stdout + result.stderr), "seconds": round(time.monotonic() - started, 3)}
-
-
-async def _exec(ws: Workspace, argv: list[str], *, timeout: float) -> ExecResult:
-    try:
-        return await ws.exec(argv, user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=timeout)
-    except WorkspaceError as exc:
-        raise GradeError(f"a grading step could not run: {exc}") from exc
+def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
+    """sh/replay.sh's output: step records ``name -> {exit_code, timed_out, seconds, output}``
+    and the run's files ``stdout|stderr -> bytes``. Lengths, not markers, delimit each part."""
+    records: dict[str, dict[str, Any]] = {}
+    files: dict[str, bytes] = {}
+    at = 0
+    while (m := _RECORD.match(data, at)) is not None:
+        name, rc, timed_out, ms, size = m.groups()
+        output = data[m.end():m.end() + int(size)]
+        records[name.decode()] = {"exit_code": int(rc), "timed_out": timed_out == b"1",
+                                  "seconds": int(ms) / 1000, "output": output.decode("utf-8", "replace")}
+        at = m.end() + int(size)
+    while (f := _FILE.match(data, at)) is not None:
+        size = int(f.group(2))
+        files[f.group(1).decode()] = data[f.end():f.end() + size]
+        at = f.end() + size
+    return records, files
 
 
 async def _read(ws: Workspace, name: str) -> bytes | None:
@@ -128,7 +143,8 @@ def run_parser(parser: bytes, stdout: bytes | None, stderr: bytes | None, timeou
         (work / "stdout.log").write_bytes(stdout)
         (work / "stderr.log").write_bytes(stderr)
         try:
-            proc = subprocess.run([sys.executable, "parser.py", "stdout.log", "stderr.log", "output.json"],
+            # -S: no site packages (a parser needs the standard library only; start-up is faster).
+            proc = subprocess.run([sys.executable, "-S", "parser.py", "stdout.log", "stderr.log", "output.json"],
                                   cwd=work, capture_output=True, timeout=timeout, env={"PATH": "/usr/bin:/bin"})
         except subprocess.TimeoutExpired:
             return {"error": f"parser.py ran past {timeout:g} s"}
