@@ -44,5 +44,5 @@ class SwebenchProTaskConfig(TaskConfig):
     workdir: str = "/app"
     test_timeout: float = 3600.0
     """run_script.sh's limit (the official default is an hour)."""
-    step_timeout: float = 900.0
+    step_timeout: float = 300.0
     """Each git step's and the parser's limit."""
