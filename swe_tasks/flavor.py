@@ -55,7 +55,7 @@ class SwebenchProFlavor:
         context = ctx.cache_dir / "swebench_pro-context"
         context.mkdir(parents=True, exist_ok=True)
         args = {"BASE": base, "INSTANCE_ID": task.instance_id, "SYSTEM_PACKAGES": "", "INSTALL_CMD": "",
-                "REPO_DIR": task.workdir, "BASELINE_REF": ""}
+                "REPO_DIR": task.workdir, "BASELINE_REF": task.base_commit}
         return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), args))
 
     def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:

@@ -95,7 +95,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
 
 
 _RECORD = re.compile(rb"@@crucible-step (\S+) (-?\d+) ([01]) (\d+) (\d+)\n")
-_FILE = re.compile(rb"@@crucible-file (stdout|stderr) (\d+)\n")
+_FILES = re.compile(rb"@@crucible-files (\d+) (\d+)\n")
 MAX_LOG_BYTES = 64 << 20
 """Each of run_script.sh's two files, at most (a larger run is a GradeError, never a score)."""
 
@@ -112,10 +112,11 @@ def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byt
         records[name.decode()] = {"exit_code": int(rc), "timed_out": timed_out == b"1",
                                   "seconds": int(ms) / 1000, "output": output.decode("utf-8", "replace")}
         at = m.end() + int(size)
-    while (f := _FILE.match(data, at)) is not None:
-        size = int(f.group(2))
-        files[f.group(1).decode()] = data[f.end():f.end() + size]
-        at = f.end() + size
+    if (f := _FILES.match(data, at)) is not None:
+        n_out, n_err = int(f.group(1)), int(f.group(2))
+        body = data[f.end():]
+        if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
+            files = {"stdout": body[:n_out], "stderr": body[n_out:]}
     return records, files
 
 

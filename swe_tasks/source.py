@@ -26,7 +26,7 @@ class SwebenchProSource:
                  base_images: str = "", instances: Sequence[str] = (), repos: Sequence[str] = (),
                  languages: Sequence[str] = ()) -> None:
         self.dataset = Path(dataset).expanduser() if dataset else None
-        self.assets = str(Path(assets).expanduser().resolve()) if assets else ""
+        self.assets = os.path.abspath(os.path.expanduser(assets)) if assets else ""
         self.registry = registry
         self.base_images = Path(base_images).expanduser() if base_images else None
         self.instances, self.repos, self.languages = list(instances), list(repos), list(languages)
@@ -85,7 +85,7 @@ def file_sha256(path: Path, what: str) -> str:
         st = path.stat()
     except OSError as exc:
         raise ConfigError(f"{what} {path} cannot be read: {exc.strerror}") from exc
-    key = hashlib.sha256(f"{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode()).hexdigest()[:32]
+    key = hashlib.sha256(f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode()).hexdigest()[:32]
     memo = paths.cache_dir() / "file-sha256" / key
     try:
         return memo.read_text().strip()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -74,7 +75,26 @@ def is_generated(root: Path) -> bool:
     return generated_root() in root.parents
 
 
+_ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
+_LOADED: dict[tuple, tuple[str, dict[str, Any]]] = {}
+
+
 def _load(set_name: str, path: Path) -> tuple[str, dict[str, Any]]:
+    """The source's target and arguments, remembered per process by the file's bytes and the
+    variables it reads (OmegaConf's resolve costs ~5 ms, and every compose asks for the dirs)."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from exc
+    names = sorted(set(_ENV_REF.findall(text.decode("utf-8", "replace"))))
+    key = (str(path), text, tuple((n, os.environ.get(n)) for n in names))
+    if key not in _LOADED:
+        _LOADED[key] = _resolve(path)
+    target, kwargs = _LOADED[key]
+    return target, dict(kwargs)
+
+
+def _resolve(path: Path) -> tuple[str, dict[str, Any]]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 

@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
+# The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
+# two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
+# is recorded as done at build time, with the same outcome, instead of rewriting the tree.
 # The patch (binary hunks stripped) comes on stdin. First the image's history goes
 # back from the root-only vault into WORKDIR/.git; then, as swe_bench_pro_eval.py's entry
 # script does, in one shell with no `set -e`: the Dockerfiles' ENV lines as exports, `cd
@@ -10,11 +13,11 @@
 # has it). For each step one record goes to stdout:
 #   @@crucible-step NAME EXIT_CODE TIMED_OUT MILLISECONDS OUTPUT_BYTES\n<that many bytes of output tail>
 # then, where the image has cat and wc, the run's two files (else replay.py reads them):
-#   @@crucible-file stdout|stderr BYTES\n<the file>
+#   @@crucible-files STDOUT_BYTES STDERR_BYTES\n<stdout.log><stderr.log>
 # shellcheck disable=SC1091  # WORK/env.sh is written here
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
-mkdir -p "$WORK"
+[ -d "$WORK" ] || mkdir -p "$WORK"
 if command -v cat >/dev/null; then
   cat > "$WORK/patch.diff"
 else
@@ -24,7 +27,7 @@ fi
 printf '%s\n' "$9" > "$WORK/env.sh"
 printf '%s' "${10}" > "$WORK/run_script.sh"
 if [ -d "$VAULT" ]; then
-  rm -rf "${WORKDIR:?}/.git"
+  if [ -e "$WORKDIR/.git" ]; then rm -rf "${WORKDIR:?}/.git"; fi
   mv "$VAULT" "$WORKDIR/.git"
 fi
 # The official image's /app is root's; here it is uid 1000's: trusted as it is there
@@ -44,21 +47,29 @@ step() {  # NAME SECONDS COMMAND: run COMMAND (a shell line) and print its recor
   now_us
   printf '@@crucible-step %s %s %s %s %s\n%s' "$name" "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "$bytes" "$out"
 }
-HAS_TIMEOUT=$(command -v timeout || true)
+HAS_TIMEOUT=''
+if command -v timeout >/dev/null; then HAS_TIMEOUT=1; fi
 source "$WORK/env.sh"
 cd "$WORKDIR" || exit 3
-base=$(printf %q "$BASE")
-step reset "$STEP_TIMEOUT" "git reset --hard $base
+printf -v base %q "$BASE"
+# A detached HEAD is the commit itself in .git/HEAD: read without a process.
+head=''
+if [ -f .git/HEAD ]; then read -r head < .git/HEAD || true; fi
+if [ "$head" = "$BASE" ]; then
+  out="HEAD is $BASE since the image was built (Dockerfile.hud): reset and checkout done there"
+  printf '@@crucible-step reset 0 0 0 %s\n%s' "${#out}" "$out"
+else
+  step reset "$STEP_TIMEOUT" "git reset --hard $base
 git checkout $base"
+fi
 step apply "$STEP_TIMEOUT" "git apply -v $WORK/patch.diff"
 step before_repo_set_cmd "$STEP_TIMEOUT" "$BEFORE"
 step run_script "$TEST_TIMEOUT" "bash $WORK/run_script.sh $TEST_FILES > $WORK/stdout.log 2> $WORK/stderr.log"
-if command -v cat >/dev/null && command -v wc >/dev/null; then
-  for f in stdout stderr; do
-    if [ -f "$WORK/$f.log" ]; then
-      n=$(wc -c < "$WORK/$f.log")
-      printf '@@crucible-file %s %s\n' "$f" "$((n))"
-      cat "$WORK/$f.log"
-    fi
-  done
+if command -v cat >/dev/null && command -v wc >/dev/null && [ -f "$WORK/stdout.log" ] && [ -f "$WORK/stderr.log" ]; then
+  sizes=$(wc -c "$WORK/stdout.log" "$WORK/stderr.log")
+  read -r n_out _ <<< "${sizes%%$'\n'*}"
+  sizes=${sizes#*$'\n'}
+  read -r n_err _ <<< "${sizes%%$'\n'*}"
+  printf '@@crucible-files %s %s\n' "$n_out" "$n_err"
+  cat "$WORK/stdout.log" "$WORK/stderr.log"
 fi

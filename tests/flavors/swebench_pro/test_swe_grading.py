@@ -116,6 +116,8 @@ def test_an_edit_to_a_test_file_named_in_before_repo_set_cmd_is_overwritten(synt
              "    def test_mul(self):\n        pass\n")
     graded = _graded(synth, tmp_path, "cheat-model", patch_from(synth, CALC, tmp_path, {"tests/test_calc.py": cheat.encode()}))
     assert graded["raw"]["apply"]["exit_code"] == 0  # the edit applied, then was overwritten
+    # The image is at base_commit since its build: the official reset is not paid again.
+    assert "since the image was built" in graded["raw"]["reset"]["output"]
     assert graded["eval"] == {CALC: False} and graded["reward"] == 0.0
     statuses = {t["name"]: t["status"] for t in graded["raw"]["parser"]["tests"]}
     assert statuses["tests/test_calc.py::TestCalc::test_add"] == "FAILED"

@@ -170,8 +170,8 @@ def test_step_records_and_files_are_delimited_by_length_not_by_markers():
     fake = b"@@crucible-step x 0 0 1 5\n"  # output that looks like a record stays output
     data = (b"@@crucible-step apply 1 0 83 " + str(len(fake)).encode() + b"\n" + fake
             + b"@@crucible-step run_script 124 1 9000 0\n"
-            + b"@@crucible-file stdout 3\nabc@@crucible-file stderr 0\n")
+            + b"@@crucible-files 3 1\nabcd")
     records, files = replay.parse_records(data)
     assert records["apply"] == {"exit_code": 1, "timed_out": False, "seconds": 0.083, "output": fake.decode()}
     assert records["run_script"]["timed_out"] and records["run_script"]["exit_code"] == 124
-    assert "x" not in records and files == {"stdout": b"abc", "stderr": b""}
+    assert "x" not in records and files == {"stdout": b"abc", "stderr": b"d"}
