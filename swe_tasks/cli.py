@@ -25,7 +25,7 @@ class SweCommand:
     """The ``crucible swe`` command (``conf/command/swe.yaml``)."""
 
     def run(self, argv: list[str]) -> int:
-        if not argv or argv[0] != "eval":
+        if len(argv) < 2 or argv[0] != "eval":
             raise UserError(f"usage: {USAGE}")
         return evaluate(_parse(argv[1:]))
 
@@ -60,7 +60,8 @@ def evaluate(ns: argparse.Namespace) -> int:
     for iid in skipped:
         print(f"warning: instance {iid} is not in task set {ns.set}; skipped", file=sys.stderr)
     if session is None:
-        raise ConfigError(f"none of the predictions' instances is in task set {ns.set}")
+        hint = " (is CRUCIBLE_SWEBENCH_PRO_DATASET set?)" if ns.set == "swebench_pro" else ""
+        raise ConfigError(f"none of the predictions' instances is in task set {ns.set}{hint}")
     housekeeping(session.store)
     total, done, started = len(jobs), [0], time.monotonic()
 
