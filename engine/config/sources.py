@@ -79,7 +79,7 @@ _ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
 _LOADED: dict[tuple, tuple[str, dict[str, Any]]] = {}
 
 
-def _load(set_name: str, path: Path) -> tuple[str, dict[str, Any]]:
+def _load(path: Path) -> tuple[str, dict[str, Any]]:
     """The source's target and arguments, remembered per process by the file's bytes and the
     variables it reads (OmegaConf's resolve costs ~5 ms, and every compose asks for the dirs)."""
     try:
@@ -112,7 +112,7 @@ def _generated_dir(set_name: str, path: Path) -> Path | None:
     from engine.config.plugins import plugin_class
     from engine.plan.spec import engine_version
 
-    target, kwargs = _load(set_name, path)
+    target, kwargs = _load(path)
     cls = plugin_class(target, where=f"task source {path}")
     try:
         source: TaskSource = cls(**kwargs)
@@ -129,6 +129,8 @@ def _generated_dir(set_name: str, path: Path) -> Path | None:
         done = out / ".complete"
         if not done.is_file():
             _write_options(out, set_name, source.options(set_name))
+            if not done.is_file():
+                raise ConfigError(f"task source {path}: its options could not be written under {out}")
         result = out if any((out / "task").rglob("*.yaml")) else None
         _MEMO[memo_key] = result
         return result
@@ -137,22 +139,24 @@ def _generated_dir(set_name: str, path: Path) -> Path | None:
 def _write_options(out: Path, set_name: str, options: Mapping[str, Mapping[str, Any]]) -> None:
     """Every option as a YAML file, written into a temporary folder renamed into place whole
     (a concurrent process sees no folder or a complete one)."""
+    import shutil
+
     from omegaconf import OmegaConf
 
     tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     target = tmp / "task" / set_name
-    target.mkdir(parents=True, exist_ok=True)
-    for name, config in options.items():
-        if not name or "/" in name or name.startswith(("_", "base_", ".")):
-            raise ConfigError(f"task source for set {set_name!r}: option name {name!r} cannot be a file name")
-        OmegaConf.save(OmegaConf.create(dict(config)), target / f"{name}.yaml")
-    (tmp / ".complete").write_text(f"{len(options)}\n")
     try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name, config in options.items():
+            if not name or "/" in name or name.startswith(("_", "base_", ".")):
+                raise ConfigError(f"task source for set {set_name!r}: option name {name!r} cannot be a file name")
+            OmegaConf.save(OmegaConf.create(dict(config)), target / f"{name}.yaml")
+        (tmp / ".complete").write_text(f"{len(options)}\n")
         tmp.rename(out)
     except OSError:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)  # another process made it first: same content
+        pass  # another process made it first (the same content), or the cache is unwritable
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def generated_key(root: Path) -> bytes:
