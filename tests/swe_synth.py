@@ -2,7 +2,8 @@
 
 Nothing of the benchmark is copied: each instance has its own repository (base commit, and a
 solution commit holding the fix and the tests), its own ``run_script.sh`` and ``parser.py``
-(written here), instance Dockerfiles whose ``ENV`` lines the run script needs, a dataset row
+(written here), instance Dockerfiles whose ``ENV`` lines the run script needs (and an image ``ENV`` it needs
+too: the official ``docker run`` starts from the image's environment), a dataset row
 under the official field names, and an instance image (the stand-in for the registry's) built
 from the offline base: toolchain + /app with its full history, HEAD at base_commit.
 
@@ -29,6 +30,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 INSTANCE_DOCKERFILE = """\
 ARG TOOLCHAIN
 FROM ${TOOLCHAIN}
+ENV SWE_SYNTH_IMAGE=1
 COPY app /app
 WORKDIR /app
 """
@@ -37,6 +39,7 @@ PY_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script: unittest over the selected files (comma-joined in $1)
 set -e
 : "${CALC_MODE:?CALC_MODE comes from the ENV line of the instance Dockerfile}"
+: "${SWE_SYNTH_IMAGE:?SWE_SYNTH_IMAGE comes from the image itself, as docker run gives it}"
 IFS=',' read -r -a files <<< "$1"
 mods=()
 for f in "${files[@]}"; do m=${f%.py}; mods+=("${m//\//.}"); done

@@ -49,6 +49,11 @@ step() {  # NAME SECONDS COMMAND: run COMMAND (a shell line) and print its recor
 }
 HAS_TIMEOUT=''
 if command -v timeout >/dev/null; then HAS_TIMEOUT=1; fi
+# The image's own environment first (the official `docker run` starts from it; an exec does
+# not): PID 1's, which is the container's configured environment, nothing of crucible's.
+if [ -r /proc/1/environ ]; then
+  while IFS= read -r -d '' kv; do export "${kv?}"; done < /proc/1/environ
+fi
 source "$WORK/env.sh"
 cd "$WORKDIR" || exit 3
 printf -v base %q "$BASE"
