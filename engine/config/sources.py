@@ -89,9 +89,31 @@ def _load(path: Path) -> tuple[str, dict[str, Any]]:
     names = sorted(set(_ENV_REF.findall(text.decode("utf-8", "replace"))))
     key = (str(path), text, tuple((n, os.environ.get(n)) for n in names))
     if key not in _LOADED:
-        _LOADED[key] = _resolve(path)
+        _LOADED[key] = _resolve_cached(path, key)
     target, kwargs = _LOADED[key]
     return target, dict(kwargs)
+
+
+def _resolve_cached(path: Path, key: tuple) -> tuple[str, dict[str, Any]]:
+    """``_resolve`` through a file under the cache: OmegaConf's first resolve in a process
+    costs ~0.2 s (its grammar warming up), which a cached command must not pay."""
+    digest = hashlib.sha256(json.dumps([key[0], key[1].decode("utf-8", "replace"), key[2]]).encode()).hexdigest()[:32]
+    memo = generated_root() / "loaded" / f"{digest}.json"
+    try:
+        target, kwargs = json.loads(memo.read_text())
+        if isinstance(target, str) and isinstance(kwargs, dict):
+            return target, kwargs
+    except (OSError, ValueError, TypeError):
+        pass  # not there or torn: resolve again
+    target, kwargs = _resolve(path)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps([target, kwargs]))
+        tmp.replace(memo)
+    except (OSError, TypeError, ValueError):
+        pass  # an optimisation only
+    return target, kwargs
 
 
 def _resolve(path: Path) -> tuple[str, dict[str, Any]]:
