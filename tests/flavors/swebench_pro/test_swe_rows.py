@@ -70,13 +70,37 @@ def test_a_bad_row_is_one_line_naming_the_instance_and_the_field(synth, tmp_path
     assert SHOUT in lines_out[0] and field in lines_out[0], lines_out
 
 
-def test_instances_are_selected_by_id_and_glob_with_no_yaml_per_instance(synth):
-    env = swe_synth.env_for(synth)
-    proc = crucible("build", "task=glob(swebench_pro/*shout*)", "--dry-run", env=env)
-    # No image exists for the registry's tag here: the plan gets as far as naming the base.
-    assert "sweap-images:synth.shout" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    proc = crucible("build", "task=glob(swebench_pro/*nothing*)", "--dry-run", env=env)
-    assert proc.returncode != 0 and "selects nothing" in proc.stderr
+def test_instances_are_selected_by_id_and_glob_with_no_yaml_per_instance(synth, monkeypatch):
+    from engine.config.compose import combinations
+
+    for key, value in swe_synth.env_for(synth).items():
+        monkeypatch.setenv(key, value)
+    assert combinations(["task=glob(swebench_pro/*shout*)"]) == [[f"task=swebench_pro/{SHOUT}"]]
+    assert combinations([f"task=swebench_pro/{CALC}"]) == [[f"task=swebench_pro/{CALC}"]]
+    with pytest.raises(ConfigError, match="selects nothing"):
+        combinations(["task=glob(swebench_pro/*nothing*)"])
+
+
+def test_the_instance_image_builds_from_its_own_image_or_a_stand_in(synth, monkeypatch, tmp_path):
+    from engine.config.compose import compose_config, to_typed
+    from engine.interfaces import PlanContext
+    from swe_tasks.flavor import SwebenchProFlavor
+
+    for key, value in {**swe_synth.env_for(synth), "CRUCIBLE_SWEBENCH_PRO_BASE_IMAGES": ""}.items():
+        monkeypatch.setenv(key, value)
+
+    def planned(*overrides: str):
+        cfg = to_typed(compose_config([f"task=swebench_pro/{CALC}", *overrides]))
+        ctx = PlanContext(env=cfg.env, base_image=lambda: "unused", dockerfile=PROJECT_ROOT / "Dockerfile.hud",
+                          cache_dir=tmp_path)
+        return SwebenchProFlavor().plan_task(cfg.task, ctx)
+
+    plan = planned()
+    row = rows.read_rows(synth["dataset"])[0].fields
+    assert plan.image.build_args["BASE"] == f"jefzda/sweap-images:{row['dockerhub_tag']}"
+    assert plan.image.build_args["INSTANCE_ID"] == CALC and plan.image.build_args["BASELINE_REF"] == row["base_commit"]
+    assert planned("task.base_image=local/stand-in:1").image.build_args["BASE"] == "local/stand-in:1"
+    assert plan.task.prompt.startswith("calc.add subtracts") and plan.task.pins["baseline"] == row["base_commit"]
 
 
 def test_a_set_selects_by_language_and_repo_in_its_own_source_file(synth, tmp_path):
