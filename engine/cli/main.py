@@ -56,10 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
                 "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
                 "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task}
-    if command not in handlers:
-        print(f"crucible: unknown command '{command}' (commands: {', '.join(handlers)})", file=sys.stderr)
-        return 2
     try:
+        if command not in handlers:
+            return _plugin_command(command, rest, list(handlers))
         return handlers[command](rest) or 0
     except UserError as exc:
         print(f"crucible {command}: {exc}", file=sys.stderr)
@@ -73,6 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `crucible query ... | head` closed the pipe: not an error
         sys.stderr.close()
         return 0
+
+
+def _plugin_command(command: str, rest: list[str], builtin: list[str]) -> int:
+    """A command a plug-in package adds (``conf/command/<name>.yaml``, engine/cli/plugins.py)."""
+    from engine.cli.plugins import commands, run_command
+
+    code = run_command(command, rest)
+    if code is None:
+        print(f"crucible: unknown command '{command}' (commands: {', '.join([*builtin, *commands()])})",
+              file=sys.stderr)
+        return 2
+    return code
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:

@@ -42,9 +42,12 @@ _COMPOSE_LOCK = threading.Lock()
 
 
 def config_dirs() -> list[Path]:
-    """conf/ first, then extra dirs from $CRUCIBLE_CONFIG_PATH (colon-separated)."""
+    """conf/ first, then extra dirs from $CRUCIBLE_CONFIG_PATH (colon-separated), then the
+    dirs holding the options of their task sources (``engine.config.sources``)."""
+    from engine.config.sources import generated_dirs
+
     extra = [Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p]
-    return [CONF_DIR, *extra]
+    return [CONF_DIR, *extra, *generated_dirs([CONF_DIR, *extra])]
 
 
 def searchpath_override() -> list[str]:
@@ -257,12 +260,16 @@ def _cache_key(overrides: list[str]) -> str:
     """Everything a composed config is a function of: the overrides as given, the config
     dirs' files (names and contents), the variables they read with ``oc.env``, and the code
     registering the schemas (``engine_version``)."""
+    from engine.config.sources import generated_key, is_generated
     from engine.plan.spec import engine_version
 
     digest = hashlib.sha256(f"{EVAL_CACHE_VERSION}\0{engine_version()}\0".encode())
     digest.update(json.dumps(overrides).encode())
     variables: set[str] = set()
     for root in config_dirs():
+        if is_generated(root):  # content-addressed by its name (its dataset's hash among it)
+            digest.update(generated_key(root))
+            continue
         digest.update(b"\0dir\0" + str(root.resolve()).encode())
         for path in sorted(root.rglob("*.yaml")) if root.is_dir() else []:
             data = path.read_bytes()

@@ -1,0 +1,186 @@
+"""Task sources: a task set whose options come from a dataset, not from a YAML file each.
+
+A task set folder may hold ``_source.yaml`` (``conf/task/<set>/_source.yaml``; the leading
+``_`` keeps it out of the set's options). It names a plug-in class by ``_target_`` (crucible's
+packages, or ``$CRUCIBLE_PLUGIN_PACKAGES``) and its keyword arguments; ``oc.env``
+interpolations are resolved, so a user points a source at a local file by a variable. The
+class implements ``TaskSource``:
+
+- ``fingerprint()``: cheap, and different whenever ``options`` would be (a dataset's hash);
+- ``options(set_name)``: option name -> that option's config (what its YAML file would hold;
+  OmegaConf reads ``${...}`` in it as an interpolation, so a source whose data may hold that
+  text encodes it and its flavor decodes it at plan time, as ``swe_tasks.rows`` does).
+
+The options are written once per fingerprint as ordinary YAML files under
+``$CRUCIBLE_HOME/cache/task-sources/<hash>/task/<set>/``, and that folder joins the config
+search path: ``task=<set>/<name>`` and ``task='glob(<set>/*x*)'`` work as for files, and Hydra
+composes them as files. The folder's name is the hash of everything the options are a
+function of (the source's config, its fingerprint, the plug-in's code), so the evaluation
+cache keys on the name alone (``generated_key``) and a changed dataset is a new key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from engine.errors import ConfigError
+from engine.util import paths
+
+SOURCE_FILE = "_source.yaml"
+_LOCK = threading.Lock()
+_MEMO: dict[tuple, Path | None] = {}
+
+
+class TaskSource(Protocol):
+    def fingerprint(self) -> str:
+        """A string that changes whenever ``options`` would. Raises ConfigError."""
+
+    def options(self, set_name: str) -> Mapping[str, Mapping[str, Any]]:
+        """Option name -> its config (``name``/``set`` included). Raises ConfigError (one line
+        naming the row and the field at fault)."""
+
+
+def generated_root() -> Path:
+    return paths.cache_dir() / "task-sources"
+
+
+def source_files(roots: list[Path]) -> list[tuple[str, Path]]:
+    """``(set name, _source.yaml)`` for every task set folder of ``roots`` that has one."""
+    found = []
+    for root in roots:
+        base = root / "task"
+        if base.is_dir():
+            for path in sorted(base.rglob(SOURCE_FILE)):
+                found.append((path.parent.relative_to(base).as_posix(), path))
+    return found
+
+
+def generated_dirs(roots: list[Path]) -> list[Path]:
+    """The config dirs holding the options of every task source under ``roots``, generated
+    when missing (once per fingerprint). A source that yields nothing adds no dir."""
+    dirs = []
+    for set_name, path in source_files(roots):
+        made = _generated_dir(set_name, path)
+        if made is not None:
+            dirs.append(made)
+    return dirs
+
+
+def is_generated(root: Path) -> bool:
+    return generated_root() in root.parents
+
+
+_ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
+_LOADED: dict[tuple, tuple[str, dict[str, Any]]] = {}
+
+
+def _load(path: Path) -> tuple[str, dict[str, Any]]:
+    """The source's target and arguments, remembered per process by the file's bytes and the
+    variables it reads (OmegaConf's resolve costs ~5 ms, and every compose asks for the dirs)."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from exc
+    names = sorted(set(_ENV_REF.findall(text.decode("utf-8", "replace"))))
+    key = (str(path), text, tuple((n, os.environ.get(n)) for n in names))
+    if key not in _LOADED:
+        _LOADED[key] = _resolve_cached(path, key)
+    target, kwargs = _LOADED[key]
+    return target, dict(kwargs)
+
+
+def _resolve_cached(path: Path, key: tuple) -> tuple[str, dict[str, Any]]:
+    """``_resolve`` through a file under the cache: OmegaConf's first resolve in a process
+    costs ~0.2 s (its grammar warming up), which a cached command must not pay."""
+    digest = hashlib.sha256(json.dumps([key[0], key[1].decode("utf-8", "replace"), key[2]]).encode()).hexdigest()[:32]
+    memo = generated_root() / "loaded" / f"{digest}.json"
+    try:
+        target, kwargs = json.loads(memo.read_text())
+        if isinstance(target, str) and isinstance(kwargs, dict):
+            return target, kwargs
+    except (OSError, ValueError, TypeError):
+        pass  # not there or torn: resolve again
+    target, kwargs = _resolve(path)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps([target, kwargs]))
+        tmp.replace(memo)
+    except (OSError, TypeError, ValueError):
+        pass  # an optimisation only
+    return target, kwargs
+
+
+def _resolve(path: Path) -> tuple[str, dict[str, Any]]:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OmegaConfBaseException, OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("_target_"), str):
+        raise ConfigError(f"{path}: a task source names its class as _target_")
+    target = data.pop("_target_")
+    return target, {str(k): v for k, v in data.items()}
+
+
+def _generated_dir(set_name: str, path: Path) -> Path | None:
+    from engine.config.plugins import plugin_class
+    from engine.plan.spec import engine_version
+
+    target, kwargs = _load(path)
+    cls = plugin_class(target, where=f"task source {path}")
+    try:
+        source: TaskSource = cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    identity = json.dumps([set_name, target, kwargs, source.fingerprint(), engine_version(target)],
+                          sort_keys=True, default=str)
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:24]
+    memo_key = (str(path), digest)
+    with _LOCK:
+        if memo_key in _MEMO:
+            return _MEMO[memo_key]
+        out = generated_root() / digest
+        done = out / ".complete"
+        if not done.is_file():
+            _write_options(out, set_name, source.options(set_name))
+            if not done.is_file():
+                raise ConfigError(f"task source {path}: its options could not be written under {out}")
+        result = out if any((out / "task").rglob("*.yaml")) else None
+        _MEMO[memo_key] = result
+        return result
+
+
+def _write_options(out: Path, set_name: str, options: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every option as a YAML file, written into a temporary folder renamed into place whole
+    (a concurrent process sees no folder or a complete one)."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    target = tmp / "task" / set_name
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name, config in options.items():
+            if not name or "/" in name or name.startswith(("_", "base_", ".")):
+                raise ConfigError(f"task source for set {set_name!r}: option name {name!r} cannot be a file name")
+            OmegaConf.save(OmegaConf.create(dict(config)), target / f"{name}.yaml")
+        (tmp / ".complete").write_text(f"{len(options)}\n")
+        tmp.rename(out)
+    except OSError:
+        pass  # another process made it first (the same content), or the cache is unwritable
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def generated_key(root: Path) -> bytes:
+    """What the evaluation cache hashes for a generated dir: its content-addressed name."""
+    return b"\0generated\0" + root.name.encode()

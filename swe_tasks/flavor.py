@@ -1,0 +1,142 @@
+"""The ``swebench_pro`` flavor: a dataset row as a task, graded by the official evaluator's steps.
+
+plan -> the official assets read (and pinned by hash) from the configured checkout; the image
+= Dockerfile.hud FROM the instance's own image (``INSTANCE_ID`` set: its /app is kept, its
+history vaulted); setup and capture are the coding environment's repo lifecycle (the agent
+sees one commit at base_commit, its diff is taken through the vault); grade replays the
+official steps (``swe_tasks.replay``) in a fresh workspace on the captured patch verbatim.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from engine.errors import ConfigError, GradeError, SetupError
+from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
+from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, TestResult, Verdict
+from envs.coding import repo
+from envs.coding.results import merge_worst
+from envs.coding.tools import CodingTools
+from swe_tasks import replay
+from swe_tasks.assets import read_assets
+from swe_tasks.rows import decode_text
+from swe_tasks.schema import SwebenchProTaskConfig
+
+GOLD_NAME = ".crucible-gold.diff"
+"""The gold patch, written inside the repo by the editor (its only reach), applied, then removed."""
+PREDICTION_PATH = "/var/lib/crucible/prediction.diff"
+"""Where the predictions agent (``swe_tasks.predictions``) leaves a patch to be graded verbatim:
+root-only, so no agent working under the uid wall can write it."""
+
+
+class SwebenchProFlavor:
+    task_schema: ClassVar[type] = SwebenchProTaskConfig
+    roles: ClassVar[Mapping[str, GateRole]] = {"golden": GateRole("integration_test", 1.0),
+                                               "baseline": GateRole("noop", 0.0)}
+
+    def __init__(self, name: str = "swebench_pro") -> None:
+        self.name = name
+
+    def plan_task(self, task: SwebenchProTaskConfig, ctx: PlanContext) -> PlannedTask:
+        task = _decoded(task)
+        assets = read_assets(task.assets, task.instance_id)
+        recorded = dict(ctx.pins or {})
+        task.pins = {"baseline": task.base_commit, **assets.pins()}
+        if recorded and recorded != task.pins:
+            raise ConfigError(f"instance {task.instance_id}: its assets or base_commit changed since the run was planned")
+        if task.validation is None:  # the golden: the gold patch, applied through the agent's own tools
+            task.validation = [
+                {"name": "str_replace_based_edit_tool", "arguments": {"command": "create", "path": GOLD_NAME,
+                                                                      "file_text": task.patch}},
+                {"name": "bash", "arguments": {"command": f"git apply --binary {GOLD_NAME}; s=$?; rm -f {GOLD_NAME}; exit $s"}}]
+        base = task.base_image or (f"{task.registry}:{task.dockerhub_tag}" if task.dockerhub_tag else "")
+        if not base:
+            raise ConfigError(f"instance {task.instance_id}: no base image (set dockerhub_tag, or base_image=)")
+        context = ctx.cache_dir / "swebench_pro-context"
+        context.mkdir(parents=True, exist_ok=True)
+        args = {"BASE": base, "INSTANCE_ID": task.instance_id, "SYSTEM_PACKAGES": "", "INSTALL_CMD": "",
+                "REPO_DIR": task.workdir, "BASELINE_REF": task.base_commit}
+        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), args))
+
+    def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:
+        env = spec.env
+        return CodingTools(ws, workdir=spec.task.workdir, user=AGENT_UID if spec.integrity.uid_wall else ROOT_UID,
+                           bash_timeout=float(env.bash_timeout), max_output_bytes=int(env.max_output_bytes),
+                           enabled=list(env.tools))
+
+    async def setup(self, ws: Workspace, spec: RunSpec) -> None:
+        try:
+            await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
+        except SetupError as exc:
+            raise SetupError(f"instance {spec.task.instance_id}: {exc}") from exc
+
+    async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
+        return None
+
+    async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
+        """A prediction's patch verbatim, else the agent's diff against base_commit. Nothing is
+        dropped: the official evaluator overwrites the test files itself (before_repo_set_cmd)."""
+        try:
+            return CapturedSubmission(diff=(await ws.read_file(PREDICTION_PATH)).decode("utf-8"), kind="prediction")
+        except FileNotFoundError:
+            pass
+        integrity = dataclasses.replace(spec.integrity, restore_test_paths=False, drop_protected=False)
+        return await repo.capture_diff(ws, spec.task, integrity, timeout=float(spec.timeouts.capture))
+
+    async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
+        task: SwebenchProTaskConfig = spec.task
+        assets = read_assets(task.assets, task.instance_id, GradeError)
+        if {"baseline": task.base_commit, **assets.pins()} != dict(task.pins):
+            raise GradeError(f"instance {task.instance_id}: the official assets under {task.assets} changed since planning")
+        raw = await replay.replay(ws, task, assets, submission.diff)
+        return self.regrade(spec, raw)
+
+    def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
+        task = spec.task
+        judged = replay.judge(raw, list(task.fail_to_pass), list(task.pass_to_pass))
+        tests = _tests(raw)
+        full = {**raw, **judged}
+        # F2P and P2P fractions are diagnostics (weight 0): the reward is the official verdict alone.
+        return Verdict(reward=1.0 if judged["resolved"] else 0.0,
+                       subscores={"resolved": 1.0 if judged["resolved"] else 0.0,
+                                  "fail_to_pass": judged["f2p"], "pass_to_pass": judged["p2p"]},
+                       raw=full, tests=tests)
+
+    def explain(self, raw: Mapping[str, Any]) -> list[str]:
+        lines = [f"reason: {raw.get('reason')}"]
+        for step in ("reset", "apply", "before_repo_set_cmd", "run_script"):
+            info = raw.get(step) or {}
+            if info:
+                lines.append(f"{step}: exit {info.get('exit_code')}{' (timed out)' if info.get('timed_out') else ''}")
+        apply = raw.get("apply") or {}
+        if apply.get("exit_code") not in (0, None):
+            lines += ["git apply output:", *str(apply.get("output", "")).strip().splitlines()[-8:]]
+        parsed = raw.get("parser") or {}
+        if parsed.get("error"):
+            lines.append(f"parser: {parsed['error']}")
+        run = raw.get("run_script") or {}
+        for stream in ("stdout_tail", "stderr_tail"):
+            text = str(run.get(stream) or "").strip()
+            if text:
+                lines += [f"run_script.sh {stream.split('_')[0]} (last lines):", *text.splitlines()[-8:]]
+        return lines
+
+
+def _decoded(task: SwebenchProTaskConfig) -> SwebenchProTaskConfig:
+    """The task's texts as the dataset has them (its options are stored encoded, ``rows.encode_text``)."""
+    changes = {f.name: decode_text(getattr(task, f.name)) for f in dataclasses.fields(task)
+               if f.name not in ("id", "pins", "validation") and isinstance(getattr(task, f.name), (str, list))}
+    return dataclasses.replace(task, **changes)
+
+
+def _tests(raw: Mapping[str, Any]) -> list[TestResult]:
+    """The parser's per-test statuses, one per name (the worst when reported twice), for the
+    ``test_results`` table; entries that are not ``{name, status}`` are left out."""
+    entries = (raw.get("parser") or {}).get("tests") or []
+    results = [TestResult(str(e["name"]), str(e["status"])) for e in entries
+               if isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("status") in
+               ("PASSED", "FAILED", "SKIPPED", "ERROR")]
+    return merge_worst(results)
+
+
+__all__ = ["SwebenchProFlavor", "PREDICTION_PATH"]

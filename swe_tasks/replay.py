@@ -1,0 +1,182 @@
+"""The official evaluator's steps, replayed one by one in a fresh grading workspace.
+
+The official entry script (``swe_bench_pro_eval.py``, create_entryscript) runs, in one shell
+with no ``set -e``: the ENV lines as exports; ``cd /app``; ``git reset --hard BASE``; ``git
+checkout BASE``; ``git apply -v patch.diff`` (binary hunks stripped first); the LAST line of
+``before_repo_set_cmd``; ``run_script.sh`` with the selected test files comma-joined, stdout
+and stderr to separate files; then ``parser.py stdout stderr output.json``. Here the same
+steps run in one exec (sh/replay.sh), each with its own limit and its exit status and output
+recorded; a failed step does not stop the next (as there). The parser runs host-side on the
+two files, so an image needs only bash and git.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from engine.errors import GradeError, WorkspaceError
+from engine.interfaces import ROOT_UID, Workspace
+from engine.util import shell
+from swe_tasks.assets import Assets
+from swe_tasks.schema import SwebenchProTaskConfig
+
+WORK = "/workspace"
+"""Where the official evaluator mounts its files; a fresh grading workspace has nothing there."""
+VAULT = "/var/lib/crucible/vault/repo.git"
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+TAIL = 4000
+
+
+def strip_binary_hunks(patch: str) -> str:
+    """The patch without its binary file sections (``GIT binary patch`` or ``Binary files ...
+    differ``): they are dropped, as officially, before ``git apply``."""
+    if not patch:
+        return patch
+    kept = []
+    for section in re.split(r"(?=^diff --git )", patch, flags=re.MULTILINE):
+        if not section.strip():
+            continue
+        if re.search(r"^Binary files .* differ$", section, re.MULTILINE) or \
+                re.search(r"^GIT binary patch$", section, re.MULTILINE):
+            continue
+        kept.append(section)
+    return "".join(kept)
+
+
+def last_line(command: str) -> str:
+    return command.strip().split("\n")[-1]
+
+
+async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, patch: str) -> dict[str, Any]:
+    """Every step run and recorded: the raw grade (no verdict yet; ``judge`` decides). One
+    exec (sh/replay.sh: the patch on its stdin, history restored, every step with its own
+    limit, the two output files back on its stdout), the parser host-side."""
+    started = time.monotonic()
+    stripped = strip_binary_hunks(patch)
+    raw: dict[str, Any] = {"instance_id": task.instance_id, "binary_hunks_stripped": stripped != patch}
+    args = [task.workdir, VAULT, WORK, task.base_commit, last_line(task.before_repo_set_cmd),
+            ",".join(task.selected_test_files_to_run), f"{task.step_timeout:g}", f"{task.test_timeout:g}",
+            "\n".join(assets.env_lines), assets.run_script.decode("utf-8", "replace")]
+    budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
+    try:
+        result = await ws.exec(["bash", "-c", shell.script(__file__, "replay.sh"), "crucible", *args],
+                               user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=budget, stdin=stripped.encode(),
+                               max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)))
+    except WorkspaceError as exc:
+        raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
+    if result.truncated:
+        raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
+    records, files = parse_records(result.stdout)
+    if "run_script" not in records:
+        raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
+                         f"{result.text()[-500:]}")
+    commands = {"reset": f"git reset --hard {task.base_commit}\ngit checkout {task.base_commit}",
+                "apply": f"git apply -v {WORK}/patch.diff", "before_repo_set_cmd": last_line(task.before_repo_set_cmd),
+                "run_script": f"bash {WORK}/run_script.sh {args[5]} > {WORK}/stdout.log 2> {WORK}/stderr.log"}
+    for name, record in records.items():
+        raw[name] = {"command": commands.get(name, name), **record}
+    stdout: bytes | None
+    stderr: bytes | None
+    if "stdout" in files and "stderr" in files:
+        stdout, stderr = files["stdout"], files["stderr"]
+    else:  # an image without cat or wc; or a step removed the files (then the reads say so)
+        stdout, stderr = await asyncio.gather(_read(ws, "stdout.log"), _read(ws, "stderr.log"))
+    raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
+    raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
+    raw["seconds"] = round(time.monotonic() - started, 3)
+    return raw
+
+
+_RECORD = re.compile(rb"@@crucible-step (\S+) (-?\d+) ([01]) (\d+) (\d+)\n")
+_FILES = re.compile(rb"@@crucible-files (\d+) (\d+)\n")
+MAX_LOG_BYTES = 64 << 20
+"""Each of run_script.sh's two files, at most (a larger run is a GradeError, never a score)."""
+
+
+def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
+    """sh/replay.sh's output: step records ``name -> {exit_code, timed_out, seconds, output}``
+    and the run's files ``stdout|stderr -> bytes``. Lengths, not markers, delimit each part."""
+    records: dict[str, dict[str, Any]] = {}
+    files: dict[str, bytes] = {}
+    at = 0
+    while (m := _RECORD.match(data, at)) is not None:
+        name, rc, timed_out, ms, size = m.groups()
+        output = data[m.end():m.end() + int(size)]
+        records[name.decode()] = {"exit_code": int(rc), "timed_out": timed_out == b"1",
+                                  "seconds": int(ms) / 1000, "output": output.decode("utf-8", "replace")}
+        at = m.end() + int(size)
+    if (f := _FILES.match(data, at)) is not None:
+        n_out, n_err = int(f.group(1)), int(f.group(2))
+        body = data[f.end():]
+        if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
+            files = {"stdout": body[:n_out], "stderr": body[n_out:]}
+    return records, files
+
+
+async def _read(ws: Workspace, name: str) -> bytes | None:
+    try:
+        return await ws.read_file(f"{WORK}/{name}")
+    except FileNotFoundError:
+        return None
+
+
+def _tail(data: bytes | None) -> str:
+    if data is None:
+        return ""
+    return data[-TAIL:].decode("utf-8", "replace")
+
+
+def run_parser(parser: bytes, stdout: bytes | None, stderr: bytes | None, timeout: float) -> dict[str, Any]:
+    """The official ``parser.py STDOUT STDERR OUTPUT`` on the run's two files (host-side, a
+    fresh directory): its output's test list, or the error that left none."""
+    if stdout is None or stderr is None:
+        return {"error": "run_script.sh left no stdout.log/stderr.log"}
+    with tempfile.TemporaryDirectory(prefix="crucible-swe-parser-") as tmp:
+        work = Path(tmp)
+        (work / "parser.py").write_bytes(parser)
+        (work / "stdout.log").write_bytes(stdout)
+        (work / "stderr.log").write_bytes(stderr)
+        try:
+            # -S: no site packages (a parser needs the standard library only; start-up is faster).
+            proc = subprocess.run([sys.executable, "-S", "parser.py", "stdout.log", "stderr.log", "output.json"],
+                                  cwd=work, capture_output=True, timeout=timeout, env={"PATH": "/usr/bin:/bin"})
+        except subprocess.TimeoutExpired:
+            return {"error": f"parser.py ran past {timeout:g} s"}
+        try:
+            output = json.loads((work / "output.json").read_text())
+        except (OSError, ValueError) as exc:
+            return {"error": f"parser.py (exit {proc.returncode}) wrote no readable output.json: {exc}",
+                    "output": _tail(proc.stdout + proc.stderr)}
+    tests = output.get("tests") if isinstance(output, dict) else None
+    if not isinstance(tests, list):
+        return {"error": "parser.py's output.json has no 'tests' list"}
+    return {"exit_code": proc.returncode, "tests": tests}
+
+
+def judge(raw: Mapping[str, Any], fail_to_pass: list[str], pass_to_pass: list[str]) -> dict[str, Any]:
+    """Resolved iff every fail_to_pass and pass_to_pass name is among the names reported
+    PASSED (the official rule: a name reported PASSED once counts as passed)."""
+    parsed = raw.get("parser") or {}
+    if parsed.get("error"):
+        return {"resolved": False, "reason": f"no test results: {parsed['error']}", "f2p": 0.0, "p2p": 0.0}
+    passed = {str(t.get("name")) for t in parsed.get("tests") or [] if isinstance(t, dict) and t.get("status") == "PASSED"}
+    f2p = _fraction(fail_to_pass, passed)
+    p2p = _fraction(pass_to_pass, passed)
+    missing = [n for n in [*fail_to_pass, *pass_to_pass] if n not in passed]
+    resolved = not missing
+    reason = "resolved" if resolved else f"{len(missing)} required test(s) not PASSED, e.g. {missing[0]!r}"
+    apply = raw.get("apply") or {}
+    if apply.get("exit_code") not in (0, None):
+        reason += f"; the patch did not apply (git apply exited {apply.get('exit_code')})"
+    return {"resolved": resolved, "reason": reason, "f2p": f2p, "p2p": p2p}
+
+
+def _fraction(names: list[str], passed: set[str]) -> float:
+    return 1.0 if not names else sum(n in passed for n in names) / len(names)
