@@ -17,6 +17,7 @@ import threading
 import pytest
 from standin import Call, StandIn, answer, call, golden_edits, hang, reply
 
+from engine.agents.cli.codex import ALWAYS_OFFERED
 from engine.config.compose import compose_config, to_typed
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -137,6 +138,11 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "codex": real_run(tmp_path_factory, "codex", TASK, url),
                 "timeout": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
                                     "agent.wall_timeout=8"),
+                # The CLIs' own tools denied: the run's MCP tools are all they have.
+                "claude_code_bare": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=1",
+                                             "agent.builtin_tools.allow=[]"),
+                "codex_bare": real_run(tmp_path_factory, "codex", TASK, url, "attempt=1",
+                                       "agent.builtin_tools.allow=[]"),
             }
             return made, api, probe, census
 
@@ -166,7 +172,7 @@ def test_every_model_call_is_a_proxy_step_with_tokens_and_cost_in_the_store(runs
     steps = stored_steps(record.run_id)
     models = [s for s in steps if s[0] == "model"]
     protocol = "anthropic" if agent == "claude_code" else "responses"
-    served = [e for e in api.exchanges if e.protocol == protocol and e.task == TASK and e.status == 200]
+    served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation, e.status) == (protocol, TASK, 0, 200)]
     task_calls = [s for s in models if s[4] is not None and s[4] > 0]
     assert len(served) >= 3 and len(task_calls) >= len(served)
     price = PRICES[MODELS[agent]]
@@ -199,3 +205,29 @@ def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_le
     assert record.timings["agent"] < 30
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     assert [s.kind for s in record.steps][:1] == ["model"]
+
+
+@pytest.mark.parametrize("agent", ["claude_code", "codex"])
+def test_builtin_tools_denied_leaves_the_cli_only_the_runs_tools(runs, agent):
+    made, api, _, _ = runs
+    protocol = "anthropic" if agent == "claude_code" else "responses"
+    model = MODELS[agent].split("/")[1]
+
+    def offered(conversation: int) -> set[str]:
+        return {name for e in api.exchanges if (e.protocol, e.model, e.task, e.conversation) ==
+                (protocol, model, TASK, conversation) for name in _tool_names(e.request)}
+
+    assert made[f"{agent}_bare"].reward == 1.0, made[f"{agent}_bare"].warnings
+    run_tools = {"bash", "str_replace_based_edit_tool"}
+    short = {name.split("__")[-1].split(".")[-1] for name in offered(1)}
+    unswitchable = set(ALWAYS_OFFERED) if agent == "codex" else set()
+    assert run_tools <= short and short - run_tools <= unswitchable, offered(1)
+    assert len(offered(0)) > len(offered(1)), "with its own tools allowed, the CLI offers more than the run's"
+
+
+def _tool_names(request: dict) -> list[str]:
+    names = []
+    for tool in request.get("tools") or []:
+        inner = tool.get("tools") if tool.get("type") == "namespace" else None
+        names += [f"{tool['name']}.{t['name']}" for t in inner] if inner else [tool.get("name") or tool.get("type")]
+    return names

@@ -37,6 +37,12 @@ BINARY = "/opt/crucible/codex/codex"
 TOKEN_ENV = "CRUCIBLE_MCP_TOKEN"
 DISABLED_FEATURES = ("enable_request_compression",)
 """Request compression is for OpenAI's own endpoint; the proxy and gateways read plain JSON."""
+BUILTIN_FEATURES = ("shell_tool", "goals", "multi_agent")
+"""Codex's own tools that ``builtin_tools.allow: []`` switches off (its shell, its goal
+tracking, its sub-agents; web search too, by config)."""
+ALWAYS_OFFERED = ("view_image", "request_user_input", "list_mcp_resources", "list_mcp_resource_templates",
+                  "read_mcp_resource")
+"""Codex's own tools that no switch of 0.171 removes; none reaches outside the workspace."""
 _TOOL_ITEMS = {"mcp_tool_call", "command_execution", "file_change", "web_search"}
 
 
@@ -64,7 +70,7 @@ class CodexAgent(CliAgent):
         allow, deny = self.builtin_tools.allow, self.builtin_tools.deny
         if allow not in (["*"], []) or deny not in ([], ["shell"]):
             raise ConfigError(f"agent {name}: builtin_tools can only allow ['*'] or [] and deny [] or ['shell'] "
-                              "for codex (its one switchable built-in tool is its shell)")
+                              "for codex (its own tools switch off together, or its shell alone)")
 
     def command(self, ctx: AgentContext, mcp_token: str) -> tuple[list[str], dict[str, str], dict[str, str]]:
         home = f"{CLI_ROOT}/codex-home"
@@ -72,7 +78,10 @@ class CodexAgent(CliAgent):
                 "--dangerously-bypass-approvals-and-sandbox", "--color", "never", "-C", ctx.workdir]
         for feature in DISABLED_FEATURES:
             argv += ["--disable", feature]
-        if self.builtin_tools.allow == [] or self.builtin_tools.deny == ["shell"]:
+        if self.builtin_tools.allow == []:
+            for feature in BUILTIN_FEATURES:
+                argv += ["--disable", feature]
+        elif self.builtin_tools.deny == ["shell"]:
             argv += ["--disable", "shell_tool"]
         argv += ["--", ctx.prompt]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": f"{CLI_ROOT}/home", "LANG": "C.UTF-8",
@@ -85,6 +94,7 @@ class CodexAgent(CliAgent):
             'model_provider = "crucible"',
             'approval_policy = "never"',
             'sandbox_mode = "danger-full-access"',
+            *(['web_search = "disabled"'] if self.builtin_tools.allow == [] else []),
             "",
             "[model_providers.crucible]",
             'name = "crucible model proxy"',
