@@ -125,8 +125,8 @@ class CliAgent:
         model = self.model
         choice = parse_model(model)
         if choice.provider != self.provider:
-            raise ConfigError(f"agent {name}: model {model} is not a {self.provider}/ model "
-                              f"(the {name} CLI speaks the {self.provider} protocol)")
+            raise ConfigError(f"agent {name}: model {model} must be {self.provider}/<name> "
+                              f"(the {name} CLI speaks only that provider's protocol)")
         self.model_name = choice.name
         self.base_url = (base_url or DEFAULT_BASE_URL[self.provider]).rstrip("/")
         self.key_env = api_key_env or DEFAULT_KEY_ENV[self.provider]
