@@ -70,6 +70,8 @@ def test_crucible_run_with_a_bad_cli_agent_key_says_so_in_one_line_without_a_tra
     ("codex", "agent.builtin_tools.allow=[shell]", "builtin_tools can only allow"),
     ("claude_code", "agent.permission_mode=yolo", "permission_mode 'yolo' is not one of"),
     ("claude_code", "model=openai/gpt-5", "must be anthropic/<name>"),
+    ("codex", "agent.transport=tmux", "its tmux transport is not built yet"),
+    ("claude_code", "agent.transport=screen", "transport 'screen'; claude_code offers headless or tmux"),
 ])
 def test_an_option_a_cli_cannot_honour_fails_before_anything_runs(agent, override, says, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "unused")

@@ -87,7 +87,7 @@ def fixer_script(probe: Probe, hung: threading.Event):
         if turn.turn == 0:
             return reply("Let me look first.", call(tool(turn, "bash"), command="git status --short; ls"))
         if turn.turn == 1:
-            probe.look(turn.protocol)  # the CLI is running and waiting for this very reply
+            probe.look(f"{turn.protocol}:{turn.conversation}")  # the CLI runs, waiting for this reply
             edits = [Call(tool(turn, c.name), c.arguments) for c in golden_edits(turn)]
             return reply("Found it; fixing.", *edits)
         return answer("Fixed: the change is in place.")
@@ -118,18 +118,19 @@ def runs(docker_client, base_image, tmp_path_factory):
         prices.write_text(json.dumps({"models": PRICES}))
         mp.setenv("CRUCIBLE_PRICES", str(prices))
         mp.setenv(KEY_ENV, KEY)
-        opened, closing = DockerWorkspace.open_process, DockerWorkspace.close
+        executed, closing = DockerWorkspace.exec, DockerWorkspace.close
 
-        async def open_process(self, argv, **kwargs):
-            probe.containers.append(self.container_id)
-            return await opened(self, argv, **kwargs)
+        async def exec(self, argv, **kwargs):  # the agent's container, for the probe
+            if self.purpose == "agent" and probe.containers[-1:] != [self.container_id]:
+                probe.containers.append(self.container_id)
+            return await executed(self, argv, **kwargs)
 
         async def close(self):  # what of the agent's uid still runs when its workspace goes
             if self.purpose == "agent" and self.container_id and self.run_id not in census:
                 census[self.run_id] = (await self.exec(["sh", "-c", UID_PROCESSES], timeout=30)).stdout.decode().strip()
             await closing(self)
 
-        mp.setattr(DockerWorkspace, "open_process", open_process)
+        mp.setattr(DockerWorkspace, "exec", exec)
         mp.setattr(DockerWorkspace, "close", close)
         with StandIn(fixer_script(probe, hung), require_key=KEY) as api:
             url = f"agent.base_url={api.base_url}"
@@ -143,6 +144,9 @@ def runs(docker_client, base_image, tmp_path_factory):
                                              "agent.builtin_tools.allow=[]"),
                 "codex_bare": real_run(tmp_path_factory, "codex", TASK, url, "attempt=1",
                                        "agent.builtin_tools.allow=[]"),
+                # Claude Code's TUI in a private tmux server instead of its headless mode.
+                "claude_code_tmux": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=2",
+                                             "agent.transport=tmux"),
             }
             return made, api, probe, census
 
@@ -187,11 +191,13 @@ def test_every_model_call_is_a_proxy_step_with_tokens_and_cost_in_the_store(runs
 @pytest.mark.parametrize("protocol", ["anthropic", "responses"])
 def test_the_workspace_has_no_network_and_never_holds_the_key(runs, protocol):
     made, api, probe, _ = runs
-    seen = probe.seen[protocol]
-    assert seen["network_mode"] == "none" and seen["interfaces"] == ["lo"]
-    assert seen["cli_environ"], "the probe must have seen the CLI's own environment"
-    assert not seen["key_in_inspect"] and not seen["key_in_environ"] and seen["files_with_key"] == []
-    assert "mcp.json" in seen["config_files"] or "config.toml" in seen["config_files"] or seen["config_files"]
+    looked = {label: seen for label, seen in probe.seen.items() if label.startswith(f"{protocol}:")}
+    assert len(looked) == (3 if protocol == "anthropic" else 2)  # headless, bare (and tmux)
+    for seen in looked.values():
+        assert seen["network_mode"] == "none" and seen["interfaces"] == ["lo"]
+        assert seen["cli_environ"], "the probe must have seen the CLI's own environment"
+        assert not seen["key_in_inspect"] and not seen["key_in_environ"] and seen["files_with_key"] == []
+        assert ("mcpServers" if protocol == "anthropic" else "[mcp_servers.crucible]") in seen["config_files"]
     # ...while every request that reached the provider carried it, added by the host proxy.
     reached = [e for e in api.exchanges if e.protocol == protocol]
     assert reached and all(e.api_key == KEY for e in reached)
@@ -231,3 +237,17 @@ def _tool_names(request: dict) -> list[str]:
         inner = tool.get("tools") if tool.get("type") == "namespace" else None
         names += [f"{tool['name']}.{t['name']}" for t in inner] if inner else [tool.get("name") or tool.get("type")]
     return names
+
+
+def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_its_transcript(runs):
+    made, api, _, census = runs
+    record = made["claude_code_tmux"]
+    assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
+        (record.error, record.warnings)
+    kinds = [(s.kind, s.tool) for s in record.steps]
+    assert ("tool_call", "bash") in kinds and ("tool_call", "str_replace_based_edit_tool") in kinds
+    assert [s for s in record.steps if s.kind == "model"] and all(
+        s.capability == "model_proxy" for s in record.steps if s.kind == "model")
+    assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
+    served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation) == ("anthropic", TASK, 2)]
+    assert served and all("stream" in e.request for e in served)

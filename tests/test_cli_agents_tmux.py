@@ -176,8 +176,8 @@ def test_the_newest_answer_is_extracted_without_old_turns_tool_panels_or_echoes(
 def test_a_crashed_cli_fails_the_turn(tmp_path):
     async def body(fake):
         pane = await fake.start()
-        await pane.submit("crash")
-        with pytest.raises(TuiError, match="exited"):
+        with pytest.raises(TuiError, match="exited"):  # seen while submitting or while waiting
+            await pane.submit("crash")
             await pane.wait_done(10)
         return await pane.alive()
 

@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from engine.agents import AgentContext, AgentOutcome, pricing
 from engine.agents.cli.proxy import ModelProxy, Upstream
@@ -34,6 +34,9 @@ from engine.errors import AgentError, ConfigError
 from engine.interfaces import BRIDGE_PATH
 from engine.models import Step
 from engine.util import shell
+
+if TYPE_CHECKING:
+    from engine.agents.cli.tmux import TuiProfile
 
 MODEL_SOCKET = "model.sock"
 """The model proxy's socket in the run's bridge (beside the MCP server's ``mcp.sock``)."""
@@ -80,6 +83,9 @@ class CliAgentConfig(AgentConfig):
     killed then, and the run ends as ``timeout``."""
     request_timeout: float = 600.0
     """Seconds one model call through the proxy may take."""
+    transport: str = "headless"
+    """``headless`` (the CLI's non-interactive mode and its event stream) or ``tmux`` (its TUI,
+    driven through a private tmux server: engine/agents/cli/tmux.py)."""
 
 
 @dataclass
@@ -115,12 +121,15 @@ class CliAgent:
     provider: str = ""
     """The provider whose protocol the CLI speaks (``anthropic``, ``openai``)."""
     key_header: str = ""
+    tui: "TuiProfile | None" = None
+    """What the CLI's TUI looks like, for the tmux transport; None = headless only."""
 
     def __init__(self, name: str, model: str = "", *, version: str = "", default_model: str | None = None,
                  base_url: str | None = None,
                  api_key_env: str | None = None, permission_mode: str = "bypassPermissions",
                  max_turns: int | None = None, builtin_tools: BuiltinToolsConfig | None = None,
-                 wall_timeout: float | None = None, request_timeout: float = 600.0) -> None:
+                 wall_timeout: float | None = None, request_timeout: float = 600.0,
+                 transport: str = "headless") -> None:
         self.name, self.model, self.version = name, model or default_model or "", version
         model = self.model
         choice = parse_model(model)
@@ -138,6 +147,10 @@ class CliAgent:
         self.builtin_tools = builtin_tools or BuiltinToolsConfig()
         self.wall_timeout = wall_timeout
         self.request_timeout = request_timeout
+        if transport not in ("headless", "tmux") or (transport == "tmux" and self.tui is None):
+            offered = "headless or tmux" if self.tui is not None else "headless (its tmux transport is not built yet)"
+            raise ConfigError(f"agent {name}: transport {transport!r}; {name} offers {offered}")
+        self.transport = transport
         self.price = pricing.load_prices().get(model)
 
     # ------------------------------------------------------------ what a CLI says
@@ -175,8 +188,51 @@ class CliAgent:
             await self._stage(ctx, files)
             if ctx.setup_done is not None:
                 await ctx.setup_done  # the CLI's own tools do not wait for setup as the run's tools do
-            events, exit_code, timed_out, stderr = await self._execute(ctx, argv, env)
-        return self._outcome(self.parse(events), proxy.steps, exit_code, timed_out, stderr, ctx)
+            if self.transport == "tmux":
+                parsed, exit_code, timed_out, stderr = await self._execute_tmux(ctx, argv, env)
+            else:
+                events, exit_code, timed_out, stderr = await self._execute(ctx, argv, env)
+                parsed = self.parse(events)
+        return self._outcome(parsed, proxy.steps, exit_code, timed_out, stderr, ctx)
+
+    async def transcript(self, ctx: AgentContext, env: dict[str, str]) -> list[Event]:
+        """The session's record the CLI keeps itself (its tool calls, for the tmux transport)."""
+        return []
+
+    async def _execute_tmux(self, ctx: AgentContext, argv: list[str],
+                            env: dict[str, str]) -> tuple[Parsed, int | None, bool, str]:
+        """Run the CLI's TUI in a private tmux server, submit the prompt, wait until it is idle
+        and stable, take its answer from the pane and its tool calls from its transcript."""
+        from engine.agents.cli.tmux import TmuxPane, TuiError, in_workspace
+
+        assert ctx.workspace is not None and self.tui is not None
+        launcher = ["sh", "-c", shell.script(__file__, "crucible_cli.sh"), "crucible-cli", str(MODEL_PORT),
+                    str(MCP_PORT), *argv]
+        pane = TmuxPane(in_workspace(ctx.workspace, ctx.uid), "crucible", profile=self.tui)
+        answer, problem, timed_out, code = "", "", False, None
+        try:
+            await pane.start(launcher, cwd=ctx.workdir, env={**env, "CRUCIBLE_CLI_TTY": "1"})
+            async with asyncio.timeout(self.wall_limit(ctx)):
+                await pane.wait_ready(120)
+                answer = await pane.turn(ctx.prompt, self.wall_limit(ctx))
+                code = 0
+        except TimeoutError:
+            timed_out = True
+        except TuiError as exc:
+            problem = str(exc)
+        finally:
+            await asyncio.shield(self._end_tmux(ctx, pane))
+        parsed = self.parse(await self.transcript(ctx, env))
+        parsed.answer, parsed.finished = answer or parsed.answer, code == 0
+        parsed.stop_reason = "done"
+        return parsed, code, timed_out, problem
+
+    async def _end_tmux(self, ctx: AgentContext, pane) -> None:
+        """The TUI's server goes, and with it every process of the agent's uid (a TUI may outlive
+        its terminal's hang-up; nothing of the CLI may outlive its run)."""
+        assert ctx.workspace is not None
+        await pane.kill()
+        await ctx.workspace.exec(["sh", "-c", "kill -9 -1 2>/dev/null; true"], user=ctx.uid, timeout=30)
 
     async def _stage(self, ctx: AgentContext, files: dict[str, str]) -> None:
         assert ctx.workspace is not None

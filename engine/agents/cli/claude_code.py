@@ -17,6 +17,8 @@ Events (one JSON object a line): ``system`` (init: session id, tools, MCP server
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import datetime
 
 from engine.agents import AgentContext
 from engine.agents.cli import (
@@ -30,9 +32,8 @@ from engine.agents.cli import (
     Parsed,
     tool_step,
 )
+from engine.agents.cli.tmux import TuiProfile
 from engine.errors import ConfigError
-
-from dataclasses import dataclass
 
 MCP_SERVER = "crucible"
 BINARY = "/opt/crucible/claude-code/claude"
@@ -47,10 +48,18 @@ class ClaudeCodeAgentConfig(CliAgentConfig):
     name: str = "claude_code"
 
 
+TUI = TuiProfile(ready=r"^❯\s*$", ready_within=3, busy=r"esc to interrupt", trust=r"Do you trust the files",
+                trust_answer="1", pasted=r"\[Pasted text #\d+", echo=r"^❯ ", answer=r"^● ",
+                tool_panel=r"^(● [\w:.-]+\(|\s*⎿)", interrupted=r"Interrupted")
+"""Claude Code's TUI: an input box (❯) between two rules, a status line under it, answers as
+"● " blocks, tool calls as "● Tool(...)" with "⎿" result panels, "esc to interrupt" while busy."""
+
+
 class ClaudeCodeAgent(CliAgent):
     config_schema = ClaudeCodeAgentConfig
     provider = "anthropic"
     key_header = "x-api-key"
+    tui = TUI
 
     def __init__(self, name: str = "claude_code", model: str = "", **options) -> None:
         super().__init__(name, model, **options)
@@ -61,7 +70,8 @@ class ClaudeCodeAgent(CliAgent):
     def command(self, ctx: AgentContext, mcp_token: str) -> tuple[list[str], dict[str, str], dict[str, str]]:
         home = f"{CLI_ROOT}/home"
         mcp_config = f"{CLI_ROOT}/mcp.json"
-        argv = [BINARY, "-p", ctx.prompt, "--output-format", "stream-json", "--verbose",
+        headless = ["-p", ctx.prompt, "--output-format", "stream-json", "--verbose"]
+        argv = [BINARY, *(headless if self.transport == "headless" else []),
                 "--model", self.model_name, "--mcp-config", mcp_config, "--strict-mcp-config",
                 "--permission-mode", self.permission_mode, "--allowedTools", f"mcp__{MCP_SERVER}"]
         if self.max_turns is not None:
@@ -84,7 +94,12 @@ class ClaudeCodeAgent(CliAgent):
         }
         servers = {MCP_SERVER: {"type": "http", "url": f"http://127.0.0.1:{MCP_PORT}/mcp/",
                                 "headers": {"Authorization": f"Bearer {mcp_token}"}}}
+        if self.transport == "tmux":
+            env["TERM"] = "xterm-256color"
+        # The TUI asks once whether to use a key found in the environment: the placeholder is
+        # approved by its last 20 characters, as the CLI records the answer.
         state = {"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True,
+                 "customApiKeyResponses": {"approved": [PLACEHOLDER_KEY[-20:]], "rejected": []},
                  "projects": {ctx.workdir: {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}
         files = {mcp_config: json.dumps({"mcpServers": servers}),
                  f"{home}/.claude.json": json.dumps(state)}
@@ -92,6 +107,22 @@ class ClaudeCodeAgent(CliAgent):
 
     def parse(self, events: list[Event]) -> Parsed:
         return parse_stream(events)
+
+    async def transcript(self, ctx: AgentContext, env: dict[str, str]) -> list[Event]:
+        """The session's JSONL under ``~/.claude/projects``: the same messages as stream-json."""
+        assert ctx.workspace is not None
+        result = await ctx.workspace.exec(["sh", "-c", 'cat "$HOME"/.claude/projects/*/*.jsonl 2>/dev/null; true'],
+                                          user=ctx.uid, env={"HOME": env["HOME"], "PATH": env["PATH"]}, timeout=60,
+                                          max_output=64 << 20)
+        events = []
+        for line in result.stdout.decode("utf-8", "replace").splitlines():
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                events.append(Event(data, _epoch(data.get("timestamp"))))
+        return events
 
 
 def parse_stream(events: list[Event]) -> Parsed:
@@ -152,3 +183,10 @@ def _usage(raw: object) -> dict[str, int]:
     fresh = raw.get("input_tokens") or 0
     read, write = raw.get("cache_read_input_tokens") or 0, raw.get("cache_creation_input_tokens") or 0
     return {"input": fresh + read + write, "output": raw.get("output_tokens") or 0, "cached_input": read}
+
+
+def _epoch(stamp: object) -> float:
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

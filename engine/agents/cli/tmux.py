@@ -56,6 +56,9 @@ class TuiProfile:
     answer: str = r"^● "
     tool_panel: str = r"^(● \w+\(|\s*⎿)"
     interrupted: str = r"Interrupted"
+    ready_within: int = 1
+    """How many non-blank lines from the bottom the ready line may be (a TUI may draw a
+    status line under its input box)."""
 
 
 class TmuxPane:
@@ -71,6 +74,8 @@ class TmuxPane:
 
     async def tmux(self, *args: str, check: bool = True) -> str:
         code, out = await self.run(["tmux", "-L", self.server, "-f", "/dev/null", *args])
+        if check and code != 0 and ("no server running" in out or "can't find session" in out):
+            raise TuiError("the CLI exited (its tmux session is gone)")
         if check and code != 0:
             raise TuiError(f"tmux {args[0]} failed ({code}): {out.strip()[:300]}")
         return out
@@ -97,7 +102,8 @@ class TmuxPane:
         """The prompt line alone at the bottom and no busy marker in the status area above it
         (the bottom lines: a TUI's spinner and footer live there, old turns scroll above)."""
         shown = [line for line in lines if line.strip()]
-        return bool(shown) and bool(re.search(self.profile.ready, shown[-1])) and \
+        bottom = shown[-self.profile.ready_within:]
+        return any(re.search(self.profile.ready, line) for line in bottom) and \
             not any(re.search(self.profile.busy, line) for line in shown[-self.status_lines:])
 
     async def wait_ready(self, timeout: float = 30.0, *, stable: float = 0.5) -> None:
@@ -130,20 +136,38 @@ class TmuxPane:
             if await self._until(functools.partial(self._arrived, before, text=text), 3.0):
                 break
         else:
-            raise TuiError(f"the paste did not arrive after {retries} tries")
-        first = text.strip().splitlines()[0][:40]
+            raise TuiError(f"the paste did not arrive after {retries} tries; the screen ends: "
+                           f"{self._tail(await self.screen())!r}")
         for _ in range(retries):
             await self.tmux("send-keys", "-t", self.session, "Enter")
-            if await self._until(lambda lines: any(first in line and re.search(self.profile.echo, line)
-                                                   for line in lines[-self.height:]), 3.0):
+            if await self._until(functools.partial(self._started, text=text), 3.0):
                 return
-        raise TuiError(f"Enter did not start a turn after {retries} tries")
+        raise TuiError(f"Enter did not start a turn after {retries} tries; the screen ends: "
+                       f"{self._tail(await self.screen())!r}")
+
+    def _tail(self, lines: list[str]) -> str:
+        return " | ".join(line.strip() for line in lines if line.strip())[-600:]
+
+    def _started(self, lines: list[str], *, text: str) -> bool:
+        """The turn began: the CLI is busy, or the text is echoed and no longer in the draft
+        (the input line, the last ready-like line, is empty again)."""
+        first = text.strip().splitlines()[0][:40]
+        shown = [line for line in lines if line.strip()]
+        if any(re.search(self.profile.busy, line) for line in shown[-self.status_lines:]):
+            return True
+        echoed = any(first in line and re.search(self.profile.echo, line) for line in lines)
+        return echoed and self.idle(lines)
 
     def _arrived(self, before: list[str], lines: list[str], *, text: str) -> bool:
         def markers(screen: list[str]) -> int:
             return sum(len(re.findall(self.profile.pasted, line)) for line in screen)
 
-        return markers(lines) > markers(before) or text.strip().splitlines()[0][:40] in "\n".join(lines[-3:])
+        if markers(lines) > markers(before):
+            return True
+        # Shown as text instead: in the input area at the bottom, however the TUI wrapped it.
+        height = len(text) // max(1, self.width // 2) + text.count("\n") + self.status_lines + 2
+        first = " ".join(text.split())[:40]
+        return lines != before and first in " ".join(" ".join(lines[-height:]).split())
 
     async def _until(self, check: Callable[[list[str]], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -174,12 +198,18 @@ class TmuxPane:
         echoes = [i for i, line in enumerate(lines) if re.search(self.profile.echo, line) and first in line]
         if not echoes:
             raise TuiError("the submitted prompt is not on screen")
-        blocks = []
+        blocks: list[str] = []
+        inside = False  # within an answer block: its wrapped lines are indented
         for line in lines[echoes[-1] + 1:]:
             if re.search(self.profile.ready, line):
                 break
             if re.search(self.profile.answer, line) and not re.search(self.profile.tool_panel, line):
                 blocks.append(re.sub(self.profile.answer, "", line).rstrip())
+                inside = True
+            elif inside and line.startswith("  ") and line.strip() and not re.search(self.profile.tool_panel, line):
+                blocks[-1] += " " + line.strip()
+            else:
+                inside = False
         return "\n".join(blocks)
 
     async def turn(self, prompt: str, timeout: float) -> str:

@@ -2,6 +2,8 @@
 # Runs a coding CLI inside a workspace that has no network (engine/agents/cli/__init__.py,
 # CliAgent._execute), as the agent's uid in the repo directory:
 #   sh -c SCRIPT crucible-cli MODEL_PORT MCP_PORT CLI [ARGS...]
+# Headless, the CLI's stdin is closed; with CRUCIBLE_CLI_TTY=1 (the tmux transport) it keeps
+# the terminal it was started in.
 # The run's host-side endpoints are unix sockets in the bridge (/run/crucible, read-only):
 # model.sock (the model proxy, which holds the API key) and mcp.sock (the run's tools). A CLI
 # speaks HTTP to a host and port, so each socket gets a relay on the container's own loopback
@@ -40,4 +42,8 @@ until listening "$model_port" && listening "$mcp_port"; do
     sleep 0.05
 done
 
-"$@" </dev/null
+if [ "${CRUCIBLE_CLI_TTY:-}" = 1 ]; then
+    "$@"
+else
+    "$@" </dev/null
+fi
