@@ -251,3 +251,47 @@ def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_i
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation) == ("anthropic", TASK, 2)]
     assert served and all("stream" in e.request for e in served)
+
+
+@pytest.mark.parametrize("agent", ["claude_code", "codex"])
+def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_leaves_nothing(
+        agent, docker_client, base_image, tmp_path, monkeypatch):
+    from engine.plan.spec import plan
+    from engine.run.reaper import LABEL_RUN_ID
+    from engine.run.session import session_for
+    from engine.run.trial import Runner, new_run_id
+    from engine.runtimes.docker.runtime import DockerWorkspace
+
+    hung, census = threading.Event(), {}
+    closing = DockerWorkspace.close
+
+    async def close(self):
+        if self.purpose == "agent" and self.container_id and self.run_id not in census:
+            census[self.run_id] = (await self.exec(["sh", "-c", UID_PROCESSES], timeout=30)).stdout.decode().strip()
+        await closing(self)
+
+    monkeypatch.setattr(DockerWorkspace, "close", close)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with StandIn(fixer_script(Probe(), hung), require_key=KEY) as api:
+        typed = to_typed(compose_config(["task=sample/snapshot_alias", f"agent={agent}", f"model={MODELS[agent]}",
+                                         f"agent.api_key_env={KEY_ENV}", f"agent.base_url={api.base_url}",
+                                         "attempt=9"]))
+        session = session_for(typed)
+        planned = plan(typed, builder=session.builder)
+        runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
+        run_id = new_run_id()
+
+        async def scenario():
+            task = asyncio.ensure_future(runner.execute(planned, tmp_path / run_id, run_id=run_id))
+            while not hung.is_set():
+                assert not task.done(), task.result()
+                await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), 30)
+
+        asyncio.run(scenario())
+    _, rows = session.store.query(f"SELECT status, error_phase FROM runs WHERE run_id = '{run_id}'")
+    assert rows == [("canceled", "agent")]
+    assert census[run_id] == "", f"left running as the agent's uid: {census[run_id]}"
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"}) == []
