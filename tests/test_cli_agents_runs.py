@@ -295,3 +295,27 @@ def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_l
     assert rows == [("canceled", "agent")]
     assert census[run_id] == "", f"left running as the agent's uid: {census[run_id]}"
     assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"}) == []
+
+
+@pytest.mark.real_provider
+@pytest.mark.parametrize("agent", ["claude_code", "codex"])
+def test_a_real_cli_against_its_real_provider_through_the_proxy(agent, docker_client, base_image, tmp_path_factory):
+    """Where a real key is set: the CLI's default model, the provider's own API, through the
+    proxy on the host (the workspace still has no network); whatever the model does, every call
+    is a priced step and the run ends completed."""
+    import os
+
+    from engine.plan.spec import plan
+    from engine.run.batch import BatchJob, run_batch
+    from engine.run.session import session_for
+
+    key_env = "ANTHROPIC_API_KEY" if agent == "claude_code" else "OPENAI_API_KEY"
+    if not os.environ.get(key_env):
+        pytest.skip(f"${key_env} is not set: no real call to the provider from here")
+    typed = to_typed(compose_config([f"task={TASK}", f"agent={agent}", "agent.wall_timeout=600"]))
+    session = session_for(typed)
+    planned = plan(typed, builder=session.builder)
+    record = asyncio.run(run_batch([BatchJob(planned, run_dir=tmp_path_factory.mktemp("real"))], session))[0].records[0]
+    assert record.status == "completed", (record.error, record.warnings)
+    models = [s for s in record.steps if s.kind == "model"]
+    assert models and all(s.tokens_in and s.tokens_out and s.cost_usd is not None for s in models if not s.is_error)
