@@ -165,7 +165,11 @@ class ImageBuilder(Protocol):
 
 
 class Agent(Protocol):
-    """Works on the task through its capabilities and returns the steps it took."""
+    """Works on the task through its capabilities and returns the steps it took.
+
+    An agent whose ``timeout`` stop means its work was cut off mid-way (a coding CLI killed at
+    its wall clock) sets ``timeout_ends_run = True``: the run is then recorded as ``timeout``
+    (steps kept) and not graded; otherwise a timed-out agent's workspace is still graded."""
 
     takes_model: bool
     deterministic: bool
