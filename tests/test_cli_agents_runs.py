@@ -147,6 +147,8 @@ def runs(docker_client, base_image, tmp_path_factory):
                 # Claude Code's TUI in a private tmux server instead of its headless mode.
                 "claude_code_tmux": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=2",
                                              "agent.transport=tmux"),
+                "timeout_tmux": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
+                                         "agent.wall_timeout=15", "agent.transport=tmux", "attempt=1"),
             }
             return made, api, probe, census
 
@@ -203,12 +205,13 @@ def test_the_workspace_has_no_network_and_never_holds_the_key(runs, protocol):
     assert reached and all(e.api_key == KEY for e in reached)
 
 
-def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_left_running(runs):
+@pytest.mark.parametrize("name", ["timeout", "timeout_tmux"])
+def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_left_running(runs, name):
     made, _, _, census = runs
-    record = made["timeout"]
+    record = made[name]
     assert (record.status, record.error_phase, record.stop_reason) == ("timeout", "agent", "timeout"), record.error
     assert record.reward is None
-    assert record.timings["agent"] < 30
+    assert record.timings["agent"] < 40
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     assert [s.kind for s in record.steps][:1] == ["model"]
 
