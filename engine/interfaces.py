@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from engine.models import (
     BuildRecord,
@@ -166,7 +166,11 @@ class ImageBuilder(Protocol):
 
 
 class Agent(Protocol):
-    """Works on the task through its capabilities and returns the steps it took."""
+    """Works on the task through its capabilities and returns the steps it took.
+
+    An agent whose ``timeout`` stop means its work was cut off mid-way (a coding CLI killed at
+    its wall clock) sets ``timeout_ends_run = True``: the run is then recorded as ``timeout``
+    (steps kept) and not graded; otherwise a timed-out agent's workspace is still graded."""
 
     takes_model: bool
     deterministic: bool
@@ -196,6 +200,14 @@ class AgentContext:
     uid: int = AGENT_UID
     """The uid the agent must act as in the workspace (1000 under the uid wall, else 0)."""
     workdir: str = "/"
+    bridge_host: str | None = None
+    """The host side of the workspace's bridge (the directory it sees at ``BRIDGE_PATH``), for an
+    agent that serves a host-side endpoint of its own there as a unix socket (a coding CLI's
+    model proxy); None when the workspace has no bridge."""
+    setup_done: "Awaitable[None] | None" = None
+    """Resolves once the task's setup is done (the agent starts beside it, and the run's tools
+    wait for it): an agent acting on the workspace outside those tools (a coding CLI's own shell)
+    must wait for it first. None: setup is already done."""
 
 
 @dataclass

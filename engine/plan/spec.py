@@ -106,6 +106,10 @@ def agent_part(cfg: CrucibleConfig) -> tuple[Any, str | None]:
         )
     if not getattr(cls, "takes_model", False):
         return cfg.agent, None
+    if cfg.model is None and getattr(cfg.agent, "default_model", None):
+        # An agent tied to one provider's protocol (a coding CLI) names its own default, so a
+        # sweep across such agents (agent=claude_code,codex) needs no model= that fits them all.
+        return cfg.agent, cfg.agent.default_model
     if cfg.model is None:
         raise ConfigError(f"agent '{cfg.agent.name}' needs a model: add model=<provider>/<name>")
     return cfg.agent, cfg.model

@@ -200,7 +200,7 @@ class Runner:
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
             with phase.timed("setup"):
-                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh)
+                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh, parts.bridge)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
             # agent works: after setup, so the two do not compete for the machine.
             assert parts.grading_started is not None  # started before the agent side
@@ -208,6 +208,8 @@ class Runner:
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
+                raise asyncio.TimeoutError  # its steps are recorded; the run is a timeout, never graded
             with phase.timed("capture"):
                 submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts.capture)
             record.diff, record.violations = submission.diff, submission.violations
@@ -217,7 +219,7 @@ class Runner:
 
 
 async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpService,
-                              ssh: contextlib.AsyncExitStack) -> asyncio.Future:
+                              ssh: contextlib.AsyncExitStack, bridge_host: str | None = None) -> asyncio.Future:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it."""
@@ -235,13 +237,21 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpServic
         ctx = AgentContext(spec=spec, capabilities=capabilities,
                            capability_auth={"mcp": mcp.token, "mcp_socket": mcp.token, "ssh": endpoint.credential()},
                            validation=spec.task.validation or [], prompt=spec.task.prompt,
-                           workspace=ws, uid=tools.user, workdir=tools.workdir)
+                           workspace=ws, uid=tools.user, workdir=tools.workdir,
+                           bridge_host=bridge_host if ws.bridge is not None else None,
+                           setup_done=_observed(asyncio.shield(setup)))
         agent_run = asyncio.ensure_future(agent.run(ctx))
         await setup
         return agent_run
     except BaseException:
         await _cancelled(setup, agent_run)
         raise
+
+
+def _observed(fut: asyncio.Future) -> asyncio.Future:
+    """``fut``, its failure marked as seen (an agent that never awaits it leaves no warning)."""
+    fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return fut
 
 
 async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: McpService,

@@ -17,6 +17,7 @@ from .script import (
     giver_up,
     golden_edits,
     hang,
+    offered,
     outcome_table,
     rate_limited,
     raw_call,
@@ -38,6 +39,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "BEHAVIOURS", "Call", "Error", "Exchange", "Reply", "StandIn", "Turn", "answer", "call",
-    "context_length_exceeded", "error", "fixer", "giver_up", "golden_edits", "hang", "outcome_table",
+    "context_length_exceeded", "error", "fixer", "giver_up", "golden_edits", "hang", "offered", "outcome_table",
     "rate_limited", "raw_call", "reply", "server_error", "wait",
 ]

@@ -142,18 +142,32 @@ def wait(event: threading.Event, then: Any, timeout: float = 60.0) -> Wait:
 
 
 # ---------------------------------------------------------------- behaviours
+def offered(turn: Turn, name: str) -> str:
+    """The agent's name for the run's tool ``name``: the name itself, or the name a coding CLI
+    gives an MCP server's tool (Claude Code ``mcp__crucible__bash``; Codex, whose tools come
+    in a namespace, ``mcp__crucible.bash`` here: see streaming.py)."""
+    for tool in turn.tool_names:
+        if tool == name:
+            return tool
+    for tool in turn.tool_names:
+        if tool.endswith(f"__{name}") or tool.endswith(f".{name}"):
+            return tool
+    return name
+
+
 def golden_edits(turn: Turn) -> list[Call]:
     from .tasks import golden_calls
 
     if turn.task is None:
         return []
-    return [Call(c["name"], dict(c.get("arguments") or {})) for c in golden_calls(turn.task)]
+    return [Call(offered(turn, c["name"]), dict(c.get("arguments") or {})) for c in golden_calls(turn.task)]
 
 
 def fixer(turn: Turn) -> Reply:
     """Looks around, makes the golden's edits (all in one turn, as parallel tool calls), answers."""
     if turn.turn == 0:
-        return reply("Let me look at the repository first.", call("bash", command="git status --short; ls"))
+        return reply("Let me look at the repository first.",
+                     call(offered(turn, "bash"), command="git status --short; ls"))
     if turn.turn == 1:
         edits = golden_edits(turn)
         if not edits:
@@ -165,7 +179,7 @@ def fixer(turn: Turn) -> Reply:
 def giver_up(turn: Turn) -> Reply:
     """Looks around once, then gives up without changing anything."""
     if turn.turn == 0:
-        return reply("Let me look at the repository.", call("bash", command="ls"))
+        return reply("Let me look at the repository.", call(offered(turn, "bash"), command="ls"))
     return answer("I could not find the cause of the problem; giving up.")
 
 

@@ -1,8 +1,10 @@
 """A stand-in for a hosted model API, which is unreachable here.
 
 An HTTP server on 127.0.0.1 (ephemeral port unless told) that speaks BOTH real protocols
-crucible's tool-calling agent uses — OpenAI chat completions (``POST .../chat/completions``)
-and the Anthropic messages API (``POST .../messages``) — with their real JSON shapes:
+crucible's agents use — OpenAI chat completions (``POST .../chat/completions``), the
+Anthropic messages API (``POST .../messages``) and the OpenAI Responses API
+(``POST .../responses``, Codex), each as JSON or, when the request asks to ``stream``, as the
+protocol's server-sent events (``streaming.py``) — with their real shapes:
 ``tool_calls`` / ``tool_use`` blocks, ``usage``, and the real error bodies. What the
 "model" says is decided by a per-test script (``tests/standin/script.py``). It is not a
 model and decides nothing itself; it only proves the agent's side of the wire.
@@ -38,9 +40,14 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from .protocols import PROTOCOLS, BadRequest, counted_usage
+from .protocols import PROTOCOLS as CHAT_PROTOCOLS
+from .protocols import BadRequest, counted_usage
 from .script import Error, Turn
+from .streaming import STREAMS, parse_responses, responses_error, responses_reply, sse
 from .tasks import task_for_prompt
+
+PROTOCOLS = {**CHAT_PROTOCOLS, "responses": (parse_responses, responses_reply, responses_error)}
+"""'openai' (chat completions), 'anthropic' (messages) and 'responses' (OpenAI Responses API)."""
 
 
 @dataclass
@@ -144,7 +151,9 @@ class StandIn:
                 self._release(pair, conversation)
             return self._log(exchange, {})
         if outcome.kind == "reply":
-            usage = outcome.usage or counted_usage(body, outcome)
+            counted = body if protocol != "responses" else {
+                "system": body.get("instructions"), "messages": body.get("input"), "tools": body.get("tools")}
+            usage = outcome.usage or counted_usage(counted, outcome)
             exchange.status = 200
             exchange.response = render(outcome, parsed.model, conversation, turn.turn, usage, next(self._serial))
             return self._log(exchange, {})
@@ -212,8 +221,9 @@ def _handler_for(standin: StandIn) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            protocol = ("openai" if self.path.rstrip("/").endswith("/chat/completions")
-                        else "anthropic" if self.path.rstrip("/").endswith("/messages") else None)
+            route = self.path.split("?")[0].rstrip("/")  # Claude Code asks for /v1/messages?beta=true
+            protocol = ("openai" if route.endswith("/chat/completions") else "anthropic" if route.endswith("/messages")
+                        else "responses" if route.endswith("/responses") else None)
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
             if protocol is None:
                 return self._send(404, {"error": {"message": f"stand-in: no route {self.path}"}}, {})
@@ -228,7 +238,25 @@ def _handler_for(standin: StandIn) -> type[BaseHTTPRequestHandler]:
             if status is None:
                 self.close_connection = True
                 return
+            if status == 200 and body.get("stream") is True and protocol in STREAMS:
+                return self._stream(STREAMS[protocol](payload))
             self._send(status, payload, extra)
+
+        def do_GET(self) -> None:  # noqa: N802 (a CLI may list models; the stand-in has no such list)
+            self._send(404, {"error": {"message": f"stand-in: no route GET {self.path}"}}, {})
+
+        def _stream(self, events: list) -> None:
+            """The reply as server-sent events, closing the connection at its end."""
+            data = sse(events)
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
         def _send(self, status: int, payload: dict, extra: dict) -> None:
             data = json.dumps(payload).encode()
