@@ -120,10 +120,14 @@ class RunSpec:
     def to_dict(self) -> dict:
         """The spec as stored and hashed. Keys added after specs were first stored are left
         out while empty (no agent image, an agent declaring no image needs), so every spec
-        that does not use them keeps the hash it always had."""
+        that does not use them keeps the hash it always had (integrity flags added later, while
+        off, likewise: a mode that does not turn one on means what it always meant)."""
         data = dataclasses.asdict(self)
         if data["agent_image"] is None:
             del data["agent_image"]
+        integrity = data.get("integrity")
+        if isinstance(integrity, dict) and integrity.get("refuse_test_aware_code") is False:
+            del integrity["refuse_test_aware_code"]
         agent = data.get("agent")
         if isinstance(agent, dict) and isinstance(agent.get("image"), dict) and not any(agent["image"].values()):
             del agent["image"]
