@@ -57,8 +57,10 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``gate`` allows, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again."""
-    for job in jobs:  # the verdict cache first: what it answers needs no image and no runner
-        cached = session.store.completed_run_for(job.plan.spec.spec_hash) if reuse else None
+    # The verdict cache first, in one read: what it answers needs no image and no runner.
+    done = session.store.completed_runs_for([job.plan.spec.spec_hash for job in jobs]) if reuse else {}
+    for job in jobs:
+        cached = done.get(job.plan.spec.spec_hash)
         if cached is not None:
             job.records.append(cached)
             job.from_store = True

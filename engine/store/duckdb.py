@@ -208,6 +208,18 @@ class DuckDBStore:
         )
         return records[0] if records else None
 
+    def completed_runs_for(self, spec_hashes: list[str]) -> dict[str, RunRecord]:
+        """``completed_run_for`` of many specs in one read (a batch's verdict cache): the
+        latest completed run of each spec hash that has one."""
+        if not spec_hashes:
+            return {}
+        records = self._load_runs(
+            "status = 'completed' AND list_contains(?::VARCHAR[], spec_hash) "
+            "QUALIFY row_number() OVER (PARTITION BY spec_hash ORDER BY ended_at DESC NULLS LAST, record_seq DESC) = 1",
+            [list(dict.fromkeys(spec_hashes))],
+        )
+        return {r.spec_hash: r for r in records}
+
     def get_run(self, run_id_or_prefix: str) -> RunRecord | None:
         """A run by id or unique id prefix. Raises UserError if the prefix is ambiguous."""
         if not run_id_or_prefix:

@@ -174,6 +174,11 @@ def test_completed_run_for_returns_the_latest_completed_run_of_a_spec(store):
     store.record_run(make_run("in-flight", "running", spec_hash="S"))
     assert store.completed_run_for("S").run_id == "new"
     assert store.completed_run_for("other") is None
+    store.record_run(make_run("t-only", spec_hash="T"))
+    # Many specs in one read (a batch's verdict cache): the same answers, absent ones left out.
+    found = store.completed_runs_for(["S", "other", "T", "S"])
+    assert {spec: record.run_id for spec, record in found.items()} == {"S": "new", "T": "t-only"}
+    assert store.completed_runs_for([]) == {}
 
 
 def test_record_build_is_durable_and_upserted_by_build_id(store):
