@@ -22,7 +22,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -99,16 +99,7 @@ def expand_globs(overrides: list[str]) -> list[str]:
     like ``combinations`` (a function of the overrides and of which options exist)."""
     if not any("glob(" in text for text in overrides):
         return list(overrides)
-    key = _cache_key(["\0globs", *overrides])
-    try:
-        cached = json.loads(_cache_file(key).read_text())
-        if isinstance(cached, list) and all(isinstance(c, str) for c in cached):
-            return cached
-    except (OSError, ValueError):
-        pass  # not there, or torn: expand again
-    expanded = _expand_globs(overrides)
-    _write_json(_cache_file(key), expanded)
-    return expanded
+    return _evaluated("globs", overrides, _expand_globs, item=str)
 
 
 def _expand_globs(overrides: list[str]) -> list[str]:
@@ -133,16 +124,22 @@ def combinations(overrides: list[str]) -> list[list[str]]:
     """The cartesian product of every sweep in ``overrides`` (for commands that are not -m).
     Cached like composes: a function of the overrides and the config files (``glob()``
     reads which options exist), and Hydra's override parser alone costs ~0.1 s to import."""
-    key = _cache_key(["\0combinations", *overrides])
+    return _evaluated("combinations", overrides, _combinations, item=list)
+
+
+def _evaluated(what: str, overrides: list[str], evaluate: Callable[[list[str]], list], *, item: type) -> list:
+    """``evaluate(overrides)``, through the evaluation cache (keyed like composes, by ``what``
+    too): a list of ``item``s, answered from the cache when nothing it depends on changed."""
+    key = _cache_key([f"\0{what}", *overrides])
     try:
         cached = json.loads(_cache_file(key).read_text())
-        if isinstance(cached, list) and all(isinstance(c, list) for c in cached):
+        if isinstance(cached, list) and all(isinstance(c, item) for c in cached):
             return cached
     except (OSError, ValueError):
-        pass  # not there, or torn: expand again
-    combos = _combinations(overrides)
-    _write_json(_cache_file(key), combos)
-    return combos
+        pass  # not there, or torn: evaluate again
+    result = evaluate(overrides)
+    _write_json(_cache_file(key), result)
+    return result
 
 
 def _combinations(overrides: list[str]) -> list[list[str]]:
