@@ -69,6 +69,16 @@ def runner_margin(agent_timeout: float) -> float:
     return min(30.0, max(3.0, 0.05 * agent_timeout))
 
 
+def wall_limit(wall_timeout: float | None, ctx: AgentContext) -> float:
+    """An agent's own wall-clock limit: its ``wall_timeout``, and a margin inside the runner's
+    ``timeouts.agent`` so it stops itself first; the default when neither is set."""
+    limits = [wall_timeout] if wall_timeout else []
+    runner = ctx.spec.timeouts.agent if ctx.spec is not None else None
+    if runner:
+        limits.append(max(1.0, runner - runner_margin(runner)))
+    return min(limits) if limits else DEFAULT_WALL_TIMEOUT
+
+
 class ToolCallingAgent:
     takes_model = True
     deterministic = False
@@ -98,11 +108,7 @@ class ToolCallingAgent:
         """Looked up when the run is set up, never stored in the spec (prices change; runs do not)."""
 
     def wall_limit(self, ctx: AgentContext) -> float:
-        limits = [self.wall_timeout] if self.wall_timeout else []
-        runner = ctx.spec.timeouts.agent if ctx.spec is not None else None
-        if runner:
-            limits.append(max(1.0, runner - runner_margin(runner)))
-        return min(limits) if limits else DEFAULT_WALL_TIMEOUT
+        return wall_limit(self.wall_timeout, ctx)
 
     async def run(self, ctx: AgentContext) -> AgentOutcome:
         outcome = AgentOutcome(stop_reason="done")

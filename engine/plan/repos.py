@@ -127,6 +127,8 @@ def has_commit(repo_path: Path, sha: str) -> bool:
 
 
 _OPEN_REPOS: dict[tuple[str, int], Any] = {}
+OPEN_REPOS_MAX = 16
+"""Repositories kept open per process (each holds a ``git cat-file`` child)."""
 _OPEN_REPOS_LOCK = threading.Lock()
 
 
@@ -138,9 +140,12 @@ def _open_repo(repo_path: Path):
     import git as gitpython
 
     key = (str(repo_path), os.stat(repo_path).st_ino)
-    repo = _OPEN_REPOS.get(key)
+    repo = _OPEN_REPOS.pop(key, None)
     if repo is None:
-        repo = _OPEN_REPOS[key] = gitpython.Repo(repo_path)
+        repo = gitpython.Repo(repo_path)
+        while len(_OPEN_REPOS) >= OPEN_REPOS_MAX:  # a long-lived process meets many repos
+            _OPEN_REPOS.pop(next(iter(_OPEN_REPOS))).close()  # the least recently used
+    _OPEN_REPOS[key] = repo  # (re)inserted last: dict order is recency
     return repo
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_hidden_change import commit, git, upstream
+from git_repos import commit, git, upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 

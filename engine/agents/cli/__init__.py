@@ -48,7 +48,6 @@ CLI_ROOT = "/tmp/crucible-cli"
 """Per-run home and config files of the CLI inside the workspace (owned by the agent's uid)."""
 PLACEHOLDER_KEY = "crucible-model-proxy-holds-the-key"
 """What the CLI is given as its key: the proxy replaces it with the real one on the host."""
-DEFAULT_WALL_TIMEOUT = 1800.0
 
 
 @dataclass
@@ -163,13 +162,9 @@ class CliAgent:
 
     # ------------------------------------------------------------ the run
     def wall_limit(self, ctx: AgentContext) -> float:
-        from engine.agents.tool_calling import runner_margin
+        from engine.agents.tool_calling import wall_limit
 
-        limits = [self.wall_timeout] if self.wall_timeout else []
-        runner = ctx.spec.timeouts.agent if ctx.spec is not None else None
-        if runner:
-            limits.append(max(1.0, runner - runner_margin(runner)))
-        return min(limits) if limits else DEFAULT_WALL_TIMEOUT
+        return wall_limit(self.wall_timeout, ctx)
 
     def upstream(self) -> Upstream:
         origin = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
