@@ -548,7 +548,8 @@ def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
     """Grade again from a stored ``Verdict.raw`` (what ``grade`` recorded) and the task's
     lists (from the stored spec: the lists are the task's, not the run's). With a differential
     re-run's raw grade in ``rerun``, that is judged the same way, and any disagreement between
-    the two scores 0 as tampered (``rerun_differences`` says where)."""
+    the two scores 0 as tampered (``rerun_differences`` says where; a first verdict that failed
+    already keeps its reason)."""
     verdict = _regrade_one({k: v for k, v in raw.items() if k not in ("rerun", "rerun_differences")}, task)
     again = raw.get("rerun")
     if not isinstance(again, Mapping):
@@ -558,8 +559,9 @@ def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
     found = rerun.differences(verdict.reward, verdict.tests, second.reward, second.tests)
     if found:
         verdict.raw["rerun_differences"] = found
-        verdict.raw["reason"] = rerun.TAMPERED
-        verdict.reward, verdict.subscores = 0.0, {"tests": 0.0}
+        if verdict.reward:  # a first verdict that already failed keeps its own, more telling reason
+            verdict.raw["reason"] = rerun.TAMPERED
+            verdict.reward, verdict.subscores = 0.0, {"tests": 0.0}
     return verdict
 
 
