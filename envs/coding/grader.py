@@ -224,9 +224,10 @@ async def grade(
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
-                began = time.monotonic()
-                raw["scan"] = await _scan(ws, task, integrity, submission.diff)
-                raw["durations"]["scan"] = round(time.monotonic() - began, 4)
+                if renaming is None:  # a re-run applies the same diff: the first grading's scan covers it
+                    began = time.monotonic()
+                    raw["scan"] = await _scan(ws, task, integrity, submission.diff)
+                    raw["durations"]["scan"] = round(time.monotonic() - began, 4)
                 raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
                 began = time.monotonic()
