@@ -83,3 +83,27 @@ def test_code_keyed_on_the_hidden_names_wins_strict_without_the_rerun_and_scores
     assert honest.raw_grade["rerun"]["reason"] == "tests passed" and "rerun_differences" not in honest.raw_grade
     renamed = honest.raw_grade["rerun"]["hidden_files"]
     assert len(renamed) == 2 and not {"tests/cases/decimal.json", "tests/cases/spaced.json"} & set(renamed)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_init_files_and_helper_modules_on_a_hidden_path_are_roots_and_read_only_while_the_tests_run(runner):
+    """The hidden-file lock covers the test-side code the hidden tests run with. Shown where it
+    matters: the agent's diff adds ``tests/__init__.py`` and a helper module there, and the
+    task's test paths do not cover them (``restore_test_paths`` off), so they are staged as the
+    agent's, uid 1000's, and without the lock code under test could rewrite them mid-run."""
+    from attacks.payloads import create
+
+    golden = runner.plans["strict"].spec.task.validation
+    steps = [*golden, create("/app/tests/__init__.py", ""), create("/app/tests/helpers.py", "HELP = 1\n")]
+    command = ("python3 -m pytest -q -p no:cacheprovider tests; rc=$?; "
+               "stat -c 'owner %u mode %a %n' tests/__init__.py tests/helpers.py tests/test_cases.py; exit $rc")
+    records = asyncio.run(runner.run([("helpers", "strict", steps, {"test_command": command},
+                                       {"restore_test_paths": False, "drop_protected": False})], concurrency=1))
+    record = records[("helpers", "strict")]
+    assert record.reward == 1.0, why(record)
+    seen = [line for line in record.raw_grade["test"]["output_tail"].splitlines() if line.startswith("owner ")]
+    assert seen == ["owner 0 mode 644 tests/__init__.py", "owner 0 mode 644 tests/helpers.py",
+                    "owner 0 mode 644 tests/test_cases.py"], record.raw_grade["test"]["output_tail"]
+    again = record.raw_grade["rerun"]["test"]["output_tail"]  # the re-run locks them too
+    assert "owner 0 mode 644 tests/helpers.py" in again, again
