@@ -8,7 +8,8 @@ agent's, graded at the same time). Each trial is one golden run end to end in-pr
 batch API, as bench_integrity.py: containers from scratch, setup, the integration_test agent,
 capture, grading, store) under ``none``, ``strict`` with the re-run off, and ``strict``, in
 turn, so drift on the machine hits all three alike. Reported: the median wall per run, its
-ratio to ``none`` (target: strict at most 1.3x), and the median of each stage.
+ratio to ``none`` (target: strict at most 1.3x), and the median of each stage; on a shared
+machine also the ratio of the fastest trials, the ones outside load disturbed least.
 
     CRUCIBLE_CONFIG_PATH=tests/conf .venv/bin/python bench/bench_strict_cost.py \\
         [--task wrinkles/data_driven] [--trials 7] [--json FILE]
@@ -96,7 +97,12 @@ def main() -> int:
         print(f"{variant:16} {med(walls[variant]):9.3f} {med(walls[variant]) / base:7.2f}   "
               f"{min(walls[variant]):.3f}..{max(walls[variant]):.3f}   {per_stage}")
     ratio = med(walls["strict"]) / base
-    print(f"strict / none = {ratio:.2f} (target <= {TARGET}): {'met' if ratio <= TARGET else 'NOT met'}")
+    print(f"strict / none = {ratio:.2f} by medians (target <= {TARGET}): {'met' if ratio <= TARGET else 'NOT met'}")
+    # Load from outside only ever adds time, so on a shared machine the fastest trials are the
+    # least disturbed: their ratio is printed too.
+    best = min(walls["strict"]) / min(walls["none"])
+    print(f"strict / none = {best:.2f} by the fastest trials; strict without the re-run / none = "
+          f"{min(walls['strict-no-rerun']) / min(walls['none']):.2f}")
     if ns.json:
         ns.json.write_text(json.dumps({"walls": walls, "stages": stages}, indent=2))
     return 0
