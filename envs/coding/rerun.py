@@ -60,7 +60,8 @@ class Renaming:
 def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile]) -> frozenset[str]:
     """The paths of ``files`` that may take another name: a test module or a data file (not
     a fixed name, not a helper module, not a symlink) that no other file of the test ref
-    names (its file name or stem, as a word) under the same top-level directory."""
+    names (its file name or stem, as a word, in its text or its path) under the same
+    top-level directory."""
     return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f)))
 
 
@@ -87,18 +88,25 @@ def _renamable(repo_path: str, test_sha: str, candidates: tuple[HiddenFile, ...]
     patterns = [arg for word in words for arg in ("-e", word)]
     try:
         with gitpython.Repo(repo_path) as repo:
-            out = repo.git.grep("-I", "-w", "-F", "-o", "-z", *patterns, test_sha, *pathspecs)
+            paths = repo.git.ls_tree("-r", "--name-only", "-z", test_sha, *pathspecs).split("\0")
+            try:
+                out = repo.git.grep("-I", "-w", "-F", "-o", "-z", *patterns, test_sha, *pathspecs)
+            except gitpython.GitCommandError as exc:
+                if exc.status != 1:  # 1: nothing matched
+                    raise
+                out = ""
     except gitpython.GitCommandError as exc:
-        if exc.status == 1:  # nothing matched: every candidate is free to rename
-            out = ""
-        else:
-            raise GradeError(f"cannot read which hidden files the test ref names: "
-                             f"{str(exc.stderr).strip()[-300:]}") from exc
+        raise GradeError(f"cannot read which hidden files the test ref names: "
+                         f"{str(exc.stderr).strip()[-300:]}") from exc
     named: dict[str, set[str]] = {}
     for line in out.splitlines():
         where, _, word = line.partition("\0")
         path = where.split(":", 1)[1] if ":" in where else where
         named.setdefault(word, set()).add(path)
+    # A file named after another counts too (a snapshot ``__snapshots__/test_x.ambr`` of ``test_x.py``).
+    for word in words:
+        found = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
+        named.setdefault(word, set()).update(p for p in paths if p and found.search(p))
     return frozenset(item.path for item in candidates
                      if not any(named.get(word, set()) - {item.path} for word in _words(item.path)))
 

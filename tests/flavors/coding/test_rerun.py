@@ -30,10 +30,13 @@ def test_only_files_nothing_names_are_renamed_and_fixed_names_never(tmp_path):
         "tests/test_more.py": b"from tests.test_base import Base\n",
         "tests/helpers.py": b"",  # a helper module: kept
         "tests/conftest.py": b"",  # found by its name: kept
+        "tests/test_snap.py": b"def test_s(): pass\n",  # a file is named after it: kept
+        "tests/__snapshots__/test_snap.ambr": b"snapshot\n",
     })
     change = hidden.read_change(repo, base, test, [], task_id="t/x")
     free = rerun.renamable(repo, test, change)
     # test_track.py names its data, but nothing names test_track.py: it may move, its data not
+    # test_snap.py and its snapshot name each other by their paths: both kept
     assert free == {"tests/cases/decimal.json", "tests/test_parse.py", "tests/test_more.py", "tests/test_track.py"}
 
 
