@@ -181,6 +181,11 @@ class CodingFlavor:
         if not_passed:
             lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
                          + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8]))
+        differences = raw.get("rerun_differences") or []
+        if differences:
+            names = ((raw.get("rerun") or {}).get("renamed") or {}).get("names") or {}
+            lines.append(f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}) "
+                         f"disagrees: " + "; ".join(differences[:5]))
         findings = (raw.get("scan") or {}).get("findings") or []
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "

@@ -98,3 +98,14 @@ def test_a_rerun_that_disagrees_scores_0_as_tampered_with_both_verdicts_kept():
     assert grader.regrade(bad.raw).raw == bad.raw  # a pure function of the stored raw grade
     alone = grader.regrade(first)
     assert alone.reward == 1.0 and "rerun" not in alone.raw
+
+
+def test_check_explains_a_disagreeing_rerun_with_the_names_it_used():
+    from envs.coding.flavor import CodingFlavor
+
+    first = _raw({"t/test_cases.py::test_cases[decimal.json]": "PASSED"})
+    bad = grader.regrade({**first, "rerun": _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"},
+                                                 {"xab12": "decimal"})})
+    lines = CodingFlavor().explain(bad.raw)
+    assert ("differential re-run (hidden files renamed: decimal) disagrees: reward 1 vs 0; "
+            "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED") in lines, lines
