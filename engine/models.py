@@ -249,6 +249,9 @@ class RunRecord:
     from_cache: bool = False
     owner_pid: int | None = None
     owner_host: str | None = None
+    final_answer: str | None = None
+    """The agent's last answer in its own words (a model's final reply, a coding CLI's result
+    event or the answer block its TUI showed last); None when it gave none. Never graded."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

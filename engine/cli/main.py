@@ -217,6 +217,9 @@ def cmd_show(args: list[str]) -> int:
         "timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
         f"run dir    {record.run_dir}",
     ]
+    if record.final_answer:
+        lines.append("answer     " + "\n           ".join(record.final_answer.splitlines()[:SHOWN_ANSWER_LINES])
+                     + ("\n           ..." if len(record.final_answer.splitlines()) > SHOWN_ANSWER_LINES else ""))
     if record.warnings:
         lines.append("warnings   " + "\n           ".join(record.warnings))
     if record.violations:
@@ -250,6 +253,8 @@ def _explained(record) -> list[str]:
 
 
 SHOWN_NOT_PASSED = 20
+SHOWN_ANSWER_LINES = 40
+"""The agent's answer in ``show``, at most this many lines (``--json`` has all of it)."""
 
 
 def _test_summary(tests: list) -> list[str]:

@@ -208,6 +208,7 @@ class Runner:
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            record.final_answer = outcome.answer or None
             if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
                 raise asyncio.TimeoutError  # its steps are recorded; the run is a timeout, never graded
             with phase.timed("capture"):

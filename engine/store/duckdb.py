@@ -59,7 +59,7 @@ from engine.store.files import (
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
 from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
-from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, record_from_rows, to_db_ts
+from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, UPGRADES, record_from_rows, to_db_ts
 
 log = logging.getLogger("crucible.store")
 
@@ -358,7 +358,9 @@ class DuckDBStore:
                     f"{SCHEMA_VERSION}; upgrade crucible"
                 )
             elif int(row[0]) < SCHEMA_VERSION:
-                # Every change so far only added tables, which the DDL above has just created.
+                # New tables the DDL above has just created; new columns of old tables here.
+                for statement in UPGRADES:
+                    con.execute(statement)
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         self._schema_ready_pid = os.getpid()
 

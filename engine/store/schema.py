@@ -22,10 +22,11 @@ from typing import Any
 
 from engine.models import BuildRecord, RunRecord, Step, TestResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
 DDL's IF NOT EXISTS (its runs have no test rows, as their records had no tests) and is
-marked 2, so that an older crucible, which would drop the tests of what it ingests, stops."""
+marked 2, so that an older crucible, which would drop the tests of what it ingests, stops.
+3: ``runs.final_answer`` added (``UPGRADES``: older runs keep NULL, as they stored none)."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -38,7 +39,7 @@ DDL = [
         image_tag VARCHAR, from_cache BOOLEAN, owner_pid BIGINT, owner_host VARCHAR,
         spec JSON, raw_grade JSON, timings JSON, diff TEXT,
         violations VARCHAR[], warnings VARCHAR[],
-        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP)""",
+        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP, final_answer TEXT)""",
     """CREATE TABLE IF NOT EXISTS steps (
         run_id VARCHAR NOT NULL, position INTEGER NOT NULL, idx INTEGER, kind VARCHAR,
         capability VARCHAR, tool VARCHAR, arguments JSON, result VARCHAR, is_error BOOLEAN,
@@ -53,12 +54,18 @@ DDL = [
         started_at TIMESTAMP, error VARCHAR, record_seq BIGINT NOT NULL)""",
 ]
 
+UPGRADES = [
+    # A table an older store lacks comes from the DDL's IF NOT EXISTS; a column needs this.
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS final_answer TEXT",
+]
+"""Statements that bring an older store's existing tables up to ``DDL`` (each idempotent)."""
+
 RUN_COLUMNS = (
     "run_id", "spec_hash", "status", "task_id", "agent", "model", "flavor", "runtime",
     "integrity_requested", "integrity_obtained", "attempt", "seed", "sweep_id", "started_at",
     "ended_at", "wall_seconds", "reward", "stop_reason", "error_phase", "error", "run_dir",
     "image_tag", "from_cache", "owner_pid", "owner_host", "spec", "raw_grade", "timings", "diff",
-    "violations", "warnings", "record_seq", "ingested_at",
+    "violations", "warnings", "record_seq", "ingested_at", "final_answer",
 )
 TEST_COLUMNS = ("run_id", "name", "status")
 STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))

@@ -153,6 +153,12 @@ def runs(docker_client, base_image, tmp_path_factory):
             return made, api, probe, census
 
 
+def stored_answer(run_id: str) -> str | None:
+    from engine.store.duckdb import DuckDBStore
+
+    return DuckDBStore().query(f"SELECT final_answer FROM runs WHERE run_id = '{run_id}'")[1][0][0]
+
+
 def stored_steps(run_id: str) -> list[tuple]:
     from engine.store.duckdb import DuckDBStore
 
@@ -166,6 +172,9 @@ def test_a_real_cli_fixes_a_sample_task_through_the_runs_mcp_tools_and_scores_1(
     record = made[agent]
     assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
         (record.error, record.warnings)
+    # The answer the CLI's result event carried, stored with the run.
+    assert record.final_answer == "Fixed: the change is in place."
+    assert stored_answer(record.run_id) == record.final_answer
     mcp_calls = [s.tool for s in record.steps if s.kind == "tool_call" and s.capability == "mcp"]
     assert mcp_calls[0] == "bash" and "str_replace_based_edit_tool" in mcp_calls
     assert all(not s.is_error for s in record.steps if s.kind == "tool_call"), record.steps
@@ -247,6 +256,8 @@ def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_i
     record = made["claude_code_tmux"]
     assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
         (record.error, record.warnings)
+    # The answer block the TUI showed last, without its tool panels or the prompt's echo.
+    assert record.final_answer == "Fixed: the change is in place."
     kinds = [(s.kind, s.tool) for s in record.steps]
     assert ("tool_call", "bash") in kinds and ("tool_call", "str_replace_based_edit_tool") in kinds
     assert [s for s in record.steps if s.kind == "model"] and all(
