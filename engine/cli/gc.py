@@ -240,9 +240,14 @@ def _human(size: int) -> str:
 
 def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0, echo=print) -> int:
     from engine.cli.doctor import ensure_engine
-    from engine.run.session import open_housekept_store
+    from engine.run.session import housekeeping, open_store
 
-    store = open_housekept_store()
+    store = open_store()
+    housekeeping(store, terminals=False)  # orphaned runs first: their terminals are stale now
+    stale, closed = store.housekeep_terminals()
+    if stale or closed:
+        echo(f"terminals: {len(stale)} marked stale, {len(closed)} closed past their retention window "
+             "(periodic snapshots removed, final snapshots kept)")
     report = collect(store, ensure_engine(), dry_run=dry_run, match=match, min_age=min_age)
     for line in render(report):
         echo(line)

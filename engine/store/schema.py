@@ -2,7 +2,9 @@
 
 One row in ``runs`` per run id (every scalar of ``RunRecord``; spec, raw grade and
 timings as JSON; violations and warnings as lists), child rows in ``steps``,
-``subscores``, ``test_results`` and ``stage_timings``, one row in ``builds`` per build id.
+``subscores``, ``test_results`` and ``stage_timings``, one row in ``builds`` per build id,
+one in ``terminals`` per terminal of a run (a coding CLI's TUI in tmux) with its
+``terminal_snapshots``.
 Timestamps are stored as UTC ``TIMESTAMP`` and come back as ISO 8601 strings with ``+00:00``.
 
 ``test_results`` holds a graded run's named tests, one row each, so the tests that flip
@@ -22,11 +24,12 @@ from typing import Any
 
 from engine.models import BuildRecord, RunRecord, Step, TestResult
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
 DDL's IF NOT EXISTS (its runs have no test rows, as their records had no tests) and is
 marked 2, so that an older crucible, which would drop the tests of what it ingests, stops.
-3: ``runs.final_answer`` added (``UPGRADES``: older runs keep NULL, as they stored none)."""
+3: ``runs.final_answer`` added (``UPGRADES``: older runs keep NULL, as they stored none).
+4: ``terminals`` and ``terminal_snapshots`` added (engine/store/terminals.py)."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -52,6 +55,13 @@ DDL = [
         build_id VARCHAR PRIMARY KEY, tag VARCHAR, input_hash VARCHAR, purpose VARCHAR,
         cache_hit BOOLEAN, seconds DOUBLE, size_bytes BIGINT, inputs JSON, log_path VARCHAR,
         started_at TIMESTAMP, error VARCHAR, record_seq BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS terminals (
+        terminal_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, owner VARCHAR, tmux_server VARCHAR,
+        tmux_session VARCHAR, state VARCHAR NOT NULL, started_at TIMESTAMP, cwd VARCHAR, width INTEGER,
+        height INTEGER, ended_at TIMESTAMP, end_reason VARCHAR, closes_at TIMESTAMP, closed_at TIMESTAMP,
+        closed_by VARCHAR, last_snapshot_at TIMESTAMP, record_seq BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS terminal_snapshots (
+        terminal_id VARCHAR NOT NULL, seq BIGINT NOT NULL, taken_at TIMESTAMP, final BOOLEAN, text TEXT)""",
 ]
 
 UPGRADES = [

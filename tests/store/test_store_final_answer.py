@@ -69,6 +69,7 @@ def test_a_store_made_before_final_answer_gains_the_column_and_keeps_its_runs(st
         con.close()
 
     assert store.get_run("old").final_answer is None
+    assert store.terminals() == []  # the tables added since (schema 4) are there, empty
     store.record_run(make_run("new", "done"))
     assert store.get_run("new").final_answer == "done"
     assert store.query("SELECT value FROM meta WHERE key = 'schema_version'")[1] == [(str(SCHEMA_VERSION),)]
