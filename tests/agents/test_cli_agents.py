@@ -89,8 +89,19 @@ def test_a_cli_agent_runs_its_default_model_when_none_is_given(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     assert agent_part(typed("agent=codex"))[1] == "openai/gpt-5"
-    assert agent_part(typed("agent=claude_code"))[1] == "anthropic/claude-sonnet-4-5"
+    assert agent_part(typed("agent=claude_code"))[1] == "anthropic/claude-sonnet-5-5"
     assert agent_part(typed("agent=codex", "model=openai/gpt-5-mini"))[1] == "openai/gpt-5-mini"
+
+
+def test_every_cli_agents_default_model_is_priced_in_the_shipped_table(monkeypatch):
+    from engine.agents import pricing
+
+    monkeypatch.delenv("CRUCIBLE_PRICES", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    prices = pricing._read(pricing.SHIPPED)  # the shipped table alone, not a user's overlay
+    for agent in ("claude_code", "codex"):
+        model = typed(f"agent={agent}").agent.default_model
+        assert model in prices, f"{agent}'s default model {model} has no price: its steps would cost null"
 
 
 def test_the_cli_binaries_are_pinned_by_version_and_sha512_in_the_agent_layer():

@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 KEY_ENV = "CRUCIBLE_TEST_CLI_KEY"
 KEY = "sk-standin-cli-5f0c1e7a9b3d"
 TASK = "sample/last_page"
-MODELS = {"claude_code": "anthropic/claude-sonnet-4-5", "codex": "openai/gpt-5"}
-PRICES = {"anthropic/claude-sonnet-4-5": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0},
+MODELS = {"claude_code": "anthropic/claude-sonnet-5-5", "codex": "openai/gpt-5"}
+PRICES = {"anthropic/claude-sonnet-5-5": {"input": 2.0, "cached_input": 0.1, "cache_write": 2.5, "output": 10.0},
           "openai/gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
 UID_PROCESSES = ('for p in /proc/[0-9]*; do [ "$(stat -c %u "$p" 2>/dev/null)" = 1000 ] '
                  '&& printf "%s " "$(cat "$p/comm" 2>/dev/null)"; done; true')
