@@ -183,7 +183,7 @@ def cmd_query(args: list[str]) -> int:
     from engine.run.session import open_housekept_store as open_store
     from engine.util.tables import format_table, to_csv, to_json
 
-    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, test_results, builds)")
+    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, test_results, builds, terminals, terminal_snapshots)")
     parser.add_argument("sql")
     fmt = parser.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")

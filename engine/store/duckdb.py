@@ -10,7 +10,7 @@ Connections are opened per operation and never cached, so a forked child (a swee
 worker) never shares one with its parent.
 
 Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``,
-``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``meta``. The questions
+``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``terminals``, ``terminal_snapshots``, ``meta``. The questions
 users ask are one short query each:
 
 Pass rate per agent and model::

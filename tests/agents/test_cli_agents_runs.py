@@ -19,6 +19,7 @@ from standin import Call, StandIn, answer, call, golden_edits, hang, reply
 
 from engine.agents.cli.codex import ALWAYS_OFFERED
 from engine.config.compose import compose_config, to_typed
+from engine.store.duckdb import DuckDBStore
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -153,9 +154,11 @@ def runs(docker_client, base_image, tmp_path_factory):
             return made, api, probe, census
 
 
-def stored_answer(run_id: str) -> str | None:
-    from engine.store.duckdb import DuckDBStore
+def stored_terminals(run_id: str) -> list:
+    return DuckDBStore().terminals(run_id)
 
+
+def stored_answer(run_id: str) -> str | None:
     return DuckDBStore().query(f"SELECT final_answer FROM runs WHERE run_id = '{run_id}'")[1][0][0]
 
 
@@ -223,6 +226,9 @@ def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_le
     assert record.timings["agent"] < 40
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     assert [s.kind for s in record.steps][:1] == ["model"]
+    if name == "timeout_tmux":  # its terminal failed, with why
+        [terminal] = stored_terminals(record.run_id)
+        assert (terminal.state, terminal.end_reason) == ("failed", "killed at the wall-clock limit of 15 s")
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
@@ -263,6 +269,14 @@ def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_i
     assert [s for s in record.steps if s.kind == "model"] and all(
         s.capability == "model_proxy" for s in record.steps if s.kind == "model")
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
+    # Its pane is the run's terminal: ended normally (closing, within its retention), its final
+    # snapshot the TUI's screen with the answer, periodic snapshots taken while it worked.
+    [terminal] = stored_terminals(record.run_id)
+    assert (terminal.state, terminal.end_reason, terminal.tmux_server) == (
+        "closing", "done", f"crucible-{terminal.terminal_id}") and terminal.closes_at
+    snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
+    assert [s.final for s in snapshots][-1:] == [True] and "Fixed: the change is in place." in snapshots[-1].text
+    assert len(snapshots) >= 2
     served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation) == ("anthropic", TASK, 2)]
     assert served and all("stream" in e.request for e in served)
 
