@@ -125,3 +125,34 @@ def test_an_unknown_terminal_to_dismiss_is_one_line(store, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "terminals", "dismiss", "nope"], capture_output=True,
                           text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode != 0 and proc.stderr == "crucible terminals: no terminal 'nope' in the store\n"
+
+
+@pytest.mark.docker
+def test_gc_closes_terminals_past_their_retention_and_a_dry_run_only_counts_them(store, monkeypatch, capsys,
+                                                                                  docker_client):
+    from engine.cli import main as cli
+
+    monkeypatch.setenv("CRUCIBLE_STORE", str(store.path))
+    log = TerminalLog(store, "run-6", TerminalPolicy(retention=0))
+    keep = TerminalLog(store, "run-6", TerminalPolicy(retention=3600))
+
+    async def events():
+        await log.start(started("t-old", "run-6", "agent", "crucible-old"))
+        await log.snapshot("t-old", "● working")
+        await log.end("t-old", state="closing", reason="done", final_text="● Done.")
+        await keep.start(started("t-new", "run-6", "agent", "crucible-new"))
+        await keep.end("t-new", state="failed", reason="crashed")
+
+    asyncio.run(events())
+    match = "--match=nothing-crucible-made-*"  # no image of anyone's is looked at
+    assert cli.main(["gc", "--dry-run", match]) == 0
+    assert "would close 1 terminal(s) past their retention window" in capsys.readouterr().out.splitlines()
+    assert states(store) == {"t-old": "closing", "t-new": "failed"}
+
+    assert cli.main(["gc", match]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "terminals: 0 marked stale (their run ended without ending them), 1 closed past their retention "
+        "window (periodic snapshots removed, final snapshots kept)")
+    assert states(store) == {"t-old": "completed", "t-new": "failed"}
+    assert [s.text for s in store.terminal_snapshots("t-old")] == ["● Done."]
+    assert [t.terminal_id for t in store.terminals()] == ["t-new"]
