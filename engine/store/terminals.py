@@ -99,7 +99,14 @@ class TerminalLog:
 
     def __init__(self, store, run_id: str, policy: TerminalPolicy | None = None) -> None:
         self.store, self.run_id = store, run_id
-        self.policy = policy or TerminalPolicy.from_env()
+        self._policy = policy
+
+    @property
+    def policy(self) -> TerminalPolicy:
+        # Read when a terminal is first recorded: a run with no terminal never depends on it.
+        if self._policy is None:
+            self._policy = TerminalPolicy.from_env()
+        return self._policy
 
     @property
     def every(self) -> float:
