@@ -89,7 +89,7 @@ def test_a_cli_agent_runs_its_default_model_when_none_is_given(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     assert agent_part(typed("agent=codex"))[1] == "openai/gpt-5"
-    assert agent_part(typed("agent=claude_code"))[1] == "anthropic/claude-sonnet-5-5"
+    assert agent_part(typed("agent=claude_code"))[1] == "anthropic/claude-sonnet-4-6"
     assert agent_part(typed("agent=codex", "model=openai/gpt-5-mini"))[1] == "openai/gpt-5-mini"
 
 
