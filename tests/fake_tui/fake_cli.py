@@ -165,6 +165,7 @@ class Tui:
         call_id = f"toolu_{uuid.uuid4().hex[:12]}"
         name = f"mcp__crucible__{tool}"
         self.transcript("assistant", {"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+        out("● Let me call the tool.\r\n")  # narration before a tool call: not the final answer
         out(f"● {name}({json.dumps(arguments)[:80]})\r\n")
         try:
             text, is_error = asyncio.run(mcp_call(*self.mcp, tool, arguments))
