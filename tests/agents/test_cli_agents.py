@@ -235,3 +235,45 @@ def test_the_cross_check_names_a_difference_between_the_cli_and_the_proxy():
     assert cross_check({"input": 100, "output": 10, "cached_input": 0}, [step], "m") == []
     assert cross_check({"input": 100, "output": 11}, [step], "m") == \
         ["cross-check: the CLI reports 11 output tokens for m, the model proxy recorded 10"]
+
+
+# ---------------------------------------------------------------- the TUI's answer
+# Claude Code 2.1.332's screen at the end of a tmux run (its terminal's final snapshot, from
+# test_cli_agents_runs.py against the stand-in): narration, MCP calls collapsed to "Called crucible".
+CLAUDE_SCREEN = """\
+ ▐▛███▛█   Claude Code v2.1.332
+▝▜██████▀  Sonnet 4.6 · API Usage Billing
+ ▝▝   ▝▝   /app
+
+❯ Our stock report loses rows. We have 45 items and show 20 per page: the report says "page 2 of 2"
+  with stockroom.report.paginate raises PageError.
+
+● Let me look first.
+
+  Called crucible
+
+● Found it; fixing.
+
+  Called crucible
+
+● Fixed: the change is in place.
+
+✻ Cogitated for 29s · done 11:22 PM
+
+────────────────────────────────────────────────────────────────────────────────
+❯
+────────────────────────────────────────────────────────────────────────────────
+  ⏵⏵ bypass permissions on (shift+tab to cycle)
+"""
+
+
+def test_claude_codes_tui_answer_is_the_text_after_its_last_tool_call():
+    from engine.agents.cli.claude_code import TUI
+    from engine.agents.cli.tmux import TmuxPane
+
+    async def capture(argv):
+        return 0, CLAUDE_SCREEN
+
+    pane = TmuxPane(capture, "unused", profile=TUI)
+    prompt = "Our stock report loses rows. We have 45 items and show 20 per page"
+    assert asyncio.run(pane.answer(prompt)) == "Fixed: the change is in place."
