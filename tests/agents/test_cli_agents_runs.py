@@ -122,6 +122,7 @@ def runs(docker_client, base_image, tmp_path_factory):
         prices.write_text(json.dumps({"models": PRICES}))
         mp.setenv("CRUCIBLE_PRICES", str(prices))
         mp.setenv(KEY_ENV, KEY)
+        mp.setenv("CRUCIBLE_TERMINAL_SNAPSHOT_EVERY", "1")  # the tmux run's screens while it works
         executed, closing = DockerWorkspace.exec, DockerWorkspace.close
 
         async def exec(self, argv, **kwargs):  # the agent's container, for the probe
@@ -280,7 +281,7 @@ def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_i
         "closing", "done", f"crucible-{terminal.terminal_id}") and terminal.closes_at
     snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
     assert [s.final for s in snapshots][-1:] == [True] and "Fixed: the change is in place." in snapshots[-1].text
-    assert len(snapshots) >= 2
+    assert any(not s.final and s.text for s in snapshots[:-1])
     served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation) == ("anthropic", TASK, 2)]
     assert served and all("stream" in e.request for e in served)
 
