@@ -26,6 +26,7 @@ from engine.models import (
     RunRecord,
     RunSpec,
     Step,
+    TerminalRecord,
     Verdict,
 )
 
@@ -208,6 +209,32 @@ class AgentContext:
     """Resolves once the task's setup is done (the agent starts beside it, and the run's tools
     wait for it): an agent acting on the workspace outside those tools (a coding CLI's own shell)
     must wait for it first. None: setup is already done."""
+    terminals: "TerminalSink | None" = None
+    """Where an agent that works in a terminal (a coding CLI in tmux) records it; None: nowhere."""
+
+
+class TerminalSink(Protocol):
+    """Where an agent's terminals are recorded (seed 001's terminal lifecycle): the run's store,
+    through the spool (engine/store/terminals.py ``TerminalLog``). Never raises for a store that
+    is busy: the record then waits in the spool."""
+
+    run_id: str
+
+    @property
+    def every(self) -> float:
+        """Seconds between periodic snapshots of a running terminal."""
+
+    @property
+    def final_lines(self) -> int:
+        """Lines of scrollback at most in a terminal's final snapshot."""
+
+    async def start(self, record: TerminalRecord) -> None: ...
+
+    async def snapshot(self, terminal_id: str, text: str) -> None: ...
+
+    async def end(self, terminal_id: str, *, state: str, reason: str, tmux_server: str = "",
+                  tmux_session: str = "", owner: str = "", final_text: str | None = None) -> None:
+        """``state``: closing (ended normally), failed or stale."""
 
 
 @dataclass
@@ -382,6 +409,9 @@ class Store(Protocol):
 
     def record_build(self, record: BuildRecord) -> None: ...
 
+    def record_terminal_event(self, run_id: str, event: dict) -> Any:
+        """Spool and ingest one event of a run's terminal (engine/store/terminals.py)."""
+
     def completed_run_for(self, spec_hash: str) -> RunRecord | None: ...
 
     def completed_runs_for(self, spec_hashes: list[str]) -> dict[str, RunRecord]: ...
@@ -408,6 +438,7 @@ __all__ = [
     "Process",
     "Runtime",
     "Store",
+    "TerminalSink",
     "Workspace",
     "AsyncIterator",
 ]

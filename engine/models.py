@@ -220,6 +220,56 @@ class Verdict:
     function of ``raw`` like the reward, so a regrade gives them again."""
 
 
+TERMINAL_STATES = ("running", "closing", "completed", "failed", "stale")
+"""A terminal's lifecycle (seed 001): ``running`` while its CLI works; ``closing`` once its run
+ended it normally, kept viewable until ``closes_at``; ``completed`` after that retention (its
+periodic snapshots pruned, the final one kept); ``failed`` when the CLI crashed, was cancelled
+or killed; ``stale`` when it was never ended (its tmux server went away under it, or its run
+ended without ending it). Every state but ``running`` has a ``closes_at``; a terminal whose
+``closed_at`` is set (retention over, or dismissed) is no longer listed."""
+
+
+@dataclass
+class TerminalRecord:
+    """One terminal (a CLI's TUI in a private tmux server) of a run (the ``terminals`` table)."""
+
+    terminal_id: str
+    run_id: str
+    owner: str
+    """Who started it, as that caller names itself; never used to find the terminal again (an end
+    event may name its owner differently): ``terminal_id``, the tmux server and session, or the run are."""
+    tmux_server: str
+    """The private server's socket name (``tmux -L``), unique per terminal."""
+    tmux_session: str
+    state: str
+    """One of ``TERMINAL_STATES``."""
+    started_at: str
+    cwd: str | None = None
+    width: int = 0
+    height: int = 0
+    ended_at: str | None = None
+    end_reason: str | None = None
+    """Why it ended (``done``, the CLI's failure, ``canceled``, what made it stale)."""
+    closes_at: str | None = None
+    closed_at: str | None = None
+    closed_by: str | None = None
+    """``retention`` (its window passed) or ``dismissed``."""
+    last_snapshot_at: str | None = None
+
+
+@dataclass
+class TerminalSnapshot:
+    """What a terminal's pane showed at one moment (the ``terminal_snapshots`` table): periodic
+    ones while it runs (the newest few kept), and one final one with its scrollback."""
+
+    terminal_id: str
+    seq: int
+    """Orders a terminal's snapshots (the spool's record sequence)."""
+    taken_at: str
+    final: bool
+    text: str
+
+
 @dataclass
 class RunRecord:
     run_id: str
@@ -255,6 +305,9 @@ class RunRecord:
     from_cache: bool = False
     owner_pid: int | None = None
     owner_host: str | None = None
+    final_answer: str | None = None
+    """The agent's last answer in its own words (a model's final reply, a coding CLI's result
+    event or the answer block its TUI showed last); None when it gave none. Never graded."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

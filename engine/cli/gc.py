@@ -11,6 +11,9 @@ no run refers to goes. Never collected:
   extra ``crucible/task`` tag;
 - an image with a tag that is kept: removing the collected tag then only untags it.
 
+Terminals (coding CLIs run in tmux, engine/store/terminals.py) past their retention window are
+closed too: their periodic snapshots go, their final snapshots stay with their runs.
+
 ``runtime=local``'s workspace templates (``$CRUCIBLE_HOME/local/templates/<hash>``) are
 referenced the same way, by runs whose ``image_tag`` is ``local/task:<hash[:24]>``; one
 is removed under its build lock, so never while it is being built. Templates still being
@@ -35,6 +38,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import docker
@@ -238,11 +242,29 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
+def collect_terminals(store, *, dry_run: bool) -> list[str]:
+    """Terminals past their retention window (``closes_at``): closed, their periodic snapshots
+    removed and their final ones kept; with ``dry_run`` only counted."""
+    if dry_run:
+        now = datetime.now(timezone.utc)
+        due = [t for t in store.terminals() if t.state != "running" and t.closes_at
+               and datetime.fromisoformat(t.closes_at) <= now]
+        return [f"would close {len(due)} terminal(s) past their retention window"] if due else []
+    stale, closed = store.housekeep_terminals()
+    if not (stale or closed):
+        return []
+    return [f"terminals: {len(stale)} marked stale (their run ended without ending them), {len(closed)} closed "
+            "past their retention window (periodic snapshots removed, final snapshots kept)"]
+
+
 def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0, echo=print) -> int:
     from engine.cli.doctor import ensure_engine
-    from engine.run.session import open_housekept_store
+    from engine.run.session import housekeeping, open_store
 
-    store = open_housekept_store()
+    store = open_store()
+    housekeeping(store, terminals=False)  # orphaned runs first: their terminals are stale now
+    for line in collect_terminals(store, dry_run=dry_run):
+        echo(line)
     report = collect(store, ensure_engine(), dry_run=dry_run, match=match, min_age=min_age)
     for line in render(report):
         echo(line)

@@ -15,6 +15,9 @@
     crucible rerun RUN_ID [--into DIR]   the same spec as a new run (no rebuild), both verdicts;
                                          exit 1: a deterministic agent's verdict changed,
                                          exit 4: the spec plans differently now (nothing run)
+    crucible terminals [RUN_ID] [--all]  the terminals of coding CLIs run in tmux: state, closes_at
+    crucible terminals dismiss TERMINAL_ID
+                                         close an ended terminal now (it leaves the listing)
     crucible gc [--dry-run] [--match GLOB] [--min-age SECONDS]
                                          remove task images / local templates no stored run
                                          refers to (never one in use, never the base image)
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
                 "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
-                "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task}
+                "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task, "terminals": cmd_terminals}
     try:
         if command not in handlers:
             return _plugin_command(command, rest, list(handlers))
@@ -180,7 +183,7 @@ def cmd_query(args: list[str]) -> int:
     from engine.run.session import open_housekept_store as open_store
     from engine.util.tables import format_table, to_csv, to_json
 
-    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, test_results, builds)")
+    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, test_results, builds, terminals, terminal_snapshots)")
     parser.add_argument("sql")
     fmt = parser.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
@@ -199,7 +202,8 @@ def cmd_show(args: list[str]) -> int:
     parser.add_argument("run_id")
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args(args)
-    record = open_store().get_run(ns.run_id)
+    store = open_store()
+    record = store.get_run(ns.run_id)
     if record is None:
         raise UserError(f"no run '{ns.run_id}' in the store")
     if ns.json:
@@ -217,6 +221,9 @@ def cmd_show(args: list[str]) -> int:
         "timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
         f"run dir    {record.run_dir}",
     ]
+    if record.final_answer:
+        lines.append("answer     " + "\n           ".join(record.final_answer.splitlines()[:SHOWN_ANSWER_LINES])
+                     + ("\n           ..." if len(record.final_answer.splitlines()) > SHOWN_ANSWER_LINES else ""))
     if record.warnings:
         lines.append("warnings   " + "\n           ".join(record.warnings))
     if record.violations:
@@ -227,6 +234,7 @@ def cmd_show(args: list[str]) -> int:
         lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
     lines.extend(_test_summary(record.tests))
     lines.extend(_explained(record))
+    lines.extend(_terminals_shown(store, record.run_id))
     lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
     print("\n".join(lines))
     return 0
@@ -249,7 +257,57 @@ def _explained(record) -> list[str]:
     return ["verdict    " + "\n           ".join(explained)] if explained else []
 
 
+def _terminals_shown(store, run_id: str) -> list[str]:
+    """Each terminal of the run (closed ones too: ``show`` is the run's whole story) and its
+    final snapshot, as the pane showed it when the run ended."""
+    lines = []
+    for terminal in store.terminals(run_id, include_closed=True):
+        lines.append(_terminal_line(terminal, prefix="terminal   "))
+        final = store.terminal_snapshots(terminal.terminal_id, final_only=True)
+        shown = final or store.terminal_snapshots(terminal.terminal_id)[-1:]
+        if shown:
+            lines.append(f"{'final' if final else 'last'} snapshot ({shown[-1].taken_at}):")
+            lines.extend("  " + line for line in shown[-1].text.splitlines())
+    return lines
+
+
+def _terminal_line(terminal, *, prefix: str = "") -> str:
+    when = (f"closed {terminal.closed_at} ({terminal.closed_by})" if terminal.closed_at
+            else f"closes_at {terminal.closes_at}" if terminal.closes_at else f"started {terminal.started_at}")
+    reason = f"  ({terminal.end_reason})" if terminal.end_reason and terminal.end_reason != "done" else ""
+    return (f"{prefix}{terminal.terminal_id}  {terminal.state:<9} run {terminal.run_id}  "
+            f"tmux {terminal.tmux_server}:{terminal.tmux_session}  {when}{reason}")
+
+
+# ---------------------------------------------------------------- terminals
+def cmd_terminals(args: list[str]) -> int:
+    from engine.run.session import open_housekept_store as open_store
+
+    if args[:1] == ["dismiss"]:
+        parser = _parser("terminals dismiss", "close an ended terminal now: it leaves the listing")
+        parser.add_argument("terminal_id")
+        ns = parser.parse_args(args[1:])
+        print(f"dismissed {open_store().dismiss_terminal(ns.terminal_id)}")
+        return 0
+    parser = _parser("terminals", "the terminals of coding CLIs run in tmux (those not closed, unless --all)")
+    parser.add_argument("run_id", nargs="?")
+    parser.add_argument("--all", action="store_true", help="closed ones too (retention over, or dismissed)")
+    ns = parser.parse_args(args)
+    store = open_store()
+    run_id = None
+    if ns.run_id:
+        record = store.get_run(ns.run_id)
+        if record is None:
+            raise UserError(f"no run '{ns.run_id}' in the store")
+        run_id = record.run_id
+    terminals = store.terminals(run_id, include_closed=ns.all)
+    print("\n".join(_terminal_line(t) for t in terminals) if terminals else "no terminals")
+    return 0
+
+
 SHOWN_NOT_PASSED = 20
+SHOWN_ANSWER_LINES = 40
+"""The agent's answer in ``show``, at most this many lines (``--json`` has all of it)."""
 
 
 def _test_summary(tests: list) -> list[str]:

@@ -2,7 +2,8 @@
 
 Housekeeping runs at the start of every command: containers whose owner process is gone
 are removed (a ``kill -9`` must not leak containers) and runs it left "running" are
-recorded as errors, so no run stays stuck.
+recorded as errors, so no run stays stuck; terminals such a run left running become stale,
+and terminals past their retention window are closed.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def open_housekept_store(path: str | None = None):
     return store
 
 
-def housekeeping(store) -> None:
+def housekeeping(store, *, terminals: bool = True) -> None:
     """Best effort: reap orphaned containers and runs. Never blocks a command on failure.
 
     Cheap when there is nothing to reap (the usual case, and every query/show/report pays
@@ -78,6 +79,12 @@ def housekeeping(store) -> None:
         store.mark_orphaned_runs()
     except Exception as exc:
         log.debug("orphaned-run sweep skipped: %s", exc)
+    if not terminals:  # the caller does it and reports it (crucible gc)
+        return
+    try:  # after the runs: a terminal whose run was just marked dead becomes stale now
+        store.housekeep_terminals()
+    except Exception as exc:
+        log.debug("terminal housekeeping skipped: %s", exc)
 
 
 def _docker_orphans_possible() -> bool:

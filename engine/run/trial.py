@@ -38,11 +38,12 @@ from engine.agents import AgentContext, AgentOutcome
 from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
-from engine.interfaces import Flavor, GradesInMany, RunServices, Workspace
+from engine.interfaces import Flavor, GradesInMany, RunServices, TerminalSink, Workspace
 from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.config.plugins import instantiate
 from engine.plan.spec import Plan, make_agent
 from engine.run.reaper import BRIDGE_ROOT, bridge_prefix
+from engine.store.terminals import TerminalLog
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,8 @@ class Runner:
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
             with phase.timed("setup"):
-                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh, parts.bridge)
+                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh, parts.bridge,
+                                                      TerminalLog(self.store, record.run_id))
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
             # agent works: after setup, so the two do not compete for the machine.
             assert parts.grading_started is not None  # started before the agent side
@@ -259,6 +261,7 @@ class Runner:
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            record.final_answer = outcome.answer or None
             if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
                 raise asyncio.TimeoutError  # its steps are recorded; the run is a timeout, never graded
             with phase.timed("capture"):
@@ -270,7 +273,8 @@ class Runner:
 
 
 async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpService,
-                              ssh: contextlib.AsyncExitStack, bridge_host: str | None = None) -> asyncio.Future:
+                              ssh: contextlib.AsyncExitStack, bridge_host: str | None = None,
+                              terminals: TerminalSink | None = None) -> asyncio.Future:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it."""
@@ -290,7 +294,7 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpServic
                            validation=spec.task.validation or [], prompt=spec.task.prompt,
                            workspace=ws, uid=tools.user, workdir=tools.workdir,
                            bridge_host=bridge_host if ws.bridge is not None else None,
-                           setup_done=_observed(asyncio.shield(setup)))
+                           setup_done=_observed(asyncio.shield(setup)), terminals=terminals)
         agent_run = asyncio.ensure_future(agent.run(ctx))
         await setup
         return agent_run

@@ -10,7 +10,7 @@ Connections are opened per operation and never cached, so a forked child (a swee
 worker) never shares one with its parent.
 
 Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``,
-``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``meta``. The questions
+``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``terminals``, ``terminal_snapshots``, ``meta``. The questions
 users ask are one short query each:
 
 Pass rate per agent and model::
@@ -45,7 +45,8 @@ from pathlib import Path
 
 from engine.util import paths
 from engine.errors import ConfigError, StoreError, UserError
-from engine.models import RUN_STATUSES, BuildRecord, RunRecord
+from engine.models import RUN_STATUSES, BuildRecord, RunRecord, TerminalRecord, TerminalSnapshot
+from engine.store import terminals as terminal_rows
 from engine.store.files import (
     atomic_write_json,
     next_seq,
@@ -59,7 +60,7 @@ from engine.store.files import (
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
 from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
-from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, record_from_rows, to_db_ts
+from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, UPGRADES, record_from_rows, to_db_ts
 
 log = logging.getLogger("crucible.store")
 
@@ -149,6 +150,15 @@ class DuckDBStore:
             paths.spool_dir() / spool_name("build", record.build_id, document["record_seq"]), document
         )
         self._ingest_or_explain(f"build {record.build_id}", spool_file)
+
+    def record_terminal_event(self, run_id: str, event: dict) -> Path:
+        """Spool one terminal event of ``run_id`` (engine/store/terminals.py), then ingest it.
+        Raises StoreError as ``record_run`` does; the event then waits in the spool."""
+        document = self._document("terminal", {**event, "run_id": event.get("run_id") or run_id}, next_seq())
+        spool_file = atomic_write_json(paths.spool_dir() / spool_name("terminal", run_id, document["record_seq"]),
+                                       document)
+        self._ingest_or_explain(f"a terminal event of run {run_id}", spool_file)
+        return spool_file
 
     @staticmethod
     def _document(kind: str, data: dict, seq: int) -> dict:
@@ -283,6 +293,50 @@ class DuckDBStore:
         columns = [d[0] for d in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
+    # ---- terminals ---------------------------------------------------------------------
+
+    def terminals(self, run_id: str | None = None, *, include_closed: bool = False) -> list[TerminalRecord]:
+        """The terminals of ``run_id`` (None: of every run), oldest first; without those closed
+        (retention over, or dismissed) unless ``include_closed``."""
+        where = " AND ".join(["run_id = ?"] * (run_id is not None) + ["closed_at IS NULL"] * (not include_closed))
+        self.ingest_pending()
+        with self._connect(read_only=True) as con:
+            return terminal_rows.load_terminals(con, where or "TRUE", [run_id] if run_id is not None else [])
+
+    def terminal_snapshots(self, terminal_id: str, *, final_only: bool = False) -> list[TerminalSnapshot]:
+        """A terminal's stored snapshots in the order they were taken."""
+        self.ingest_pending()
+        with self._connect(read_only=True) as con:
+            return terminal_rows.load_snapshots(con, terminal_id, final_only=final_only)
+
+    def dismiss_terminal(self, terminal_id: str) -> str:
+        """Close an ended terminal now (``crucible terminals dismiss``); its full id. Raises
+        UserError for an unknown, ambiguous, running or already closed terminal."""
+        self.ingest_pending()
+        return self._terminal_turn(lambda con: terminal_rows.dismiss(con, terminal_id))
+
+    def housekeep_terminals(self, retention: float | None = None) -> tuple[list[str], list[str]]:
+        """Terminals whose run ended without ending them become ``stale``; those past their
+        ``closes_at`` are closed. (stale ids, closed ids); no write at all when nothing is due."""
+        self.ingest_pending()
+        with self._connect(read_only=True) as con:
+            if not terminal_rows.needs_housekeeping(con):
+                return [], []
+        policy = terminal_rows.TerminalPolicy.from_env()
+        keep = policy.retention if retention is None else retention
+        return self._terminal_turn(lambda con: (terminal_rows.mark_stale(con, keep), terminal_rows.close_expired(con)))
+
+    def _terminal_turn(self, change):
+        with self._connect(read_only=False) as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                result = change(con)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        return result
+
     # ---- orphans -----------------------------------------------------------------------
 
     def mark_orphaned_runs(self) -> list[str]:
@@ -358,7 +412,9 @@ class DuckDBStore:
                     f"{SCHEMA_VERSION}; upgrade crucible"
                 )
             elif int(row[0]) < SCHEMA_VERSION:
-                # Every change so far only added tables, which the DDL above has just created.
+                # New tables the DDL above has just created; new columns of old tables here.
+                for statement in UPGRADES:
+                    con.execute(statement)
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         self._schema_ready_pid = os.getpid()
 

@@ -15,6 +15,7 @@ from engine.errors import StoreError
 from engine.models import RunRecord
 from engine.store.files import quarantine
 from engine.store.lock import duckdb
+from engine.store.terminals import Unmatched, apply_events, check_event
 from engine.store.schema import (
     BUILD_COLUMNS,
     RUN_COLUMNS,
@@ -35,6 +36,7 @@ _DATA_ERRORS = (
     duckdb.InvalidInputException,
     duckdb.OutOfRangeException,
     duckdb.TypeMismatchException,
+    Unmatched,
 )
 
 
@@ -44,12 +46,14 @@ ROWS_PER_INSERT = 200
 @dataclasses.dataclass
 class IngestItem:
     path: Path
-    kind: str  # "run" | "build"
+    kind: str  # "run" | "build" | "terminal"
     key: str
     rank: tuple[int, int]
     """(1 for a final status else 0, record_seq): the higher rank wins."""
     run: RunRows | None = None
     build: tuple | None = None
+    terminal: dict | None = None
+    """A terminal event (engine/store/terminals.py), applied in sequence order, never deduplicated."""
 
 
 def status_rank(status: str) -> int:
@@ -70,6 +74,9 @@ def load_spool_file(path: Path) -> IngestItem | None:
         return None
     try:
         seq = int(data["record_seq"])
+        if data.get("record_kind") == "terminal":
+            check_event(data)
+            return IngestItem(path, "terminal", str(data.get("run_id") or ""), (1, seq), terminal=data)
         if data.get("record_kind") == "build":
             record = build_from_dict(data)
             return IngestItem(path, "build", record.build_id, (1, seq), build=build_row(record, seq))
@@ -109,6 +116,7 @@ def _apply_batch(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) -> Non
     try:
         _upsert_runs(con, _outranking(con, "runs", "run_id", "status", runs))
         _upsert_builds(con, _outranking(con, "builds", "build_id", None, builds))
+        apply_events(con, [i.terminal for i in items if i.terminal is not None])
         con.execute("COMMIT")
     except _DATA_ERRORS:
         con.execute("ROLLBACK")

@@ -2,7 +2,9 @@
 
 One row in ``runs`` per run id (every scalar of ``RunRecord``; spec, raw grade and
 timings as JSON; violations and warnings as lists), child rows in ``steps``,
-``subscores``, ``test_results`` and ``stage_timings``, one row in ``builds`` per build id.
+``subscores``, ``test_results`` and ``stage_timings``, one row in ``builds`` per build id,
+one in ``terminals`` per terminal of a run (a coding CLI's TUI in tmux) with its
+``terminal_snapshots``.
 Timestamps are stored as UTC ``TIMESTAMP`` and come back as ISO 8601 strings with ``+00:00``.
 
 ``test_results`` holds a graded run's named tests, one row each, so the tests that flip
@@ -22,10 +24,12 @@ from typing import Any
 
 from engine.models import BuildRecord, RunRecord, Step, TestResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 """1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
 DDL's IF NOT EXISTS (its runs have no test rows, as their records had no tests) and is
-marked 2, so that an older crucible, which would drop the tests of what it ingests, stops."""
+marked 2, so that an older crucible, which would drop the tests of what it ingests, stops.
+3: ``runs.final_answer`` added (``UPGRADES``: older runs keep NULL, as they stored none).
+4: ``terminals`` and ``terminal_snapshots`` added (engine/store/terminals.py)."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -38,7 +42,7 @@ DDL = [
         image_tag VARCHAR, from_cache BOOLEAN, owner_pid BIGINT, owner_host VARCHAR,
         spec JSON, raw_grade JSON, timings JSON, diff TEXT,
         violations VARCHAR[], warnings VARCHAR[],
-        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP)""",
+        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP, final_answer TEXT)""",
     """CREATE TABLE IF NOT EXISTS steps (
         run_id VARCHAR NOT NULL, position INTEGER NOT NULL, idx INTEGER, kind VARCHAR,
         capability VARCHAR, tool VARCHAR, arguments JSON, result VARCHAR, is_error BOOLEAN,
@@ -51,14 +55,27 @@ DDL = [
         build_id VARCHAR PRIMARY KEY, tag VARCHAR, input_hash VARCHAR, purpose VARCHAR,
         cache_hit BOOLEAN, seconds DOUBLE, size_bytes BIGINT, inputs JSON, log_path VARCHAR,
         started_at TIMESTAMP, error VARCHAR, record_seq BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS terminals (
+        terminal_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, owner VARCHAR, tmux_server VARCHAR,
+        tmux_session VARCHAR, state VARCHAR NOT NULL, started_at TIMESTAMP, cwd VARCHAR, width INTEGER,
+        height INTEGER, ended_at TIMESTAMP, end_reason VARCHAR, closes_at TIMESTAMP, closed_at TIMESTAMP,
+        closed_by VARCHAR, last_snapshot_at TIMESTAMP, record_seq BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS terminal_snapshots (
+        terminal_id VARCHAR NOT NULL, seq BIGINT NOT NULL, taken_at TIMESTAMP, final BOOLEAN, text TEXT)""",
 ]
+
+UPGRADES = [
+    # A table an older store lacks comes from the DDL's IF NOT EXISTS; a column needs this.
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS final_answer TEXT",
+]
+"""Statements that bring an older store's existing tables up to ``DDL`` (each idempotent)."""
 
 RUN_COLUMNS = (
     "run_id", "spec_hash", "status", "task_id", "agent", "model", "flavor", "runtime",
     "integrity_requested", "integrity_obtained", "attempt", "seed", "sweep_id", "started_at",
     "ended_at", "wall_seconds", "reward", "stop_reason", "error_phase", "error", "run_dir",
     "image_tag", "from_cache", "owner_pid", "owner_host", "spec", "raw_grade", "timings", "diff",
-    "violations", "warnings", "record_seq", "ingested_at",
+    "violations", "warnings", "record_seq", "ingested_at", "final_answer",
 )
 TEST_COLUMNS = ("run_id", "name", "status")
 STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))

@@ -89,8 +89,19 @@ def test_a_cli_agent_runs_its_default_model_when_none_is_given(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     assert agent_part(typed("agent=codex"))[1] == "openai/gpt-5"
-    assert agent_part(typed("agent=claude_code"))[1] == "anthropic/claude-sonnet-4-5"
+    assert agent_part(typed("agent=claude_code"))[1] == "anthropic/claude-sonnet-4-6"
     assert agent_part(typed("agent=codex", "model=openai/gpt-5-mini"))[1] == "openai/gpt-5-mini"
+
+
+def test_every_cli_agents_default_model_is_priced_in_the_shipped_table(monkeypatch):
+    from engine.agents import pricing
+
+    monkeypatch.delenv("CRUCIBLE_PRICES", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    prices = pricing._read(pricing.SHIPPED)  # the shipped table alone, not a user's overlay
+    for agent in ("claude_code", "codex"):
+        model = typed(f"agent={agent}").agent.default_model
+        assert model in prices, f"{agent}'s default model {model} has no price: its steps would cost null"
 
 
 def test_the_cli_binaries_are_pinned_by_version_and_sha512_in_the_agent_layer():
@@ -224,3 +235,45 @@ def test_the_cross_check_names_a_difference_between_the_cli_and_the_proxy():
     assert cross_check({"input": 100, "output": 10, "cached_input": 0}, [step], "m") == []
     assert cross_check({"input": 100, "output": 11}, [step], "m") == \
         ["cross-check: the CLI reports 11 output tokens for m, the model proxy recorded 10"]
+
+
+# ---------------------------------------------------------------- the TUI's answer
+# Claude Code 2.1.332's screen at the end of a tmux run (its terminal's final snapshot, from
+# test_cli_agents_runs.py against the stand-in): narration, MCP calls collapsed to "Called crucible".
+CLAUDE_SCREEN = """\
+ ▐▛███▛█   Claude Code v2.1.332
+▝▜██████▀  Sonnet 4.6 · API Usage Billing
+ ▝▝   ▝▝   /app
+
+❯ Our stock report loses rows. We have 45 items and show 20 per page: the report says "page 2 of 2"
+  with stockroom.report.paginate raises PageError.
+
+● Let me look first.
+
+  Called crucible
+
+● Found it; fixing.
+
+  Called crucible
+
+● Fixed: the change is in place.
+
+✻ Cogitated for 29s · done 11:22 PM
+
+────────────────────────────────────────────────────────────────────────────────
+❯
+────────────────────────────────────────────────────────────────────────────────
+  ⏵⏵ bypass permissions on (shift+tab to cycle)
+"""
+
+
+def test_claude_codes_tui_answer_is_the_text_after_its_last_tool_call():
+    from engine.agents.cli.claude_code import TUI
+    from engine.agents.cli.tmux import TmuxPane
+
+    async def capture(argv):
+        return 0, CLAUDE_SCREEN
+
+    pane = TmuxPane(capture, "unused", profile=TUI)
+    prompt = "Our stock report loses rows. We have 45 items and show 20 per page"
+    assert asyncio.run(pane.answer(prompt)) == "Fixed: the change is in place."

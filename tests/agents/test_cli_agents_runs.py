@@ -19,15 +19,19 @@ from standin import Call, StandIn, answer, call, golden_edits, hang, reply
 
 from engine.agents.cli.codex import ALWAYS_OFFERED
 from engine.config.compose import compose_config, to_typed
+from engine.store.duckdb import DuckDBStore
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 KEY_ENV = "CRUCIBLE_TEST_CLI_KEY"
 KEY = "sk-standin-cli-5f0c1e7a9b3d"
 TASK = "sample/last_page"
-MODELS = {"claude_code": "anthropic/claude-sonnet-4-5", "codex": "openai/gpt-5"}
-PRICES = {"anthropic/claude-sonnet-4-5": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0},
+MODELS = {"claude_code": "anthropic/claude-sonnet-4-6", "codex": "openai/gpt-5"}
+PRICES = {"anthropic/claude-sonnet-4-6": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0},
           "openai/gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
+WALL = {"timeout": 30, "timeout_tmux": 45}
+"""The wall-clock runs' limits: long enough for the CLI to reach the model first (its first call
+came 28 s after launch headless and 53 s in tmux at a load average of ~20 on this 2-core machine)."""
 UID_PROCESSES = ('for p in /proc/[0-9]*; do [ "$(stat -c %u "$p" 2>/dev/null)" = 1000 ] '
                  '&& printf "%s " "$(cat "$p/comm" 2>/dev/null)"; done; true')
 
@@ -118,6 +122,7 @@ def runs(docker_client, base_image, tmp_path_factory):
         prices.write_text(json.dumps({"models": PRICES}))
         mp.setenv("CRUCIBLE_PRICES", str(prices))
         mp.setenv(KEY_ENV, KEY)
+        mp.setenv("CRUCIBLE_TERMINAL_SNAPSHOT_EVERY", "1")  # the tmux run's screens while it works
         executed, closing = DockerWorkspace.exec, DockerWorkspace.close
 
         async def exec(self, argv, **kwargs):  # the agent's container, for the probe
@@ -138,7 +143,7 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "claude_code": real_run(tmp_path_factory, "claude_code", TASK, url),
                 "codex": real_run(tmp_path_factory, "codex", TASK, url),
                 "timeout": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
-                                    "agent.wall_timeout=8"),
+                                    f"agent.wall_timeout={WALL['timeout']}"),
                 # The CLIs' own tools denied: the run's MCP tools are all they have.
                 "claude_code_bare": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=1",
                                              "agent.builtin_tools.allow=[]"),
@@ -148,9 +153,18 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "claude_code_tmux": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=2",
                                              "agent.transport=tmux"),
                 "timeout_tmux": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
-                                         "agent.wall_timeout=15", "agent.transport=tmux", "attempt=1"),
+                                         f"agent.wall_timeout={WALL['timeout_tmux']}", "agent.transport=tmux",
+                                         "attempt=1"),
             }
             return made, api, probe, census
+
+
+def stored_terminals(run_id: str) -> list:
+    return DuckDBStore().terminals(run_id)
+
+
+def stored_answer(run_id: str) -> str | None:
+    return DuckDBStore().query(f"SELECT final_answer FROM runs WHERE run_id = '{run_id}'")[1][0][0]
 
 
 def stored_steps(run_id: str) -> list[tuple]:
@@ -166,6 +180,9 @@ def test_a_real_cli_fixes_a_sample_task_through_the_runs_mcp_tools_and_scores_1(
     record = made[agent]
     assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
         (record.error, record.warnings)
+    # The answer the CLI's result event carried, stored with the run.
+    assert record.final_answer == "Fixed: the change is in place."
+    assert stored_answer(record.run_id) == record.final_answer
     mcp_calls = [s.tool for s in record.steps if s.kind == "tool_call" and s.capability == "mcp"]
     assert mcp_calls[0] == "bash" and "str_replace_based_edit_tool" in mcp_calls
     assert all(not s.is_error for s in record.steps if s.kind == "tool_call"), record.steps
@@ -211,9 +228,12 @@ def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_le
     record = made[name]
     assert (record.status, record.error_phase, record.stop_reason) == ("timeout", "agent", "timeout"), record.error
     assert record.reward is None
-    assert record.timings["agent"] < 40
+    assert record.timings["agent"] < WALL[name] + 25
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     assert [s.kind for s in record.steps][:1] == ["model"]
+    if name == "timeout_tmux":  # its terminal failed, with why
+        [terminal] = stored_terminals(record.run_id)
+        assert (terminal.state, terminal.end_reason) == ("failed", f"killed at the wall-clock limit of {WALL[name]} s")
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
@@ -247,11 +267,21 @@ def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_i
     record = made["claude_code_tmux"]
     assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
         (record.error, record.warnings)
+    # The answer block the TUI showed last: not the narration before its tool calls, no panels or echo.
+    assert record.final_answer == "Fixed: the change is in place."
     kinds = [(s.kind, s.tool) for s in record.steps]
     assert ("tool_call", "bash") in kinds and ("tool_call", "str_replace_based_edit_tool") in kinds
     assert [s for s in record.steps if s.kind == "model"] and all(
         s.capability == "model_proxy" for s in record.steps if s.kind == "model")
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
+    # Its pane is the run's terminal: ended normally (closing, within its retention), its final
+    # snapshot the TUI's screen with the answer, periodic snapshots taken while it worked.
+    [terminal] = stored_terminals(record.run_id)
+    assert (terminal.state, terminal.end_reason, terminal.tmux_server) == (
+        "closing", "done", f"crucible-{terminal.terminal_id}") and terminal.closes_at
+    snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
+    assert [s.final for s in snapshots][-1:] == [True] and "Fixed: the change is in place." in snapshots[-1].text
+    assert any(not s.final and s.text for s in snapshots[:-1])
     served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation) == ("anthropic", TASK, 2)]
     assert served and all("stream" in e.request for e in served)
 

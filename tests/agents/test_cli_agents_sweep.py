@@ -57,7 +57,7 @@ def test_the_cli_sweep_runs_both_clis_on_every_sample_task_twice_and_each_fixes_
     _, rows = DuckDBStore().query(f"SELECT agent, model, task_id, attempt, status, reward FROM runs "
                                   f"WHERE sweep_id = '{sweep_id}'")
     assert len(rows) == 16
-    assert {(r[0], r[1]) for r in rows} == {("claude_code", "anthropic/claude-sonnet-4-5"), ("codex", "openai/gpt-5")}
+    assert {(r[0], r[1]) for r in rows} == {("claude_code", "anthropic/claude-sonnet-4-6"), ("codex", "openai/gpt-5")}
     assert [r for r in rows if (r[4], r[5]) != ("completed", 1.0)] == []
     assert exchanges and all(e["api_key"] == "present" and e["status"] == 200 for e in exchanges)
 

@@ -3,19 +3,25 @@ fake_cli.py) over real tmux: launch (cwd, size, history, trust answered), multi-
 with a canary not re-sent, tmux-loss continuation by the CLI's session id, a literal @handle,
 a stale draft never submitted, a live steer into the same turn, cancellation that is not a
 completion and leaves the pane reusable, the false-idle trap of a slow tool, the newest answer
-extracted with old turns, tool panels and echoes present, a crash, and parallel panes kept apart.
+extracted with old turns, tool panels and echoes present, a crash, parallel panes kept apart, and
+a real MCP tool call through the run's server that becomes a step of the run.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import secrets
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from engine.agents.cli import Event
+from engine.agents.cli.claude_code import _epoch, parse_stream
 from engine.agents.cli.tmux import TmuxPane, TuiError
+from engine.capabilities.mcp_server import McpService
 
 FAKE = Path(__file__).resolve().parents[1] / "fake_tui" / "fake_cli.py"
 
@@ -198,3 +204,55 @@ def test_parallel_panes_have_their_own_servers_sessions_and_answers(tmp_path):
 
     answers, ids, servers = drive(tmp_path, body)
     assert answers == ["You said: I am a", "You said: I am b"] and len(set(ids)) == 2 and len(servers) == 2
+
+
+class BashTools:
+    """The run's tools as a flavor serves them (``ToolSet``): a real bash in the repo, each call kept."""
+
+    user, workdir = 0, "/"
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd, self.calls = cwd, []
+
+    def specs(self) -> list[dict]:
+        return [{"name": "bash", "description": "Run a shell command in the repository.",
+                 "inputSchema": {"type": "object", "properties": {"command": {"type": "string"}},
+                                 "required": ["command"]}}]
+
+    async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
+        self.calls.append((name, arguments))
+        proc = await asyncio.create_subprocess_exec("bash", "-c", arguments["command"], cwd=self.cwd,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await proc.communicate()
+        return out.decode(), proc.returncode != 0
+
+
+def test_a_real_mcp_tool_call_through_the_runs_server_becomes_a_step_of_the_run(tmp_path):
+    token, socket_path = secrets.token_urlsafe(16), str(tmp_path / "mcp.sock")
+    command = "pwd; echo from-the-run"
+
+    async def body(fake):
+        tools = BashTools(fake.cwd)
+        service = McpService(token=token, also_uds=socket_path)  # the run's server, on the bridge's socket
+        await service.serve(tools)
+        try:
+            pane = await fake.start("--mcp-socket", socket_path, "--mcp-token", token)
+            answer = await pane.turn(f"call bash {json.dumps({'command': command})}", 30)
+            screen = "\n".join(await pane.screen(history=True))
+            session = await fake.session_id()
+        finally:
+            await service.close()
+        # The session's transcript, read as claude_code reads Claude Code's own (its tool calls).
+        lines = (fake.state / f"{session}.jsonl").read_text().splitlines()
+        events = [Event(data, _epoch(data["timestamp"])) for data in map(json.loads, lines)]
+        return answer, tools.calls, parse_stream(events).tool_steps, screen
+
+    answer, calls, steps, screen = drive(tmp_path, body)
+    repo = str(tmp_path / "repo")
+    assert calls == [("bash", {"command": command})]  # the server ran it, in the run's repo
+    assert answer == f"The tool said: {repo}"  # the tool panel is not part of the answer
+    assert "● mcp__crucible__bash(" in screen and f"⎿ {repo}" in screen
+    [(_, step)] = steps
+    assert (step.kind, step.capability, step.tool, step.arguments, step.is_error) == (
+        "tool_call", "mcp", "bash", {"command": command}, False)
+    assert step.result == f"{repo}\nfrom-the-run\n"

@@ -2,7 +2,7 @@
 the tmux provider-contract tests (tests/agents/test_cli_agents_tmux.py). Not a model: what it answers
 is fixed by the prompt.
 
-    python fake_cli.py --state DIR [--resume SESSION_ID] [--no-trust]
+    python fake_cli.py --state DIR [--resume SESSION_ID] [--no-trust] [--mcp-socket PATH --mcp-token T]
 
 Screen: a banner with its session id, a trust prompt ("Do you trust the files in this folder?
 (y/n)"), then the prompt glyph "❯ ". Input is read raw: bracketed paste (ESC[200~ ... ESC[201~)
@@ -13,6 +13,9 @@ draft. While working it shows a spinner line with "(esc to interrupt)"; Esc inte
     recall            answers with what it remembered     -> "● You asked me to remember X."
     slow N            a tool call that takes N s, with a prompt-like footer ("❯ ...") visible
     crash             exits with status 3
+    call TOOL JSON    a real MCP tool call through the run's server (the official SDK's client over
+                      --mcp-socket, bearer --mcp-token), shown as a tool panel -> "● The tool said: ..."
+                      and kept in DIR/<session>.jsonl in Claude Code's transcript form
     anything else     echoed back                          -> "● You said: TEXT"
 A message submitted while it works is queued into the same turn ("● (steered) TEXT").
 The session's memory lives in DIR/<session>.json, so --resume SESSION_ID continues it.
@@ -20,6 +23,7 @@ The session's memory lives in DIR/<session>.json, so --resume SESSION_ID continu
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import select
@@ -49,9 +53,25 @@ class Session:
             json.dump({"memory": self.memory}, f)
 
 
+async def mcp_call(socket_path: str, token: str, tool: str, arguments: dict) -> tuple[str, bool]:
+    """One tool call through the run's MCP server, with the official SDK's client."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                               transport=httpx.AsyncHTTPTransport(uds=socket_path))
+    async with client, streamable_http_client("http://localhost/mcp/", http_client=client) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool(tool, arguments)
+    return "".join(getattr(block, "text", "") for block in result.content), bool(result.isError)
+
+
 class Tui:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, mcp: tuple[str, str] | None = None) -> None:
         self.session = session
+        self.mcp = mcp
         self.pastes = 0
         self.draft = ""
         self.pending: list[str] = []
@@ -124,6 +144,8 @@ class Tui:
             reply = "Noted."
         elif words[:1] == ["recall"]:
             reply = f"You asked me to remember {self.session.memory[-1]}." if self.session.memory else "Nothing."
+        elif words[:1] == ["call"] and len(words) >= 2:
+            reply = self.call(words[1], json.loads(text.split(None, 2)[2]) if len(words) > 2 else {})
         elif words[:1] == ["slow"]:
             if not self.tool(float(words[1])):
                 return
@@ -136,6 +158,31 @@ class Tui:
             out(f"● (steered) {queued}\r\n")
         self.pending = []
         out(f"● {reply}\r\n")
+
+    def call(self, tool: str, arguments: dict) -> str:
+        if self.mcp is None:
+            return "No MCP server configured."
+        call_id = f"toolu_{uuid.uuid4().hex[:12]}"
+        name = f"mcp__crucible__{tool}"
+        self.transcript("assistant", {"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+        out("● Let me call the tool.\r\n")  # narration before a tool call: not the final answer
+        out(f"● {name}({json.dumps(arguments)[:80]})\r\n")
+        try:
+            text, is_error = asyncio.run(mcp_call(*self.mcp, tool, arguments))
+        except Exception as exc:  # the panel says it, as a TUI would
+            text, is_error = f"{type(exc).__name__}: {exc}", True
+        self.transcript("user", {"type": "tool_result", "tool_use_id": call_id, "content": text,
+                                 "is_error": is_error})
+        first = (text.strip().splitlines() or [""])[0]
+        out(f"  ⎿ {first[:120]}\r\n")
+        return f"The tool {'failed' if is_error else 'said'}: {first}"
+
+    def transcript(self, kind: str, block: dict) -> None:
+        """Claude Code's session record: the same messages as its stream-json."""
+        line = {"type": kind, "session_id": self.session.id, "message": {"content": [block]},
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"}
+        with open(os.path.join(self.session.state, f"{self.session.id}.jsonl"), "a") as f:
+            f.write(json.dumps(line) + "\n")
 
     def spin(self, seconds: float) -> bool:
         """Think for ``seconds``; False when interrupted (Esc)."""
@@ -169,6 +216,8 @@ def main() -> int:
     parser.add_argument("--state", required=True)
     parser.add_argument("--resume")
     parser.add_argument("--no-trust", action="store_true")
+    parser.add_argument("--mcp-socket")
+    parser.add_argument("--mcp-token", default="")
     args = parser.parse_args()
     session = Session(args.state, args.resume)
     saved = termios.tcgetattr(sys.stdin)
@@ -183,7 +232,7 @@ def main() -> int:
             out(key.decode() + "\r\n")
             if key == b"n":
                 return 1
-        tui = Tui(session)
+        tui = Tui(session, (args.mcp_socket, args.mcp_token) if args.mcp_socket else None)
         tui.prompt()
         while True:
             for text in tui.edit(tui.read(0.5)):

@@ -197,35 +197,46 @@ class CliAgent:
     async def _execute_tmux(self, ctx: AgentContext, argv: list[str],
                             env: dict[str, str]) -> tuple[Parsed, int | None, bool, str]:
         """Run the CLI's TUI in a private tmux server, submit the prompt, wait until it is idle
-        and stable, take its answer from the pane and its tool calls from its transcript."""
+        and stable, take its answer from the pane and its tool calls from its transcript. The
+        pane is recorded as the run's terminal (``ctx.terminals``) from launch to its end."""
+        from engine.agents.cli.terminal import TerminalRecorder, new_terminal_id, server_name
         from engine.agents.cli.tmux import TmuxPane, TuiError, in_workspace
 
         assert ctx.workspace is not None and self.tui is not None
         launcher = ["sh", "-c", shell.script(__file__, "crucible_cli.sh"), "crucible-cli", str(MODEL_PORT),
                     str(MCP_PORT), *argv]
-        pane = TmuxPane(in_workspace(ctx.workspace, ctx.uid), "crucible", profile=self.tui)
+        terminal_id = new_terminal_id()
+        pane = TmuxPane(in_workspace(ctx.workspace, ctx.uid), server_name(terminal_id), profile=self.tui)
+        recorder = None if ctx.terminals is None else TerminalRecorder(
+            pane, ctx.terminals, terminal_id=terminal_id, owner=f"agent:{self.name}", cwd=ctx.workdir)
         answer, problem, timed_out, code = "", "", False, None
+        failure: str | None = "canceled"  # until the turn ends otherwise
         try:
             await pane.start(launcher, cwd=ctx.workdir, env={**env, "CRUCIBLE_CLI_TTY": "1"})
+            if recorder is not None:
+                await recorder.start()
             async with asyncio.timeout(self.wall_limit(ctx)):
                 await pane.wait_ready(120)
                 answer = await pane.turn(ctx.prompt, self.wall_limit(ctx))
-                code = 0
+                code, failure = 0, None
         except TimeoutError:
-            timed_out = True
+            timed_out, failure = True, f"killed at the wall-clock limit of {self.wall_limit(ctx):g} s"
         except TuiError as exc:
-            problem = str(exc)
+            problem = failure = str(exc)
         finally:
-            await asyncio.shield(self._end_tmux(ctx, pane))
+            # The final snapshot before the pane goes; then the pane and everything of the agent's uid.
+            await asyncio.shield(self._end_tmux(ctx, pane, recorder, failure))
         parsed = self.parse(await self.transcript(ctx, env))
         parsed.answer, parsed.finished = answer or parsed.answer, code == 0
         parsed.stop_reason = "done"
         return parsed, code, timed_out, problem
 
-    async def _end_tmux(self, ctx: AgentContext, pane) -> None:
-        """The TUI's server goes, and with it every process of the agent's uid (a TUI may outlive
-        its terminal's hang-up; nothing of the CLI may outlive its run)."""
+    async def _end_tmux(self, ctx: AgentContext, pane, recorder, failure: str | None) -> None:
+        """The terminal's end is recorded, then the TUI's server goes, and with it every process of
+        the agent's uid (a TUI may outlive its terminal's hang-up; nothing of the CLI may outlive its run)."""
         assert ctx.workspace is not None
+        if recorder is not None:
+            await recorder.end(failure)
         await pane.kill()
         await ctx.workspace.exec(["sh", "-c", "kill -9 -1 2>/dev/null; true"], user=ctx.uid, timeout=30)
 

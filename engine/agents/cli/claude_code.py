@@ -50,9 +50,10 @@ class ClaudeCodeAgentConfig(CliAgentConfig):
 
 TUI = TuiProfile(ready=r"^❯\s*$", ready_within=3, busy=r"esc to interrupt", trust=r"Do you trust the files",
                 trust_answer="1", pasted=r"\[Pasted text #\d+", echo=r"^❯ ", answer=r"^● ",
-                tool_panel=r"^(● [\w:.-]+\(|\s*⎿)", interrupted=r"Interrupted")
+                tool_panel=r"^(● [\w:.-]+\(|\s*⎿|\s+Called \S+)", interrupted=r"Interrupted")
 """Claude Code's TUI: an input box (❯) between two rules, a status line under it, answers as
-"● " blocks, tool calls as "● Tool(...)" with "⎿" result panels, "esc to interrupt" while busy."""
+"● " blocks, tool calls as "● Tool(...)" with "⎿" result panels (2.1.332 collapses calls of an MCP
+server to "  Called crucible"), "esc to interrupt" while busy."""
 
 
 class ClaudeCodeAgent(CliAgent):

@@ -12,8 +12,8 @@ any workspace that has tmux.
   Enter, and Enter is verified to have started a turn; each with bounded retries.
 - Done: the CLI idle (ready line, no busy marker) AND the screen unchanged for ``stable``
   seconds — never a timer alone, and never the prompt glyph alone (a running tool may show one).
-- Answer: the answer blocks after the last echo of the submitted prompt, without tool panels,
-  the echo itself, queued drafts or earlier turns.
+- Answer: the answer blocks after the last echo of the submitted prompt and after the turn's
+  last tool panel, without tool panels, the echo itself, queued drafts or earlier turns.
 - Cancel: Escape, then C-c; a pane that is not prompt-ready after that is killed, never reused.
 - Resume: a lost server is a new pane started with the CLI's resume arguments.
 """
@@ -192,7 +192,9 @@ class TmuxPane:
         raise TimeoutError(f"the turn did not end within {timeout:g} s")
 
     async def answer(self, prompt: str) -> str:
-        """The newest answer: answer blocks after the last echo of ``prompt``, no tool panels."""
+        """The newest answer: answer blocks after the last echo of ``prompt`` and after the turn's
+        last tool panel (text before a tool call is the agent's narration, not its answer, as a
+        headless result event has only the last text), no tool panels."""
         lines = await self.screen(history=True)
         first = prompt.strip().splitlines()[0][:40]
         echoes = [i for i, line in enumerate(lines) if re.search(self.profile.echo, line) and first in line]
@@ -203,7 +205,9 @@ class TmuxPane:
         for line in lines[echoes[-1] + 1:]:
             if re.search(self.profile.ready, line):
                 break
-            if re.search(self.profile.answer, line) and not re.search(self.profile.tool_panel, line):
+            if re.search(self.profile.tool_panel, line):
+                blocks, inside = [], False
+            elif re.search(self.profile.answer, line):
                 blocks.append(re.sub(self.profile.answer, "", line).rstrip())
                 inside = True
             elif inside and line.startswith("  ") and line.strip() and not re.search(self.profile.tool_panel, line):
