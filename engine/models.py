@@ -126,8 +126,9 @@ class RunSpec:
         if data["agent_image"] is None:
             del data["agent_image"]
         integrity = data.get("integrity")
-        if isinstance(integrity, dict) and integrity.get("refuse_test_aware_code") is False:
-            del integrity["refuse_test_aware_code"]
+        for flag in ("refuse_test_aware_code", "named_results_only"):
+            if isinstance(integrity, dict) and integrity.get(flag) is False:
+                del integrity[flag]
         agent = data.get("agent")
         if isinstance(agent, dict) and isinstance(agent.get("image"), dict) and not any(agent["image"].values()):
             del agent["image"]
