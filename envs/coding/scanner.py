@@ -38,6 +38,7 @@ RULES = {
     "monkeypatch": "patches the standard library, the import system or the test runner",
     "test-path": "names a test path or the test runner's files",
     "symlink-escape": "makes a symlink that leaves the repo",
+    "tree-walk": "lists files or directories (how code finds the tests' data without naming it)",
 }
 """Each rule, as the reason a finding gives (``docs/integrity.md`` lists them with examples)."""
 
@@ -48,7 +49,14 @@ STACK_CALLS = frozenset({
     "inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getinnerframes",
     "inspect.getframeinfo", "inspect.trace",
     "traceback.extract_stack", "traceback.walk_stack", "traceback.format_stack", "traceback.print_stack",
+    # walking the heap finds the runner's objects (its config, the test functions) unnamed
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
+TREE_CALLS = frozenset({"os.walk", "os.fwalk", "os.listdir", "os.scandir", "glob.glob", "glob.iglob"})
+TREE_METHODS = frozenset({"glob", "rglob", "iterdir", "walk"})
+"""``Path(...).glob(...)`` and the like, whatever the receiver: its type is not known here."""
+FUNCTION_INTERNALS = frozenset({"__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__"})
+"""Assigned, they rewrite a function someone else holds (a collected test) in place."""
 FRAME_ATTRIBUTES = frozenset({"f_back", "f_globals", "f_locals", "f_code", "tb_frame", "gi_frame", "cr_frame"})
 IMPORT_TIME_CALLS = frozenset({
     "atexit.register", "threading.Thread", "threading.Timer", "multiprocessing.Process",
@@ -269,10 +277,17 @@ class _Visitor(ast.NodeVisitor):
                 self.add("import-time-hook", node, f"{name}() at import time")
             elif "." in name and name.rsplit(".", 1)[1] in MUTATING_METHODS and name.rsplit(".", 1)[0] in IMPORT_SYSTEM:
                 self.add("monkeypatch", node, f"{name}()")
+            elif name in TREE_CALLS:
+                self.add("tree-walk", node, f"{name}()")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in TREE_METHODS:
+            self.add("tree-walk", node, f".{node.func.attr}()")
         if isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
             target = self.qualified(node.args[0])
             if target is not None and target.split(".")[0] in PATCHED_MODULES:
                 self.add("monkeypatch", node, f"{node.func.id}({target}, ...)")
+            elif (len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                  and node.args[1].value in FUNCTION_INTERNALS):
+                self.add("monkeypatch", node, f"{node.func.id}(..., {node.args[1].value!r})")
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -296,6 +311,9 @@ class _Visitor(ast.NodeVisitor):
     def _targets(self, node: ast.AST, targets: Sequence[ast.expr]) -> None:
         for target in targets:
             for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(element, ast.Attribute) and element.attr in FUNCTION_INTERNALS:
+                    self.add("monkeypatch", node, f".{element.attr} = ...")
+                    continue
                 base = element.value if isinstance(element, ast.Subscript) else element
                 name = self.qualified(base) if isinstance(base, (ast.Attribute, ast.Name)) else None
                 if name is None:

@@ -134,6 +134,43 @@ import builtins
 
 setattr(builtins, "open", lambda *a, **k: None)
 '''),
+    "the heap walked for the runner's objects": ("stack-inspection", BASE + '''
+import gc
+
+def add(a, b):
+    config = [o for o in gc.get_objects() if type(o).__name__ == "Config"]
+    return a + b
+'''),
+    "a collected test's code swapped": ("monkeypatch", BASE + '''
+import sys
+
+def add(a, b):
+    for module in list(sys.modules.values()):
+        test = getattr(module, "test_add", None)
+        if test is not None:
+            test.__code__ = (lambda: None).__code__
+    return a + b
+'''),
+    "a function's code set through setattr": ("monkeypatch", BASE + '''
+def add(a, b):
+    setattr(add, "__code__", (lambda a, b: a + b).__code__)
+    return a + b
+'''),
+    "the repo walked for data files": ("tree-walk", BASE + '''
+import os
+
+def add(a, b):
+    for root, _, files in os.walk(os.path.dirname(os.path.dirname(__file__))):
+        pass
+    return a + b
+'''),
+    "a directory globbed": ("tree-walk", BASE + '''
+from pathlib import Path
+
+def add(a, b):
+    cases = list(Path(__file__).parents[1].rglob("*.js" + "on"))
+    return a + b
+'''),
     "the hidden data read": ("test-path", BASE + '''
 import json
 
@@ -168,6 +205,16 @@ def start_flusher(path):
     worker.start()
     atexit.register(worker.join)
     return worker
+''',
+    "a package data file read beside the module": BASE + '''
+import json
+from pathlib import Path
+
+RATES = Path(__file__).with_name("rates.json")
+
+
+def rate(code):
+    return json.loads(RATES.read_text(encoding="utf-8"))[code]
 ''',
     "environment and logging": BASE + '''
 import logging
