@@ -267,6 +267,10 @@ class _Visitor(ast.NodeVisitor):
 
     # ---- calls, attributes, names
     def visit_Call(self, node: ast.Call) -> None:
+        joined = _fold(node)
+        if joined is not None:
+            self._string(node, joined)
+            return
         name = self.qualified(node.func)
         if name is not None:
             if name in STACK_CALLS:
@@ -296,11 +300,29 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and len(node.value) < 500:
-            if RUNNER_STRING.search(node.value):
-                self.add("runner-detection", node, repr(node.value)[:80])
-            elif TEST_PATH_STRING.search(node.value):
-                self.add("test-path", node, repr(node.value)[:80])
+        if isinstance(node.value, str):
+            self._string(node, node.value)
+
+    def _string(self, node: ast.AST, value: str) -> None:
+        if len(value) < 500:
+            if RUNNER_STRING.search(value):
+                self.add("runner-detection", node, repr(value)[:80])
+            elif TEST_PATH_STRING.search(value):
+                self.add("test-path", node, repr(value)[:80])
+
+    # ---- strings split to hide them: "PY" + "TEST_CURRENT_TEST", f"te{'sts'}", "".join(["te", "sts"])
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self._folded(node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        self._folded(node)
+
+    def _folded(self, node: ast.expr) -> None:
+        value = _fold(node)
+        if value is not None:
+            self._string(node, value)  # its parts are literals: nothing else in there to find
+            return
+        self.generic_visit(node)
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -337,3 +359,28 @@ class _Visitor(ast.NodeVisitor):
     def visit_Delete(self, node: ast.Delete) -> None:
         self._targets(node, node.targets)
         self.generic_visit(node)
+
+
+def _fold(node: ast.AST) -> str | None:
+    """The string an expression of string literals makes (``+``, f-strings of literals,
+    ``"sep".join`` of a literal list or tuple), or None when any part is not a literal. A
+    literal on its own is left to ``visit_Constant``: only what is built counts here."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left), _literal(node.right)
+        return left + right if left is not None and right is not None else None
+    if isinstance(node, ast.JoinedStr):
+        parts = [_literal(v.value if isinstance(v, ast.FormattedValue) and not v.format_spec else v)
+                 for v in node.values]
+        return "".join(p for p in parts if p is not None) if all(p is not None for p in parts) else None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], (ast.List, ast.Tuple))):
+        sep, items = _literal(node.func.value), [_literal(e) for e in node.args[0].elts]
+        if sep is not None and all(i is not None for i in items):
+            return sep.join(i for i in items if i is not None)
+    return None
+
+
+def _literal(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return _fold(node)
