@@ -456,8 +456,12 @@ def verdict_from_test_result(
     pytest, and for a task's own ``tests_ran_regex``, the pattern must match too).
     Without: exit 0 within the timeout AND ``tests_ran_regex`` in the output. Either way the
     diff must have applied, and with a ``canary`` (its record) the run is judged as if the
-    canary had not run, and scores 0 when it was not reported failed. With a ``scan`` whose
-    policy refuses test-aware code, a finding the task does not allow (``allowed``) scores 0."""
+    canary had not run (judged from the named results where there are some), and scores 0 when
+    it was not reported failed. With a ``scan`` whose policy refuses test-aware code, a finding
+    the task does not allow (``allowed``) scores 0. From ``raw``: the test run's end markers
+    (``raw["test"]["end"]``, envs/coding/runner_end.py) vouch for a pytest report or show it
+    rewritten, and ``named_results_only`` (strict) refuses a text-only verdict and a report no
+    end marker vouched for."""
     test = (raw or {}).get("test") or {}
     tests, results_problem = _named_tests(named)
     named_only = bool((raw or {}).get("named_results_only"))
