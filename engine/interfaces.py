@@ -306,6 +306,30 @@ class Flavor(Protocol):
 
 
 @runtime_checkable
+class GradesInMany(Protocol):
+    """What a flavor that grades in more than one FRESH workspace adds (optional): e.g. a
+    differential re-run of the hidden tests, whose verdict must agree with the first.
+
+    The engine provisions ``grading_workspaces(spec)`` grading workspaces from the task image,
+    all started together beside the agent's (so a second costs little wall time), calls
+    ``prepare_grading`` on the first and ``prepare_extra_grading`` on each other one while the
+    agent works, then ``grade_many`` instead of ``grade``. With a count of 1 nothing changes.
+    Raises as ``prepare_grading`` and ``grade`` do.
+    """
+
+    def grading_workspaces(self, spec: RunSpec) -> int:
+        """How many fresh grading workspaces grading ``spec`` takes (at least 1)."""
+
+    async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
+        """As ``prepare_grading``, for extra workspace ``index`` (1, 2, ...); may do nothing."""
+
+    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
+                         submission: CapturedSubmission) -> Verdict:
+        """Grade ``submission`` using every workspace (``workspaces[0]`` is the one
+        ``prepare_grading`` had): one verdict, with what each workspace gave in its raw grade."""
+
+
+@runtime_checkable
 class RunServices(Protocol):
     """What a flavor that runs a per-run service beside the workspace adds (optional).
 
@@ -374,6 +398,7 @@ __all__ = [
     "UpstreamFix",
     "ROOT_UID",
     "RunServices",
+    "GradesInMany",
     "Agent",
     "AgentContext",
     "AgentOutcome",

@@ -91,6 +91,11 @@ class GateRole:
     reward: float
 
 
+LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only")
+"""Integrity flags added after specs were first stored: each is left out of the stored spec
+while off, so a mode that does not turn it on keeps its spec hashes."""
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that can change a verdict, pinned at plan time. Frozen; hashed whole.
@@ -126,7 +131,7 @@ class RunSpec:
         if data["agent_image"] is None:
             del data["agent_image"]
         integrity = data.get("integrity")
-        for flag in ("refuse_test_aware_code", "named_results_only"):
+        for flag in LATER_INTEGRITY_FLAGS:
             if isinstance(integrity, dict) and integrity.get(flag) is False:
                 del integrity[flag]
         agent = data.get("agent")

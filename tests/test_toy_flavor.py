@@ -4,6 +4,7 @@ no line of engine/ written for it. The engine finds it by ``_target_`` alone, an
 because the user allows its package (``CRUCIBLE_PLUGIN_PACKAGES``)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,3 +65,28 @@ def test_a_flavor_outside_crucibles_packages_is_refused_unless_allowed():
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr
     assert "toy_flavor.flavor.ToyFlavor' is outside crucible's packages" in lines[0]
     assert "CRUCIBLE_PLUGIN_PACKAGES" in lines[0]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_flavor_that_grades_in_many_workspaces_gets_each_fresh_prepared_and_removed_after(docker_client):
+    """The engine's ``GradesInMany`` hook, for any flavor: ``grading_workspaces`` fresh grading
+    containers (three here), each prepared while the agent works, all handed to ``grade_many``,
+    none of them left behind."""
+    import docker.errors
+
+    from engine.store.duckdb import DuckDBStore
+
+    proc = crucible("run", "task=toy/life_many", "agent=integration_test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = DuckDBStore().query("SELECT reward, raw_grade FROM runs WHERE task_id = 'toy/life_many' "
+                               "AND status = 'completed'")[1]
+    assert len(rows) == 1, rows
+    reward, raw = rows[0][0], rows[0][1] if isinstance(rows[0][1], dict) else json.loads(rows[0][1])
+    assert reward == 1.0 and raw["rewards"] == [1.0, 1.0, 1.0], raw
+    hosts = [g["host"] for g in raw["gradings"]]
+    assert len(set(hosts)) == 3 and all(g["fresh"] for g in raw["gradings"]), raw  # three, none shared
+    assert raw["prepared"] == hosts  # prepare_grading on the first, prepare_extra_grading on the others
+    for host in hosts:
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(host)

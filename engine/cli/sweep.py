@@ -24,7 +24,7 @@ from engine.config.compose import compose_config, to_typed
 from engine.errors import UserError
 from engine.models import RunRecord
 from engine.plan.spec import Plan, plan
-from engine.run.batch import BatchJob, run_batch
+from engine.run.batch import BatchJob, RunSlots, run_batch
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, mark_job
 from engine.run.session import Session, require_integrity, session_for
 
@@ -68,14 +68,14 @@ class Sweep:
         return asyncio.run(self._run())
 
     async def _run(self) -> int:
-        gates: dict[int, asyncio.Semaphore] = {}  # one per session: ``parallel`` bounds the sweep's runs
+        slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
         running: list[asyncio.Task] = []
 
         def start(job: BatchJob | None, session: Session) -> None:
             if job is not None:
                 running.append(asyncio.ensure_future(run_batch(
                     [job], session, parallel=self.parallel, sweep_id=self.sweep_id, on_record=lambda job, record: print_record(record),
-                    gate=gates.setdefault(id(session), asyncio.Semaphore(self.parallel)))))
+                    slots=slots.setdefault(id(session), RunSlots(self.parallel)))))
 
         for job, session in self.first:
             start(job, session)

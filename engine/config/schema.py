@@ -172,6 +172,12 @@ class IntegrityConfig:
     test runner, patches it or the standard library, hooks exit or starts threads at import,
     reads test paths) fails the run unless the task allows that finding. The scan runs and is
     recorded in every mode (envs/coding/scanner.py); this decides whether it costs the run."""
+    differential_rerun: bool = False
+    """The hidden tests run a second time, in another fresh grading workspace, with the hidden
+    files under other, random names (mapped back to the task's test ids) and the test modules
+    in another order: the two verdicts must agree, or the run scores 0 as tampered, both kept
+    in the raw grade. Code that passes only where a hidden test or its data has the name the
+    task gives it (found by a fixed path, a table keyed on names) loses the re-run."""
     isolate_verdict: bool = False
     """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
     each scenario runs as the agent's uid, so no code under test shares pytest's process

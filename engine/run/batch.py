@@ -11,6 +11,8 @@ all come here, so what a batch does is done once:
 - ``repeats`` more runs of each job (``check --check N``);
 - at most ``parallel`` runs at once, in this process's event loop: a run costs no worker
   start-up and no compose beyond its own plan;
+- the next runs waiting for a slot (``parallel`` of them by default) have their workspaces
+  started while they wait, so a run begins with its containers already up (``RunSlots``);
 - each run's directory gets its config (``.hydra/config.yaml``, what ``rerun`` re-plans
   from) before the run starts; its record lands beside it (``record.json``), which is what a
   sweep's progress display reads.
@@ -34,6 +36,25 @@ CONFIG_FILE = Path(".hydra") / "config.yaml"
 """Where a run directory keeps the config its spec was planned from (as Hydra's own jobs do)."""
 
 
+class RunSlots:
+    """How many runs a batch (or several batches sharing it) runs at once, and how many more
+    may start their workspaces while they wait for a slot.
+
+    A run's two container starts (its workspace, its fresh grading container) are most of
+    its time beyond the tests themselves, and mostly waiting on the engine: started ahead,
+    they overlap the runs in progress instead of adding to each run's own time. What is
+    started ahead is the run's own (its run id, its labels, its bridge) and stays untouched
+    until the run uses it, exactly as a run's grading container always waited for grading.
+    """
+
+    def __init__(self, parallel: int, ahead: int | None = None) -> None:
+        self.parallel = max(1, parallel)
+        self.ahead = self.parallel if ahead is None else max(0, ahead)
+        self.running = asyncio.Semaphore(self.parallel)
+        self.holding = asyncio.Semaphore(self.parallel + self.ahead)
+        """Runs holding workspaces: those running and those started ahead."""
+
+
 @dataclass
 class BatchJob:
     plan: Plan
@@ -53,9 +74,9 @@ class BatchJob:
 async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None = None, parallel: int = 2,
                     reuse: bool = False, repeats: int = 0, sweep_id: str | None = None,
                     on_record: Callable[[BatchJob, RunRecord], None] | None = None,
-                    gate: asyncio.Semaphore | None = None) -> list[BatchJob]:
+                    slots: RunSlots | None = None) -> list[BatchJob]:
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
-    ``gate`` allows, shared with other batches); returns them with their records.
+    ``slots`` allow, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again."""
     # The verdict cache first, in one read: what it answers needs no image and no runner.
     done = session.store.completed_runs_for([job.plan.spec.spec_hash for job in jobs]) if reuse else {}
@@ -69,7 +90,7 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     pending = [job for job in jobs if not job.from_store or repeats]
     if not pending:
         return jobs
-    gate = gate or asyncio.Semaphore(max(1, parallel))
+    slots = slots or RunSlots(parallel)
     for image in {image.tag: image for job in pending for image in job.plan.images}.values():
         await asyncio.to_thread(session.builder.ensure, image, session.store)
     # Imported here: a batch answered wholly from the store (a cached check) never loads the
@@ -79,16 +100,23 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
 
     async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
-        async with gate:
+        async with slots.holding:
             run_id = run_id or new_run_id()
-            where = run_dir or (root or _default_root()) / run_id
-            where.mkdir(parents=True, exist_ok=True)
-            if job.config is not None:
-                from omegaconf import OmegaConf
+            ahead = runner.start_ahead(job.plan, run_id)
+            try:
+                async with slots.running:
+                    where = run_dir or (root or _default_root()) / run_id
+                    where.mkdir(parents=True, exist_ok=True)
+                    if job.config is not None:
+                        from omegaconf import OmegaConf
 
-                (where / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
-                (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
-            record = await runner.execute(job.plan, where, sweep_id=sweep_id, run_id=run_id)
+                        (where / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
+                        (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
+                    record = await runner.execute(job.plan, where, sweep_id=sweep_id, run_id=run_id,
+                                                  ahead=ahead)
+            except BaseException:
+                await ahead.discard()  # a run that never began (or failed to): nothing of it stays
+                raise
         job.records.append(record)
         if on_record is not None:
             on_record(job, record)
@@ -99,8 +127,26 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
         for _ in range(repeats):
             await execute(job, None, None)  # a repeat gets a directory of its own
 
-    await asyncio.gather(*(one(job) for job in pending))
+    await _all_of(*(one(job) for job in pending))
     return jobs
+
+
+async def _all_of(*runs) -> None:
+    """Await every run. On a cancel or a failure, the others are cancelled, and this returns
+    (raises) only once every one of them has ended: a cancelled run records itself and takes
+    down what it started, which ``asyncio.gather`` would leave running unawaited."""
+    tasks = [asyncio.ensure_future(run) for run in runs]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        while not all(task.done() for task in tasks):
+            try:
+                await asyncio.wait(tasks)
+            except asyncio.CancelledError:
+                continue  # cancelled again: still wait, the runs are ending
+        raise
 
 
 def _default_root() -> Path:

@@ -69,6 +69,12 @@ def housekeeping(store) -> None:
     except Exception as exc:
         log.debug("local reaper skipped: %s", exc)
     try:
+        from engine.run.reaper import reap_orphan_bridges
+
+        reap_orphan_bridges()
+    except Exception as exc:
+        log.debug("bridge reaper skipped: %s", exc)
+    try:
         store.mark_orphaned_runs()
     except Exception as exc:
         log.debug("orphaned-run sweep skipped: %s", exc)

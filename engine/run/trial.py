@@ -38,10 +38,11 @@ from engine.agents import AgentContext, AgentOutcome
 from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
-from engine.interfaces import Flavor, RunServices, Workspace
+from engine.interfaces import Flavor, GradesInMany, RunServices, Workspace
 from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.config.plugins import instantiate
 from engine.plan.spec import Plan, make_agent
+from engine.run.reaper import BRIDGE_ROOT, bridge_prefix
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,37 @@ class Runner:
             image_tag=plan.image.tag, owner_pid=os.getpid(), owner_host=socket.gethostname(),
         )
 
+    def start_ahead(self, plan: Plan, run_id: str) -> "StartedAhead":
+        """Start a run's workspaces (its own, and its fresh grading container) and its bridge
+        now, ahead of ``execute(..., ahead=)``: a batch does this while the run waits for a
+        slot. Its images must exist (a batch ensures them before anything fans out)."""
+        bridge = _new_bridge()
+        grading = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade")
+        agent = self.runtime.provision(plan.agent_workspace_image, run_id=run_id,
+                                       network=plan.spec.integrity.agent_network, purpose="agent", bridge=bridge)
+        # The agent's first: it is the first one a run waits for.
+        agent_started = asyncio.ensure_future(agent.__aenter__())
+        grading_started = asyncio.ensure_future(grading.__aenter__())
+        ahead = StartedAhead(bridge=bridge, agent=agent, agent_started=agent_started, grading=grading,
+                             grading_started=grading_started)
+        try:
+            ahead.extra = self._start_extra_grading(plan, instantiate(plan.spec.flavor, where="flavor"), run_id)
+        except Exception:  # a flavor that cannot be made: the run itself says so, in its plan phase
+            pass
+        return ahead
+
+    def _start_extra_grading(self, plan: Plan, flavor, run_id: str) -> list[tuple[Workspace, asyncio.Future]]:
+        """The further fresh grading workspaces of a ``GradesInMany`` flavor, each starting."""
+        extra = []
+        for _ in range(flavor.grading_workspaces(plan.spec) - 1 if isinstance(flavor, GradesInMany) else 0):
+            workspace = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade")
+            extra.append((workspace, asyncio.ensure_future(workspace.__aenter__())))
+        return extra
+
     async def execute(self, plan: Plan, run_dir: Path, *, sweep_id: str | None = None,
-                      run_id: str | None = None) -> RunRecord:
+                      run_id: str | None = None, ahead: "StartedAhead | None" = None) -> RunRecord:
+        """Run ``plan`` to a stored record. ``ahead``: its workspaces, started by ``start_ahead``
+        for this run id; the run owns them from here (and takes them down)."""
         run_dir.mkdir(parents=True, exist_ok=True)
         record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
         (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
@@ -92,10 +122,13 @@ class Runner:
         # the run's MCP server listens on a unix socket too, for agents working inside a
         # workspace that has no network (coding CLIs). Short, under /tmp: socket paths are
         # limited to 108 bytes.
-        bridge = tempfile.mkdtemp(prefix="crucible-bridge-", dir="/tmp")
-        os.chmod(bridge, 0o755)
+        bridge = ahead.bridge if ahead is not None else _new_bridge()
         parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32), also_uds=f"{bridge}/{MCP_SOCKET}"),
                        bridge=bridge)
+        if ahead is not None:
+            ahead.handed_over = True  # taken down by ``parts`` from here, whatever happens
+            parts.grading, parts.grading_started, parts.extra = ahead.grading, ahead.grading_started, ahead.extra
+            parts.agent_ahead, parts.agent_started = ahead.agent, ahead.agent_started
         parts.mcp.start()
         try:
             await self._pipeline(plan, record, phase, early, parts)
@@ -153,8 +186,14 @@ class Runner:
             # contention, but then it is late for a quick agent: no faster overall, measured.)
             # It is the task image, never the agent's layer: what the agent installed for
             # itself must not change how the hidden tests run.
-            parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False, purpose="grade")
-            parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
+            if parts.grading_started is None:  # not started ahead of the run
+                parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False,
+                                                       purpose="grade")
+                parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
+                # A flavor that grades in more than one fresh workspace (a differential re-run)
+                # gets the others started now too, together with the first: their start-up is
+                # hidden behind the agent's side as well.
+                parts.extra = self._start_extra_grading(plan, flavor, record.run_id)
             if isinstance(flavor, RunServices) and parts.bridge is not None:
                 # A flavor's per-run service (a mock remote), up before the agent's workspace and
                 # kept until teardown (grading may use it); its start overlaps the grading
@@ -166,7 +205,8 @@ class Runner:
                 gws = await parts.grading_started
                 if parts.preparing is not None:
                     await parts.preparing
-                verdict: Verdict = await asyncio.wait_for(flavor.grade(gws, spec, submission), spec.timeouts.grade)
+                verdict: Verdict = await asyncio.wait_for(_graded(flavor, gws, spec, submission, parts),
+                                                          spec.timeouts.grade)
             record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
             # In the store's order (by name), so the record.json beside the run and the store agree.
             record.tests = sorted(verdict.tests, key=lambda t: (t.name, t.status))
@@ -192,11 +232,20 @@ class Runner:
         left running (it overlaps grading) in ``parts``."""
         spec, timeouts = plan.spec, plan.spec.timeouts
         with phase.timed("provision"):
-            # The agent's image: its declared needs layered over the task image (grading's).
-            workspace = self.runtime.provision(plan.agent_workspace_image, run_id=record.run_id,
-                                               network=spec.integrity.agent_network, purpose="agent",
-                                               bridge=parts.bridge)
-            ws = await workspace.__aenter__()
+            if parts.agent_ahead is not None and parts.agent_started is not None:
+                workspace, starting = parts.agent_ahead, parts.agent_started
+                parts.agent_ahead = parts.agent_started = None  # closed below from here
+                try:
+                    ws = await starting
+                except BaseException:
+                    await _close_started(workspace, starting)
+                    raise
+            else:
+                # The agent's image: its declared needs layered over the task image (grading's).
+                workspace = self.runtime.provision(plan.agent_workspace_image, run_id=record.run_id,
+                                                   network=spec.integrity.agent_network, purpose="agent",
+                                                   bridge=parts.bridge)
+                ws = await workspace.__aenter__()
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
             with phase.timed("setup"):
@@ -205,6 +254,8 @@ class Runner:
             # agent works: after setup, so the two do not compete for the machine.
             assert parts.grading_started is not None  # started before the agent side
             parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
+            parts.preparing_extra = [asyncio.ensure_future(_prepare_grading(flavor, started, spec, index))
+                                     for index, (_, started) in enumerate(parts.extra, 1)]
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
@@ -336,7 +387,13 @@ class _Parts:
     """The flavor's per-run services (``RunServices``), closed after everything that may use them."""
     grading: Workspace | None = None
     grading_started: asyncio.Future | None = None
+    agent_ahead: Workspace | None = None
+    agent_started: asyncio.Future | None = None
+    """The agent's workspace started ahead of the run, until the run takes it (``_agent_side``)."""
     preparing: asyncio.Future | None = None
+    extra: list[tuple[Workspace, asyncio.Future]] = field(default_factory=list)
+    """The further fresh grading workspaces of a ``GradesInMany`` flavor, with their starts."""
+    preparing_extra: list[asyncio.Future] = field(default_factory=list)
     agent_closed: asyncio.Future | None = None
     grading_removed: asyncio.Future | None = None
     """The grading container's removal: started by ``close``, awaited beside the final store
@@ -354,14 +411,61 @@ class _Parts:
             stack.push_async_callback(self.ssh.aclose)
             if self.agent_closed is not None:
                 stack.push_async_callback(_finished, self.agent_closed)
+            if self.agent_ahead is not None and self.agent_started is not None:  # never taken: the run failed first
+                stack.push_async_callback(_close_started, self.agent_ahead, self.agent_started)
             if self.grading_started is not None:
                 stack.callback(self._start_grading_removal)
             if self.preparing is not None:  # first: its exec is killed before the container goes
-                stack.push_async_callback(_cancelled, self.preparing)
+                stack.push_async_callback(_cancelled, self.preparing, *self.preparing_extra)
 
     def _start_grading_removal(self) -> None:
         assert self.grading_started is not None  # registered only once it is set
-        self.grading_removed = asyncio.ensure_future(_close_started(self.grading, self.grading_started))
+        removals = [(self.grading, self.grading_started), *self.extra]
+        self.grading_removed = asyncio.ensure_future(_all_done(*(_close_started(ws, started)
+                                                                  for ws, started in removals)))
+
+
+@dataclass
+class StartedAhead:
+    """A run's workspaces and bridge, started before its turn (``Runner.start_ahead``)."""
+
+    bridge: str
+    agent: Workspace
+    agent_started: asyncio.Future
+    grading: Workspace
+    grading_started: asyncio.Future
+    extra: list[tuple[Workspace, asyncio.Future]] = field(default_factory=list)
+    """A ``GradesInMany`` flavor's further grading workspaces, with their starts."""
+    handed_over: bool = False
+    """Given to ``execute``, which then owns it; until then ``discard`` takes it down."""
+
+    async def discard(self) -> None:
+        """Take down what was started for a run that never began (a cancel while it waited);
+        nothing once ``execute`` took it."""
+        if self.handed_over:
+            return
+        self.handed_over = True
+        # Both at once, and finished even through another cancel (a batch being torn down
+        # cancels its waiting runs more than once).
+        started = [(self.agent, self.agent_started), (self.grading, self.grading_started), *self.extra]
+        closing = asyncio.ensure_future(asyncio.gather(*(_close_started(ws, starting) for ws, starting in started),
+                                                       return_exceptions=True))
+        try:
+            cancelled = await _through_cancel(closing)
+        finally:
+            shutil.rmtree(self.bridge, True)
+        for failed in closing.result():
+            if isinstance(failed, BaseException):
+                log.warning("could not remove a workspace started ahead: %s", failed)
+        if cancelled:
+            raise asyncio.CancelledError
+
+
+def _new_bridge() -> str:
+    """A run's bridge directory on the host (``_Parts.close`` removes it)."""
+    bridge = tempfile.mkdtemp(prefix=bridge_prefix(), dir=str(BRIDGE_ROOT))
+    os.chmod(bridge, 0o755)
+    return bridge
 
 
 class _Phase:
@@ -405,15 +509,40 @@ def _failure(fut: asyncio.Future | None) -> BaseException | None:
     return fut.exception()
 
 
-async def _prepare_grading(flavor: Flavor, grading_started: asyncio.Future, spec) -> None:
-    """The flavor's ``prepare_grading`` on the grading workspace. Never raises: grading
-    does the work itself when it was not done, and reports what really breaks."""
+async def _graded(flavor: Flavor, gws: Workspace, spec, submission: CapturedSubmission, parts: "_Parts") -> Verdict:
+    """The verdict: ``grade`` in the one grading workspace, or a ``GradesInMany`` flavor's
+    ``grade_many`` in all of them once each is started and prepared."""
+    if not parts.extra:
+        return await flavor.grade(gws, spec, submission)
+    assert isinstance(flavor, GradesInMany)  # only such a flavor has extra workspaces
+    others = [await started for _, started in parts.extra]
+    for preparing in parts.preparing_extra:
+        await preparing
+    return await flavor.grade_many([gws, *others], spec, submission)
+
+
+async def _all_done(*closing) -> None:
+    """Wait for every one of ``closing``, each to its end, whatever the others did; then
+    raise the first failure (a workspace left behind is an error, as for one workspace)."""
+    outcomes = await asyncio.gather(*closing, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+async def _prepare_grading(flavor: Flavor, grading_started: asyncio.Future, spec, index: int = 0) -> None:
+    """The flavor's ``prepare_grading`` on the grading workspace (``prepare_extra_grading``
+    on extra workspace ``index``). Never raises: grading does the work itself when it was not
+    done, and reports what really breaks."""
     try:
         gws = await asyncio.shield(grading_started)
     except Exception:
         return  # the grade phase says why there is no grading workspace
     try:
-        await flavor.prepare_grading(gws, spec)
+        if index and isinstance(flavor, GradesInMany):
+            await flavor.prepare_extra_grading(gws, spec, index)
+        else:
+            await flavor.prepare_grading(gws, spec)
     except Exception as exc:
         log.warning("preparing the grading workspace failed (grading does it itself): %s", exc)
 

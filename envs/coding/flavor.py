@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, UpstreamFix, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
 from engine.plan import repos
-from envs.coding import grader, hidden, repo, scanner
+from envs.coding import grader, hidden, repo, rerun, scanner
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
@@ -35,6 +35,9 @@ class CodingFlavor:
         self._hidden: asyncio.Future | None = None
         self._hidden_for: tuple | None = None
         self._prepared: tuple[Workspace, grader.staging.Staging] | None = None
+        self._rerun: asyncio.Future | None = None
+        """The differential re-run's renaming (``rerun.Renaming``), made once per run."""
+        self._rerun_prepared: tuple[Workspace, grader.staging.Staging] | None = None
 
     # ------------------------------------------------------------ authoring
     @classmethod
@@ -119,6 +122,48 @@ class CodingFlavor:
                                   timeout=float(spec.timeouts.grade),
                                   prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
 
+    # ------------------------------------------------------------ differential re-run (GradesInMany)
+    def grading_workspaces(self, spec: RunSpec) -> int:
+        """Two under ``integrity.differential_rerun``: the second grades the re-run."""
+        return 2 if spec.integrity.differential_rerun else 1
+
+    async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
+        """The re-run's commands start on its workspace, with its renamed hidden change."""
+        renaming = await self._renaming(spec.task)
+        self._rerun_prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity, renaming.hidden,
+                                                         shuffle_seed=renaming.seed))
+
+    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
+                         submission: CapturedSubmission) -> Verdict:
+        """The grading and its differential re-run at once, each in its own fresh workspace."""
+        first, second = await _both(CodingFlavor.grade(self, workspaces[0], spec, submission),
+                                    self._grade_rerun(workspaces[1], spec, submission))
+        return grader.with_rerun(first, second, spec.task)
+
+    async def _grade_rerun(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
+        renaming = await self._renaming(spec.task)
+        prepared, self._rerun_prepared = self._rerun_prepared, None
+        return await grader.grade(ws, spec.task, spec.integrity, submission, renaming.hidden,
+                                  timeout=float(spec.timeouts.grade), renaming=renaming,
+                                  prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
+
+    def _renaming(self, task: CodingTaskConfig) -> asyncio.Future:
+        """The re-run's renaming, made once (which files the test ref names is read on the host,
+        in a thread, while the agent works)."""
+        if self._rerun is None or self._rerun.get_loop() is not asyncio.get_running_loop():
+            self._rerun = asyncio.ensure_future(self._new_renaming(task))
+        return self._rerun
+
+    async def _new_renaming(self, task: CodingTaskConfig) -> rerun.Renaming:
+        change = await self._prefetch_hidden(task)
+        try:
+            free = await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change)
+        except KeyError as exc:
+            raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
+        except CrucibleError as exc:
+            raise GradeError(f"cannot plan the differential re-run of task {task.id!r}: {exc}") from exc
+        return rerun.randomise(change, free)
+
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
         return grader.regrade(raw, spec.task)
 
@@ -139,6 +184,11 @@ class CodingFlavor:
         if not_passed:
             lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
                          + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8]))
+        differences = raw.get("rerun_differences") or []
+        if differences:
+            names = ((raw.get("rerun") or {}).get("renamed") or {}).get("names") or {}
+            lines.append(f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}) "
+                         f"disagrees: " + "; ".join(differences[:5]))
         findings = (raw.get("scan") or {}).get("findings") or []
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "
@@ -158,6 +208,16 @@ class CodingFlavor:
             self._hidden.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
         assert self._hidden is not None  # not stale: set
         return self._hidden
+
+
+async def _both(first, second) -> tuple[Verdict, Verdict]:
+    """Both gradings' verdicts; each runs to its end even when the other fails (then the first
+    failure is raised), so neither is cut off mid-way by the other's error."""
+    outcomes = await asyncio.gather(first, second, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes[0], outcomes[1]  # type: ignore[return-value]
 
 
 def _pins(task: CodingTaskConfig, repo_path: Path, recorded: Mapping[str, str] | None) -> dict[str, str]:

@@ -28,7 +28,7 @@ from engine.models import CapturedSubmission, TestResult, Verdict
 from engine.config.schema import IntegrityConfig
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
-from envs.coding import isolated, patch, protect, results, runner_end, scanner, staging
+from envs.coding import isolated, patch, protect, rerun, results, runner_end, scanner, staging
 from envs.coding.hidden import HiddenFile
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
@@ -50,15 +50,18 @@ RESULTS_ROOT = "/tmp/crucible-results"
 
 
 async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig,
-                  hidden: Sequence[HiddenFile]) -> staging.Staging:
+                  hidden: Sequence[HiddenFile], shuffle_seed: int | None = None) -> staging.Staging:
     """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
     reset to the baseline runs at once, the rest waits for the submission. ``hidden``: the
-    task's hidden change (``envs.coding.hidden``). Raises ``GradeError``."""
+    task's hidden change (``envs.coding.hidden``), maybe renamed for a differential re-run,
+    whose ``shuffle_seed`` also puts the test modules in another order. Raises ``GradeError``."""
     for item in hidden:
         _check_relative(item.path)
     uid_wall = bool(integrity.uid_wall)
     workdir = workdir_of(task, GradeError)
     modules = _test_files(task, hidden)
+    if shuffle_seed is not None:
+        modules = rerun.shuffled(modules, shuffle_seed)
     plan = isolated.plan(str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall,
                          separate=_isolates(task, integrity)) if task.isolated_verdict else None
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
@@ -187,9 +190,12 @@ async def grade(
     hidden: Sequence[HiddenFile],
     timeout: float,
     prepared: staging.Staging | None = None,
+    renaming: rerun.Renaming | None = None,
 ) -> Verdict:
     """Grade ``submission`` in ``ws`` (a fresh workspace, maybe ``prepare``d) with the task's
-    hidden change ``hidden`` laid over it. Raises ``GradeError``."""
+    hidden change ``hidden`` laid over it. A differential re-run passes its ``renaming`` (and
+    its ``hidden``): recorded, so its results are read back under the task's test ids.
+    Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
     for item in hidden:
         _check_relative(item.path)
@@ -198,12 +204,15 @@ async def grade(
                  "hidden_deleted": [f.path for f in hidden if f.mode == hidden_change.DELETE],
                  "tests_ran_regex": _tests_ran_regex(task), "canary": None,
                  "named_results_only": bool(integrity.named_results_only)}
+    if renaming is not None:
+        raw["renamed"] = renaming.record()
     try:
         if prepared is not None and (_hidden_of(prepared) != tuple(f.entry for f in hidden)
                                      or _shape_of(prepared) != _shape_for(task, integrity)):
             await _dismiss(prepared)  # prepared for another change or another mode: not usable
             prepared = None
-        ready = prepared or await prepare(ws, task, integrity, hidden)
+        ready = prepared or await prepare(ws, task, integrity, hidden,
+                                          shuffle_seed=renaming.seed if renaming is not None else None)
         staged = {f.path: f.data for f in hidden}
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body
@@ -223,9 +232,10 @@ async def grade(
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
-                began = time.monotonic()
-                raw["scan"] = await _scan(ws, task, integrity, submission.diff)
-                raw["durations"]["scan"] = round(time.monotonic() - began, 4)
+                if renaming is None:  # a re-run applies the same diff: the first grading's scan covers it
+                    began = time.monotonic()
+                    raw["scan"] = await _scan(ws, task, integrity, submission.diff)
+                    raw["durations"]["scan"] = round(time.monotonic() - began, 4)
                 raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
                 began = time.monotonic()
@@ -569,9 +579,40 @@ def _failing_brief(detail: Mapping) -> str:
     return ", ".join(parts) + (f" (first: {named})" if first else "")
 
 
+def with_rerun(first: Verdict, second: Verdict, task: CodingTaskConfig | None = None) -> Verdict:
+    """One verdict from a grading and its differential re-run: the first's, with the re-run's
+    raw grade kept beside it (``rerun``), and 0 as tampered when the two disagree."""
+    kept = {k: v for k, v in first.raw.items() if k not in ("reason", "lists")}
+    return regrade({**kept, "rerun": second.raw}, task)
+
+
 def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
     """Grade again from a stored ``Verdict.raw`` (what ``grade`` recorded) and the task's
-    lists (from the stored spec: the lists are the task's, not the run's)."""
+    lists (from the stored spec: the lists are the task's, not the run's). With a differential
+    re-run's raw grade in ``rerun``, that is judged the same way, and any disagreement between
+    the two scores 0 as tampered (``rerun_differences`` says where; a first verdict that failed
+    already keeps its reason)."""
+    verdict = _regrade_one({k: v for k, v in raw.items() if k not in ("rerun", "rerun_differences")}, task)
+    again = raw.get("rerun")
+    if not isinstance(again, Mapping):
+        return verdict
+    second = _regrade_one(again, task)
+    verdict.raw["rerun"] = second.raw  # the re-run's own verdict (its reason) kept beside the first
+    found = rerun.differences(verdict.reward, verdict.tests, second.reward, second.tests)
+    if found:
+        verdict.raw["rerun_differences"] = found
+        if verdict.reward:  # a first verdict that already failed keeps its own, more telling reason
+            verdict.raw["reason"] = rerun.TAMPERED
+            verdict.reward, verdict.subscores = 0.0, {"tests": 0.0}
+    return verdict
+
+
+def _regrade_one(raw: Mapping, task: CodingTaskConfig | None) -> Verdict:
+    """``regrade`` of one grading's raw grade; a re-run's results read under the task's ids."""
+    named = raw.get("results")
+    renamed = raw.get("renamed")
+    if isinstance(renamed, Mapping) and isinstance(named, Mapping) and named.get("tests"):
+        named = {**named, "tests": rerun.map_back(named["tests"], renamed.get("names") or {})}
     test = raw.get("test") or {}
     return verdict_from_test_result(
         applied=bool((raw.get("apply") or {}).get("ok")),
@@ -581,7 +622,7 @@ def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
         tests_ran_regex=str(raw.get("tests_ran_regex") or DEFAULT_TESTS_RAN),
         raw={k: v for k, v in raw.items() if k not in ("reason", "lists")},
         canary=raw.get("canary"),
-        named=raw.get("results"),
+        named=named,
         fail_to_pass=list(task.fail_to_pass) if task is not None else (),
         pass_to_pass=list(task.pass_to_pass) if task is not None else (),
         scan=raw.get("scan"),

@@ -15,7 +15,7 @@ import contextlib
 import json
 import shlex
 from pathlib import Path
-from typing import Any, AsyncIterator, ClassVar, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, ClassVar, Mapping, Sequence
 
 from engine.errors import CaptureError, ConfigError, SetupError
 from engine.interfaces import PlanContext, PlannedTask, UpstreamFix, Workspace
@@ -132,11 +132,21 @@ class SdlcFlavor(CodingFlavor):
                                   kind="pull_request", data=data)
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
+        return await self._graded(spec, submission, lambda: super(SdlcFlavor, self).grade(ws, spec, submission))
+
+    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
+                         submission: CapturedSubmission) -> Verdict:
+        """The PR's tests graded with the coding flavor's differential re-run."""
+        return await self._graded(spec, submission,
+                                  lambda: super(SdlcFlavor, self).grade_many(workspaces, spec, submission))
+
+    async def _graded(self, spec: RunSpec, submission: CapturedSubmission,
+                      tests_verdict: Callable[[], Awaitable[Verdict]]) -> Verdict:
         task: SdlcTaskConfig = spec.task
         raw: dict[str, Any] = dict(submission.data)
         if raw.get("reason"):
             return self.regrade(spec, raw)
-        tests = await super().grade(ws, spec, submission)
+        tests = await tests_verdict()
         raw["tests"] = tests.raw
         pull = raw["pull_request"]
         if task.pr_rubric:

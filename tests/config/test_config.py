@@ -194,3 +194,21 @@ def test_a_new_value_is_not_a_new_compose_but_a_bad_one_still_gets_hydras_error(
         compose_config(["task=sample/last_page", "agent=noop", "nosuchkey=3"])
     # Not a plain value (Hydra's grammar needed): composed by Hydra, never guessed.
     assert compose._from_group_choices(["task=sample/last_page", "+extra=[1,2]"]) is None
+
+
+def test_a_sweeps_parallelism_is_no_part_of_its_jobs_configs(monkeypatch):
+    """``hydra.launcher.n_jobs`` (the bench's and many users' sweeps) configures the launcher,
+    not a job: validating a sweep with a new seed composes nothing through Hydra."""
+    from engine.cli.run import _validate
+    from engine.config import compose
+
+    sweep = ["task=sample/last_page,sample/query_ops", "agent=noop", "hydra.launcher.n_jobs=2"]
+    _validate([*sweep, "seed=21"])  # the group choices, composed once
+
+    def no_hydra(overrides, **kwargs):
+        raise AssertionError(f"Hydra composed {overrides}")
+
+    monkeypatch.setattr(compose, "_compose", no_hydra)
+    composed, _ = _validate([*sweep, "seed=22"])
+    assert [cfg.seed for _, cfg in composed if cfg is not None] == [22, 22]
+    assert all("hydra.launcher.n_jobs=2" in combo for combo, _ in composed)  # still the sweep's

@@ -151,6 +151,8 @@ def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishe
     # The next command, whatever it is, cleans up after the dead sweep.
     rows = query(home, "SELECT run_id, status, error FROM runs")
     assert owned_containers(docker_client, everyone) == []
+    # Nor does any run's bridge directory (the host side of its sockets) stay behind.
+    assert [p for pid in everyone for p in Path("/tmp").glob(f"crucible-bridge-{pid}.*")] == []
     by_id = {run_id: (status, error) for run_id, status, error in rows}
     assert [s for s, _ in by_id.values()].count("running") == 0
     for run_id in killed:

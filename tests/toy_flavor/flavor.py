@@ -96,3 +96,37 @@ class ToyFlavor:
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         return [f"reason: {raw.get('reason')}; the comparison exited {raw.get('exit_code')}; "
                 f"answer given: {str(raw.get('answer'))[:80]!r}"]
+
+
+class ToyManyFlavor(ToyFlavor):
+    """The toy flavor grading in ``workspaces`` fresh workspaces (the engine's ``GradesInMany``):
+    each is asked for its hostname (the container's) and whether another grading's mark is
+    already there, and the answer is compared in every one of them."""
+
+    def __init__(self, name: str = "toy_many", workspaces: int = 3) -> None:
+        super().__init__(name)
+        self.workspaces = workspaces
+        self.prepared: dict[int, str] = {}
+
+    def grading_workspaces(self, spec: RunSpec) -> int:
+        return self.workspaces
+
+    async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
+        self.prepared[0] = await self._hostname(ws)
+
+    async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
+        self.prepared[index] = await self._hostname(ws)
+
+    async def grade_many(self, workspaces, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
+        seen = []
+        for ws in workspaces:  # one after another: a mark left in a shared workspace would show
+            marked = await ws.exec(["sh", "-c", "test -e /toy/graded; echo $?; hostname; touch /toy/graded"])
+            fresh, host = marked.stdout.decode().split()
+            seen.append({"host": host, "fresh": fresh == "1"})
+        verdicts = [await self.grade(ws, spec, submission) for ws in workspaces]
+        raw = {**verdicts[0].raw, "gradings": seen, "prepared": [self.prepared.get(i) for i in range(len(workspaces))],
+               "rewards": [v.reward for v in verdicts]}
+        return Verdict(reward=min(v.reward for v in verdicts), subscores=verdicts[0].subscores, raw=raw)
+
+    async def _hostname(self, ws: Workspace) -> str:
+        return (await ws.exec(["hostname"])).stdout.decode().strip()

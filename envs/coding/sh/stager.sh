@@ -157,7 +157,13 @@ fi
 # pytest's __pycache__ is, but none of root's renamed or removed), so code under test cannot
 # swap a hidden test or its data before it is read. (An isolated verdict keeps them in its
 # own directory, out of reach already.)
+# The test-side code the hidden tests run with is kept the same way: every __init__.py and
+# conftest.py on a hidden file's path (up to the workdir's own conftest.py) and every Python
+# module in a directory on that path below the workdir (the test helpers, and the visible test
+# modules that read hidden data), root's and not writable by the tests, so code under test
+# cannot rewrite what the tests import after it.
 if [ "$UID_WALL" = 1 ] && [ -z "$VERDICT" ]; then
+  helpers=()
   for i in "${!hidden[@]}"; do
     mode=${hidden[$i]%% *} rel=${hidden[$i]#* }
     if [ "$mode" = del ] || [[ $rel == /* ]]; then continue; fi
@@ -167,10 +173,21 @@ if [ "$UID_WALL" = 1 ] && [ -z "$VERDICT" ]; then
     d=$target
     while [ "$d" != "$WORKDIR" ]; do
       d=${d%/*}
+      helpers+=("$d/__init__.py" "$d/conftest.py")
+      if [ "$d" != "$WORKDIR" ]; then for f in "$d"/*.py; do helpers+=("$f"); done; fi
       if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = 1000 ]; then
         chown 0:0 -- "$d"
         chmod 1777 -- "$d"
       fi
     done
   done
+  declare -A seen=()
+  files=() links=()
+  for f in ${helpers[@]+"${helpers[@]}"}; do  # each once, then one chown (and chmod) for all
+    if [ -n "${seen[$f]:-}" ]; then continue; fi
+    seen[$f]=1
+    if [ -L "$f" ]; then links+=("$f"); elif [ -f "$f" ]; then files+=("$f"); fi
+  done
+  if [ ${#links[@]} != 0 ]; then chown -h 0:0 -- "${links[@]}"; fi
+  if [ ${#files[@]} != 0 ]; then chown 0:0 -- "${files[@]}"; chmod go-w -- "${files[@]}"; fi
 fi

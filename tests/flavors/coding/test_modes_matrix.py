@@ -82,16 +82,16 @@ def _unavailable(sessions: dict, configs: dict[Key, object]) -> dict[tuple[str, 
 
 async def _run_all(configs: dict[Key, object], sessions: dict) -> dict[Key, RunRecord]:
     from engine.plan.spec import plan
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import BatchJob, RunSlots, run_batch
     from engine.util import paths
 
-    gate = asyncio.Semaphore(CONCURRENCY)  # shared: both runtimes' runs count against it
+    slots = RunSlots(CONCURRENCY)  # shared: both runtimes' runs count against it
     jobs: dict[Key, BatchJob] = {}
     # Docker's and the sandboxes' runs alternate: their waits differ, so they overlap well.
     for key in sorted(configs, key=lambda k: (k[0], k[1], k[3], k[2])):
         jobs[key] = BatchJob(await asyncio.to_thread(plan, configs[key], builder=sessions[key[2]].builder))
     await asyncio.gather(*(run_batch([job for key, job in jobs.items() if key[2] == runtime], session,
-                                     root=paths.runs_dir() / "modes_matrix", gate=gate)
+                                     root=paths.runs_dir() / "modes_matrix", slots=slots)
                            for runtime, session in sessions.items()))
     return {key: job.records[0] for key, job in jobs.items()}
 

@@ -1,0 +1,182 @@
+"""The differential re-run (``integrity.differential_rerun``, on in ``strict``).
+
+The hidden tests run a second time, in a second fresh grading workspace (the engine's
+``GradesInMany`` hook), with the hidden change laid down under other names: each test module
+and data file the task does not refer to by name gets a fresh random name (the original path
+removed), and the test modules run in another order. The results are mapped back to the
+task's test ids, and the two verdicts must agree: code under test that passes only where a
+hidden test or its data has the name the task gives it (found by a fixed path, a table keyed
+on test names, an order it counted on) wins the first run and loses the re-run, and the run
+scores 0 as tampered, both verdicts in the raw grade.
+
+What is renamed, and why only that: pytest collects test modules by pattern and a test
+that globs its data directory finds data by pattern, so their names are free; a file that
+something in the test ref names (an import, an ``open("x.json")``) or that a tool finds by a
+fixed name (``conftest.py``, ``__init__.py``, ``pytest.ini``, a helper module) keeps its
+name, or the honest golden would fail the re-run. Which files are named elsewhere is read on
+the host, from the test ref, once per task (``renamable``).
+"""
+from __future__ import annotations
+
+import functools
+import posixpath
+import random
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from engine.errors import GradeError
+from engine.models import TestResult
+from envs.coding import hidden as hidden_change
+from envs.coding.hidden import HiddenFile
+
+TAMPERED = "tampered: the differential re-run, under other hidden test names, gave another verdict"
+FIXED_NAMES = frozenset({"__init__.py", "__main__.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg",
+                         "setup.py", "pyproject.toml", "go.mod", "go.sum", "Makefile", "Cargo.toml",
+                         "package.json"})
+"""Names a tool finds by themselves: never renamed, whatever mentions them."""
+_GO_TEST = re.compile(r"^.*_test\.go$")
+
+
+@dataclass(frozen=True)
+class Renaming:
+    """How one re-run lays the hidden change down."""
+
+    hidden: tuple[HiddenFile, ...]
+    """The change under its new names: each renamed file written at its new path, and its
+    task path removed (so nothing, not even the agent's diff, sits where the task has it)."""
+    names: Mapping[str, str] = field(default_factory=dict)
+    """Random stem -> the task's stem (``test_x1f..`` -> ``test_parse``, ``x9a..`` -> ``decimal``):
+    what maps a result's name back to the task's test id."""
+    seed: int = 0
+    """The module order's shuffle: ``shuffled`` with it always gives the same order."""
+
+    def record(self) -> dict:
+        return {"names": dict(self.names), "seed": self.seed}
+
+
+def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile]) -> frozenset[str]:
+    """The paths of ``files`` that may take another name: a test module or a data file (not
+    a fixed name, not a helper module, not a symlink) that no other file of the test ref
+    names (its file name or stem, as a word, in its text or its path) under the same
+    top-level directory."""
+    return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f)))
+
+
+def _candidate(item: HiddenFile) -> bool:
+    base = posixpath.basename(item.path)
+    if item.mode not in ("644", "755") or base in FIXED_NAMES or base.startswith("."):
+        return False
+    if base.endswith(".py"):  # a helper module is imported by its name; a test module is collected
+        return hidden_change.TEST_MODULE.match(base) is not None
+    if base.endswith(".go"):  # any .go file of a package compiles whatever its name, tests included
+        return _GO_TEST.match(base) is not None
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _renamable(repo_path: str, test_sha: str, candidates: tuple[HiddenFile, ...]) -> frozenset[str]:
+    import git as gitpython
+
+    if not candidates:
+        return frozenset()
+    words = sorted({w for item in candidates for w in _words(item.path)})
+    tops = sorted({item.path.split("/", 1)[0] if "/" in item.path else "" for item in candidates})
+    pathspecs = [] if "" in tops else ["--", *tops]
+    patterns = [arg for word in words for arg in ("-e", word)]
+    try:
+        with gitpython.Repo(repo_path) as repo:
+            paths = repo.git.ls_tree("-r", "--name-only", "-z", test_sha, *pathspecs).split("\0")
+            try:
+                out = repo.git.grep("-I", "-w", "-F", "-o", "-z", *patterns, test_sha, *pathspecs)
+            except gitpython.GitCommandError as exc:
+                if exc.status != 1:  # 1: nothing matched
+                    raise
+                out = ""
+    except gitpython.GitCommandError as exc:
+        raise GradeError(f"cannot read which hidden files the test ref names: "
+                         f"{str(exc.stderr).strip()[-300:]}") from exc
+    named: dict[str, set[str]] = {}
+    for line in out.splitlines():
+        where, _, word = line.partition("\0")
+        path = where.split(":", 1)[1] if ":" in where else where
+        named.setdefault(word, set()).add(path)
+    # A file named after another counts too (a snapshot ``__snapshots__/test_x.ambr`` of ``test_x.py``).
+    for word in words:
+        found = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
+        named.setdefault(word, set()).update(p for p in paths if p and found.search(p))
+    return frozenset(item.path for item in candidates
+                     if not any(named.get(word, set()) - {item.path} for word in _words(item.path)))
+
+
+def _words(path: str) -> tuple[str, ...]:
+    """What would name ``path`` elsewhere: its file name, and its stem when that is a word of
+    at least three characters (an import, a case name built from it)."""
+    base = posixpath.basename(path)
+    stem = _split(base)[0]
+    return (base, stem) if len(stem) >= 3 and stem != base else (base,)
+
+
+def _split(base: str) -> tuple[str, str]:
+    """(stem, extension from the first dot): ``cases.tar.gz`` -> (``cases``, ``.tar.gz``)."""
+    stem, dot, rest = base.partition(".")
+    return stem, dot + rest
+
+
+def randomise(files: Sequence[HiddenFile], free: frozenset[str]) -> Renaming:
+    """A fresh renaming of ``files``: each of ``free`` under a new random name in its own
+    directory, keeping the pattern its runner collects it by (``test_*.py``, ``*_test.py``,
+    ``*_test.go``) and its extension."""
+    out: list[HiddenFile] = []
+    names: dict[str, str] = {}
+    for item in files:
+        if item.path not in free:
+            out.append(item)
+            continue
+        folder, base = posixpath.split(item.path)
+        stem, ext = _split(base)
+        token = "x" + secrets.token_hex(8)  # a letter first: a valid module name
+        if base.startswith("test_"):
+            new_stem = f"test_{token}"
+        elif stem.endswith("_test"):
+            new_stem = f"{token}_test"
+        else:
+            new_stem = token
+        names[new_stem] = stem
+        out.append(HiddenFile(item.path, hidden_change.DELETE))
+        out.append(HiddenFile(posixpath.join(folder, new_stem + ext), item.mode, item.data))
+    # Deletions before writes, each sorted by path: the stager's order, whatever the names.
+    ordered = sorted(out, key=lambda f: (f.mode != hidden_change.DELETE, f.path))
+    return Renaming(hidden=tuple(ordered), names=names, seed=secrets.randbelow(1 << 30))
+
+
+def shuffled(modules: Sequence[str], seed: int) -> list[str]:
+    """``modules`` in another order (reversed when a shuffle gives back the same one), so a
+    suite that depends on which test module runs first shows it."""
+    order = list(modules)
+    random.Random(seed).shuffle(order)
+    if len(order) > 1 and order == list(modules):
+        order.reverse()
+    return order
+
+
+def map_back(tests: Sequence[Mapping], names: Mapping[str, str]) -> list[dict]:
+    """Named results (``{name, status}``) with every random stem put back as the task's."""
+    if not names:
+        return [dict(t) for t in tests]
+    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+    return [{**t, "name": pattern.sub(lambda m: names[m.group(0)], str(t["name"]))} for t in tests]
+
+
+def differences(first_reward: float, first: Sequence[TestResult], second_reward: float,
+                second: Sequence[TestResult]) -> list[str]:
+    """Where two verdicts disagree: the reward, then each test whose status differs (a test
+    only one of them reports counts as MISSING in the other), at most 10 named."""
+    found = [] if first_reward == second_reward else [f"reward {first_reward:g} vs {second_reward:g}"]
+    a = {t.name: t.status for t in first}
+    b = {t.name: t.status for t in second}
+    changed = [f"{name} {a.get(name, 'MISSING')} vs {b.get(name, 'MISSING')}"
+               for name in sorted(a.keys() | b.keys()) if a.get(name) != b.get(name)]
+    return found + changed[:10] + ([f"and {len(changed) - 10} more"] if len(changed) > 10 else [])

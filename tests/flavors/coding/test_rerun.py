@@ -1,0 +1,111 @@
+"""The differential re-run's renaming and judging (envs/coding/rerun.py, grader.regrade), on git
+repositories the tests build: no Docker. The runs themselves: test_differential_rerun.py."""
+from __future__ import annotations
+
+import posixpath
+
+from engine.models import TestResult
+from envs.coding import grader, hidden, rerun
+from envs.coding.hidden import HiddenFile
+from git_repos import commit, git
+
+
+def _repo(tmp_path, test_files: dict[str, bytes]) -> tuple:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    base = commit(repo, {"src/m.py": b"x = 1\n", "tests/__init__.py": b"",
+                         "tests/test_cases.py": b"CASES = sorted(glob('cases/*.json'))\n"}, "base")
+    test = commit(repo, test_files, "test")
+    return repo, base, test
+
+
+def test_only_files_nothing_names_are_renamed_and_fixed_names_never(tmp_path):
+    repo, base, test = _repo(tmp_path, {
+        "tests/cases/decimal.json": b"[]\n",  # found by a glob: free
+        "tests/data/track.bin": b"\x00",  # opened by its name below: kept
+        "tests/test_track.py": b"def test_t(): open('data/track.bin')\n",
+        "tests/test_parse.py": b"def test_p(): pass\n",  # collected by pattern: free
+        "tests/test_base.py": b"class Base: pass\n",  # imported by name below: kept
+        "tests/test_more.py": b"from tests.test_base import Base\n",
+        "tests/helpers.py": b"",  # a helper module: kept
+        "tests/conftest.py": b"",  # found by its name: kept
+        "tests/test_snap.py": b"def test_s(): pass\n",  # a file is named after it: kept
+        "tests/__snapshots__/test_snap.ambr": b"snapshot\n",
+    })
+    change = hidden.read_change(repo, base, test, [], task_id="t/x")
+    free = rerun.renamable(repo, test, change)
+    # test_track.py names its data, but nothing names test_track.py: it may move, its data not
+    # test_snap.py and its snapshot name each other by their paths: both kept
+    assert free == {"tests/cases/decimal.json", "tests/test_parse.py", "tests/test_more.py", "tests/test_track.py"}
+
+
+def test_a_renaming_moves_each_free_file_to_a_fresh_name_its_runner_still_collects():
+    change = [HiddenFile("tests/cases/decimal.json", "644", b"[]"), HiddenFile("tests/test_parse.py", "644", b"t"),
+              HiddenFile("gomod/clock/boundary_test.go", "644", b"g"), HiddenFile("tests/conftest.py", "644", b"c")]
+    free = frozenset({"tests/cases/decimal.json", "tests/test_parse.py", "gomod/clock/boundary_test.go"})
+    one, two = rerun.randomise(change, free), rerun.randomise(change, free)
+    for renaming in (one, two):
+        written = {f.path: f for f in renaming.hidden if f.mode != hidden.DELETE}
+        deleted = {f.path for f in renaming.hidden if f.mode == hidden.DELETE}
+        assert deleted == set(free)  # nothing left where the task has it
+        assert "tests/conftest.py" in written
+        names = {posixpath.basename(p) for p in written}
+        assert any(n.startswith("test_x") and n.endswith(".py") for n in names)
+        assert any(n.endswith("_test.go") and n != "boundary_test.go" for n in names)
+        assert any(n.endswith(".json") and n != "decimal.json" for n in names)
+        assert sorted(renaming.names.values()) == ["boundary_test", "decimal", "test_parse"]
+        assert hidden.test_modules(list(renaming.hidden)) == [p for p in written if p.startswith("tests/test_x")]
+    assert one.names.keys().isdisjoint(two.names.keys())  # each re-run its own names
+
+
+def test_results_map_back_to_the_task_ids_and_the_order_always_changes():
+    renaming = rerun.randomise([HiddenFile("tests/cases/decimal.json", "644", b"[]"),
+                                HiddenFile("tests/test_parse.py", "644", b"t")],
+                               frozenset({"tests/cases/decimal.json", "tests/test_parse.py"}))
+    by_original = {v: k for k, v in renaming.names.items()}
+    read = [{"name": f"tests/test_cases.py::test_cases[{by_original['decimal']}.json]", "status": "PASSED"},
+            {"name": f"tests/{by_original['test_parse']}.py::test_p", "status": "FAILED"}]
+    assert rerun.map_back(read, renaming.names) == [
+        {"name": "tests/test_cases.py::test_cases[decimal.json]", "status": "PASSED"},
+        {"name": "tests/test_parse.py::test_p", "status": "FAILED"}]
+    modules = ["a/test_1.py", "a/test_2.py", "a/test_3.py"]
+    for seed in range(50):
+        assert sorted(rerun.shuffled(modules, seed)) == modules and rerun.shuffled(modules, seed) != modules
+    assert rerun.shuffled(["a/test_1.py"], 3) == ["a/test_1.py"]
+
+
+def _raw(reward_names: dict[str, str], renamed: dict | None = None) -> dict:
+    raw = {"apply": {"ok": True}, "test": {"exit_code": 0 if "FAILED" not in reward_names.values() else 1,
+                                           "timed_out": False, "output_tail": "1 passed"},
+           "results": {"format": "go", "tests": [{"name": n, "status": s} for n, s in reward_names.items()]}}
+    if renamed is not None:
+        raw["renamed"] = {"names": renamed, "seed": 1}
+    return raw
+
+
+def test_a_rerun_that_disagrees_scores_0_as_tampered_with_both_verdicts_kept():
+    first = _raw({"t/test_cases.py::test_cases[decimal.json]": "PASSED"})
+    agreeing = _raw({"t/test_cases.py::test_cases[xab12.json]": "PASSED"}, {"xab12": "decimal"})
+    disagreeing = _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"}, {"xab12": "decimal"})
+    ok = grader.regrade({**first, "rerun": agreeing})
+    assert ok.reward == 1.0 and ok.raw["reason"] == "tests passed" and "rerun_differences" not in ok.raw
+    assert ok.tests == [TestResult("t/test_cases.py::test_cases[decimal.json]", "PASSED")]
+    bad = grader.regrade({**first, "rerun": disagreeing})
+    assert bad.reward == 0.0 and bad.raw["reason"] == rerun.TAMPERED
+    assert bad.raw["rerun_differences"] == ["reward 1 vs 0", "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED"]
+    assert bad.raw["rerun"]["reason"] == "tests failed"  # the re-run's own verdict, kept
+    assert grader.regrade(bad.raw).raw == bad.raw  # a pure function of the stored raw grade
+    alone = grader.regrade(first)
+    assert alone.reward == 1.0 and "rerun" not in alone.raw
+
+
+def test_check_explains_a_disagreeing_rerun_with_the_names_it_used():
+    from envs.coding.flavor import CodingFlavor
+
+    first = _raw({"t/test_cases.py::test_cases[decimal.json]": "PASSED"})
+    bad = grader.regrade({**first, "rerun": _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"},
+                                                 {"xab12": "decimal"})})
+    lines = CodingFlavor().explain(bad.raw)
+    assert ("differential re-run (hidden files renamed: decimal) disagrees: reward 1 vs 0; "
+            "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED") in lines, lines
