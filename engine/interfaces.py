@@ -273,6 +273,9 @@ class PlanContext:
     """Where a flavor keeps build contexts and other derived files, shared across runs."""
     pins: Mapping[str, str] | None = None
     """Pins recorded by an earlier plan (``crucible rerun``): use these, check they exist."""
+    integrity: "IntegrityConfig | None" = None
+    """The run's integrity mode: a flavor refuses in one line what that mode cannot grade
+    (``strict`` refuses a verdict read from text alone)."""
 
 
 @dataclass(frozen=True)

@@ -182,12 +182,20 @@ def task(repo: TaskRepo, **overrides) -> CodingTaskConfig:
     return CodingTaskConfig(**{**fields, **overrides})
 
 
+TEXT_VERDICTS = "integrity.named_results_only=false"
+"""This task's bash runner reads no named results: it is graded on its exit code and summary
+text, which ``strict`` refuses (envs/coding/grader.py ``text_only_refusal``). The tests over it
+check grading's mechanics, so they compose each mode with text verdicts allowed; the refusal
+itself is tested in tests/flavors/coding/test_runner_end.py."""
+
+
 @functools.cache
 def integrity(mode: str) -> IntegrityConfig:
-    """The integrity mode ``mode`` as the config tree composes it (never hand-built)."""
+    """The integrity mode ``mode`` as the config tree composes it (never hand-built), text
+    verdicts allowed (``TEXT_VERDICTS``)."""
     from engine.config.compose import compose_config, to_typed
 
-    return to_typed(compose_config(["task=sample/last_page", f"integrity={mode}"])).integrity
+    return to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", TEXT_VERDICTS])).integrity
 
 
 def spec(task: CodingTaskConfig, mode: str, *overrides: str) -> RunSpec:
@@ -196,6 +204,7 @@ def spec(task: CodingTaskConfig, mode: str, *overrides: str) -> RunSpec:
     minus the image: for driving the flavor directly."""
     from engine.config.compose import compose_config, to_typed
 
-    cfg = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", "agent=integration_test", *overrides]))
+    cfg = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", "agent=integration_test",
+                                   TEXT_VERDICTS, *overrides]))
     return RunSpec(engine_version="test", task=task, env=cfg.env, flavor=cfg.flavor, agent=cfg.agent, model=None,
                    integrity=cfg.integrity, runtime=cfg.runtime, image={}, timeouts=cfg.timeouts, seed=0, attempt=0)

@@ -182,6 +182,11 @@ class IntegrityConfig:
     """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
     each scenario runs as the agent's uid, so no code under test shares pytest's process
     (envs/coding/isolated.py). Off, the same hidden tests call their scenarios in-process."""
+    named_results_only: bool = False
+    """A verdict comes from named test results only: a task that reads none (``results.format
+    none``: the exit code and a pattern over text the tested code can print) is refused at
+    plan time and scores 0 if it reaches grading, and a pytest run whose report pytest's own
+    end marker does not vouch for scores 0 (envs/coding/grader.py)."""
 
 
 @dataclass

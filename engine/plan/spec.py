@@ -151,7 +151,8 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
     agent, model = agent_part(cfg)
     task = dataclasses.replace(cfg.task, id=f"{cfg.task.set}/{cfg.task.name}", pins={})
     ctx = PlanContext(env=cfg.env, base_image=functools.partial(base_image_tag, cfg, builder),
-                      dockerfile=DOCKERFILE, cache_dir=paths.cache_dir(), pins=pins)
+                      dockerfile=DOCKERFILE, cache_dir=paths.cache_dir(), pins=pins,
+                      integrity=cfg.integrity)
     planned = flavor.plan_task(task, ctx)
     inputs = planned.image
     image = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), "task")

@@ -55,6 +55,9 @@ class CodingFlavor:
         if (task.fail_to_pass or task.pass_to_pass) and grader.declared_format(task) == "none":
             raise ConfigError(f"task '{task.id}' lists fail_to_pass/pass_to_pass but reads no named test results "
                               f"(results.format {task.results.format!r} for `{task.test_command}`): set results.format")
+        refused = grader.text_only_refusal(task, ctx.integrity)
+        if refused:
+            raise ConfigError(refused)
         for index, allowance in enumerate(task.allow_test_aware):
             if allowance.rule not in scanner.RULES:
                 raise ConfigError(f"task '{task.id}': allow_test_aware[{index}].rule {allowance.rule!r} is no scanner "

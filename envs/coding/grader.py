@@ -14,6 +14,7 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import posixpath
 import re
 import secrets
@@ -27,7 +28,7 @@ from engine.models import CapturedSubmission, TestResult, Verdict
 from engine.config.schema import IntegrityConfig
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
-from envs.coding import isolated, patch, protect, rerun, results, scanner, staging
+from envs.coding import isolated, patch, protect, rerun, results, runner_end, scanner, staging
 from envs.coding.hidden import HiddenFile
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
@@ -73,9 +74,10 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
     else:
         command, user = _test_command(task, modules, canary), AGENT_UID if uid_wall else ROOT_UID
         verdict, support, gates_itself, shown = None, [], False, None
-    if results_dir is not None:
+    end = None if gates_itself else (secrets.token_hex(16), secrets.token_hex(16))
+    if end is not None:  # the shell's and pytest's ends marked (envs/coding/runner_end.py)
         shown = shown or command  # the record shows the task's command, not the report's plumbing
-        command = _with_junit(command, results_dir)
+        command = runner_end.wrap(command, results_dir)
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
                                     hidden=entries, command=command, user=user, verdict=verdict, support=support,
@@ -85,7 +87,7 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return dataclasses.replace(ready, canary=canary, isolation=plan, results_format=results_format,
-                               results_dir=results_dir, reader=reader)
+                               results_dir=results_dir, reader=reader, end=end)
 
 
 NO_REPORT = 44
@@ -118,6 +120,20 @@ def _test_files(task: CodingTaskConfig, hidden: Sequence[HiddenFile]) -> list[st
     return hidden_change.test_modules(hidden)
 
 
+def text_only_refusal(task: CodingTaskConfig, integrity: IntegrityConfig | None) -> str | None:
+    """The one line refusing ``task`` under ``integrity`` at plan time when its verdict would
+    come from text alone (``results.format`` none, no isolated verdict) and the mode takes
+    verdicts from named results only (``strict``); else None. The grader scores such a run 0
+    too, should one be planned some other way."""
+    if integrity is None or not integrity.named_results_only or declared_format(task) != "none":
+        return None
+    if task.isolated_verdict and integrity.isolate_verdict:
+        return None  # the launcher, not the tested code, says how the isolated tests went
+    return (f"task '{task.id}': integrity={integrity.mode} takes verdicts from named test results only, and "
+            f"`{task.test_command}` gives none (results.format {task.results.format!r}): set results.format "
+            "(pytest, go, parser) or grade it under integrity=vault")
+
+
 def declared_format(task: CodingTaskConfig) -> str:
     """The results format a task's settings give, before any mode (``auto`` resolved)."""
     return _results_format(task, None)
@@ -136,15 +152,6 @@ def _results_format(task: CodingTaskConfig, plan: isolated.Plan | None) -> str:
     if re.search(r"\bgo\s+test\b", command) and re.search(r"(^|\s)-json\b", command):
         return "go"
     return "none"
-
-
-def _with_junit(command: str, results_dir: str) -> str:
-    """The test command with pytest told (through PYTEST_ADDOPTS, whatever the command's own
-    shape) to write its JUnit report into a fresh directory outside the repo."""
-    report = shlex.quote(f"{results_dir}/junit.xml")
-    return (f"mkdir -m 700 {shlex.quote(results_dir)}\n"
-            f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} -o junit_family=xunit1"\n'
-            + command)
 
 
 def _isolates(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
@@ -195,7 +202,8 @@ async def grade(
     raw: dict = {"durations": {}, "violations": list(submission.violations),
                  "hidden_files": [f.path for f in hidden if f.mode != hidden_change.DELETE],
                  "hidden_deleted": [f.path for f in hidden if f.mode == hidden_change.DELETE],
-                 "tests_ran_regex": _tests_ran_regex(task), "canary": None}
+                 "tests_ran_regex": _tests_ran_regex(task), "canary": None,
+                 "named_results_only": bool(integrity.named_results_only)}
     if renaming is not None:
         raw["renamed"] = renaming.record()
     try:
@@ -231,7 +239,7 @@ async def grade(
                 raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
                 began = time.monotonic()
-                if ready.results_format in ("go", "parser") and raw["test"]["output_bytes"] > len(output):
+                if ready.results_format in ("go", "parser") and raw["test"]["output_bytes"] > RESULTS_OUTPUT_BYTES:
                     raw["results"] = {"format": ready.results_format, "error": (
                         f"the test output ({raw['test']['output_bytes']} bytes) is over the "
                         f"{RESULTS_OUTPUT_BYTES} bytes the results are read from")}
@@ -360,15 +368,23 @@ async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: f
     # rather than as the engine cancelling the whole grade.
     limit = min(float(task.test_timeout or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
     keep = RESULTS_OUTPUT_BYTES if ready.results_format in ("go", "parser") else TEST_OUTPUT_BYTES
-    done = await staging.run(ready.tester, b"go\n", limit, keep)
+    tokens = " ".join(ready.end or ()).encode()
+    done = await staging.run(ready.tester, b"go\n" + tokens + b"\n", limit, keep)
     if not done.delivered:  # an infrastructure failure, never a score
         raise GradeError(f"the test command had ended before it was started: "
                          f"{_brief(done.output.decode('utf-8', 'replace'), done.exit_code)}")
     user = ready.isolation.pytest_uid if ready.isolation is not None else ready.user  # pytest's, not a launcher's
+    output = done.output
     record = {"command": ready.command, "user": user, "exit_code": done.exit_code, "timed_out": done.timed_out,
-              "timeout": limit, "output_tail": _tail_text(done.output.decode("utf-8", "replace")),
-              "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
-    return record, done.output
+              "timeout": limit, "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
+    if ready.end is not None:  # judged: what came before the runner's end; the rest only recorded
+        cut = runner_end.split(output, *ready.end)
+        output = cut.text
+        record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report}
+        if cut.after.strip():
+            record["after_end"] = {"bytes": len(cut.after), "tail": _tail_text(cut.after.decode("utf-8", "replace"))}
+    record["output_tail"] = _tail_text(output.decode("utf-8", "replace"))
+    return record, output
 
 
 async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskConfig,
@@ -376,7 +392,7 @@ async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskC
     """The named test results, as the raw grade keeps them: ``{"format", "tests": [{name,
     status}]}`` or ``{"format", "error"}`` when they could not be read (that run scores 0:
     a verdict never falls back to text the tested code could have written)."""
-    fmt = ready.results_format
+    fmt, digest = ready.results_format, ""
     if fmt == "none":
         return {"format": "none"}
     try:
@@ -390,6 +406,7 @@ async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskC
                 raise GradeError(f"the JUnit report could not be read (exit code {done.exit_code}, "
                                  f"{done.output_bytes} bytes)")
             tests = results.parse_junit(done.output)
+            digest = hashlib.sha256(done.output).hexdigest()
         elif fmt == "go":
             tests = results.parse_go_json(output.decode("utf-8", "replace"))
         elif fmt == "parser":
@@ -398,7 +415,8 @@ async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskC
             raise GradeError(f"task {task.id!r}: results.format {fmt!r} is not auto, pytest, go, parser or none")
     except GradeError as exc:
         return {"format": fmt, "error": str(exc)}
-    return {"format": fmt, "tests": [{"name": t.name, "status": t.status} for t in tests]}
+    read = {"format": fmt, "tests": [{"name": t.name, "status": t.status} for t in tests]}
+    return {**read, "sha256": digest} if fmt == "pytest" else read
 
 
 async def _run_parser(ws: Workspace, task: CodingTaskConfig, output: bytes, deadline: float) -> bytes:
@@ -448,15 +466,33 @@ def verdict_from_test_result(
     pytest, and for a task's own ``tests_ran_regex``, the pattern must match too).
     Without: exit 0 within the timeout AND ``tests_ran_regex`` in the output. Either way the
     diff must have applied, and with a ``canary`` (its record) the run is judged as if the
-    canary had not run, and scores 0 when it was not reported failed. With a ``scan`` whose
-    policy refuses test-aware code, a finding the task does not allow (``allowed``) scores 0."""
-    test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
+    canary had not run (judged from the named results where there are some), and scores 0 when
+    it was not reported failed. With a ``scan`` whose policy refuses test-aware code, a finding
+    the task does not allow (``allowed``) scores 0. From ``raw``: the test run's end markers
+    (``raw["test"]["end"]``, envs/coding/runner_end.py) vouch for a pytest report or show it
+    rewritten, and ``named_results_only`` (strict) refuses a text-only verdict and a report no
+    end marker vouched for."""
+    test = (raw or {}).get("test") or {}
     tests, results_problem = _named_tests(named)
+    named_only = bool((raw or {}).get("named_results_only"))
+    # The report against pytest's own end and summary (envs/coding/runner_end.py), before the
+    # canary's failure is taken out of either.
+    unbelieved = runner_end.check(test.get("end"), named, tests, output_tail, named_only)
+    exit_code = test_exit_code
+    test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
     if tests is not None and results_problem is None and canary and "nodeid" in canary:
+        # Judged from the named results, not the text: the canary FAILED, and it is the only
+        # failure there, explains pytest's exit 1; an exit 0 beside it is a forged exit.
         own = [t for t in tests if t.name == canary["nodeid"]]
-        if not tampered and [t.status for t in own] != ["FAILED"]:
-            tampered = canaries.TAMPERED
         tests = [t for t in tests if t.name != canary["nodeid"]]
+        if [t.status for t in own] != ["FAILED"] or exit_code == 0:
+            tampered = tampered or canaries.TAMPERED
+        elif exit_code == 1 and not any(t.status in ("FAILED", "ERROR") for t in tests):
+            test_exit_code = 0
+        else:
+            test_exit_code = exit_code
+    text_only = (not (named or {}).get("format") or (named or {}).get("format") == "none") and not (
+        ((raw or {}).get("isolated") or {}).get("separate"))
     detail: dict = {}
     refused, _ = scanner.judge((scan or {}).get("findings") or [], allowed)
     if not applied:
@@ -464,10 +500,15 @@ def verdict_from_test_result(
     elif refused and (scan or {}).get("refuse"):
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         reason = f"test-aware code: {scanner.Finding(**refused[0]).describe()}{more}"
+    elif named_only and text_only:
+        reason = ("text-only verdict refused: the task reads no named test results (results.format none), "
+                  "and its exit code and output are the tested code's to write")
     elif timed_out:
         reason = "test timeout"
     elif tampered:
         reason = tampered
+    elif unbelieved:
+        reason = unbelieved
     elif results_problem:
         reason = f"no named test results: {results_problem}"
     elif tests is not None and (fail_to_pass or pass_to_pass):

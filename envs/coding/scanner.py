@@ -38,6 +38,7 @@ RULES = {
     "monkeypatch": "patches the standard library, the import system or the test runner",
     "test-path": "names a test path or the test runner's files",
     "symlink-escape": "makes a symlink that leaves the repo",
+    "tree-walk": "lists files or directories (how code finds the tests' data without naming it)",
 }
 """Each rule, as the reason a finding gives (``docs/integrity.md`` lists them with examples)."""
 
@@ -48,7 +49,14 @@ STACK_CALLS = frozenset({
     "inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getinnerframes",
     "inspect.getframeinfo", "inspect.trace",
     "traceback.extract_stack", "traceback.walk_stack", "traceback.format_stack", "traceback.print_stack",
+    # walking the heap finds the runner's objects (its config, the test functions) unnamed
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
+TREE_CALLS = frozenset({"os.walk", "os.fwalk", "os.listdir", "os.scandir", "glob.glob", "glob.iglob"})
+TREE_METHODS = frozenset({"glob", "rglob", "iterdir", "walk"})
+"""``Path(...).glob(...)`` and the like, whatever the receiver: its type is not known here."""
+FUNCTION_INTERNALS = frozenset({"__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__"})
+"""Assigned, they rewrite a function someone else holds (a collected test) in place."""
 FRAME_ATTRIBUTES = frozenset({"f_back", "f_globals", "f_locals", "f_code", "tb_frame", "gi_frame", "cr_frame"})
 IMPORT_TIME_CALLS = frozenset({
     "atexit.register", "threading.Thread", "threading.Timer", "multiprocessing.Process",
@@ -259,6 +267,10 @@ class _Visitor(ast.NodeVisitor):
 
     # ---- calls, attributes, names
     def visit_Call(self, node: ast.Call) -> None:
+        joined = _fold(node)
+        if joined is not None:
+            self._string(node, joined)
+            return
         name = self.qualified(node.func)
         if name is not None:
             if name in STACK_CALLS:
@@ -269,10 +281,17 @@ class _Visitor(ast.NodeVisitor):
                 self.add("import-time-hook", node, f"{name}() at import time")
             elif "." in name and name.rsplit(".", 1)[1] in MUTATING_METHODS and name.rsplit(".", 1)[0] in IMPORT_SYSTEM:
                 self.add("monkeypatch", node, f"{name}()")
+            elif name in TREE_CALLS:
+                self.add("tree-walk", node, f"{name}()")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in TREE_METHODS:
+            self.add("tree-walk", node, f".{node.func.attr}()")
         if isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
             target = self.qualified(node.args[0])
             if target is not None and target.split(".")[0] in PATCHED_MODULES:
                 self.add("monkeypatch", node, f"{node.func.id}({target}, ...)")
+            elif (len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                  and node.args[1].value in FUNCTION_INTERNALS):
+                self.add("monkeypatch", node, f"{node.func.id}(..., {node.args[1].value!r})")
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -281,11 +300,29 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and len(node.value) < 500:
-            if RUNNER_STRING.search(node.value):
-                self.add("runner-detection", node, repr(node.value)[:80])
-            elif TEST_PATH_STRING.search(node.value):
-                self.add("test-path", node, repr(node.value)[:80])
+        if isinstance(node.value, str):
+            self._string(node, node.value)
+
+    def _string(self, node: ast.AST, value: str) -> None:
+        if len(value) < 500:
+            if RUNNER_STRING.search(value):
+                self.add("runner-detection", node, repr(value)[:80])
+            elif TEST_PATH_STRING.search(value):
+                self.add("test-path", node, repr(value)[:80])
+
+    # ---- strings split to hide them: "PY" + "TEST_CURRENT_TEST", f"te{'sts'}", "".join(["te", "sts"])
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self._folded(node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        self._folded(node)
+
+    def _folded(self, node: ast.expr) -> None:
+        value = _fold(node)
+        if value is not None:
+            self._string(node, value)  # its parts are literals: nothing else in there to find
+            return
+        self.generic_visit(node)
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -296,6 +333,9 @@ class _Visitor(ast.NodeVisitor):
     def _targets(self, node: ast.AST, targets: Sequence[ast.expr]) -> None:
         for target in targets:
             for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(element, ast.Attribute) and element.attr in FUNCTION_INTERNALS:
+                    self.add("monkeypatch", node, f".{element.attr} = ...")
+                    continue
                 base = element.value if isinstance(element, ast.Subscript) else element
                 name = self.qualified(base) if isinstance(base, (ast.Attribute, ast.Name)) else None
                 if name is None:
@@ -319,3 +359,28 @@ class _Visitor(ast.NodeVisitor):
     def visit_Delete(self, node: ast.Delete) -> None:
         self._targets(node, node.targets)
         self.generic_visit(node)
+
+
+def _fold(node: ast.AST) -> str | None:
+    """The string an expression of string literals makes (``+``, f-strings of literals,
+    ``"sep".join`` of a literal list or tuple), or None when any part is not a literal. A
+    literal on its own is left to ``visit_Constant``: only what is built counts here."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left), _literal(node.right)
+        return left + right if left is not None and right is not None else None
+    if isinstance(node, ast.JoinedStr):
+        parts = [_literal(v.value if isinstance(v, ast.FormattedValue) and not v.format_spec else v)
+                 for v in node.values]
+        return "".join(p for p in parts if p is not None) if all(p is not None for p in parts) else None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], (ast.List, ast.Tuple))):
+        sep, items = _literal(node.func.value), [_literal(e) for e in node.args[0].elts]
+        if sep is not None and all(i is not None for i in items):
+            return sep.join(i for i in items if i is not None)
+    return None
+
+
+def _literal(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return _fold(node)

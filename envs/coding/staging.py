@@ -40,9 +40,12 @@ DRAIN_GRACE = 0.5
 """Seconds to keep reading after a command exited while something still holds its output open."""
 KILL_WAIT = 10.0
 
-# The tester's own prefix: nothing runs before "go"; then the command gets no stdin (as a
-# plain exec would) and one output stream, interleaved as a terminal would show it.
-_GO = 'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\nexec </dev/null 2>&1\n'
+# The tester's own prefix: nothing runs before "go"; then the end markers' tokens (one line,
+# maybe empty: envs/coding/runner_end.py), kept in shell variables no child inherits; then the
+# command gets no stdin (as a plain exec would) and one output stream, interleaved as a
+# terminal would show it.
+_GO = ('IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
+       'read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n')
 _SELF_GATED = 'exec 2>&1\n'
 
 
@@ -74,6 +77,9 @@ class Staging:
     """Where pytest writes its JUnit report (format ``pytest``), outside the repo."""
     reader: Waiting | None = None
     """The process (as the tests' uid) that prints the JUnit report once told (format ``pytest``)."""
+    end: tuple[str, str] | None = None
+    """The tokens of the shell's and the runner's end markers (envs/coding/runner_end.py), or
+    None: the command marks no end (the isolated verdict's launcher)."""
 
 
 @dataclass

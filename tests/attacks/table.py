@@ -1,6 +1,7 @@
 """Run the attack suite in every integrity mode and print the attack x mode table (markdown).
 
     .venv/bin/python tests/attacks/table.py [--modes none,vault,strict] [--no-local] [--only ID,ID] [--out FILE]
+    .venv/bin/python tests/attacks/table.py --suite ordinary [--out FILE]   # wrinkles/data_driven, docker only
 
 Every cell is the reward of a real run (integration_test agent replaying the attack through
 the task's MCP tools): one column per mode on the docker runtime, and a ``local strict``
@@ -23,8 +24,13 @@ from pathlib import Path
 TESTS_DIR = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(TESTS_DIR.parent), str(TESTS_DIR)]
 
-from attacks.catalog import ATTACKS, THREATS, Attack  # noqa: E402
-from attacks.harness import MODES, AttackRunner  # noqa: E402
+from attacks import catalog, ordinary  # noqa: E402
+from attacks.catalog import Attack  # noqa: E402
+from attacks.harness import MODES, TASK, AttackRunner  # noqa: E402
+
+SUITES = {"sample": (catalog.ATTACKS, catalog.THREATS, TASK), "ordinary": (ordinary.ATTACKS, ordinary.THREATS, ordinary.TASK)}
+"""``sample``: sample/last_page (an isolated verdict); ``ordinary``: wrinkles/data_driven, whose
+tests import the code under test (tests/attacks/ordinary.py; its task lives in tests/conf)."""
 
 LOCAL = "local strict"
 """The column of runs on runtime=local (strict only)."""
@@ -70,6 +76,7 @@ def render(attacks: list[Attack], columns: list[str], records: dict) -> tuple[st
 
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--suite", choices=sorted(SUITES), default="sample")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--only", help="comma-separated attack ids")
     parser.add_argument("--local", action=argparse.BooleanOptionalAction, default=True,
@@ -79,7 +86,11 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-attacks-"))
     modes = ns.modes.split(",")
-    attacks = [a for a in ATTACKS if not ns.only or a.id in ns.only.split(",")]
+    suite, threats, task = SUITES[ns.suite]
+    if ns.suite == "ordinary":
+        os.environ["CRUCIBLE_CONFIG_PATH"] = str(TESTS_DIR / "conf")
+        ns.local = False  # its rows are about what runs inside pytest, the same on either runtime
+    attacks = [a for a in suite if not ns.only or a.id in ns.only.split(",")]
 
     began = time.perf_counter()
     local = None
@@ -91,7 +102,7 @@ def main() -> int:
         except IntegrityUnavailable as exc:
             print(f"{exc} (--no-local leaves the '{LOCAL}' column out)", file=sys.stderr)
             return 2
-    runner = AttackRunner(modes=modes)
+    runner = AttackRunner(task=task, modes=modes)
     records = asyncio.run(runner.run(jobs_for(attacks, modes), concurrency=ns.concurrency))
     columns = list(modes)
     if local is not None:
@@ -102,7 +113,7 @@ def main() -> int:
     seconds = time.perf_counter() - began
     print(table)
     print(f"\n{len(records)} runs in {seconds:.0f} s; threats: "
-          + "; ".join(f"{k} = {v}" for k, v in THREATS.items()))
+          + "; ".join(f"{k} = {v}" for k, v in threats.items()))
     for (attack_id, column), record in sorted(records.items()):
         if record.status != "completed":
             print(f"  {attack_id} [{column}]: {record.status} in {record.error_phase}: {record.error}")

@@ -134,6 +134,54 @@ import builtins
 
 setattr(builtins, "open", lambda *a, **k: None)
 '''),
+    "the heap walked for the runner's objects": ("stack-inspection", BASE + '''
+import gc
+
+def add(a, b):
+    config = [o for o in gc.get_objects() if type(o).__name__ == "Config"]
+    return a + b
+'''),
+    "a collected test's code swapped": ("monkeypatch", BASE + '''
+import sys
+
+def add(a, b):
+    for module in list(sys.modules.values()):
+        test = getattr(module, "test_add", None)
+        if test is not None:
+            test.__code__ = (lambda: None).__code__
+    return a + b
+'''),
+    "a function's code set through setattr": ("monkeypatch", BASE + '''
+def add(a, b):
+    setattr(add, "__code__", (lambda a, b: a + b).__code__)
+    return a + b
+'''),
+    "the repo walked for data files": ("tree-walk", BASE + '''
+import os
+
+def add(a, b):
+    for root, _, files in os.walk(os.path.dirname(os.path.dirname(__file__))):
+        pass
+    return a + b
+'''),
+    "a directory globbed": ("tree-walk", BASE + '''
+from pathlib import Path
+
+def add(a, b):
+    cases = list(Path(__file__).parents[1].rglob("*.js" + "on"))
+    return a + b
+'''),
+    "the runner's variable named in pieces": ("runner-detection", BASE + '''
+import os
+
+def add(a, b):
+    return a + b if os.environ.get("PY" + "TEST_CURRENT" + "_TEST") is None else 0
+'''),
+    "a test path joined from pieces": ("test-path", BASE + '''
+def add(a, b):
+    where = "".join(["te", "sts"]) + "/data/" + f"{'cases'}.json"
+    return a + b
+'''),
     "the hidden data read": ("test-path", BASE + '''
 import json
 
@@ -168,6 +216,16 @@ def start_flusher(path):
     worker.start()
     atexit.register(worker.join)
     return worker
+''',
+    "a package data file read beside the module": BASE + '''
+import json
+from pathlib import Path
+
+RATES = Path(__file__).with_name("rates.json")
+
+
+def rate(code):
+    return json.loads(RATES.read_text(encoding="utf-8"))[code]
 ''',
     "environment and logging": BASE + '''
 import logging
@@ -224,3 +282,28 @@ def test_a_bad_allowance_is_one_line_naming_the_task_and_the_entry(allowance, me
                            f"+task.allow_test_aware=[{allowance}]"], cwd=root, env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "wrinkles/data_driven" in proc.stderr and message in proc.stderr, proc.stderr
+
+
+def _shipped_goldens() -> list[tuple[str, Path, str]]:
+    """(task id, its repo, its name) for every coding-family task config we ship or test with."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    found = []
+    for config in sorted([*(root / "conf" / "task").rglob("*.yaml"), *(root / "tests" / "conf" / "task").rglob("*.yaml")]):
+        data = yaml.safe_load(config.read_text()) or {}
+        if isinstance(data.get("repo"), str) and "refs" not in data and data.get("name"):
+            found.append((f"{config.parent.name}/{config.stem}", data["repo"], data["name"]))
+    return found
+
+
+@pytest.mark.parametrize("task_id, repo, name", _shipped_goldens(), ids=[t[0] for t in _shipped_goldens()])
+def test_every_shipped_golden_scans_clean(task_id, repo, name):
+    """No false positives on our own goldens, with every rule (tree-walk and split strings included)."""
+    from engine.plan.repos import resolve_repo
+
+    path = resolve_repo(repo)
+    diff = git(path, "diff", "--binary", f"{name}_baseline", f"{name}_golden")
+    wanted = scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS)
+    contents = {p: git(path, "show", f"{name}_golden:{p}") for p in wanted}
+    assert scanner.scan(diff, contents, DEFAULT_TEST_PATHS) == [], task_id

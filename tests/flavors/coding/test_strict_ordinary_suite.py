@@ -68,13 +68,13 @@ def test_code_that_patches_the_runner_wins_without_strict_and_fails_under_it_by_
 
 
 DATA_REWRITE = '''
-import glob as _glob
 import os as _os
 _here = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-for _case in _glob.glob(_os.path.join(_here, "te" + "sts", "ca" + "ses", "*.js" + "on")):
+_cases = _os.path.join(bytes.fromhex("7465737473").decode(), "cases")  # "tests", in no literal the scan reads
+for _name in ("decimal", "spaced"):  # named, not globbed: a glob is the scan's (tree-walk)
     try:
-        with open(_case, "w") as _out:  # no cases, no failures
-            _out.write("[]")
+        with open(_os.path.join(_here, _cases, _name + ".json"), "w") as _out:
+            _out.write("[]")  # no cases, no failures
     except OSError:
         pass
 '''

@@ -1,0 +1,130 @@
+"""Where the test run's own output ends, and what may be believed of it.
+
+The tested code shares the test run's output stream and, for pytest, its process: it can
+print after pytest's real summary (from an exit hook, a thread, a process left holding the
+pipe, a later test file) and rewrite the JUnit report after pytest wrote it. So grading marks
+two ends with tokens the tested code is never handed on its command line or environment:
+
+- the **shell end**: the tester prints ``<token> end <exit code>`` once the test command has
+  exited (its token arrives on the tester's stdin, after "go"; envs/coding/staging.py);
+- the **runner end** (pytest): the plugin ``verdict/crucible_runner_end.py``, loaded with
+  ``-p`` from the report's directory, prints ``<token> runner-end <sha256 of the report>``
+  when pytest unconfigures, after its summary and its report are written.
+
+Output after the runner end (or the shell end, where there is none) is kept in the record
+(``after_end``) and ignored: the pass pattern and the summary counts are read from what came
+before. A report whose digest is not the one pytest printed was rewritten after pytest's end
+(``check``), and a report with more passes or fewer failures than pytest's own summary is not
+pytest's (``counts``). Pure functions of the recorded output, so a stored run regrades.
+
+What stays out of reach in-process (docs/integrity.md): code inside pytest's process can read
+the plugin's token from memory and rewrite the report before pytest's end; the isolated
+verdict is the answer to that.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from engine.models import TestResult
+
+PLUGIN = "crucible_runner_end"
+"""The plugin's module name (``-p``); its file is written beside the JUnit report."""
+TAMPERED_REPORT = ("tampered: the JUnit report changed after pytest's own end "
+                   "(rewritten by code still running after pytest finished)")
+_SUMMARY = re.compile(r"(?m)^=*\s*((?:[0-9]+ [a-z]+(?:, )?)+)(?: in [0-9.]+\s*s\b.*?)?\s*=*\s*$")
+_COUNT = re.compile(r"([0-9]+) ([a-z]+)")
+
+
+@cache
+def plugin_source() -> str:
+    return (Path(__file__).parent / "verdict" / f"{PLUGIN}.py").read_text(encoding="utf-8")
+
+
+def wrap(command: str, results_dir: str | None) -> str:
+    """The tester's script around the task's ``command``: for pytest (``results_dir``), the
+    report's directory with the plugin and its one-time token, then the command in a subshell
+    (its own ``exit`` ends only that), then the shell end. The tokens are the tester's shell
+    variables ``crucible_end`` and ``crucible_runner`` (read from its stdin, never exported)."""
+    prefix = ""
+    if results_dir is not None:
+        folder = shlex.quote(results_dir)
+        report = shlex.quote(f"{results_dir}/junit.xml")
+        prefix = (f"mkdir -m 700 {folder}\n"
+                  f"printf '%s\\n' \"$crucible_runner\" > {folder}/end.nonce\n"
+                  f"cat > {folder}/{PLUGIN}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source()}CRUCIBLE_RUNNER_END\n"
+                  f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+                  f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '
+                  f'-o junit_family=xunit1 -p {PLUGIN}"\n')
+    return (f"{prefix}(\n{command}\n)\ncrucible_rc=$?\n"
+            "printf '\\n%s end %s\\n' \"$crucible_end\" \"$crucible_rc\"\nexit \"$crucible_rc\"\n")
+
+
+@dataclass(frozen=True)
+class Split:
+    text: bytes
+    """The output up to the runner's end (or the shell's, where the runner printed none)."""
+    after: bytes
+    """Everything after that: recorded, never judged."""
+    shell_end: bool
+    runner_report: str | None
+    """The report digest pytest printed at its end ("none": it wrote no report), or None: no runner end."""
+
+
+def split(output: bytes, shell_token: str, runner_token: str) -> Split:
+    """The output cut at the first shell end and, before it, the first runner end."""
+    text, after, shell_end = output, b"", False
+    found = re.search(rb"\n" + re.escape(shell_token.encode()) + rb" end -?[0-9]+\n", output) if shell_token else None
+    if found:
+        text, after, shell_end = output[:found.start()], output[found.end():], True
+    runner = re.search(rb"\n" + re.escape(runner_token.encode()) + rb" runner-end ([0-9a-f]{64}|none)\n",
+                       text) if runner_token else None
+    if runner is None:
+        return Split(text, after, shell_end, None)
+    return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode())
+
+
+def summary_counts(text: str) -> dict[str, int] | None:
+    """pytest's last summary line ("2 failed, 5 passed in 0.1s") as counts, or None."""
+    found = list(_SUMMARY.finditer(text))
+    if not found:
+        return None
+    return {kind: int(n) for n, kind in _COUNT.findall(found[-1].group(1))}
+
+
+def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult] | None,
+          output: str, vouched_only: bool) -> str | None:
+    """Why the named results of a pytest run cannot be believed, or None. ``end``: the test
+    record's ``end`` (absent on runs graded before it existed: nothing to check);
+    ``vouched_only``: a report pytest's own end did not vouch for is refused too."""
+    if end is None or not named or named.get("format") != "pytest" or tests is None or named.get("error"):
+        return None
+    printed = end.get("runner_report")
+    if printed is None:
+        if vouched_only:
+            return "no named test results: pytest never reached its own end, so its report is not vouched for"
+        return None
+    if printed != named.get("sha256"):
+        return TAMPERED_REPORT
+    return counts(tests, summary_counts(output))
+
+
+def counts(tests: Sequence[TestResult], summary: Mapping[str, int] | None) -> str | None:
+    """The report against pytest's own summary. Only the directions a forger moves are
+    checked (an honest report merges a call failure and a teardown error into one ERROR, so
+    exact equality would fail honest runs): no more passes than pytest counted, and failures
+    in the report when pytest counted any."""
+    if summary is None:
+        return None
+    passed = sum(t.status == "PASSED" for t in tests)
+    counted = summary.get("passed", 0) + summary.get("xpassed", 0)
+    if passed > counted:
+        return f"tampered: the report has {passed} passed, pytest's own summary {counted}"
+    bad = summary.get("failed", 0) + summary.get("error", 0) + summary.get("errors", 0)
+    if bad and not any(t.status in ("FAILED", "ERROR") for t in tests):
+        return f"tampered: pytest's own summary counts {bad} failed or errors, the report none"
+    return None

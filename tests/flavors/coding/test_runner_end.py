@@ -1,0 +1,163 @@
+"""No pass from text the tested code can write (envs/coding/runner_end.py, grader.py): the
+output cut at pytest's own end and the shell's, the report checked against the digest pytest
+printed and against its own summary, the canary judged from the named results, and text-only
+verdicts refused under strict, at plan time in one line and in grading.
+
+The end markers' shell and plugin run for real here (bash and a real pytest in a temporary
+directory); the Docker runs are in test_attacks_ordinary.py."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.models import TestResult
+from envs.coding import grader, runner_end
+from envs.coding.grader import verdict_from_test_result
+
+ROOT = Path(__file__).resolve().parents[3]
+SHELL, RUNNER = "a" * 32, "b" * 32
+SUITE = '''
+import atexit, os
+
+def _late():
+    print("=== 3 passed in 0.01s ===", flush=True)  # forged, after pytest's end
+
+atexit.register(_late)
+
+def test_one():
+    assert 1 + 1 == 2
+
+def test_two():
+    assert 1 + 1 == 3
+'''
+
+
+def run_wrapped(tmp_path: Path, command: str, pytest_report: bool = True) -> tuple[bytes, Path]:
+    """The tester's script as grading builds it, run by bash with the tokens on its stdin."""
+    results = tmp_path / "results"
+    script = ('IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
+              'read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n'
+              + runner_end.wrap(command, str(results) if pytest_report else None))
+    done = subprocess.run(["bash", "-c", script], input=f"go\n{SHELL} {RUNNER}\n".encode(), cwd=tmp_path,
+                          capture_output=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""})
+    return done.stdout, results / "junit.xml"
+
+
+def test_pytests_own_end_cuts_what_an_exit_hook_prints_after_it(tmp_path):
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider test_suite.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    assert cut.shell_end and cut.runner_report == hashlib.sha256(report.read_bytes()).hexdigest()
+    assert b"1 failed, 1 passed" in cut.text and b"3 passed" not in cut.text
+    assert b"=== 3 passed in 0.01s ===" in cut.after  # recorded, not judged
+    assert runner_end.summary_counts(cut.text.decode()) == {"failed": 1, "passed": 1}
+    assert not (tmp_path / "results" / "end.nonce").exists()  # the token was taken before any test ran
+
+
+def test_a_report_rewritten_after_pytests_end_is_tampered(tmp_path):
+    (tmp_path / "test_suite.py").write_text(SUITE.replace(
+        'print("=== 3 passed in 0.01s ===", flush=True)',
+        'import glob; [open(p, "a").write("<!-- later -->") for p in glob.glob("results/junit.xml")]'))
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider test_suite.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report}
+    assert runner_end.check(end, named, [], cut.text.decode(), False) == runner_end.TAMPERED_REPORT
+
+
+def test_output_after_the_shell_end_is_cut_and_a_command_exit_ends_only_its_subshell(tmp_path):
+    output, _ = run_wrapped(tmp_path, "echo honest; (sleep 0.3; echo '5 passed') & exit 3", pytest_report=False)
+    cut = runner_end.split(output, SHELL, RUNNER)
+    assert cut.shell_end and cut.runner_report is None
+    assert cut.text.strip() == b"honest"
+    assert output.endswith(f"{SHELL} end 3\n".encode()) or b"5 passed" in cut.after
+
+
+def test_markers_without_the_tokens_are_text():
+    forged = f"x\n{'c' * 32} runner-end none\n1 passed\n{'d' * 32} end 0\n".encode()
+    cut = runner_end.split(forged, SHELL, RUNNER)
+    assert (cut.text, cut.after, cut.shell_end, cut.runner_report) == (forged, b"", False, None)
+
+
+@pytest.mark.parametrize("tests, summary, problem", [
+    ([TestResult("a", "PASSED"), TestResult("b", "PASSED")], {"passed": 1, "failed": 1}, "2 passed"),
+    ([TestResult("a", "PASSED")], {"passed": 1, "failed": 1}, "1 failed or errors"),
+    ([TestResult("a", "ERROR"), TestResult("b", "PASSED")], {"passed": 2, "failed": 1, "error": 1}, None),
+    ([TestResult("a", "PASSED"), TestResult("b", "PASSED")], {"passed": 1, "xpassed": 1}, None),
+    ([TestResult("a", "PASSED")], None, None),
+])
+def test_the_report_is_checked_against_pytests_own_summary(tests, summary, problem):
+    found = runner_end.counts(tests, summary)
+    assert (found is None) if problem is None else (problem in str(found)), found
+
+
+def _verdict(exit_code: int, tests: list[tuple[str, str]], output: str, canary: dict | None = None,
+             named_only: bool = True, report: str = "r" * 64, printed: str | None = "r" * 64):
+    named = {"format": "pytest", "tests": [{"name": n, "status": s} for n, s in tests], "sha256": report}
+    raw = {"named_results_only": named_only,
+           "test": {"exit_code": exit_code, "end": {"shell": True, "runner_report": printed}}}
+    return verdict_from_test_result(applied=True, test_exit_code=exit_code, timed_out=False, output_tail=output,
+                                    raw=raw, canary=canary, named=named)
+
+
+CANARY = {"nodeid": "tests/test_0123456789abcdef.py::test_c"}
+
+
+def test_the_canary_is_judged_from_the_named_results_not_the_summary_text():
+    honest = "FAILED tests/test_0123456789abcdef.py::test_c\n1 failed, 2 passed in 0.1s\n"
+    passing = [("tests/test_a.py::test_a", "PASSED"), ("tests/test_a.py::test_b", "PASSED")]
+    assert _verdict(1, [*passing, (CANARY["nodeid"], "FAILED")], honest, CANARY).reward == 1.0
+    # a real failure beside the canary: the text forged to say the canary was the only one changes nothing
+    failing = [("tests/test_a.py::test_a", "PASSED"), ("tests/test_a.py::test_b", "FAILED")]
+    forged = "2 failed, 1 passed in 0.1s\n" + honest
+    assert _verdict(1, [*failing, (CANARY["nodeid"], "FAILED")], forged, CANARY).raw["reason"] != "tests passed"
+    # the canary failed, yet pytest exited 0: a forged exit
+    assert _verdict(0, [*passing, (CANARY["nodeid"], "FAILED")], honest, CANARY).raw["reason"].startswith("tampered")
+    assert _verdict(1, [*passing, (CANARY["nodeid"], "PASSED")], honest, CANARY).raw["reason"].startswith("tampered")
+
+
+def test_a_report_pytests_end_did_not_vouch_for_scores_zero_only_where_named_results_are_required():
+    passing = [("tests/test_a.py::test_a", "PASSED")]
+    assert _verdict(0, passing, "1 passed in 0.1s\n", printed=None).raw["reason"].startswith("no named test results")
+    assert _verdict(0, passing, "1 passed in 0.1s\n", printed=None, named_only=False).reward == 1.0
+    assert _verdict(0, passing, "1 passed in 0.1s\n", printed="0" * 64).raw["reason"] == runner_end.TAMPERED_REPORT
+
+
+def test_a_text_only_verdict_scores_zero_where_named_results_are_required():
+    raw = {"named_results_only": True, "test": {"exit_code": 0}}
+    verdict = verdict_from_test_result(applied=True, test_exit_code=0, timed_out=False, output_tail="3 passed\n",
+                                       raw=raw, named={"format": "none"})
+    assert verdict.reward == 0.0 and verdict.raw["reason"].startswith("text-only verdict refused")
+    raw["isolated"] = {"separate": True}  # the isolated verdict's launcher judged it: not the tested code's text
+    assert verdict_from_test_result(applied=True, test_exit_code=0, timed_out=False, output_tail="3 passed\n",
+                                    raw=raw, named={"format": "none"}).reward == 1.0
+
+
+def test_a_stored_run_graded_before_the_end_markers_regrades_as_it_was():
+    raw = {"apply": {"ok": True}, "test": {"exit_code": 0, "output_tail": "2 passed in 0.1s\n"},
+           "results": {"format": "pytest", "tests": [{"name": "t::a", "status": "PASSED"},
+                                                     {"name": "t::b", "status": "PASSED"}]}}
+    assert grader.regrade(raw).reward == 1.0
+
+
+@pytest.mark.docker  # planning resolves the base image through the engine
+@pytest.mark.parametrize("mode, refused", [("strict", True), ("vault", False)])
+def test_strict_refuses_a_text_only_task_in_one_line_at_plan_time(tmp_path, mode, refused, docker_client):
+    conf = tmp_path / "conf" / "task" / "tx"
+    conf.mkdir(parents=True)
+    data_driven = (ROOT / "tests" / "conf" / "task" / "wrinkles" / "data_driven.yaml").read_text()
+    (conf / "data_driven.yaml").write_text(data_driven.replace("set: wrinkles", "set: tx")
+                                           + "results:\n  format: none\n")
+    env = {**os.environ, "CRUCIBLE_CONFIG_PATH": str(tmp_path / "conf"), "CRUCIBLE_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "engine.cli.main", "build", "--dry-run", "task=tx/data_driven",
+                           f"integrity={mode}"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    line = "task 'tx/data_driven': integrity=strict takes verdicts from named test results only"
+    if refused:
+        assert done.returncode != 0 and done.stderr.count("\n") == 1 and line in done.stderr, done.stderr
+    else:  # the same task plans under vault, where a text verdict is allowed
+        assert done.returncode == 0 and "named test results" not in done.stderr, done.stderr
