@@ -91,7 +91,7 @@ class GateRole:
     reward: float
 
 
-LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only")
+LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only", "hide_running_test")
 """Integrity flags added after specs were first stored: each is left out of the stored spec
 while off, so a mode that does not turn it on keeps its spec hashes."""
 

@@ -182,6 +182,11 @@ class IntegrityConfig:
     """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
     each scenario runs as the agent's uid, so no code under test shares pytest's process
     (envs/coding/isolated.py). Off, the same hidden tests call their scenarios in-process."""
+    hide_running_test: bool = False
+    """pytest does not publish the running test's id to the code under test: it puts it in the
+    process environment (``PYTEST_CURRENT_TEST``), where code can read which hidden case is
+    asking and answer that case from its data, with no name the scan could read. No verdict
+    needs it; the end plugin (envs/coding/verdict/crucible_runner_end.py) turns it off."""
     named_results_only: bool = False
     """A verdict comes from named test results only: a task that reads none (``results.format
     none``: the exit code and a pattern over text the tested code can print) is refused at

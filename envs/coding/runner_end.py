@@ -45,17 +45,24 @@ def plugin_source() -> str:
     return (Path(__file__).parent / "verdict" / f"{PLUGIN}.py").read_text(encoding="utf-8")
 
 
-def wrap(command: str, results_dir: str | None) -> str:
+HIDE_RUNNING_TEST = "hide-running-test"
+"""The word after the token in the plugin's ``end.nonce``: hide the running test's id."""
+
+
+def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = False) -> str:
     """The tester's script around the task's ``command``: for pytest (``results_dir``), the
     report's directory with the plugin and its one-time token, then the command in a subshell
     (its own ``exit`` ends only that), then the shell end. The tokens are the tester's shell
-    variables ``crucible_end`` and ``crucible_runner`` (read from its stdin, never exported)."""
+    variables ``crucible_end`` and ``crucible_runner`` (read from its stdin, never exported).
+    ``hide_running_test``: the plugin keeps pytest from publishing the running test's id in
+    the environment (``PYTEST_CURRENT_TEST``)."""
     prefix = ""
     if results_dir is not None:
         folder = shlex.quote(results_dir)
         report = shlex.quote(f"{results_dir}/junit.xml")
         prefix = (f"mkdir -m 700 {folder}\n"
-                  f"printf '%s\\n' \"$crucible_runner\" > {folder}/end.nonce\n"
+                  f"printf '%s{' ' + HIDE_RUNNING_TEST if hide_running_test else ''}\\n' \"$crucible_runner\" "
+                  f"> {folder}/end.nonce\n"
                   f"cat > {folder}/{PLUGIN}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source()}CRUCIBLE_RUNNER_END\n"
                   f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
                   f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '

@@ -219,7 +219,7 @@ def parse_duration(text):
 
 AWARE_TEST_NAME_UNNAMED = AWARE_TEST_NAME.replace('"PY" + "TEST_CURRENT_TEST"', unnamed("PYTEST_CURRENT_TEST")).replace(
     '"te" + "sts"', unnamed("tests"))
-"""The same with every name in hex: nothing the scan reads (see OUT_OF_REACH)."""
+"""The same with every name in hex: nothing the scan reads; stopped by ``hide_running_test``."""
 
 AWARE_DATA_WALK = '''
 import json as _json
@@ -497,6 +497,9 @@ TEST_AWARE = [
            (append(AWARE_STACK),), (1.0, 1.0, 0.0)),
     Attack("aware-test-name", "test-aware", "parse_duration reads PYTEST_CURRENT_TEST and answers from the case file "
            "it names", (append(AWARE_TEST_NAME),), (1.0, 1.0, 0.0)),
+    Attack("aware-test-name-unnamed", "test-aware", "`aware-test-name` with the variable's and the folder's names in "
+           "hex: the scan reads no literal of them; under strict pytest never publishes the running test's id",
+           (append(AWARE_TEST_NAME_UNNAMED),), (1.0, 1.0, 0.0)),
     Attack("aware-data-walk", "test-aware", "parse_duration walks the repo for JSON case lists and answers from them "
            "(no test path named)", (append(AWARE_DATA_WALK),), (1.0, 1.0, 0.0)),
 ]
@@ -543,11 +546,7 @@ PATTERN = [
            (append(_skipping("xfail")),), (1.0, 1.0, 0.0), task=(WEAK_PATTERN, TEXT_ONLY)),
 ]
 
-OUT_OF_REACH = [
-    Attack("aware-test-name-unnamed", "test-aware", "`aware-test-name` with the variable's and the folder's names in "
-           "hex: the scan reads no literal of them, and nothing else in pytest's process stops it",
-           (append(AWARE_TEST_NAME_UNNAMED),), (1.0, 1.0, 1.0)),
-]
+OUT_OF_REACH: list[Attack] = []
 """Attacks that still win under strict on an ordinary suite, kept in the table so it says so
 (docs/integrity.md, "What stays out of reach in-process"): the day a defence stops one, its
 expectation is wrong and the suite fails."""

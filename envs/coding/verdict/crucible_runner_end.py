@@ -19,18 +19,32 @@ import pytest
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _take_token() -> str:
+def _take_token() -> tuple[str, list[str]]:
+    """The one-time token and the words after it (what else grading asks of this plugin)."""
     path = os.path.join(_HERE, "end.nonce")
     try:
         with open(path, encoding="ascii") as handle:
-            token = handle.read().strip()
+            words = handle.read().split()
         os.unlink(path)  # gone before any code under test is imported
     except OSError:
-        return ""  # a nested or second pytest run: only the first one speaks
-    return token
+        return "", []  # a nested or second pytest run: only the first one speaks
+    return (words[0], words[1:]) if words else ("", [])
 
 
-_TOKEN = _take_token()
+def _hide_running_test() -> None:
+    """pytest puts the running test's id in the process environment (PYTEST_CURRENT_TEST),
+    where the code under test could read which hidden case is asking. Nothing of a verdict
+    needs it: pytest's own function that sets and clears it is replaced by one that does not."""
+    from _pytest import runner
+
+    if hasattr(runner, "_update_current_test_var"):
+        runner._update_current_test_var = lambda item, when: None
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+
+
+_TOKEN, _ASKED = _take_token()
+if "hide-running-test" in _ASKED:
+    _hide_running_test()
 
 
 def _digest(path: str) -> str:

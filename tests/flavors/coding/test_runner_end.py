@@ -18,6 +18,7 @@ import pytest
 from engine.models import TestResult
 from envs.coding import grader, runner_end
 from envs.coding.grader import verdict_from_test_result
+from envs.coding.results import parse_junit
 
 ROOT = Path(__file__).resolve().parents[3]
 SHELL, RUNNER = "a" * 32, "b" * 32
@@ -37,12 +38,14 @@ def test_two():
 '''
 
 
-def run_wrapped(tmp_path: Path, command: str, pytest_report: bool = True) -> tuple[bytes, Path]:
+def run_wrapped(tmp_path: Path, command: str, pytest_report: bool = True,
+                hide_running_test: bool = False) -> tuple[bytes, Path]:
     """The tester's script as grading builds it, run by bash with the tokens on its stdin."""
     results = tmp_path / "results"
     script = ('IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
               'read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n'
-              + runner_end.wrap(command, str(results) if pytest_report else None))
+              + runner_end.wrap(command, str(results) if pytest_report else None,
+                                hide_running_test=hide_running_test))
     done = subprocess.run(["bash", "-c", script], input=f"go\n{SHELL} {RUNNER}\n".encode(), cwd=tmp_path,
                           capture_output=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""})
     return done.stdout, results / "junit.xml"
@@ -76,6 +79,28 @@ def test_output_after_the_shell_end_is_cut_and_a_command_exit_ends_only_its_subs
     assert cut.shell_end and cut.runner_report is None
     assert cut.text.strip() == b"honest"
     assert output.endswith(f"{SHELL} end 3\n".encode()) or b"5 passed" in cut.after
+
+
+ASKS_ITS_NAME = '''
+import os
+
+def test_the_running_tests_id_is_not_published():
+    assert "PYTEST_CURRENT_TEST" not in os.environ, os.environ["PYTEST_CURRENT_TEST"]
+'''
+
+
+@pytest.mark.parametrize("hidden", [True, False], ids=["hidden", "published"])
+def test_strict_keeps_the_running_tests_id_from_the_code_under_test(tmp_path, hidden):
+    """pytest publishes the running test's id in the environment, where code under test can
+    read which hidden case asks (the ``aware-test-name-unnamed`` attack); under strict the end
+    plugin turns that off, and the test still runs and reports as ever."""
+    (tmp_path / "test_name.py").write_text(ASKS_ITS_NAME)
+    output, report = run_wrapped(tmp_path, "python3 -m pytest -q -p no:cacheprovider test_name.py",
+                                 hide_running_test=hidden)
+    results = {r.name: r.status for r in parse_junit(report.read_bytes())}
+    assert results == {"test_name.py::test_the_running_tests_id_is_not_published": "PASSED" if hidden else "FAILED"}, \
+        output.decode(errors="replace")[-2000:]
+    assert b"runner-end" in output
 
 
 def test_markers_without_the_tokens_are_text():
