@@ -26,6 +26,17 @@ from envs.coding.tools import CodingTools
 GATE = {"golden": GateRole(agent="integration_test", reward=1.0), "baseline": GateRole(agent="noop", reward=0.0)}
 
 
+RERUN_NEEDLESS = ("no differential re-run: the verdict is isolated behind a uid wall, so the hidden files "
+                  "are out of the tested code's reach and their names cannot matter")
+
+
+def rerun_defends(spec: RunSpec) -> bool:
+    """Whether a differential re-run can tell anything under ``spec``: not where the verdict
+    is isolated behind a uid wall (the code under test cannot reach a hidden file)."""
+    task, integrity = spec.task, spec.integrity
+    return not (grader.isolates(task, integrity) and integrity.uid_wall)
+
+
 class CodingFlavor:
     task_schema: ClassVar[type] = CodingTaskConfig
     roles: ClassVar[Mapping[str, GateRole]] = GATE
@@ -118,14 +129,20 @@ class CodingFlavor:
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         change = await self._prefetch_hidden(spec.task)
         prepared, self._prepared = self._prepared, None
-        return await grader.grade(ws, spec.task, spec.integrity, submission, change,
-                                  timeout=float(spec.timeouts.grade),
-                                  prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
+        verdict = await grader.grade(ws, spec.task, spec.integrity, submission, change,
+                                     timeout=float(spec.timeouts.grade),
+                                     prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
+        if spec.integrity.differential_rerun and not rerun_defends(spec):
+            verdict.raw["rerun_skipped"] = RERUN_NEEDLESS
+        return verdict
 
     # ------------------------------------------------------------ differential re-run (GradesInMany)
     def grading_workspaces(self, spec: RunSpec) -> int:
-        """Two under ``integrity.differential_rerun``: the second grades the re-run."""
-        return 2 if spec.integrity.differential_rerun else 1
+        """Two under ``integrity.differential_rerun``: the second grades the re-run. One where
+        the verdict is isolated behind a uid wall: every hidden file then lives in the tester's
+        own directory (mode 700, envs/coding/sh/stager.sh), which the code under test can
+        neither read nor list, so no name of it can matter and a re-run would defend nothing."""
+        return 2 if spec.integrity.differential_rerun and rerun_defends(spec) else 1
 
     async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
         """The re-run's commands start on its workspace, with its renamed hidden change."""

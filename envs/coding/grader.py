@@ -63,7 +63,7 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
     if shuffle_seed is not None:
         modules = rerun.shuffled(modules, shuffle_seed)
     plan = isolated.plan(str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall,
-                         separate=_isolates(task, integrity)) if task.isolated_verdict else None
+                         separate=isolates(task, integrity)) if task.isolated_verdict else None
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
     entries = [f.entry for f in hidden] + ([f"644 {canary.rel}"] if canary else [])  # the canary runs last
     results_format = _results_format(task, plan)
@@ -154,7 +154,7 @@ def _results_format(task: CodingTaskConfig, plan: isolated.Plan | None) -> str:
     return "none"
 
 
-def _isolates(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
+def isolates(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
     """Whether the verdict is isolated: a scenario task, graded in a mode that asks for it."""
     return bool(task.isolated_verdict) and bool(integrity.isolate_verdict)
 
@@ -167,13 +167,13 @@ def _shape_of(ready: staging.Staging) -> tuple[bool, bool | None]:
 
 def _shape_for(task: CodingTaskConfig, integrity: IntegrityConfig) -> tuple[bool, bool | None]:
     """The same, as ``task`` under ``integrity`` needs it."""
-    return _wants_canary(task, integrity), _isolates(task, integrity) if task.isolated_verdict else None
+    return _wants_canary(task, integrity), isolates(task, integrity) if task.isolated_verdict else None
 
 
 def _wants_canary(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
     """A canary guards tests that share pytest's process with the code under test; an
     isolated verdict has none of that code in there to catch."""
-    return (bool(integrity.canary) and not _isolates(task, integrity)
+    return (bool(integrity.canary) and not isolates(task, integrity)
             and canaries.wanted(str(task.test_command)))
 
 
@@ -217,7 +217,7 @@ async def grade(
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body
             raw["canary"] = ready.canary.record()
-        elif integrity.canary and _isolates(task, integrity):
+        elif integrity.canary and isolates(task, integrity):
             raw["canary"] = {"skipped": "isolated verdict: no code under test runs in pytest's process"}
         elif integrity.canary:
             raw["canary"] = {"skipped": "the test command is not a pytest run over {test_files}"}
