@@ -598,7 +598,8 @@ def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
         return verdict
     second = _regrade_one(again, task)
     verdict.raw["rerun"] = second.raw  # the re-run's own verdict (its reason) kept beside the first
-    found = rerun.differences(verdict.reward, verdict.tests, second.reward, second.tests)
+    listed = {*task.fail_to_pass, *task.pass_to_pass} if task is not None else set()
+    found = rerun.differences(verdict.reward, verdict.tests, second.reward, second.tests, judged=listed)
     if found:
         verdict.raw["rerun_differences"] = found
         if verdict.reward:  # a first verdict that already failed keeps its own, more telling reason

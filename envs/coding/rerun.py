@@ -25,7 +25,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from engine.errors import GradeError
 from engine.models import TestResult
@@ -171,12 +171,14 @@ def map_back(tests: Sequence[Mapping], names: Mapping[str, str]) -> list[dict]:
 
 
 def differences(first_reward: float, first: Sequence[TestResult], second_reward: float,
-                second: Sequence[TestResult]) -> list[str]:
+                second: Sequence[TestResult], judged: Collection[str] = ()) -> list[str]:
     """Where two verdicts disagree: the reward, then each test whose status differs (a test
-    only one of them reports counts as MISSING in the other), at most 10 named."""
+    only one of them reports counts as MISSING in the other), at most 10 named. ``judged``:
+    the task's listed tests, when it has lists; only those are compared, since no other test's
+    status moves the verdict (a lock leaves its flaky tests out of the lists: they may differ)."""
     found = [] if first_reward == second_reward else [f"reward {first_reward:g} vs {second_reward:g}"]
-    a = {t.name: t.status for t in first}
-    b = {t.name: t.status for t in second}
+    a = {t.name: t.status for t in first if not judged or t.name in judged}
+    b = {t.name: t.status for t in second if not judged or t.name in judged}
     changed = [f"{name} {a.get(name, 'MISSING')} vs {b.get(name, 'MISSING')}"
                for name in sorted(a.keys() | b.keys()) if a.get(name) != b.get(name)]
     return found + changed[:10] + ([f"and {len(changed) - 10} more"] if len(changed) > 10 else [])

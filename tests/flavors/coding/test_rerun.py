@@ -109,3 +109,17 @@ def test_check_explains_a_disagreeing_rerun_with_the_names_it_used():
     lines = CodingFlavor().explain(bad.raw)
     assert ("differential re-run (hidden files renamed: decimal) disagrees: reward 1 vs 0; "
             "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED") in lines, lines
+
+
+def test_with_lists_only_the_listed_tests_must_agree_a_flaky_unlisted_one_may_differ():
+    """A locked task leaves its flaky tests out of its lists (engine/plan/lock.py): their
+    status moves no verdict, so the re-run is not judged on them; a listed test still is."""
+    first = [TestResult("t/test_a.py::test_fix", "PASSED"), TestResult("t/test_a.py::test_coin", "PASSED")]
+    coin_flipped = [TestResult("t/test_a.py::test_fix", "PASSED"), TestResult("t/test_a.py::test_coin", "FAILED")]
+    fix_flipped = [TestResult("t/test_a.py::test_fix", "FAILED"), TestResult("t/test_a.py::test_coin", "PASSED")]
+    listed = {"t/test_a.py::test_fix"}
+    assert rerun.differences(1.0, first, 1.0, coin_flipped, judged=listed) == []
+    assert rerun.differences(1.0, first, 0.0, fix_flipped, judged=listed) == [
+        "reward 1 vs 0", "t/test_a.py::test_fix PASSED vs FAILED"]
+    # Without lists every test counts (any failure fails the verdict itself).
+    assert rerun.differences(1.0, first, 1.0, coin_flipped) == ["t/test_a.py::test_coin PASSED vs FAILED"]
