@@ -91,13 +91,19 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     if not pending:
         return jobs
     slots = slots or RunSlots(parallel)
-    for image in {image.tag: image for job in pending for image in job.plan.images}.values():
-        await asyncio.to_thread(session.builder.ensure, image, session.store)
     # Imported here: a batch answered wholly from the store (a cached check) never loads the
-    # run machinery (the MCP SDK alone is ~0.6 s of start-up).
-    from engine.run.trial import Runner, new_run_id
+    # run machinery.
+    from engine.run.trial import Runner, load_serving, new_run_id
 
-    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
+    # What serves the runs' tools (the MCP SDK, asyncssh: ~0.6 s of imports) loads in a
+    # worker thread while the images are checked and the first runs' containers start.
+    serving = asyncio.ensure_future(asyncio.to_thread(load_serving))
+    serving.add_done_callback(lambda f: f.cancelled() or f.exception())  # awaited by every run
+    ensured = {}
+    for image in {image.tag: image for job in pending for image in job.plan.images}.values():
+        ensured[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured)
+    runner.serving = serving
 
     async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
         async with slots.holding:

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from engine.agents import AgentContext, AgentOutcome
-from engine.capabilities.mcp_server import MCP_SOCKET, McpService
-from engine.capabilities.ssh_server import serve_ssh
 from engine.errors import CrucibleError
 from engine.interfaces import Flavor, GradesInMany, RunServices, TerminalSink, Workspace
 from engine.models import CapturedSubmission, RunRecord, Verdict
@@ -45,7 +45,17 @@ from engine.plan.spec import Plan, make_agent
 from engine.run.reaper import BRIDGE_ROOT, bridge_prefix
 from engine.store.terminals import TerminalLog
 
+if TYPE_CHECKING:
+    from engine.capabilities.mcp_server import McpService
+
 log = logging.getLogger(__name__)
+
+
+def load_serving() -> None:
+    """Import what serves a run's capabilities: the MCP SDK and asyncssh, ~0.6 s of imports
+    (``run_batch`` has a worker thread do it while the first runs' containers start)."""
+    import engine.capabilities.mcp_server  # noqa: F401
+    import engine.capabilities.ssh_server  # noqa: F401
 
 
 def now_iso() -> str:
@@ -57,10 +67,16 @@ def new_run_id() -> str:
 
 
 class Runner:
-    def __init__(self, *, store, builder, runtime) -> None:
+    def __init__(self, *, store, builder, runtime, ensured: dict[str, bool] | None = None) -> None:
         self.store = store
         self.builder = builder
         self.runtime = runtime
+        self.ensured = dict(ensured or {})
+        self.serving: asyncio.Future | None = None
+        """What serves a run's tools, loading (``load_serving`` in a worker thread, started by
+        a batch): each run waits for it first."""
+        """Images a batch ensured before it fanned out (tag -> whether it was cached): a run of
+        one of them does not check it again (0.01-0.2 s of ``docker`` calls on its critical path)."""
 
     def new_record(self, plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None) -> RunRecord:
         spec = plan.spec
@@ -86,9 +102,16 @@ class Runner:
         ahead = StartedAhead(bridge=bridge, agent=agent, agent_started=agent_started, grading=grading,
                              grading_started=grading_started)
         try:
-            ahead.extra = self._start_extra_grading(plan, instantiate(plan.spec.flavor, where="flavor"), run_id)
+            flavor = instantiate(plan.spec.flavor, where="flavor")
         except Exception:  # a flavor that cannot be made: the run itself says so, in its plan phase
-            pass
+            return ahead
+        ahead.flavor = flavor
+        ahead.extra = self._start_extra_grading(plan, flavor, run_id)
+        # The task is set up in the agent's workspace as soon as it is up: setup depends on the
+        # spec alone, never on the agent. Not for a flavor with per-run services (a mock
+        # remote): those start with the run, and its setup may need them.
+        if not isinstance(flavor, RunServices):
+            ahead.set_up = _observed(asyncio.ensure_future(_set_up_ahead(flavor, agent_started, plan.spec)))
         return ahead
 
     def _start_extra_grading(self, plan: Plan, flavor, run_id: str) -> list[tuple[Workspace, asyncio.Future]]:
@@ -117,20 +140,17 @@ class Runner:
         early = _EarlyWrites(self.store)
         early.record_run(record)
         phase = _Phase(record)
-        # The tools' server starts now and learns its workspace later: its start-up overlaps
-        # the build check and provisioning instead of adding to the agent phase.
         # The bridge: a host directory the agent's workspace sees read-only at BRIDGE_PATH, where
         # the run's MCP server listens on a unix socket too, for agents working inside a
         # workspace that has no network (coding CLIs). Short, under /tmp: socket paths are
         # limited to 108 bytes.
         bridge = ahead.bridge if ahead is not None else _new_bridge()
-        parts = _Parts(mcp=McpService(token=secrets.token_urlsafe(32), also_uds=f"{bridge}/{MCP_SOCKET}"),
-                       bridge=bridge)
+        parts = _Parts(bridge=bridge)
         if ahead is not None:
             ahead.handed_over = True  # taken down by ``parts`` from here, whatever happens
             parts.grading, parts.grading_started, parts.extra = ahead.grading, ahead.grading_started, ahead.extra
             parts.agent_ahead, parts.agent_started = ahead.agent, ahead.agent_started
-        parts.mcp.start()
+            parts.flavor, parts.set_up = ahead.flavor, ahead.set_up
         try:
             await self._pipeline(plan, record, phase, early, parts)
             record.status = "completed"
@@ -177,7 +197,16 @@ class Runner:
                         parts: "_Parts") -> None:
         spec = plan.spec
         try:
-            flavor = instantiate(spec.flavor, where="flavor")
+            # The tools' server starts now and learns its workspace later: its start-up overlaps
+            # the build check and provisioning instead of adding to the agent phase. What
+            # serves it may still be loading (``serving``): a run waits for that as part of it.
+            if self.serving is not None:
+                await asyncio.shield(self.serving)
+            from engine.capabilities.mcp_server import MCP_SOCKET, McpService
+
+            parts.mcp = McpService(token=secrets.token_urlsafe(32), also_uds=f"{parts.bridge}/{MCP_SOCKET}")
+            parts.mcp.start()
+            flavor = parts.flavor if parts.flavor is not None else instantiate(spec.flavor, where="flavor")
             agent = make_agent(spec.agent, spec.model)
             with phase.timed("build"):
                 record.from_cache = await self._ensure_image(plan, early)
@@ -219,6 +248,8 @@ class Runner:
         """The run's images (the task image, then the agent's layer over it, if any), each
         built unless cached; whether all were cached. Their build records are written while
         the run goes on."""
+        if all(image.tag in self.ensured for image in plan.images):
+            return all(self.ensured[image.tag] for image in plan.images)
         builds = _BuildRecords()
         try:
             hits = [(await asyncio.to_thread(self.builder.ensure, image, builds)).cache_hit for image in plan.images]
@@ -232,6 +263,8 @@ class Runner:
         """The agent's workspace: provision, setup, the agent's turn, capture. Its removal is
         left running (it overlaps grading) in ``parts``."""
         spec, timeouts = plan.spec, plan.spec.timeouts
+        mcp = parts.mcp
+        assert mcp is not None  # started with the pipeline
         with phase.timed("provision"):
             if parts.agent_ahead is not None and parts.agent_started is not None:
                 workspace, starting = parts.agent_ahead, parts.agent_started
@@ -249,9 +282,12 @@ class Runner:
                 ws = await workspace.__aenter__()
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
+            set_up, parts.set_up = parts.set_up, None  # awaited (or cancelled) below from here
             with phase.timed("setup"):
-                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, parts.mcp, parts.ssh, parts.bridge,
-                                                      TerminalLog(self.store, record.run_id))
+                agent_run = await _setup_beside_agent(flavor, agent, ws, spec, mcp, parts.ssh, parts.bridge,
+                                                      TerminalLog(self.store, record.run_id), set_up)
+            if set_up is not None:  # what setup took, done while the run waited for its slot
+                record.timings["setup_ahead"] = round(set_up.result(), 4)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
             # agent works: after setup, so the two do not compete for the machine.
             assert parts.grading_started is not None  # started before the agent side
@@ -259,7 +295,7 @@ class Runner:
             parts.preparing_extra = [asyncio.ensure_future(_prepare_grading(flavor, started, spec, index))
                                      for index, (_, started) in enumerate(parts.extra, 1)]
             with phase.timed("agent"):
-                outcome = await _agent_outcome(agent_run, timeouts.agent, parts.mcp, parts.ssh)
+                outcome = await _agent_outcome(agent_run, timeouts.agent, mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
             record.final_answer = outcome.answer or None
             if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
@@ -272,14 +308,20 @@ class Runner:
             parts.agent_closed = asyncio.ensure_future(workspace.close())
 
 
-async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: McpService,
+async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpService",
                               ssh: contextlib.AsyncExitStack, bridge_host: str | None = None,
-                              terminals: TerminalSink | None = None) -> asyncio.Future:
+                              terminals: TerminalSink | None = None,
+                              set_up: asyncio.Future | None = None) -> asyncio.Future:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
-    agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it."""
+    agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it.
+    ``set_up``: the setup already under way (or done) since the run waited for its slot."""
+    from engine.capabilities.mcp_server import MCP_SOCKET
+    from engine.capabilities.ssh_server import serve_ssh
+
     tools = flavor.tools(ws, spec)
-    setup = asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
+    setup = set_up if set_up is not None else asyncio.ensure_future(
+        asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
     agent_run: asyncio.Future | None = None
     try:
         url = await mcp.serve(tools, ready=setup)
@@ -309,7 +351,7 @@ def _observed(fut: asyncio.Future) -> asyncio.Future:
     return fut
 
 
-async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: McpService,
+async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: "McpService",
                          ssh: contextlib.AsyncExitStack) -> AgentOutcome:
     """The agent's outcome, its turn bounded by ``timeout`` from the end of setup."""
     try:
@@ -383,7 +425,8 @@ class _BuildRecords:
 class _Parts:
     """What a run has started and must take down, whatever happens."""
 
-    mcp: McpService
+    mcp: "McpService | None" = None
+    """The run's tools' server, from the start of its pipeline."""
     bridge: str | None = None
     """The host side of the agent workspace's bridge (removed by ``close``)."""
     ssh: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -394,6 +437,10 @@ class _Parts:
     agent_ahead: Workspace | None = None
     agent_started: asyncio.Future | None = None
     """The agent's workspace started ahead of the run, until the run takes it (``_agent_side``)."""
+    flavor: Flavor | None = None
+    """The flavor the setup ahead used (the run goes on with the same one)."""
+    set_up: asyncio.Future | None = None
+    """The task's setup started ahead of the run, until the run takes it (``_agent_side``)."""
     preparing: asyncio.Future | None = None
     extra: list[tuple[Workspace, asyncio.Future]] = field(default_factory=list)
     """The further fresh grading workspaces of a ``GradesInMany`` flavor, with their starts."""
@@ -411,12 +458,15 @@ class _Parts:
             if self.bridge is not None:
                 stack.callback(shutil.rmtree, self.bridge, True)
             stack.push_async_callback(self.services.aclose)
-            stack.push_async_callback(self.mcp.close)
+            if self.mcp is not None:
+                stack.push_async_callback(self.mcp.close)
             stack.push_async_callback(self.ssh.aclose)
             if self.agent_closed is not None:
                 stack.push_async_callback(_finished, self.agent_closed)
             if self.agent_ahead is not None and self.agent_started is not None:  # never taken: the run failed first
                 stack.push_async_callback(_close_started, self.agent_ahead, self.agent_started)
+            if self.set_up is not None:  # never taken: ended before the workspace goes
+                stack.push_async_callback(_cancelled, self.set_up)
             if self.grading_started is not None:
                 stack.callback(self._start_grading_removal)
             if self.preparing is not None:  # first: its exec is killed before the container goes
@@ -440,6 +490,10 @@ class StartedAhead:
     grading_started: asyncio.Future
     extra: list[tuple[Workspace, asyncio.Future]] = field(default_factory=list)
     """A ``GradesInMany`` flavor's further grading workspaces, with their starts."""
+    flavor: Flavor | None = None
+    set_up: asyncio.Future | None = None
+    """The task's setup in the agent's workspace (``_set_up_ahead``); None for a flavor with
+    per-run services, set up by the run itself."""
     handed_over: bool = False
     """Given to ``execute``, which then owns it; until then ``discard`` takes it down."""
 
@@ -452,8 +506,13 @@ class StartedAhead:
         # Both at once, and finished even through another cancel (a batch being torn down
         # cancels its waiting runs more than once).
         started = [(self.agent, self.agent_started), (self.grading, self.grading_started), *self.extra]
-        closing = asyncio.ensure_future(asyncio.gather(*(_close_started(ws, starting) for ws, starting in started),
-                                                       return_exceptions=True))
+
+        async def close_all() -> list:
+            await _cancelled(self.set_up)  # its commands end before their container goes
+            return await asyncio.gather(*(_close_started(ws, starting) for ws, starting in started),
+                                        return_exceptions=True)
+
+        closing = asyncio.ensure_future(close_all())
         try:
             cancelled = await _through_cancel(closing)
         finally:
@@ -463,6 +522,15 @@ class StartedAhead:
                 log.warning("could not remove a workspace started ahead: %s", failed)
         if cancelled:
             raise asyncio.CancelledError
+
+
+async def _set_up_ahead(flavor: Flavor, agent_started: asyncio.Future, spec) -> float:
+    """The flavor's setup in the agent's workspace once it is up, bounded by the setup timeout
+    as in the run; the seconds it took."""
+    ws = await asyncio.shield(agent_started)
+    began = time.perf_counter()
+    await asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup)
+    return time.perf_counter() - began
 
 
 def _new_bridge() -> str:

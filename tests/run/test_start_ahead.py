@@ -1,5 +1,5 @@
-"""Runs waiting for a slot have their workspaces started ahead (``RunSlots``), as their own,
-and nothing started ahead outlives a batch: not when the runs complete, not when the batch is
+"""Runs waiting for a slot have their workspaces started (and their task set up) ahead
+(``RunSlots``), as their own, and nothing started ahead outlives a batch: not when the runs complete, not when the batch is
 cancelled while runs still wait for their slot.
 
 Real runs of ``sample/last_page`` (the ``noop`` agent: no change, reward 0) on Docker, one
@@ -55,6 +55,7 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     session, plan = planned
     bridges = _bridges_made(monkeypatch)
     seen: list[dict[str, list[str]]] = []
+    set_up: list[tuple[int, str]] = []
 
     def on_record(job, record) -> None:
         # The first run has just ended (its containers are gone); the second has been
@@ -65,6 +66,9 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
                 labels = container.labels
                 if not (tmp_path / labels[LABEL_RUN_ID]).exists():  # not begun
                     by_run.setdefault(labels[LABEL_RUN_ID], []).append(labels[LABEL_PURPOSE])
+                    if labels[LABEL_PURPOSE] == "agent":  # its task already set up: the fresh repo's one commit
+                        log = container.exec_run(["git", "-c", "safe.directory=*", "-C", plan.spec.task.workdir, "log", "--format=%s"])
+                        set_up.append((log.exit_code, log.output.decode().strip()))
             seen.append(by_run)
 
     jobs = [BatchJob(plan) for _ in range(3)]
@@ -78,6 +82,11 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     assert [sorted(purposes) for purposes in seen[0].values()] == [["agent", "grade"]], seen[0]
     assert all(r.raw_grade.get("rerun_skipped", "").startswith("no differential re-run") for r in records)
     assert set(seen[0]) <= {r.run_id for r in records}
+    # ... and its task already set up in its agent's workspace (setup waits for nothing of the
+    # agent's), so the run itself waited no setup: what setup took is recorded apart.
+    assert set_up == [(0, "baseline")], set_up
+    assert all("setup_ahead" in r.timings and r.timings["setup"] < r.timings["setup_ahead"] for r in records[1:]), \
+        [r.timings for r in records]
     # Nothing outlives the batch: no container, no bridge directory.
     assert _ours(docker_client) == []
     assert len(bridges) == 3 and not any(Path(b).exists() for b in bridges)
