@@ -96,10 +96,13 @@ def _matching(group: str, glob: Glob) -> list[str]:
 
 def expand_globs(overrides: list[str]) -> list[str]:
     """Rewrite ``group=glob(...)`` into ``group=a,b,c``; an empty match is an error. Cached
-    like ``combinations`` (a function of the overrides and of which options exist)."""
-    if not any("glob(" in text for text in overrides):
+    like ``combinations`` (a function of the glob overrides alone, each rewritten in its
+    place, and of which options exist: a new seed beside them is no new evaluation)."""
+    globs = [text for text in overrides if "glob(" in text]
+    if not globs:
         return list(overrides)
-    return _evaluated("globs", overrides, _expand_globs, item=str)
+    expanded = iter(_evaluated("globs", globs, _expand_globs, item=str))
+    return [next(expanded) if "glob(" in text else text for text in overrides]
 
 
 def _expand_globs(overrides: list[str]) -> list[str]:
@@ -123,8 +126,25 @@ def _expand_globs(overrides: list[str]) -> list[str]:
 def combinations(overrides: list[str]) -> list[list[str]]:
     """The cartesian product of every sweep in ``overrides`` (for commands that are not -m).
     Cached like composes: a function of the overrides and the config files (``glob()``
-    reads which options exist), and Hydra's override parser alone costs ~0.1 s to import."""
-    return _evaluated("combinations", overrides, _combinations, item=list)
+    reads which options exist), and Hydra's override parser alone costs ~0.1 s to import.
+    An override that cannot be a sweep (``key=word``, no sweep syntax) is kept in its place
+    without parsing and is no part of the key: a new seed is no new evaluation."""
+    swept = [text for text in overrides if not _single_value(text)]
+    product = _evaluated("combinations", swept, _combinations, item=list) if swept else [[]]
+    combos = []
+    for combo in product:
+        values = iter(combo)
+        combos.append([text if _single_value(text) else next(values) for text in overrides])
+    return combos
+
+
+_SINGLE_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_./@-]*=[A-Za-z0-9_./:@+-]*")
+
+
+def _single_value(text: str) -> bool:
+    """Whether an override is certainly one value: a plain key and a value without anything
+    Hydra's sweep grammar is made of (``,``, a function call, brackets, quotes, ``$``)."""
+    return _SINGLE_VALUE.fullmatch(text) is not None
 
 
 def _evaluated(what: str, overrides: list[str], evaluate: Callable[[list[str]], list], *, item: type) -> list:
