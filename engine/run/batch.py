@@ -110,7 +110,7 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
             run_id = run_id or new_run_id()
             ahead = runner.start_ahead(job.plan, run_id)
             try:
-                async with slots.running:
+                async with _Slot(slots.running) as slot:
                     where = run_dir or (root or _default_root()) / run_id
                     where.mkdir(parents=True, exist_ok=True)
                     if job.config is not None:
@@ -118,8 +118,10 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
 
                         (where / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
                         (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
+                    # The slot is the next run's once this one works in no workspace: its final
+                    # store write and its grading container's removal overlap that run's start.
                     record = await runner.execute(job.plan, where, sweep_id=sweep_id, run_id=run_id,
-                                                  ahead=ahead)
+                                                  ahead=ahead, done_with_workspaces=slot.release)
             except BaseException:
                 await ahead.discard()  # a run that never began (or failed to): nothing of it stays
                 raise
@@ -135,6 +137,27 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
 
     await _all_of(*(one(job) for job in pending))
     return jobs
+
+
+class _Slot:
+    """One of ``RunSlots.running``, held from ``async with`` until ``release`` (or the block's
+    end, whichever comes first): released exactly once."""
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self.semaphore, self.held = semaphore, False
+
+    async def __aenter__(self) -> "_Slot":
+        await self.semaphore.acquire()
+        self.held = True
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.semaphore.release()
 
 
 async def _all_of(*runs) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from engine.agents import AgentContext, AgentOutcome
 from engine.errors import CrucibleError
@@ -123,9 +123,14 @@ class Runner:
         return extra
 
     async def execute(self, plan: Plan, run_dir: Path, *, sweep_id: str | None = None,
-                      run_id: str | None = None, ahead: "StartedAhead | None" = None) -> RunRecord:
+                      run_id: str | None = None, ahead: "StartedAhead | None" = None,
+                      done_with_workspaces: Callable[[], None] | None = None) -> RunRecord:
         """Run ``plan`` to a stored record. ``ahead``: its workspaces, started by ``start_ahead``
-        for this run id; the run owns them from here (and takes them down)."""
+        for this run id; the run owns them from here (and takes them down).
+        ``done_with_workspaces``: called once the run works in no workspace any more, before its
+        final record is written and its grading container removed (a batch hands the run's
+        slot to the next run then, so those two overlap that run's start).
+        """
         run_dir.mkdir(parents=True, exist_ok=True)
         record = self.new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
         (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
@@ -168,6 +173,8 @@ class Runner:
         except Exception as exc:  # an engine bug must still end as a recorded error, never a lost run
             record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
             _write_traceback(run_dir)
+        if done_with_workspaces is not None:
+            done_with_workspaces()
         cancelled = await early.drain()
         cancelled = await self._finish(record, phase, parts) or cancelled
         if cancelled:

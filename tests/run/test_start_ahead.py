@@ -50,41 +50,57 @@ def _bridges_made(monkeypatch) -> list[str]:
 
 def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, docker_client, tmp_path,
                                                                      monkeypatch):
+    import time
+
+    import engine.run.trial as trial
     from engine.run.batch import BatchJob, RunSlots, run_batch
 
     session, plan = planned
     bridges = _bridges_made(monkeypatch)
-    seen: list[dict[str, list[str]]] = []
-    set_up: list[tuple[int, str]] = []
+    seen: dict[str, list[str]] = {}
+    set_up: dict[str, tuple[int, str]] = {}
 
-    def on_record(job, record) -> None:
-        # The first run has just ended (its containers are gone); the second has been
-        # waiting for the one slot all along and has not begun: no run directory yet.
-        if not seen:
-            by_run: dict[str, list[str]] = {}
-            for container in _ours(docker_client):
-                labels = container.labels
-                if not (tmp_path / labels[LABEL_RUN_ID]).exists():  # not begun
-                    by_run.setdefault(labels[LABEL_RUN_ID], []).append(labels[LABEL_PURPOSE])
-                    if labels[LABEL_PURPOSE] == "agent":  # its task already set up: the fresh repo's one commit
-                        log = container.exec_run(["git", "-c", "safe.directory=*", "-C", plan.spec.task.workdir, "log", "--format=%s"])
-                        set_up.append((log.exit_code, log.output.decode().strip()))
-            seen.append(by_run)
+    def look(run_id: str) -> None:
+        """What a run has when its turn comes, before it does anything: its own containers,
+        and in its agent's its task set up already (the fresh repo's one commit)."""
+        containers = [c for c in _ours(docker_client) if c.labels[LABEL_RUN_ID] == run_id]
+        seen[run_id] = sorted(c.labels[LABEL_PURPOSE] for c in containers)
+        for container in containers:
+            if container.labels[LABEL_PURPOSE] == "agent":
+                deadline = time.monotonic() + 30  # a setup still under way: it is the waiting run's own
+                while True:
+                    log = container.exec_run(["git", "-c", "safe.directory=*", "-C", plan.spec.task.workdir,
+                                              "log", "--format=%s"])
+                    if log.exit_code == 0 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                set_up[run_id] = (log.exit_code, log.output.decode().strip())
 
+    original = trial.Runner.execute
+
+    turns: list[str] = []
+
+    async def execute(self, plan, run_dir, **kwargs):
+        turns.append(kwargs["run_id"])
+        if len(turns) > 1:  # the first run's turn came at once; the others waited for the slot
+            await asyncio.to_thread(look, kwargs["run_id"])
+        return await original(self, plan, run_dir, **kwargs)
+
+    monkeypatch.setattr(trial.Runner, "execute", execute)
     jobs = [BatchJob(plan) for _ in range(3)]
-    asyncio.run(run_batch(jobs, session, root=tmp_path, slots=RunSlots(1, ahead=1), on_record=on_record))
+    asyncio.run(run_batch(jobs, session, root=tmp_path, slots=RunSlots(1, ahead=1)))
 
     records = [job.records[0] for job in jobs]
     assert [r.status for r in records] == ["completed"] * 3, [r.error for r in records]
     assert [r.reward for r in records] == [0.0] * 3
-    # Exactly the next run: its own id on both containers, its agent's and its grading's (one:
-    # this strict task's verdict is isolated, so no differential re-run needs a second).
-    assert [sorted(purposes) for purposes in seen[0].values()] == [["agent", "grade"]], seen[0]
+    # The runs that waited: their own id on both containers, their agent's and their grading's
+    # (one: this strict task's verdict is isolated, so no differential re-run needs a second).
+    assert set(seen) == {r.run_id for r in records[1:]}, (seen, [r.run_id for r in records])
+    assert list(seen.values()) == [["agent", "grade"]] * 2, seen
     assert all(r.raw_grade.get("rerun_skipped", "").startswith("no differential re-run") for r in records)
-    assert set(seen[0]) <= {r.run_id for r in records}
-    # ... and its task already set up in its agent's workspace (setup waits for nothing of the
-    # agent's), so the run itself waited no setup: what setup took is recorded apart.
-    assert set_up == [(0, "baseline")], set_up
+    # ... and their task already set up in their agent's workspace (setup waits for nothing of
+    # the agent's), so the run itself waited no setup: what setup took is recorded apart.
+    assert list(set_up.values()) == [(0, "baseline")] * 2, set_up
     assert all("setup_ahead" in r.timings and r.timings["setup"] < r.timings["setup_ahead"] for r in records[1:]), \
         [r.timings for r in records]
     # Nothing outlives the batch: no container, no bridge directory.
@@ -122,3 +138,29 @@ def test_a_batch_cancelled_while_runs_wait_leaves_nothing_started_ahead(planned,
     assert len(records) <= 2
     assert _ours(docker_client) == []
     assert len(bridges) >= 3 and not any(Path(b).exists() for b in bridges)
+
+
+def test_a_runs_slot_goes_to_the_next_run_before_its_final_record_is_written(planned, tmp_path, monkeypatch):
+    """With one slot, the waiting run begins while the first one's final record is still being
+    written (its grading container going too): those no longer hold the slot."""
+    import time
+
+    from engine.run.batch import BatchJob, RunSlots, run_batch
+
+    session, plan = planned
+    original = session.store.record_run
+    began_meanwhile: list[bool] = []
+
+    def slow_final_write(record) -> None:
+        if record.status != "running" and not began_meanwhile:  # the first run's final record
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(list(tmp_path.iterdir())) < 2:
+                time.sleep(0.05)
+            began_meanwhile.append(len(list(tmp_path.iterdir())) == 2)
+        original(record)
+
+    monkeypatch.setattr(session.store, "record_run", slow_final_write)
+    jobs = [BatchJob(plan) for _ in range(2)]
+    asyncio.run(run_batch(jobs, session, root=tmp_path, slots=RunSlots(1, ahead=1)))
+    assert [job.records[0].status for job in jobs] == ["completed"] * 2
+    assert began_meanwhile == [True]
