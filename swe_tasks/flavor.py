@@ -144,7 +144,7 @@ class SwebenchProFlavor:
         if isinstance(again, Mapping):
             second = {**again, **_judge(again, task)}
             full["rerun"] = second
-            found = strict.differences(judged, second, listed)
+            found = strict.differences(full, second, listed)
             if found:
                 full["rerun_differences"] = found
                 if judged["resolved"]:
