@@ -164,7 +164,10 @@ class SwebenchProFlavor:
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "
                          + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
-        after = ((raw.get("run_script") or {}).get("after_end") or {})
+        run = raw.get("run_script") or {}
+        if run.get("outlived"):
+            lines.append("processes of the tests outlived run_script.sh: killed at its end")
+        after = run.get("after_end") or {}
         if after.get("bytes"):
             lines.append(f"output after run_script.sh's end (recorded, not parsed): {after['bytes']} bytes")
         if raw.get("rerun_differences"):

@@ -115,6 +115,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         stdout, out_after, out_end = strict.split_end(stdout, hardened.token)
         stderr, err_after, err_end = strict.split_end(stderr, hardened.token)
         raw["run_script"]["end"] = {"stdout": out_end, "stderr": err_end}
+        raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
         raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
                                           "bytes": len(out_after) + len(err_after)}
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))

@@ -10,8 +10,9 @@
 # every directory from it up to WORKDIR root's and sticky (1777); run_script.sh runs as TEST_UID
 # (setpriv), HOME a fresh directory of its own, its stdout and stderr through root-only FIFOs;
 # when it exits, `\n<token> end <exit code>\n` goes to both, every process of TEST_UID is
-# killed, and only then are the two files closed: what the tested code wrote after its end lies
-# after the marker (recorded, never parsed).
+# killed (the step's output says `outlived` when one was still there), and only then are the
+# two files closed: what the tested code wrote after its end lies after the marker (recorded,
+# never parsed).
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -94,8 +95,20 @@ lock_hidden() {  # the test files, their packages' start-up files, their directo
   out=$(printf '%s\n' "${LOCKED[@]}")
   printf '@@crucible-step lock 0 0 0 %s\n%s' "$(LC_ALL=C; echo "${#out}")" "$out"
 }
+outlived_by_tests() {  # whether any process of TEST_UID is alive (its real uid, from /proc)
+  local q key real
+  for q in /proc/[0-9]*; do
+    while IFS=$'\t' read -r key real _; do
+      if [ "$key" = "Uid:" ]; then
+        if [ "$real" = "$TEST_UID" ]; then return 0; fi
+        break
+      fi
+    done 2>/dev/null < "$q/status"
+  done
+  return 1
+}
 strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs, the end marked
-  local start rc timed_out=0 readers limit=() home=/tmp/crucible-test-home as=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
+  local start rc outlived timed_out=0 readers limit=() home=/tmp/crucible-test-home as=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
   [ -n "$HAS_TIMEOUT" ] && limit=(timeout --kill-after=10 "$TEST_TIMEOUT")
   rm -rf "$home" && mkdir -m 700 "$home" && chown "$TEST_UID:$TEST_UID" "$home"
   chmod 644 "$WORK/run_script.sh"
@@ -109,15 +122,16 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
     rc=$?
     printf '\n%s end %s\n' "$TOKEN" "$rc"
     printf '\n%s end %s\n' "$TOKEN" "$rc" >&2
+    if outlived_by_tests; then rc="$rc outlived"; fi
     "${as[@]}" bash -c 'kill -9 -1' 2>/dev/null
     printf '%s' "$rc" > "$WORK/rc"
   } > "$WORK/out.fifo" 2> "$WORK/err.fifo"
   # shellcheck disable=SC2086  # two pids
   wait $readers
-  rc=$(< "$WORK/rc")
+  read -r rc outlived < "$WORK/rc"
   if [ -n "$HAS_TIMEOUT" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then timed_out=1; fi
   now_us
-  printf '@@crucible-step run_script %s %s %s 0\n' "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))"
+  printf '@@crucible-step run_script %s %s %s %s\n%s' "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "${#outlived}" "$outlived"
 }
 HAS_TIMEOUT=''
 if command -v timeout >/dev/null; then HAS_TIMEOUT=1; fi
