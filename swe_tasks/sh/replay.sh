@@ -77,12 +77,21 @@ lock_one() {  # FILE: root's, read-only to everyone else
   if [ ! -f "$1" ] || [ -L "$1" ]; then return 0; fi
   chown 0:0 "$1" && chmod go-w,u-w "$1" && LOCKED+=("$1")
 }
+lock_tree() {  # DIR named as a test path: every file below it locked, every directory root's and sticky
+  local f
+  shopt -s globstar dotglob nullglob
+  for f in "$1" "$1"/**; do
+    if [ -L "$f" ]; then continue; fi
+    if [ -d "$f" ]; then chown 0:0 "$f" && chmod 1777 "$f"; else lock_one "$f"; fi
+  done
+  shopt -u globstar dotglob nullglob
+}
 lock_hidden() {  # the test files, their packages' start-up files, their directories up to WORKDIR
   local rel dir
   LOCKED=()
   while IFS= read -r rel; do
     if [ -z "$rel" ] || [ ! -e "$rel" ]; then continue; fi
-    lock_one "$rel"
+    if [ -d "$rel" ] && [ ! -L "$rel" ]; then lock_tree "$rel"; else lock_one "$rel"; fi
     dir=$(dirname -- "$rel")
     while :; do
       lock_one "$dir/__init__.py"
