@@ -67,6 +67,17 @@ LEFT_RUNNING = (
 """add() leaves a detached process holding the test run's stderr, to print the hidden test's
 PASSED line once the run is over."""
 
+PRINT_AND_EXIT = (
+    "import os\nimport sys\n\n\n"
+    "def add(a, b):\n"
+    "    sys.stderr.write('\\ntest_add (tests.test_calc.TestCalc.test_add) ... ok\\n'\n"
+    "                     'test_mul (tests.test_calc.TestCalc.test_mul) ... ok\\n')\n"
+    "    sys.stderr.flush()\n"
+    "    os._exit(0)\n\n\n"
+    "def mul(a, b):\n    return a * b\n")
+"""add() prints the parser's PASSED lines for every test and ends the test process before any
+real result line: the verdict is the official parser's reading of text, so nothing contradicts it."""
+
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
@@ -199,3 +210,19 @@ def test_a_process_left_running_by_the_tests_is_killed_at_run_scripts_end_and_re
     assert statuses(raw)["tests/test_calc.py::TestCalc::test_add"] == ["FAILED"]
     assert hardened["reward"] == 0.0
     assert raw["rerun"]["run_script"]["outlived"] is True
+
+
+
+def test_printing_the_parsers_passed_lines_and_exiting_first_still_resolves_under_strict(synth, tmp_path):
+    """The documented limit (docs/swebench_pro.md): the verdict is the official parser's reading of
+    text, and no real result line contradicts what the code under test printed. This test fails
+    the day a defence closes it; then it should assert 0."""
+    patch = patch_from(synth, tmp_path, {"calc.py": PRINT_AND_EXIT})
+    official = graded(tmp_path, "print-and-exit", patch, "none")
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    hardened = graded(tmp_path, "print-and-exit", patch, "strict")
+    raw = hardened["raw"]
+    assert raw["scan"]["findings"] == [] and raw["run_script"]["end"] == {"stdout": True, "stderr": True}
+    assert statuses(raw) == {"tests/test_calc.py::TestCalc::test_add": ["PASSED"],
+                             "tests/test_calc.py::TestCalc::test_mul": ["PASSED"]}
+    assert hardened["reward"] == 1.0, raw["reason"]
