@@ -8,16 +8,17 @@ official steps (``swe_tasks.replay``) in a fresh workspace on the captured patch
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from engine.errors import ConfigError, GradeError, SetupError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, TestResult, Verdict
-from envs.coding import repo
+from envs.coding import repo, scanner
 from envs.coding.results import merge_worst
 from envs.coding.tools import CodingTools
-from swe_tasks import replay
+from swe_tasks import replay, strict
 from swe_tasks.assets import read_assets
 from swe_tasks.rows import decode_text
 from swe_tasks.schema import SwebenchProTaskConfig
@@ -39,6 +40,10 @@ class SwebenchProFlavor:
 
     def plan_task(self, task: SwebenchProTaskConfig, ctx: PlanContext) -> PlannedTask:
         task = _decoded(task)
+        for index, allowance in enumerate(task.allow_test_aware):
+            if allowance.rule not in scanner.RULES or not allowance.reason.strip():
+                raise ConfigError(f"instance {task.instance_id}: allow_test_aware[{index}] needs a scanner rule "
+                                  f"({', '.join(scanner.RULES)}) and a reason")
         assets = read_assets(task.assets, task.instance_id)
         recorded = dict(ctx.pins or {})
         task.pins = {"baseline": task.base_commit, **assets.pins()}
@@ -84,26 +89,89 @@ class SwebenchProFlavor:
         return await repo.capture_diff(ws, spec.task, integrity, timeout=float(spec.timeouts.capture))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
+        return self.regrade(spec, await self._replay(ws, spec, submission))
+
+    async def _replay(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission,
+                      rerun: bool = False) -> dict[str, Any]:
+        """One grading's raw grade: the official steps (``evaluator: official``), or the same
+        with the crucible-strict defences (swe_tasks/strict.py) where the integrity mode asks."""
         task: SwebenchProTaskConfig = spec.task
         assets = read_assets(task.assets, task.instance_id, GradeError)
         if {"baseline": task.base_commit, **assets.pins()} != dict(task.pins):
             raise GradeError(f"instance {task.instance_id}: the official assets under {task.assets} changed since planning")
-        raw = await replay.replay(ws, task, assets, submission.diff)
-        return self.regrade(spec, raw)
+        if not strict.applies(spec.integrity):
+            raw, _ = await replay.replay(ws, task, assets, submission.diff)
+            return {"evaluator": strict.OFFICIAL, **raw}
+        hardened = strict.plan(task, submission.diff, reverse=rerun)
+        raw, scanned = await replay.replay(ws, task, assets, submission.diff, hardened)
+        raw = {"evaluator": strict.STRICT, "defences": strict.defences(spec.integrity), **raw}
+        if rerun:
+            raw["reversed_test_files"] = True
+        elif (raw.get("apply") or {}).get("exit_code") == 0:  # a re-run applies the same patch: one scan
+            raw["scan"] = strict.scan(task, submission.diff, scanned, bool(spec.integrity.refuse_test_aware_code))
+        return raw
+
+    # ------------------------------------------------------------ differential re-run (GradesInMany)
+    def grading_workspaces(self, spec: RunSpec) -> int:
+        """Two under crucible-strict with ``differential_rerun``: the second replays the steps again."""
+        return 2 if strict.applies(spec.integrity) and spec.integrity.differential_rerun else 1
+
+    async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
+        return None
+
+    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
+                         submission: CapturedSubmission) -> Verdict:
+        """The grading and its differential re-run at once, each in its own fresh workspace."""
+        outcomes = await asyncio.gather(self._replay(workspaces[0], spec, submission),
+                                        self._replay(workspaces[1], spec, submission, rerun=True),
+                                        return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        first, second = outcomes
+        return self.regrade(spec, {**first, "rerun": second})  # type: ignore[dict-item]
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
+        """The official verdict (resolved iff every F2P and P2P name is reported PASSED once);
+        under crucible-strict, a name's worst status, the refusals (no end marker, test-aware
+        code) and the differential re-run's agreement decide too."""
         task = spec.task
-        judged = replay.judge(raw, list(task.fail_to_pass), list(task.pass_to_pass))
-        tests = _tests(raw)
-        full = {**raw, **judged}
-        # F2P and P2P fractions are diagnostics (weight 0): the reward is the official verdict alone.
-        return Verdict(reward=1.0 if judged["resolved"] else 0.0,
-                       subscores={"resolved": 1.0 if judged["resolved"] else 0.0,
+        listed = [*task.fail_to_pass, *task.pass_to_pass]
+        full = {k: v for k, v in raw.items() if k != "rerun_differences"}
+        judged = _judge(raw, task)
+        full.update(judged)
+        again = raw.get("rerun")
+        if isinstance(again, Mapping):
+            second = {**again, **_judge(again, task)}
+            full["rerun"] = second
+            found = strict.differences(full, second, listed)
+            if found:
+                full["rerun_differences"] = found
+                if judged["resolved"]:
+                    full.update(resolved=False, reason=strict.TAMPERED_RERUN)
+        resolved = bool(full["resolved"])
+        # F2P and P2P fractions are diagnostics (weight 0): the reward is the verdict alone.
+        return Verdict(reward=1.0 if resolved else 0.0,
+                       subscores={"resolved": 1.0 if resolved else 0.0,
                                   "fail_to_pass": judged["f2p"], "pass_to_pass": judged["p2p"]},
-                       raw=full, tests=tests)
+                       raw=full, tests=_tests(raw))
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
-        lines = [f"reason: {raw.get('reason')}"]
+        lines = [f"evaluator: {raw.get('evaluator', strict.OFFICIAL)}"
+                 + (f" ({', '.join(raw.get('defences') or [])})" if raw.get("defences") else ""),
+                 f"reason: {raw.get('reason')}"]
+        findings = (raw.get("scan") or {}).get("findings") or []
+        if findings:
+            lines.append(f"test-aware code ({len(findings)}): "
+                         + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
+        run = raw.get("run_script") or {}
+        if run.get("outlived"):
+            lines.append("processes of the tests outlived run_script.sh: killed at its end")
+        after = run.get("after_end") or {}
+        if after.get("bytes"):
+            lines.append(f"output after run_script.sh's end (recorded, not parsed): {after['bytes']} bytes")
+        if raw.get("rerun_differences"):
+            lines.append("differential re-run disagrees: " + "; ".join(raw["rerun_differences"][:5]))
         for step in ("reset", "apply", "before_repo_set_cmd", "run_script"):
             info = raw.get(step) or {}
             if info:
@@ -122,10 +190,24 @@ class SwebenchProFlavor:
         return lines
 
 
+def _judge(raw: Mapping[str, Any], task: SwebenchProTaskConfig) -> dict[str, Any]:
+    """One grading's verdict: the official rule, then crucible-strict's where it was applied."""
+    f2p, p2p = list(task.fail_to_pass), list(task.pass_to_pass)
+    if raw.get("evaluator") != strict.STRICT:
+        return replay.judge(raw, f2p, p2p)
+    worst = {**raw, "parser": {**(raw.get("parser") or {}),
+                               "tests": [{"name": t.name, "status": t.status} for t in strict.statuses(raw)]}}
+    judged = replay.judge(worst, f2p, p2p)
+    refused = strict.refusal(raw, task)
+    if refused:
+        judged.update(resolved=False, reason=refused)
+    return judged
+
+
 def _decoded(task: SwebenchProTaskConfig) -> SwebenchProTaskConfig:
     """The task's texts as the dataset has them (its options are stored encoded, ``rows.encode_text``)."""
     changes = {f.name: decode_text(getattr(task, f.name)) for f in dataclasses.fields(task)
-               if f.name not in ("id", "pins", "validation") and isinstance(getattr(task, f.name), (str, list))}
+               if f.name not in ("id", "pins", "validation", "allow_test_aware") and isinstance(getattr(task, f.name), (str, list))}
     return dataclasses.replace(task, **changes)
 
 

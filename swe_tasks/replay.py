@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.util import shell
+from swe_tasks import strict
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -54,32 +55,54 @@ def last_line(command: str) -> str:
     return command.strip().split("\n")[-1]
 
 
-async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, patch: str) -> dict[str, Any]:
-    """Every step run and recorded: the raw grade (no verdict yet; ``judge`` decides). One
-    exec (sh/replay.sh: the patch on its stdin, history restored, every step with its own
-    limit, the two output files back on its stdout), the parser host-side."""
+def official_args(task: SwebenchProTaskConfig, assets: Assets) -> list[str]:
+    """sh/replay.sh's arguments for the official steps: the assets as read, unchanged."""
+    return [task.workdir, VAULT, WORK, task.base_commit, last_line(task.before_repo_set_cmd),
+            ",".join(task.selected_test_files_to_run), f"{task.step_timeout:g}", f"{task.test_timeout:g}",
+            "\n".join(assets.env_lines), assets.run_script.decode("utf-8", "replace")]
+
+
+def official_commands(task: SwebenchProTaskConfig) -> dict[str, str]:
+    """Each official step as the evaluator's entry script writes it (recorded per step)."""
+    files = ",".join(task.selected_test_files_to_run)
+    return {"reset": f"git reset --hard {task.base_commit}\ngit checkout {task.base_commit}",
+            "apply": f"git apply -v {WORK}/patch.diff", "before_repo_set_cmd": last_line(task.before_repo_set_cmd),
+            "run_script": f"bash {WORK}/run_script.sh {files} > {WORK}/stdout.log 2> {WORK}/stderr.log"}
+
+
+async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, patch: str,
+                 hardened: strict.Plan | None = None) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Every step run and recorded: (the raw grade, no verdict yet: ``judge`` decides; the files
+    a crucible-strict grading sends back for the scan). One exec (sh/replay.sh: the patch on
+    its stdin, history restored, every step with its own limit, the two output files back on
+    its stdout), the parser host-side. ``hardened``: the crucible-strict defences
+    (swe_tasks/strict.py); None: the official evaluator's steps exactly."""
     started = time.monotonic()
     stripped = strip_binary_hunks(patch)
     raw: dict[str, Any] = {"instance_id": task.instance_id, "binary_hunks_stripped": stripped != patch}
-    args = [task.workdir, VAULT, WORK, task.base_commit, last_line(task.before_repo_set_cmd),
-            ",".join(task.selected_test_files_to_run), f"{task.step_timeout:g}", f"{task.test_timeout:g}",
-            "\n".join(assets.env_lines), assets.run_script.decode("utf-8", "replace")]
+    args = official_args(task, assets)
+    stdin = stripped.encode()
+    commands = official_commands(task)
+    if hardened is not None:
+        selected = list(task.selected_test_files_to_run)
+        args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
+        args += hardened.args()
+        stdin = hardened.token.encode() + b"\n" + stdin
+        commands["run_script"] = (f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
+                                  f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")
     budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
     try:
         result = await ws.exec(["bash", "-c", shell.script(__file__, "replay.sh"), "crucible", *args],
-                               user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=budget, stdin=stripped.encode(),
+                               user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=budget, stdin=stdin,
                                max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)))
     except WorkspaceError as exc:
         raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
     if result.truncated:
         raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
-    records, files = parse_records(result.stdout)
+    records, files, scanned = parse_output(result.stdout)
     if "run_script" not in records:
         raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
                          f"{result.text()[-500:]}")
-    commands = {"reset": f"git reset --hard {task.base_commit}\ngit checkout {task.base_commit}",
-                "apply": f"git apply -v {WORK}/patch.diff", "before_repo_set_cmd": last_line(task.before_repo_set_cmd),
-                "run_script": f"bash {WORK}/run_script.sh {args[5]} > {WORK}/stdout.log 2> {WORK}/stderr.log"}
     for name, record in records.items():
         raw[name] = {"command": commands.get(name, name), **record}
     stdout: bytes | None
@@ -88,14 +111,22 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         stdout, stderr = files["stdout"], files["stderr"]
     else:  # an image without cat or wc; or a step removed the files (then the reads say so)
         stdout, stderr = await asyncio.gather(_read(ws, "stdout.log"), _read(ws, "stderr.log"))
+    if hardened is not None:  # only what came before run_script.sh's end is parsed
+        stdout, out_after, out_end = strict.split_end(stdout, hardened.token)
+        stderr, err_after, err_end = strict.split_end(stderr, hardened.token)
+        raw["run_script"]["end"] = {"stdout": out_end, "stderr": err_end}
+        raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
+        raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
+                                          "bytes": len(out_after) + len(err_after)}
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
     raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
     raw["seconds"] = round(time.monotonic() - started, 3)
-    return raw
+    return raw, scanned
 
 
 _RECORD = re.compile(rb"@@crucible-step (\S+) (-?\d+) ([01]) (\d+) (\d+)\n")
 _FILES = re.compile(rb"@@crucible-files (\d+) (\d+)\n")
+_SCANNED = re.compile(rb"@@crucible-scan (\d+) (\d+)\n")
 MAX_LOG_BYTES = 64 << 20
 """Each of run_script.sh's two files, at most (a larger run is a GradeError, never a score)."""
 
@@ -103,10 +134,25 @@ MAX_LOG_BYTES = 64 << 20
 def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
     """sh/replay.sh's output: step records ``name -> {exit_code, timed_out, seconds, output}``
     and the run's files ``stdout|stderr -> bytes``. Lengths, not markers, delimit each part."""
+    records, files, _ = parse_output(data)
+    return records, files
+
+
+def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes], dict[str, bytes]]:
+    """``parse_records``, and the files a crucible-strict grading sent back for the scan."""
     records: dict[str, dict[str, Any]] = {}
     files: dict[str, bytes] = {}
+    scanned: dict[str, bytes] = {}
     at = 0
-    while (m := _RECORD.match(data, at)) is not None:
+    while True:
+        if (s := _SCANNED.match(data, at)) is not None:
+            nbytes, length = int(s.group(1)), int(s.group(2))
+            path = data[s.end():s.end() + length].decode("utf-8", "replace")
+            scanned[path] = data[s.end() + length:s.end() + length + nbytes]
+            at = s.end() + length + nbytes
+            continue
+        if (m := _RECORD.match(data, at)) is None:
+            break
         name, rc, timed_out, ms, size = m.groups()
         output = data[m.end():m.end() + int(size)]
         records[name.decode()] = {"exit_code": int(rc), "timed_out": timed_out == b"1",
@@ -117,7 +163,7 @@ def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byt
         body = data[f.end():]
         if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
             files = {"stdout": body[:n_out], "stderr": body[n_out:]}
-    return records, files
+    return records, files, scanned
 
 
 async def _read(ws: Workspace, name: str) -> bytes | None:

@@ -12,6 +12,7 @@ from typing import List
 from omegaconf import MISSING
 
 from engine.config.schema import TaskConfig
+from envs.coding.schema import AllowTestAware
 
 DEFAULT_REGISTRY = "jefzda/sweap-images"
 """Where the benchmark publishes its instance images (``<registry>:<dockerhub_tag>``)."""
@@ -46,3 +47,6 @@ class SwebenchProTaskConfig(TaskConfig):
     """run_script.sh's limit (the official default is an hour)."""
     step_timeout: float = 300.0
     """Each git step's and the parser's limit."""
+    allow_test_aware: List[AllowTestAware] = field(default_factory=list)
+    """Findings of the test-awareness scan (crucible-strict grading, swe_tasks/strict.py) this
+    instance's honest fix needs: ``{rule, path, reason}``, as a coding task's."""

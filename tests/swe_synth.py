@@ -40,6 +40,8 @@ PY_RUN_SCRIPT = r"""#!/bin/bash
 set -e
 : "${CALC_MODE:?CALC_MODE comes from the ENV line of the instance Dockerfile}"
 : "${SWE_SYNTH_IMAGE:?SWE_SYNTH_IMAGE comes from the image itself, as docker run gives it}"
+# Who ran it and what: the uid, this very script's sha256, the patch applied, the files asked for.
+echo "run_script uid=$(id -u) sha256=$(sha256sum < "$0" | cut -d' ' -f1) patch=$(sha256sum < /workspace/patch.diff | cut -d' ' -f1) files=$1"
 IFS=',' read -r -a files <<< "$1"
 mods=()
 for f in "${files[@]}"; do m=${f%.py}; mods+=("${m//\//.}"); done

@@ -1,6 +1,18 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
+#          [strict LOCK_PATHS SCAN_PATHS TEST_UID]
+# Without the four strict arguments (integrity=none, the official evaluator) nothing below the
+# official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
+# is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
+# SCAN_PATHS file is sent back as it will run (@@crucible-scan BYTES PATH\n<path><bytes>), each
+# LOCK_PATHS file (and every __init__.py/conftest.py beside it) is made root's and read-only,
+# every directory from it up to WORKDIR root's and sticky (1777); run_script.sh runs as TEST_UID
+# (setpriv), HOME a fresh directory of its own, its stdout and stderr through root-only FIFOs;
+# when it exits, `\n<token> end <exit code>\n` goes to both, every process of TEST_UID is
+# killed (the step's output says `outlived` when one was still there), and only then are the
+# two files closed: what the tested code wrote after its end lies after the marker (recorded,
+# never parsed).
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -17,7 +29,12 @@
 # shellcheck disable=SC1091  # WORK/env.sh is written here
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
+STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} TOKEN=''
 [ -d "$WORK" ] || mkdir -p "$WORK"
+if [ "$STRICT" = strict ]; then
+  chmod 711 "$WORK"
+  IFS= read -r TOKEN || exit 4
+fi
 if command -v cat >/dev/null; then
   cat > "$WORK/patch.diff"
 else
@@ -47,6 +64,84 @@ step() {  # NAME SECONDS COMMAND: run COMMAND (a shell line) and print its recor
   now_us
   printf '@@crucible-step %s %s %s %s %s\n%s' "$name" "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "$bytes" "$out"
 }
+send_scanned() {  # each SCAN path, as it will run (a regular file inside WORKDIR)
+  local rel size
+  while IFS= read -r rel; do
+    if [ -z "$rel" ] || [ ! -f "$rel" ] || [ -L "$rel" ]; then continue; fi
+    size=$(wc -c < "$rel") || continue
+    printf '@@crucible-scan %s %s\n%s' "$size" "$(LC_ALL=C; echo "${#rel}")" "$rel"
+    cat "$rel"
+  done <<< "$SCAN"
+}
+lock_one() {  # FILE: root's, read-only to everyone else
+  if [ ! -f "$1" ] || [ -L "$1" ]; then return 0; fi
+  chown 0:0 "$1" && chmod go-w,u-w "$1" && LOCKED+=("$1")
+}
+lock_tree() {  # DIR named as a test path: every file below it locked, every directory root's and sticky
+  local f
+  shopt -s globstar dotglob nullglob
+  for f in "$1" "$1"/**; do
+    if [ -L "$f" ]; then continue; fi
+    if [ -d "$f" ]; then chown 0:0 "$f" && chmod 1777 "$f"; else lock_one "$f"; fi
+  done
+  shopt -u globstar dotglob nullglob
+}
+lock_hidden() {  # the test files, their packages' start-up files, their directories up to WORKDIR
+  local rel dir
+  LOCKED=()
+  while IFS= read -r rel; do
+    if [ -z "$rel" ] || [ ! -e "$rel" ]; then continue; fi
+    if [ -d "$rel" ] && [ ! -L "$rel" ]; then lock_tree "$rel"; else lock_one "$rel"; fi
+    dir=$(dirname -- "$rel")
+    while :; do
+      lock_one "$dir/__init__.py"
+      lock_one "$dir/conftest.py"
+      if [ ! -L "$dir" ] && [ "$(stat -c %u "$dir")" != 0 ]; then chown 0:0 "$dir" && chmod 1777 "$dir"; fi
+      [ "$dir" = . ] && break
+      dir=$(dirname -- "$dir")
+    done
+  done <<< "$LOCK"
+  out=$(printf '%s\n' "${LOCKED[@]}")
+  printf '@@crucible-step lock 0 0 0 %s\n%s' "$(LC_ALL=C; echo "${#out}")" "$out"
+}
+outlived_by_tests() {  # whether any process of TEST_UID is alive (its real uid, from /proc)
+  local q key real
+  for q in /proc/[0-9]*; do
+    while IFS=$'\t' read -r key real _; do
+      if [ "$key" = "Uid:" ]; then
+        if [ "$real" = "$TEST_UID" ]; then return 0; fi
+        break
+      fi
+    done 2>/dev/null < "$q/status"
+  done
+  return 1
+}
+strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs, the end marked
+  local start rc outlived timed_out=0 readers limit=() home=/tmp/crucible-test-home as=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
+  [ -n "$HAS_TIMEOUT" ] && limit=(timeout --kill-after=10 "$TEST_TIMEOUT")
+  rm -rf "$home" && mkdir -m 700 "$home" && chown "$TEST_UID:$TEST_UID" "$home"
+  chmod 644 "$WORK/run_script.sh"
+  rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"
+  (umask 077; cat "$WORK/out.fifo" > "$WORK/stdout.log") & readers=$!
+  (umask 077; cat "$WORK/err.fifo" > "$WORK/stderr.log") & readers="$readers $!"
+  now_us; start=$NOW
+  {
+    # shellcheck disable=SC2086  # the test files unquoted, as officially
+    HOME=$home "${limit[@]}" "${as[@]}" bash "$WORK/run_script.sh" $TEST_FILES </dev/null
+    rc=$?
+    printf '\n%s end %s\n' "$TOKEN" "$rc"
+    printf '\n%s end %s\n' "$TOKEN" "$rc" >&2
+    if outlived_by_tests; then rc="$rc outlived"; fi
+    "${as[@]}" bash -c 'kill -9 -1' 2>/dev/null
+    printf '%s' "$rc" > "$WORK/rc"
+  } > "$WORK/out.fifo" 2> "$WORK/err.fifo"
+  # shellcheck disable=SC2086  # two pids
+  wait $readers
+  read -r rc outlived < "$WORK/rc"
+  if [ -n "$HAS_TIMEOUT" ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then timed_out=1; fi
+  now_us
+  printf '@@crucible-step run_script %s %s %s %s\n%s' "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "${#outlived}" "$outlived"
+}
 HAS_TIMEOUT=''
 if command -v timeout >/dev/null; then HAS_TIMEOUT=1; fi
 # The image's own environment first (the official `docker run` starts from it; an exec does
@@ -69,7 +164,13 @@ git checkout $base"
 fi
 step apply "$STEP_TIMEOUT" "git apply -v $WORK/patch.diff"
 step before_repo_set_cmd "$STEP_TIMEOUT" "$BEFORE"
-step run_script "$TEST_TIMEOUT" "bash $WORK/run_script.sh $TEST_FILES > $WORK/stdout.log 2> $WORK/stderr.log"
+if [ "$STRICT" = strict ]; then
+  send_scanned
+  lock_hidden
+  strict_run_script
+else
+  step run_script "$TEST_TIMEOUT" "bash $WORK/run_script.sh $TEST_FILES > $WORK/stdout.log 2> $WORK/stderr.log"
+fi
 if command -v cat >/dev/null && command -v wc >/dev/null && [ -f "$WORK/stdout.log" ] && [ -f "$WORK/stderr.log" ]; then
   sizes=$(wc -c "$WORK/stdout.log" "$WORK/stderr.log")
   read -r n_out _ <<< "${sizes%%$'\n'*}"

@@ -1,0 +1,171 @@
+"""crucible-strict: the integrity defences on the SWE-bench Pro replay, and what decides which.
+
+Under ``integrity=none`` (and ``vault``, whose grading flags are off) grading IS the official
+evaluator's steps (``evaluator: official``): nothing here runs. Under ``strict`` the same steps
+run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` lists them):
+
+- ``uid-wall``: run_script.sh runs as uid 1000 (the official one runs as root), its HOME a fresh
+  directory of its own; the instance's test files (those ``before_repo_set_cmd`` restores and
+  ``selected_test_files_to_run``) root's and read-only, with the ``__init__.py`` and
+  ``conftest.py`` beside them, and every directory from them up to the workdir root's and sticky:
+  the tested code can read a hidden test but not rewrite, rename or remove it (sh/replay.sh);
+- ``end-marker``: run_script.sh's stdout and stderr reach root-only files through FIFOs; when it
+  exits a one-time token ends both, every uid-1000 process is killed, then the files close. The
+  official parser reads only what came before the marker; what came after is kept in
+  ``run_script.after_end`` and never parsed;
+- ``worst-status``: a name the parser reports with two statuses counts by its worst (officially
+  one PASSED line is enough, so a printed PASSED line beside the real FAILED one wins);
+- ``scan``: the test-awareness scan (envs/coding/scanner.py) of the Python files the patch
+  changes, as they stand after apply and before_repo_set_cmd; a finding the task does not allow
+  (``allow_test_aware``) scores 0 under ``refuse_test_aware_code``;
+- ``differential-rerun``: the same steps again in a second fresh grading container, the selected
+  test files in reverse order; the two verdicts must agree on every fail_to_pass/pass_to_pass
+  name (and on resolved), or the run scores 0 as tampered; both are recorded.
+
+Pure functions of the recorded raw grade where they judge, so a stored run regrades.
+"""
+from __future__ import annotations
+
+import secrets
+import shlex
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from engine.interfaces import AGENT_UID
+from engine.models import TestResult
+from envs.coding import patch as patches
+from envs.coding import rerun, scanner
+from envs.coding.protect import DEFAULT_TEST_PATHS
+from envs.coding.results import merge_worst
+
+OFFICIAL = "official"
+STRICT = "crucible-strict"
+TEST_UID = AGENT_UID
+TAMPERED_RERUN = ("tampered: the differential re-run (a second fresh grading container, the test files "
+                  "in another order) disagrees on the listed tests")
+
+
+def applies(integrity: Any) -> bool:
+    """Whether grading under ``integrity`` is crucible-strict (any grading defence on), not the
+    official evaluator."""
+    return bool(integrity.uid_wall or integrity.named_results_only or integrity.refuse_test_aware_code
+                or integrity.differential_rerun)
+
+
+def defences(integrity: Any) -> list[str]:
+    """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
+    if not applies(integrity):
+        return []
+    found = ["uid-wall", "end-marker", "worst-status",
+             "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
+    return found + (["differential-rerun"] if integrity.differential_rerun else [])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One crucible-strict grading's inputs to sh/replay.sh."""
+
+    token: str
+    """The end marker's one-time token: on the script's stdin, never in an argv or environment."""
+    lock: tuple[str, ...]
+    scan: tuple[str, ...]
+    reverse: bool = False
+    """The differential re-run: the selected test files in reverse order."""
+
+    def args(self) -> list[str]:
+        return ["strict", "\n".join(self.lock), "\n".join(self.scan), str(TEST_UID)]
+
+
+def plan(task: Any, patch: str, *, reverse: bool = False) -> Plan:
+    return Plan(secrets.token_hex(16), tuple(hidden_test_files(task)), tuple(scan_paths(task, patch)), reverse)
+
+
+def hidden_test_files(task: Any) -> list[str]:
+    """The instance's test files: the paths the last line of ``before_repo_set_cmd`` checks out
+    (``git checkout SHA -- PATHS``) and ``selected_test_files_to_run``, relative, in order."""
+    found: list[str] = []
+    line = str(task.before_repo_set_cmd).strip().split("\n")[-1] if task.before_repo_set_cmd else ""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = []
+    if "--" in words:
+        found += words[words.index("--") + 1:]
+    found += [str(f) for f in task.selected_test_files_to_run]
+    kept: list[str] = []
+    for rel in found:
+        rel = rel.strip()
+        if rel and not rel.startswith("/") and ".." not in rel.split("/") and rel not in kept and "\n" not in rel:
+            kept.append(rel)
+    return kept
+
+
+def test_patterns(task: Any) -> tuple[str, ...]:
+    """Where tests live (not scanned: importing the runner is their point)."""
+    return (*DEFAULT_TEST_PATHS, *hidden_test_files(task))
+
+
+def patch_bytes(patch: str) -> bytes:
+    return patches.ensure_trailing_newline(patch.encode("utf-8", "surrogateescape")) if patch.strip() else b""
+
+
+def scan_paths(task: Any, patch: str) -> list[str]:
+    try:
+        return scanner.python_paths_to_read(patch_bytes(patch), test_patterns(task))[:200]
+    except ValueError:
+        return []
+
+
+def scan(task: Any, patch: str, contents: Mapping[str, bytes], refuse: bool) -> dict[str, Any]:
+    """The scan's record (the coding flavor's shape): findings on the lines the patch adds."""
+    try:
+        findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task))
+    except ValueError as exc:
+        return {"refuse": refuse, "findings": [], "error": f"patch not read: {exc}"}
+    return {"refuse": refuse, "findings": [f.to_dict() for f in findings]}
+
+
+def split_end(data: bytes | None, token: str) -> tuple[bytes | None, bytes, bool]:
+    """(what came before the end marker, what came after it, whether it was there)."""
+    if data is None:
+        return None, b"", False
+    marker = f"\n{token} end ".encode()
+    at = data.find(marker)
+    if at < 0:
+        return data, b"", False
+    line_end = data.find(b"\n", at + len(marker))
+    return data[:at], data[line_end + 1:] if line_end >= 0 else b"", True
+
+
+def statuses(raw: Mapping[str, Any]) -> list[TestResult]:
+    """The parser's statuses, one per name, the worst where a name is reported more than once."""
+    entries = (raw.get("parser") or {}).get("tests") or []
+    return merge_worst(TestResult(str(e["name"]), str(e["status"])) for e in entries
+                       if isinstance(e, dict) and isinstance(e.get("name"), str)
+                       and e.get("status") in ("PASSED", "FAILED", "SKIPPED", "ERROR"))
+
+
+def refusal(raw: Mapping[str, Any], task: Any) -> str | None:
+    """Why a crucible-strict grading is 0 whatever the parser says, or None."""
+    run = raw.get("run_script") or {}
+    end = run.get("end") or {}
+    if end and not (end.get("stdout") and end.get("stderr")):
+        return "no end marker after run_script.sh: its output cannot be told from what came after"
+    found = raw.get("scan") or {}
+    if found.get("refuse"):
+        refused, _ = scanner.judge(found.get("findings") or [], allowances(task))
+        if refused:
+            first = scanner.Finding(**refused[0]).describe()
+            more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+            return f"test-aware code: {first}{more}"
+    return None
+
+
+def allowances(task: Any) -> list[scanner.Allowance]:
+    return [scanner.Allowance(a.rule, a.path, a.reason) for a in getattr(task, "allow_test_aware", None) or []]
+
+
+def differences(first: Mapping[str, Any], second: Mapping[str, Any], listed: Sequence[str]) -> list[str]:
+    """Where the two gradings disagree on the listed tests (and on resolved)."""
+    return rerun.differences(1.0 if first.get("resolved") else 0.0, statuses(first),
+                             1.0 if second.get("resolved") else 0.0, statuses(second), judged=set(listed))
