@@ -4,9 +4,8 @@ An ordinary suite: the hidden tests import the code under test into pytest's own
 (``wrinkles/data_driven``: hidden JSON cases read by a visible test module), so strict grades
 it with the uid wall, the hidden-file lock, the canary, the test-awareness scan and the
 differential re-run (a second fresh grading container, started with the first beside the
-agent's, graded at the same time). Each trial is one golden run end to end in-process (the
-batch API, as bench_integrity.py: containers from scratch, setup, the integration_test agent,
-capture, grading, store) under ``none``, ``strict`` with the re-run off, and ``strict``, in
+agent's, graded at the same time). Each trial is one golden run end to end in-process
+(bench/golden_runs.py) under ``none``, ``strict`` with the re-run off, and ``strict``, in
 turn, so drift on the machine hits all three alike. Reported: the median wall per run, its
 ratio to ``none`` (target: strict at most 1.3x), and the median of each stage; on a shared
 machine also the ratio of the fastest trials, the ones outside load disturbed least.
@@ -17,18 +16,19 @@ machine also the ratio of the fastest trials, the ones outside load disturbed le
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from golden_runs import alternate, print_table  # noqa: E402
 
 VARIANTS = ("none", "strict-no-rerun", "strict")
 STAGES = ("provision", "setup", "agent", "capture", "grade", "teardown", "store")
@@ -53,18 +53,10 @@ def plans(task: str) -> tuple:
     return session, planned
 
 
-def trial(session, planned, run_root: Path) -> tuple[float, dict]:
-    from engine.run.batch import BatchJob, run_batch
-
-    began = time.perf_counter()
-    record = asyncio.run(run_batch([BatchJob(planned)], session, root=run_root))[0].records[0]
-    seconds = time.perf_counter() - began
-    if record.status != "completed" or record.reward != 1.0:
-        raise SystemExit(f"golden run failed under {planned.spec.integrity.mode}: {record.status} "
-                         f"{record.error} {(record.raw_grade or {}).get('reason')}")
-    if planned.spec.integrity.differential_rerun and "rerun" not in record.raw_grade:
-        raise SystemExit("strict ran no differential re-run")
-    return seconds, record.timings
+def _rerun_ran(record) -> str | None:
+    if record.spec["integrity"].get("differential_rerun") and "rerun" not in record.raw_grade:
+        return "strict ran no differential re-run"
+    return None
 
 
 def main() -> int:
@@ -78,24 +70,11 @@ def main() -> int:
 
     session, planned = plans(ns.task)
     run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "bench-strict-cost"
-    walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    stages: dict[str, list[dict]] = {v: [] for v in VARIANTS}
-    for variant in VARIANTS:  # warm-up, not timed: the first run of a process pays imports and caches
-        trial(session, planned[variant], run_root)
-    for _ in range(ns.trials):
-        for variant in VARIANTS:
-            seconds, timings = trial(session, planned[variant], run_root)
-            walls[variant].append(seconds)
-            stages[variant].append(timings)
-
+    walls, stages = alternate(session, {v: planned[v] for v in VARIANTS}, run_root, ns.trials, _rerun_ran)
     med = statistics.median
     base = med(walls["none"])
     print(f"task {ns.task}, golden runs, {ns.trials} trials per variant, alternating; medians (perf_counter)")
-    print(f"{'variant':16} {'median s':>9} {'x none':>7}   min..max s   " + " ".join(f"{s:>9}" for s in STAGES))
-    for variant in VARIANTS:
-        per_stage = " ".join(f"{med(t.get(s, 0.0) for t in stages[variant]):9.3f}" for s in STAGES)
-        print(f"{variant:16} {med(walls[variant]):9.3f} {med(walls[variant]) / base:7.2f}   "
-              f"{min(walls[variant]):.3f}..{max(walls[variant]):.3f}   {per_stage}")
+    print_table(walls, stages, STAGES, base="none")
     ratio = med(walls["strict"]) / base
     print(f"strict / none = {ratio:.2f} by medians (target <= {TARGET}): {'met' if ratio <= TARGET else 'NOT met'}")
     # Load from outside only ever adds time, so on a shared machine the fastest trials are the
