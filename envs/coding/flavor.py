@@ -118,6 +118,8 @@ class CodingFlavor:
         # The hidden tests are read from the host repo while the agent works, not between
         # capture and grading, where those git processes (~0.05 s) would hold up the run.
         self._prefetch_hidden(spec.task)
+        if spec.integrity.randomise_test_names and rerun_defends(spec):
+            self._names(spec.task)  # which test names may change, read on the host meanwhile too
         await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
@@ -159,6 +161,8 @@ class CodingFlavor:
         thread, while the agent works)."""
         if self._test_names is None or self._test_names.get_loop() is not asyncio.get_running_loop():
             self._test_names = asyncio.ensure_future(self._read_names(task))
+            # A run that ends before grading never awaits it: its error is not news then.
+            self._test_names.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
         return self._test_names
 
     async def _read_names(self, task: CodingTaskConfig) -> frozenset[str]:

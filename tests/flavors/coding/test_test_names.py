@@ -198,3 +198,8 @@ def test_the_first_grading_and_the_rerun_each_map_their_own_names_back():
     assert "rerun_differences" not in ok.raw
     bad = grader.regrade({**raw(first, "PASSED"), "rerun": raw(again, "FAILED")})
     assert bad.raw["rerun_differences"] == ["reward 1 vs 0", "tests/test_p.py::test_p PASSED vs FAILED"]
+    from envs.coding.flavor import CodingFlavor
+
+    failed = grader.regrade(raw(first, "FAILED"))
+    assert failed.reward == 0.0 and failed.tests == [TestResult("tests/test_p.py::test_p", "FAILED")]
+    assert "tests not passed (1 of 1): tests/test_p.py::test_p FAILED" in CodingFlavor().explain(failed.raw)
