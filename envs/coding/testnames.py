@@ -20,8 +20,9 @@ What is renamed is decided soundly or not at all:
   methods of a ``Test*`` class or of a ``...TestCase`` subclass; ``Test*`` classes and
   ``...TestCase`` subclasses at module level or nested in such a class);
 - nothing else in the test ref names it (a helper, a conftest, a visible test module, an
-  ini file, a module that does not parse), nor does the test command (``-k``, node ids):
-  ``renamable``, read on the host from the test ref once per task.
+  ini file, a snapshot, a module that does not parse; nor a file's path: data found by the
+  running test's name), nor does the test command (``-k``, node ids): ``renamable``, read on
+  the host from the test ref once per task.
 
 The same identifier gets the same new name in every hidden module of one grading, so a test
 class inheriting methods from another module still overrides what it overrode. Line and
@@ -184,6 +185,7 @@ def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], com
     patterns = [arg for name in sorted(names) for arg in ("-e", name)]
     try:
         with gitpython.Repo(repo_path) as repo:
+            paths = repo.git.ls_tree("-r", "--name-only", "-z", test_sha).split("\0")
             try:
                 out = repo.git.grep("-I", "-w", "-F", "-o", "-z", *patterns, test_sha)
             except gitpython.GitCommandError as exc:
@@ -198,6 +200,8 @@ def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], com
         path = where.split(":", 1)[1] if ":" in where else where
         if path not in own:
             elsewhere.add(word)
+    # A file named after a test counts too (its snapshot, its data found by the running test's name).
+    elsewhere.update(name for name in names if any(_word(name).search(path) for path in paths if path not in own))
     return frozenset(names - elsewhere)
 
 

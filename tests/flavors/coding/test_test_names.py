@@ -131,16 +131,20 @@ def test_a_name_another_file_of_the_test_ref_or_the_command_names_keeps_it(tmp_p
     base = commit(repo, {"src/m.py": b"x = 1\n", "tests/test_visible.py": b"def test_seen():\n    pass\n"}, "base")
     test = commit(repo, {
         "tests/test_hidden.py": b"def test_free():\n    pass\n\n\ndef test_hooked():\n    pass\n\n\n"
-                                b"def test_deselected():\n    pass\n\n\ndef test_seen():\n    pass\n",
+                                b"def test_deselected():\n    pass\n\n\ndef test_seen():\n    pass\n\n\n"
+                                b"def test_pathed():\n    pass\n",
         "tests/conftest.py": b"def pytest_collection_modifyitems(items):\n"
                              b"    items.sort(key=lambda i: i.name == 'test_hooked')\n",
+        "tests/data/test_pathed.yml": b"expected: 1\n",  # found by the running test's name
     }, "test")
     from envs.coding import hidden
 
     change = hidden.read_change(repo, base, test, [], task_id="t/x")
-    assert base and testnames.candidates(change) == {"test_free", "test_hooked", "test_deselected", "test_seen"}
+    assert base and testnames.candidates(change) == {"test_free", "test_hooked", "test_deselected", "test_seen",
+                                                     "test_pathed"}
     command = "python3 -m pytest -q tests -k 'not test_deselected'"
-    # the conftest names test_hooked, the command test_deselected, a visible module test_seen
+    # the conftest names test_hooked, the command test_deselected, a visible module test_seen,
+    # a data file's path test_pathed
     assert testnames.renamable(repo, test, change, command) == {"test_free"}
 
 
