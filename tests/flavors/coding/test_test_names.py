@@ -207,3 +207,16 @@ def test_the_first_grading_and_the_rerun_each_map_their_own_names_back():
     failed = grader.regrade(raw(first, "FAILED"))
     assert failed.reward == 0.0 and failed.tests == [TestResult("tests/test_p.py::test_p", "FAILED")]
     assert "tests not passed (1 of 1): tests/test_p.py::test_p FAILED" in CodingFlavor().explain(failed.raw)
+
+
+def test_the_flag_is_on_in_strict_only_and_left_out_of_the_spec_while_off():
+    """Off in none and vault, which so keep the spec hashes they always had."""
+    from engine.config.compose import compose_config, to_typed
+    from engine.models import RunSpec
+
+    for mode, on in (("none", False), ("vault", False), ("strict", True)):
+        integrity = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}"])).integrity
+        assert integrity.randomise_test_names is on
+        spec = RunSpec(engine_version="x", task=None, env=None, flavor=None, agent=None, model=None,
+                       integrity=integrity, runtime=None, image={}, timeouts=None, seed=0, attempt=0)
+        assert ("randomise_test_names" in spec.to_dict()["integrity"]) is on
