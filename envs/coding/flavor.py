@@ -154,7 +154,8 @@ class CodingFlavor:
         return (renaming.hidden, renaming) if renaming is not None else (change, None)
 
     async def _new_first(self, task: CodingTaskConfig) -> rerun.Renaming | None:
-        return rerun.first_grading(await self._prefetch_hidden(task), await self._names(task))
+        change, names = await self._prefetch_hidden(task), await self._names(task)
+        return await asyncio.to_thread(rerun.first_grading, change, names)  # a parse per module: not on the loop
 
     def _names(self, task: CodingTaskConfig) -> asyncio.Future:
         """Which test names the hidden modules may take at random, read once on the host (in a
@@ -219,7 +220,8 @@ class CodingFlavor:
             raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
         except CrucibleError as exc:
             raise GradeError(f"cannot plan the differential re-run of task {task.id!r}: {exc}") from exc
-        return rerun.randomise(change, free, await self._names(task) if functions else ())
+        names = await self._names(task) if functions else frozenset()
+        return await asyncio.to_thread(rerun.randomise, change, free, names)
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
         return grader.regrade(raw, spec.task)

@@ -83,7 +83,8 @@ class _Module:
         tokens = _tokens(text)
         if tokens is None:
             raise SyntaxError("does not tokenize")
-        self.tokens = tokens
+        self.positions = [(tok.string, tok.start) for tok in tokens if tok.type == tokenize.NAME]
+        """Where each name token is: all the rewrite needs of the tokens."""
         self.collected: set[str] = set()
         self.defined: dict[str, int] = {}
         self.named: dict[str, int] = {}
@@ -94,29 +95,29 @@ class _Module:
                 self.named[node.id] = self.named.get(node.id, 0) + 1
         _collect(tree.body, self.collected)
         self.name_tokens: dict[str, int] = {}
-        self.strings: list[str] = []
+        self.string_words: set[str] = set()
+        """Every word any string literal of the module spells."""
         for tok in tokens:
             if tok.type == tokenize.NAME:
                 self.name_tokens[tok.string] = self.name_tokens.get(tok.string, 0) + 1
             elif tok.type == tokenize.STRING or (_FSTRING_MIDDLE is not None and tok.type == _FSTRING_MIDDLE):
-                self.strings.append(tok.string)
+                self.string_words.update(_WORDS.findall(tok.string))
 
     def mentions(self, name: str) -> bool:
-        return name in self.name_tokens or any(_word(name).search(s) for s in self.strings)
+        return name in self.name_tokens or name in self.string_words
 
     def safe(self, name: str) -> bool:
         """Every name token of ``name`` is a definition or a plain name, and no string names it."""
         plain = self.defined.get(name, 0) + self.named.get(name, 0)
-        return self.name_tokens.get(name, 0) == plain and not any(_word(name).search(s) for s in self.strings)
+        return self.name_tokens.get(name, 0) == plain and name not in self.string_words
 
     def rewrite(self, tokens_for: Mapping[str, str]) -> str:
         lines = _lines(self.text)
         # Right to left within a line, so earlier columns stay where the tokenizer put them.
-        for tok in sorted((t for t in self.tokens if t.type == tokenize.NAME and t.string in tokens_for),
-                          key=lambda t: t.start, reverse=True):
-            row, col = tok.start
+        for name, (row, col) in sorted(((n, at) for n, at in self.positions if n in tokens_for),
+                                       key=lambda found: found[1], reverse=True):
             line = lines[row - 1]
-            lines[row - 1] = line[:col] + tokens_for[tok.string] + line[col + len(tok.string):]
+            lines[row - 1] = line[:col] + tokens_for[name] + line[col + len(name):]
         return "".join(lines)
 
 
@@ -139,12 +140,17 @@ def _is_testcase(node: ast.ClassDef) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=4096)
-def _word(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+_WORDS = re.compile(r"\w+")
+"""A word: what an identifier is made of (a name is spelled somewhere when it is one of its words)."""
 
 
+def _words(text: str) -> set[str]:
+    return set(_WORDS.findall(text))
+
+
+@functools.lru_cache(maxsize=64)
 def _parse(data: bytes) -> _Module | None:
+    """The module, read once per content (each grading rewrites the same ones), or None."""
     decoded = _decode(data)
     if decoded is None:
         return None
@@ -159,12 +165,13 @@ def candidates(files: Sequence[HiddenFile]) -> frozenset[str]:
     collected names that every hidden module mentioning them could rewrite. A module that
     does not parse renames nothing, and keeps every name it spells."""
     modules = [(item, _parse(item.data)) for item in files if is_module(item)]
-    unreadable = [item.data.decode("utf-8", "replace") for item, module in modules if module is None]
+    unreadable = {word for item, module in modules if module is None
+                  for word in _words(item.data.decode("utf-8", "replace"))}
     parsed = [module for _, module in modules if module is not None]
     wanted = {name for module in parsed for name in module.collected}
     return frozenset(name for name in wanted
                      if all(module.safe(name) for module in parsed if module.mentions(name))
-                     and not any(_word(name).search(text) for text in unreadable))
+                     and name not in unreadable)
 
 
 def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], command: str = "") -> frozenset[str]:
@@ -178,7 +185,7 @@ def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], comma
 def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], command: str) -> frozenset[str]:
     import git as gitpython
 
-    names = {name for name in candidates(files) if not _word(name).search(command)}
+    names = candidates(files) - _words(command)
     if not names:
         return frozenset()
     own = {item.path for item in files if is_module(item) and _parse(item.data) is not None}
@@ -201,7 +208,7 @@ def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], com
         if path not in own:
             elsewhere.add(word)
     # A file named after a test counts too (its snapshot, its data found by the running test's name).
-    elsewhere.update(name for name in names if any(_word(name).search(path) for path in paths if path not in own))
+    elsewhere.update(names & {word for path in paths if path not in own for word in _words(path)})
     return frozenset(names - elsewhere)
 
 
