@@ -21,8 +21,10 @@ What is renamed is decided soundly or not at all:
   ``...TestCase`` subclasses at module level or nested in such a class);
 - nothing else in the test ref names it (a helper, a conftest, a visible test module, an
   ini file, a snapshot, a module that does not parse; nor a file's path: data found by the
-  running test's name), nor does the test command (``-k``, node ids): ``renamable``, read on
-  the host from the test ref once per task.
+  running test's name), nor does the test command (node ids): ``renamable``, read on the host
+  from the test ref once per task. Nothing at all is renamed where tests are selected by parts
+  of their names (``-k`` in the command or an ini file's ``addopts``) or collected by other
+  patterns (``python_functions``, ``python_classes``).
 
 The same identifier gets the same new name in every hidden module of one grading, so a test
 class inheriting methods from another module still overrides what it overrode. Line and
@@ -140,6 +142,12 @@ def _is_testcase(node: ast.ClassDef) -> bool:
     return False
 
 
+_SELECTS_BY_NAME = re.compile(r"(?:^|\s|['\"])(?:-k|--keyword)(?:\s|=|['\"]|$)")
+"""``-k`` selects tests by any part of their names: with it in the command nothing is renamed."""
+_COLLECTION_SETTINGS = frozenset({"python_functions", "python_classes"})
+"""Settings that collect tests by other patterns: where the test ref has one, nothing is renamed."""
+_INI_FILES = ("*pytest.ini", "*tox.ini", "*setup.cfg", "*pyproject.toml", "*pytest.toml")
+"""Where pytest reads ``addopts`` (a ``-k`` there selects by name as in the command)."""
 _WORDS = re.compile(r"\w+")
 """A word: what an identifier is made of (a name is spelled somewhere when it is one of its words)."""
 
@@ -186,19 +194,16 @@ def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], com
     import git as gitpython
 
     names = candidates(files) - _words(command)
-    if not names:
+    if not names or _SELECTS_BY_NAME.search(command):
         return frozenset()
     own = {item.path for item in files if is_module(item) and _parse(item.data) is not None}
-    patterns = [arg for name in sorted(names) for arg in ("-e", name)]
+    patterns = [arg for name in sorted(names | _COLLECTION_SETTINGS) for arg in ("-e", name)]
     try:
         with gitpython.Repo(repo_path) as repo:
             paths = repo.git.ls_tree("-r", "--name-only", "-z", test_sha).split("\0")
-            try:
-                out = repo.git.grep("-I", "-w", "-F", "-o", "-z", *patterns, test_sha)
-            except gitpython.GitCommandError as exc:
-                if exc.status != 1:  # 1: nothing matched
-                    raise
-                out = ""
+            out = _grep(repo, "-I", "-w", "-F", "-o", "-z", *patterns, test_sha)
+            selecting = _grep(repo, "-I", "-l", "-E", "-e", r"addopts.*(-k|--keyword)", test_sha,
+                              "--", *_INI_FILES)
     except gitpython.GitCommandError as exc:
         raise GradeError(f"cannot read which test names the test ref uses: {str(exc.stderr).strip()[-300:]}") from exc
     elsewhere = set()
@@ -207,9 +212,23 @@ def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], com
         path = where.split(":", 1)[1] if ":" in where else where
         if path not in own:
             elsewhere.add(word)
+    if selecting.strip() or elsewhere & _COLLECTION_SETTINGS:
+        return frozenset()  # names selected by substring, or collected by other patterns: none may change
     # A file named after a test counts too (its snapshot, its data found by the running test's name).
     elsewhere.update(names & {word for path in paths if path not in own for word in _words(path)})
     return frozenset(names - elsewhere)
+
+
+def _grep(repo, *args: str) -> str:
+    """``git grep``'s output; empty where nothing matched (its exit status 1)."""
+    import git as gitpython
+
+    try:
+        return repo.git.grep(*args)
+    except gitpython.GitCommandError as exc:
+        if exc.status != 1:
+            raise
+        return ""
 
 
 def fresh_tokens(names: Iterable[str]) -> dict[str, str]:

@@ -143,10 +143,18 @@ def test_a_name_another_file_of_the_test_ref_or_the_command_names_keeps_it(tmp_p
     change = hidden.read_change(repo, base, test, [], task_id="t/x")
     assert base and testnames.candidates(change) == {"test_free", "test_hooked", "test_deselected", "test_seen",
                                                      "test_pathed"}
-    command = "python3 -m pytest -q tests -k 'not test_deselected'"
+    command = "python3 -m pytest -q tests --deselect tests/test_hidden.py::test_deselected"
     # the conftest names test_hooked, the command test_deselected, a visible module test_seen,
     # a data file's path test_pathed
     assert testnames.renamable(repo, test, change, command) == {"test_free"}
+    # -k selects by any part of a name: then no name changes, in the command or in addopts
+    assert testnames.renamable(repo, test, change, "python3 -m pytest -q tests -k 'not slow'") == set()
+    for ini, text, kept in (("pytest.ini", b"[pytest]\naddopts = -q -k 'not slow'\n", set()),
+                            ("setup.cfg", b"[tool:pytest]\npython_functions = test_* check_*\n", set()),
+                            ("tox.ini", b"[pytest]\naddopts = -q --strict-markers\n", {"test_free", "test_deselected"})):
+        other = commit(repo, {ini: text}, ini)
+        assert testnames.renamable(repo, other, change, "python3 -m pytest -q tests") == kept, ini
+        git(repo, "reset", "-q", "--hard", test)
 
 
 def test_one_name_in_two_modules_takes_one_new_name_so_an_override_still_overrides(tmp_path):
