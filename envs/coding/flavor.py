@@ -239,9 +239,7 @@ class CodingFlavor:
         named = (raw.get("results") or {})
         if named.get("error"):
             lines.append(f"named test results ({named.get('format')}): {named['error']}")
-        renamed = raw.get("renamed") or {}
-        read = rerun.map_back(named.get("tests") or [], {**(renamed.get("names") or {}),
-                                                          **(renamed.get("functions") or {})})
+        read = rerun.map_back(named.get("tests") or [], rerun.recorded_names(raw.get("renamed") or {}))
         not_passed = [t for t in read if t.get("status") != "PASSED"]
         if not_passed:
             lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "

@@ -614,8 +614,7 @@ def _regrade_one(raw: Mapping, task: CodingTaskConfig | None) -> Verdict:
     named = raw.get("results")
     renamed = raw.get("renamed")
     if isinstance(renamed, Mapping) and isinstance(named, Mapping) and named.get("tests"):
-        names = {**(renamed.get("names") or {}), **(renamed.get("functions") or {})}
-        named = {**named, "tests": rerun.map_back(named["tests"], names)}
+        named = {**named, "tests": rerun.map_back(named["tests"], rerun.recorded_names(renamed))}
     test = raw.get("test") or {}
     return verdict_from_test_result(
         applied=bool((raw.get("apply") or {}).get("ok")),

@@ -69,10 +69,12 @@ class Renaming:
             out["functions"] = dict(self.functions)
         return out
 
-    @property
-    def mapping(self) -> dict[str, str]:
-        """Every random name -> the task's: what ``map_back`` takes."""
-        return {**self.names, **self.functions}
+
+
+def recorded_names(record: Mapping) -> dict[str, str]:
+    """Every random name a grading's ``renamed`` record holds -> the task's: what ``map_back``
+    takes (file stems and, where there are some, test names)."""
+    return {**(record.get("names") or {}), **(record.get("functions") or {})}
 
 
 def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile]) -> frozenset[str]:
