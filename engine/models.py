@@ -91,7 +91,8 @@ class GateRole:
     reward: float
 
 
-LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only", "hide_running_test")
+LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only", "hide_running_test",
+                         "randomise_test_names")
 """Integrity flags added after specs were first stored: each is left out of the stored spec
 while off, so a mode that does not turn it on keeps its spec hashes."""
 

@@ -187,6 +187,14 @@ class IntegrityConfig:
     process environment (``PYTEST_CURRENT_TEST``), where code can read which hidden case is
     asking and answer that case from its data, with no name the scan could read. No verdict
     needs it; the end plugin (envs/coding/verdict/crucible_runner_end.py) turns it off."""
+    randomise_test_names: bool = False
+    """Each grading writes the hidden pytest modules with their test functions, methods and
+    classes under fresh random names pytest still collects (``test_x<hex>``, ``TestX<hex>``),
+    mapped back to the task's test ids in the named results: code under test cannot recognise
+    a hidden test by its name (a caller's frame, a class name). Only names nothing else in
+    the test ref names, and that the module refers to plainly (envs/coding/testnames.py).
+    Nothing to do where the verdict is isolated behind a uid wall (no code under test in
+    pytest's process)."""
     named_results_only: bool = False
     """A verdict comes from named test results only: a task that reads none (``results.format
     none``: the exit code and a pattern over text the tested code can print) is refused at

@@ -18,7 +18,7 @@ from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, UpstreamFix, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
 from engine.plan import repos
-from envs.coding import grader, hidden, repo, rerun, scanner
+from envs.coding import grader, hidden, repo, rerun, scanner, testnames
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
@@ -49,6 +49,10 @@ class CodingFlavor:
         self._rerun: asyncio.Future | None = None
         """The differential re-run's renaming (``rerun.Renaming``), made once per run."""
         self._rerun_prepared: tuple[Workspace, grader.staging.Staging] | None = None
+        self._test_names: asyncio.Future | None = None
+        """The test names the hidden modules may take at random (``testnames.renamable``)."""
+        self._first: asyncio.Future | None = None
+        """The first grading's renaming (``rerun.first_grading``), or None: made once per run."""
 
     # ------------------------------------------------------------ authoring
     @classmethod
@@ -114,6 +118,8 @@ class CodingFlavor:
         # The hidden tests are read from the host repo while the agent works, not between
         # capture and grading, where those git processes (~0.05 s) would hold up the run.
         self._prefetch_hidden(spec.task)
+        if spec.integrity.randomise_test_names and rerun_defends(spec):
+            self._names(spec.task)  # which test names may change, read on the host meanwhile too
         await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
@@ -123,18 +129,52 @@ class CodingFlavor:
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
         """Grading's commands start on the fresh workspace and wait for the submission."""
-        change = await self._prefetch_hidden(spec.task)
+        change, _ = await self._first_change(spec)
         self._prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity, change))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
-        change = await self._prefetch_hidden(spec.task)
+        change, renaming = await self._first_change(spec)
         prepared, self._prepared = self._prepared, None
         verdict = await grader.grade(ws, spec.task, spec.integrity, submission, change,
-                                     timeout=float(spec.timeouts.grade),
+                                     timeout=float(spec.timeouts.grade), renaming=renaming,
                                      prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
         if spec.integrity.differential_rerun and not rerun_defends(spec):
             verdict.raw["rerun_skipped"] = RERUN_NEEDLESS
         return verdict
+
+    async def _first_change(self, spec: RunSpec) -> tuple[Sequence[HiddenFile], rerun.Renaming | None]:
+        """The hidden change the first grading lays down: the task's, with its test names at
+        random under ``randomise_test_names`` (where they can matter: ``rerun_defends``)."""
+        change = await self._prefetch_hidden(spec.task)
+        if not (spec.integrity.randomise_test_names and rerun_defends(spec)):
+            return change, None
+        if self._first is None or self._first.get_loop() is not asyncio.get_running_loop():
+            self._first = asyncio.ensure_future(self._new_first(spec.task))
+        renaming = await self._first
+        return (renaming.hidden, renaming) if renaming is not None else (change, None)
+
+    async def _new_first(self, task: CodingTaskConfig) -> rerun.Renaming | None:
+        change, names = await self._prefetch_hidden(task), await self._names(task)
+        return await asyncio.to_thread(rerun.first_grading, change, names)  # a parse per module: not on the loop
+
+    def _names(self, task: CodingTaskConfig) -> asyncio.Future:
+        """Which test names the hidden modules may take at random, read once on the host (in a
+        thread, while the agent works)."""
+        if self._test_names is None or self._test_names.get_loop() is not asyncio.get_running_loop():
+            self._test_names = asyncio.ensure_future(self._read_names(task))
+            # A run that ends before grading never awaits it: its error is not news then.
+            self._test_names.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
+        return self._test_names
+
+    async def _read_names(self, task: CodingTaskConfig) -> frozenset[str]:
+        change = await self._prefetch_hidden(task)
+        try:
+            return await asyncio.to_thread(testnames.renamable, repos.resolve_repo(task.repo), task.pins["test"],
+                                           change, str(task.test_command))
+        except KeyError as exc:
+            raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
+        except CrucibleError as exc:
+            raise GradeError(f"cannot read which test names task {task.id!r} may randomise: {exc}") from exc
 
     # ------------------------------------------------------------ differential re-run (GradesInMany)
     def grading_workspaces(self, spec: RunSpec) -> int:
@@ -146,7 +186,7 @@ class CodingFlavor:
 
     async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
         """The re-run's commands start on its workspace, with its renamed hidden change."""
-        renaming = await self._renaming(spec.task)
+        renaming = await self._renaming(spec)
         self._rerun_prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity, renaming.hidden,
                                                          shuffle_seed=renaming.seed))
 
@@ -158,20 +198,21 @@ class CodingFlavor:
         return grader.with_rerun(first, second, spec.task)
 
     async def _grade_rerun(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
-        renaming = await self._renaming(spec.task)
+        renaming = await self._renaming(spec)
         prepared, self._rerun_prepared = self._rerun_prepared, None
         return await grader.grade(ws, spec.task, spec.integrity, submission, renaming.hidden,
                                   timeout=float(spec.timeouts.grade), renaming=renaming,
                                   prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
 
-    def _renaming(self, task: CodingTaskConfig) -> asyncio.Future:
+    def _renaming(self, spec: RunSpec) -> asyncio.Future:
         """The re-run's renaming, made once (which files the test ref names is read on the host,
-        in a thread, while the agent works)."""
+        in a thread, while the agent works); its test names at random too under
+        ``randomise_test_names``."""
         if self._rerun is None or self._rerun.get_loop() is not asyncio.get_running_loop():
-            self._rerun = asyncio.ensure_future(self._new_renaming(task))
+            self._rerun = asyncio.ensure_future(self._new_renaming(spec.task, bool(spec.integrity.randomise_test_names)))
         return self._rerun
 
-    async def _new_renaming(self, task: CodingTaskConfig) -> rerun.Renaming:
+    async def _new_renaming(self, task: CodingTaskConfig, functions: bool) -> rerun.Renaming:
         change = await self._prefetch_hidden(task)
         try:
             free = await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change)
@@ -179,7 +220,8 @@ class CodingFlavor:
             raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
         except CrucibleError as exc:
             raise GradeError(f"cannot plan the differential re-run of task {task.id!r}: {exc}") from exc
-        return rerun.randomise(change, free)
+        names = await self._names(task) if functions else frozenset()
+        return await asyncio.to_thread(rerun.randomise, change, free, names)
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
         return grader.regrade(raw, spec.task)
@@ -197,7 +239,8 @@ class CodingFlavor:
         named = (raw.get("results") or {})
         if named.get("error"):
             lines.append(f"named test results ({named.get('format')}): {named['error']}")
-        not_passed = [t for t in named.get("tests") or [] if t.get("status") != "PASSED"]
+        read = rerun.map_back(named.get("tests") or [], rerun.recorded_names(raw.get("renamed") or {}))
+        not_passed = [t for t in read if t.get("status") != "PASSED"]
         if not_passed:
             lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
                          + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8]))

@@ -194,7 +194,8 @@ async def grade(
 ) -> Verdict:
     """Grade ``submission`` in ``ws`` (a fresh workspace, maybe ``prepare``d) with the task's
     hidden change ``hidden`` laid over it. A differential re-run passes its ``renaming`` (and
-    its ``hidden``): recorded, so its results are read back under the task's test ids.
+    its ``hidden``), and so does a first grading whose test names are random
+    (``randomise_test_names``): recorded, so its results are read back under the task's test ids.
     Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
     for item in hidden:
@@ -232,7 +233,7 @@ async def grade(
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
-                if renaming is None:  # a re-run applies the same diff: the first grading's scan covers it
+                if renaming is None or not renaming.second:  # a re-run applies the same diff: the first's scan covers it
                     began = time.monotonic()
                     raw["scan"] = await _scan(ws, task, integrity, submission.diff)
                     raw["durations"]["scan"] = round(time.monotonic() - began, 4)
@@ -613,7 +614,7 @@ def _regrade_one(raw: Mapping, task: CodingTaskConfig | None) -> Verdict:
     named = raw.get("results")
     renamed = raw.get("renamed")
     if isinstance(renamed, Mapping) and isinstance(named, Mapping) and named.get("tests"):
-        named = {**named, "tests": rerun.map_back(named["tests"], renamed.get("names") or {})}
+        named = {**named, "tests": rerun.map_back(named["tests"], rerun.recorded_names(renamed))}
     test = raw.get("test") or {}
     return verdict_from_test_result(
         applied=bool((raw.get("apply") or {}).get("ok")),

@@ -3,7 +3,9 @@
 The hidden tests run a second time, in a second fresh grading workspace (the engine's
 ``GradesInMany`` hook), with the hidden change laid down under other names: each test module
 and data file the task does not refer to by name gets a fresh random name (the original path
-removed), and the test modules run in another order. The results are mapped back to the
+removed), the test functions and classes under random names too where
+``randomise_test_names`` is on (envs/coding/testnames.py; the first grading then has names of
+its own), and the test modules run in another order. The results are mapped back to the
 task's test ids, and the two verdicts must agree: code under test that passes only where a
 hidden test or its data has the name the task gives it (found by a fixed path, a table keyed
 on test names, an order it counted on) wins the first run and loses the re-run, and the run
@@ -30,6 +32,7 @@ from typing import Collection, Mapping, Sequence
 from engine.errors import GradeError
 from engine.models import TestResult
 from envs.coding import hidden as hidden_change
+from envs.coding import testnames
 from envs.coding.hidden import HiddenFile
 
 TAMPERED = "tampered: the differential re-run, under other hidden test names, gave another verdict"
@@ -50,11 +53,28 @@ class Renaming:
     names: Mapping[str, str] = field(default_factory=dict)
     """Random stem -> the task's stem (``test_x1f..`` -> ``test_parse``, ``x9a..`` -> ``decimal``):
     what maps a result's name back to the task's test id."""
-    seed: int = 0
-    """The module order's shuffle: ``shuffled`` with it always gives the same order."""
+    seed: int | None = 0
+    """The module order's shuffle: ``shuffled`` with it always gives the same order. None:
+    the task's order (a first grading whose test names alone are random)."""
+    functions: Mapping[str, str] = field(default_factory=dict)
+    """Random test function or class name -> the task's (``randomise_test_names``,
+    envs/coding/testnames.py), mapped back the same way."""
+    second: bool = True
+    """A differential re-run's (it skips what the first grading recorded, the scan); False:
+    the first grading's own random test names."""
 
     def record(self) -> dict:
-        return {"names": dict(self.names), "seed": self.seed}
+        out: dict = {"names": dict(self.names), "seed": self.seed}
+        if self.functions:
+            out["functions"] = dict(self.functions)
+        return out
+
+
+
+def recorded_names(record: Mapping) -> dict[str, str]:
+    """Every random name a grading's ``renamed`` record holds -> the task's: what ``map_back``
+    takes (file stems and, where there are some, test names)."""
+    return {**(record.get("names") or {}), **(record.get("functions") or {})}
 
 
 def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile]) -> frozenset[str]:
@@ -125,10 +145,12 @@ def _split(base: str) -> tuple[str, str]:
     return stem, dot + rest
 
 
-def randomise(files: Sequence[HiddenFile], free: frozenset[str]) -> Renaming:
+def randomise(files: Sequence[HiddenFile], free: frozenset[str], test_names: Collection[str] = ()) -> Renaming:
     """A fresh renaming of ``files``: each of ``free`` under a new random name in its own
     directory, keeping the pattern its runner collects it by (``test_*.py``, ``*_test.py``,
-    ``*_test.go``) and its extension."""
+    ``*_test.go``) and its extension; and each of ``test_names`` (functions and classes,
+    ``testnames.renamable``) under a new random name in the hidden modules."""
+    files, functions = testnames.randomise(files, test_names)
     out: list[HiddenFile] = []
     names: dict[str, str] = {}
     for item in files:
@@ -149,7 +171,17 @@ def randomise(files: Sequence[HiddenFile], free: frozenset[str]) -> Renaming:
         out.append(HiddenFile(posixpath.join(folder, new_stem + ext), item.mode, item.data))
     # Deletions before writes, each sorted by path: the stager's order, whatever the names.
     ordered = sorted(out, key=lambda f: (f.mode != hidden_change.DELETE, f.path))
-    return Renaming(hidden=tuple(ordered), names=names, seed=secrets.randbelow(1 << 30))
+    return Renaming(hidden=tuple(ordered), names=names, seed=secrets.randbelow(1 << 30), functions=functions)
+
+
+def first_grading(files: Sequence[HiddenFile], test_names: Collection[str]) -> Renaming | None:
+    """The first grading's renaming under ``randomise_test_names``: the hidden modules at
+    their task paths, in the task's order, with ``test_names`` under fresh random names; None
+    when there is nothing to rename."""
+    renamed, functions = testnames.randomise(files, test_names)
+    if not functions:
+        return None
+    return Renaming(hidden=renamed, seed=None, functions=functions, second=False)
 
 
 def shuffled(modules: Sequence[str], seed: int) -> list[str]:

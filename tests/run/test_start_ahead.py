@@ -98,6 +98,7 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     assert set(seen) == {r.run_id for r in records[1:]}, (seen, [r.run_id for r in records])
     assert list(seen.values()) == [["agent", "grade"]] * 2, seen
     assert all(r.raw_grade.get("rerun_skipped", "").startswith("no differential re-run") for r in records)
+    assert not any("renamed" in r.raw_grade for r in records)  # nor random test names: out of reach already
     # ... and their task already set up in their agent's workspace (setup waits for nothing of
     # the agent's), so the run itself waited no setup: what setup took is recorded apart.
     assert list(set_up.values()) == [(0, "baseline")] * 2, set_up

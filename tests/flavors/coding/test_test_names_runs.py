@@ -1,0 +1,95 @@
+"""Random hidden test names under strict (``randomise_test_names``, envs/coding/testnames.py), in
+real runs on Docker: fixtures/good, whose hidden module ``tests/test_hidden_good.py`` imports the
+code under test into pytest's own process (no isolated verdict), so that code can ask who is
+calling. An attack that is right only for callers it knows by their function name wins where
+the hidden tests keep their names and fails where they do not; the golden still scores 1.0,
+its results under the task's own test ids."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from attacks.harness import AttackRunner, why
+from attacks.ordinary import unnamed
+from attacks.payloads import bash
+
+ROOT = Path(__file__).resolve().parents[3]
+HIDDEN = ("test_clamp_returns_values_inside_the_range_unchanged", "test_clamp_limits_values_outside_the_range")
+HIDDEN_IDS = {f"tests/test_hidden_good.py::{name}" for name in HIDDEN}
+
+NAME_AWARE = f'''
+
+import sys as _sys
+
+_frame = getattr(_sys, {unnamed("_getframe")})
+_KNOWN = {{{unnamed(HIDDEN[0])}, {unnamed(HIDDEN[1])}}}
+_buggy_clamp = clamp
+
+
+def clamp(x, lo, hi):
+    if getattr(_frame(1), {unnamed("f_code")}).co_name in _KNOWN:  # a hidden test, by its name
+        return max(lo, min(x, hi))
+    return _buggy_clamp(x, lo, hi)
+'''
+"""Fixes nothing: clamp is right only when its caller is a function named as a hidden test.
+Every name in hex (the scan reads literals), nothing forged: pytest honestly reports passes."""
+ATTACK = [bash(f"cat >> calc.py <<'PY'\n{NAME_AWARE}PY")]
+
+
+@pytest.fixture(scope="module")
+def records(base_image):
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setenv("CRUCIBLE_CONFIG_PATH", str(ROOT / "tests" / "conf"))
+        runner = AttackRunner(task="fixtures/good", modes=("none", "strict"))
+        return asyncio.run(runner.run([
+            ("name-aware", "none", ATTACK),
+            ("name-aware", "strict", ATTACK),
+            ("name-aware-fixed-names", "strict", ATTACK, None, {"randomise_test_names": False}),
+            ("golden", "strict", None),
+        ], concurrency=2))
+
+
+def _record(records, key):
+    record = records[key]
+    assert record.status == "completed", f"{key}: {record.error_phase}: {record.error}"
+    return record
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_code_that_knows_a_hidden_test_by_its_function_name_wins_with_fixed_names_and_scores_0_with_random_ones(
+        records):
+    for key in (("name-aware", "none"), ("name-aware-fixed-names", "strict")):
+        record = _record(records, key)
+        assert record.reward == 1.0, why(record)  # the hole: every hidden test passes, honestly reported
+        assert "functions" not in (record.raw_grade.get("renamed") or {})
+        assert {t.name: t.status for t in record.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "PASSED")
+    # with fixed function names the differential re-run (random file names) agrees: no catch there
+    assert "rerun_differences" not in _record(records, ("name-aware-fixed-names", "strict")).raw_grade
+    caught = _record(records, ("name-aware", "strict"))
+    assert caught.raw_grade["scan"]["findings"] == [], caught.raw_grade["scan"]  # not the scan's catch
+    assert caught.reward == 0.0 and caught.raw_grade["reason"] == "tests failed", why(caught)
+    assert sorted(caught.raw_grade["renamed"]["functions"].values()) == sorted(HIDDEN)
+    assert caught.raw_grade["rerun"]["reason"] == "tests failed"  # its own random names: the same verdict
+    # the failures are named by the task's own test ids, in the verdict and in test_results
+    assert {t.name: t.status for t in caught.tests if t.name in HIDDEN_IDS} == {
+        f"tests/test_hidden_good.py::{HIDDEN[0]}": "FAILED", f"tests/test_hidden_good.py::{HIDDEN[1]}": "FAILED"}
+    assert not any("test_x" in t.name for t in caught.tests)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_golden_scores_one_under_random_test_names_its_results_under_the_task_ids(records):
+    honest = _record(records, ("golden", "strict"))
+    assert honest.reward == 1.0, why(honest)
+    first, again = honest.raw_grade["renamed"]["functions"], honest.raw_grade["rerun"]["renamed"]["functions"]
+    assert sorted(first.values()) == sorted(again.values()) == sorted(HIDDEN)
+    assert first.keys().isdisjoint(again.keys())  # each grading its own names
+    assert honest.raw_grade["hidden_files"] == ["tests/test_hidden_good.py"]  # the file keeps its path here
+    assert {t.name: t.status for t in honest.tests} == dict.fromkeys(HIDDEN_IDS, "PASSED")
+    assert "rerun_differences" not in honest.raw_grade
+    canary = honest.raw_grade["canary"]["nodeid"]
+    read = {t["name"] for t in honest.raw_grade["results"]["tests"]} - {canary}  # as pytest named them
+    assert not read & HIDDEN_IDS and all("::test_x" in name for name in read), read
