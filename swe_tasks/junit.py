@@ -12,9 +12,9 @@ process of the tests was killed, and only if it is a regular file, not a symlink
 A listed test (fail_to_pass / pass_to_pass) then passes only if the parser says PASSED AND the
 report says passed for the same test. Names are mapped (``map_name``) from the parser's
 pytest node ids to the report's (``envs.coding.results.parse_junit``): exactly, or where
-pytest's rootdir differs from the parser's base, by the one report id that is a path-suffix of
-the parser's name or has it as one; anything else is recorded as unmapped and counts as not
-passed. A pytest instance without a readable report is unresolved, the reason recorded.
+pytest's rootdir differs from the parser's base, by the one report id whose file path ends with
+"/" + the name's (or the other way round) and whose part after the first ``::`` is the same;
+anything else is recorded as unmapped and counts as not passed. A pytest instance without a readable report is unresolved, the reason recorded.
 Pure functions of the recorded raw grade, so a stored run regrades.
 """
 from __future__ import annotations
@@ -66,12 +66,22 @@ def map_name(name: str, report: Sequence[str]) -> tuple[str | None, str]:
     """(the report's id for the parser's ``name``, how it was mapped) or (None, why not)."""
     if name in report:
         return name, "exact"
-    found = [r for r in report if r.endswith("/" + name) or name.endswith("/" + r)]
+    found = [r for r in report if _same_test_other_root(name, r)]
     if len(found) == 1:
         return found[0], "path-suffix"
     if found:
         return None, f"unmapped: {len(found)} report ids end alike ({', '.join(sorted(found)[:3])})"
     return None, "unmapped: not in the JUnit report"
+
+
+def _same_test_other_root(name: str, node_id: str) -> bool:
+    """The same file path below a different root (one path ends with "/" + the other), the same
+    classes, function and parameters after the first ``::``."""
+    path, sep, rest = name.partition("::")
+    other, other_sep, other_rest = node_id.partition("::")
+    if not (sep and other_sep and rest == other_rest and path.endswith(".py") and other.endswith(".py")):
+        return False
+    return path.endswith("/" + other) or other.endswith("/" + path)
 
 
 def confirm(junit: Mapping[str, Any] | None, parser: Mapping[str, str], listed: Sequence[str]) -> dict[str, Any]:

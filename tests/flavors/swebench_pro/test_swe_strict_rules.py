@@ -152,8 +152,10 @@ def test_parser_names_map_to_report_ids_exactly_or_by_one_path_suffix_and_otherw
     assert junit.map_name("tests/test_x.py::TestC::test_m[1-3]", report) == (None, "unmapped: not in the JUnit report")
     missing, why = junit.map_name("tests/test_z.py::test_b", report)
     assert missing is None and why.startswith("unmapped: 2 report ids end alike")
-    # a parser name that is no pytest node id (unittest's) is never guessed
+    # a parser name that is no pytest node id (unittest's) is never guessed, nor a tail of a parameter
     assert junit.map_name("test_a (tests.test_y.Test)", report)[0] is None
+    assert junit.map_name("b]", ["tests/t.py::test_m[a/b]"]) == (None, "unmapped: not in the JUnit report")
+    assert junit.map_name("tests/t.py::test_m[b]", ["tests/t.py::test_m[a/tests/t.py::test_m[b]"])[0] is None
 
 
 def test_pytests_own_junit_report_reads_into_the_parsers_node_ids(tmp_path):
