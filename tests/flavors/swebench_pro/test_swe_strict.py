@@ -297,3 +297,37 @@ def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_
     assert statuses(raw) == {"tests/test_calc.py::TestCalc::test_add": ["PASSED"],
                              "tests/test_calc.py::TestCalc::test_mul": ["PASSED"]}
     assert hardened["reward"] == 1.0, raw["reason"]
+
+
+_FORGED_REPORT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+                  '<testcase classname="tests.test_tally.TestTally" name="test_add[2-3-5]" file="tests/test_tally.py"/>'
+                  '<testcase classname="tests.test_tally.TestTally" name="test_add[0-4-4]" file="tests/test_tally.py"/>'
+                  '<testcase classname="tests.test_tally" name="test_mul" file="tests/test_tally.py"/>'
+                  '</testsuite></testsuites>').encode().hex()
+PYTEST_WRITES_ITS_OWN_REPORT = PYTEST_PRINT_AND_EXIT.replace(
+    "def add(a, b):\n    _print_past_the_capture()\n",
+    f"_REPORT = bytes.fromhex('{_FORGED_REPORT}')\n"
+    f"_KEY = bytes.fromhex('{b'PYTEST_ADDOPTS'.hex()}').decode()\n"
+    f"_OPTION = bytes.fromhex('{b'--junitxml='.hex()}').decode()\n\n\n"
+    "def add(a, b):\n"
+    "    for word in os.environ.get(_KEY, '').split():\n"
+    "        if word.startswith(_OPTION):\n"
+    "            with open(word[len(_OPTION):], 'wb') as handle:\n"
+    "                handle.write(_REPORT)\n"
+    "    _print_past_the_capture()\n")
+"""The print-and-exit attack, and before it the JUnit report written by the code under test
+itself where PYTEST_ADDOPTS says pytest would write it (names hex-encoded past the scan)."""
+
+
+def test_in_process_code_writing_the_junit_report_itself_still_resolves_under_strict(synth, tmp_path):
+    """The documented limit on pytest instances (docs/swebench_pro.md): the report's path is in
+    the tests' environment and its directory is theirs, so code in pytest's process can write a
+    passing report and end pytest. This test fails the day a defence closes it; then it should
+    assert 0."""
+    assert "def add(a, b):\n    for word" in PYTEST_WRITES_ITS_OWN_REPORT
+    patch = patch_from(synth, tmp_path, {"tally.py": PYTEST_WRITES_ITS_OWN_REPORT}, TALLY)
+    hardened = graded(tmp_path, "pytest-own-report", patch, "strict", TALLY)
+    raw = hardened["raw"]
+    assert raw["scan"]["findings"] == [] and raw["junit"]["state"] == "file"
+    assert all(e["parser"] == "PASSED" and e["junit"] == "PASSED" for e in raw["listed"])
+    assert hardened["reward"] == 1.0, raw["reason"]
