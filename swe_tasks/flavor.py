@@ -18,7 +18,7 @@ from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Te
 from envs.coding import repo, scanner
 from envs.coding.results import merge_worst
 from envs.coding.tools import CodingTools
-from swe_tasks import replay, strict
+from swe_tasks import junit, replay, strict
 from swe_tasks.assets import read_assets
 from swe_tasks.rows import decode_text
 from swe_tasks.schema import SwebenchProTaskConfig
@@ -133,8 +133,9 @@ class SwebenchProFlavor:
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
         """The official verdict (resolved iff every F2P and P2P name is reported PASSED once);
-        under crucible-strict, a name's worst status, the refusals (no end marker, test-aware
-        code) and the differential re-run's agreement decide too."""
+        under crucible-strict, a name's worst status, pytest's JUnit report on pytest instances
+        (swe_tasks/junit.py: ``listed`` records which source judged each listed test), the
+        refusals (no end marker, test-aware code) and the differential re-run's agreement decide too."""
         task = spec.task
         listed = [*task.fail_to_pass, *task.pass_to_pass]
         full = {k: v for k, v in raw.items() if k != "rerun_differences"}
@@ -164,6 +165,13 @@ class SwebenchProFlavor:
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "
                          + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
+        found = raw.get("junit") or {}
+        if found.get("expected"):
+            lines.append(f"JUnit report ({found.get('path')}): "
+                         + (str(found["error"]) if found.get("error") else f"{len(found.get('tests') or [])} test(s)"))
+        unmapped = [e["name"] for e in raw.get("listed") or [] if str(e.get("mapped", "")).startswith("unmapped")]
+        if unmapped:
+            lines.append(f"listed tests not found in the JUnit report ({len(unmapped)}): " + ", ".join(unmapped[:5]))
         run = raw.get("run_script") or {}
         if run.get("outlived"):
             lines.append("processes of the tests outlived run_script.sh: killed at its end")
@@ -195,13 +203,24 @@ def _judge(raw: Mapping[str, Any], task: SwebenchProTaskConfig) -> dict[str, Any
     f2p, p2p = list(task.fail_to_pass), list(task.pass_to_pass)
     if raw.get("evaluator") != strict.STRICT:
         return replay.judge(raw, f2p, p2p)
+    found = strict.statuses(raw)
     worst = {**raw, "parser": {**(raw.get("parser") or {}),
-                               "tests": [{"name": t.name, "status": t.status} for t in strict.statuses(raw)]}}
+                               "tests": [{"name": t.name, "status": t.status} for t in found]}}
     judged = replay.judge(worst, f2p, p2p)
+    confirmed = junit.confirm(raw.get("junit"), {t.name: t.status for t in found}, [*f2p, *p2p])
+    judged["listed"] = confirmed["listed"]
+    denied = junit.reason(confirmed) if not (raw.get("parser") or {}).get("error") else None
+    if denied:
+        passed = set(confirmed["passed"])
+        judged.update(resolved=False, reason=denied, f2p=_share(f2p, passed), p2p=_share(p2p, passed))
     refused = strict.refusal(raw, task)
     if refused:
         judged.update(resolved=False, reason=refused)
     return judged
+
+
+def _share(names: Sequence[str], passed: set[str]) -> float:
+    return 1.0 if not names else sum(n in passed for n in names) / len(names)
 
 
 def _decoded(task: SwebenchProTaskConfig) -> SwebenchProTaskConfig:

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.util import shell
-from swe_tasks import strict
+from swe_tasks import junit, strict
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -94,12 +94,12 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     try:
         result = await ws.exec(["bash", "-c", shell.script(__file__, "replay.sh"), "crucible", *args],
                                user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=budget, stdin=stdin,
-                               max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)))
+                               max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)) + MAX_LOG_BYTES)
     except WorkspaceError as exc:
         raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
     if result.truncated:
         raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
-    records, files, scanned = parse_output(result.stdout)
+    records, files, scanned, report = parse_output(result.stdout)
     if "run_script" not in records:
         raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
                          f"{result.text()[-500:]}")
@@ -118,6 +118,9 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
         raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
                                           "bytes": len(out_after) + len(err_after)}
+        state, data = report if report is not None else ("unreadable", None)
+        raw["junit"] = await asyncio.to_thread(junit.record, junit.runs_pytest(assets.run_script), state, data,
+                                               hardened.results_dir)
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
     raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
     raw["seconds"] = round(time.monotonic() - started, 3)
@@ -127,6 +130,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
 _RECORD = re.compile(rb"@@crucible-step (\S+) (-?\d+) ([01]) (\d+) (\d+)\n")
 _FILES = re.compile(rb"@@crucible-files (\d+) (\d+)\n")
 _SCANNED = re.compile(rb"@@crucible-scan (\d+) (\d+)\n")
+_JUNIT = re.compile(rb"@@crucible-junit ([a-z-]+) (\d+)\n")
 MAX_LOG_BYTES = 64 << 20
 """Each of run_script.sh's two files, at most (a larger run is a GradeError, never a score)."""
 
@@ -134,17 +138,25 @@ MAX_LOG_BYTES = 64 << 20
 def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
     """sh/replay.sh's output: step records ``name -> {exit_code, timed_out, seconds, output}``
     and the run's files ``stdout|stderr -> bytes``. Lengths, not markers, delimit each part."""
-    records, files, _ = parse_output(data)
+    records, files, _, _ = parse_output(data)
     return records, files
 
 
-def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes], dict[str, bytes]]:
-    """``parse_records``, and the files a crucible-strict grading sent back for the scan."""
+def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes], dict[str, bytes],
+                                       tuple[str, bytes | None] | None]:
+    """``parse_records``, the files a crucible-strict grading sent back for the scan, and its
+    JUnit report's ``(state, bytes or None)`` (None: no report was asked for)."""
     records: dict[str, dict[str, Any]] = {}
     files: dict[str, bytes] = {}
     scanned: dict[str, bytes] = {}
+    report: tuple[str, bytes | None] | None = None
     at = 0
     while True:
+        if (j := _JUNIT.match(data, at)) is not None:
+            state, nreport = j.group(1).decode(), int(j.group(2))
+            report = (state, data[j.end():j.end() + nreport] if state == "file" else None)
+            at = j.end() + nreport
+            continue
         if (s := _SCANNED.match(data, at)) is not None:
             nbytes, length = int(s.group(1)), int(s.group(2))
             path = data[s.end():s.end() + length].decode("utf-8", "replace")
@@ -163,7 +175,7 @@ def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byte
         body = data[f.end():]
         if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
             files = {"stdout": body[:n_out], "stderr": body[n_out:]}
-    return records, files, scanned
+    return records, files, scanned, report
 
 
 async def _read(ws: Workspace, name: str) -> bytes | None:

@@ -18,6 +18,9 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
 - ``scan``: the test-awareness scan (envs/coding/scanner.py) of the Python files the patch
   changes, as they stand after apply and before_repo_set_cmd; a finding the task does not allow
   (``allow_test_aware``) scores 0 under ``refuse_test_aware_code``;
+- ``junit-confirms``: where the instance's run_script.sh runs pytest, pytest also writes a JUnit
+  report into a fresh directory outside the repo (``PYTEST_ADDOPTS``); a listed test passes only
+  if the parser AND that report say so (swe_tasks/junit.py). Elsewhere the parser alone judges;
 - ``differential-rerun``: the same steps again in a second fresh grading container, the selected
   test files in reverse order; the two verdicts must agree on every fail_to_pass/pass_to_pass
   name (and on resolved), or the run scores 0 as tampered; both are recorded.
@@ -35,6 +38,7 @@ from engine.interfaces import AGENT_UID
 from engine.models import TestResult
 from envs.coding import patch as patches
 from envs.coding import rerun, scanner
+from envs.coding.grader import RESULTS_ROOT
 from envs.coding.protect import DEFAULT_TEST_PATHS
 from envs.coding.results import merge_worst
 
@@ -56,7 +60,7 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["uid-wall", "end-marker", "worst-status",
+    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
 
@@ -71,13 +75,16 @@ class Plan:
     scan: tuple[str, ...]
     reverse: bool = False
     """The differential re-run: the selected test files in reverse order."""
+    results_dir: str = ""
+    """A fresh directory outside the repo, named at random, for pytest's JUnit report (swe_tasks/junit.py)."""
 
     def args(self) -> list[str]:
-        return ["strict", "\n".join(self.lock), "\n".join(self.scan), str(TEST_UID)]
+        return ["strict", "\n".join(self.lock), "\n".join(self.scan), str(TEST_UID), self.results_dir]
 
 
 def plan(task: Any, patch: str, *, reverse: bool = False) -> Plan:
-    return Plan(secrets.token_hex(16), tuple(hidden_test_files(task)), tuple(scan_paths(task, patch)), reverse)
+    return Plan(secrets.token_hex(16), tuple(hidden_test_files(task)), tuple(scan_paths(task, patch)), reverse,
+                f"{RESULTS_ROOT}-{secrets.token_hex(8)}")
 
 
 def hidden_test_files(task: Any) -> list[str]:

@@ -8,7 +8,10 @@ under the official field names, and an instance image (the stand-in for the regi
 from the offline base: toolchain + /app with its full history, HEAD at base_commit.
 
 - ``py_calc``: Python (unittest, whose report goes to STDERR: stdout and stderr must stay apart);
-- ``js_shout``: JavaScript (node, a TAP-like report on stdout).
+- ``js_shout``: JavaScript (node, a TAP-like report on stdout);
+- ``py_tally`` (only when asked: ``generate(..., with_pytest=True)``): Python run by pytest
+  (``-v`` lines on stdout, parametrized tests, an instance ``ENV PYTEST_ADDOPTS`` the run script
+  checks is still there), for crucible-strict's JUnit report (swe_tasks/junit.py).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from pathlib import Path
 TOOLCHAIN_DOCKERFILE = """\
 ARG BASE
 FROM ${BASE}
-RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 nodejs \\
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-pytest nodejs \\
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 """
 
@@ -60,6 +63,27 @@ for m in re.finditer(r"^(test\w+) \(([\w.]+)\.(\w+)\.\w+\) \.\.\. (ok|FAIL|ERROR
     name, module, cls, outcome = m.groups()
     status = {"ok": "PASSED", "FAIL": "FAILED", "ERROR": "ERROR"}.get(outcome, "SKIPPED")
     tests.append({"name": module.replace(".", "/") + ".py::" + cls + "::" + name, "status": status})
+json.dump({"tests": tests}, open(output_path, "w"))
+'''
+
+PYTEST_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script: pytest over the selected files (comma-joined in $1), its -v report on stdout
+# The instance Dockerfile's PYTEST_ADDOPTS must still be in force (appended to, never replaced).
+[[ " ${PYTEST_ADDOPTS:-} " == *" --tb=short "* ]] || { echo "PYTEST_ADDOPTS lost: ${PYTEST_ADDOPTS:-}" >&2; exit 3; }
+echo "run_script uid=$(id -u) files=$1"
+IFS=',' read -r -a files <<< "$1"
+python3 -m pytest -v -p no:cacheprovider "${files[@]}"
+"""
+
+PYTEST_PARSER = r'''"""Synthetic parser: pytest -v lines (on STDOUT) -> {"tests": [{"name", "status"}]}."""
+import json
+import re
+import sys
+
+stdout_path, stderr_path, output_path = sys.argv[1:4]
+tests = []
+for m in re.finditer(r"^(\S+\.py::\S+) (PASSED|FAILED|ERROR|SKIPPED)\b", open(stdout_path).read(), re.M):
+    tests.append({"name": m.group(1), "status": m.group(2)})
 json.dump({"tests": tests}, open(output_path, "w"))
 '''
 
@@ -102,6 +126,37 @@ class Instance:
     problem: str
     row: dict = field(default_factory=dict)
     image: str = ""
+
+
+TALLY = "instance_synth__tally-3333333333333333333333333333333333333333-vnan"
+
+
+def pytest_instance() -> Instance:
+    """A Python instance whose run script runs pytest (a class with a parametrized test, a module-level one)."""
+    base = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+    fix = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+    test_base = "from tally import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+    test_fix = textwrap.dedent("""\
+        import pytest
+
+        from tally import add, mul
+
+
+        class TestTally:
+            @pytest.mark.parametrize("a, b, want", [(2, 3, 5), (0, 4, 4)])
+            def test_add(self, a, b, want):
+                assert add(a, b) == want
+
+
+        def test_mul():
+            assert mul(3, 4) == 12
+        """)
+    return Instance(TALLY, "python", "synth/tally",
+                    {"tally.py": base, "tests/test_tally.py": test_base}, {"tally.py": fix},
+                    {"tests/test_tally.py": test_fix}, PYTEST_RUN_SCRIPT, PYTEST_PARSER,
+                    ["ENV LANG=C.UTF-8"], ["ENV PYTEST_ADDOPTS=--tb=short"],
+                    ["tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]"],
+                    ["tests/test_tally.py::test_mul"], "tally.add subtracts instead of adding.")
 
 
 def instances() -> list[Instance]:
@@ -235,10 +290,11 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
         _docker_build(inst.image, INSTANCE_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
 
 
-def generate(work: Path, base_image: str | None) -> dict[str, Path | list[Instance]]:
+def generate(work: Path, base_image: str | None, with_pytest: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
-    base_images.json (instance -> the local stand-in image); images built when ``base_image``."""
-    insts = instances()
+    base_images.json (instance -> the local stand-in image); images built when ``base_image``.
+    ``with_pytest``: the pytest-run ``py_tally`` too (a third instance)."""
+    insts = instances() + ([pytest_instance()] if with_pytest else [])
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
-#          [strict LOCK_PATHS SCAN_PATHS TEST_UID]
+#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR]
 # Without the four strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -12,7 +12,12 @@
 # when it exits, `\n<token> end <exit code>\n` goes to both, every process of TEST_UID is
 # killed (the step's output says `outlived` when one was still there), and only then are the
 # two files closed: what the tested code wrote after its end lies after the marker (recorded,
-# never parsed).
+# never parsed). RESULTS_DIR (fresh, outside WORKDIR; swe_tasks/junit.py): made root's (711) with
+# a directory r/ of TEST_UID's in it, and `--junitxml=RESULTS_DIR/r/junit.xml -o
+# junit_family=xunit1` appended to PYTEST_ADDOPTS for run_script.sh; after the kill the report
+# is read as TEST_UID (a symlink swapped in leads nowhere the tests could not read) if it is a
+# regular file and not a symlink, and sent back after the run_script record:
+#   @@crucible-junit STATE BYTES\n<that many bytes>   (STATE: file, absent, symlink, ...)
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -29,7 +34,9 @@
 # shellcheck disable=SC1091  # WORK/env.sh is written here
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
-STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} TOKEN=''
+STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} TOKEN=''
+MAX_REPORT=$((64 << 20))
+AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
 if [ "$STRICT" = strict ]; then
   chmod 711 "$WORK"
@@ -117,9 +124,16 @@ outlived_by_tests() {  # whether any process of TEST_UID is alive (its real uid,
   return 1
 }
 strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs, the end marked
-  local start rc outlived timed_out=0 readers limit=() home=/tmp/crucible-test-home as=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
+  local start rc outlived timed_out=0 readers limit=() home=/tmp/crucible-test-home as=("${AS[@]}") addopts=${PYTEST_ADDOPTS:-}
   [ -n "$HAS_TIMEOUT" ] && limit=(timeout --kill-after=10 "$TEST_TIMEOUT")
   rm -rf "$home" && mkdir -m 700 "$home" && chown "$TEST_UID:$TEST_UID" "$home"
+  if [ -n "$RESULTS" ]; then
+    if mkdir -m 711 "$RESULTS" && mkdir -m 700 "$RESULTS/r" && chown "$TEST_UID:$TEST_UID" "$RESULTS/r"; then
+      addopts="${addopts:+$addopts }--junitxml=$RESULTS/r/junit.xml -o junit_family=xunit1"
+    else
+      RESULTS_FAILED=1
+    fi
+  fi
   chmod 644 "$WORK/run_script.sh"
   rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"
   (umask 077; cat "$WORK/out.fifo" > "$WORK/stdout.log") & readers=$!
@@ -127,7 +141,7 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
   now_us; start=$NOW
   {
     # shellcheck disable=SC2086  # the test files unquoted, as officially
-    HOME=$home "${limit[@]}" "${as[@]}" bash "$WORK/run_script.sh" $TEST_FILES </dev/null
+    HOME=$home PYTEST_ADDOPTS=$addopts "${limit[@]}" "${as[@]}" bash "$WORK/run_script.sh" $TEST_FILES </dev/null
     rc=$?
     printf '\n%s end %s\n' "$TOKEN" "$rc"
     printf '\n%s end %s\n' "$TOKEN" "$rc" >&2
@@ -142,7 +156,23 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
   now_us
   printf '@@crucible-step run_script %s %s %s %s\n%s' "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "${#outlived}" "$outlived"
 }
-HAS_TIMEOUT=''
+send_junit() {  # the report pytest wrote, read after the kill: a regular file, not a symlink
+  local report=$RESULTS/r/junit.xml state=file size=0
+  if [ -n "$RESULTS_FAILED" ] || ! command -v cat >/dev/null || ! command -v wc >/dev/null; then state=unreadable
+  elif [ -L "$RESULTS/r" ] || [ ! -d "$RESULTS/r" ]; then state=not-a-file
+  elif [ -L "$report" ]; then state=symlink
+  elif [ ! -e "$report" ]; then state=absent
+  elif [ ! -f "$report" ]; then state=not-a-file
+  elif ! (umask 077; "${AS[@]}" cat -- "$report" > "$WORK/junit.xml"); then state=unreadable
+  else
+    size=$(wc -c < "$WORK/junit.xml") || { state=unreadable; size=0; }
+    size=$((size))
+    if [ "$size" -gt "$MAX_REPORT" ]; then state=too-large; size=0; fi
+  fi
+  printf '@@crucible-junit %s %s\n' "$state" "$size"
+  if [ "$state" = file ]; then cat -- "$WORK/junit.xml"; fi
+}
+HAS_TIMEOUT='' RESULTS_FAILED=''
 if command -v timeout >/dev/null; then HAS_TIMEOUT=1; fi
 # The image's own environment first (the official `docker run` starts from it; an exec does
 # not): PID 1's, which is the container's configured environment, nothing of crucible's.
@@ -168,6 +198,7 @@ if [ "$STRICT" = strict ]; then
   send_scanned
   lock_hidden
   strict_run_script
+  if [ -n "$RESULTS" ]; then send_junit; fi
 else
   step run_script "$TEST_TIMEOUT" "bash $WORK/run_script.sh $TEST_FILES > $WORK/stdout.log 2> $WORK/stderr.log"
 fi

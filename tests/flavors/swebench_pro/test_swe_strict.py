@@ -1,5 +1,6 @@
 """SWE-bench Pro under `strict` (crucible-strict grading, swe_tasks/strict.py) and under `none`
-(the official evaluator's steps exactly), on the synthetic Python instance (tests/swe_synth.py).
+(the official evaluator's steps exactly), on the synthetic Python instances (tests/swe_synth.py:
+``calc``, run by unittest, and ``tally``, run by pytest, for the JUnit report's confirmation).
 
 Each attack is a prediction graded by `crucible swe eval` in both modes: it resolves under
 `none`, where grading is the official evaluator, and scores 0 under `strict`, for the reason
@@ -23,6 +24,7 @@ from swe_tasks import replay, strict
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CALC = "instance_synth__calc-1111111111111111111111111111111111111111-vnan"
+TALLY = swe_synth.TALLY
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -78,10 +80,34 @@ PRINT_AND_EXIT = (
 """add() prints the parser's PASSED lines for every test and ends the test process before any
 real result line: the verdict is the official parser's reading of text, so nothing contradicts it."""
 
+_TALLY_LINES = ("\n" + "".join(f"{name} PASSED\n" for name in (
+    "tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]",
+    "tests/test_tally.py::test_mul"))).encode().hex()
+PYTEST_PRINT_AND_EXIT = (
+    "import os\nimport stat\n\n"
+    f"_LINES = bytes.fromhex('{_TALLY_LINES}')\n\n\n"
+    "def _print_past_the_capture():\n"
+    "    for fd in range(3, 64):\n"
+    "        try:\n"
+    "            st = os.fstat(fd)\n"
+    "            if stat.S_ISFIFO(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 0):\n"
+    "                os.write(fd, _LINES)\n"
+    "        except OSError:\n"
+    "            pass\n\n\n"
+    "def add(a, b):\n"
+    "    _print_past_the_capture()\n"
+    "    os._exit(0)\n\n\n"
+    "def mul(a, b):\n    return a * b\n")
+"""The same on the pytest instance: pytest captures the test's own stdout and stderr (fd level),
+so add() writes the parser's `-v` PASSED lines for every listed test to each descriptor that is
+the run's real output (pytest's saved copies of fds 1 and 2: a FIFO, or a file still linked,
+unlike the capture's unlinked temporary file), the names hex-encoded, then ends pytest before it
+reports anything, or writes its JUnit report."""
+
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
-    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image)
+    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True)
     saved = {k: os.environ.get(k) for k in swe_synth.env_for(generated)}
     os.environ.update(swe_synth.env_for(generated))
     yield generated
@@ -97,15 +123,15 @@ def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           cwd=PROJECT_ROOT, env=dict(os.environ), timeout=timeout)
 
 
-def row(synth: dict) -> dict:
-    return next(i.row for i in synth["instances"] if i.instance_id == CALC)
+def row(synth: dict, iid: str = CALC) -> dict:
+    return next(i.row for i in synth["instances"] if i.instance_id == iid)
 
 
-def patch_from(synth: dict, tmp: Path, files: dict[str, str]) -> str:
-    work = tmp / "edit"
+def patch_from(synth: dict, tmp: Path, files: dict[str, str], iid: str = CALC) -> str:
+    work = tmp / f"edit-{iid}"
     if not work.exists():
-        subprocess.run(["git", "clone", "-q", str(Path(synth["dataset"]).parent / "repos" / CALC), str(work)], check=True)
-    subprocess.run(["git", "-C", str(work), "checkout", "-q", "-f", row(synth)["base_commit"]], check=True)
+        subprocess.run(["git", "clone", "-q", str(Path(synth["dataset"]).parent / "repos" / iid), str(work)], check=True)
+    subprocess.run(["git", "-C", str(work), "checkout", "-q", "-f", row(synth, iid)["base_commit"]], check=True)
     for rel, text in files.items():
         (work / rel).write_text(text)
     subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
@@ -114,10 +140,10 @@ def patch_from(synth: dict, tmp: Path, files: dict[str, str]) -> str:
     return diff
 
 
-def graded(tmp_path: Path, model: str, patch: str, mode: str) -> dict:
+def graded(tmp_path: Path, model: str, patch: str, mode: str, iid: str = CALC) -> dict:
     """``patch`` graded by `crucible swe eval` under ``mode``: reward and raw grade as stored."""
     path = tmp_path / f"{model}-{mode}.jsonl"
-    path.write_text(json.dumps({"instance_id": CALC, "model_patch": patch, "model_name_or_path": f"{model}-{mode}"}))
+    path.write_text(json.dumps({"instance_id": iid, "model_patch": patch, "model_name_or_path": f"{model}-{mode}"}))
     proc = crucible("swe", "eval", str(path), f"integrity={mode}", "--output", str(tmp_path / f"{model}-{mode}"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = crucible("query", f"select run_id, reward, raw_grade from runs where agent = '{model}-{mode}' "
@@ -159,7 +185,12 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["evaluator"] == "crucible-strict"
-    assert raw["defences"] == ["uid-wall", "end-marker", "worst-status", "scan-refuses", "differential-rerun"]
+    assert raw["defences"] == ["uid-wall", "end-marker", "worst-status", "junit-confirms", "scan-refuses",
+                               "differential-rerun"]
+    # unittest, not pytest: the parser alone judges, and the raw grade says so
+    assert raw["junit"]["expected"] is False
+    assert [(e["name"], e["judged_by"]) for e in raw["listed"]] == [
+        ("tests/test_calc.py::TestCalc::test_add", ["parser"]), ("tests/test_calc.py::TestCalc::test_mul", ["parser"])]
     assert f"run_script uid=1000 sha256={script_sha} patch={patch_sha}" in raw["run_script"]["stdout_tail"]
     assert raw["run_script"]["end"] == {"stdout": True, "stderr": True} and raw["run_script"]["outlived"] is False
     assert raw["lock"]["output"].split("\n")[0] == "tests/test_calc.py"
@@ -213,16 +244,90 @@ def test_a_process_left_running_by_the_tests_is_killed_at_run_scripts_end_and_re
 
 
 
-def test_printing_the_parsers_passed_lines_and_exiting_first_still_resolves_under_strict(synth, tmp_path):
-    """The documented limit (docs/swebench_pro.md): the verdict is the official parser's reading of
-    text, and no real result line contradicts what the code under test printed. This test fails
-    the day a defence closes it; then it should assert 0."""
+def test_on_a_pytest_instance_the_golden_is_confirmed_by_pytests_junit_report_under_strict(synth, tmp_path):
+    hardened = graded(tmp_path, "tally-gold", row(synth, TALLY)["patch"], "strict", TALLY)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["junit"]["expected"] is True and raw["junit"]["state"] == "file"
+    assert raw["junit"]["path"].startswith("/tmp/crucible-results-") and "error" not in raw["junit"]
+    assert {(e["name"], e["parser"], e["junit"], e["mapped"]) for e in raw["listed"]} == {
+        (name, "PASSED", "PASSED", "exact") for name in (
+            "tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]",
+            "tests/test_tally.py::test_mul")}
+    assert all(e["judged_by"] == ["parser", "junit"] for e in raw["listed"])
+    assert raw["rerun"]["junit"]["path"] != raw["junit"]["path"] and raw["rerun"]["resolved"]
+    empty = graded(tmp_path, "tally-empty", "", "strict", TALLY)
+    denied = {e["name"]: (e["parser"], e["junit"]) for e in empty["raw"]["listed"]}
+    assert empty["reward"] == 0.0
+    assert denied["tests/test_tally.py::TestTally::test_add[2-3-5]"] == ("FAILED", "FAILED")
+    assert denied["tests/test_tally.py::test_mul"] == ("PASSED", "PASSED")
+
+
+def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_strict_on_a_pytest_instance(synth, tmp_path):
+    """What closed the limit on pytest instances: pytest's JUnit report, which the printed text
+    cannot supply. Under `none` the same patch resolves: the attack is real."""
+    patch = patch_from(synth, tmp_path, {"tally.py": PYTEST_PRINT_AND_EXIT}, TALLY)
+    official = graded(tmp_path, "pytest-print-and-exit", patch, "none", TALLY)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    hardened = graded(tmp_path, "pytest-print-and-exit", patch, "strict", TALLY)
+    raw = hardened["raw"]
+    assert raw["scan"]["findings"] == [] and raw["run_script"]["end"] == {"stdout": True, "stderr": True}
+    # The parser is fooled under strict too: every listed test reads PASSED, none FAILED.
+    assert {name: set(found) for name, found in statuses(raw).items()} == {
+        "tests/test_tally.py::TestTally::test_add[2-3-5]": {"PASSED"},
+        "tests/test_tally.py::TestTally::test_add[0-4-4]": {"PASSED"}, "tests/test_tally.py::test_mul": {"PASSED"}}
+    assert hardened["reward"] == 0.0
+    assert raw["junit"]["state"] == "absent"
+    assert raw["reason"].startswith("no named results: pytest wrote no JUnit report"), raw["reason"]
+    assert all(e["parser"] == "PASSED" and e["junit"] is None for e in raw["listed"])
+
+
+def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_exiting_first_still_resolves_under_strict(
+        synth, tmp_path):
+    """The documented limit that remains (docs/swebench_pro.md): where run_script.sh does not run
+    pytest (here unittest), the verdict is still the official parser's reading of text, and no
+    real result line contradicts what the code under test printed."""
     patch = patch_from(synth, tmp_path, {"calc.py": PRINT_AND_EXIT})
     official = graded(tmp_path, "print-and-exit", patch, "none")
     assert official["reward"] == 1.0, official["raw"]["reason"]
     hardened = graded(tmp_path, "print-and-exit", patch, "strict")
     raw = hardened["raw"]
     assert raw["scan"]["findings"] == [] and raw["run_script"]["end"] == {"stdout": True, "stderr": True}
+    assert raw["junit"]["expected"] is False
     assert statuses(raw) == {"tests/test_calc.py::TestCalc::test_add": ["PASSED"],
                              "tests/test_calc.py::TestCalc::test_mul": ["PASSED"]}
+    assert hardened["reward"] == 1.0, raw["reason"]
+
+
+_FORGED_REPORT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+                  '<testcase classname="tests.test_tally.TestTally" name="test_add[2-3-5]" file="tests/test_tally.py"/>'
+                  '<testcase classname="tests.test_tally.TestTally" name="test_add[0-4-4]" file="tests/test_tally.py"/>'
+                  '<testcase classname="tests.test_tally" name="test_mul" file="tests/test_tally.py"/>'
+                  '</testsuite></testsuites>').encode().hex()
+PYTEST_WRITES_ITS_OWN_REPORT = PYTEST_PRINT_AND_EXIT.replace(
+    "def add(a, b):\n    _print_past_the_capture()\n",
+    f"_REPORT = bytes.fromhex('{_FORGED_REPORT}')\n"
+    f"_KEY = bytes.fromhex('{b'PYTEST_ADDOPTS'.hex()}').decode()\n"
+    f"_OPTION = bytes.fromhex('{b'--junitxml='.hex()}').decode()\n\n\n"
+    "def add(a, b):\n"
+    "    for word in os.environ.get(_KEY, '').split():\n"
+    "        if word.startswith(_OPTION):\n"
+    "            with open(word[len(_OPTION):], 'wb') as handle:\n"
+    "                handle.write(_REPORT)\n"
+    "    _print_past_the_capture()\n")
+"""The print-and-exit attack, and before it the JUnit report written by the code under test
+itself where PYTEST_ADDOPTS says pytest would write it (names hex-encoded past the scan)."""
+
+
+def test_in_process_code_writing_the_junit_report_itself_still_resolves_under_strict(synth, tmp_path):
+    """The documented limit on pytest instances (docs/swebench_pro.md): the report's path is in
+    the tests' environment and its directory is theirs, so code in pytest's process can write a
+    passing report and end pytest. This test fails the day a defence closes it; then it should
+    assert 0."""
+    assert "def add(a, b):\n    for word" in PYTEST_WRITES_ITS_OWN_REPORT
+    patch = patch_from(synth, tmp_path, {"tally.py": PYTEST_WRITES_ITS_OWN_REPORT}, TALLY)
+    hardened = graded(tmp_path, "pytest-own-report", patch, "strict", TALLY)
+    raw = hardened["raw"]
+    assert raw["scan"]["findings"] == [] and raw["junit"]["state"] == "file"
+    assert all(e["parser"] == "PASSED" and e["junit"] == "PASSED" for e in raw["listed"])
     assert hardened["reward"] == 1.0, raw["reason"]

@@ -3,6 +3,8 @@ instance's test files, the end marker's cut, and the verdict regraded from a sto
 (worst status, the scan's refusal and its allowances, the differential re-run's agreement)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +12,7 @@ from omegaconf import OmegaConf
 
 from engine.util.paths import PROJECT_ROOT
 from envs.coding.schema import AllowTestAware
-from swe_tasks import strict
+from swe_tasks import junit, strict
 from swe_tasks.flavor import SwebenchProFlavor
 
 F2P, P2P = "t.py::T::test_fixed", "t.py::T::test_kept"
@@ -88,3 +90,85 @@ def test_the_differential_rerun_must_agree_on_the_listed_tests():
     assert verdict.raw["rerun"]["resolved"] is False  # both verdicts recorded
     again = SwebenchProFlavor().regrade(spec(), verdict.raw)  # a stored run regrades the same
     assert again.reward == 0.0 and again.raw["rerun_differences"] == verdict.raw["rerun_differences"]
+
+
+def junit_xml(*cases: tuple[str, str, str, str]) -> bytes:
+    """A pytest-shaped xunit1 report: (file, classname, name, "" or a failure element)."""
+    body = "".join(f'<testcase file="{f}" classname="{c}" name="{n}" time="0.1">{x}</testcase>' for f, c, n, x in cases)
+    return f'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">{body}</testsuite></testsuites>'.encode()
+
+
+def pytest_raw(report: bytes | None, *tests: tuple[str, str], state: str = "file") -> dict:
+    return raw(strict.STRICT, *tests, junit=junit.record(True, state, report, "/tmp/crucible-results-x"))
+
+
+def test_only_a_run_script_line_that_runs_pytest_makes_an_instance_a_pytest_one():
+    assert junit.runs_pytest(b"#!/bin/bash\nset -e\npython -m pytest -v \"$@\"\n")
+    assert junit.runs_pytest(b"cd /app\npytest tests/ 2>&1 | tee out.log\n")
+    assert not junit.runs_pytest(b"#!/bin/bash\n# not pytest: jest\nnpx jest \"$@\"\n")
+    assert not junit.runs_pytest(b"node test/run.js --reporter pytestish\n")
+
+
+def test_a_listed_test_passes_under_strict_only_if_the_parser_and_the_junit_report_agree():
+    spec_ = spec()
+    passing = junit_xml(("t.py", "t.T", "test_fixed", ""), ("t.py", "t.T", "test_kept", ""))
+    verdict = SwebenchProFlavor().regrade(spec_, pytest_raw(passing, (F2P, "PASSED"), (P2P, "PASSED")))
+    assert verdict.reward == 1.0, verdict.raw["reason"]
+    assert [(e["name"], e["parser"], e["junit"], e["mapped"], e["judged_by"]) for e in verdict.raw["listed"]] == [
+        (F2P, "PASSED", "PASSED", "exact", ["parser", "junit"]), (P2P, "PASSED", "PASSED", "exact", ["parser", "junit"])]
+    failing = junit_xml(("t.py", "t.T", "test_fixed", '<failure message="no"/>'), ("t.py", "t.T", "test_kept", ""))
+    verdict = SwebenchProFlavor().regrade(spec_, pytest_raw(failing, (F2P, "PASSED"), (P2P, "PASSED")))
+    assert verdict.reward == 0.0 and verdict.subscores["fail_to_pass"] == 0.0 and verdict.subscores["pass_to_pass"] == 1.0
+    assert verdict.raw["reason"] == ("1 listed test(s) PASSED by the parser but not by pytest's JUnit report, "
+                                     f"e.g. {F2P!r} (FAILED)")
+
+
+@pytest.mark.parametrize("state", ["absent", "symlink", "not-a-file", "too-large", "unreadable"])
+def test_a_pytest_instance_without_a_readable_junit_report_is_unresolved_with_the_reason(state):
+    verdict = SwebenchProFlavor().regrade(spec(), pytest_raw(None, (F2P, "PASSED"), (P2P, "PASSED"), state=state))
+    assert verdict.reward == 0.0
+    assert verdict.raw["reason"] == f"no named results: {junit.STATES[state]} (run_script.sh runs pytest, so its report is required)"
+    assert verdict.raw["listed"][0]["mapped"] == "no report" and verdict.raw["listed"][0]["junit"] is None
+
+
+def test_a_malformed_junit_report_is_unresolved_and_says_why():
+    verdict = SwebenchProFlavor().regrade(spec(), pytest_raw(b"<html/>", (F2P, "PASSED"), (P2P, "PASSED")))
+    assert verdict.reward == 0.0 and "root element is <html>" in verdict.raw["reason"]
+
+
+def test_a_non_pytest_instance_is_judged_by_the_parser_alone_and_says_so():
+    graded = raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"),
+                 junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"))
+    verdict = SwebenchProFlavor().regrade(spec(), graded)
+    assert verdict.reward == 1.0 and [e["judged_by"] for e in verdict.raw["listed"]] == [["parser"], ["parser"]]
+
+
+def test_parser_names_map_to_report_ids_exactly_or_by_one_path_suffix_and_otherwise_say_so():
+    report = ["app/tests/test_x.py::TestC::test_m[1-2]", "tests/test_y.py::test_a", "a/tests/test_z.py::test_b",
+              "b/tests/test_z.py::test_b"]
+    assert junit.map_name("tests/test_y.py::test_a", report) == ("tests/test_y.py::test_a", "exact")
+    # pytest's rootdir above the parser's base: the report id ends with the parser's name
+    assert junit.map_name("tests/test_x.py::TestC::test_m[1-2]", report) == (report[0], "path-suffix")
+    assert junit.map_name("tests/test_x.py::TestC::test_m[1-3]", report) == (None, "unmapped: not in the JUnit report")
+    missing, why = junit.map_name("tests/test_z.py::test_b", report)
+    assert missing is None and why.startswith("unmapped: 2 report ids end alike")
+    # a parser name that is no pytest node id (unittest's) is never guessed, nor a tail of a parameter
+    assert junit.map_name("test_a (tests.test_y.Test)", report)[0] is None
+    assert junit.map_name("b]", ["tests/t.py::test_m[a/b]"]) == (None, "unmapped: not in the JUnit report")
+    assert junit.map_name("tests/t.py::test_m[b]", ["tests/t.py::test_m[a/tests/t.py::test_m[b]"])[0] is None
+
+
+def test_pytests_own_junit_report_reads_into_the_parsers_node_ids(tmp_path):
+    """A report written by pytest itself (xunit1, as sh/replay.sh asks) names tests as the parser does."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_p.py").write_text(
+        "import pytest\n\n\nclass TestC:\n    @pytest.mark.parametrize('a', [1, 'x y'])\n"
+        "    def test_m(self, a):\n        assert a != 'x y'\n\n\ndef test_f():\n    pass\n")
+    report = tmp_path / "out" / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_p.py",
+                           f"--junitxml={report}", "-o", "junit_family=xunit1"], cwd=tmp_path, capture_output=True)
+    assert proc.returncode == 1, proc.stdout
+    found = junit.record(True, "file", report.read_bytes(), "/x")["tests"]
+    assert found == [{"name": "tests/test_p.py::TestC::test_m[1]", "status": "PASSED"},
+                     {"name": "tests/test_p.py::TestC::test_m[x y]", "status": "FAILED"},
+                     {"name": "tests/test_p.py::test_f", "status": "PASSED"}]

@@ -1,0 +1,124 @@
+"""crucible-strict's second source of named results on pytest instances: pytest's JUnit report.
+
+The official verdict is parser.py reading run_script.sh's output, text the tested code can
+write (print a test's PASSED line and end the process before pytest reports it). Under
+``strict``, when the instance's run_script.sh runs pytest (``runs_pytest``: a line of the
+official asset, not a comment, names ``pytest``; never "whether a report turned up", which
+the tested code decides by ending pytest early), sh/replay.sh adds ``--junitxml`` (xunit1,
+which names each case's file) to ``PYTEST_ADDOPTS`` for run_script.sh, into a fresh randomly
+named directory outside the repo; the report is read after run_script.sh ended and every
+process of the tests was killed, and only if it is a regular file, not a symlink.
+
+A listed test (fail_to_pass / pass_to_pass) then passes only if the parser says PASSED AND the
+report says passed for the same test. Names are mapped (``map_name``) from the parser's
+pytest node ids to the report's (``envs.coding.results.parse_junit``): exactly, or where
+pytest's rootdir differs from the parser's base, by the one report id whose file path ends with
+"/" + the name's (or the other way round) and whose part after the first ``::`` is the same;
+anything else is recorded as unmapped and counts as not passed. A pytest instance without a readable report is unresolved, the reason recorded.
+Pure functions of the recorded raw grade, so a stored run regrades.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Mapping, Sequence
+
+from engine.errors import GradeError
+from envs.coding import results
+
+REPORT = "r/junit.xml"
+"""The report's path inside the grading's results directory (the directory root's, ``r/`` the tests')."""
+_PYTEST = re.compile(rb"(?<![\w.-])pytest(?![\w-])")
+
+
+def runs_pytest(run_script: bytes) -> bool:
+    """Whether the official run_script.sh runs pytest: a line that is not a comment names it."""
+    return any(_PYTEST.search(line) for line in run_script.splitlines() if not line.lstrip().startswith(b"#"))
+
+
+def addopts(results_dir: str) -> str:
+    """What sh/replay.sh appends to ``PYTEST_ADDOPTS`` for run_script.sh."""
+    return f"--junitxml={results_dir}/{REPORT} -o junit_family=xunit1"
+
+
+STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped, or another --junitxml won)",
+          "symlink": "the JUnit report's path is a symlink, refused",
+          "not-a-file": "the JUnit report's path is not a regular file, refused",
+          "too-large": f"the JUnit report is over {results.MAX_REPORT_BYTES} bytes, refused",
+          "unreadable": "the JUnit report could not be read (no mkdir, cat or wc in the image?)"}
+
+
+def record(expected: bool, state: str, report: bytes | None, results_dir: str) -> dict[str, Any]:
+    """The raw grade's ``junit``: whether this instance's tests are pytest (so the report is
+    required), where it was written, and its tests or why there are none."""
+    found: dict[str, Any] = {"expected": expected, "path": f"{results_dir}/{REPORT}", "state": state}
+    if state != "file" or report is None:
+        return {**found, "error": STATES.get(state, f"the JUnit report was not read ({state})")}
+    try:
+        tests = results.parse_junit(report)
+    except GradeError as exc:
+        return {**found, "error": str(exc)}
+    return {**found, "sha256": hashlib.sha256(report).hexdigest(),
+            "tests": [{"name": t.name, "status": t.status} for t in tests]}
+
+
+def map_name(name: str, report: Sequence[str]) -> tuple[str | None, str]:
+    """(the report's id for the parser's ``name``, how it was mapped) or (None, why not)."""
+    if name in report:
+        return name, "exact"
+    found = [r for r in report if _same_test_other_root(name, r)]
+    if len(found) == 1:
+        return found[0], "path-suffix"
+    if found:
+        return None, f"unmapped: {len(found)} report ids end alike ({', '.join(sorted(found)[:3])})"
+    return None, "unmapped: not in the JUnit report"
+
+
+def _same_test_other_root(name: str, node_id: str) -> bool:
+    """The same file path below a different root (one path ends with "/" + the other), the same
+    classes, function and parameters after the first ``::``."""
+    path, sep, rest = name.partition("::")
+    other, other_sep, other_rest = node_id.partition("::")
+    if not (sep and other_sep and rest == other_rest and path.endswith(".py") and other.endswith(".py")):
+        return False
+    return path.endswith("/" + other) or other.endswith("/" + path)
+
+
+def confirm(junit: Mapping[str, Any] | None, parser: Mapping[str, str], listed: Sequence[str]) -> dict[str, Any]:
+    """Each listed test judged by the parser's (worst) status and, on a pytest instance, the
+    report's: ``{"listed": [{name, parser, junit, junit_name, mapped, judged_by}], "passed":
+    [names], "error": why no report (pytest instances only)}``. Without a ``junit`` record (a
+    run graded before it existed) or on an instance that is not pytest, the parser alone."""
+    expected = bool(junit and junit.get("expected"))
+    error = str(junit.get("error")) if expected and junit and junit.get("error") else None
+    report = {str(t["name"]): str(t["status"]) for t in (junit or {}).get("tests") or []
+              if isinstance(t, Mapping) and "name" in t and "status" in t} if expected and not error else {}
+    entries, passed = [], []
+    for name in listed:
+        entry: dict[str, Any] = {"name": name, "parser": parser.get(name)}
+        ok = entry["parser"] == "PASSED"
+        if expected:
+            entry["judged_by"] = ["parser", "junit"]
+            mapped, how = (None, "no report") if error else map_name(name, list(report))
+            entry.update(junit=report.get(mapped) if mapped else None, junit_name=mapped, mapped=how)
+            ok = ok and entry["junit"] == "PASSED"
+        else:
+            entry["judged_by"] = ["parser"]
+        entries.append(entry)
+        if ok:
+            passed.append(name)
+    found: dict[str, Any] = {"listed": entries, "passed": passed}
+    return {**found, "error": error} if error else found
+
+
+def reason(confirmed: Mapping[str, Any]) -> str | None:
+    """Why the report keeps a run unresolved that the parser alone would pass, or None."""
+    if confirmed.get("error"):
+        return f"no named results: {confirmed['error']} (run_script.sh runs pytest, so its report is required)"
+    denied = [e for e in confirmed["listed"] if e["parser"] == "PASSED" and "junit" in e and e["junit"] != "PASSED"]
+    if not denied:
+        return None
+    first = denied[0]
+    said = first["junit"] if first["junit"] else first["mapped"]
+    return (f"{len(denied)} listed test(s) PASSED by the parser but not by pytest's JUnit report, "
+            f"e.g. {first['name']!r} ({said})")
