@@ -107,6 +107,10 @@ class Parsed:
     session_id: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     """Token totals the CLI reports itself (input, cached_input, output), for the cross-check."""
+    calls: list[tuple[int, int]] | None = None
+    """(input, output) tokens of each model call the CLI counted, where its record lists them: then
+    the cross-check is per call, and a call of the CLI's own outside its session (a TUI's title)
+    is no difference."""
     warnings: list[str] = field(default_factory=list)
 
 
@@ -291,7 +295,10 @@ class CliAgent:
                                     + (f": {tail}" if tail else ""))
         else:
             outcome.stop_reason = parsed.stop_reason
-        outcome.warnings.extend(cross_check(parsed.usage, model_steps, self.model_name))
+        if parsed.calls is not None:
+            outcome.warnings.extend(cross_check_calls(parsed.calls, model_steps, self.model_name))
+        else:
+            outcome.warnings.extend(cross_check(parsed.usage, model_steps, self.model_name))
         if parsed.session_id:
             outcome.warnings.append(f"{self.name} session {parsed.session_id}")
         return outcome
@@ -331,6 +338,21 @@ def cross_check(reported: dict[str, int], model_steps: list[Step], model: str) -
             "cached_input": sum((s.arguments or {}).get("cached_input_tokens", 0) for s in mine)}
     return [f"cross-check: the CLI reports {value} {kind} tokens for {model}, the model proxy recorded {seen[kind]}"
             for kind, value in sorted(reported.items()) if kind in seen and value != seen[kind]]
+
+
+def cross_check_calls(counted: list[tuple[int, int]], model_steps: list[Step], model: str) -> list[str]:
+    """The model calls the CLI counted that the proxy did not record with the same tokens; the
+    proxy's other calls to ``model`` are the CLI's own side calls (recorded and priced as steps)."""
+    seen = [(s.tokens_in or 0, s.tokens_out or 0) for s in model_steps
+            if (s.arguments or {}).get("model") == model and not s.is_error]
+    missing = []
+    for call in counted:
+        if call in seen:
+            seen.remove(call)
+        else:
+            missing.append(call)
+    return [f"cross-check: the CLI counts a call of {i} input and {o} output tokens to {model} "
+            "that the model proxy did not record" for i, o in missing]
 
 
 def _epoch(iso: str | None) -> float:
