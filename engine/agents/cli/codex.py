@@ -1,4 +1,4 @@
-"""``codex``: OpenAI's Codex CLI, headless, inside the workspace.
+"""``codex``: OpenAI's Codex CLI inside the workspace, headless or its TUI in tmux.
 
     CODEX_HOME=<per run> codex exec --json --strict-config --skip-git-repo-check
         --dangerously-bypass-approvals-and-sandbox -C WORKDIR [--disable shell_tool] PROMPT
@@ -13,6 +13,11 @@ Events (``--json``, one object a line): ``thread.started`` (the session id), ``t
 ``item.started`` / ``item.completed`` (agent messages, MCP tool calls, commands, file changes),
 ``turn.completed`` (usage) or ``turn.failed`` / ``error``: the run is complete only with
 ``turn.completed``.
+
+Under ``transport=tmux`` the same binary runs its TUI (no ``exec``, no prompt: it is pasted),
+``--no-alt-screen --no-daemon``, the repo trusted in ``config.toml``; its steps come from the
+session's rollout JSONL (``parse_rollout``). What its screen looks like: ``TUI`` below and
+docs/cli_agents.md.
 """
 from __future__ import annotations
 
@@ -58,6 +63,10 @@ class CodexAgentConfig(CliAgentConfig):
 
 TUI = TuiProfile(ready=r"^›(?!\s*\d+\.\s)", ready_within=3, busy=r"esc to interrupt", trust=r"Trust this folder\?",
                 trust_answer="1", pasted=r"\[Pasted", echo=r"^› ", answer=r"^• ", tool_panel=r"^(• Called|\s*└)")
+"""Codex 0.171's TUI (seen in tmux): the composer "› " (a placeholder when empty) with a model line
+and a footer under it, shown while it works too, with "• Working (Ns • esc to interrupt)" above
+it; a chooser's "› 1. ..." is not the composer; answers as "• " blocks, tool calls as "• Called
+server.tool(...)" with "└" result panels."""
 
 
 class CodexAgent(CliAgent):
