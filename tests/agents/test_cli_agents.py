@@ -430,3 +430,38 @@ def test_the_per_call_cross_check_ignores_the_clis_side_calls_but_names_a_call_i
     assert cross_check_calls([(100, 7)], [step(100, 7), step(40, 5)], "m") == []  # (40, 5): a title call
     assert cross_check_calls([(100, 7), (100, 7)], [step(100, 7)], "m") == [
         "cross-check: the CLI counts a call of 100 input and 7 output tokens to m that the model proxy did not record"]
+
+
+def test_an_idle_codex_screen_ends_the_turn_only_once_its_rollout_says_so():
+    """Its TUI shows no busy line while an MCP call runs or between a tool result and the next
+    model reply: a stable idle screen alone is not the end of its turn."""
+    from engine.agents.cli.codex import TUI, turn_ended
+    from engine.agents.cli.tmux import TmuxPane
+
+    async def capture(argv):
+        return 0, CODEX_SCREEN  # has-session and capture-pane alike
+
+    record: list[Event] = rollout(("session_meta", {"id": "s1"}))
+    asked = []
+
+    async def over() -> bool:
+        asked.append(1)
+        if len(asked) == 3:
+            record.extend(rollout(("event_msg", {"type": "task_complete", "last_agent_message": "Done."})))
+        return turn_ended(record)
+
+    pane = TmuxPane(capture, "unused", profile=TUI, poll=0.01)
+    with pytest.raises(TimeoutError):
+        asyncio.run(pane.wait_done(0.5, stable=0.05, over=lambda: asyncio.sleep(0, result=False)))
+    asyncio.run(pane.wait_done(5, stable=0.05, over=over))
+    assert len(asked) == 3
+
+
+def test_codexs_rollout_ending_with_a_model_error_is_a_model_error():
+    from engine.agents.cli.codex import parse_rollout
+
+    # As 0.171 wrote it when the stand-in refused its first call with a 400.
+    parsed = parse_rollout(rollout(("event_msg", {"type": "task_complete", "last_agent_message": None,
+                                                  "error": {"message": "stand-in refuses this request"}})))
+    assert (parsed.stop_reason, parsed.answer) == ("model_error", "")
+    assert parsed.warnings == ["codex: stand-in refuses this request"]

@@ -36,7 +36,7 @@ from engine.models import Step
 from engine.util import shell
 
 if TYPE_CHECKING:
-    from engine.agents.cli.tmux import TuiProfile
+    from engine.agents.cli.tmux import Over, TuiProfile
 
 MODEL_SOCKET = "model.sock"
 """The model proxy's socket in the run's bridge (beside the MCP server's ``mcp.sock``)."""
@@ -198,6 +198,11 @@ class CliAgent:
         """The session's record the CLI keeps itself (its tool calls, for the tmux transport)."""
         return []
 
+    def turn_over(self, ctx: AgentContext, env: dict[str, str]) -> "Over | None":
+        """Whether the session's record says the turn ended, for a TUI that can look idle in the
+        middle of a turn; None = the screen alone tells."""
+        return None
+
     async def _execute_tmux(self, ctx: AgentContext, argv: list[str],
                             env: dict[str, str]) -> tuple[Parsed, int | None, bool, str]:
         """Run the CLI's TUI in a private tmux server, submit the prompt, wait until it is idle
@@ -221,7 +226,7 @@ class CliAgent:
                 await recorder.start()
             async with asyncio.timeout(self.wall_limit(ctx)):
                 await pane.wait_ready(120)
-                answer = await pane.turn(ctx.prompt, self.wall_limit(ctx))
+                answer = await pane.turn(ctx.prompt, self.wall_limit(ctx), over=self.turn_over(ctx, env))
                 code, failure = 0, None
         except TimeoutError:
             timed_out, failure = True, f"killed at the wall-clock limit of {self.wall_limit(ctx):g} s"
@@ -231,8 +236,9 @@ class CliAgent:
             # The final snapshot before the pane goes; then the pane and everything of the agent's uid.
             await asyncio.shield(self._end_tmux(ctx, pane, recorder, failure))
         parsed = self.parse(await self.transcript(ctx, env))
-        parsed.answer, parsed.finished = answer or parsed.answer, code == 0
-        parsed.stop_reason = "done"
+        # The turn's end is the screen's (and the record's, where it has one); a failure the record
+        # names (a model error) stays the run's stop reason.
+        parsed.answer, parsed.finished = answer or parsed.answer, code == 0 and parsed.stop_reason == "done"
         return parsed, code, timed_out, problem
 
     async def _end_tmux(self, ctx: AgentContext, pane, recorder, failure: str | None) -> None:

@@ -36,7 +36,7 @@ from engine.agents.cli import (
     Parsed,
     tool_step,
 )
-from engine.agents.cli.tmux import TuiProfile
+from engine.agents.cli.tmux import Over, TuiProfile
 from engine.errors import ConfigError
 
 MCP_SERVER = "crucible"
@@ -135,6 +135,15 @@ class CodexAgent(CliAgent):
     def parse(self, events: list[Event]) -> Parsed:
         return parse_rollout(events) if self.transport == "tmux" else parse_stream(events)
 
+    def turn_over(self, ctx: AgentContext, env: dict[str, str]) -> Over:
+        """Its TUI shows no busy line between a tool's result and the next model reply (nor while
+        an MCP call runs: "• Calling ..."), so an idle screen is a turn's end only once the
+        rollout has it: ``task_complete`` (which a failed model call ends with too)."""
+        async def over() -> bool:
+            return turn_ended(await self.transcript(ctx, env))
+
+        return over
+
     async def transcript(self, ctx: AgentContext, env: dict[str, str]) -> list[Event]:
         """The session's rollout JSONL under ``$CODEX_HOME/sessions/YYYY/MM/DD/``."""
         assert ctx.workspace is not None
@@ -215,6 +224,12 @@ def _tool(item: dict, at: float):
                      None, failed, "builtin")
 
 
+def turn_ended(events: list[Event]) -> bool:
+    """Whether the rollout records the end of a turn (``task_complete``, also when it failed)."""
+    return any(e.data.get("type") == "event_msg" and isinstance(e.data.get("payload"), dict)
+               and e.data["payload"].get("type") == "task_complete" for e in events)
+
+
 def parse_rollout(events: list[Event]) -> Parsed:
     """Steps, answer and end of a session as Codex's rollout JSONL records it (the tmux transport):
     ``{"timestamp", "type", "payload"}`` lines; ``response_item`` holds the model's messages and
@@ -253,9 +268,13 @@ def parse_rollout(events: list[Event]) -> Parsed:
                 parsed.usage = {"input": int(totals.get("input_tokens") or 0),
                                 "output": int(totals.get("output_tokens") or 0),
                                 "cached_input": int(totals.get("cached_input_tokens") or 0)}
-        elif kind == "event_msg" and inner == "task_complete":
+        elif kind == "event_msg" and inner == "task_complete":  # the turn's end, with its error if it failed
             parsed.finished, parsed.stop_reason = True, "done"
             parsed.answer = str(payload.get("last_agent_message") or "")
+            error = payload.get("error")
+            if error:
+                parsed.stop_reason = "model_error"
+                parsed.warnings.append(f"codex: {str(error.get('message') if isinstance(error, dict) else error)[:500]}")
         elif kind == "event_msg" and inner in ("error", "stream_error"):
             parsed.warnings.append(f"codex: {str(payload.get('message') or payload)[:500]}")
     for call_id, (at, name, namespace, arguments) in calls.items():
