@@ -58,7 +58,7 @@ class CodexAgentConfig(CliAgentConfig):
     _target_: str = "engine.agents.cli.codex.CodexAgent"
     name: str = "codex"
     permission_mode: str = "never"
-    """Codex's approval policy; only ``never`` works headless (nobody answers)."""
+    """Codex's approval policy; only ``never`` works (nobody answers, headless or in tmux)."""
 
 
 TUI = TuiProfile(ready=r"^›(?!\s*\d+\.\s)", ready_within=3, busy=r"esc to interrupt", trust=r"Trust this folder\?",
@@ -78,8 +78,8 @@ class CodexAgent(CliAgent):
     def __init__(self, name: str = "codex", model: str = "", **options) -> None:
         super().__init__(name, model, **options)
         if self.permission_mode != "never":
-            raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r}: codex exec runs "
-                              "headless, where only 'never' (no approvals asked) can work")
+            raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r}: codex runs "
+                              "unattended (headless or in tmux), where only 'never' (no approvals asked) can work")
         if self.max_turns is not None:
             raise ConfigError(f"agent {name}: max_turns is not a limit codex has; leave it unset "
                               "(agent.wall_timeout bounds the run)")
