@@ -1,8 +1,10 @@
 """Coding CLI agents without Docker: their configs (a bad key fails at compose in one line, an
 option a CLI cannot honour fails before anything runs), the host model proxy (the key added on
 the host, never the one the CLI holds; every call a step with tokens, cache tokens and cost,
-streamed or not; a call cut off by the CLI's end still recorded), and the event parsers' ends
-(Claude's max-turns result, Codex's failed turn). The real CLIs run in test_cli_agents_runs.py.
+streamed or not; a call cut off by the CLI's end still recorded), the event parsers' ends
+(Claude's max-turns result, Codex's failed turn), and the TUIs' screens and records (answers,
+Codex's idle and busy screens, its rollout and the per-call cross-check). The real CLIs run in
+test_cli_agents_runs.py.
 """
 from __future__ import annotations
 
@@ -460,8 +462,9 @@ def test_an_idle_codex_screen_ends_the_turn_only_once_its_rollout_says_so():
 def test_codexs_rollout_ending_with_a_model_error_is_a_model_error():
     from engine.agents.cli.codex import parse_rollout
 
-    # As 0.171 wrote it when the stand-in refused its first call with a 400.
+    # As 0.171 wrote it when the stand-in refused its first call with a 400: the body as the message.
+    body = '{"error": {"message": "stand-in refuses this request", "type": "invalid_request_error"}}'
     parsed = parse_rollout(rollout(("event_msg", {"type": "task_complete", "last_agent_message": None,
-                                                  "error": {"message": "stand-in refuses this request"}})))
+                                                  "error": {"message": body}})))
     assert (parsed.stop_reason, parsed.answer) == ("model_error", "")
-    assert parsed.warnings == ["codex: stand-in refuses this request"]
+    assert parsed.warnings == [f"codex: {body}"]

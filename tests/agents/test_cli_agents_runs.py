@@ -1,8 +1,9 @@
 """The REAL ``claude`` and ``codex`` binaries (pinned npm releases, installed as the agent's image
-layer) run headless inside a real container against the stand-in model through the host's model
-proxy: the workspace has no network but loopback and never holds the API key, which only the
-proxy's upstream requests carry; each CLI calls the run's MCP tools, fixes a sample task and
-scores 1.0; every model call is a step with tokens and cost in the store; a CLI past its
+layer) run inside a real container, headless and as their TUIs in tmux, against the stand-in
+model through the host's model proxy: the workspace has no network but loopback and never
+holds the API key, which only the proxy's upstream requests carry; each CLI calls the run's
+MCP tools, fixes a sample task and scores 1.0 (in tmux too, its tool calls read from its own
+session record); every model call is a step with tokens and cost in the store; a CLI past its
 wall-clock limit ends the run as ``timeout`` with nothing of it left running.
 
 One module fixture makes the runs (a run takes seconds; the layers build once, ~20 s each).
@@ -15,7 +16,7 @@ import subprocess
 import threading
 
 import pytest
-from standin import Call, StandIn, answer, call, golden_edits, hang, reply
+from standin import Call, StandIn, answer, call, error, golden_edits, hang, reply
 
 from engine.agents.cli.codex import ALWAYS_OFFERED
 from engine.config.compose import compose_config, to_typed
@@ -91,6 +92,8 @@ def fixer_script(probe: Probe, hung: threading.Event):
         if turn.task == "sample/snapshot_alias":
             hung.set()
             return hang(120)
+        if turn.task == "sample/negative_money":  # the model-error run
+            return error(400, "stand-in refuses this request")
         if not turn.tool_names and "title" in json.dumps(turn.request.get("text") or {}):
             return answer(TITLE)  # Codex's TUI names its session from the prompt
         if turn.turn == 0:
@@ -163,6 +166,9 @@ def runs(docker_client, base_image, tmp_path_factory):
                 # Codex's TUI likewise (after the headless codex runs: the stand-in numbers its
                 # conversations per model and task in the order they start).
                 "codex_tmux": real_run(tmp_path_factory, "codex", TASK, url, "attempt=2", "agent.transport=tmux"),
+                # A model call refused: Codex's TUI ends its turn with the error on screen.
+                "model_error_codex_tmux": real_run(tmp_path_factory, "codex", "sample/negative_money", url,
+                                                   "agent.transport=tmux"),
                 "timeout_codex_tmux": real_run(tmp_path_factory, "codex", "sample/snapshot_alias", url,
                                                f"agent.wall_timeout={WALL['timeout_codex_tmux']}",
                                                "agent.transport=tmux", "attempt=1"),
@@ -302,6 +308,21 @@ def test_a_clis_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_its_tra
     served = [e for e in api.exchanges if e.protocol == protocol and e.task == TASK and e.conversation is not None
               and e.conversation >= 2 and _tool_names(e.request)]
     assert len(served) >= 3 and all("stream" in e.request for e in served)
+
+
+def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs):
+    made, _, _, census = runs
+    record = made["model_error_codex_tmux"]
+    assert (record.status, record.stop_reason, record.reward) == ("completed", "model_error", 0.0), \
+        (record.error, record.warnings)
+    assert [w for w in record.warnings if w.startswith("codex: ") and "stand-in refuses this request" in w], \
+        record.warnings
+    assert "codex's turn in its TUI ended as model_error" in record.warnings
+    assert record.timings["agent"] < 120, "its rollout's task_complete ended the turn, not the wall clock"
+    assert census[record.run_id] == ""
+    [terminal] = stored_terminals(record.run_id)
+    snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
+    assert "■" in snapshots[-1].text and "stand-in refuses this request" in snapshots[-1].text
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])

@@ -296,9 +296,12 @@ class CliAgent:
         elif exit_code != 0 or not parsed.finished:
             outcome.stop_reason = "cli_error" if parsed.stop_reason == "done" else parsed.stop_reason
             tail = stderr.strip()[-800:]
-            outcome.warnings.append(f"{self.name} exited with code {exit_code}"
-                                    + ("" if parsed.finished else " without its final event")
-                                    + (f": {tail}" if tail else ""))
+            if self.transport == "tmux" and exit_code == 0:  # the TUI's turn ended; its record says how
+                outcome.warnings.append(f"{self.name}'s turn in its TUI ended as {outcome.stop_reason}")
+            else:
+                outcome.warnings.append(f"{self.name} exited with code {exit_code}"
+                                        + ("" if parsed.finished else " without its final event")
+                                        + (f": {tail}" if tail else ""))
         else:
             outcome.stop_reason = parsed.stop_reason
         if parsed.calls is not None:
