@@ -1,8 +1,10 @@
 """Coding CLI agents without Docker: their configs (a bad key fails at compose in one line, an
 option a CLI cannot honour fails before anything runs), the host model proxy (the key added on
 the host, never the one the CLI holds; every call a step with tokens, cache tokens and cost,
-streamed or not; a call cut off by the CLI's end still recorded), and the event parsers' ends
-(Claude's max-turns result, Codex's failed turn). The real CLIs run in test_cli_agents_runs.py.
+streamed or not; a call cut off by the CLI's end still recorded), the event parsers' ends
+(Claude's max-turns result, Codex's failed turn), and the TUIs' screens and records (answers,
+Codex's idle and busy screens, its rollout and the per-call cross-check). The real CLIs run in
+test_cli_agents_runs.py.
 """
 from __future__ import annotations
 
@@ -70,7 +72,6 @@ def test_crucible_run_with_a_bad_cli_agent_key_says_so_in_one_line_without_a_tra
     ("codex", "agent.builtin_tools.allow=[shell]", "builtin_tools can only allow"),
     ("claude_code", "agent.permission_mode=yolo", "permission_mode 'yolo' is not one of"),
     ("claude_code", "model=openai/gpt-5", "must be anthropic/<name>"),
-    ("codex", "agent.transport=tmux", "its tmux transport is not built yet"),
     ("claude_code", "agent.transport=screen", "transport 'screen'; claude_code offers headless or tmux"),
 ])
 def test_an_option_a_cli_cannot_honour_fails_before_anything_runs(agent, override, says, monkeypatch):
@@ -82,6 +83,33 @@ def test_an_option_a_cli_cannot_honour_fails_before_anything_runs(agent, overrid
     with pytest.raises(ConfigError, match=says) as info:
         make_agent(*agent_part(cfg))
     assert "\n" not in str(info.value)
+
+
+def test_a_cli_without_a_tui_profile_refuses_the_tmux_transport_in_one_line(monkeypatch):
+    from engine.agents.cli import CliAgent
+
+    class Plain(CliAgent):  # a CLI that has only its headless mode described
+        provider = "openai"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    with pytest.raises(ConfigError, match=r"^agent plain: transport 'tmux'; plain offers headless "
+                                          r"\(its tmux transport is not built yet\)$"):
+        Plain("plain", "openai/gpt-5", transport="tmux")
+    assert Plain("plain", "openai/gpt-5").transport == "headless"
+
+
+def test_codex_under_tmux_launches_its_tui_with_the_folder_trusted(monkeypatch):
+    from types import SimpleNamespace
+
+    from engine.plan.spec import agent_part
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    agent = make_agent(*agent_part(typed("agent=codex", "agent.transport=tmux")))
+    argv, env, files = agent.command(SimpleNamespace(prompt="fix it", workdir="/app"), "tok")
+    assert "exec" not in argv and "fix it" not in argv and "--no-alt-screen" in argv and "--no-daemon" in argv
+    assert env["TERM"] == "xterm-256color" and env["CRUCIBLE_MCP_TOKEN"] == "tok"
+    [config] = files.values()
+    assert '[projects."/app"]\ntrust_level = "trusted"' in config and "[mcp_servers.crucible]" in config
 
 
 def test_a_cli_agent_runs_its_default_model_when_none_is_given(monkeypatch):
@@ -277,3 +305,166 @@ def test_claude_codes_tui_answer_is_the_text_after_its_last_tool_call():
     pane = TmuxPane(capture, "unused", profile=TUI)
     prompt = "Our stock report loses rows. We have 45 items and show 20 per page"
     assert asyncio.run(pane.answer(prompt)) == "Fixed: the change is in place."
+
+
+# Codex 0.171.0's screen at the end of a tmux run (test_cli_agents_runs.py against the stand-in),
+# and while a model call is pending: its composer stays at the bottom while it works.
+CODEX_SCREEN = """\
+  >_ OpenAI Codex (v0.171.0)
+     /app
+  permissions: YOLO mode
+
+› Our stock report loses rows. We have 45 items and show 20 per page: the report says "page 2 of 2", there is no next
+  page after page 2.
+
+
+• Let me look first.
+
+• Called crucible.bash({"command":"git status --short; ls"})
+  └ README.md
+    pyproject.toml
+    stockroom
+    +1 line (^t to view transcript)
+
+• Found it; fixing.
+
+• Called
+  └ crucible.str_replace_based_edit_tool({"command":"create","path":"/app/stockroom/report.py","file_text":"x"})
+    File created successfully at: /app/stockroom/report.py
+
+• Fixed: the change is in place.
+
+  Worked for 1s • 02:04
+
+
+› Ask Codex to do anything
+
+  gpt-5 default · /app · Our stock report loses rows. We have 45 items and show 20 p…
+  ← for agents · ? for shortcuts                                              ⚠ 1 warning · f2 to view
+"""
+CODEX_WORKING = """\
+› Our stock report loses rows. We have 45 items and show 20 per page: the report says "page 2 of 2", there is no next
+
+◦ Working (2s • esc to interrupt)
+
+
+› Ask Codex to do anything
+
+  gpt-5 default · /app · Our stock report loses rows. We have 45 items and show 20 p…
+  ← for agents · ? for shortcuts
+"""
+CODEX_TRUST = """\
+  Folder access
+  /app
+
+  Trust this folder? Codex can read, edit, and run files here, subject to your permission settings.
+
+› 1. Trust and continue
+  2. Back to Agent Command Center
+
+  enter continue · esc back
+"""
+
+
+def test_codexs_tui_is_idle_only_at_its_empty_composer_without_a_working_line():
+    from engine.agents.cli.codex import TUI
+    from engine.agents.cli.tmux import TmuxPane
+
+    pane = TmuxPane(None, "unused", profile=TUI)  # type: ignore[arg-type]
+    assert pane.idle(CODEX_SCREEN.splitlines())
+    assert not pane.idle(CODEX_WORKING.splitlines())  # the composer is shown, but a turn runs
+    assert not pane.idle(CODEX_TRUST.splitlines())  # a chooser's "› 1." is not the composer
+
+
+def test_codexs_tui_answer_is_the_text_after_its_last_tool_call():
+    from engine.agents.cli.codex import TUI
+    from engine.agents.cli.tmux import TmuxPane
+
+    async def capture(argv):
+        return 0, CODEX_SCREEN
+
+    pane = TmuxPane(capture, "unused", profile=TUI)
+    assert asyncio.run(pane.answer("Our stock report loses rows. We have 45 items")) == "Fixed: the change is in place."
+
+
+def rollout(*lines: tuple[str, dict]) -> list[Event]:
+    return [Event({"timestamp": f"2026-12-02T02:05:4{i}.000Z", "type": kind, "payload": payload}, float(i))
+            for i, (kind, payload) in enumerate(lines)]
+
+
+def test_codexs_rollout_gives_its_tool_calls_answer_usage_and_per_call_tokens():
+    from engine.agents.cli.codex import parse_rollout
+
+    mcp_call = {"type": "function_call", "name": "bash", "namespace": "mcp__crucible",
+                "arguments": '{"command": "ls"}', "call_id": "c1"}
+    parsed = parse_rollout(rollout(
+        ("session_meta", {"id": "s1", "cwd": "/app"}),
+        ("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Look"}]}),
+        ("response_item", mcp_call),
+        ("token_usage_record", {"usage": {"input_tokens": 100, "output_tokens": 7}}),
+        ("event_msg", {"type": "item_completed", "item": {"type": "McpToolCall", "id": "c1", "server": "crucible",
+                       "tool": "bash", "status": "completed", "result": {"content": [{"type": "text", "text": "a\n"}]}}}),
+        ("response_item", {"type": "function_call_output", "call_id": "c1",
+                           "output": [{"type": "input_text", "text": "Wall time: 0.1 s"}]}),
+        ("response_item", {"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "false"}',
+                           "call_id": "c2"}),
+        ("token_usage_record", {"usage": {"input_tokens": 120, "output_tokens": 3}}),
+        ("event_msg", {"type": "token_count", "info": {"total_token_usage": {
+            "input_tokens": 220, "cached_input_tokens": 0, "output_tokens": 10}}}),
+        ("event_msg", {"type": "task_complete", "last_agent_message": "Done."}),
+    ))
+    assert (parsed.session_id, parsed.finished, parsed.answer) == ("s1", True, "Done.")
+    assert [(s.tool, s.capability, s.arguments, s.result, s.is_error) for _, s in parsed.tool_steps] == [
+        ("bash", "mcp", {"command": "ls"}, "a\n", False),
+        ("exec_command", "builtin", {"cmd": "false"}, None, True)]  # no output recorded: not a success
+    assert parsed.usage == {"input": 220, "output": 10, "cached_input": 0}
+    assert parsed.calls == [(100, 7), (120, 3)]
+    assert not parse_rollout(rollout(("session_meta", {"id": "s2"}))).finished
+
+
+def test_the_per_call_cross_check_ignores_the_clis_side_calls_but_names_a_call_it_counted_alone():
+    from engine.agents.cli import cross_check_calls
+    from engine.models import Step
+
+    def step(i: int, o: int) -> Step:
+        return Step(idx=0, kind="model", tokens_in=i, tokens_out=o, arguments={"model": "m"})
+
+    assert cross_check_calls([(100, 7)], [step(100, 7), step(40, 5)], "m") == []  # (40, 5): a title call
+    assert cross_check_calls([(100, 7), (100, 7)], [step(100, 7)], "m") == [
+        "cross-check: the CLI counts a call of 100 input and 7 output tokens to m that the model proxy did not record"]
+
+
+def test_an_idle_codex_screen_ends_the_turn_only_once_its_rollout_says_so():
+    """Its TUI shows no busy line while an MCP call runs or between a tool result and the next
+    model reply: a stable idle screen alone is not the end of its turn."""
+    from engine.agents.cli.codex import TUI, turn_ended
+    from engine.agents.cli.tmux import TmuxPane
+
+    async def capture(argv):
+        return 0, CODEX_SCREEN  # has-session and capture-pane alike
+
+    record: list[Event] = rollout(("session_meta", {"id": "s1"}))
+    asked = []
+
+    async def over() -> bool:
+        asked.append(1)
+        if len(asked) == 3:
+            record.extend(rollout(("event_msg", {"type": "task_complete", "last_agent_message": "Done."})))
+        return turn_ended(record)
+
+    pane = TmuxPane(capture, "unused", profile=TUI, poll=0.01)
+    with pytest.raises(TimeoutError):
+        asyncio.run(pane.wait_done(0.5, stable=0.05, over=lambda: asyncio.sleep(0, result=False)))
+    asyncio.run(pane.wait_done(5, stable=0.05, over=over))
+    assert len(asked) == 3
+
+
+def test_codexs_rollout_ending_with_a_model_error_is_a_model_error():
+    from engine.agents.cli.codex import parse_rollout
+
+    # As 0.171 wrote it when the stand-in refused its first call with a 400: the body as the message.
+    body = '{"error": {"message": "stand-in refuses this request", "type": "invalid_request_error"}}'
+    parsed = parse_rollout(rollout(("event_msg", {"type": "task_complete", "last_agent_message": None,
+                                                  "error": {"message": body}})))
+    assert (parsed.stop_reason, parsed.answer) == ("model_error", "")
+    assert parsed.warnings == [f"codex: {body}"]

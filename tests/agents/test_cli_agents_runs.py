@@ -1,8 +1,9 @@
 """The REAL ``claude`` and ``codex`` binaries (pinned npm releases, installed as the agent's image
-layer) run headless inside a real container against the stand-in model through the host's model
-proxy: the workspace has no network but loopback and never holds the API key, which only the
-proxy's upstream requests carry; each CLI calls the run's MCP tools, fixes a sample task and
-scores 1.0; every model call is a step with tokens and cost in the store; a CLI past its
+layer) run inside a real container, headless and as their TUIs in tmux, against the stand-in
+model through the host's model proxy: the workspace has no network but loopback and never
+holds the API key, which only the proxy's upstream requests carry; each CLI calls the run's
+MCP tools, fixes a sample task and scores 1.0 (in tmux too, its tool calls read from its own
+session record); every model call is a step with tokens and cost in the store; a CLI past its
 wall-clock limit ends the run as ``timeout`` with nothing of it left running.
 
 One module fixture makes the runs (a run takes seconds; the layers build once, ~20 s each).
@@ -15,7 +16,7 @@ import subprocess
 import threading
 
 import pytest
-from standin import Call, StandIn, answer, call, golden_edits, hang, reply
+from standin import Call, StandIn, answer, call, error, golden_edits, hang, reply
 
 from engine.agents.cli.codex import ALWAYS_OFFERED
 from engine.config.compose import compose_config, to_typed
@@ -29,9 +30,12 @@ TASK = "sample/last_page"
 MODELS = {"claude_code": "anthropic/claude-sonnet-4-6", "codex": "openai/gpt-5"}
 PRICES = {"anthropic/claude-sonnet-4-6": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0},
           "openai/gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
-WALL = {"timeout": 30, "timeout_tmux": 45}
+WALL = {"timeout": 30, "timeout_tmux": 45, "timeout_codex_tmux": 45}
 """The wall-clock runs' limits: long enough for the CLI to reach the model first (its first call
 came 28 s after launch headless and 53 s in tmux at a load average of ~20 on this 2-core machine)."""
+TITLE = '{"title": "Fix report paging"}'
+"""What the stand-in answers Codex's TUI when it asks for a title for the session (a call of the
+TUI's own beside the session, with no tools and a JSON schema ``{title}``)."""
 UID_PROCESSES = ('for p in /proc/[0-9]*; do [ "$(stat -c %u "$p" 2>/dev/null)" = 1000 ] '
                  '&& printf "%s " "$(cat "$p/comm" 2>/dev/null)"; done; true')
 
@@ -88,6 +92,10 @@ def fixer_script(probe: Probe, hung: threading.Event):
         if turn.task == "sample/snapshot_alias":
             hung.set()
             return hang(120)
+        if turn.task == "sample/negative_money":  # the model-error run
+            return error(400, "stand-in refuses this request")
+        if not turn.tool_names and "title" in json.dumps(turn.request.get("text") or {}):
+            return answer(TITLE)  # Codex's TUI names its session from the prompt
         if turn.turn == 0:
             return reply("Let me look first.", call(tool(turn, "bash"), command="git status --short; ls"))
         if turn.turn == 1:
@@ -155,6 +163,15 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "timeout_tmux": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
                                          f"agent.wall_timeout={WALL['timeout_tmux']}", "agent.transport=tmux",
                                          "attempt=1"),
+                # Codex's TUI likewise (after the headless codex runs: the stand-in numbers its
+                # conversations per model and task in the order they start).
+                "codex_tmux": real_run(tmp_path_factory, "codex", TASK, url, "attempt=2", "agent.transport=tmux"),
+                # A model call refused: Codex's TUI ends its turn with the error on screen.
+                "model_error_codex_tmux": real_run(tmp_path_factory, "codex", "sample/negative_money", url,
+                                                   "agent.transport=tmux"),
+                "timeout_codex_tmux": real_run(tmp_path_factory, "codex", "sample/snapshot_alias", url,
+                                               f"agent.wall_timeout={WALL['timeout_codex_tmux']}",
+                                               "agent.transport=tmux", "attempt=1"),
             }
             return made, api, probe, census
 
@@ -211,7 +228,7 @@ def test_every_model_call_is_a_proxy_step_with_tokens_and_cost_in_the_store(runs
 def test_the_workspace_has_no_network_and_never_holds_the_key(runs, protocol):
     made, api, probe, _ = runs
     looked = {label: seen for label, seen in probe.seen.items() if label.startswith(f"{protocol}:")}
-    assert len(looked) == (3 if protocol == "anthropic" else 2)  # headless, bare (and tmux)
+    assert len(looked) == 3  # headless, bare and tmux
     for seen in looked.values():
         assert seen["network_mode"] == "none" and seen["interfaces"] == ["lo"]
         assert seen["cli_environ"], "the probe must have seen the CLI's own environment"
@@ -222,7 +239,7 @@ def test_the_workspace_has_no_network_and_never_holds_the_key(runs, protocol):
     assert reached and all(e.api_key == KEY for e in reached)
 
 
-@pytest.mark.parametrize("name", ["timeout", "timeout_tmux"])
+@pytest.mark.parametrize("name", ["timeout", "timeout_tmux", "timeout_codex_tmux"])
 def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_left_running(runs, name):
     made, _, _, census = runs
     record = made[name]
@@ -231,7 +248,7 @@ def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_le
     assert record.timings["agent"] < WALL[name] + 25
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     assert [s.kind for s in record.steps][:1] == ["model"]
-    if name == "timeout_tmux":  # its terminal failed, with why
+    if name.endswith("_tmux"):  # its terminal failed, with why
         [terminal] = stored_terminals(record.run_id)
         assert (terminal.state, terminal.end_reason) == ("failed", f"killed at the wall-clock limit of {WALL[name]} s")
 
@@ -262,17 +279,22 @@ def _tool_names(request: dict) -> list[str]:
     return names
 
 
-def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_its_transcript(runs):
+@pytest.mark.parametrize("agent", ["claude_code", "codex"])
+def test_a_clis_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_its_transcript(runs, agent):
     made, api, _, census = runs
-    record = made["claude_code_tmux"]
+    record = made[f"{agent}_tmux"]
     assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
         (record.error, record.warnings)
     # The answer block the TUI showed last: not the narration before its tool calls, no panels or echo.
     assert record.final_answer == "Fixed: the change is in place."
-    kinds = [(s.kind, s.tool) for s in record.steps]
-    assert ("tool_call", "bash") in kinds and ("tool_call", "str_replace_based_edit_tool") in kinds
-    assert [s for s in record.steps if s.kind == "model"] and all(
-        s.capability == "model_proxy" for s in record.steps if s.kind == "model")
+    tools = [(s.capability, s.tool, s.is_error) for s in record.steps if s.kind == "tool_call"]
+    assert tools[0] == ("mcp", "bash", False) and ("mcp", "str_replace_based_edit_tool", False) in tools, tools
+    models = [s for s in record.steps if s.kind == "model"]
+    assert models and all(s.capability == "model_proxy" and not s.is_error for s in models)
+    # Each tool call sits between the model call that asked for it and the one that read its result.
+    order = [s.kind for s in record.steps]
+    assert order[0] == "model" and order[-1] == "model" and order.index("tool_call") < len(order) - 1
+    assert not [w for w in record.warnings if w.startswith("cross-check")], record.warnings
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     # Its pane is the run's terminal: ended normally (closing, within its retention), its final
     # snapshot the TUI's screen with the answer, periodic snapshots taken while it worked.
@@ -282,8 +304,25 @@ def test_claude_codes_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_i
     snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
     assert [s.final for s in snapshots][-1:] == [True] and "Fixed: the change is in place." in snapshots[-1].text
     assert any(not s.final and s.text for s in snapshots[:-1])
-    served = [e for e in api.exchanges if (e.protocol, e.task, e.conversation) == ("anthropic", TASK, 2)]
-    assert served and all("stream" in e.request for e in served)
+    protocol = "anthropic" if agent == "claude_code" else "responses"
+    served = [e for e in api.exchanges if e.protocol == protocol and e.task == TASK and e.conversation is not None
+              and e.conversation >= 2 and _tool_names(e.request)]
+    assert len(served) >= 3 and all("stream" in e.request for e in served)
+
+
+def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs):
+    made, _, _, census = runs
+    record = made["model_error_codex_tmux"]
+    assert (record.status, record.stop_reason, record.reward) == ("completed", "model_error", 0.0), \
+        (record.error, record.warnings)
+    assert [w for w in record.warnings if w.startswith("codex: ") and "stand-in refuses this request" in w], \
+        record.warnings
+    assert "codex's turn in its TUI ended as model_error" in record.warnings
+    assert record.timings["agent"] < 120, "its rollout's task_complete ended the turn, not the wall clock"
+    assert census[record.run_id] == ""
+    [terminal] = stored_terminals(record.run_id)
+    snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
+    assert "■" in snapshots[-1].text and "stand-in refuses this request" in snapshots[-1].text
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])

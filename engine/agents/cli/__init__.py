@@ -36,7 +36,7 @@ from engine.models import Step
 from engine.util import shell
 
 if TYPE_CHECKING:
-    from engine.agents.cli.tmux import TuiProfile
+    from engine.agents.cli.tmux import Over, TuiProfile
 
 MODEL_SOCKET = "model.sock"
 """The model proxy's socket in the run's bridge (beside the MCP server's ``mcp.sock``)."""
@@ -107,6 +107,10 @@ class Parsed:
     session_id: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     """Token totals the CLI reports itself (input, cached_input, output), for the cross-check."""
+    calls: list[tuple[int, int]] | None = None
+    """(input, output) tokens of each model call the CLI counted, where its record lists them: then
+    the cross-check is per call, and a call of the CLI's own outside its session (a TUI's title)
+    is no difference."""
     warnings: list[str] = field(default_factory=list)
 
 
@@ -194,6 +198,11 @@ class CliAgent:
         """The session's record the CLI keeps itself (its tool calls, for the tmux transport)."""
         return []
 
+    def turn_over(self, ctx: AgentContext, env: dict[str, str]) -> "Over | None":
+        """Whether the session's record says the turn ended, for a TUI that can look idle in the
+        middle of a turn; None = the screen alone tells."""
+        return None
+
     async def _execute_tmux(self, ctx: AgentContext, argv: list[str],
                             env: dict[str, str]) -> tuple[Parsed, int | None, bool, str]:
         """Run the CLI's TUI in a private tmux server, submit the prompt, wait until it is idle
@@ -217,7 +226,7 @@ class CliAgent:
                 await recorder.start()
             async with asyncio.timeout(self.wall_limit(ctx)):
                 await pane.wait_ready(120)
-                answer = await pane.turn(ctx.prompt, self.wall_limit(ctx))
+                answer = await pane.turn(ctx.prompt, self.wall_limit(ctx), over=self.turn_over(ctx, env))
                 code, failure = 0, None
         except TimeoutError:
             timed_out, failure = True, f"killed at the wall-clock limit of {self.wall_limit(ctx):g} s"
@@ -227,8 +236,9 @@ class CliAgent:
             # The final snapshot before the pane goes; then the pane and everything of the agent's uid.
             await asyncio.shield(self._end_tmux(ctx, pane, recorder, failure))
         parsed = self.parse(await self.transcript(ctx, env))
-        parsed.answer, parsed.finished = answer or parsed.answer, code == 0
-        parsed.stop_reason = "done"
+        # The turn's end is the screen's (and the record's, where it has one); a failure the record
+        # names (a model error) stays the run's stop reason.
+        parsed.answer, parsed.finished = answer or parsed.answer, code == 0 and parsed.stop_reason == "done"
         return parsed, code, timed_out, problem
 
     async def _end_tmux(self, ctx: AgentContext, pane, recorder, failure: str | None) -> None:
@@ -286,12 +296,18 @@ class CliAgent:
         elif exit_code != 0 or not parsed.finished:
             outcome.stop_reason = "cli_error" if parsed.stop_reason == "done" else parsed.stop_reason
             tail = stderr.strip()[-800:]
-            outcome.warnings.append(f"{self.name} exited with code {exit_code}"
-                                    + ("" if parsed.finished else " without its final event")
-                                    + (f": {tail}" if tail else ""))
+            if self.transport == "tmux" and exit_code == 0:  # the TUI's turn ended; its record says how
+                outcome.warnings.append(f"{self.name}'s turn in its TUI ended as {outcome.stop_reason}")
+            else:
+                outcome.warnings.append(f"{self.name} exited with code {exit_code}"
+                                        + ("" if parsed.finished else " without its final event")
+                                        + (f": {tail}" if tail else ""))
         else:
             outcome.stop_reason = parsed.stop_reason
-        outcome.warnings.extend(cross_check(parsed.usage, model_steps, self.model_name))
+        if parsed.calls is not None:
+            outcome.warnings.extend(cross_check_calls(parsed.calls, model_steps, self.model_name))
+        else:
+            outcome.warnings.extend(cross_check(parsed.usage, model_steps, self.model_name))
         if parsed.session_id:
             outcome.warnings.append(f"{self.name} session {parsed.session_id}")
         return outcome
@@ -331,6 +347,21 @@ def cross_check(reported: dict[str, int], model_steps: list[Step], model: str) -
             "cached_input": sum((s.arguments or {}).get("cached_input_tokens", 0) for s in mine)}
     return [f"cross-check: the CLI reports {value} {kind} tokens for {model}, the model proxy recorded {seen[kind]}"
             for kind, value in sorted(reported.items()) if kind in seen and value != seen[kind]]
+
+
+def cross_check_calls(counted: list[tuple[int, int]], model_steps: list[Step], model: str) -> list[str]:
+    """The model calls the CLI counted that the proxy did not record with the same tokens; the
+    proxy's other calls to ``model`` are the CLI's own side calls (recorded and priced as steps)."""
+    seen = [(s.tokens_in or 0, s.tokens_out or 0) for s in model_steps
+            if (s.arguments or {}).get("model") == model and not s.is_error]
+    missing = []
+    for call in counted:
+        if call in seen:
+            seen.remove(call)
+        else:
+            missing.append(call)
+    return [f"cross-check: the CLI counts a call of {i} input and {o} output tokens to {model} "
+            "that the model proxy did not record" for i, o in missing]
 
 
 def _epoch(iso: str | None) -> float:

@@ -1,4 +1,4 @@
-"""``codex``: OpenAI's Codex CLI, headless, inside the workspace.
+"""``codex``: OpenAI's Codex CLI inside the workspace, headless or its TUI in tmux.
 
     CODEX_HOME=<per run> codex exec --json --strict-config --skip-git-repo-check
         --dangerously-bypass-approvals-and-sandbox -C WORKDIR [--disable shell_tool] PROMPT
@@ -13,10 +13,16 @@ Events (``--json``, one object a line): ``thread.started`` (the session id), ``t
 ``item.started`` / ``item.completed`` (agent messages, MCP tool calls, commands, file changes),
 ``turn.completed`` (usage) or ``turn.failed`` / ``error``: the run is complete only with
 ``turn.completed``.
+
+Under ``transport=tmux`` the same binary runs its TUI (no ``exec``, no prompt: it is pasted),
+``--no-alt-screen --no-daemon``, the repo trusted in ``config.toml``; its steps come from the
+session's rollout JSONL (``parse_rollout``). What its screen looks like: ``TUI`` below and
+docs/cli_agents.md.
 """
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from dataclasses import dataclass
 
 from engine.agents import AgentContext
@@ -30,6 +36,7 @@ from engine.agents.cli import (
     Parsed,
     tool_step,
 )
+from engine.agents.cli.tmux import Over, TuiProfile
 from engine.errors import ConfigError
 
 MCP_SERVER = "crucible"
@@ -51,19 +58,28 @@ class CodexAgentConfig(CliAgentConfig):
     _target_: str = "engine.agents.cli.codex.CodexAgent"
     name: str = "codex"
     permission_mode: str = "never"
-    """Codex's approval policy; only ``never`` works headless (nobody answers)."""
+    """Codex's approval policy; only ``never`` works (nobody answers, headless or in tmux)."""
+
+
+TUI = TuiProfile(ready=r"^›(?!\s*\d+\.\s)", ready_within=3, busy=r"esc to interrupt", trust=r"Trust this folder\?",
+                trust_answer="1", pasted=r"\[Pasted", echo=r"^› ", answer=r"^• ", tool_panel=r"^(• Called|\s*└)")
+"""Codex 0.171's TUI (seen in tmux): the composer "› " (a placeholder when empty) with a model line
+and a footer under it, shown while it works too, with "• Working (Ns • esc to interrupt)" above
+it; a chooser's "› 1. ..." is not the composer; answers as "• " blocks, tool calls as "• Called
+server.tool(...)" with "└" result panels."""
 
 
 class CodexAgent(CliAgent):
     config_schema = CodexAgentConfig
     provider = "openai"
     key_header = "authorization"
+    tui = TUI
 
     def __init__(self, name: str = "codex", model: str = "", **options) -> None:
         super().__init__(name, model, **options)
         if self.permission_mode != "never":
-            raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r}: codex exec runs "
-                              "headless, where only 'never' (no approvals asked) can work")
+            raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r}: codex runs "
+                              "unattended (headless or in tmux), where only 'never' (no approvals asked) can work")
         if self.max_turns is not None:
             raise ConfigError(f"agent {name}: max_turns is not a limit codex has; leave it unset "
                               "(agent.wall_timeout bounds the run)")
@@ -74,8 +90,12 @@ class CodexAgent(CliAgent):
 
     def command(self, ctx: AgentContext, mcp_token: str) -> tuple[list[str], dict[str, str], dict[str, str]]:
         home = f"{CLI_ROOT}/codex-home"
-        argv = [BINARY, "exec", "--json", "--strict-config", "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox", "--color", "never", "-C", ctx.workdir]
+        if self.transport == "tmux":
+            argv = [BINARY, "--strict-config", "--dangerously-bypass-approvals-and-sandbox", "--no-alt-screen",
+                    "--no-daemon", "-C", ctx.workdir]
+        else:
+            argv = [BINARY, "exec", "--json", "--strict-config", "--skip-git-repo-check",
+                    "--dangerously-bypass-approvals-and-sandbox", "--color", "never", "-C", ctx.workdir]
         for feature in DISABLED_FEATURES:
             argv += ["--disable", feature]
         if self.builtin_tools.allow == []:
@@ -83,12 +103,15 @@ class CodexAgent(CliAgent):
                 argv += ["--disable", feature]
         elif self.builtin_tools.deny == ["shell"]:
             argv += ["--disable", "shell_tool"]
-        argv += ["--", ctx.prompt]
+        if self.transport == "headless":
+            argv += ["--", ctx.prompt]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": f"{CLI_ROOT}/home", "LANG": "C.UTF-8",
                "USER": "agent", "CODEX_HOME": home, TOKEN_ENV: mcp_token}
-        return argv, env, {f"{home}/config.toml": self.config_toml()}
+        if self.transport == "tmux":
+            env["TERM"] = "xterm-256color"
+        return argv, env, {f"{home}/config.toml": self.config_toml(ctx.workdir)}
 
-    def config_toml(self) -> str:
+    def config_toml(self, workdir: str = "") -> str:
         lines = [
             f"model = {_toml(self.model_name)}",
             'model_provider = "crucible"',
@@ -105,10 +128,44 @@ class CodexAgent(CliAgent):
             f'url = "http://127.0.0.1:{MCP_PORT}/mcp/"',
             f"bearer_token_env_var = {_toml(TOKEN_ENV)}",
         ]
+        if self.transport == "tmux" and workdir:
+            lines += ["", f"[projects.{_toml(workdir)}]", 'trust_level = "trusted"']
         return "\n".join(lines) + "\n"
 
     def parse(self, events: list[Event]) -> Parsed:
-        return parse_stream(events)
+        return parse_rollout(events) if self.transport == "tmux" else parse_stream(events)
+
+    def turn_over(self, ctx: AgentContext, env: dict[str, str]) -> Over:
+        """Its TUI shows no busy line between a tool's result and the next model reply (nor while
+        an MCP call runs: "• Calling ..."), so an idle screen is a turn's end only once the
+        rollout has it: ``task_complete`` (which a failed model call ends with too)."""
+        async def over() -> bool:
+            return turn_ended(await self.transcript(ctx, env))
+
+        return over
+
+    async def transcript(self, ctx: AgentContext, env: dict[str, str]) -> list[Event]:
+        """The session's rollout JSONL under ``$CODEX_HOME/sessions/YYYY/MM/DD/``."""
+        assert ctx.workspace is not None
+        result = await ctx.workspace.exec(
+            ["sh", "-c", 'find "$CODEX_HOME/sessions" -name "rollout-*.jsonl" -type f -exec cat {} + 2>/dev/null; true'],
+            user=ctx.uid, env={"CODEX_HOME": env["CODEX_HOME"], "PATH": env["PATH"]}, timeout=60, max_output=64 << 20)
+        events = []
+        for line in result.stdout.decode("utf-8", "replace").splitlines():
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                events.append(Event(data, _epoch(data.get("timestamp"))))
+        return events
+
+
+def _epoch(stamp: object) -> float:
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _toml(text: str) -> str:
@@ -165,3 +222,95 @@ def _tool(item: dict, at: float):
                          "builtin")
     return tool_step(at, str(kind), {k: v for k, v in item.items() if k not in ("id", "type", "status")},
                      None, failed, "builtin")
+
+
+def turn_ended(events: list[Event]) -> bool:
+    """Whether the rollout records the end of a turn (``task_complete``, also when it failed)."""
+    return any(e.data.get("type") == "event_msg" and isinstance(e.data.get("payload"), dict)
+               and e.data["payload"].get("type") == "task_complete" for e in events)
+
+
+def parse_rollout(events: list[Event]) -> Parsed:
+    """Steps, answer and end of a session as Codex's rollout JSONL records it (the tmux transport):
+    ``{"timestamp", "type", "payload"}`` lines; ``response_item`` holds the model's messages and
+    its ``function_call`` / ``custom_tool_call`` items with their outputs, ``event_msg`` the
+    turn's events: ``item_completed`` (an ``McpToolCall`` with its result and status),
+    ``token_count`` (the session's running totals), ``task_complete`` (the last answer)."""
+    parsed = Parsed(calls=[])
+    assert parsed.calls is not None
+    calls: dict[str, tuple[float, str, str, object]] = {}
+    outputs: dict[str, str] = {}
+    mcp: dict[str, tuple[str, bool]] = {}
+    for event in events:
+        kind, payload = event.data.get("type"), event.data.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        inner = payload.get("type")
+        if kind == "session_meta":
+            parsed.session_id = str(payload.get("id") or "") or parsed.session_id
+        elif kind == "response_item" and inner in ("function_call", "custom_tool_call"):
+            arguments = payload.get("arguments") if inner == "function_call" else {"input": payload.get("input")}
+            calls[str(payload.get("call_id"))] = (event.at, str(payload.get("name")),
+                                                  str(payload.get("namespace") or ""), _json_or_text(arguments))
+        elif kind == "response_item" and inner in ("function_call_output", "custom_tool_call_output"):
+            outputs[str(payload.get("call_id"))] = _output_text(payload.get("output"))
+        elif kind == "event_msg" and inner == "item_completed":
+            item = payload.get("item")
+            if isinstance(item, dict) and item.get("type") == "McpToolCall":
+                mcp[str(item.get("id"))] = _mcp_result(item)
+        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
+            parsed.calls.append((int(payload["usage"].get("input_tokens") or 0),
+                                 int(payload["usage"].get("output_tokens") or 0)))
+        elif kind == "event_msg" and inner == "token_count":
+            info = payload.get("info")
+            totals = info.get("total_token_usage") if isinstance(info, dict) else None
+            if isinstance(totals, dict):
+                parsed.usage = {"input": int(totals.get("input_tokens") or 0),
+                                "output": int(totals.get("output_tokens") or 0),
+                                "cached_input": int(totals.get("cached_input_tokens") or 0)}
+        elif kind == "event_msg" and inner == "task_complete":  # the turn's end, with its error if it failed
+            parsed.finished, parsed.stop_reason = True, "done"
+            parsed.answer = str(payload.get("last_agent_message") or "")
+            error = payload.get("error")
+            if error:
+                parsed.stop_reason = "model_error"
+                parsed.warnings.append(f"codex: {str(error.get('message') if isinstance(error, dict) else error)[:500]}")
+        elif kind == "event_msg" and inner in ("error", "stream_error"):
+            parsed.warnings.append(f"codex: {str(payload.get('message') or payload)[:500]}")
+    for call_id, (at, name, namespace, arguments) in calls.items():
+        if call_id in mcp or namespace.startswith("mcp__"):
+            server = namespace.removeprefix("mcp__")
+            text, is_error = mcp.get(call_id, (outputs.get(call_id), call_id not in outputs))
+            capability = "mcp" if server == MCP_SERVER else f"mcp:{server}"
+            parsed.tool_steps.append(tool_step(at, name, arguments, text, is_error, capability))
+        else:
+            parsed.tool_steps.append(tool_step(at, name, arguments, outputs.get(call_id), call_id not in outputs,
+                                               "builtin"))
+    return parsed
+
+
+def _json_or_text(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _output_text(output: object) -> str:
+    if isinstance(output, list):
+        return "\n".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
+    if isinstance(output, dict):
+        return str(output.get("content") or output)
+    return str(output or "")
+
+
+def _mcp_result(item: dict) -> tuple[str, bool]:
+    result: dict = item["result"] if isinstance(item.get("result"), dict) else {}
+    text = "".join(str(c.get("text", "")) for c in result.get("content") or [] if isinstance(c, dict))
+    error = item.get("error")
+    if error:
+        text = str(error.get("message") if isinstance(error, dict) else error)
+    failed = item.get("status") != "completed" or bool(error) or bool(result.get("isError") or result.get("is_error"))
+    return text, failed

@@ -11,7 +11,8 @@ any workspace that has tmux.
   bracketed paste, its arrival is verified (the paste marker or the text on screen) before
   Enter, and Enter is verified to have started a turn; each with bounded retries.
 - Done: the CLI idle (ready line, no busy marker) AND the screen unchanged for ``stable``
-  seconds — never a timer alone, and never the prompt glyph alone (a running tool may show one).
+  seconds — never a timer alone, and never the prompt glyph alone (a running tool may show one);
+  where the CLI's session record marks a turn's end (Codex's rollout), that mark too.
 - Answer: the answer blocks after the last echo of the submitted prompt and after the turn's
   last tool panel, without tool panels, the echo itself, queued drafts or earlier turns.
 - Cancel: Escape, then C-c; a pane that is not prompt-ready after that is killed, never reused.
@@ -28,6 +29,8 @@ from typing import Awaitable, Callable, Sequence
 
 Run = Callable[[Sequence[str]], Awaitable[tuple[int, str]]]
 """Runs ``tmux ARGS...``; (exit code, stdout)."""
+Over = Callable[[], Awaitable[bool]]
+"""Whether the CLI's own record says its turn has ended (asked only when the screen looks idle)."""
 
 
 def in_workspace(ws, uid: int) -> Run:
@@ -177,17 +180,21 @@ class TmuxPane:
             await asyncio.sleep(self.poll)
         return False
 
-    async def wait_done(self, timeout: float, *, stable: float = 1.0) -> None:
-        """Until the turn is over: idle and unchanged for ``stable`` s. Raises TimeoutError."""
-        deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
+    async def wait_done(self, timeout: float, *, stable: float = 1.0, over: Over | None = None) -> None:
+        """Until the turn is over: idle and unchanged for ``stable`` s and, where the CLI's own
+        record says when a turn ends (``over``), that record too (a TUI may look idle between a
+        tool's result and the next model reply). Raises TimeoutError."""
+        deadline, last, since, asked = time.monotonic() + timeout, None, time.monotonic(), 0.0
         while time.monotonic() < deadline:
             if not await self.alive():
                 raise TuiError("the CLI exited during the turn (its tmux session is gone)")
             lines = await self.screen()
             if lines != last:
                 last, since = lines, time.monotonic()
-            elif self.idle(lines) and time.monotonic() - since >= stable:
-                return
+            elif self.idle(lines) and time.monotonic() - since >= stable and time.monotonic() - asked >= stable:
+                if over is None or await over():
+                    return
+                asked = time.monotonic()
             await asyncio.sleep(self.poll)
         raise TimeoutError(f"the turn did not end within {timeout:g} s")
 
@@ -216,9 +223,9 @@ class TmuxPane:
                 inside = False
         return "\n".join(blocks)
 
-    async def turn(self, prompt: str, timeout: float) -> str:
+    async def turn(self, prompt: str, timeout: float, *, over: Over | None = None) -> str:
         await self.submit(prompt)
-        await self.wait_done(timeout)
+        await self.wait_done(timeout, over=over)
         return await self.answer(prompt)
 
     async def cancel(self, *, patience: float = 5.0) -> bool:
@@ -236,4 +243,4 @@ class TmuxPane:
         return False
 
 
-__all__ = ["Run", "TmuxPane", "TuiError", "TuiProfile", "in_workspace"]
+__all__ = ["Over", "Run", "TmuxPane", "TuiError", "TuiProfile", "in_workspace"]
