@@ -182,7 +182,8 @@ class CodingFlavor:
     async def _read_free(self, task: CodingTaskConfig) -> frozenset[str]:
         change = await self._prefetch_hidden(task)
         try:
-            return await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change)
+            return await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change,
+                                           str(task.test_command))
         except KeyError as exc:
             raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
         except CrucibleError as exc:

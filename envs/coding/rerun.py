@@ -95,12 +95,22 @@ def recorded_names(record: Mapping) -> dict[str, str]:
     return {**(record.get("names") or {}), **(record.get("functions") or {})}
 
 
-def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile]) -> frozenset[str]:
+def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], command: str = "") -> frozenset[str]:
     """The paths of ``files`` that may take another name: a test module or a data file (not
     a fixed name, not a helper module, not a symlink) that no other file of the test ref
     names (its file name or stem, as a word, in its text or its path) under the same
-    top-level directory."""
-    return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f)))
+    top-level directory, nor the test ``command`` (a module it names instead of
+    ``{test_files}``)."""
+    command = re.sub(r"\{[a-z_]+\}", " ", command)  # its placeholders (``{test_files}``) name nothing
+    return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f) and not _named_in(f.path, command)))
+
+
+def _named_in(path: str, text: str) -> bool:
+    return any(_as_word(word).search(text) for word in _words(path))
+
+
+def _as_word(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
 
 
 def _candidate(item: HiddenFile) -> bool:
@@ -143,7 +153,7 @@ def _renamable(repo_path: str, test_sha: str, candidates: tuple[HiddenFile, ...]
         named.setdefault(word, set()).add(path)
     # A file named after another counts too (a snapshot ``__snapshots__/test_x.ambr`` of ``test_x.py``).
     for word in words:
-        found = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
+        found = _as_word(word)
         named.setdefault(word, set()).update(p for p in paths if p and found.search(p))
     return frozenset(item.path for item in candidates
                      if not any(named.get(word, set()) - {item.path} for word in _words(item.path)))

@@ -40,6 +40,9 @@ def test_only_files_nothing_names_are_renamed_and_fixed_names_never(tmp_path):
     # test_track.py names its data, but nothing names test_track.py: it may move, its data not
     # test_snap.py and its snapshot name each other by their paths: both kept
     assert free == {"tests/cases/decimal.json", "tests/test_parse.py", "tests/test_more.py", "tests/test_track.py"}
+    # a module the test command names itself keeps its name too (its placeholders name nothing)
+    command = "python3 -m pytest tests/test_parse.py tests/test_more.py::test_m {test_files} -p no:cacheprovider"
+    assert rerun.renamable(repo, test, change, command) == {"tests/cases/decimal.json", "tests/test_track.py"}
 
 
 def test_a_renaming_moves_each_free_file_to_a_fresh_name_its_runner_still_collects():
