@@ -177,7 +177,8 @@ class IntegrityConfig:
     files under other, random names (mapped back to the task's test ids) and the test modules
     in another order: the two verdicts must agree, or the run scores 0 as tampered, both kept
     in the raw grade. Code that passes only where a hidden test or its data has the name the
-    task gives it (found by a fixed path, a table keyed on names) loses the re-run."""
+    task gives it (found by a fixed path, a table keyed on names) loses the re-run. (The first
+    grading's file names are random too under ``randomise_test_names``.)"""
     isolate_verdict: bool = False
     """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
     each scenario runs as the agent's uid, so no code under test shares pytest's process
@@ -190,11 +191,13 @@ class IntegrityConfig:
     randomise_test_names: bool = False
     """Each grading writes the hidden pytest modules with their test functions, methods and
     classes under fresh random names pytest still collects (``test_x<hex>``, ``TestX<hex>``),
-    mapped back to the task's test ids in the named results: code under test cannot recognise
-    a hidden test by its name (a caller's frame, a class name). Only names nothing else in
-    the test ref names, and that the module refers to plainly (envs/coding/testnames.py).
-    Nothing to do where the verdict is isolated behind a uid wall (no code under test in
-    pytest's process)."""
+    and the hidden test modules and data files the differential re-run would rename under
+    fresh random file names (the first grading included; each grading its own), mapped back to
+    the task's test ids in the named results: code under test cannot recognise a hidden test
+    by its name (a caller's frame, a class name, its module's file) nor find it or its data by
+    a fixed path. Only names nothing else in the test ref names, and that the module refers
+    to plainly (envs/coding/testnames.py, rerun.py). Nothing to do where the verdict is
+    isolated behind a uid wall (no code under test in pytest's process)."""
     named_results_only: bool = False
     """A verdict comes from named test results only: a task that reads none (``results.format
     none``: the exit code and a pattern over text the tested code can print) is refused at

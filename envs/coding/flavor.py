@@ -51,6 +51,8 @@ class CodingFlavor:
         self._rerun_prepared: tuple[Workspace, grader.staging.Staging] | None = None
         self._test_names: asyncio.Future | None = None
         """The test names the hidden modules may take at random (``testnames.renamable``)."""
+        self._free: asyncio.Future | None = None
+        """The hidden files that may take random names (``rerun.renamable``)."""
         self._first: asyncio.Future | None = None
         """The first grading's renaming (``rerun.first_grading``), or None: made once per run."""
 
@@ -120,6 +122,8 @@ class CodingFlavor:
         self._prefetch_hidden(spec.task)
         if spec.integrity.randomise_test_names and rerun_defends(spec):
             self._names(spec.task)  # which test names may change, read on the host meanwhile too
+        if (spec.integrity.randomise_test_names or spec.integrity.differential_rerun) and rerun_defends(spec):
+            self._free_files(spec.task)  # and which hidden files may
         await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
@@ -143,8 +147,9 @@ class CodingFlavor:
         return verdict
 
     async def _first_change(self, spec: RunSpec) -> tuple[Sequence[HiddenFile], rerun.Renaming | None]:
-        """The hidden change the first grading lays down: the task's, with its test names at
-        random under ``randomise_test_names`` (where they can matter: ``rerun_defends``)."""
+        """The hidden change the first grading lays down: the task's, with its hidden files
+        (those the re-run would rename) and its test names at random under
+        ``randomise_test_names`` (where they can matter: ``rerun_defends``)."""
         change = await self._prefetch_hidden(spec.task)
         if not (spec.integrity.randomise_test_names and rerun_defends(spec)):
             return change, None
@@ -154,8 +159,8 @@ class CodingFlavor:
         return (renaming.hidden, renaming) if renaming is not None else (change, None)
 
     async def _new_first(self, task: CodingTaskConfig) -> rerun.Renaming | None:
-        change, names = await self._prefetch_hidden(task), await self._names(task)
-        return await asyncio.to_thread(rerun.first_grading, change, names)  # a parse per module: not on the loop
+        change, free, names = await self._prefetch_hidden(task), await self._free_files(task), await self._names(task)
+        return await asyncio.to_thread(rerun.first_grading, change, free, names)  # a parse per module: not on the loop
 
     def _names(self, task: CodingTaskConfig) -> asyncio.Future:
         """Which test names the hidden modules may take at random, read once on the host (in a
@@ -165,6 +170,25 @@ class CodingFlavor:
             # A run that ends before grading never awaits it: its error is not news then.
             self._test_names.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
         return self._test_names
+
+    def _free_files(self, task: CodingTaskConfig) -> asyncio.Future:
+        """Which hidden files may take random names, read once on the host (in a thread, while
+        the agent works): the same for the first grading and the re-run."""
+        if self._free is None or self._free.get_loop() is not asyncio.get_running_loop():
+            self._free = asyncio.ensure_future(self._read_free(task))
+            self._free.add_done_callback(lambda fut: fut.cancelled() or fut.exception())
+        return self._free
+
+    async def _read_free(self, task: CodingTaskConfig) -> frozenset[str]:
+        change = await self._prefetch_hidden(task)
+        try:
+            return await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change,
+                                           str(task.test_command))
+        except KeyError as exc:
+            raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
+        except CrucibleError as exc:
+            raise GradeError(f"cannot read which hidden files of task {task.id!r} may take random names: "
+                             f"{exc}") from exc
 
     async def _read_names(self, task: CodingTaskConfig) -> frozenset[str]:
         change = await self._prefetch_hidden(task)
@@ -188,7 +212,7 @@ class CodingFlavor:
         """The re-run's commands start on its workspace, with its renamed hidden change."""
         renaming = await self._renaming(spec)
         self._rerun_prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity, renaming.hidden,
-                                                         shuffle_seed=renaming.seed))
+                                                         renaming=renaming))
 
     async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
                          submission: CapturedSubmission) -> Verdict:
@@ -213,13 +237,7 @@ class CodingFlavor:
         return self._rerun
 
     async def _new_renaming(self, task: CodingTaskConfig, functions: bool) -> rerun.Renaming:
-        change = await self._prefetch_hidden(task)
-        try:
-            free = await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change)
-        except KeyError as exc:
-            raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
-        except CrucibleError as exc:
-            raise GradeError(f"cannot plan the differential re-run of task {task.id!r}: {exc}") from exc
+        change, free = await self._prefetch_hidden(task), await self._free_files(task)
         names = await self._names(task) if functions else frozenset()
         return await asyncio.to_thread(rerun.randomise, change, free, names)
 

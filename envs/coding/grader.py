@@ -50,18 +50,19 @@ RESULTS_ROOT = "/tmp/crucible-results"
 
 
 async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig,
-                  hidden: Sequence[HiddenFile], shuffle_seed: int | None = None) -> staging.Staging:
+                  hidden: Sequence[HiddenFile], renaming: rerun.Renaming | None = None) -> staging.Staging:
     """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
     reset to the baseline runs at once, the rest waits for the submission. ``hidden``: the
-    task's hidden change (``envs.coding.hidden``), maybe renamed for a differential re-run,
-    whose ``shuffle_seed`` also puts the test modules in another order. Raises ``GradeError``."""
+    task's hidden change (``envs.coding.hidden``), maybe renamed by ``renaming`` (a
+    differential re-run's, which also puts the test modules in another order, or a first
+    grading's random names, the modules in the task's order). Raises ``GradeError``."""
     for item in hidden:
         _check_relative(item.path)
     uid_wall = bool(integrity.uid_wall)
     workdir = workdir_of(task, GradeError)
     modules = _test_files(task, hidden)
-    if shuffle_seed is not None:
-        modules = rerun.shuffled(modules, shuffle_seed)
+    if renaming is not None:
+        modules = renaming.ordered(modules)
     plan = isolated.plan(str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall,
                          separate=isolates(task, integrity)) if task.isolated_verdict else None
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
@@ -194,7 +195,7 @@ async def grade(
 ) -> Verdict:
     """Grade ``submission`` in ``ws`` (a fresh workspace, maybe ``prepare``d) with the task's
     hidden change ``hidden`` laid over it. A differential re-run passes its ``renaming`` (and
-    its ``hidden``), and so does a first grading whose test names are random
+    its ``hidden``), and so does a first grading whose hidden file and test names are random
     (``randomise_test_names``): recorded, so its results are read back under the task's test ids.
     Raises ``GradeError``."""
     deadline = time.monotonic() + timeout
@@ -212,8 +213,7 @@ async def grade(
                                      or _shape_of(prepared) != _shape_for(task, integrity)):
             await _dismiss(prepared)  # prepared for another change or another mode: not usable
             prepared = None
-        ready = prepared or await prepare(ws, task, integrity, hidden,
-                                          shuffle_seed=renaming.seed if renaming is not None else None)
+        ready = prepared or await prepare(ws, task, integrity, hidden, renaming=renaming)
         staged = {f.path: f.data for f in hidden}
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body

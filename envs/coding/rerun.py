@@ -1,15 +1,21 @@
-"""The differential re-run (``integrity.differential_rerun``, on in ``strict``).
+"""The differential re-run (``integrity.differential_rerun``, on in ``strict``), and the
+random hidden file names every grading under ``randomise_test_names`` has.
 
 The hidden tests run a second time, in a second fresh grading workspace (the engine's
 ``GradesInMany`` hook), with the hidden change laid down under other names: each test module
 and data file the task does not refer to by name gets a fresh random name (the original path
 removed), the test functions and classes under random names too where
-``randomise_test_names`` is on (envs/coding/testnames.py; the first grading then has names of
-its own), and the test modules run in another order. The results are mapped back to the
-task's test ids, and the two verdicts must agree: code under test that passes only where a
-hidden test or its data has the name the task gives it (found by a fixed path, a table keyed
-on test names, an order it counted on) wins the first run and loses the re-run, and the run
-scores 0 as tampered, both verdicts in the raw grade.
+``randomise_test_names`` is on (envs/coding/testnames.py), and the test modules run in another
+order. The results are mapped back to the task's test ids, and the two verdicts must agree:
+code under test that passes only where a hidden test or its data has the name the task gives
+it (found by a fixed path, a table keyed on test names, an order it counted on) wins the
+first run and loses the re-run, and the run scores 0 as tampered, both verdicts in the raw
+grade.
+
+Under ``randomise_test_names`` the first grading (``first_grading``) lays the change down
+under random names of its own too, files included (the same files the re-run would rename),
+in the task's module order: code under test cannot find a hidden module or its data by the
+name the task gives it in either grading, re-run or not.
 
 What is renamed, and why only that: pytest collects test modules by pattern and a test
 that globs its data directory finds data by pattern, so their names are free; a file that
@@ -55,13 +61,13 @@ class Renaming:
     what maps a result's name back to the task's test id."""
     seed: int | None = 0
     """The module order's shuffle: ``shuffled`` with it always gives the same order. None:
-    the task's order (a first grading whose test names alone are random)."""
+    the task's order (a first grading's)."""
     functions: Mapping[str, str] = field(default_factory=dict)
     """Random test function or class name -> the task's (``randomise_test_names``,
     envs/coding/testnames.py), mapped back the same way."""
     second: bool = True
     """A differential re-run's (it skips what the first grading recorded, the scan); False:
-    the first grading's own random test names."""
+    the first grading's own random names."""
 
     def record(self) -> dict:
         out: dict = {"names": dict(self.names), "seed": self.seed}
@@ -69,6 +75,18 @@ class Renaming:
             out["functions"] = dict(self.functions)
         return out
 
+    def ordered(self, modules: Sequence[str]) -> list[str]:
+        """The test modules (by their new paths) in the order this grading runs them: shuffled
+        by ``seed``, or without one in the task's order (that of the paths they had there)."""
+        if self.seed is not None:
+            return shuffled(modules, self.seed)
+        return sorted(modules, key=self.task_path)
+
+    def task_path(self, path: str) -> str:
+        """The path the task gives a file this renaming laid down at ``path``."""
+        folder, base = posixpath.split(path)
+        stem, ext = _split(base)
+        return posixpath.join(folder, self.names[stem] + ext) if stem in self.names else path
 
 
 def recorded_names(record: Mapping) -> dict[str, str]:
@@ -77,12 +95,22 @@ def recorded_names(record: Mapping) -> dict[str, str]:
     return {**(record.get("names") or {}), **(record.get("functions") or {})}
 
 
-def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile]) -> frozenset[str]:
+def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], command: str = "") -> frozenset[str]:
     """The paths of ``files`` that may take another name: a test module or a data file (not
     a fixed name, not a helper module, not a symlink) that no other file of the test ref
     names (its file name or stem, as a word, in its text or its path) under the same
-    top-level directory."""
-    return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f)))
+    top-level directory, nor the test ``command`` (a module it names instead of
+    ``{test_files}``)."""
+    command = re.sub(r"\{[a-z_]+\}", " ", command)  # its placeholders (``{test_files}``) name nothing
+    return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f) and not _named_in(f.path, command)))
+
+
+def _named_in(path: str, text: str) -> bool:
+    return any(_as_word(word).search(text) for word in _words(path))
+
+
+def _as_word(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
 
 
 def _candidate(item: HiddenFile) -> bool:
@@ -125,7 +153,7 @@ def _renamable(repo_path: str, test_sha: str, candidates: tuple[HiddenFile, ...]
         named.setdefault(word, set()).add(path)
     # A file named after another counts too (a snapshot ``__snapshots__/test_x.ambr`` of ``test_x.py``).
     for word in words:
-        found = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
+        found = _as_word(word)
         named.setdefault(word, set()).update(p for p in paths if p and found.search(p))
     return frozenset(item.path for item in candidates
                      if not any(named.get(word, set()) - {item.path} for word in _words(item.path)))
@@ -145,11 +173,13 @@ def _split(base: str) -> tuple[str, str]:
     return stem, dot + rest
 
 
-def randomise(files: Sequence[HiddenFile], free: frozenset[str], test_names: Collection[str] = ()) -> Renaming:
+def randomise(files: Sequence[HiddenFile], free: frozenset[str], test_names: Collection[str] = (), *,
+              second: bool = True) -> Renaming:
     """A fresh renaming of ``files``: each of ``free`` under a new random name in its own
     directory, keeping the pattern its runner collects it by (``test_*.py``, ``*_test.py``,
     ``*_test.go``) and its extension; and each of ``test_names`` (functions and classes,
-    ``testnames.renamable``) under a new random name in the hidden modules."""
+    ``testnames.renamable``) under a new random name in the hidden modules. A re-run's
+    (``second``) shuffles the module order; a first grading's keeps the task's."""
     files, functions = testnames.randomise(files, test_names)
     out: list[HiddenFile] = []
     names: dict[str, str] = {}
@@ -171,17 +201,16 @@ def randomise(files: Sequence[HiddenFile], free: frozenset[str], test_names: Col
         out.append(HiddenFile(posixpath.join(folder, new_stem + ext), item.mode, item.data))
     # Deletions before writes, each sorted by path: the stager's order, whatever the names.
     ordered = sorted(out, key=lambda f: (f.mode != hidden_change.DELETE, f.path))
-    return Renaming(hidden=tuple(ordered), names=names, seed=secrets.randbelow(1 << 30), functions=functions)
+    seed = secrets.randbelow(1 << 30) if second else None
+    return Renaming(hidden=tuple(ordered), names=names, seed=seed, functions=functions, second=second)
 
 
-def first_grading(files: Sequence[HiddenFile], test_names: Collection[str]) -> Renaming | None:
-    """The first grading's renaming under ``randomise_test_names``: the hidden modules at
-    their task paths, in the task's order, with ``test_names`` under fresh random names; None
-    when there is nothing to rename."""
-    renamed, functions = testnames.randomise(files, test_names)
-    if not functions:
-        return None
-    return Renaming(hidden=renamed, seed=None, functions=functions, second=False)
+def first_grading(files: Sequence[HiddenFile], free: frozenset[str], test_names: Collection[str]) -> Renaming | None:
+    """The first grading's renaming under ``randomise_test_names``: each of ``free`` (the files
+    the re-run would rename, ``renamable``) and each of ``test_names`` under fresh random names
+    of its own, the modules run in the task's order; None when there is nothing to rename."""
+    renaming = randomise(files, free, test_names, second=False)
+    return renaming if renaming.names or renaming.functions else None
 
 
 def shuffled(modules: Sequence[str], seed: int) -> list[str]:

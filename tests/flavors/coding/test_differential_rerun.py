@@ -1,7 +1,8 @@
 """The differential re-run under strict, in real runs on Docker (wrinkles/data_driven: the hidden
 cases are JSON files a visible test module globs, and the tests import the code under test into
 pytest's own process): the hidden tests graded a second time in another fresh grading container,
-the hidden files under random names, and the two verdicts compared."""
+the hidden files under random names, and the two verdicts compared. Under strict the first
+grading has random hidden file names of its own too (``randomise_test_names``)."""
 from __future__ import annotations
 
 import asyncio
@@ -54,23 +55,23 @@ def runner(docker_client):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_code_keyed_on_the_hidden_names_wins_strict_without_the_rerun_and_scores_0_with_it(runner):
-    golden = runner.plans["strict"].spec.task.validation
-    off = {"differential_rerun": False}
+def test_code_keyed_on_the_hidden_names_wins_with_fixed_names_and_the_rerun_alone_scores_it_0_as_tampered(runner):
+    """The re-run by itself (the first grading's names fixed: ``randomise_test_names`` off)."""
+    fixed = {"differential_rerun": False, "randomise_test_names": False}
     records = asyncio.run(runner.run([
         ("name-keyed", "none", [append(NAME_KEYED)]),
-        ("name-keyed", "strict", [append(NAME_KEYED)]),
-        ("name-keyed-no-rerun", "strict", [append(NAME_KEYED)], None, off),
-        ("golden", "strict", None),
+        ("name-keyed-fixed", "strict", [append(NAME_KEYED)], None, fixed),
+        ("name-keyed-rerun-only", "strict", [append(NAME_KEYED)], None, {"randomise_test_names": False}),
     ], concurrency=2))
-    for key in (("name-keyed", "none"), ("name-keyed-no-rerun", "strict")):
+    for key in (("name-keyed", "none"), ("name-keyed-fixed", "strict")):
         record = records[key]
         assert record.reward == 1.0, why(record)  # the hole: every hidden case passes, honestly reported
-        assert "rerun" not in record.raw_grade
+        assert "rerun" not in record.raw_grade and "renamed" not in record.raw_grade
         assert {t.name for t in record.tests if t.status == "PASSED"} >= HIDDEN_IDS
-    caught = records[("name-keyed", "strict")]
+    caught = records[("name-keyed-rerun-only", "strict")]
     assert caught.raw_grade["scan"]["findings"] == [], caught.raw_grade["scan"]  # not the scan's catch
     assert caught.reward == 0.0 and caught.raw_grade["reason"] == rerun.TAMPERED, why(caught)
+    assert "renamed" not in caught.raw_grade  # the first grading has the task's names
     again = caught.raw_grade["rerun"]
     assert caught.raw_grade["reason"] != again["reason"] == "tests failed"  # both verdicts kept
     assert sorted(again["renamed"]["names"].values()) == ["decimal", "spaced"]
@@ -78,12 +79,34 @@ def test_code_keyed_on_the_hidden_names_wins_strict_without_the_rerun_and_scores
     assert {d.split(" ")[0] for d in caught.raw_grade["rerun_differences"][1:]} == HIDDEN_IDS
     # The first verdict alone passed: the re-run is what scored it 0.
     assert {t.name: t.status for t in caught.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "PASSED")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_under_strict_both_gradings_lay_the_hidden_data_down_under_their_own_random_names(runner):
+    """Under strict the first grading's own random file names stop the attack already: it fails
+    there honestly, and the re-run, under other names, agrees. The golden passes both."""
+    golden = runner.plans["strict"].spec.task.validation
+    records = asyncio.run(runner.run([
+        ("name-keyed", "strict", [append(NAME_KEYED)]),
+        ("golden", "strict", None),
+    ], concurrency=2))
+    caught = records[("name-keyed", "strict")]
+    assert caught.raw_grade["scan"]["findings"] == [], caught.raw_grade["scan"]
+    assert caught.reward == 0.0 and caught.raw_grade["reason"] == "tests failed", why(caught)
+    assert caught.raw_grade["rerun"]["reason"] == "tests failed" and "rerun_differences" not in caught.raw_grade
+    assert sorted(caught.raw_grade["renamed"]["names"].values()) == ["decimal", "spaced"]
+    # the failures under the task's own ids, the random names mapped back
+    assert {t.name: t.status for t in caught.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "FAILED")
     assert golden, "the task's golden is its derived validation"
     honest = records[("golden", "strict")]
     assert honest.reward == 1.0, why(honest)
     assert honest.raw_grade["rerun"]["reason"] == "tests passed" and "rerun_differences" not in honest.raw_grade
-    renamed = honest.raw_grade["rerun"]["hidden_files"]
-    assert len(renamed) == 2 and not {"tests/cases/decimal.json", "tests/cases/spaced.json"} & set(renamed)
+    assert {t.name: t.status for t in honest.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "PASSED")
+    task_paths = {"tests/cases/decimal.json", "tests/cases/spaced.json"}
+    first, again = honest.raw_grade["hidden_files"], honest.raw_grade["rerun"]["hidden_files"]
+    assert len(first) == len(again) == 2 and not task_paths & {*first, *again} and not set(first) & set(again)
+    assert set(honest.raw_grade["hidden_deleted"]) >= task_paths
 
 
 @pytest.mark.docker

@@ -2,6 +2,8 @@
 repositories the tests build: no Docker. The runs themselves: test_differential_rerun.py."""
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import posixpath
 
 from engine.models import TestResult
@@ -38,6 +40,9 @@ def test_only_files_nothing_names_are_renamed_and_fixed_names_never(tmp_path):
     # test_track.py names its data, but nothing names test_track.py: it may move, its data not
     # test_snap.py and its snapshot name each other by their paths: both kept
     assert free == {"tests/cases/decimal.json", "tests/test_parse.py", "tests/test_more.py", "tests/test_track.py"}
+    # a module the test command names itself keeps its name too (its placeholders name nothing)
+    command = "python3 -m pytest tests/test_parse.py tests/test_more.py::test_m {test_files} -p no:cacheprovider"
+    assert rerun.renamable(repo, test, change, command) == {"tests/cases/decimal.json", "tests/test_track.py"}
 
 
 def test_a_renaming_moves_each_free_file_to_a_fresh_name_its_runner_still_collects():
@@ -123,3 +128,51 @@ def test_with_lists_only_the_listed_tests_must_agree_a_flaky_unlisted_one_may_di
         "reward 1 vs 0", "t/test_a.py::test_fix PASSED vs FAILED"]
     # Without lists every test counts (any failure fails the verdict itself).
     assert rerun.differences(1.0, first, 1.0, coin_flipped) == ["t/test_a.py::test_coin PASSED vs FAILED"]
+
+
+def test_a_first_grading_renames_what_the_rerun_would_and_runs_the_modules_in_the_task_order():
+    change = [HiddenFile(f"tests/test_{n}.py", "644", b"def test_p(): pass\n") for n in "abc"]
+    change.append(HiddenFile("tests/cases/decimal.json", "644", b"[]"))
+    free = frozenset(f.path for f in change)
+    for _ in range(20):  # the random names sort any way: the task's order each time all the same
+        first = rerun.first_grading(change, free, ())
+        assert first is not None and first.seed is None and not first.second
+        modules = first.ordered(hidden.test_modules(list(first.hidden)))
+        assert [first.task_path(m) for m in modules] == ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]
+        assert not {f.path for f in first.hidden if f.mode != hidden.DELETE} & free
+        assert first.record()["seed"] is None and sorted(first.record()["names"].values()) == [
+            "decimal", "test_a", "test_b", "test_c"]
+    assert rerun.first_grading(change, frozenset(), ()) is None  # nothing free: the task's own names
+
+
+def _pytest_task(tmp_path):
+    import coding_task as ct
+
+    repo, base, test = _repo(tmp_path, {"tests/cases/decimal.json": b"[]\n", "tests/test_parse.py": b"def test_p(): pass\n"})
+    return ct.task(ct.TaskRepo(repo, base, test, base), hidden_tests=[],
+                   test_command="python3 -m pytest -q {test_files}", tests_ran_regex=None)
+
+
+def test_the_first_grading_renames_hidden_files_under_randomise_test_names_and_only_where_the_rerun_defends(tmp_path):
+    import coding_task as ct
+    from envs.coding.flavor import CodingFlavor, rerun_defends
+
+    task = _pytest_task(tmp_path)
+
+    def first(mode: str, *overrides: str):
+        return asyncio.run(CodingFlavor()._first_change(ct.spec(task, mode, *overrides)))
+
+    change, renaming = first("strict")
+    assert renaming is not None and sorted(renaming.names.values()) == ["decimal", "test_parse"]
+    assert {f.path for f in change if f.mode == hidden.DELETE} == {"tests/cases/decimal.json", "tests/test_parse.py"}
+    assert list(renaming.functions.values()) == ["test_p"]
+    _, again = first("strict")
+    assert again is not None and again.names.keys().isdisjoint(renaming.names.keys())  # fresh names per run
+    # the flag off: the first grading as the task has it, the re-run alone renaming (with or without it)
+    for mode, overrides in (("strict", ["integrity.randomise_test_names=false"]), ("none", []), ("vault", [])):
+        change, renaming = first(mode, *overrides)
+        assert renaming is None and [f.path for f in change] == ["tests/cases/decimal.json", "tests/test_parse.py"]
+    # where the verdict is isolated behind the uid wall nothing is renamed (rerun_defends)
+    isolated = ct.spec(dataclasses.replace(task, isolated_verdict=True), "strict")
+    assert not rerun_defends(isolated)
+    assert asyncio.run(CodingFlavor()._first_change(isolated))[1] is None

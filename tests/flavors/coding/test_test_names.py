@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from engine.models import TestResult
-from envs.coding import grader, rerun, results, testnames
+from envs.coding import grader, hidden, rerun, results, testnames
 from envs.coding.hidden import HiddenFile
 from git_repos import commit, git
 
@@ -138,7 +138,6 @@ def test_a_name_another_file_of_the_test_ref_or_the_command_names_keeps_it(tmp_p
                              b"    items.sort(key=lambda i: i.name == 'test_hooked')\n",
         "tests/data/test_pathed.yml": b"expected: 1\n",  # found by the running test's name
     }, "test")
-    from envs.coding import hidden
 
     change = hidden.read_change(repo, base, test, [], task_id="t/x")
     assert base and testnames.candidates(change) == {"test_free", "test_hooked", "test_deselected", "test_seen",
@@ -193,12 +192,15 @@ def test_a_bom_a_coding_line_and_crlf_line_ends_survive_the_rewrite():
 
 def test_the_first_grading_and_the_rerun_each_map_their_own_names_back():
     change = [HiddenFile("tests/test_p.py", "644", b"def test_p():\n    pass\n")]
-    first = rerun.first_grading(change, {"test_p"})
-    again = rerun.randomise(change, frozenset({"tests/test_p.py"}), {"test_p"})
+    free = frozenset({"tests/test_p.py"})
+    first = rerun.first_grading(change, free, {"test_p"})
+    again = rerun.randomise(change, free, {"test_p"})
     assert first is not None and not first.second and first.seed is None and again.second
     assert first.functions.keys().isdisjoint(again.functions.keys())
-    assert rerun.first_grading(change, set()) is None  # nothing to rename: graded as the task has it
-    assert [f.path for f in first.hidden] == ["tests/test_p.py"]
+    assert first.names.keys().isdisjoint(again.names.keys())  # each its own file name too
+    assert rerun.first_grading(change, frozenset(), set()) is None  # nothing to rename: graded as the task has it
+    assert [f.path for f in first.hidden] == ["tests/test_p.py", f"tests/{next(iter(first.names))}.py"]
+    assert first.hidden[0].mode == hidden.DELETE  # nothing left at the task's path
 
     def raw(renaming: rerun.Renaming, status: str) -> dict:
         name = f"{renaming.hidden[-1].path}::{next(iter(renaming.functions))}"

@@ -10,6 +10,7 @@ through ``crucible check``, and on the data-driven one the task's test paths hol
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -57,6 +58,11 @@ def test_every_wrinkle_ships_golden_one_baseline_zero(docker_client, base_image)
     raw = store.query("SELECT raw_grade->'lists' FROM runs WHERE task_id = 'wrinkles/xfail_skip' "
                       "AND agent = 'integration_test'")[1][0][0]
     assert '"fail_to_pass":{"failing":[],"passed":2,"total":2}' in raw.replace(" ", "")
+    # binary_fixture: its hidden module (under strict, first grading included) under a random
+    # name beside the task's, and the data it opens __file__-relatively by name kept: both pass.
+    renamed = json.loads(store.query("SELECT raw_grade->'renamed' FROM runs WHERE task_id = 'wrinkles/binary_fixture' "
+                                     "AND agent = 'integration_test'")[1][0][0])
+    assert list(renamed["names"].values()) == ["test_track_files"] and renamed["seed"] is None, renamed
 
 
 @pytest.fixture(scope="module")
