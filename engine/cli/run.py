@@ -101,6 +101,10 @@ def run_hydra(args: list[str]) -> int:
         _hydra_main()
         return _outcome.get("exit_code", 0)
     assert sweep_id is not None  # multirun: set above
+    if not uses_hydra_launcher(overrides):
+        from engine.capabilities.preload import serving_loaded
+
+        serving_loaded()  # the runs' serving machinery loads while the sweep is planned
     _before_sweep(store)
     in_process = None if uses_hydra_launcher(overrides) else Sweep(
         composed, sweep_id=sweep_id, sweep_dir=_sweep_dir(sweep_id),

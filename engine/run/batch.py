@@ -93,11 +93,12 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     slots = slots or RunSlots(parallel)
     # Imported here: a batch answered wholly from the store (a cached check) never loads the
     # run machinery.
-    from engine.run.trial import Runner, load_serving, new_run_id
+    from engine.capabilities.preload import serving_loaded
+    from engine.run.trial import Runner, new_run_id
 
-    # What serves the runs' tools (the MCP SDK, asyncssh: ~0.6 s of imports) loads in a
-    # worker thread while the images are checked and the first runs' containers start.
-    serving = asyncio.ensure_future(asyncio.to_thread(load_serving))
+    # What serves the runs' tools (the MCP SDK, asyncssh) loads in a thread while the images
+    # are checked and the first runs' containers start (a sweep started it even earlier).
+    serving = asyncio.wrap_future(serving_loaded())
     serving.add_done_callback(lambda f: f.cancelled() or f.exception())  # awaited by every run
     ensured = {}
     for image in {image.tag: image for job in pending for image in job.plan.images}.values():

@@ -51,13 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def load_serving() -> None:
-    """Import what serves a run's capabilities: the MCP SDK and asyncssh, ~0.6 s of imports
-    (``run_batch`` has a worker thread do it while the first runs' containers start)."""
-    import engine.capabilities.mcp_server  # noqa: F401
-    import engine.capabilities.ssh_server  # noqa: F401
-
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
@@ -73,8 +66,8 @@ class Runner:
         self.runtime = runtime
         self.ensured = dict(ensured or {})
         self.serving: asyncio.Future | None = None
-        """What serves a run's tools, loading (``load_serving`` in a worker thread, started by
-        a batch): each run waits for it first."""
+        """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
+        each run waits for it first."""
         """Images a batch ensured before it fanned out (tag -> whether it was cached): a run of
         one of them does not check it again (0.01-0.2 s of ``docker`` calls on its critical path)."""
 
@@ -110,8 +103,13 @@ class Runner:
         # The task is set up in the agent's workspace as soon as it is up: setup depends on the
         # spec alone, never on the agent. Not for a flavor with per-run services (a mock
         # remote): those start with the run, and its setup may need them.
+        # Its grading workspaces are prepared then too (``prepare_grading``: the reset to the
+        # baseline, the test process started and waiting), as the run would once set up.
         if not isinstance(flavor, RunServices):
-            ahead.set_up = _observed(asyncio.ensure_future(_set_up_ahead(flavor, agent_started, plan.spec)))
+            set_up = ahead.set_up = _observed(asyncio.ensure_future(_set_up_ahead(flavor, agent_started, plan.spec)))
+            ahead.preparing = asyncio.ensure_future(_prepare_after(set_up, flavor, grading_started, plan.spec))
+            ahead.preparing_extra = [asyncio.ensure_future(_prepare_after(set_up, flavor, started, plan.spec, index))
+                                     for index, (_, started) in enumerate(ahead.extra, 1)]
         return ahead
 
     def _start_extra_grading(self, plan: Plan, flavor, run_id: str) -> list[tuple[Workspace, asyncio.Future]]:
@@ -156,6 +154,7 @@ class Runner:
             parts.grading, parts.grading_started, parts.extra = ahead.grading, ahead.grading_started, ahead.extra
             parts.agent_ahead, parts.agent_started = ahead.agent, ahead.agent_started
             parts.flavor, parts.set_up = ahead.flavor, ahead.set_up
+            parts.preparing, parts.preparing_extra = ahead.preparing, ahead.preparing_extra
         try:
             await self._pipeline(plan, record, phase, early, parts)
             record.status = "completed"
@@ -208,7 +207,8 @@ class Runner:
             # the build check and provisioning instead of adding to the agent phase. What
             # serves it may still be loading (``serving``): a run waits for that as part of it.
             if self.serving is not None:
-                await asyncio.shield(self.serving)
+                with contextlib.suppress(Exception):  # a failed load: the import below says why
+                    await asyncio.shield(self.serving)
             from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 
             parts.mcp = McpService(token=secrets.token_urlsafe(32), also_uds=f"{parts.bridge}/{MCP_SOCKET}")
@@ -296,11 +296,13 @@ class Runner:
             if set_up is not None:  # what setup took, done while the run waited for its slot
                 record.timings["setup_ahead"] = round(set_up.result(), 4)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
-            # agent works: after setup, so the two do not compete for the machine.
+            # agent works: after setup, so the two do not compete for the machine (unless it
+            # was prepared while the run waited for its slot).
             assert parts.grading_started is not None  # started before the agent side
-            parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
-            parts.preparing_extra = [asyncio.ensure_future(_prepare_grading(flavor, started, spec, index))
-                                     for index, (_, started) in enumerate(parts.extra, 1)]
+            if parts.preparing is None:
+                parts.preparing = asyncio.ensure_future(_prepare_grading(flavor, parts.grading_started, spec))
+                parts.preparing_extra = [asyncio.ensure_future(_prepare_grading(flavor, started, spec, index))
+                                         for index, (_, started) in enumerate(parts.extra, 1)]
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
@@ -501,6 +503,9 @@ class StartedAhead:
     set_up: asyncio.Future | None = None
     """The task's setup in the agent's workspace (``_set_up_ahead``); None for a flavor with
     per-run services, set up by the run itself."""
+    preparing: asyncio.Future | None = None
+    preparing_extra: list[asyncio.Future] = field(default_factory=list)
+    """The grading workspaces' ``prepare_grading``, once set up (None: the run does it)."""
     handed_over: bool = False
     """Given to ``execute``, which then owns it; until then ``discard`` takes it down."""
 
@@ -515,7 +520,7 @@ class StartedAhead:
         started = [(self.agent, self.agent_started), (self.grading, self.grading_started), *self.extra]
 
         async def close_all() -> list:
-            await _cancelled(self.set_up)  # its commands end before their container goes
+            await _cancelled(self.set_up, self.preparing, *self.preparing_extra)  # before their containers go
             return await asyncio.gather(*(_close_started(ws, starting) for ws, starting in started),
                                         return_exceptions=True)
 
@@ -529,6 +534,14 @@ class StartedAhead:
                 log.warning("could not remove a workspace started ahead: %s", failed)
         if cancelled:
             raise asyncio.CancelledError
+
+
+async def _prepare_after(set_up: asyncio.Future, flavor: Flavor, grading_started: asyncio.Future, spec,
+                         index: int = 0) -> None:
+    """``_prepare_grading`` once the setup ahead has ended (however it ended): the two do not
+    compete with each other for the machine, as in the run."""
+    await asyncio.wait([set_up])
+    await _prepare_grading(flavor, grading_started, spec, index)
 
 
 async def _set_up_ahead(flavor: Flavor, agent_started: asyncio.Future, spec) -> float:

@@ -1,5 +1,5 @@
-"""Runs waiting for a slot have their workspaces started (and their task set up) ahead
-(``RunSlots``), as their own, and nothing started ahead outlives a batch: not when the runs complete, not when the batch is
+"""Runs waiting for a slot have their workspaces started (their task set up, their grading
+prepared) ahead (``RunSlots``), as their own, and nothing started ahead outlives a batch: not when the runs complete, not when the batch is
 cancelled while runs still wait for their slot.
 
 Real runs of ``sample/last_page`` (the ``noop`` agent: no change, reward 0) on Docker, one
@@ -59,6 +59,7 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     bridges = _bridges_made(monkeypatch)
     seen: dict[str, list[str]] = {}
     set_up: dict[str, tuple[int, str]] = {}
+    prepared: dict[str, bool] = {}
 
     def look(run_id: str) -> None:
         """What a run has when its turn comes, before it does anything: its own containers,
@@ -75,6 +76,14 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
                         break
                     time.sleep(0.1)
                 set_up[run_id] = (log.exit_code, log.output.decode().strip())
+            if container.labels[LABEL_PURPOSE] == "grade":  # grading prepared: its test process waits for "go"
+                deadline = time.monotonic() + 30
+                while True:
+                    waiting = container.exec_run(["sh", "-c", "grep -ls -- --wait-for-g[o] /proc/[0-9]*/cmdline"])
+                    if waiting.exit_code == 0 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                prepared[run_id] = waiting.exit_code == 0
 
     original = trial.Runner.execute
 
@@ -100,10 +109,11 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     assert all(r.raw_grade.get("rerun_skipped", "").startswith("no differential re-run") for r in records)
     assert not any("renamed" in r.raw_grade for r in records)  # nor random test names: out of reach already
     # ... and their task already set up in their agent's workspace (setup waits for nothing of
-    # the agent's), so the run itself waited no setup: what setup took is recorded apart.
+    # the agent's) before their turn: what that setup took is recorded apart.
     assert list(set_up.values()) == [(0, "baseline")] * 2, set_up
-    assert all("setup_ahead" in r.timings and r.timings["setup"] < r.timings["setup_ahead"] for r in records[1:]), \
-        [r.timings for r in records]
+    assert all(r.timings.get("setup_ahead", 0) > 0 for r in records), [r.timings for r in records]
+    # ... and their grading workspace prepared (its test process started, waiting for "go").
+    assert list(prepared.values()) == [True] * 2, prepared
     # Nothing outlives the batch: no container, no bridge directory.
     assert _ours(docker_client) == []
     assert len(bridges) == 3 and not any(Path(b).exists() for b in bridges)
