@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.agents.cli import Event
-from engine.agents.cli.claude_code import _epoch, parse_stream
+from engine.agents.cli import session_events
+from engine.agents.cli.claude_code import parse_stream
 from engine.agents.cli.tmux import TmuxPane, TuiError
 from engine.capabilities.mcp_server import McpService
 
@@ -243,8 +243,7 @@ def test_a_real_mcp_tool_call_through_the_runs_server_becomes_a_step_of_the_run(
         finally:
             await service.close()
         # The session's transcript, read as claude_code reads Claude Code's own (its tool calls).
-        lines = (fake.state / f"{session}.jsonl").read_text().splitlines()
-        events = [Event(data, _epoch(data["timestamp"])) for data in map(json.loads, lines)]
+        events = session_events((fake.state / f"{session}.jsonl").read_bytes())
         return answer, tools.calls, parse_stream(events).tool_steps, screen
 
     answer, calls, steps, screen = drive(tmp_path, body)

@@ -95,6 +95,24 @@ class Event:
     at: float
 
 
+def session_events(jsonl: bytes) -> list[Event]:
+    """The JSON objects of a CLI's own session file (JSONL), each at its ``timestamp`` (epoch
+    seconds; 0 when it has none or an unreadable one); other lines are skipped."""
+    events = []
+    for line in jsonl.decode("utf-8", "replace").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            try:
+                at = datetime.fromisoformat(str(data.get("timestamp")).replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                at = 0.0
+            events.append(Event(data, at))
+    return events
+
+
 @dataclass
 class Parsed:
     """What a CLI's event stream says: its tool calls, its answer, whether it finished."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 
 from engine.agents import AgentContext
 from engine.agents.cli import (
@@ -30,6 +29,7 @@ from engine.agents.cli import (
     CliAgentConfig,
     Event,
     Parsed,
+    session_events,
     tool_step,
 )
 from engine.agents.cli.tmux import TuiProfile
@@ -115,15 +115,7 @@ class ClaudeCodeAgent(CliAgent):
         result = await ctx.workspace.exec(["sh", "-c", 'cat "$HOME"/.claude/projects/*/*.jsonl 2>/dev/null; true'],
                                           user=ctx.uid, env={"HOME": env["HOME"], "PATH": env["PATH"]}, timeout=60,
                                           max_output=64 << 20)
-        events = []
-        for line in result.stdout.decode("utf-8", "replace").splitlines():
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                events.append(Event(data, _epoch(data.get("timestamp"))))
-        return events
+        return session_events(result.stdout)
 
 
 def parse_stream(events: list[Event]) -> Parsed:
@@ -184,10 +176,3 @@ def _usage(raw: object) -> dict[str, int]:
     fresh = raw.get("input_tokens") or 0
     read, write = raw.get("cache_read_input_tokens") or 0, raw.get("cache_creation_input_tokens") or 0
     return {"input": fresh + read + write, "output": raw.get("output_tokens") or 0, "cached_input": read}
-
-
-def _epoch(stamp: object) -> float:
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0

@@ -22,7 +22,6 @@ docs/cli_agents.md.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from dataclasses import dataclass
 
 from engine.agents import AgentContext
@@ -34,6 +33,7 @@ from engine.agents.cli import (
     CliAgentConfig,
     Event,
     Parsed,
+    session_events,
     tool_step,
 )
 from engine.agents.cli.tmux import Over, TuiProfile
@@ -150,22 +150,8 @@ class CodexAgent(CliAgent):
         result = await ctx.workspace.exec(
             ["sh", "-c", 'find "$CODEX_HOME/sessions" -name "rollout-*.jsonl" -type f -exec cat {} + 2>/dev/null; true'],
             user=ctx.uid, env={"CODEX_HOME": env["CODEX_HOME"], "PATH": env["PATH"]}, timeout=60, max_output=64 << 20)
-        events = []
-        for line in result.stdout.decode("utf-8", "replace").splitlines():
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                events.append(Event(data, _epoch(data.get("timestamp"))))
-        return events
+        return session_events(result.stdout)
 
-
-def _epoch(stamp: object) -> float:
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def _toml(text: str) -> str:
