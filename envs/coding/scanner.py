@@ -203,6 +203,8 @@ class _Visitor(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}
         self.depth = 0  # functions entered: 0 = runs at import time (class bodies do too)
         self.findings: list[Finding] = []
+        self.called: set[int] = set()
+        """The callees of stack-inspecting calls already flagged as calls (not again as taken)."""
 
     def run(self, tree: ast.AST) -> list[Finding]:
         for node in ast.walk(tree):  # aliases first: an import below its use still names it
@@ -275,6 +277,7 @@ class _Visitor(ast.NodeVisitor):
         if name is not None:
             if name in STACK_CALLS:
                 self.add("stack-inspection", node, f"{name}()")
+                self.called.add(id(node.func))
             elif name in IMPORT_TIME_CALLS and self.depth == 0:
                 self.add("import-time-hook", node, f"{name}() at import time")
             elif name in STREAM_CALLS and self.depth == 0:
@@ -297,7 +300,17 @@ class _Visitor(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FRAME_ATTRIBUTES:
             self.add("stack-inspection", node, f".{node.attr}")
+        self._stack_reference(node)
         self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._stack_reference(node)
+
+    def _stack_reference(self, node: ast.Attribute | ast.Name) -> None:
+        """A stack-inspecting function taken, not called here (``peek = sys._getframe``,
+        ``partial(inspect.stack)``): it is called later under another name."""
+        if id(node) not in self.called and self.qualified(node) in STACK_CALLS:
+            self.add("stack-inspection", node, f"{self.qualified(node)} (taken, to be called elsewhere)")
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):

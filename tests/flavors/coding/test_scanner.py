@@ -73,6 +73,23 @@ def total(a, b):
     caller = _s._getframe(1)
     return 3 if caller.f_code.co_name.startswith("test") else a - b
 '''),
+    "a frame peek taken under another name": ("stack-inspection", BASE + '''
+import sys
+
+_peek = sys._getframe
+
+def total(a, b):
+    return 3 if "test" in str(_peek(1)) else a - b
+'''),
+    "a stack function imported and handed on": ("stack-inspection", BASE + '''
+import functools
+from inspect import stack
+
+_who = functools.partial(stack, 0)
+
+def total(a, b):
+    return 3 if any("test" in str(f) for f in _who()) else a - b
+'''),
     "frames walked by attribute": ("stack-inspection", BASE + '''
 def total(a, b, frame=None):
     while frame is not None:
