@@ -271,7 +271,9 @@ class CodingFlavor:
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "
                          + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
-        tail = str(test.get("output_tail") or "").strip()
+        # Random test names (randomise_test_names) shown as the task's, as the results are.
+        tail = rerun.map_text(str(test.get("output_tail") or ""),
+                              rerun.recorded_names(raw.get("renamed") or {})).strip()
         if tail:
             lines += [f"test output (last lines of `{test.get('command', '')}`):", *tail.splitlines()[-12:]]
         return lines

@@ -406,8 +406,10 @@ async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskC
             if done.exit_code != 0 or done.timed_out or done.output_bytes > RESULTS_OUTPUT_BYTES:
                 raise GradeError(f"the JUnit report could not be read (exit code {done.exit_code}, "
                                  f"{done.output_bytes} bytes)")
-            tests = results.parse_junit(done.output)
+            # Its digest first: a report rewritten after pytest's end may no longer parse, and
+            # that it changed is the finding (envs/coding/runner_end.py), not that it is broken.
             digest = hashlib.sha256(done.output).hexdigest()
+            tests = results.parse_junit(done.output)
         elif fmt == "go":
             tests = results.parse_go_json(output.decode("utf-8", "replace"))
         elif fmt == "parser":
@@ -415,7 +417,7 @@ async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskC
         else:
             raise GradeError(f"task {task.id!r}: results.format {fmt!r} is not auto, pytest, go, parser or none")
     except GradeError as exc:
-        return {"format": fmt, "error": str(exc)}
+        return {"format": fmt, "error": str(exc), **({"sha256": digest} if digest else {})}
     read = {"format": fmt, "tests": [{"name": t.name, "status": t.status} for t in tests]}
     return {**read, "sha256": digest} if fmt == "pytest" else read
 

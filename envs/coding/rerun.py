@@ -225,10 +225,15 @@ def shuffled(modules: Sequence[str], seed: int) -> list[str]:
 
 def map_back(tests: Sequence[Mapping], names: Mapping[str, str]) -> list[dict]:
     """Named results (``{name, status}``) with every random stem put back as the task's."""
+    return [{**t, "name": map_text(str(t["name"]), names)} for t in tests]
+
+
+def map_text(text: str, names: Mapping[str, str]) -> str:
+    """``text`` (a test id, the test output) with every random name put back as the task's."""
     if not names:
-        return [dict(t) for t in tests]
+        return text
     pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
-    return [{**t, "name": pattern.sub(lambda m: names[m.group(0)], str(t["name"]))} for t in tests]
+    return pattern.sub(lambda m: names[m.group(0)], text)
 
 
 def differences(first_reward: float, first: Sequence[TestResult], second_reward: float,

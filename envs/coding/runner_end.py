@@ -108,9 +108,13 @@ def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult
     """Why the named results of a pytest run cannot be believed, or None. ``end``: the test
     record's ``end`` (absent on runs graded before it existed: nothing to check);
     ``vouched_only``: a report pytest's own end did not vouch for is refused too."""
-    if end is None or not named or named.get("format") != "pytest" or tests is None or named.get("error"):
+    if end is None or not named or named.get("format") != "pytest":
         return None
     printed = end.get("runner_report")
+    if printed is not None and named.get("sha256") and printed != named["sha256"]:
+        return TAMPERED_REPORT  # even one that no longer parses: it changed after pytest's end
+    if tests is None or named.get("error"):
+        return None
     if printed is None:
         if vouched_only:
             return "no named test results: pytest never reached its own end, so its report is not vouched for"

@@ -73,6 +73,17 @@ def test_a_report_rewritten_after_pytests_end_is_tampered(tmp_path):
     assert runner_end.check(end, named, [], cut.text.decode(), False) == runner_end.TAMPERED_REPORT
 
 
+def test_a_report_cut_short_after_pytests_end_is_tampered_not_merely_unreadable():
+    """Truncated by the code under test after pytest's end, the report no longer parses: that it
+    changed is the finding (before this, the run read as "not well-formed XML")."""
+    printed = hashlib.sha256(b"<testsuites/>").hexdigest()
+    named = {"format": "pytest", "error": "junit report: not well-formed XML (no element found: line 1, column 0)",
+             "sha256": hashlib.sha256(b"").hexdigest()}
+    assert runner_end.check({"runner_report": printed}, named, None, "", False) == runner_end.TAMPERED_REPORT
+    # The same error with the report pytest vouched for is only what it says.
+    assert runner_end.check({"runner_report": printed}, {**named, "sha256": printed}, None, "", False) is None
+
+
 def test_output_after_the_shell_end_is_cut_and_a_command_exit_ends_only_its_subshell(tmp_path):
     output, _ = run_wrapped(tmp_path, "echo honest; (sleep 0.3; echo '5 passed') & exit 3", pytest_report=False)
     cut = runner_end.split(output, SHELL, RUNNER)
