@@ -103,8 +103,8 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     ensured = {}
     for image in {image.tag: image for job in pending for image in job.plan.images}.values():
         ensured[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
-    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured)
-    runner.serving = serving
+    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured,
+                    serving=serving)
 
     async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
         async with slots.holding:

@@ -60,16 +60,17 @@ def new_run_id() -> str:
 
 
 class Runner:
-    def __init__(self, *, store, builder, runtime, ensured: dict[str, bool] | None = None) -> None:
+    def __init__(self, *, store, builder, runtime, ensured: dict[str, bool] | None = None,
+                 serving: asyncio.Future | None = None) -> None:
         self.store = store
         self.builder = builder
         self.runtime = runtime
         self.ensured = dict(ensured or {})
-        self.serving: asyncio.Future | None = None
-        """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
-        each run waits for it first."""
         """Images a batch ensured before it fanned out (tag -> whether it was cached): a run of
         one of them does not check it again (0.01-0.2 s of ``docker`` calls on its critical path)."""
+        self.serving = serving
+        """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
+        each run waits for it first."""
 
     def new_record(self, plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None) -> RunRecord:
         spec = plan.spec

@@ -25,6 +25,8 @@ async def check_container_runs_an_init_with_owner_labels(ws: DockerWorkspace) ->
     attrs = await asyncio.to_thread(ws.runtime.client.api.inspect_container, ws.container_id)
     expect(attrs["HostConfig"]["Init"] is True, f"HostConfig.Init is {attrs['HostConfig']['Init']!r}")
     expect(attrs["HostConfig"]["NetworkMode"] == "none", f"NetworkMode is {attrs['HostConfig']['NetworkMode']!r}")
+    # No network sandbox made at all (the cheaper start; runtime.py says why).
+    expect(attrs["Config"].get("NetworkDisabled") is True, f"Config.NetworkDisabled is {attrs['Config'].get('NetworkDisabled')!r}")
     labels = attrs["Config"]["Labels"]
     expected = {LABEL_OWNER_PID: str(os.getpid()), LABEL_OWNER_STARTED: process_start_time(os.getpid()),
                 LABEL_RUN_ID: ws.run_id}

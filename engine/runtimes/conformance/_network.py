@@ -22,6 +22,21 @@ async def check_network_false_leaves_only_loopback(ws: Workspace) -> None:
     expect(found == ({"lo"}, {"lo"}), f"interfaces (sysfs, /proc/net/dev) are {found}, expected only lo")
 
 
+# perl-base's IO::Socket::INET: a listener and a client by the name "localhost", in one process.
+_LOOPBACK = ('use IO::Socket::INET; my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => "localhost:0")'
+             ' or die "listen: $@\\n"; my $c = IO::Socket::INET->new(PeerAddr => "localhost:" . $l->sockport)'
+             ' or die "connect: $@\\n"; print $l->accept ? "ok\\n" : "accept: $!\\n";')
+
+
+@check()
+async def check_loopback_answers_and_localhost_resolves_without_network(ws: Workspace) -> None:
+    """Without network a test suite can still serve and connect on loopback by the name
+    localhost (Docker writes no /etc/hosts for a container whose network is disabled)."""
+    result = await ws.exec(["perl", "-e", _LOOPBACK], timeout=30)
+    expect(result.exit_code == 0 and result.stdout == b"ok\n",
+           f"a loopback server at localhost: exit {result.exit_code}, {(result.stdout + result.stderr)[-300:]!r}")
+
+
 @check(fresh=True)
 async def check_network_true_has_a_real_interface(target: Target) -> None:
     """With network=True the workspace says so and has an interface besides lo."""

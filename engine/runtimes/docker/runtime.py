@@ -24,6 +24,7 @@ import secrets
 import tarfile
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import EngineUnavailable, WorkspaceError
@@ -44,6 +45,8 @@ from engine.runtimes.lifecycle import StartedOnce
 
 log = logging.getLogger(__name__)
 
+HOSTS = Path(__file__).with_name("hosts")
+"""/etc/hosts of a workspace without network (as Docker writes it for mode none: localhost only)."""
 _MODE_DIR = 1 << 31  # Go's os.ModeDir / os.ModeSymlink, as the archive API reports them
 _MODE_SYMLINK = 1 << 27
 _MAX_LINK_HOPS = 16
@@ -183,7 +186,13 @@ class DockerWorkspace(StartedOnce):
             container = client.containers.create(
                 self.image, ["sleep", "infinity"], name=self.name, init=True, detach=True,
                 network_mode="bridge" if self.network else "none", labels=labels,
-                volumes={self.bridge_dir: {"bind": BRIDGE_PATH, "mode": "ro"}} if self.bridge_dir else None,
+                # No network: NetworkDisabled as well as mode none. Docker then makes no network
+                # sandbox for the container (none still gets one: two re-execs of dockerd, the
+                # libnetwork-setkey hook and set-ipv6, ~0.13 CPU-s a container, half its start),
+                # and the kernel's fresh namespace has the same lone loopback. Docker writes no
+                # /etc/hosts then, so localhost's is bound in (HOSTS).
+                network_disabled=not self.network,
+                volumes=self._volumes(),
                 **self.runtime.host_config(),
             )
             self.container_id = container.id
@@ -193,6 +202,12 @@ class DockerWorkspace(StartedOnce):
             raise WorkspaceError(f"image {self.image} not found; build it first (crucible build)") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise WorkspaceError(f"could not start a container from {self.image}: {exc}") from exc
+
+    def _volumes(self) -> dict[str, dict[str, str]] | None:
+        volumes = {} if self.network else {str(HOSTS): {"bind": "/etc/hosts", "mode": "ro"}}
+        if self.bridge_dir:
+            volumes[self.bridge_dir] = {"bind": BRIDGE_PATH, "mode": "ro"}
+        return volumes or None
 
     def _remove(self) -> None:
         import docker.errors

@@ -83,15 +83,21 @@ def _record(records, key):
     return record
 
 
+def _the_hole_wins(records, key):
+    """The attack's run scored 1.0 with every hidden test passing, honestly reported."""
+    record = _record(records, key)
+    assert record.reward == 1.0, why(record)
+    assert {t.name: t.status for t in record.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "PASSED")
+    return record
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_code_that_knows_a_hidden_test_by_its_function_name_wins_with_fixed_names_and_scores_0_with_random_ones(
         records):
     for key in (("name-aware", "none"), ("name-aware-fixed-names", "strict")):
-        record = _record(records, key)
-        assert record.reward == 1.0, why(record)  # the hole: every hidden test passes, honestly reported
+        record = _the_hole_wins(records, key)
         assert "functions" not in (record.raw_grade.get("renamed") or {})
-        assert {t.name: t.status for t in record.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "PASSED")
     # with fixed function names the differential re-run (random file names) agrees: no catch there
     assert "rerun_differences" not in _record(records, ("name-aware-fixed-names", "strict")).raw_grade
     caught = _record(records, ("name-aware", "strict"))
@@ -130,11 +136,9 @@ def test_the_golden_scores_one_under_random_test_names_its_results_under_the_tas
 def test_code_that_knows_the_hidden_module_by_its_file_name_wins_with_fixed_names_and_scores_0_with_random_ones(
         records):
     for key in (("module-aware", "none"), ("module-aware-fixed-names", "strict")):
-        record = _record(records, key)
-        assert record.reward == 1.0, why(record)  # the hole: every hidden test passes, honestly reported
+        record = _the_hole_wins(records, key)
         assert "renamed" not in record.raw_grade and "rerun" not in record.raw_grade
         assert record.raw_grade["hidden_files"] == [HIDDEN_MODULE]
-        assert {t.name: t.status for t in record.tests if t.name in HIDDEN_IDS} == dict.fromkeys(HIDDEN_IDS, "PASSED")
     # the first grading's own random file name stops it, with or without the re-run: its verdict
     # fails honestly, so the re-run (its own names) agrees and nothing reads as tampered
     for key in (("module-aware", "strict"), ("module-aware-no-rerun", "strict")):
