@@ -11,10 +11,14 @@ Under ``strict``, where the instance's run_script.sh runs ``go test`` (``how``: 
 official asset, not a comment, names it; decided from the pinned asset, never from whether events
 turned up, which the tested code decides by ending the run early):
 
-- ``added``: sh/replay.sh appends ``-json`` to ``GOFLAGS`` (after the image's own value) for
-  run_script.sh. The official parser then reads the text rebuilt from the stream
-  (``reconstruct``: each event's ``Output`` in order, lines that are no event kept verbatim), so
-  it sees what it would have seen;
+- ``added``: sh/replay.sh appends ``-json -exec=<root's copy of sh/go-test-exec.sh>`` to
+  ``GOFLAGS`` (after the image's own value) for run_script.sh. The -exec program is needed
+  because run_script.sh's own ``-v`` reaches the test binary after ``-json``'s
+  ``-test.v=test2json`` and wins (``-test.v=true``: no framing, and the go command then reads
+  result lines from plain text again, printed ones included); it turns that one argument back.
+  The official parser then reads the text rebuilt from the stream (``reconstruct``: each event's
+  ``Output`` in order, lines that are no event kept verbatim), so it sees what it would have seen
+  (with one difference: under ``-json`` the test binary is always verbose, as with ``-v``);
 - ``own``: run_script.sh passes ``-json`` itself (its parser reads events): nothing is added,
   nothing rebuilt, the events read as they are;
 - ``refused``: run_script.sh also runs a go command that would take ``-json`` from ``GOFLAGS``
@@ -35,6 +39,7 @@ import re
 from typing import Any, Mapping
 
 from engine.models import TestResult
+from engine.util import shell
 from envs.coding.results import merge_worst
 
 _GO_TEST = re.compile(rb"(?<![\w.-])go\s+test(?![\w-])")
@@ -63,6 +68,12 @@ def how(run_script: bytes) -> str:
 
 WHY_NOT = {"refused": "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
                       "GOFLAGS=-json would change its output, so none was added and the parser alone judges"}
+
+
+def exec_program() -> str:
+    """go test's ``-exec`` program (sh/go-test-exec.sh, its comments left out), which sh/replay.sh
+    writes root's into the grading's work directory."""
+    return "#!/bin/bash\n" + shell.script(__file__, "go-test-exec.sh")
 
 
 def is_event(line: bytes) -> dict[str, Any] | None:

@@ -18,9 +18,10 @@
 # is read as TEST_UID (a symlink swapped in leads nowhere the tests could not read) if it is a
 # regular file and not a symlink, and sent back after the run_script record:
 #   @@crucible-junit STATE BYTES\n<that many bytes>   (STATE: file, absent, symlink, ...)
-# GO_JSON non-empty (swe_tasks/gojson.py, run_script.sh runs `go test`): `-json` appended to
-# GOFLAGS for run_script.sh (after the image's own value), so the go command writes test2json
-# events, whose results the tested code's printed text cannot make.
+# GO_JSON non-empty (swe_tasks/gojson.py, run_script.sh runs `go test`): it is the text of go
+# test's -exec program (sh/go-test-exec.sh), written root's to WORK/go-test-exec, and `-json
+# -exec=WORK/go-test-exec` is appended to GOFLAGS for run_script.sh (after the image's own
+# value), so the go command writes test2json events from the binary's framed result lines only.
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -137,7 +138,10 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
       RESULTS_FAILED=1
     fi
   fi
-  if [ -n "$GO_JSON" ]; then local -x GOFLAGS="${GOFLAGS:+$GOFLAGS }-json"; fi
+  if [ -n "$GO_JSON" ]; then
+    (umask 022; printf '%s' "$GO_JSON" > "$WORK/go-test-exec") && chmod 755 "$WORK/go-test-exec"
+    local -x GOFLAGS="${GOFLAGS:+$GOFLAGS }-json -exec=$WORK/go-test-exec"
+  fi
   chmod 644 "$WORK/run_script.sh"
   rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"
   (umask 077; cat "$WORK/out.fifo" > "$WORK/stdout.log") & readers=$!
