@@ -19,8 +19,9 @@ turned up, which the tested code decides by ending the run early):
   The official parser then reads the text rebuilt from the stream (``reconstruct``: each event's
   ``Output`` in order, lines that are no event kept verbatim), so it sees what it would have seen
   (with one difference: under ``-json`` the test binary is always verbose, as with ``-v``);
-- ``own``: run_script.sh passes ``-json`` itself (its parser reads events): nothing is added,
-  nothing rebuilt, the events read as they are;
+- ``own``: run_script.sh passes ``-json`` itself (its parser reads events): only the -exec
+  program is added (a ``-v`` beside its ``-json`` would unframe the binary's lines too; ``go
+  list`` does not know ``-exec``), nothing rebuilt, the events read as they are;
 - ``refused``: run_script.sh also runs a go command that would take ``-json`` from ``GOFLAGS``
   too and print something else (``go list`` prints JSON objects instead of import paths): nothing
   is added, the parser alone judges, and the raw grade says why.
@@ -64,6 +65,18 @@ def how(run_script: bytes) -> str:
     if any(_OTHER_JSON_COMMANDS.search(line) for line in lines):
         return "refused"
     return "added"
+
+
+EXPECTED = ("added", "own")
+"""The ways of ``how`` under which events are asked for, so required."""
+
+
+def goflags_shown(mode: str, work: str) -> str:
+    """What the recorded run_script command shows for the GOFLAGS added under ``mode``."""
+    if mode not in EXPECTED:
+        return ""
+    added = "-json " if mode == "added" else ""
+    return f'GOFLAGS="${{GOFLAGS:+$GOFLAGS }}{added}-exec={work}/go-test-exec" '
 
 
 WHY_NOT = {"refused": "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
@@ -120,7 +133,7 @@ def named_results(stream: bytes) -> tuple[list[TestResult], int]:
 def record(mode: str, stdout: bytes | None) -> dict[str, Any]:
     """The raw grade's ``go_json``: whether events were expected (``added``/``own``), how, and
     the tests they named or why there are none."""
-    expected = mode in ("added", "own")
+    expected = mode in EXPECTED
     found: dict[str, Any] = {"expected": expected, "how": mode or "not go test"}
     if mode in WHY_NOT:
         return {**found, "why_not": WHY_NOT[mode]}

@@ -87,10 +87,9 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
-        args += [*hardened.args(), gojson.exec_program() if go_json == "added" else ""]
+        args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else ""]
         stdin = hardened.token.encode() + b"\n" + stdin
-        commands["run_script"] = ((f"GOFLAGS=\"${{GOFLAGS:+$GOFLAGS }}-json -exec={WORK}/go-test-exec\" "
-                                   if go_json == "added" else "")
+        commands["run_script"] = (gojson.goflags_shown(go_json, WORK)
                                   + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
                                   f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")
     budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
