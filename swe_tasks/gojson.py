@@ -15,7 +15,9 @@ turned up, which the tested code decides by ending the run early):
   ``GOFLAGS`` (after the image's own value) for run_script.sh. The -exec program is needed
   because run_script.sh's own ``-v`` reaches the test binary after ``-json``'s
   ``-test.v=test2json`` and wins (``-test.v=true``: no framing, and the go command then reads
-  result lines from plain text again, printed ones included); it turns that one argument back.
+  result lines from plain text again, printed ones included); it turns that one argument back,
+  where the go command asked for framing itself (before Go 1.20 none is asked for, and the events
+  are made from plain text: printed lines count there, as under ``none``).
   The official parser then reads the text rebuilt from the stream (``reconstruct``: each event's
   ``Output`` in order, lines that are no event kept verbatim), so it sees what it would have seen
   (with one difference: under ``-json`` the test binary is always verbose, as with ``-v``);

@@ -283,10 +283,15 @@ def test_a_stored_go_grading_regrades_the_same():
 
 def test_the_exec_program_turns_run_scripts_verbose_flag_back_into_test2json_framing(tmp_path):
     """sh/go-test-exec.sh, as sh/replay.sh writes it: -test.v=true (run_script.sh's -v, which
-    comes after -json's -test.v=test2json and would win) becomes -test.v=test2json; the rest as given."""
+    comes after -json's -test.v=test2json and would win) becomes -test.v=test2json; the rest as
+    given. Where the go command asked for no framing (before Go 1.20) nothing changes: an older
+    test binary would refuse the value."""
     program = tmp_path / "go-test-exec"
     program.write_text(gojson.exec_program())
     program.chmod(0o755)
     proc = subprocess.run([str(program), "printf", "<%s>", "-test.v=test2json", "-test.run=^TestA$", "-test.v=true",
                            "a b"], capture_output=True, text=True, check=True)
     assert proc.stdout == "<-test.v=test2json><-test.run=^TestA$><-test.v=test2json><a b>"
+    older = subprocess.run([str(program), "printf", "<%s>", "-test.v=true", "-test.timeout=10m"],
+                           capture_output=True, text=True, check=True)
+    assert older.stdout == "<-test.v=true><-test.timeout=10m>"
