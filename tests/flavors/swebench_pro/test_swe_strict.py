@@ -1,6 +1,7 @@
 """SWE-bench Pro under `strict` (crucible-strict grading, swe_tasks/strict.py) and under `none`
-(the official evaluator's steps exactly), on the synthetic Python instances (tests/swe_synth.py:
-``calc``, run by unittest, and ``tally``, run by pytest, for the JUnit report's confirmation).
+(the official evaluator's steps exactly), on the synthetic instances (tests/swe_synth.py:
+``calc``, run by unittest, ``tally``, run by pytest, for the JUnit report's confirmation, and
+``gosum``, run by go test, for the test2json events' confirmation).
 
 Each attack is a prediction graded by `crucible swe eval` in both modes: it resolves under
 `none`, where grading is the official evaluator, and scores 0 under `strict`, for the reason
@@ -25,6 +26,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CALC = "instance_synth__calc-1111111111111111111111111111111111111111-vnan"
 TALLY = swe_synth.TALLY
+GO_SUM = swe_synth.GO_SUM
+GO_PIPED = swe_synth.GO_PIPED
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -107,7 +110,8 @@ reports anything, or writes its JUnit report."""
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
-    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True)
+    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True,
+                                   with_go=True)
     saved = {k: os.environ.get(k) for k in swe_synth.env_for(generated)}
     os.environ.update(swe_synth.env_for(generated))
     yield generated
@@ -185,10 +189,10 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["evaluator"] == "crucible-strict"
-    assert raw["defences"] == ["uid-wall", "end-marker", "worst-status", "junit-confirms", "scan-refuses",
-                               "differential-rerun"]
-    # unittest, not pytest: the parser alone judges, and the raw grade says so
-    assert raw["junit"]["expected"] is False
+    assert raw["defences"] == ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
+                               "scan-refuses", "differential-rerun"]
+    # unittest, neither pytest nor go test: the parser alone judges, and the raw grade says so
+    assert raw["junit"]["expected"] is False and raw["go_json"] == {"expected": False, "how": "not go test"}
     assert [(e["name"], e["judged_by"]) for e in raw["listed"]] == [
         ("tests/test_calc.py::TestCalc::test_add", ["parser"]), ("tests/test_calc.py::TestCalc::test_mul", ["parser"])]
     assert f"run_script uid=1000 sha256={script_sha} patch={patch_sha}" in raw["run_script"]["stdout_tail"]
@@ -284,9 +288,9 @@ def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_stri
 
 def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_exiting_first_still_resolves_under_strict(
         synth, tmp_path):
-    """The documented limit that remains (docs/swebench_pro.md): where run_script.sh does not run
-    pytest (here unittest), the verdict is still the official parser's reading of text, and no
-    real result line contradicts what the code under test printed."""
+    """The documented limit that remains (docs/swebench_pro.md): where run_script.sh runs neither
+    pytest nor go test (here unittest; JavaScript runners too), the verdict is still the official
+    parser's reading of text, and no real result line contradicts what the code under test printed."""
     patch = patch_from(synth, tmp_path, {"calc.py": PRINT_AND_EXIT})
     official = graded(tmp_path, "print-and-exit", patch, "none")
     assert official["reward"] == 1.0, official["raw"]["reason"]
@@ -330,4 +334,125 @@ def test_in_process_code_writing_the_junit_report_itself_still_resolves_under_st
     raw = hardened["raw"]
     assert raw["scan"]["findings"] == [] and raw["junit"]["state"] == "file"
     assert all(e["parser"] == "PASSED" and e["junit"] == "PASSED" for e in raw["listed"])
+    assert hardened["reward"] == 1.0, raw["reason"]
+
+
+GO_PRINT_AND_EXIT = (
+    'package gosum\n\nimport (\n\t"fmt"\n\t"os"\n)\n\n'
+    "// Add prints the parser's result lines for every listed test and ends the test binary first.\n"
+    "func Add(a, b int) int {\n"
+    '\tfmt.Print("--- PASS: TestAdd (0.00s)\\n--- PASS: TestMul (0.00s)\\n")\n'
+    "\tos.Exit(1)\n\treturn a - b\n}\n\n"
+    "// Mul returns a times b.\nfunc Mul(a, b int) int {\n\treturn a * b\n}\n")
+"""The print-and-exit attack on the Go instance: the parser's `--- PASS` lines for both listed
+tests from the function under test, then the test binary ends before any real result line."""
+
+GO_FORGED_EVENTS = GO_PRINT_AND_EXIT.replace('import (\n\t"fmt"\n\t"os"\n)\n\n', (
+    'import (\n\t"fmt"\n\t"os"\n)\n\n'
+    'const events = `{"Action":"pass","Package":"synth/gosum","Test":"TestAdd"}` + "\\n" +\n'
+    '\t`{"Action":"pass","Package":"synth/gosum","Test":"TestMul"}` + "\\n"\n\n'
+    "func forge(name, path string) {\n"
+    "\tf, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)\n"
+    "\tif err != nil {\n"
+    '\t\tfmt.Printf("forge %s: %v\\n", name, err)\n'
+    "\t\treturn\n\t}\n"
+    "\t_, err = f.WriteString(events)\n\tf.Close()\n"
+    '\tfmt.Printf("forge %s: written (%v)\\n", name, err)\n}\n\n')).replace(
+    "\tos.Exit(1)\n", (
+        "\tos.Stdout.WriteString(events)\n\tos.Stderr.WriteString(events)\n"
+        '\tforge("dev-stdout", "/dev/stdout")\n'
+        '\tforge("go-stdout", fmt.Sprintf("/proc/%d/fd/1", os.Getppid()))\n'
+        '\tforge("go-stderr", fmt.Sprintf("/proc/%d/fd/2", os.Getppid()))\n'
+        "\tos.Exit(1)\n"))
+"""The same, and before exiting the go command's own `pass` events for both listed tests written
+every way the test binary has: its stdout and stderr, /dev/stdout reopened, and the go command's
+stdout and stderr reopened through /proc/<its parent>/fd (the go command's are run_script.sh's:
+replay.sh's root-only FIFOs)."""
+
+GO_FRAMED_LINES = GO_PRINT_AND_EXIT.replace('fmt.Print("--- PASS: TestAdd (0.00s)\\n--- PASS: TestMul (0.00s)\\n")',
+                                            'fmt.Print("\\x16--- PASS: TestAdd (0.00s)\\n\\x16--- PASS: TestMul (0.00s)\\n")')
+"""The result lines framed as the testing package frames its own under test2json (^V first)."""
+
+
+def test_on_a_go_instance_the_golden_is_confirmed_by_the_go_commands_test2json_events(synth, tmp_path):
+    gold = row(synth, GO_SUM)["patch"]
+    official = graded(tmp_path, "gosum-gold", gold, "none", GO_SUM)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    assert "go_json" not in official["raw"] and "stdout_reconstructed" not in official["raw"]["run_script"]
+    hardened = graded(tmp_path, "gosum-gold", gold, "strict", GO_SUM)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["go_json"]["expected"] is True and raw["go_json"]["how"] == "added" and "error" not in raw["go_json"]
+    assert {"name": "TestAdd", "status": "PASSED"} in raw["go_json"]["tests"]
+    assert raw["run_script"]["command"].startswith(
+        'GOFLAGS="${GOFLAGS:+$GOFLAGS }-json -exec=/workspace/go-test-exec" setpriv')
+    # The parser read the text rebuilt from the events: the run script's own line, go test's -v lines.
+    assert raw["run_script"]["stdout_reconstructed"] is True
+    assert "run_script uid=1000 files=sum_test.go" in raw["run_script"]["stdout_tail"]
+    assert "--- PASS: TestAdd (" in raw["run_script"]["stdout_tail"] and '"Action"' not in raw["run_script"]["stdout_tail"]
+    assert [(e["name"], e["parser"], e["go_json"], e["judged_by"]) for e in raw["listed"]] == [
+        ("TestAdd", "PASSED", "PASSED", ["parser", "go-json"]), ("TestMul", "PASSED", "PASSED", ["parser", "go-json"])]
+    assert raw["rerun"]["resolved"] and raw["rerun"]["go_json"]["how"] == "added"
+    empty = graded(tmp_path, "gosum-empty", "", "strict", GO_SUM)
+    assert empty["reward"] == 0.0
+    assert {e["name"]: (e["parser"], e["go_json"]) for e in empty["raw"]["listed"]} == {
+        "TestAdd": ("FAILED", "FAILED"), "TestMul": ("PASSED", "PASSED")}
+
+
+def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_strict_on_a_go_instance(synth, tmp_path):
+    """What closes the limit on Go instances: a `--- PASS` line the tested code prints is an
+    output event, never a result. Under `none` the same patch resolves: the attack is real."""
+    patch = patch_from(synth, tmp_path, {"sum.go": GO_PRINT_AND_EXIT}, GO_SUM)
+    official = graded(tmp_path, "go-print-and-exit", patch, "none", GO_SUM)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    hardened = graded(tmp_path, "go-print-and-exit", patch, "strict", GO_SUM)
+    raw = hardened["raw"]
+    # The parser is fooled under strict too (it reads the rebuilt text): both listed tests read PASSED.
+    assert statuses(raw) == {"TestAdd": ["PASSED"], "TestMul": ["PASSED"]}
+    assert hardened["reward"] == 0.0
+    # No test finished before the binary ended: the events name no result at all.
+    assert raw["go_json"]["tests"] == [] and raw["go_json"]["events"] > 0
+    assert raw["reason"].startswith("no named results: the go command wrote no test2json result event naming a "
+                                    "test"), raw["reason"]
+    assert all(e["parser"] == "PASSED" and e["go_json"] is None for e in raw["listed"])
+
+
+def test_on_a_go_instance_json_events_forged_by_the_tested_code_are_output_not_results(synth, tmp_path):
+    """The go command's pass events written by the test binary itself: through its stdout, its
+    stderr or /dev/stdout they reach the go command as output (an output event); the go
+    command's own stdout and stderr (replay.sh's root-only FIFOs) cannot be reopened."""
+    patch = patch_from(synth, tmp_path, {"sum.go": GO_FORGED_EVENTS}, GO_SUM)
+    hardened = graded(tmp_path, "go-forged-events", patch, "strict", GO_SUM)
+    raw = hardened["raw"]
+    text = raw["run_script"]["stdout_tail"]
+    assert "forge dev-stdout: written" in text
+    for stream in ("go-stdout", "go-stderr"):
+        assert f"forge {stream}: open /proc/" in text and "permission denied" in text.split(f"forge {stream}: ")[1].split("\n")[0]
+    assert '{"Action":"pass","Package":"synth/gosum","Test":"TestAdd"}' in text  # rebuilt from output events
+    assert raw["go_json"]["tests"] == []  # the forged lines were output, none a result
+    assert hardened["reward"] == 0.0 and raw["reason"].startswith("no named results: "), raw["reason"]
+
+
+def test_in_process_go_code_framing_its_own_result_lines_still_resolves_under_strict(synth, tmp_path):
+    """The documented limit on Go instances (docs/swebench_pro.md): the test binary is the code
+    under test's process, so it can frame result lines as the testing package frames its own
+    (^V first), and the go command makes them results. This test fails the day a defence closes
+    it; then it should assert 0."""
+    patch = patch_from(synth, tmp_path, {"sum.go": GO_FRAMED_LINES}, GO_SUM)
+    hardened = graded(tmp_path, "go-framed-lines", patch, "strict", GO_SUM)
+    raw = hardened["raw"]
+    assert all(e["parser"] == "PASSED" and e["go_json"] == "PASSED" for e in raw["listed"])
+    assert hardened["reward"] == 1.0, raw["reason"]
+
+
+def test_go_events_forged_into_a_pipe_that_run_script_reads_go_test_through_still_resolve_under_strict(synth, tmp_path):
+    """The documented limit where run_script.sh filters go test's output (`2>&1 | awk ...`): the
+    go command's stdout is then a pipe of the tests' uid, which the test binary reopens through
+    /proc/<its parent>/fd/1 and writes the go command's own pass events into. This test fails the
+    day a defence closes it; then it should assert 0."""
+    patch = patch_from(synth, tmp_path, {"sum.go": GO_FORGED_EVENTS}, GO_PIPED)
+    hardened = graded(tmp_path, "go-piped-forged-events", patch, "strict", GO_PIPED)
+    raw = hardened["raw"]
+    assert "forge go-stdout: written" in raw["run_script"]["stdout_tail"]
+    assert all(e["parser"] == "PASSED" and e["go_json"] == "PASSED" for e in raw["listed"])
     assert hardened["reward"] == 1.0, raw["reason"]

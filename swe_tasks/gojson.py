@@ -1,0 +1,186 @@
+"""crucible-strict's second source of named results on Go instances: the go command's test2json events.
+
+The official verdict is parser.py reading run_script.sh's output for ``--- PASS: TestX (...)``
+lines: text the tested code can print itself (and then end the test binary before the real
+line). Since Go 1.20, ``go test -json`` runs the test binary with ``-test.v=test2json``: the
+testing package frames its own result lines with ``^V`` and the go command turns only those into
+``pass``/``fail``/``skip`` events; a ``--- PASS`` line printed by the code under test becomes an
+``output`` event, never a result.
+
+Under ``strict``, where the instance's run_script.sh runs ``go test`` (``how``: a line of the
+official asset, not a comment, names it; decided from the pinned asset, never from whether events
+turned up, which the tested code decides by ending the run early):
+
+- ``added``: sh/replay.sh appends ``-json -exec=<root's copy of sh/go-test-exec.sh>`` to
+  ``GOFLAGS`` (after the image's own value) for run_script.sh. The -exec program is needed
+  because run_script.sh's own ``-v`` reaches the test binary after ``-json``'s
+  ``-test.v=test2json`` and wins (``-test.v=true``: no framing, and the go command then reads
+  result lines from plain text again, printed ones included); it turns that one argument back,
+  where the go command asked for framing itself (before Go 1.20 none is asked for, and the events
+  are made from plain text: printed lines count there, as under ``none``).
+  The official parser then reads the text rebuilt from the stream (``reconstruct``: each event's
+  ``Output`` in order, lines that are no event kept verbatim), so it sees what it would have seen
+  (with one difference: under ``-json`` the test binary is always verbose, as with ``-v``);
+- ``own``: run_script.sh passes ``-json`` itself (its parser reads events): only the -exec
+  program is added (a ``-v`` beside its ``-json`` would unframe the binary's lines too; ``go
+  list`` does not know ``-exec``), nothing rebuilt, the events read as they are;
+- ``refused``: run_script.sh also runs a go command that would take ``-json`` from ``GOFLAGS``
+  too and print something else (``go list`` prints JSON objects instead of import paths): nothing
+  is added, the parser alone judges, and the raw grade says why.
+
+A listed test then passes only if the parser says PASSED AND the events say pass (``confirm``);
+a name seen in more than one package counts by its worst status; where the events were expected
+and none named a test, the run is unresolved (``reason``). Events are read from run_script.sh's
+stdout only (the go command writes them there). Pure functions of the recorded raw grade where
+they judge, so a stored run regrades.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Mapping
+
+from engine.models import TestResult
+from engine.util import shell
+from envs.coding.results import merge_worst
+
+_GO_TEST = re.compile(rb"(?<![\w.-])go\s+test(?![\w-])")
+_JSON_FLAG = re.compile(rb"(?<![\w-])--?json(?![\w-])")
+_OTHER_JSON_COMMANDS = re.compile(rb"(?<![\w.-])go\s+(list|vet|build|install|mod|work|env|version)(?![\w-])")
+"""go subcommands that know ``-json`` too: GOFLAGS applies a flag to every command that knows it."""
+_STATUS = {"pass": "PASSED", "fail": "FAILED", "skip": "SKIPPED"}
+
+
+def _code_lines(run_script: bytes) -> list[bytes]:
+    return [line for line in run_script.splitlines() if not line.lstrip().startswith(b"#")]
+
+
+def how(run_script: bytes) -> str:
+    """How the official run_script.sh gets its test2json events under ``strict``: ``added``,
+    ``own``, ``refused`` (see the module docstring), or ``""`` where it runs no ``go test``."""
+    lines = _code_lines(run_script)
+    if not any(_GO_TEST.search(line) for line in lines):
+        return ""
+    if any(_JSON_FLAG.search(line) for line in lines if _GO_TEST.search(line)):
+        return "own"
+    if any(_OTHER_JSON_COMMANDS.search(line) for line in lines):
+        return "refused"
+    return "added"
+
+
+EXPECTED = ("added", "own")
+"""The ways of ``how`` under which events are asked for, so required."""
+
+
+def goflags_shown(mode: str, work: str) -> str:
+    """What the recorded run_script command shows for the GOFLAGS added under ``mode``."""
+    if mode not in EXPECTED:
+        return ""
+    added = "-json " if mode == "added" else ""
+    return f'GOFLAGS="${{GOFLAGS:+$GOFLAGS }}{added}-exec={work}/go-test-exec" '
+
+
+WHY_NOT = {"refused": "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
+                      "GOFLAGS=-json would change its output, so none was added and the parser alone judges"}
+
+
+def exec_program() -> str:
+    """go test's ``-exec`` program (sh/go-test-exec.sh, its comments left out), which sh/replay.sh
+    writes root's into the grading's work directory."""
+    return "#!/bin/bash\n" + shell.script(__file__, "go-test-exec.sh")
+
+
+def is_event(line: bytes) -> dict[str, Any] | None:
+    """The test2json event on ``line`` (a JSON object with a string ``Action``), or None."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and isinstance(found.get("Action"), str) else None
+
+
+def reconstruct(stream: bytes) -> bytes:
+    """The text the go command would have written without ``-json``: each event's ``Output``
+    in order, every line that is not an event kept as it is (run_script.sh's own echo, a filter's
+    output). Output split over several events (a long line) joins up again."""
+    out: list[bytes] = []
+    for line in stream.splitlines(keepends=True):
+        event = is_event(line)
+        if event is None:
+            out.append(line)
+        elif isinstance(event.get("Output"), str):
+            out.append(event["Output"].encode("utf-8", "surrogateescape"))
+    return b"".join(out)
+
+
+def named_results(stream: bytes) -> tuple[list[TestResult], int]:
+    """(each test's status from the ``pass``/``fail``/``skip`` events that name it, the worst
+    where a name comes from more than one package; how many events there were)."""
+    found: list[TestResult] = []
+    events = 0
+    for line in stream.splitlines():
+        event = is_event(line)
+        if event is None:
+            continue
+        events += 1
+        test, status = event.get("Test"), _STATUS.get(event["Action"])
+        if isinstance(test, str) and test and status:
+            found.append(TestResult(test, status))
+    return merge_worst(found), events
+
+
+def record(mode: str, stdout: bytes | None) -> dict[str, Any]:
+    """The raw grade's ``go_json``: whether events were expected (``added``/``own``), how, and
+    the tests they named or why there are none."""
+    expected = mode in EXPECTED
+    found: dict[str, Any] = {"expected": expected, "how": mode or "not go test"}
+    if mode in WHY_NOT:
+        return {**found, "why_not": WHY_NOT[mode]}
+    if not expected:
+        return found
+    if stdout is None:
+        return {**found, "error": "run_script.sh left no stdout"}
+    tests, events = named_results(stdout)
+    found.update(events=events, sha256=hashlib.sha256(stdout).hexdigest(),
+                 tests=[{"name": t.name, "status": t.status} for t in tests])
+    if not tests:
+        found["error"] = (f"the go command wrote no test2json result event naming a test ({events} event(s): "
+                          "it did not run, was stopped, or the binary ended before any test finished)")
+    return found
+
+
+def confirm(go_json: Mapping[str, Any] | None, confirmed: Mapping[str, Any]) -> dict[str, Any]:
+    """``confirmed`` (swe_tasks/junit.py's ``confirm``: ``listed`` entries and ``passed``) with
+    the events' say added where they were expected: each entry's ``go_json`` status and
+    ``judged_by`` + ``go-json``; a test stays passed only if the events say PASSED too; without
+    events, ``go_json_error`` says why. Without a ``go_json`` record (a run graded before it
+    existed, or no go test) ``confirmed`` unchanged."""
+    if not (go_json and go_json.get("expected")):
+        return dict(confirmed)
+    error = str(go_json["error"]) if go_json.get("error") else None
+    events = {} if error else {str(t["name"]): str(t["status"]) for t in go_json.get("tests") or []
+                               if isinstance(t, Mapping) and "name" in t and "status" in t}
+    passed = set(confirmed["passed"])
+    entries = []
+    for entry in confirmed["listed"]:
+        said = events.get(entry["name"])
+        entries.append({**entry, "go_json": said, "judged_by": [*entry["judged_by"], "go-json"]})
+        if said != "PASSED":
+            passed.discard(entry["name"])
+    found = {**confirmed, "listed": entries, "passed": [e["name"] for e in entries if e["name"] in passed]}
+    return {**found, "go_json_error": error} if error else found
+
+
+def reason(confirmed: Mapping[str, Any]) -> str | None:
+    """Why the events keep a run unresolved that the parser alone would pass, or None."""
+    if confirmed.get("go_json_error"):
+        return f"no named results: {confirmed['go_json_error']} (run_script.sh runs go test, so its events are required)"
+    denied = [e for e in confirmed["listed"] if e["parser"] == "PASSED" and "go_json" in e and e["go_json"] != "PASSED"]
+    if not denied:
+        return None
+    first = denied[0]
+    return (f"{len(denied)} listed test(s) PASSED by the parser but not by the go command's test2json events, "
+            f"e.g. {first['name']!r} ({first['go_json'] or 'no result event'})")
