@@ -11,7 +11,7 @@ Under ``strict``, where the instance's run_script.sh runs ``go test`` (``how``: 
 official asset, not a comment, names it; decided from the pinned asset, never from whether events
 turned up, which the tested code decides by ending the run early):
 
-- ``added``: sh/replay.sh appends ``-json -exec=<root's copy of sh/go-test-exec.sh>`` to
+- ``added``: sh/replay.sh appends ``-json -exec=<root's copy of sh/go_test_exec.sh>`` to
   ``GOFLAGS`` (after the image's own value) for run_script.sh. The -exec program is needed
   because run_script.sh's own ``-v`` reaches the test binary after ``-json``'s
   ``-test.v=test2json`` and wins (``-test.v=true``: no framing, and the go command then reads
@@ -86,9 +86,9 @@ WHY_NOT = {"refused": "run_script.sh runs another go command that knows -json (g
 
 
 def exec_program() -> str:
-    """go test's ``-exec`` program (sh/go-test-exec.sh, its comments left out), which sh/replay.sh
+    """go test's ``-exec`` program (sh/go_test_exec.sh, its comments left out), which sh/replay.sh
     writes root's into the grading's work directory."""
-    return "#!/bin/bash\n" + shell.script(__file__, "go-test-exec.sh")
+    return "#!/bin/bash\n" + shell.script(__file__, "go_test_exec.sh")
 
 
 def is_event(line: bytes) -> dict[str, Any] | None:

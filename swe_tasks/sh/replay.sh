@@ -19,7 +19,7 @@
 # regular file and not a symlink, and sent back after the run_script record:
 #   @@crucible-junit STATE BYTES\n<that many bytes>   (STATE: file, absent, symlink, ...)
 # GO_EXEC non-empty (swe_tasks/gojson.py, run_script.sh runs `go test`): the text of go test's
-# -exec program (sh/go-test-exec.sh), written root's to WORK/go-test-exec, and
+# -exec program (sh/go_test_exec.sh), written root's to WORK/go-test-exec, and
 # `-exec=WORK/go-test-exec` appended to GOFLAGS for run_script.sh (after the image's own value),
 # with `-json` before it where GO_JSON is `added`: the go command writes test2json events, made
 # from the test binary's framed result lines only.

@@ -282,7 +282,7 @@ def test_a_stored_go_grading_regrades_the_same():
 
 
 def test_the_exec_program_turns_run_scripts_verbose_flag_back_into_test2json_framing(tmp_path):
-    """sh/go-test-exec.sh, as sh/replay.sh writes it: -test.v=true (run_script.sh's -v, which
+    """sh/go_test_exec.sh, as sh/replay.sh writes it: -test.v=true (run_script.sh's -v, which
     comes after -json's -test.v=test2json and would win) becomes -test.v=test2json; the rest as
     given. Where the go command asked for no framing (before Go 1.20) nothing changes: an older
     test binary would refuse the value."""

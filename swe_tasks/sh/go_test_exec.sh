@@ -1,4 +1,4 @@
-#!/bin/bash
+# shellcheck shell=bash
 # go test's -exec program under crucible-strict (swe_tasks/gojson.py): `go test -json` (Go 1.20+)
 # starts the test binary with -test.v=test2json (its own result lines framed by ^V, so only they
 # become results), but run_script.sh's own `-v` reaches the binary after it as -test.v=true and
