@@ -83,6 +83,10 @@ def main() -> int:
         timings["sweep"].append(sweep(2 * trial + 1))
         timings["joblib"].append(sweep(2 * trial + 2, "hydra/launcher=joblib"))
     floor = statistics.median(timings["floor"])
+    # Each trial's own ratio too: its floor and its sweeps ran within seconds of each other, so
+    # a machine whose speed drifts over minutes (a shared host's) moves both alike.
+    paired = {name: statistics.median(v / f for v, f in zip(timings[name], timings["floor"]))
+              for name in ("sweep", "joblib")}
     print(f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter)")
     print(f"{'pipeline':44} {'median s':>9} {'x floor':>8}   min..max s")
     for name, label in (("floor", "floor: 8 docker runs, 2 at a time"),
@@ -91,6 +95,10 @@ def main() -> int:
         values = timings[name]
         print(f"{label:44} {statistics.median(values):9.3f} {statistics.median(values) / floor:8.2f}   "
               f"{min(values):.3f}..{max(values):.3f}")
+    print("median of each trial's own ratio to its floor: "
+          + ", ".join(f"{name} {ratio:.2f}" for name, ratio in paired.items()))
+    print("per trial (floor s, sweep s, ratio): " + "; ".join(
+        f"{f:.2f} {s:.2f} {s / f:.2f}" for f, s in zip(timings["floor"], timings["sweep"])))
     return 0
 
 

@@ -175,8 +175,30 @@ class Agent(Protocol):
 
     takes_model: bool
     deterministic: bool
+    capabilities: tuple[str, ...]
+    """The run's capabilities it connects to (of ``CAPABILITIES``): the run serves only these, so
+    an agent that declares none (``noop``, an agent working through its workspace alone) gets no
+    servers, and does not wait for their code to load. A plug-in that declares nothing gets all."""
 
     async def run(self, ctx: "AgentContext") -> "AgentOutcome": ...
+
+
+CAPABILITIES = ("mcp", "ssh")
+"""What a run can serve its agent: the task's tools over MCP (from the host, and as a unix
+socket inside the workspace), and ssh/2 onto the workspace's shell."""
+
+
+def capabilities_used(agent: object) -> frozenset[str]:
+    """The capabilities ``agent`` declares it connects to; all of them where it declares none
+    (a plug-in written before agents could say). Raises AgentError for a name not served."""
+    declared = getattr(agent, "capabilities", CAPABILITIES)
+    unknown = sorted(set(declared) - set(CAPABILITIES))
+    if unknown:
+        from engine.errors import AgentError
+
+        raise AgentError(f"agent {getattr(agent, 'name', type(agent).__name__)!r} declares capabilities "
+                         f"{unknown}, not among {list(CAPABILITIES)}")
+    return frozenset(declared)
 
 
 @dataclass

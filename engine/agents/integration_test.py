@@ -31,6 +31,7 @@ from engine.models import Step
 class IntegrationTestAgent:
     takes_model = False
     deterministic = True
+    capabilities = ("mcp", "ssh")
 
     def __init__(self, name: str = "integration_test", timeout_seconds: float = 600.0) -> None:
         self.name = name

@@ -7,6 +7,7 @@ from engine.agents import AgentContext, AgentOutcome
 class NoopAgent:
     takes_model = False
     deterministic = True
+    capabilities = ()
 
     def __init__(self, name: str = "noop") -> None:
         self.name = name

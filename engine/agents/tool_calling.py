@@ -82,6 +82,7 @@ def wall_limit(wall_timeout: float | None, ctx: AgentContext) -> float:
 class ToolCallingAgent:
     takes_model = True
     deterministic = False
+    capabilities = ("mcp",)
 
     def __init__(self, name: str = "tool_calling", model: str = "", *, base_url: str | None = None,
                  api_key_env: str | None = None, system_prompt: str = DEFAULT_SYSTEM_PROMPT,

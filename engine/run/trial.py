@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Callable
 
 from engine.agents import AgentContext, AgentOutcome
 from engine.errors import CrucibleError
-from engine.interfaces import Flavor, GradesInMany, RunServices, TerminalSink, Workspace
+from engine.interfaces import Flavor, GradesInMany, RunServices, TerminalSink, Workspace, capabilities_used
 from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.config.plugins import instantiate
 from engine.plan.spec import Plan, make_agent
@@ -207,15 +207,18 @@ class Runner:
             # The tools' server starts now and learns its workspace later: its start-up overlaps
             # the build check and provisioning instead of adding to the agent phase. What
             # serves it may still be loading (``serving``): a run waits for that as part of it.
-            if self.serving is not None:
+            # Only what the agent connects to is served (and waited for): noop gets nothing.
+            agent = make_agent(spec.agent, spec.model)
+            parts.uses = capabilities_used(agent)
+            if self.serving is not None and parts.uses:
                 with contextlib.suppress(Exception):  # a failed load: the import below says why
                     await asyncio.shield(self.serving)
-            from engine.capabilities.mcp_server import MCP_SOCKET, McpService
+            if "mcp" in parts.uses:
+                from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 
-            parts.mcp = McpService(token=secrets.token_urlsafe(32), also_uds=f"{parts.bridge}/{MCP_SOCKET}")
-            parts.mcp.start()
+                parts.mcp = McpService(token=secrets.token_urlsafe(32), also_uds=f"{parts.bridge}/{MCP_SOCKET}")
+                parts.mcp.start()
             flavor = parts.flavor if parts.flavor is not None else instantiate(spec.flavor, where="flavor")
-            agent = make_agent(spec.agent, spec.model)
             with phase.timed("build"):
                 record.from_cache = await self._ensure_image(plan, early)
             # The grading container starts now, beside the agent's, and stays untouched until
@@ -271,8 +274,7 @@ class Runner:
         """The agent's workspace: provision, setup, the agent's turn, capture. Its removal is
         left running (it overlaps grading) in ``parts``."""
         spec, timeouts = plan.spec, plan.spec.timeouts
-        mcp = parts.mcp
-        assert mcp is not None  # started with the pipeline
+        mcp = parts.mcp  # started with the pipeline, where the agent connects to it
         with phase.timed("provision"):
             if parts.agent_ahead is not None and parts.agent_started is not None:
                 workspace, starting = parts.agent_ahead, parts.agent_started
@@ -293,7 +295,8 @@ class Runner:
             set_up, parts.set_up = parts.set_up, None  # awaited (or cancelled) below from here
             with phase.timed("setup"):
                 agent_run = await _setup_beside_agent(flavor, agent, ws, spec, mcp, parts.ssh, parts.bridge,
-                                                      TerminalLog(self.store, record.run_id), set_up)
+                                                      TerminalLog(self.store, record.run_id), set_up,
+                                                      serve_ssh="ssh" in parts.uses)
             if set_up is not None:  # what setup took, done while the run waited for its slot
                 record.timings["setup_ahead"] = round(set_up.result(), 4)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
@@ -318,31 +321,37 @@ class Runner:
             parts.agent_closed = asyncio.ensure_future(workspace.close())
 
 
-async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpService",
+async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpService | None",
                               ssh: contextlib.AsyncExitStack, bridge_host: str | None = None,
                               terminals: TerminalSink | None = None,
-                              set_up: asyncio.Future | None = None) -> asyncio.Future:
+                              set_up: asyncio.Future | None = None, *, serve_ssh: bool = True) -> asyncio.Future:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it.
-    ``set_up``: the setup already under way (or done) since the run waited for its slot."""
-    from engine.capabilities.mcp_server import MCP_SOCKET
-    from engine.capabilities.ssh_server import serve_ssh
-
+    ``set_up``: the setup already under way (or done) since the run waited for its slot.
+    ``mcp`` None / ``serve_ssh`` False: the agent connects to neither, so neither is served."""
     tools = flavor.tools(ws, spec)
     setup = set_up if set_up is not None else asyncio.ensure_future(
         asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
     agent_run: asyncio.Future | None = None
     try:
-        url = await mcp.serve(tools, ready=setup)
-        # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
-        # key is handed to the engine-side agent only, never into the workspace.
-        endpoint = await ssh.enter_async_context(serve_ssh(ws, user=tools.user, cwd=tools.workdir, ready=setup))
-        capabilities = {"mcp": url, "ssh": endpoint.url}
-        if ws.bridge is not None:  # the same MCP server, from inside the workspace, with no network
-            capabilities["mcp_socket"] = f"{ws.bridge}/{MCP_SOCKET}"
-        ctx = AgentContext(spec=spec, capabilities=capabilities,
-                           capability_auth={"mcp": mcp.token, "mcp_socket": mcp.token, "ssh": endpoint.credential()},
+        capabilities: dict[str, str] = {}
+        auth: dict[str, str] = {}
+        if mcp is not None:
+            from engine.capabilities.mcp_server import MCP_SOCKET
+
+            capabilities["mcp"] = await mcp.serve(tools, ready=setup)
+            auth["mcp"] = auth["mcp_socket"] = mcp.token
+            if ws.bridge is not None:  # the same MCP server, from inside the workspace, with no network
+                capabilities["mcp_socket"] = f"{ws.bridge}/{MCP_SOCKET}"
+        if serve_ssh:
+            from engine.capabilities.ssh_server import serve_ssh as ssh_server
+
+            # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
+            # key is handed to the engine-side agent only, never into the workspace.
+            endpoint = await ssh.enter_async_context(ssh_server(ws, user=tools.user, cwd=tools.workdir, ready=setup))
+            capabilities["ssh"], auth["ssh"] = endpoint.url, endpoint.credential()
+        ctx = AgentContext(spec=spec, capabilities=capabilities, capability_auth=auth,
                            validation=spec.task.validation or [], prompt=spec.task.prompt,
                            workspace=ws, uid=tools.user, workdir=tools.workdir,
                            bridge_host=bridge_host if ws.bridge is not None else None,
@@ -361,7 +370,7 @@ def _observed(fut: asyncio.Future) -> asyncio.Future:
     return fut
 
 
-async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: "McpService",
+async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: "McpService | None",
                          ssh: contextlib.AsyncExitStack) -> AgentOutcome:
     """The agent's outcome, its turn bounded by ``timeout`` from the end of setup."""
     try:
@@ -374,7 +383,8 @@ async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: "McpSer
         # The server drains while capture runs (~0.15 s); with a tool call still running
         # (a timed-out agent) this waits until the server is gone, so nothing changes the
         # workspace under the capture.
-        await mcp.stop()
+        if mcp is not None:
+            await mcp.stop()
 
 
 async def _cancelled(*futures: asyncio.Future | None) -> None:
@@ -436,6 +446,8 @@ class _Parts:
     """What a run has started and must take down, whatever happens."""
 
     mcp: "McpService | None" = None
+    uses: frozenset[str] = frozenset()
+    """The capabilities the run's agent connects to (``capabilities_used``): only these are served."""
     """The run's tools' server, from the start of its pipeline."""
     bridge: str | None = None
     """The host side of the agent workspace's bridge (removed by ``close``)."""

@@ -12,11 +12,13 @@ PROBES = (
     "cat /opt/crucible-probe/marker",
     "id -u",
 )
+CAPABILITIES_SEEN = "<the capabilities it was given>"
 
 
 class ProbeAgent:
     takes_model = False
     deterministic = True
+    capabilities = ()
 
     def __init__(self, name: str = "probe") -> None:
         self.name = name
@@ -28,4 +30,7 @@ class ProbeAgent:
             result = await ctx.workspace.exec(["sh", "-c", command], user=ctx.uid, cwd=ctx.workdir, timeout=60)
             steps.append(Step(idx=idx, kind="tool_call", tool="probe", arguments={"command": command},
                               result=result.text().strip(), is_error=not result.ok))
+        # What the run served it: it declares no capabilities, so nothing.
+        steps.append(Step(idx=len(steps), kind="tool_call", tool="probe", arguments={"command": CAPABILITIES_SEEN},
+                          result=",".join(sorted(ctx.capabilities)), is_error=False))
         return AgentOutcome(steps=steps)

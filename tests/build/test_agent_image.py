@@ -28,6 +28,7 @@ from engine.config.schema import (
 from engine.errors import BuildError, ConfigError
 from engine.models import RunSpec
 from engine.plan.spec import plan
+from agent_probe import CAPABILITIES_SEEN
 
 TESTS = Path(__file__).resolve().parents[1]
 TASK = "sample/last_page"
@@ -223,6 +224,7 @@ def test_the_agent_works_in_its_layer_and_grading_in_the_task_image(docker_clien
     assert seen[f"cat {HELLO}"] == ((TESTS / "agent_probe" / "hello.txt").read_text().strip(), False)
     assert seen["cat /opt/crucible-probe/marker"] == ("installed", False)
     assert seen["id -u"] == ("1000", False), "the agent must act as the uid the integrity mode says"
+    assert seen[CAPABILITIES_SEEN] == ("", False), "it declares none: the run serves it neither MCP nor ssh"
     assert sorted(spy.provisioned) == [("agent", planned.agent_image.tag), ("grade", planned.image.tag)]
     assert record.image_tag == planned.image.tag and record.spec["agent_image"]["tag"] == planned.agent_image.tag
 

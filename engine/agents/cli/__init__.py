@@ -137,6 +137,7 @@ class CliAgent:
 
     takes_model = True
     deterministic = False
+    capabilities = ("mcp",)
     timeout_ends_run = True
     """A CLI killed at its wall-clock limit ends the run as ``timeout`` (its steps kept), not graded."""
     provider: str = ""
