@@ -175,10 +175,12 @@ class Agent(Protocol):
 
     takes_model: bool
     deterministic: bool
-    capabilities: tuple[str, ...]
-    """The run's capabilities it connects to (of ``CAPABILITIES``): the run serves only these, so
-    an agent that declares none (``noop``, an agent working through its workspace alone) gets no
-    servers, and does not wait for their code to load. A plug-in that declares nothing gets all."""
+    capabilities: "tuple[str, ...] | Callable[[RunSpec], tuple[str, ...]]"
+    """The run's capabilities it connects to (of ``CAPABILITIES``), or a function of the run's
+    spec saying so (``integration_test``: ssh only for a task whose golden steps use it): the run
+    serves only these, so an agent that declares none (``noop``, an agent working through its
+    workspace alone) gets no servers, and does not wait for their code to load. A plug-in that
+    declares nothing gets all."""
 
     async def run(self, ctx: "AgentContext") -> "AgentOutcome": ...
 
@@ -188,10 +190,13 @@ CAPABILITIES = ("mcp", "ssh")
 socket inside the workspace), and ssh/2 onto the workspace's shell."""
 
 
-def capabilities_used(agent: object) -> frozenset[str]:
-    """The capabilities ``agent`` declares it connects to; all of them where it declares none
-    (a plug-in written before agents could say). Raises AgentError for a name not served."""
+def capabilities_used(agent: object, spec: RunSpec) -> frozenset[str]:
+    """The capabilities ``agent`` declares it connects to in the run ``spec``; all of them where
+    it declares none (a plug-in written before agents could say). Raises AgentError for a name
+    not served."""
     declared = getattr(agent, "capabilities", CAPABILITIES)
+    if callable(declared):
+        declared = declared(spec)
     unknown = sorted(set(declared) - set(CAPABILITIES))
     if unknown:
         from engine.errors import AgentError

@@ -25,17 +25,22 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from engine.agents import AgentContext, AgentOutcome
-from engine.models import Step
+from engine.models import RunSpec, Step
 
 
 class IntegrationTestAgent:
     takes_model = False
     deterministic = True
-    capabilities = ("mcp", "ssh")
-
     def __init__(self, name: str = "integration_test", timeout_seconds: float = 600.0) -> None:
         self.name = name
         self.timeout_seconds = timeout_seconds
+
+    @staticmethod
+    def capabilities(spec: RunSpec) -> tuple[str, ...]:
+        """MCP (a step's default), and ssh only where a golden step says ``capability: ssh``."""
+        steps = spec.task.validation or []
+        uses_ssh = any(isinstance(step, Mapping) and step.get("capability") == "ssh" for step in steps)
+        return ("mcp", "ssh") if uses_ssh else ("mcp",)
 
     async def run(self, ctx: AgentContext) -> AgentOutcome:
         outcome = AgentOutcome(stop_reason="done", answer="")

@@ -1,11 +1,12 @@
-"""What serves a run's capabilities, imported in a thread ahead of the first run.
+"""What serves a run's tools, imported in a thread ahead of the first run.
 
-The MCP SDK and asyncssh are ~0.6-0.8 s of imports, and every run that executes needs them.
-A sweep starts loading them as soon as its command line is validated, so the import overlaps
-the sweep's planning (git), the store and engine checks and the first containers' start
-instead of delaying the first runs. Once per process; a batch that finds it not started
-starts it. Nothing that only reads results (a check answered from the store, ``query``)
-ever loads them.
+The MCP SDK is ~0.6 s of imports, and nearly every agent connects to it. A sweep starts
+loading it as soon as its command line is validated, so the import overlaps the sweep's
+planning (git), the store and engine checks and the first containers' start instead of
+delaying the first runs. Once per process; a batch that finds it not started starts it.
+Nothing that only reads results (a check answered from the store, ``query``) ever loads it.
+asyncssh (~0.3 s more) is not loaded here: few agents connect over ssh (``Agent.capabilities``),
+so a run whose agent does imports it then, in a thread (engine/run/trial.py).
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ _lock = threading.Lock()
 
 def _load() -> None:
     import engine.capabilities.mcp_server  # noqa: F401
-    import engine.capabilities.ssh_server  # noqa: F401
 
 
 def serving_loaded() -> concurrent.futures.Future:

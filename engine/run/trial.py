@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import importlib
 import logging
 import os
 import secrets
@@ -209,8 +210,8 @@ class Runner:
             # serves it may still be loading (``serving``): a run waits for that as part of it.
             # Only what the agent connects to is served (and waited for): noop gets nothing.
             agent = make_agent(spec.agent, spec.model)
-            parts.uses = capabilities_used(agent)
-            if self.serving is not None and parts.uses:
+            parts.uses = capabilities_used(agent, spec)
+            if self.serving is not None and "mcp" in parts.uses:
                 with contextlib.suppress(Exception):  # a failed load: the import below says why
                     await asyncio.shield(self.serving)
             if "mcp" in parts.uses:
@@ -345,6 +346,8 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpServi
             if ws.bridge is not None:  # the same MCP server, from inside the workspace, with no network
                 capabilities["mcp_socket"] = f"{ws.bridge}/{MCP_SOCKET}"
         if serve_ssh:
+            # Imported in a thread (asyncssh: ~0.3 s), not on the loop every run shares.
+            await asyncio.to_thread(importlib.import_module, "engine.capabilities.ssh_server")
             from engine.capabilities.ssh_server import serve_ssh as ssh_server
 
             # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
