@@ -53,14 +53,27 @@ def file_lock(name: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_DIGESTS: dict[tuple, str] = {}
+"""Generator digests this process computed, by its files' names, sizes and mtimes: a sweep
+plans one job per task of the same generator (~40 ms each to read and hash it again)."""
+
+
 def _generator_digest(source: Path) -> str:
     """Everything the generator reads: its own folder and the shared generator modules."""
+    files = [Path(root) / name for root, dirs, names in os.walk(source)
+             for name in names if "__pycache__" not in Path(root).relative_to(source).parts]
+    files = [path for path in files if path.is_file()]
+    files += [p for p in source.parent.glob("*.py") if p.is_file()]
+    files.sort()
+    stats = [path.stat() for path in files]
+    key = tuple((str(path), st.st_size, st.st_mtime_ns) for path, st in zip(files, stats))
+    if key in _DIGESTS:
+        return _DIGESTS[key]
     digest = hashlib.sha256()
-    files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    files += list(source.parent.glob("*.py"))
-    for path in sorted(files):
+    for path in files:
         digest.update(str(path.relative_to(source.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    _DIGESTS[key] = digest.hexdigest()[:16]
+    return _DIGESTS[key]
 
 
 def _generated_repo(name: str) -> Path:
