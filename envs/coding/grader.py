@@ -13,6 +13,7 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import posixpath
@@ -266,11 +267,20 @@ async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfi
         wanted = scanner.python_paths_to_read(data, patterns)[:SCAN_FILES]
     except ValueError as exc:  # git applied it, so git can read it; recorded, never a crash
         return {"refuse": integrity.refuse_test_aware_code, "findings": [], "error": f"diff not read: {exc}"}
-    for path in wanted:
-        try:
-            contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
-        except WorkspaceError:
-            contents[path] = None  # not there to run (a rename's old side, a dropped path)
+    reading = asyncio.Semaphore(8)  # together, not one after another: each is a request to the engine
+
+    async def read(path: str) -> None:
+        async with reading:
+            try:
+                contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
+            except WorkspaceError:
+                contents[path] = None  # not there to run (a rename's old side, a dropped path)
+
+    failed = [r for r in await asyncio.gather(*(read(path) for path in wanted), return_exceptions=True)
+              if isinstance(r, BaseException)]  # every read ended, then the first failure as it was
+    if failed:
+        raise failed[0]
+    contents = {path: contents[path] for path in wanted}  # in the diff's order, as before
     findings = scanner.scan(data, contents, patterns)
     return {"refuse": integrity.refuse_test_aware_code, "findings": [f.to_dict() for f in findings]}
 
