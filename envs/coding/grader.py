@@ -229,14 +229,17 @@ async def grade(
             owned = {} if ready.isolation.separate else owned
             staged.update(ready.isolation.support)
         try:
-            raw["apply"], hidden_seconds, seconds = await _stage(ready, submission.diff, staged, deadline, owned)
+            scanning = (renaming is None or not renaming.second)  # a re-run applies the same diff: the first's scan covers it
+            wanted = _scan_paths(task, submission.diff) if scanning else []
+            raw["apply"], hidden_seconds, seconds, sent = await _stage(ready, submission.diff, staged, deadline, owned,
+                                                                       [] if isinstance(wanted, str) else wanted)
             # One command did both; "hidden" is its in-container share, so the two still add up.
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
-                if renaming is None or not renaming.second:  # a re-run applies the same diff: the first's scan covers it
+                if scanning:
                     began = time.monotonic()
-                    raw["scan"] = await _scan(ws, task, integrity, submission.diff)
+                    raw["scan"] = await _scan(ws, task, integrity, submission.diff, wanted, sent)
                     raw["durations"]["scan"] = round(time.monotonic() - began, 4)
                 raw["test"], output = await _run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
@@ -256,17 +259,29 @@ async def grade(
     return regrade(raw, task)
 
 
-async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, diff: str) -> dict:
-    """The test-awareness scan (envs/coding/scanner.py) of the code as it will run: each
-    changed Python file read here, after the diff is applied and before any test runs."""
-    # The diff as it applied: CRLF line ends normalised where only that variant applies.
-    data = _patch_variants(diff)[-1][1] if diff.strip() else b""
-    patterns = protect.test_path_patterns(task)
-    contents: dict[str, bytes | None] = {}
+def _scanned_diff(diff: str) -> bytes:
+    """The diff as it applied: CRLF line ends normalised where only that variant applies."""
+    return _patch_variants(diff)[-1][1] if diff.strip() else b""
+
+
+def _scan_paths(task: CodingTaskConfig, diff: str) -> list[str] | str:
+    """The changed Python files the scan reads, or why the diff could not be read."""
     try:
-        wanted = scanner.python_paths_to_read(data, patterns)[:SCAN_FILES]
+        return scanner.python_paths_to_read(_scanned_diff(diff), protect.test_path_patterns(task))[:SCAN_FILES]
     except ValueError as exc:  # git applied it, so git can read it; recorded, never a crash
-        return {"refuse": integrity.refuse_test_aware_code, "findings": [], "error": f"diff not read: {exc}"}
+        return f"diff not read: {exc}"
+
+
+async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, diff: str,
+                wanted: list[str] | str, sent: Mapping[str, bytes]) -> dict:
+    """The test-awareness scan (envs/coding/scanner.py) of the code as it will run: each
+    changed Python file as the stager sent it back once everything was staged (``sent``), or
+    read here (one request each) where it did not; all before any test runs."""
+    data = _scanned_diff(diff)
+    patterns = protect.test_path_patterns(task)
+    if isinstance(wanted, str):
+        return {"refuse": integrity.refuse_test_aware_code, "findings": [], "error": wanted}
+    contents: dict[str, bytes | None] = {path: sent[path] for path in wanted if path in sent}
     reading = asyncio.Semaphore(8)  # together, not one after another: each is a request to the engine
 
     async def read(path: str) -> None:
@@ -276,7 +291,8 @@ async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfi
             except WorkspaceError:
                 contents[path] = None  # not there to run (a rename's old side, a dropped path)
 
-    failed = [r for r in await asyncio.gather(*(read(path) for path in wanted), return_exceptions=True)
+    failed = [r for r in await asyncio.gather(*(read(path) for path in wanted if path not in sent),
+                                              return_exceptions=True)
               if isinstance(r, BaseException)]  # every read ended, then the first failure as it was
     if failed:
         raise failed[0]
@@ -303,18 +319,22 @@ def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
     return variants
 
 
-async def _stage(ready: staging.Staging, diff: str, hidden: Mapping[str, bytes],
-                 deadline: float, in_repo: Mapping[str, bytes]) -> tuple[dict, float, float]:
+async def _stage(ready: staging.Staging, diff: str, hidden: Mapping[str, bytes], deadline: float,
+                 in_repo: Mapping[str, bytes], scan: Sequence[str] = ()) -> tuple[dict, float, float, dict[str, bytes]]:
     """Hand the submission to the stager: (the apply record, seconds writing the hidden tests,
-    seconds in all). ``in_repo``: those of ``hidden`` written into the repo."""
+    seconds in all, the ``scan`` files it sent back). ``in_repo``: those of ``hidden`` written
+    into the repo."""
     variants = _patch_variants(diff)
-    stdin = staging.submission_input(variants, list(hidden.values()), _staged_paths(diff, in_repo))
+    stdin = staging.submission_input(variants, list(hidden.values()), _staged_paths(diff, in_repo), scan)
     done = await staging.run(ready.stager, stdin, _left(deadline, "staging"), STAGE_OUTPUT_BYTES)
-    text = done.output.decode("utf-8", "replace")
+    sent = staging.scanned(done.output, done.output_bytes, ready.nonce) if done.exit_code == 0 else {}
+    cut = done.output.find(f"\n{ready.nonce} scan ".encode())
+    text = (done.output if cut < 0 else done.output[:cut]).decode("utf-8", "replace")
     if done.timed_out or done.exit_code not in (0, staging.NOT_APPLIED):
         raise GradeError(f"cannot stage the submission: {_brief(text, done.exit_code)}")
     attempts, hidden_seconds = _records(text, ready.nonce)
-    return {"ok": done.exit_code == 0, "empty": not variants, "attempts": attempts}, hidden_seconds, done.seconds
+    return ({"ok": done.exit_code == 0, "empty": not variants, "attempts": attempts}, hidden_seconds, done.seconds,
+            sent)
 
 
 async def _dismiss(ready: staging.Staging) -> None:

@@ -139,13 +139,42 @@ async def _write_preamble(process: Process, data: bytes) -> None:
         pass  # it has ended already: running it reports how
 
 
-def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None) -> bytes:
-    """What the stager reads: the header line, then every piece back to back."""
+def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None,
+                     scan: Sequence[str] = ()) -> bytes:
+    """What the stager reads: the header line, then every piece back to back. ``scan``: the
+    repo paths whose contents the stager sends back once everything is staged (``scanned``)."""
     own_list = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in owned or [])
-    header = [str(len(variants)), "all" if owned is None else "list", str(len(own_list))]
+    scan_list = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in scan)
+    header = [str(len(variants)), "all" if owned is None else "list", str(len(own_list)), str(len(scan_list))]
     header += [f"{label} {len(body)}" for label, body in variants]
     header += [str(len(body)) for body in hidden]
-    return " ".join(header).encode() + b"\n" + b"".join([*(body for _, body in variants), *hidden, own_list])
+    return " ".join(header).encode() + b"\n" + b"".join([*(body for _, body in variants), *hidden, own_list,
+                                                        scan_list])
+
+
+def scanned(output: bytes, total: int, nonce: str) -> dict[str, bytes]:
+    """The files the stager sent back at its end (``NONCE scan SIZE PATH_BYTES`` then the path
+    and the file), by repo path: regular files only, read as root once everything was staged
+    and before any test ran. Nothing when the output was cut (over what is kept, its middle is
+    gone) or a record is malformed; a path not here is read from the workspace instead."""
+    if total != len(output):
+        return {}
+    marker = f"\n{nonce} scan ".encode()
+    found: dict[str, bytes] = {}
+    at = output.find(marker)
+    while at >= 0:
+        line_end = output.find(b"\n", at + len(marker))
+        fields = output[at + len(marker):line_end].split(b" ") if line_end >= 0 else []
+        if len(fields) != 2 or not all(f.isdigit() for f in fields):
+            return found
+        size, path_bytes = int(fields[0]), int(fields[1])
+        start = line_end + 1
+        if start + path_bytes + size > len(output):
+            return found
+        path = output[start:start + path_bytes].decode("utf-8", "surrogateescape")
+        found[path] = output[start + path_bytes:start + path_bytes + size]
+        at = output.find(marker, start + path_bytes + size)
+    return found
 
 
 async def run(waiting: Waiting, stdin: bytes, timeout: float, keep: int) -> Finished:

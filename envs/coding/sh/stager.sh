@@ -7,8 +7,10 @@
 # text, del removes the path; the test change's deletions and renames arrive as del entries)
 # (the prelude: set -euo pipefail and the HARDEN array of git flags). It resets the tree to
 # the baseline at once, then waits on stdin for the submission: the header line
-# "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]..." and the pieces
-# back to back (staging.submission_input). VERDICT is empty, or the isolated verdict's dir
+# "<npatch> <all|list> <own bytes> <scan bytes> [<label> <bytes>]... [<hidden bytes>]..." and
+# the pieces back to back (staging.submission_input). Once all is staged, each scan path that
+# is a regular file goes back on stdout (staging.scanned): "\nNONCE scan SIZE PATH_BYTES\n",
+# the path, the file: the test-awareness scan's input without a request per file. VERDICT is empty, or the isolated verdict's dir
 # (owned by TESTER) where the HIDDEN tests go instead of the repo; an absolute HIDDEN path is
 # a grader's own file. Exits 10 when no variant of the diff applies, 3 when the workspace or
 # its input is not what it expects.
@@ -35,30 +37,32 @@ git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
 git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
 git "${HARDEN[@]}" clean -fdq
 
-# The header: "<npatch> <all|list> <own bytes> [<label> <bytes>]... [<hidden bytes>]...". Each
+# The header: "<npatch> <all|list> <own bytes> <scan bytes> [<label> <bytes>]... [<hidden bytes>]...". Each
 # piece is read with head -c, which never reads past its count: a short input leaves the
 # total short, which one count over all the pieces catches.
 fail() { echo "crucible: $*" >&2; exit 3; }
 count() { [[ $1 =~ ^(0|[1-9][0-9]{0,15})$ ]]; }
 read -r -a header || fail "no submission arrived"
-NPATCH=${header[0]:-x} OWN=${header[1]:-} OWN_BYTES=${header[2]:-x}
-count "$NPATCH" && count "$OWN_BYTES" && [[ $OWN == all || $OWN == list ]] || fail "bad staging header"
-[ "${#header[@]}" = $((3 + 2 * NPATCH + ${#hidden[@]})) ] || fail "bad staging header"
-labels=() pieces=() expected=$OWN_BYTES
+NPATCH=${header[0]:-x} OWN=${header[1]:-} OWN_BYTES=${header[2]:-x} SCAN_BYTES=${header[3]:-x}
+count "$NPATCH" && count "$OWN_BYTES" && count "$SCAN_BYTES" && [[ $OWN == all || $OWN == list ]] ||
+  fail "bad staging header"
+[ "${#header[@]}" = $((4 + 2 * NPATCH + ${#hidden[@]})) ] || fail "bad staging header"
+labels=() pieces=() expected=$((OWN_BYTES + SCAN_BYTES))
 for ((i = 0; i < NPATCH; i++)); do
-  label=${header[3 + 2 * i]} size=${header[4 + 2 * i]}
+  label=${header[4 + 2 * i]} size=${header[5 + 2 * i]}
   [[ $label =~ ^[a-z-]+$ ]] && count "$size" || fail "bad staging header"
   labels+=("$label"); pieces+=("$DIR/$label.patch"); expected=$((expected + size))
   head -c "$size" > "$DIR/$label.patch"
 done
 for ((i = 0; i < ${#hidden[@]}; i++)); do
-  size=${header[3 + 2 * NPATCH + i]}
+  size=${header[4 + 2 * NPATCH + i]}
   count "$size" || fail "bad staging header"
   pieces+=("$DIR/hidden.$i"); expected=$((expected + size))
   head -c "$size" > "$DIR/hidden.$i"
 done
-pieces+=("$DIR/own")
+pieces+=("$DIR/own" "$DIR/scan")
 head -c "$OWN_BYTES" > "$DIR/own"
+head -c "$SCAN_BYTES" > "$DIR/scan"
 wc -c -- "${pieces[@]}" > "$DIR/count"  # its last line is the total (or the only file's count)
 total=
 while read -r n _; do total=$n; done < "$DIR/count"
@@ -191,3 +195,13 @@ if [ "$UID_WALL" = 1 ] && [ -z "$VERDICT" ]; then
   if [ ${#links[@]} != 0 ]; then chown -h 0:0 -- "${links[@]}"; fi
   if [ ${#files[@]} != 0 ]; then chown 0:0 -- "${files[@]}"; chmod go-w -- "${files[@]}"; fi
 fi
+
+# The scan's files, as they will run (staging.scanned): regular files, not symlinks, read as
+# root now that everything is staged and before any test runs.
+while IFS= read -r -d '' rel; do
+  path=$WORKDIR/$rel
+  if [ -z "$rel" ] || [ -L "$path" ] || [ ! -f "$path" ]; then continue; fi
+  size=$(wc -c < "$path") || continue
+  printf '\n%s scan %s %s\n%s' "$NONCE" "$((size))" "$(LC_ALL=C; echo "${#rel}")" "$rel"
+  cat -- "$path" || exit 0  # a short last record is dropped (staging.scanned): read from the workspace then
+done < "$DIR/scan"
