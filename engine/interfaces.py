@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
+from engine.errors import AgentError
 from engine.models import (
     BuildRecord,
     CapturedSubmission,
@@ -199,8 +200,6 @@ def capabilities_used(agent: object, spec: RunSpec) -> frozenset[str]:
         declared = declared(spec)
     unknown = sorted(set(declared) - set(CAPABILITIES))
     if unknown:
-        from engine.errors import AgentError
-
         raise AgentError(f"agent {getattr(agent, 'name', type(agent).__name__)!r} declares capabilities "
                          f"{unknown}, not among {list(CAPABILITIES)}")
     return frozenset(declared)

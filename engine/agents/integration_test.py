@@ -31,6 +31,7 @@ from engine.models import RunSpec, Step
 class IntegrationTestAgent:
     takes_model = False
     deterministic = True
+
     def __init__(self, name: str = "integration_test", timeout_seconds: float = 600.0) -> None:
         self.name = name
         self.timeout_seconds = timeout_seconds

@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -60,13 +61,16 @@ plans one job per task of the same generator (~40 ms each to read and hash it ag
 
 def _generator_digest(source: Path) -> str:
     """Everything the generator reads: its own folder and the shared generator modules."""
-    files = [Path(root) / name for root, dirs, names in os.walk(source)
+    found = [Path(root) / name for root, _, names in os.walk(source)
              for name in names if "__pycache__" not in Path(root).relative_to(source).parts]
-    files = [path for path in files if path.is_file()]
-    files += [p for p in source.parent.glob("*.py") if p.is_file()]
-    files.sort()
-    stats = [path.stat() for path in files]
-    key = tuple((str(path), st.st_size, st.st_mtime_ns) for path, st in zip(files, stats))
+    stats = {}
+    for path in [*found, *source.parent.glob("*.py")]:
+        try:
+            stats[path] = path.stat()
+        except OSError:  # a dangling link: nothing the generator can read
+            continue
+    files = sorted(path for path, st in stats.items() if stat.S_ISREG(st.st_mode))
+    key = tuple((str(path), stats[path].st_size, stats[path].st_mtime_ns) for path in files)
     if key in _DIGESTS:
         return _DIGESTS[key]
     digest = hashlib.sha256()

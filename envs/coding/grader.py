@@ -13,7 +13,6 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import posixpath
@@ -281,22 +280,15 @@ async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfi
     patterns = protect.test_path_patterns(task)
     if isinstance(wanted, str):
         return {"refuse": integrity.refuse_test_aware_code, "findings": [], "error": wanted}
-    contents: dict[str, bytes | None] = {path: sent[path] for path in wanted if path in sent}
-    reading = asyncio.Semaphore(8)  # together, not one after another: each is a request to the engine
-
-    async def read(path: str) -> None:
-        async with reading:
-            try:
-                contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
-            except WorkspaceError:
-                contents[path] = None  # not there to run (a rename's old side, a dropped path)
-
-    failed = [r for r in await asyncio.gather(*(read(path) for path in wanted if path not in sent),
-                                              return_exceptions=True)
-              if isinstance(r, BaseException)]  # every read ended, then the first failure as it was
-    if failed:
-        raise failed[0]
-    contents = {path: contents[path] for path in wanted}  # in the diff's order, as before
+    contents: dict[str, bytes | None] = {}
+    for path in wanted:
+        if path in sent:
+            contents[path] = sent[path]
+            continue
+        try:  # a symlink, a path not there, or the stager's output cut: read it here
+            contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
+        except WorkspaceError:
+            contents[path] = None  # not there to run (a rename's old side, a dropped path)
     findings = scanner.scan(data, contents, patterns)
     return {"refuse": integrity.refuse_test_aware_code, "findings": [f.to_dict() for f in findings]}
 

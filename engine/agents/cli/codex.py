@@ -153,7 +153,6 @@ class CodexAgent(CliAgent):
         return session_events(result.stdout)
 
 
-
 def _toml(text: str) -> str:
     return json.dumps(text)  # a JSON string is a valid TOML basic string
 
