@@ -105,7 +105,13 @@ def test_output_after_pytests_end_is_recorded_and_ignored_in_every_mode(records)
             assert record.raw_grade["reason"].startswith(TAMPERED_REPORT), f"[{mode}] {why(record)}"
             assert record.raw_grade["results"]["sha256"] != test["end"]["runner_report"], why(record)
             # what the end marker alone stopped: a report with no failure
-            assert {t.status for t in record.tests} == {"PASSED"}, why(record)
+            statuses = {t.status for t in record.tests}
+            if attack_id == "trailing-detached":
+                # the detached writer races the read: a report caught mid-rewrite names fewer tests
+                # (or none), but never a failure, and the digest has already scored it tampered
+                assert statuses <= {"PASSED"}, f"[{mode}] {why(record)}"
+            else:
+                assert statuses == {"PASSED"}, f"[{attack_id} {mode}] {why(record)}"
             if attack_id != "trailing-detached":  # a detached writer may print after the output is drained
                 assert "22 passed" in test["after_end"]["tail"], test
     golden = _record(records, "control-golden", "strict").raw_grade
