@@ -433,10 +433,11 @@ class TaskAuthoring(Protocol):
 
 
 class Store(Protocol):
-    def record_run(self, record: RunRecord) -> None:
-        """Durably write the run's record beside its outputs, then ingest it (retried)."""
+    def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:
+        """Durably write the run's record beside its outputs, then ingest it (retried);
+        ``ingest=False`` leaves it for the next ingest (every read ingests first)."""
 
-    def record_build(self, record: BuildRecord) -> None: ...
+    def record_build(self, record: BuildRecord, *, ingest: bool = True) -> None: ...
 
     def record_terminal_event(self, run_id: str, event: dict) -> Any:
         """Spool and ingest one event of a run's terminal (engine/store/terminals.py)."""

@@ -282,7 +282,9 @@ class ContentAddressedBuilder:
             error=error,
         )
         if store is not None:
-            store.record_build(record)
+            # A cache hit's record is bookkeeping: spooled (durably) for the next ingest, the
+            # run's own record or any read, rather than a turn at the store of its own.
+            store.record_build(record, ingest=not cache_hit)
         return record
 
     def _build(self, ref: ImageRef, log_path: Path) -> dict:

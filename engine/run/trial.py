@@ -403,7 +403,11 @@ async def _cancelled(*futures: asyncio.Future | None) -> None:
 class _EarlyWrites:
     """Store writes a run need not wait for (its "running" record, its build record): made in
     order, in a worker thread, while the run goes on. ``drain`` waits for them; a failed one is
-    logged, since the final record supersedes it (and ``_finish`` raises if the store still fails)."""
+    logged, since the final record supersedes it (and ``_finish`` raises if the store still fails).
+
+    They are written durably but not ingested: the final record's ingest commits them in the
+    same turn at the store (each turn opens the file: ~20 ms), and any crucible command that
+    reads the store ingests them first, so a running run is never missing from a query."""
 
     def __init__(self, store) -> None:
         self.store = store
@@ -422,7 +426,7 @@ class _EarlyWrites:
             if previous is not None:
                 await previous
             try:
-                await asyncio.to_thread(write, item)
+                await asyncio.to_thread(write, item, ingest=False)
             except Exception as exc:
                 log.warning("an early store write failed (the final record supersedes it): %s", exc)
 
@@ -440,8 +444,8 @@ class _BuildRecords:
     def __init__(self) -> None:
         self.records: list = []
 
-    def record_build(self, record) -> None:
-        self.records.append(record)
+    def record_build(self, record, *, ingest: bool = True) -> None:
+        self.records.append(record)  # written by the run's early writes, which never ingest
 
 
 @dataclass

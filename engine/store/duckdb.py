@@ -69,6 +69,12 @@ BATCH = 500
 """Records per ingest transaction: short enough that readers get their turn."""
 FINAL_RUN_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")
 
+_SCHEMA_READY: dict[tuple[str, int, int], tuple[int, int]] = {}
+"""Store files (path, device, inode) whose schema this process (pid) has seen at a version: a
+sweep opens its store several times before it starts, and each check is a write turn. Per
+process, not per object: a forked child checks again (its parent's check says nothing about
+the file the child sees); per file, not path: a store removed and made again is checked."""
+
 
 class DuckDBStore:
     """``engine.interfaces.Store`` over an embedded DuckDB file (default ``paths.store_path()``)."""
@@ -80,7 +86,6 @@ class DuckDBStore:
         # gave (store=, $CRUCIBLE_STORE) in a directory that does not exist is a mistake.
         self.is_default = not path and not os.environ.get("CRUCIBLE_STORE")
         self.lock_timeout = lock_timeout
-        self._schema_ready_pid: int | None = None
 
     def validate(self) -> DuckDBStore:
         """Open the store once, now (creating a missing file), so that a path that cannot be
@@ -133,23 +138,27 @@ class DuckDBStore:
         name = spool_name("run", record.run_id, document["record_seq"], record.status)
         return atomic_write_json(paths.spool_dir() / name, document)
 
-    def record_run(self, record: RunRecord) -> None:
+    def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:
         """Write the record durably (beside the run and in the spool), then ingest the spool.
 
         Raises StoreError if the store stays locked past ``lock_timeout``; the record then
-        waits in the spool and the next ingest (any crucible command) commits it.
+        waits in the spool and the next ingest (any crucible command) commits it. With
+        ``ingest=False`` it waits there anyway: for a record the run's final one commits
+        (every read ingests the spool first, so no crucible reader misses it).
         """
         spool_file = self.write_run_record(record, Path(record.run_dir) if record.run_dir else None)
-        self._ingest_or_explain(f"run {record.run_id}", spool_file)
+        if ingest:
+            self._ingest_or_explain(f"run {record.run_id}", spool_file)
 
-    def record_build(self, record: BuildRecord) -> None:
+    def record_build(self, record: BuildRecord, *, ingest: bool = True) -> None:
         """As ``record_run``, for a build; its durable copy is ``builds/<build_id>.json``."""
         document = self._document("build", dataclasses.asdict(record), next_seq())
         atomic_write_json(paths.builds_dir() / f"{safe_name(record.build_id)}.json", document)
         spool_file = atomic_write_json(
             paths.spool_dir() / spool_name("build", record.build_id, document["record_seq"]), document
         )
-        self._ingest_or_explain(f"build {record.build_id}", spool_file)
+        if ingest:
+            self._ingest_or_explain(f"build {record.build_id}", spool_file)
 
     def record_terminal_event(self, run_id: str, event: dict) -> Path:
         """Spool one terminal event of ``run_id`` (engine/store/terminals.py), then ingest it.
@@ -394,35 +403,42 @@ class DuckDBStore:
         return open_store(self.path, read_only=read_only, timeout=self.lock_timeout)
 
     def _ensure_schema(self) -> None:
-        # Per process, not per object: a forked child re-checks (its parent's flag says
-        # nothing about the file the child sees).
-        if self._schema_ready_pid == os.getpid():
+        file = self._file_identity()
+        if file is not None and _SCHEMA_READY.get(file) == (os.getpid(), SCHEMA_VERSION):
             return
         if self.is_default:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect(read_only=False) as con:
-            if _schema_version(con) == SCHEMA_VERSION:
-                # Every table is there: the version is written only after the DDL and upgrades
-                # ran (~0.03 s of DDL an open, and a sweep opens its store 3 times before it
-                # starts). A new table comes with a SCHEMA_VERSION bump, as a new column does.
-                self._schema_ready_pid = os.getpid()
-                return
-            for statement in DDL:
+            if _schema_version(con) != SCHEMA_VERSION:
+                self._create_or_upgrade(con)
+            # Every table is there: the version is written only after the DDL and upgrades ran.
+            # A new table comes with a SCHEMA_VERSION bump, as a new column does.
+        if (file := self._file_identity()) is not None:
+            _SCHEMA_READY[file] = (os.getpid(), SCHEMA_VERSION)
+
+    def _file_identity(self) -> tuple[str, int, int] | None:
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return None
+        return str(self.path), found.st_dev, found.st_ino
+
+    def _create_or_upgrade(self, con: duckdb.DuckDBPyConnection) -> None:
+        for statement in DDL:
+            con.execute(statement)
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path} has schema version {row[0]}, newer than this crucible's "
+                f"{SCHEMA_VERSION}; upgrade crucible"
+            )
+        elif int(row[0]) < SCHEMA_VERSION:
+            # New tables the DDL above has just created; new columns of old tables here.
+            for statement in UPGRADES:
                 con.execute(statement)
-            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"store {self.path} has schema version {row[0]}, newer than this crucible's "
-                    f"{SCHEMA_VERSION}; upgrade crucible"
-                )
-            elif int(row[0]) < SCHEMA_VERSION:
-                # New tables the DDL above has just created; new columns of old tables here.
-                for statement in UPGRADES:
-                    con.execute(statement)
-                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
-        self._schema_ready_pid = os.getpid()
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
 
 def _schema_version(con) -> int | None:

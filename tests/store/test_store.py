@@ -193,6 +193,43 @@ def test_record_build_is_durable_and_upserted_by_build_id(store):
     assert rows == [("b1", True, 0.01, 1 << 30, T0.replace(tzinfo=None))]
 
 
+def test_a_record_spooled_without_ingest_waits_for_the_next_ingest_and_every_read_sees_it(store):
+    """A run's early records (its "running" record, its build) are spooled only; the final
+    record's ingest commits them with it, and a read before that ingests them itself."""
+    build = BuildRecord(build_id="b1", tag="crucible/x:abc", input_hash="abc", purpose="task", cache_hit=True,
+                        seconds=0.01, size_bytes=1, inputs={}, log_path=None, started_at=T0.isoformat())
+    store.record_build(build, ingest=False)
+    store.record_run(make_run("r1", "running"), ingest=False)
+    assert len(pending_files(paths.spool_dir())) == 2
+    assert store.get_run("r1").status == "running"  # the read ingested both first
+    assert store.query("SELECT build_id FROM builds")[1] == [("b1",)]
+    assert pending_files(paths.spool_dir()) == []
+    store.record_run(make_run("r2", "running"), ingest=False)
+    store.record_run(make_run("r2"))  # the final record's ingest takes the early one along
+    assert pending_files(paths.spool_dir()) == []
+    assert store.query("SELECT status, count(*) FROM runs WHERE run_id = 'r2' GROUP BY ALL")[1] == [("completed", 1)]
+
+
+def test_a_write_leaves_its_log_until_the_log_outgrows_the_checkpoint_size(store, monkeypatch):
+    """A checkpoint rewrites the tables' last row groups at a cost that grows with the store, so
+    writes leave DuckDB's log in place and a write turn folds it in only past its size."""
+    import engine.store.lock as lock
+
+    wal = store.path.with_name(store.path.name + ".wal")
+    store.record_run(make_run("r1"))
+    logged = wal.stat().st_size
+    assert 0 < logged < lock.WAL_CHECKPOINT_BYTES
+    # another process (a fresh DuckDB) reads what sits in the log
+    read = subprocess.run([sys.executable, "-c", "import duckdb; c = duckdb.connect(%r, read_only=True); "
+                           "print(c.execute('SELECT run_id FROM runs').fetchall())" % str(store.path)],
+                          capture_output=True, text=True, check=True)
+    assert read.stdout.strip() == "[('r1',)]"
+    monkeypatch.setattr(lock, "WAL_CHECKPOINT_BYTES", logged)  # the next write takes it past
+    store.record_run(make_run("r2"))
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert sorted(store.query("SELECT run_id FROM runs")[1]) == [("r1",), ("r2",)]
+
+
 def test_a_locked_store_keeps_the_record_in_the_spool_for_the_next_command(store):
     store.ingest_pending()  # create the file
     holder = subprocess.Popen(

@@ -361,7 +361,7 @@ class LocalTemplateBuilder:
                                  purpose=ref.purpose, cache_hit=hit, seconds=time.monotonic() - t0, size_bytes=None,
                                  inputs=ref.inputs, log_path=None, started_at=started, error=error)
             if store is not None:
-                store.record_build(record)
+                store.record_build(record, ingest=not hit)  # a hit's record waits for the next ingest
         return record
 
 
