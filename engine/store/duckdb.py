@@ -411,6 +411,8 @@ class DuckDBStore:
         with self._connect(read_only=False) as con:
             if _schema_version(con) != SCHEMA_VERSION:
                 self._create_or_upgrade(con)
+                # Into the file now, not the log: every later ATTACH would replay the DDL.
+                con.execute("CHECKPOINT")
             # Every table is there: the version is written only after the DDL and upgrades ran.
             # A new table comes with a SCHEMA_VERSION bump, as a new column does.
         if (file := self._file_identity()) is not None:
