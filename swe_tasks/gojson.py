@@ -24,9 +24,13 @@ turned up, which the tested code decides by ending the run early):
 - ``own``: run_script.sh passes ``-json`` itself (its parser reads events): only the -exec
   program is added (a ``-v`` beside its ``-json`` would unframe the binary's lines too; ``go
   list`` does not know ``-exec``), nothing rebuilt, the events read as they are;
-- ``refused``: run_script.sh also runs a go command that would take ``-json`` from ``GOFLAGS``
-  too and print something else (``go list`` prints JSON objects instead of import paths): nothing
-  is added, the parser alone judges, and the raw grade says why.
+- ``wrapped``: run_script.sh also runs a go command that would take ``-json`` from ``GOFLAGS``
+  too and print something else (``go list`` prints JSON objects instead of import paths): only
+  the -exec program goes into ``GOFLAGS`` (``go list`` does not know ``-exec``), and ``-json`` is
+  given to ``go test`` alone by a root-owned ``go`` put first on run_script.sh's PATH
+  (sh/go_wrap.sh), which runs every other go command as given. The text is rebuilt as for
+  ``added``. A run_script.sh that finds another go first (an absolute path, its own PATH) gets no
+  events, and is then unresolved like any other without them.
 
 A listed test then passes only if the parser says PASSED AND the events say pass (``confirm``);
 a name seen in more than one package counts by its worst status; where the events were expected
@@ -58,37 +62,47 @@ def _code_lines(run_script: bytes) -> list[bytes]:
 
 def how(run_script: bytes) -> str:
     """How the official run_script.sh gets its test2json events under ``strict``: ``added``,
-    ``own``, ``refused`` (see the module docstring), or ``""`` where it runs no ``go test``."""
+    ``own``, ``wrapped`` (see the module docstring), or ``""`` where it runs no ``go test``."""
     lines = _code_lines(run_script)
     if not any(_GO_TEST.search(line) for line in lines):
         return ""
     if any(_JSON_FLAG.search(line) for line in lines if _GO_TEST.search(line)):
         return "own"
     if any(_OTHER_JSON_COMMANDS.search(line) for line in lines):
-        return "refused"
+        return "wrapped"
     return "added"
 
 
-EXPECTED = ("added", "own")
+EXPECTED = ("added", "own", "wrapped")
 """The ways of ``how`` under which events are asked for, so required."""
+REBUILT = ("added", "wrapped")
+"""The ways under which ``-json`` is crucible's: the parser reads the text rebuilt from the events."""
 
 
 def goflags_shown(mode: str, work: str) -> str:
-    """What the recorded run_script command shows for the GOFLAGS added under ``mode``."""
+    """What the recorded run_script command shows for the environment added under ``mode``."""
     if mode not in EXPECTED:
         return ""
     added = "-json " if mode == "added" else ""
-    return f'GOFLAGS="${{GOFLAGS:+$GOFLAGS }}{added}-exec={work}/go-test-exec" '
+    path = f'PATH="{work}/go-wrap:$PATH" ' if mode == "wrapped" else ""
+    return f'{path}GOFLAGS="${{GOFLAGS:+$GOFLAGS }}{added}-exec={work}/go-test-exec" '
 
 
 WHY_NOT = {"refused": "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
                       "GOFLAGS=-json would change its output, so none was added and the parser alone judges"}
+"""Why a grading stored before ``wrapped`` existed (``refused``) was judged by the parser alone."""
 
 
 def exec_program() -> str:
     """go test's ``-exec`` program (sh/go_test_exec.sh, its comments left out), which sh/replay.sh
     writes root's into the grading's work directory."""
     return "#!/bin/bash\n" + shell.script(__file__, "go_test_exec.sh")
+
+
+def wrap_program() -> str:
+    """The ``go`` put first on run_script.sh's PATH under ``wrapped`` (sh/go_wrap.sh, its comments
+    left out), which sh/replay.sh writes root's into the grading's work directory."""
+    return "#!/bin/bash\n" + shell.script(__file__, "go_wrap.sh")
 
 
 def is_event(line: bytes) -> dict[str, Any] | None:

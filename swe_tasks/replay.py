@@ -87,7 +87,8 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
-        args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else ""]
+        args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else "",
+                 gojson.wrap_program() if go_json == "wrapped" else ""]
         stdin = hardened.token.encode() + b"\n" + stdin
         commands["run_script"] = (gojson.goflags_shown(go_json, WORK)
                                   + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
@@ -124,7 +125,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["junit"] = await asyncio.to_thread(junit.record, junit.runs_pytest(assets.run_script), state, data,
                                                hardened.results_dir)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
-        if go_json == "added" and stdout is not None:  # the parser reads the text, as without -json
+        if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
             stdout = gojson.reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))

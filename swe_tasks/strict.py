@@ -22,7 +22,8 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   report into a fresh directory outside the repo (``PYTEST_ADDOPTS``); a listed test passes only
   if the parser AND that report say so (swe_tasks/junit.py);
 - ``go-json-confirms``: where it runs ``go test``, the go command writes test2json events
-  (``-json`` appended to ``GOFLAGS``), the parser reads the text rebuilt from them, and a listed
+  (``-json`` appended to ``GOFLAGS``, or given to ``go test`` alone by a root-owned ``go`` first
+  on run_script.sh's PATH where it also runs ``go list``), the parser reads the text rebuilt from them, and a listed
   test passes only if the parser AND the events' ``pass`` say so (swe_tasks/gojson.py). Elsewhere
   (JavaScript, unittest, ...) the parser alone judges;
 - ``differential-rerun``: the same steps again in a second fresh grading container, the selected

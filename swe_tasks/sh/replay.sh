@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
-#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC]
+#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -22,7 +22,9 @@
 # -exec program (sh/go_test_exec.sh), written root's to WORK/go-test-exec, and
 # `-exec=WORK/go-test-exec` appended to GOFLAGS for run_script.sh (after the image's own value),
 # with `-json` before it where GO_JSON is `added`: the go command writes test2json events, made
-# from the test binary's framed result lines only.
+# from the test binary's framed result lines only. Where GO_JSON is `wrapped`, GO_WRAP is the text
+# of a `go` (sh/go_wrap.sh) written root's to WORK/go-wrap/go, that directory first on
+# run_script.sh's PATH: it gives -json to `go test` alone (`go list` runs as given).
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -39,7 +41,7 @@
 # shellcheck disable=SC1091  # WORK/env.sh is written here
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
-STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} TOKEN=''
+STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-} TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -143,6 +145,11 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
     (umask 022; printf '%s' "$GO_EXEC" > "$WORK/go-test-exec") && chmod 755 "$WORK/go-test-exec"
     if [ "$GO_JSON" = added ]; then goflags="-json "; fi
     local -x GOFLAGS="${GOFLAGS:+$GOFLAGS }${goflags}-exec=$WORK/go-test-exec"
+  fi
+  if [ "$GO_JSON" = wrapped ] && [ -n "$GO_WRAP" ]; then
+    rm -rf "$WORK/go-wrap" && mkdir -m 755 "$WORK/go-wrap"
+    (umask 022; printf '%s' "$GO_WRAP" > "$WORK/go-wrap/go") && chmod 755 "$WORK/go-wrap/go"
+    local -x PATH="$WORK/go-wrap:$PATH"
   fi
   chmod 644 "$WORK/run_script.sh"
   rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"

@@ -6,15 +6,12 @@ stripped, a patch that does not apply); and a stand-in model's sweep ending in p
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import swe_synth
-from engine.util.paths import PROJECT_ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -24,20 +21,12 @@ SHOUT = "instance_synth__shout-2222222222222222222222222222222222222222-vnan"
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
-    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-synth"), base_image)
-    saved = {k: os.environ.get(k) for k in swe_synth.env_for(generated)}
-    os.environ.update(swe_synth.env_for(generated))  # the stand-in server reads the set too
-    yield generated
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    # pointed at in this process too: the stand-in server reads the set
+    with swe_synth.pointed_at(swe_synth.generate(tmp_path_factory.mktemp("swe-synth"), base_image)) as generated:
+        yield generated
 
 
-def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, env=dict(os.environ), timeout=timeout)
+crucible = swe_synth.crucible
 
 
 def query(sql: str) -> list[dict]:

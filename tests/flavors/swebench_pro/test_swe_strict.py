@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import swe_synth
-from engine.util.paths import PROJECT_ROOT
 from swe_tasks import replay, strict
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -28,6 +25,7 @@ CALC = "instance_synth__calc-1111111111111111111111111111111111111111-vnan"
 TALLY = swe_synth.TALLY
 GO_SUM = swe_synth.GO_SUM
 GO_PIPED = swe_synth.GO_PIPED
+GO_LISTED = swe_synth.GO_LISTED
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -110,21 +108,12 @@ reports anything, or writes its JUnit report."""
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
-    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True,
-                                   with_go=True)
-    saved = {k: os.environ.get(k) for k in swe_synth.env_for(generated)}
-    os.environ.update(swe_synth.env_for(generated))
-    yield generated
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True, with_go=True)
+    with swe_synth.pointed_at(generated):
+        yield generated
 
 
-def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, env=dict(os.environ), timeout=timeout)
+crucible = swe_synth.crucible
 
 
 def row(synth: dict, iid: str = CALC) -> dict:
@@ -397,6 +386,30 @@ def test_on_a_go_instance_the_golden_is_confirmed_by_the_go_commands_test2json_e
     assert empty["reward"] == 0.0
     assert {e["name"]: (e["parser"], e["go_json"]) for e in empty["raw"]["listed"]} == {
         "TestAdd": ("FAILED", "FAILED"), "TestMul": ("PASSED", "PASSED")}
+
+
+def test_a_go_instance_that_also_runs_go_list_gets_its_events_from_a_go_that_adds_json_to_go_test_alone(synth, tmp_path):
+    """teleport's run scripts test the packages `go list` names: GOFLAGS=-json would turn those
+    into JSON objects. A root-owned `go` first on run_script.sh's PATH gives -json to `go test`
+    alone; `go list` prints what it printed, and printed result lines are output, not results."""
+    gold = row(synth, GO_LISTED)["patch"]
+    assert graded(tmp_path, "golisted-gold", gold, "none", GO_LISTED)["reward"] == 1.0
+    hardened = graded(tmp_path, "golisted-gold", gold, "strict", GO_LISTED)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["go_json"]["how"] == "wrapped" and raw["go_json"]["expected"] is True and "error" not in raw["go_json"]
+    assert {"name": "TestAdd", "status": "PASSED"} in raw["go_json"]["tests"]
+    assert raw["run_script"]["command"].startswith(
+        'PATH="/workspace/go-wrap:$PATH" GOFLAGS="${GOFLAGS:+$GOFLAGS }-exec=/workspace/go-test-exec" setpriv')
+    assert "packages: synth/gosum\n" in raw["run_script"]["stdout_tail"]  # go list as without crucible
+    assert raw["run_script"]["stdout_reconstructed"] is True
+    assert [(e["name"], e["go_json"], e["judged_by"]) for e in raw["listed"]] == [
+        ("TestAdd", "PASSED", ["parser", "go-json"]), ("TestMul", "PASSED", ["parser", "go-json"])]
+    patch = patch_from(synth, tmp_path, {"sum.go": GO_PRINT_AND_EXIT}, GO_LISTED)
+    assert graded(tmp_path, "golisted-print-and-exit", patch, "none", GO_LISTED)["reward"] == 1.0
+    forged = graded(tmp_path, "golisted-print-and-exit", patch, "strict", GO_LISTED)
+    assert statuses(forged["raw"]) == {"TestAdd": ["PASSED"], "TestMul": ["PASSED"]}  # the parser is fooled
+    assert forged["reward"] == 0.0 and forged["raw"]["reason"].startswith("no named results: "), forged["raw"]["reason"]
 
 
 def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_strict_on_a_go_instance(synth, tmp_path):

@@ -203,14 +203,16 @@ def test_only_a_run_script_line_that_runs_go_test_makes_an_instance_a_go_one_and
     assert gojson.how(b"/usr/local/go/bin/go test -v ./pkg/...\n") == "added"
     # its own -json: the events are there already, nothing added, nothing rebuilt
     assert gojson.how(b"CGO_ENABLED=1 go test -cover -json -race ./... \\\n  | tee log\n") == "own"
-    # go list would print JSON objects too under GOFLAGS=-json: nothing added
-    assert gojson.how(b"SUBJECT=$(go list ./... | grep -v e2e)\ngo test -v $SUBJECT\n") == "refused"
+    # go list would print JSON objects too under GOFLAGS=-json: -json for go test alone, from a go on PATH
+    assert gojson.how(b"SUBJECT=$(go list ./... | grep -v e2e)\ngo test -v $SUBJECT\n") == "wrapped"
     assert gojson.how(b"#!/bin/bash\n# go test is not used here\nnpx jest \"$@\"\n") == ""
     assert gojson.how(b"python -m pytest --go test\n") == ""  # no go command: 'go' is a word of an argument
     assert gojson.how(b"cargo test\nmongo test\n") == ""
     # what each adds to GOFLAGS (go list knows -json but not -exec)
     assert gojson.goflags_shown("added", "/w") == 'GOFLAGS="${GOFLAGS:+$GOFLAGS }-json -exec=/w/go-test-exec" '
     assert gojson.goflags_shown("own", "/w") == 'GOFLAGS="${GOFLAGS:+$GOFLAGS }-exec=/w/go-test-exec" '
+    assert gojson.goflags_shown("wrapped", "/w") == ('PATH="/w/go-wrap:$PATH" '
+                                                     'GOFLAGS="${GOFLAGS:+$GOFLAGS }-exec=/w/go-test-exec" ')
     assert gojson.goflags_shown("refused", "/w") == gojson.goflags_shown("", "/w") == ""
 
 
@@ -266,7 +268,8 @@ def test_a_go_instance_without_result_events_is_unresolved_with_the_reason(strea
     assert [e["go_json"] for e in verdict.raw["listed"]] == [None, None]
 
 
-def test_a_go_instance_whose_run_script_also_runs_go_list_is_judged_by_the_parser_alone_and_says_why():
+def test_a_go_grading_stored_before_wrapped_existed_is_judged_by_the_parser_alone_and_says_why():
+    """Such a run script (it also runs go list) was ``refused``: nothing added, parser alone."""
     graded = go_raw(b"", (GO_F2P, "PASSED"), (GO_P2P, "PASSED"), how="refused")
     verdict = SwebenchProFlavor().regrade(go_spec(), graded)
     assert verdict.reward == 1.0 and [e["judged_by"] for e in verdict.raw["listed"]] == [["parser"], ["parser"]]
@@ -295,3 +298,29 @@ def test_the_exec_program_turns_run_scripts_verbose_flag_back_into_test2json_fra
     older = subprocess.run([str(program), "printf", "<%s>", "-test.v=true", "-test.timeout=10m"],
                            capture_output=True, text=True, check=True)
     assert older.stdout == "<-test.v=true><-test.timeout=10m>"
+
+
+def test_the_wrapping_go_adds_json_to_go_test_alone_and_runs_the_next_go_on_path(tmp_path):
+    """sh/go_wrap.sh, first on PATH: `go test` gets -json (after -C, which must come first),
+    every other go command its own arguments, from the next go on PATH (itself left out)."""
+    wrap, real = tmp_path / "go-wrap", tmp_path / "real"
+    wrap.mkdir()
+    real.mkdir()
+    (wrap / "go").write_text(gojson.wrap_program())
+    (real / "go").write_text('#!/bin/bash\nprintf "%s|" "$@"\n')
+    for script in (wrap / "go", real / "go"):
+        script.chmod(0o755)
+    env = {"PATH": f"{wrap}:{real}:/usr/bin:/bin"}
+
+    def go(*args: str) -> str:
+        done = subprocess.run(["go", *args], env=env, capture_output=True, text=True, check=True)
+        return done.stdout
+
+    assert go("test", "-v", "./pkg") == "test|-json|-v|./pkg|"
+    assert go("list", "./...") == "list|./...|"
+    assert go("test", "-C", "sub dir", "-run", "^(A|B)$") == "test|-C|sub dir|-json|-run|^(A|B)$|"
+    assert go("test", "-C=sub") == "test|-C=sub|-json|"
+    assert go("version") == "version|"
+    lone = subprocess.run([str(wrap / "go"), "test"], env={"PATH": str(wrap)}, capture_output=True,
+                          text=True)
+    assert lone.returncode == 127 and "no go on PATH" in lone.stderr

@@ -52,15 +52,8 @@ def hand_count(model: str) -> tuple[Fraction, Fraction]:
 
 @pytest.fixture(scope="module")
 def synth_env(tmp_path_factory, base_image):
-    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-synth"), base_image)
-    saved = {k: os.environ.get(k) for k in swe_synth.env_for(generated)}
-    os.environ.update(swe_synth.env_for(generated))
-    yield generated
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with swe_synth.pointed_at(swe_synth.generate(tmp_path_factory.mktemp("swe-synth"), base_image)) as generated:
+        yield generated
 
 
 def test_a_stand_in_model_sweep_over_swebench_pro_ends_in_pass_at_k(synth_env, tmp_path_factory):
