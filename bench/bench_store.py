@@ -12,6 +12,8 @@ and this process's CPU, means of N (a checkpoint every few writes is part of eac
 cost), every mode on a copy of one filled file; records of a real run's size (~16 KB).
 
     .venv/bin/python bench/bench_store.py [N] [WRITERS] [SIZES, e.g. 0,500,2000]
+
+BENCH_WAL_KB=32,64 adds rows for other log sizes, to compare with WAL_CHECKPOINT_BYTES.
 """
 from __future__ import annotations
 
@@ -82,9 +84,8 @@ def by_store_size(n: int, sizes: list[int]) -> list[tuple]:
         return record
 
     kept = lock.WAL_CHECKPOINT_BYTES
-    thresholds = [("checkpoint every write", 0)] + [(f"log kept to {t // 1024} KB", t) for t in
-                                                    sorted({kept, *(int(x) * 1024 for x in os.environ.get(
-                                                        "BENCH_WAL_KB", "").split(",") if x)})]
+    tried = {int(kb) * 1024 for kb in os.environ.get("BENCH_WAL_KB", "").split(",") if kb}  # sizes to compare
+    thresholds = [("checkpoint every write", 0)] + [(f"log kept to {t // 1024} KB", t) for t in sorted(tried | {kept})]
     rows = []
     for size in sizes:
         filled = Path(os.environ["CRUCIBLE_HOME"]) / f"filled-{size}.duckdb"

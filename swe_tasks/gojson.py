@@ -88,11 +88,6 @@ def goflags_shown(mode: str, work: str) -> str:
     return f'{path}GOFLAGS="${{GOFLAGS:+$GOFLAGS }}{added}-exec={work}/go-test-exec" '
 
 
-WHY_NOT = {"refused": "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
-                      "GOFLAGS=-json would change its output, so none was added and the parser alone judges"}
-"""Why a grading stored before ``wrapped`` existed (``refused``) was judged by the parser alone."""
-
-
 def exec_program() -> str:
     """go test's ``-exec`` program (sh/go_test_exec.sh, its comments left out), which sh/replay.sh
     writes root's into the grading's work directory."""
@@ -147,12 +142,10 @@ def named_results(stream: bytes) -> tuple[list[TestResult], int]:
 
 
 def record(mode: str, stdout: bytes | None) -> dict[str, Any]:
-    """The raw grade's ``go_json``: whether events were expected (``added``/``own``), how, and
+    """The raw grade's ``go_json``: whether events were expected (``EXPECTED``), how, and
     the tests they named or why there are none."""
     expected = mode in EXPECTED
     found: dict[str, Any] = {"expected": expected, "how": mode or "not go test"}
-    if mode in WHY_NOT:
-        return {**found, "why_not": WHY_NOT[mode]}
     if not expected:
         return found
     if stdout is None:

@@ -140,8 +140,8 @@ class Runner:
         (run_dir / "named_tests.json").write_text(json.dumps(
             {"fail_to_pass": list(plan.spec.task.fail_to_pass), "pass_to_pass": list(plan.spec.task.pass_to_pass)},
             indent=2))
-        # The "running" record lands while the run starts (a store write costs ~0.05 s);
-        # every early write is drained before the final record, which stays authoritative.
+        # The "running" record is spooled while the run starts (``_EarlyWrites``); every early
+        # write is drained before the final record, which stays authoritative.
         early = _EarlyWrites(self.store)
         early.record_run(record)
         phase = _Phase(record)
@@ -453,9 +453,9 @@ class _Parts:
     """What a run has started and must take down, whatever happens."""
 
     mcp: "McpService | None" = None
+    """The run's tools' server, from the start of its pipeline."""
     uses: frozenset[str] = frozenset()
     """The capabilities the run's agent connects to (``capabilities_used``): only these are served."""
-    """The run's tools' server, from the start of its pipeline."""
     bridge: str | None = None
     """The host side of the agent workspace's bridge (removed by ``close``)."""
     ssh: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)

@@ -154,9 +154,13 @@ class Turn:
                 if not self.read_only and _wal_bytes(self.path) > WAL_CHECKPOINT_BYTES:
                     con.execute("CHECKPOINT")
             except duckdb.Error as exc:  # the log stays; the next write turn tries again
-                log.warning("store: checkpoint of %s failed: %s", self.path, (str(exc).splitlines() or [type(exc).__name__])[0])
+                log.warning("store: checkpoint of %s failed: %s", self.path, _first_line(exc))
             finally:
                 _release()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _wal_bytes(path: Path) -> int:
@@ -238,7 +242,7 @@ def _attach(path: Path, read_only: bool, backoff: _Backoff, timeout: float) -> d
             _release()
             if not isinstance(exc, duckdb.Error):
                 raise
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            first = _first_line(exc)
             if not is_lock_conflict(exc):
                 raise StoreError(f"cannot open store {path}: {first}") from exc
             if backoff.expired:

@@ -270,7 +270,10 @@ def test_a_go_instance_without_result_events_is_unresolved_with_the_reason(strea
 
 def test_a_go_grading_stored_before_wrapped_existed_is_judged_by_the_parser_alone_and_says_why():
     """Such a run script (it also runs go list) was ``refused``: nothing added, parser alone."""
-    graded = go_raw(b"", (GO_F2P, "PASSED"), (GO_P2P, "PASSED"), how="refused")
+    graded = go_raw(b"", (GO_F2P, "PASSED"), (GO_P2P, "PASSED"))
+    graded["go_json"] = {"expected": False, "how": "refused", "why_not": (
+        "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
+        "GOFLAGS=-json would change its output, so none was added and the parser alone judges")}
     verdict = SwebenchProFlavor().regrade(go_spec(), graded)
     assert verdict.reward == 1.0 and [e["judged_by"] for e in verdict.raw["listed"]] == [["parser"], ["parser"]]
     assert verdict.raw["go_json"]["why_not"].startswith("run_script.sh runs another go command that knows -json")
