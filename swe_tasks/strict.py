@@ -24,8 +24,12 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
 - ``go-json-confirms``: where it runs ``go test``, the go command writes test2json events
   (``-json`` appended to ``GOFLAGS``, or given to ``go test`` alone by a root-owned ``go`` first
   on run_script.sh's PATH where it also runs ``go list``), the parser reads the text rebuilt from them, and a listed
-  test passes only if the parser AND the events' ``pass`` say so (swe_tasks/gojson.py). Elsewhere
-  (JavaScript, unittest, ...) the parser alone judges;
+  test passes only if the parser AND the events' ``pass`` say so (swe_tasks/gojson.py);
+- ``jest-json-confirms``: where it runs jest, a root-owned hook (``NODE_OPTIONS=--require``, and a
+  root-owned ``node`` first on PATH that puts it back where a script replaced NODE_OPTIONS) asks
+  jest's CLI for its own JSON results into that fresh directory, and a listed test passes only if
+  the parser AND jest's results say so (swe_tasks/jestjson.py). Elsewhere (mocha, tutanota's own
+  runner, unittest, ...) the parser alone judges;
 - ``differential-rerun``: the same steps again in a second fresh grading container, the selected
   test files in reverse order; the two verdicts must agree on every fail_to_pass/pass_to_pass
   name (and on resolved), or the run scores 0 as tampered; both are recorded.
@@ -65,7 +69,7 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
+    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms", "jest-json-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
 
@@ -110,6 +114,11 @@ def hidden_test_files(task: Any) -> list[str]:
         if rel and not rel.startswith("/") and ".." not in rel.split("/") and rel not in kept and "\n" not in rel:
             kept.append(rel)
     return kept
+
+
+def hidden_paths(task: Any) -> set[str]:
+    """The hidden test files' absolute paths in the workspace (``hidden_test_files`` under the workdir)."""
+    return {f"{str(task.workdir).rstrip('/')}/{rel}" for rel in hidden_test_files(task)}
 
 
 def test_patterns(task: Any) -> tuple[str, ...]:

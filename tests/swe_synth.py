@@ -18,6 +18,13 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
   (Debian's Go 1.19 predates the test binary's framed result lines, Go 1.20) with the standard
   library compiled once into a cache every uid can use: a run compiles only its own package and
   needs no network.
+- ``jest_shout`` and ``jest_own`` (only when asked: ``generate(..., with_jest=True)``):
+  JavaScript run by jest through ``yarn test``, as element-hq's and protonmail's official run
+  scripts run it, for crucible-strict's jest results (swe_tasks/jestjson.py). ``jest_shout``'s
+  run script replaces ``NODE_OPTIONS`` (as protonmail's do) and its parser reads jest's verbose
+  lines on stdout; ``jest_own``'s passes ``--json`` itself and its parser reads that JSON from
+  stdout (element-hq's other kind). Their toolchain image gets jest and yarn (classic) from the
+  npm registry through the host's npm (``JS_PACKAGES``, pinned), into ``/opt/js`` on PATH.
 """
 from __future__ import annotations
 
@@ -62,6 +69,17 @@ writable by every uid (the tests run as uid 1000 under strict, with a HOME of th
 GO_WARM = {"go.mod": "module warm\n\ngo 1.21\n",
            "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
                            'func TestWarm(t *testing.T) { fmt.Fprint(os.Stdout, "") }\n'}
+
+JS_PACKAGES = ("jest@29.7.0", "yarn@1.22.22")
+"""What the jest toolchain image installs from the npm registry: pinned, so its tag names them."""
+
+JEST_TOOLCHAIN_DOCKERFILE = """\
+ARG TOOLCHAIN
+FROM ${TOOLCHAIN}
+COPY node_modules /opt/js/node_modules
+ENV PATH=/opt/js/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+"""
+"""Over the toolchain image (Debian's node): jest and yarn, installed on the host by npm."""
 
 INSTANCE_DOCKERFILE = """\
 ARG TOOLCHAIN
@@ -173,6 +191,68 @@ json.dump({"tests": tests}, open(output_path, "w"))
 '''
 
 
+JEST_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script: jest through yarn over the selected files (comma-joined in $1), verbose, on stdout
+: "${SHOUT_MODE:?SHOUT_MODE comes from the ENV line of the instance Dockerfile}"
+# Real run scripts set NODE_OPTIONS themselves, replacing what was there.
+export NODE_OPTIONS="--max-old-space-size=512"
+echo "run_script uid=$(id -u) files=$1"
+IFS=',' read -r -a files <<< "$1"
+yarn test --verbose --ci --passWithNoTests --maxWorkers=2 "${files[@]}" 2>&1
+"""
+
+JEST_PARSER = r'''"""Synthetic parser: jest's verbose lines (on STDOUT) -> "FILE | DESCRIBE | ... | TITLE" names."""
+import json
+import re
+import sys
+
+stdout_path, stderr_path, output_path = sys.argv[1:4]
+tests, current, stack = [], None, []
+for line in open(stdout_path, encoding="utf-8", errors="replace").read().splitlines():
+    suite = re.match(r"^(PASS|FAIL) (\S+)", line)
+    if suite:
+        current, stack = suite.group(2), []
+        continue
+    if current is None or line.startswith("Test"):
+        current = None if line.startswith("Test") else current
+        continue
+    test = re.match(r"^( +)([\u2713\u2715\u25cb\u270e]) (.+?)(?: \(\d+ ms\))?$", line)
+    if test:
+        depth = len(test.group(1)) // 2 - 1
+        status = {"\u2713": "PASSED", "\u2715": "FAILED"}.get(test.group(2), "SKIPPED")
+        tests.append({"name": " | ".join([current, *stack[:depth], test.group(3)]), "status": status})
+        continue
+    block = re.match(r"^( +)(\S.*)$", line)
+    if block and len(block.group(1)) % 2 == 0:
+        stack = stack[:len(block.group(1)) // 2 - 1] + [block.group(2).strip()]
+json.dump({"tests": tests}, open(output_path, "w"))
+'''
+
+JEST_OWN_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script: jest through yarn with its own --json, that JSON then on stdout
+: "${SHOUT_MODE:?SHOUT_MODE comes from the ENV line of the instance Dockerfile}"
+IFS=',' read -r -a files <<< "$1"
+yarn test "${files[@]}" --json > /tmp/jest_output.json 2> /tmp/jest_error.log || true
+cat /tmp/jest_output.json
+cat /tmp/jest_error.log >&2
+"""
+
+JEST_OWN_PARSER = r'''"""Synthetic parser: jest's --json results (on STDOUT) -> "/ABS/FILE | DESCRIBE | ... | TITLE" names."""
+import json
+import re
+import sys
+
+stdout_path, stderr_path, output_path = sys.argv[1:4]
+found = re.search(r'(\{.*"numTotalTestSuites".*\})', open(stdout_path, encoding="utf-8", errors="replace").read())
+tests = []
+for suite in json.loads(found.group(1))["testResults"] if found else []:
+    for case in suite["assertionResults"]:
+        status = {"passed": "PASSED", "failed": "FAILED"}.get(case["status"], "SKIPPED")
+        tests.append({"name": " | ".join([suite["name"], *case["ancestorTitles"], case["title"]]), "status": status})
+json.dump({"tests": tests}, open(output_path, "w"))
+'''
+
+
 @dataclass
 class Instance:
     instance_id: str
@@ -193,7 +273,7 @@ class Instance:
     row: dict = field(default_factory=dict)
     image: str = ""
     toolchain: str = "base"
-    """Which toolchain image it builds on: ``base`` (python3, pytest, node) or ``go``."""
+    """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go`` or ``jest``."""
 
 
 TALLY = "instance_synth__tally-3333333333333333333333333333333333333333-vnan"
@@ -250,6 +330,35 @@ def go_instance(piped: bool = False, listed: bool = False) -> Instance:
                     run_script, GO_PARSER, ["ENV LANG=C.UTF-8"],
                     ["ENV SUM_MODE=strict"],
                     ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.", toolchain="go")
+
+
+JEST_SHOUT = "instance_synth__jestshout-7777777777777777777777777777777777777777-vnan"
+JEST_OWN = "instance_synth__jestown-8888888888888888888888888888888888888888-vnan"
+
+JEST_LIB_BASE = ("function shout(s) { return s + '!'; }\n"
+                 "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n")
+JEST_LIB_FIX = JEST_LIB_BASE.replace("return s + '!';", "return `${s.toUpperCase()}!`;")
+_JEST_WHISPER = ("describe('whisper', () => {\n  test('lowercases', () => {\n"
+                 "    expect(whisper('HeY')).toBe('hey');\n  });\n});\n")
+_JEST_SHOUT = ("describe('shout', () => {\n  describe('case', () => {\n    test('uppercases', () => {\n"
+               "      expect(shout('hey')).toBe('HEY!');\n    });\n  });\n});\n\n")
+
+
+def jest_instance(own_json: bool = False) -> Instance:
+    """``lib.js`` whose shout() keeps the case; the hidden test adds ``shout > case > uppercases``.
+    ``own_json``: the run script passes ``--json`` itself and its parser reads that (absolute names)."""
+    head = "const { shout, whisper } = require('../lib');\n\n"
+    package = json.dumps({"name": "shout", "private": True, "scripts": {"test": "jest"},
+                          "jest": {"testEnvironment": "node"}}, indent=2) + "\n"
+    prefix = "/app/" if own_json else ""
+    return Instance(JEST_OWN if own_json else JEST_SHOUT, "js", "synth/jestshout",
+                    {"package.json": package, "lib.js": JEST_LIB_BASE, "test/lib.test.js": head + _JEST_WHISPER},
+                    {"lib.js": JEST_LIB_FIX}, {"test/lib.test.js": head + _JEST_SHOUT + _JEST_WHISPER},
+                    JEST_OWN_RUN_SCRIPT if own_json else JEST_RUN_SCRIPT, JEST_OWN_PARSER if own_json else JEST_PARSER,
+                    ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
+                    [f"{prefix}test/lib.test.js | shout | case | uppercases"],
+                    [f"{prefix}test/lib.test.js | whisper | lowercases"],
+                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="jest")
 
 
 def instances() -> list[Instance]:
@@ -380,6 +489,23 @@ def build_go_toolchain(toolchain: str, work: Path) -> str:
     return tag
 
 
+def build_jest_toolchain(toolchain: str, work: Path) -> str:
+    """The jest toolchain image over ``toolchain``: ``JS_PACKAGES`` installed by the host's npm
+    (from the npm registry) into the build context, then copied in."""
+    tag = "crucible-test/swe-jest-toolchain:" + hashlib.sha256(
+        json.dumps([toolchain, JEST_TOOLCHAIN_DOCKERFILE, JS_PACKAGES]).encode()).hexdigest()[:16]
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
+        return tag
+    ctx = work / "jest-toolchain"
+    ctx.mkdir(parents=True, exist_ok=True)
+    (ctx / "package.json").write_text('{"private": true}\n')
+    proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts",
+                           *JS_PACKAGES], cwd=ctx, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, "npm install (the jest toolchain needs npm and the npm registry): " + proc.stderr[-2000:]
+    _docker_build(tag, JEST_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
+    return tag
+
+
 def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
     """The toolchain image over the offline base (and the Go one over it, where an instance
     needs it), then one instance image per instance (its /app with history): tags named by
@@ -390,6 +516,8 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
     toolchains = {"base": toolchain}
     if any(inst.toolchain == "go" for inst in insts):
         toolchains["go"] = build_go_toolchain(toolchain, work)
+    if any(inst.toolchain == "jest" for inst in insts):
+        toolchains["jest"] = build_jest_toolchain(toolchain, work)
     for inst in insts:
         ctx = work / "images" / inst.instance_id
         digest = hashlib.sha256(json.dumps([toolchains[inst.toolchain], INSTANCE_DOCKERFILE, inst.row, inst.files_base,
@@ -402,12 +530,14 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
 
 
 def generate(work: Path, base_image: str | None, with_pytest: bool = False,
-             with_go: bool = False) -> dict[str, Path | list[Instance]]:
+             with_go: bool = False, with_jest: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum``,
-    ``go_piped`` and ``go_listed`` too."""
-    insts = instances() + ([pytest_instance()] if with_pytest else []) + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
+    ``go_piped`` and ``go_listed`` too; ``with_jest``: ``jest_shout`` and ``jest_own`` too."""
+    insts = (instances() + ([pytest_instance()] if with_pytest else [])
+             + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
+             + ([jest_instance(), jest_instance(own_json=True)] if with_jest else []))
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")

@@ -1,7 +1,8 @@
 """SWE-bench Pro under `strict` (crucible-strict grading, swe_tasks/strict.py) and under `none`
 (the official evaluator's steps exactly), on the synthetic instances (tests/swe_synth.py:
-``calc``, run by unittest, ``tally``, run by pytest, for the JUnit report's confirmation, and
-``gosum``, run by go test, for the test2json events' confirmation).
+``calc``, run by unittest, ``tally``, run by pytest, for the JUnit report's confirmation,
+``gosum``, run by go test, for the test2json events' confirmation, and ``jestshout`` and
+``jestown``, run by jest through yarn, for the confirmation by jest's own results).
 
 Each attack is a prediction graded by `crucible swe eval` in both modes: it resolves under
 `none`, where grading is the official evaluator, and scores 0 under `strict`, for the reason
@@ -26,6 +27,8 @@ TALLY = swe_synth.TALLY
 GO_SUM = swe_synth.GO_SUM
 GO_PIPED = swe_synth.GO_PIPED
 GO_LISTED = swe_synth.GO_LISTED
+JEST_SHOUT = swe_synth.JEST_SHOUT
+JEST_OWN = swe_synth.JEST_OWN
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -108,7 +111,8 @@ reports anything, or writes its JUnit report."""
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
-    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True, with_go=True)
+    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True, with_go=True,
+                                   with_jest=True)
     with swe_synth.pointed_at(generated):
         yield generated
 
@@ -179,9 +183,10 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["evaluator"] == "crucible-strict"
     assert raw["defences"] == ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
-                               "scan-refuses", "differential-rerun"]
-    # unittest, neither pytest nor go test: the parser alone judges, and the raw grade says so
+                               "jest-json-confirms", "scan-refuses", "differential-rerun"]
+    # unittest, neither pytest nor go test nor jest: the parser alone judges, and the raw grade says so
     assert raw["junit"]["expected"] is False and raw["go_json"] == {"expected": False, "how": "not go test"}
+    assert raw["jest"] == {"expected": False}
     assert [(e["name"], e["judged_by"]) for e in raw["listed"]] == [
         ("tests/test_calc.py::TestCalc::test_add", ["parser"]), ("tests/test_calc.py::TestCalc::test_mul", ["parser"])]
     assert f"run_script uid=1000 sha256={script_sha} patch={patch_sha}" in raw["run_script"]["stdout_tail"]
@@ -278,7 +283,7 @@ def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_stri
 def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_exiting_first_still_resolves_under_strict(
         synth, tmp_path):
     """The documented limit that remains (docs/swebench_pro.md): where run_script.sh runs neither
-    pytest nor go test (here unittest; JavaScript runners too), the verdict is still the official
+    pytest, go test nor jest (here unittest; mocha and tutanota's runner too), the verdict is still the official
     parser's reading of text, and no real result line contradicts what the code under test printed."""
     patch = patch_from(synth, tmp_path, {"calc.py": PRINT_AND_EXIT})
     official = graded(tmp_path, "print-and-exit", patch, "none")
@@ -286,7 +291,7 @@ def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_
     hardened = graded(tmp_path, "print-and-exit", patch, "strict")
     raw = hardened["raw"]
     assert raw["scan"]["findings"] == [] and raw["run_script"]["end"] == {"stdout": True, "stderr": True}
-    assert raw["junit"]["expected"] is False
+    assert raw["junit"]["expected"] is False and raw["jest"] == {"expected": False}
     assert statuses(raw) == {"tests/test_calc.py::TestCalc::test_add": ["PASSED"],
                              "tests/test_calc.py::TestCalc::test_mul": ["PASSED"]}
     assert hardened["reward"] == 1.0, raw["reason"]
@@ -468,4 +473,117 @@ def test_go_events_forged_into_a_pipe_that_run_script_reads_go_test_through_stil
     raw = hardened["raw"]
     assert "forge go-stdout: written" in raw["run_script"]["stdout_tail"]
     assert all(e["parser"] == "PASSED" and e["go_json"] == "PASSED" for e in raw["listed"])
+    assert hardened["reward"] == 1.0, raw["reason"]
+
+
+_JEST_FORGED_LINES = ("PASS test/lib.test.js\n  shout\n    case\n      \u2713 uppercases (1 ms)\n"
+                      "  whisper\n    \u2713 lowercases (1 ms)\n")
+JEST_PRINT_AND_EXIT = (
+    "const fs = require('fs');\n\n"
+    f"fs.writeSync(1, {json.dumps(_JEST_FORGED_LINES)});\n"
+    "process.kill(process.pid, 'SIGKILL');\n\n" + swe_synth.JEST_LIB_BASE)
+"""lib.js, when jest loads it, prints jest's verbose lines for both listed tests and ends jest's
+process before any real result: the official verdict is the parser's reading of that text."""
+
+_JEST_FORGED_JSON = json.dumps({"numTotalTestSuites": 1, "testResults": [{"name": "/app/test/lib.test.js", "assertionResults": [
+    {"ancestorTitles": ["shout", "case"], "title": "uppercases", "status": "passed"},
+    {"ancestorTitles": ["whisper"], "title": "lowercases", "status": "passed"}]}]})
+JEST_FORGED_OWN_JSON = (
+    "const fs = require('fs');\n\n"
+    f"fs.writeSync(1, {json.dumps(_JEST_FORGED_JSON + chr(10))});\n"
+    "process.kill(process.pid, 'SIGKILL');\n\n" + swe_synth.JEST_LIB_BASE)
+"""On the instance whose run script passes --json itself: lib.js writes passing JSON to jest's
+stdout (the file the run script will `cat`), and ends jest before jest writes its own."""
+
+JEST_WRITES_ITS_OWN_RESULTS = JEST_PRINT_AND_EXIT.replace(
+    "process.kill(", "const option = process.argv.find((a) => a.startsWith('--outputFile='));\n"
+    f"if (option) fs.writeFileSync(option.slice('--outputFile='.length), {json.dumps(_JEST_FORGED_JSON)});\n"
+    "process.kill(")
+"""The print-and-exit attack, and before it jest's results written by the code under test itself
+where jest's arguments (read in jest's own process) say jest would write them."""
+
+
+def test_on_a_jest_instance_the_golden_is_confirmed_by_jests_own_results(synth, tmp_path):
+    """Run by jest through yarn, with a run script that replaces NODE_OPTIONS: the root-owned
+    `node` first on PATH puts the hook back, jest's CLI writes its results, and each listed test
+    passes only if the parser and those results agree."""
+    gold = row(synth, JEST_SHOUT)["patch"]
+    official = graded(tmp_path, "jestshout-gold", gold, "none", JEST_SHOUT)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    assert "jest" not in official["raw"] and "node-wrap" not in official["raw"]["run_script"]["command"]
+    hardened = graded(tmp_path, "jestshout-gold", gold, "strict", JEST_SHOUT)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["run_script"]["command"].startswith(
+        'PATH="/workspace/node-wrap:$PATH" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=/workspace/jest-hook.js" '
+        "setpriv")
+    assert raw["jest"]["expected"] is True and raw["jest"]["reports"] == 1 and "error" not in raw["jest"]
+    assert raw["jest"]["path"].startswith("/tmp/crucible-results-") and raw["jest"]["path"].endswith("/r/jest-*.json")
+    assert {"file": "/app/test/lib.test.js", "ancestors": ["shout", "case"], "title": "uppercases",
+            "status": "PASSED"} in raw["jest"]["tests"]
+    # What the parser read is jest's verbose text as without crucible, as uid 1000.
+    assert "run_script uid=1000 files=test/lib.test.js" in raw["run_script"]["stdout_tail"]
+    assert "      \u2713 uppercases" in raw["run_script"]["stdout_tail"]
+    assert [(e["name"], e["parser"], e["jest"], e["jest_mapped"], e["judged_by"]) for e in raw["listed"]] == [
+        ("test/lib.test.js | shout | case | uppercases", "PASSED", "PASSED", "path-suffix", ["parser", "jest"]),
+        ("test/lib.test.js | whisper | lowercases", "PASSED", "PASSED", "path-suffix", ["parser", "jest"])]
+    assert raw["rerun"]["resolved"] and raw["rerun"]["jest"]["path"] != raw["jest"]["path"]
+    shown = crucible("show", hardened["run_id"])
+    assert shown.returncode == 0 and "jest's results (/tmp/crucible-results-" in shown.stdout, shown.stdout + shown.stderr
+    assert "2 test(s) from 1 run(s)" in shown.stdout and "jest-json-confirms" in shown.stdout
+    empty = graded(tmp_path, "jestshout-empty", "", "strict", JEST_SHOUT)
+    assert empty["reward"] == 0.0
+    assert {e["name"]: (e["parser"], e["jest"]) for e in empty["raw"]["listed"]} == {
+        "test/lib.test.js | shout | case | uppercases": ("FAILED", "FAILED"),
+        "test/lib.test.js | whisper | lowercases": ("PASSED", "PASSED")}
+
+
+def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_strict_on_a_jest_instance(synth, tmp_path):
+    """What closes the limit on jest instances: jest's results come from its test runs, not from
+    text. Under `none` the same patch resolves: the attack is real."""
+    patch = patch_from(synth, tmp_path, {"lib.js": JEST_PRINT_AND_EXIT}, JEST_SHOUT)
+    official = graded(tmp_path, "jest-print-and-exit", patch, "none", JEST_SHOUT)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    hardened = graded(tmp_path, "jest-print-and-exit", patch, "strict", JEST_SHOUT)
+    raw = hardened["raw"]
+    assert statuses(raw) == {"test/lib.test.js | shout | case | uppercases": ["PASSED"],
+                             "test/lib.test.js | whisper | lowercases": ["PASSED"]}  # the parser is fooled
+    assert hardened["reward"] == 0.0
+    assert raw["jest"]["reports"] == 0
+    assert raw["reason"].startswith("no named results: jest wrote no results"), raw["reason"]
+    assert all(e["parser"] == "PASSED" and e["jest"] is None for e in raw["listed"])
+
+
+def test_on_a_jest_instance_whose_run_script_passes_json_itself_its_results_come_from_a_results_processor(
+        synth, tmp_path):
+    """element-hq's other run scripts pass --json and parse jest's JSON on stdout: crucible's
+    hook leaves that JSON where it was and takes its own copy through --testResultsProcessor.
+    The same JSON written by the code under test where the run script reads it resolves under
+    `none` and scores 0 under `strict`."""
+    gold = row(synth, JEST_OWN)["patch"]
+    hardened = graded(tmp_path, "jestown-gold", gold, "strict", JEST_OWN)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert '"numTotalTestSuites"' in raw["run_script"]["stdout_tail"]  # the run script's own JSON, on stdout
+    assert [(e["name"], e["parser"], e["jest"], e["jest_mapped"]) for e in raw["listed"]] == [
+        ("/app/test/lib.test.js | shout | case | uppercases", "PASSED", "PASSED", "exact"),
+        ("/app/test/lib.test.js | whisper | lowercases", "PASSED", "PASSED", "exact")]
+    patch = patch_from(synth, tmp_path, {"lib.js": JEST_FORGED_OWN_JSON}, JEST_OWN)
+    official = graded(tmp_path, "jestown-forged", patch, "none", JEST_OWN)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    forged = graded(tmp_path, "jestown-forged", patch, "strict", JEST_OWN)
+    assert all(e["parser"] == "PASSED" and e["jest"] is None for e in forged["raw"]["listed"])
+    assert forged["reward"] == 0.0 and forged["raw"]["reason"].startswith("no named results: jest wrote no results")
+
+
+def test_in_process_code_writing_jests_results_itself_still_resolves_under_strict(synth, tmp_path):
+    """The documented limit on jest instances (docs/swebench_pro.md): the tests run in jest's
+    processes, whose arguments name the results file and whose uid owns its directory, so code
+    under test can write passing results and end jest. This test fails the day a defence closes
+    it; then it should assert 0."""
+    patch = patch_from(synth, tmp_path, {"lib.js": JEST_WRITES_ITS_OWN_RESULTS}, JEST_SHOUT)
+    hardened = graded(tmp_path, "jest-own-results", patch, "strict", JEST_SHOUT)
+    raw = hardened["raw"]
+    assert raw["jest"]["reports"] == 1 and "error" not in raw["jest"]
+    assert all(e["parser"] == "PASSED" and e["jest"] == "PASSED" for e in raw["listed"])
     assert hardened["reward"] == 1.0, raw["reason"]

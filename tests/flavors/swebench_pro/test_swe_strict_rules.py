@@ -1,7 +1,7 @@
 """crucible-strict's pure parts (swe_tasks/strict.py): which mode gets which evaluator, the
 instance's test files, the end marker's cut, and the verdict regraded from a stored raw grade
 (worst status, the scan's refusal and its allowances, the differential re-run's agreement, the
-JUnit report's and the go command's test2json events' confirmation)."""
+JUnit report's, the go command's test2json events' and jest's own results' confirmation)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from engine.util.paths import PROJECT_ROOT
 from envs.coding.schema import AllowTestAware
-from swe_tasks import gojson, junit, strict
+from swe_tasks import gojson, jestjson, junit, replay, strict
 from swe_tasks.flavor import SwebenchProFlavor
 
 F2P, P2P = "t.py::T::test_fixed", "t.py::T::test_kept"
@@ -327,3 +327,202 @@ def test_the_wrapping_go_adds_json_to_go_test_alone_and_runs_the_next_go_on_path
     lone = subprocess.run([str(wrap / "go"), "test"], env={"PATH": str(wrap)}, capture_output=True,
                           text=True)
     assert lone.returncode == 127 and "no go on PATH" in lone.stderr
+
+
+# --- jest's own results (swe_tasks/jestjson.py) ------------------------------------------------
+
+JEST_F2P, JEST_P2P = "test/a.test.js | shout | case | uppercases", "test/a.test.js | whisper | lowercases"
+HIDDEN = "/app/test/a.test.js"
+
+
+def jest_spec():
+    return SimpleNamespace(task=SimpleNamespace(
+        fail_to_pass=[JEST_F2P], pass_to_pass=[JEST_P2P], allow_test_aware=[], workdir="/app",
+        before_repo_set_cmd="git checkout s -- test/a.test.js", selected_test_files_to_run=["test/a.test.js"]))
+
+
+def jest_json(*cases: tuple[str, list[str], str, str], shape: str = "json") -> bytes:
+    """jest's results in ``--json``'s shape, or in the aggregated shape a results processor gets."""
+    files: dict[str, list[dict]] = {}
+    for path, ancestors, title, status in cases:
+        files.setdefault(path, []).append({"ancestorTitles": ancestors, "title": title, "status": status,
+                                           "fullName": " ".join([*ancestors, title])})
+    if shape == "json":
+        suites = [{"name": path, "assertionResults": tests} for path, tests in files.items()]
+    else:
+        suites = [{"testFilePath": path, "testResults": tests} for path, tests in files.items()]
+    return json.dumps({"numTotalTestSuites": len(files), "testResults": suites}).encode()
+
+
+def jest_raw(reports: list[tuple[str, bytes | None]], *tests: tuple[str, str]) -> dict:
+    return raw(strict.STRICT, *tests, junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"),
+               go_json=gojson.record("", None), jest=jestjson.record(True, reports, "/tmp/crucible-results-x"))
+
+
+def test_only_a_run_script_line_that_runs_jest_makes_an_instance_a_jest_one():
+    assert jestjson.runs_jest(b"yarn test --verbose --passWithNoTests --ci --maxWorkers=2 \"${files[@]}\" 2>&1\n")
+    assert jestjson.runs_jest(b'  yarn workspace web-app test --runInBand --testPathPattern="$f"\n')
+    assert jestjson.runs_jest(b"npx jest --ci src/\n")
+    assert jestjson.runs_jest(b"yarn test ${test_files[@]} --json > /tmp/out.json || true\n")
+    assert jestjson.runs_jest(b"npm test -- --testNamePattern=shout\n")
+    assert not jestjson.runs_jest(b"# npx jest\nnpx mocha test/\n")  # a comment is no run
+    assert not jestjson.runs_jest(b"npm run test:unit -- --reporter spec\n")  # a test script with no jest-only flag
+    assert not jestjson.runs_jest(b"yarn test\nnode --test\n")
+    assert not jestjson.runs_jest(b"npm install @jest/globals\n")
+
+
+def test_jests_results_read_in_both_shapes_and_merge_over_runs_failed_first_then_passed():
+    cases = (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, [], "todo one", "todo")
+    for shape in ("json", "processor"):
+        assert jestjson.tests_in(jest_json(*cases, shape=shape)) == [
+            {"file": HIDDEN, "ancestors": ["shout", "case"], "title": "uppercases", "status": "PASSED"},
+            {"file": HIDDEN, "ancestors": [], "title": "todo one", "status": "SKIPPED"}]
+    # protonmail runs jest once per listed test: the others are reported pending there
+    runs = [jestjson.tests_in(jest_json((HIDDEN, ["a"], "t", status))) for status in ("pending", "passed", "pending")]
+    assert [t["status"] for t in jestjson.merged(sum(runs, []))] == ["PASSED"]
+    runs.append(jestjson.tests_in(jest_json((HIDDEN, ["a"], "t", "failed"))))
+    assert [t["status"] for t in jestjson.merged(sum(runs, []))] == ["FAILED"]
+    with pytest.raises(ValueError, match="no testResults"):
+        jestjson.tests_in(b'{"tests": []}')
+
+
+def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_faithful_form():
+    tests = jestjson.tests_in(jest_json(
+        (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases (slowly)", "passed"),
+        (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed"),
+        ("/app/other/test/a.test.js", ["decoy"], "wins", "passed")))
+    hidden = {HIDDEN}
+
+    def mapped(name: str) -> tuple[list[str], str]:
+        found, how = jestjson.map_name(name, tests, hidden)
+        return [f"{' > '.join(tests[i]['ancestors'])}: {tests[i]['title']}" for i in found], how
+
+    assert mapped("test/a.test.js | shout | case | uppercases") == (["shout > case: uppercases"], "path-suffix")
+    assert mapped("/app/test/a.test.js | shout case uppercases") == (["shout > case: uppercases"], "exact")  # fullName
+    assert mapped("test/a.test.js | case uppercases") == (["shout > case: uppercases"], "path-suffix, innermost")
+    assert mapped("test/a.test.js | uppercases") == (["shout > case: uppercases"], "path-suffix, title")
+    assert mapped("test/a.test.js | whisper | lowercases") == (["whisper: lowercases (slowly)"], "path-suffix, title-cut")
+    assert mapped("test/a.test.js | a | same") == (["a: same"], "path-suffix")
+    # A parser that drops the describe blocks folds both into one name: it stands for both.
+    assert mapped("test/a.test.js | same") == (["a: same", "b: same"], "path-suffix, title, 2 tests")
+    assert mapped("a.test.js | decoy | wins") == ([], "unmapped: not in jest's results for the hidden test files")
+    assert mapped("est/a.test.js | shout | case | uppercases")[0] == []  # a path suffix ends at a "/"
+    assert mapped("no file part")[1] == "unmapped: the name has no 'file | test' form"
+    folded = jestjson.confirm(jestjson.record(True, [("file", jest_json(
+        (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed")))], "/tmp/r"),
+        {"listed": [{"name": "test/a.test.js | same", "parser": "PASSED", "judged_by": ["parser"]}],
+         "passed": ["test/a.test.js | same"]}, hidden)
+    assert folded["passed"] == [] and folded["listed"][0]["jest"] == "FAILED"  # the worst of the two
+
+
+def test_a_listed_jest_test_passes_under_strict_only_if_the_parser_and_jests_results_agree():
+    report = jest_json((HIDDEN, ["shout", "case"], "uppercases", "failed"), (HIDDEN, ["whisper"], "lowercases", "passed"))
+    forged = jest_raw([("file", report)], (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED"))
+    verdict = SwebenchProFlavor().regrade(jest_spec(), forged)
+    assert verdict.reward == 0.0
+    assert verdict.raw["reason"] == (f"1 listed test(s) PASSED by the parser but not by jest's results, e.g. {JEST_F2P!r} "
+                                     "(FAILED)")
+    assert [(e["jest"], e["jest_names"], e["judged_by"]) for e in verdict.raw["listed"]] == [
+        ("FAILED", [f"{HIDDEN} | shout | case | uppercases"], ["parser", "jest"]),
+        ("PASSED", [f"{HIDDEN} | whisper | lowercases"], ["parser", "jest"])]
+    fixed = jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases", "passed"))
+    honest = jest_raw([("file", fixed)], (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED"))
+    assert SwebenchProFlavor().regrade(jest_spec(), honest).reward == 1.0
+    assert SwebenchProFlavor().regrade(jest_spec(), json.loads(json.dumps(honest))).reward == 1.0  # a stored grading
+    officially = {**honest, "evaluator": strict.OFFICIAL}
+    officially.pop("jest")
+    assert SwebenchProFlavor().regrade(jest_spec(), officially).reward == 1.0
+
+
+@pytest.mark.parametrize("reports, why", [
+    ([], "jest wrote no results"), ([("symlink", None)], "a jest results path is a symlink"),
+    ([("file", b"{not json")], "a jest results file is not jest's JSON"),
+    ([("file", jest_json())], "jest's results (1 file(s)) name no test"),
+    ([("file", jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"))), ("too-large", None)],
+     "jest's results are over 64 MiB")])
+def test_a_jest_instance_without_readable_results_is_unresolved_with_the_reason(reports, why):
+    verdict = SwebenchProFlavor().regrade(jest_spec(), jest_raw(reports, (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED")))
+    assert verdict.reward == 0.0
+    assert verdict.raw["reason"].startswith(f"no named results: {why}"), verdict.raw["reason"]
+    assert verdict.raw["reason"].endswith("(run_script.sh runs jest, so its results are required)")
+
+
+def test_replays_output_carries_each_file_of_jests_results_by_length():
+    one, two = jest_json((HIDDEN, [], "t", "passed")), b'{"testResults": []}\n@@crucible-jest file 3\n'
+    data = (b"@@crucible-step run_script 0 0 5 0\n" + b"@@crucible-junit absent 0\n"
+            + f"@@crucible-jest file {len(one)}\n".encode() + one + f"@@crucible-jest file {len(two)}\n".encode() + two
+            + b"@@crucible-jest symlink 0\n")
+    records, _, _, report, jest = replay.parse_output(data)
+    assert "run_script" in records and report == ("absent", None)
+    assert jest == [("file", one), ("file", two), ("symlink", None)]
+
+
+def _node() -> str:
+    import shutil
+
+    found = shutil.which("node")
+    assert found, "these tests run the jest hook with this machine's node (Node.js is on every machine of this kind)"
+    return found
+
+
+def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_copy_where_the_run_wants_json(tmp_path):
+    """js/jest_hook.js in node's --require: jest's bin (reached through node_modules/.bin) gets
+    --json --outputFile, or with the run's own --json the hook as results processor; any other
+    script, and a run naming its own processor, keeps its arguments."""
+    results = tmp_path / "results"
+    (results / "r").mkdir(parents=True)
+    hook = tmp_path / "jest-hook.js"
+    hook.write_text(jestjson.hook_program(str(results)))
+    echo = "console.log(JSON.stringify(process.argv.slice(2)));\n"
+    for rel in ("node_modules/jest/bin/jest.js", "node_modules/other/bin/jest-like.js"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(echo)
+    (tmp_path / "node_modules/.bin").mkdir()
+    (tmp_path / "node_modules/.bin/jest").symlink_to("../jest/bin/jest.js")
+
+    def argv(script: str, *args: str) -> list[str]:
+        done = subprocess.run([_node(), f"--require={hook}", str(tmp_path / script), *args], capture_output=True,
+                              text=True, check=True)
+        return json.loads(done.stdout)
+
+    added = argv("node_modules/.bin/jest", "--verbose", "a.test.js")
+    assert added[:2] == ["--verbose", "a.test.js"] and added[2] == "--json"
+    assert added[3].startswith(f"--outputFile={results}/r/jest-") and added[3].endswith(".json")
+    assert argv("node_modules/.bin/jest", "--json", "a.test.js") == ["--json", "a.test.js", f"--testResultsProcessor={hook}"]
+    before_end = argv("node_modules/.bin/jest", "--ci", "--", "--json")  # after `--`: not jest's options
+    assert before_end[:2] == ["--ci", "--json"] and before_end[2].startswith("--outputFile=")
+    assert before_end[3:] == ["--", "--json"]
+    assert argv("node_modules/.bin/jest", "--json", "--testResultsProcessor=theirs") == ["--json", "--testResultsProcessor=theirs"]
+    assert argv("node_modules/other/bin/jest-like.js", "--ci") == ["--ci"]
+    # As the results processor: the aggregated results go to a file of their own, and back unchanged.
+    aggregated = json.loads(jest_json((HIDDEN, ["shout"], "uppercases", "passed"), shape="processor"))
+    run = (f"const p = require({json.dumps(str(hook))}); const r = {json.dumps(aggregated)};"
+           "process.stdout.write(String(p(r) === r));")
+    done = subprocess.run([_node(), "-e", run], capture_output=True, text=True, check=True)
+    assert done.stdout == "true"
+    [written] = list((results / "r").glob("jest-*.json"))
+    assert jestjson.tests_in(written.read_bytes()) == [
+        {"file": HIDDEN, "ancestors": ["shout"], "title": "uppercases", "status": "PASSED"}]
+
+
+def test_the_wrapping_node_puts_the_hook_back_into_node_options_once_and_runs_the_next_node_on_path(tmp_path):
+    """sh/node_wrap.sh, first on PATH: a NODE_OPTIONS the run script replaced gets the hook's
+    --require again (never twice), from the next node on PATH (itself left out)."""
+    wrap, real = tmp_path / "node-wrap", tmp_path / "real"
+    wrap.mkdir()
+    real.mkdir()
+    (wrap / "node").write_text(jestjson.node_wrap_program())
+    (real / "node").write_text('#!/bin/bash\nprintf "%s|" "$NODE_OPTIONS" "$@"\n')
+    for script in (wrap / "node", real / "node"):
+        script.chmod(0o755)
+    hook = f"--require={tmp_path}/jest-hook.js"
+
+    def node(options: str | None, *args: str) -> str:
+        env = {"PATH": f"{wrap}:{real}:/usr/bin:/bin", **({"NODE_OPTIONS": options} if options is not None else {})}
+        return subprocess.run(["node", *args], env=env, capture_output=True, text=True, check=True).stdout
+
+    assert node(None, "yarn.js", "test") == f"{hook}|yarn.js|test|"
+    assert node("--max-old-space-size=4096", "x.js") == f"--max-old-space-size=4096 {hook}|x.js|"
+    assert node(f"{hook} --max-old-space-size=1", "x.js") == f"{hook} --max-old-space-size=1|x.js|"
+    lone = subprocess.run([str(wrap / "node")], env={"PATH": str(wrap)}, capture_output=True, text=True)
+    assert lone.returncode == 127 and "no node on PATH" in lone.stderr
