@@ -18,7 +18,7 @@ from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Te
 from envs.coding import repo, scanner
 from envs.coding.results import merge_worst
 from envs.coding.tools import CodingTools
-from swe_tasks import gojson, jestjson, junit, replay, strict
+from swe_tasks import gojson, jsresults, junit, replay, strict
 from swe_tasks.assets import read_assets
 from swe_tasks.rows import decode_text
 from swe_tasks.schema import SwebenchProTaskConfig
@@ -135,7 +135,7 @@ class SwebenchProFlavor:
         """The official verdict (resolved iff every F2P and P2P name is reported PASSED once);
         under crucible-strict, a name's worst status, pytest's JUnit report on pytest instances
         (swe_tasks/junit.py), the go command's test2json events on Go ones (swe_tasks/gojson.py) and
-        jest's own results on jest ones (swe_tasks/jestjson.py; ``listed`` records which sources
+        jest's or mocha's own results on theirs (swe_tasks/jsresults.py; ``listed`` records which sources
         judged each listed test), the
         refusals (no end marker, test-aware code) and the differential re-run's agreement decide too."""
         task = spec.task
@@ -175,11 +175,11 @@ class SwebenchProFlavor:
         if events.get("expected") or events.get("why_not"):
             lines.append(f"go test -json events ({events.get('how')}): " + str(
                 events.get("error") or events.get("why_not") or f"{len(events.get('tests') or [])} test(s)"))
-        jest = raw.get("jest") or {}
-        if jest.get("expected"):
-            lines.append(f"jest's results ({jest.get('path')}): " + str(
-                jest.get("error") or f"{len(jest.get('tests') or [])} test(s) from {jest.get('reports')} run(s)"))
-        for key, source in (("mapped", "the JUnit report"), ("jest_mapped", "jest's results")):
+        js = raw.get("js_results") or {}
+        if js.get("expected"):
+            lines.append(f"{' and '.join(js.get('runners') or [])}'s own results ({js.get('path')}): " + str(
+                js.get("error") or f"{len(js.get('tests') or [])} test(s) from {js.get('reports')} run(s)"))
+        for key, source in (("mapped", "the JUnit report"), ("js_mapped", "the runner's own results")):
             unmapped = [e["name"] for e in raw.get("listed") or [] if str(e.get(key, "")).startswith("unmapped")]
             if unmapped:
                 lines.append(f"listed tests not found in {source} ({len(unmapped)}): " + ", ".join(unmapped[:5]))
@@ -220,10 +220,10 @@ def _judge(raw: Mapping[str, Any], task: SwebenchProTaskConfig) -> dict[str, Any
     judged = replay.judge(worst, f2p, p2p)
     confirmed = junit.confirm(raw.get("junit"), {t.name: t.status for t in found}, [*f2p, *p2p])
     confirmed = gojson.confirm(raw.get("go_json"), confirmed)
-    jest = raw.get("jest")
-    confirmed = jestjson.confirm(jest, confirmed, strict.hidden_paths(task) if jest and jest.get("expected") else ())
+    js = raw.get("js_results")
+    confirmed = jsresults.confirm(js, confirmed, strict.hidden_paths(task) if js and js.get("expected") else ())
     judged["listed"] = confirmed["listed"]
-    denied = (junit.reason(confirmed) or gojson.reason(confirmed) or jestjson.reason(confirmed)
+    denied = (junit.reason(confirmed) or gojson.reason(confirmed) or jsresults.reason(confirmed)
               if not (raw.get("parser") or {}).get("error") else None)
     if denied:
         passed = set(confirmed["passed"])

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.util import shell
-from swe_tasks import gojson, jestjson, junit, strict
+from swe_tasks import gojson, jsresults, junit, strict
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -84,16 +84,16 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     stdin = stripped.encode()
     commands = official_commands(task)
     go_json = gojson.how(assets.run_script) if hardened is not None else ""
-    jest = hardened is not None and jestjson.runs_jest(assets.run_script)
+    runners = jsresults.runners(assets.run_script) if hardened is not None else []
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
         args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else "",
                  gojson.wrap_program() if go_json == "wrapped" else "",
-                 jestjson.hook_program(hardened.results_dir) if jest else "",
-                 jestjson.node_wrap_program() if jest else ""]
+                 jsresults.hook_program(hardened.results_dir) if runners else "",
+                 jsresults.node_wrap_program() if runners else ""]
         stdin = hardened.token.encode() + b"\n" + stdin
-        commands["run_script"] = (gojson.goflags_shown(go_json, WORK) + (jestjson.shown(WORK) if jest else "")
+        commands["run_script"] = (gojson.goflags_shown(go_json, WORK) + (jsresults.shown(WORK) if runners else "")
                                   + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
                                   f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")
     budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
@@ -105,7 +105,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
     if result.truncated:
         raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
-    records, files, scanned, report, jest_reports = parse_output(result.stdout)
+    records, files, scanned, report, js_reports = parse_output(result.stdout)
     if "run_script" not in records:
         raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
                          f"{result.text()[-500:]}")
@@ -128,7 +128,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["junit"] = await asyncio.to_thread(junit.record, junit.runs_pytest(assets.run_script), state, data,
                                                hardened.results_dir)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
-        raw["jest"] = await asyncio.to_thread(jestjson.record, jest, jest_reports, hardened.results_dir)
+        raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir)
         if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
             stdout = gojson.reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True
@@ -142,7 +142,7 @@ _RECORD = re.compile(rb"@@crucible-step (\S+) (-?\d+) ([01]) (\d+) (\d+)\n")
 _FILES = re.compile(rb"@@crucible-files (\d+) (\d+)\n")
 _SCANNED = re.compile(rb"@@crucible-scan (\d+) (\d+)\n")
 _JUNIT = re.compile(rb"@@crucible-junit ([a-z-]+) (\d+)\n")
-_JEST = re.compile(rb"@@crucible-jest ([a-z-]+) (\d+)\n")
+_JS = re.compile(rb"@@crucible-js ([a-z-]+) (\d+)\n")
 MAX_LOG_BYTES = 64 << 20
 """Each of run_script.sh's two files, at most (a larger run is a GradeError, never a score)."""
 
@@ -157,19 +157,19 @@ def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byt
 def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes], dict[str, bytes],
                                        tuple[str, bytes | None] | None, list[tuple[str, bytes | None]]]:
     """``parse_records``, the files a crucible-strict grading sent back for the scan, its
-    JUnit report's ``(state, bytes or None)`` (None: no report was asked for), and each file of
-    jest's results as ``(state, bytes or None)``."""
+    JUnit report's ``(state, bytes or None)`` (None: no report was asked for), and each results
+    file of a JavaScript runner (swe_tasks/jsresults.py) as ``(state, bytes or None)``."""
     records: dict[str, dict[str, Any]] = {}
     files: dict[str, bytes] = {}
     scanned: dict[str, bytes] = {}
     report: tuple[str, bytes | None] | None = None
-    jest: list[tuple[str, bytes | None]] = []
+    js: list[tuple[str, bytes | None]] = []
     at = 0
     while True:
-        if (js := _JEST.match(data, at)) is not None:
-            state, nreport = js.group(1).decode(), int(js.group(2))
-            jest.append((state, data[js.end():js.end() + nreport] if state == "file" else None))
-            at = js.end() + nreport
+        if (r := _JS.match(data, at)) is not None:
+            state, nreport = r.group(1).decode(), int(r.group(2))
+            js.append((state, data[r.end():r.end() + nreport] if state == "file" else None))
+            at = r.end() + nreport
             continue
         if (j := _JUNIT.match(data, at)) is not None:
             state, nreport = j.group(1).decode(), int(j.group(2))
@@ -194,7 +194,7 @@ def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byte
         body = data[f.end():]
         if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
             files = {"stdout": body[:n_out], "stderr": body[n_out:]}
-    return records, files, scanned, report, jest
+    return records, files, scanned, report, js
 
 
 async def _read(ws: Workspace, name: str) -> bytes | None:

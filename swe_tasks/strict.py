@@ -25,11 +25,12 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   (``-json`` appended to ``GOFLAGS``, or given to ``go test`` alone by a root-owned ``go`` first
   on run_script.sh's PATH where it also runs ``go list``), the parser reads the text rebuilt from them, and a listed
   test passes only if the parser AND the events' ``pass`` say so (swe_tasks/gojson.py);
-- ``jest-json-confirms``: where it runs jest, a root-owned hook (``NODE_OPTIONS=--require``, and a
-  root-owned ``node`` first on PATH that puts it back where a script replaced NODE_OPTIONS) asks
-  jest's CLI for its own JSON results into that fresh directory, and a listed test passes only if
-  the parser AND jest's results say so (swe_tasks/jestjson.py). Elsewhere (mocha, tutanota's own
-  runner, unittest, ...) the parser alone judges;
+- ``js-results-confirms``: where it runs jest or mocha, a root-owned hook (``NODE_OPTIONS=--require``,
+  and a root-owned ``node`` first on PATH that puts it back where a script replaced NODE_OPTIONS)
+  has the runner's CLI write its own results into that fresh directory (jest's ``--json``, or a
+  results processor; mocha's runner events), and a listed test passes only if the parser AND
+  those results say so (swe_tasks/jsresults.py). Elsewhere (tutanota's own runner, unittest,
+  ansible-test, ...) the parser alone judges;
 - ``differential-rerun``: the same steps again in a second fresh grading container, the selected
   test files in reverse order; the two verdicts must agree on every fail_to_pass/pass_to_pass
   name (and on resolved), or the run scores 0 as tampered; both are recorded.
@@ -69,7 +70,7 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms", "jest-json-confirms",
+    found = ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms", "js-results-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
 

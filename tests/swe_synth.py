@@ -18,12 +18,13 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
   (Debian's Go 1.19 predates the test binary's framed result lines, Go 1.20) with the standard
   library compiled once into a cache every uid can use: a run compiles only its own package and
   needs no network.
-- ``jest_shout`` and ``jest_own`` (only when asked: ``generate(..., with_jest=True)``):
-  JavaScript run by jest through ``yarn test``, as element-hq's and protonmail's official run
-  scripts run it, for crucible-strict's jest results (swe_tasks/jestjson.py). ``jest_shout``'s
-  run script replaces ``NODE_OPTIONS`` (as protonmail's do) and its parser reads jest's verbose
-  lines on stdout; ``jest_own``'s passes ``--json`` itself and its parser reads that JSON from
-  stdout (element-hq's other kind). Their toolchain image gets jest and yarn (classic) from the
+- ``jest_shout``, ``jest_own`` and ``mocha_shout`` (only when asked: ``generate(...,
+  with_js=True)``): JavaScript run by jest through ``yarn test``, as element-hq's and
+  protonmail's official run scripts run it, and by mocha with its JSON reporter, as NodeBB's do,
+  for crucible-strict's runner results (swe_tasks/jsresults.py). ``jest_shout``'s run script
+  replaces ``NODE_OPTIONS`` (as protonmail's do) and its parser reads jest's verbose lines on
+  stdout; ``jest_own``'s passes ``--json`` itself and its parser reads that JSON from stdout
+  (element-hq's other kind). Their toolchain image gets jest, yarn (classic) and mocha from the
   npm registry through the host's npm (``JS_PACKAGES``, pinned), into ``/opt/js`` on PATH.
 """
 from __future__ import annotations
@@ -70,16 +71,16 @@ GO_WARM = {"go.mod": "module warm\n\ngo 1.21\n",
            "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
                            'func TestWarm(t *testing.T) { fmt.Fprint(os.Stdout, "") }\n'}
 
-JS_PACKAGES = ("jest@29.7.0", "yarn@1.22.22")
-"""What the jest toolchain image installs from the npm registry: pinned, so its tag names them."""
+JS_PACKAGES = ("jest@29.7.0", "yarn@1.22.22", "mocha@10.8.2")
+"""What the JavaScript toolchain image installs from the npm registry: pinned, so its tag names them."""
 
-JEST_TOOLCHAIN_DOCKERFILE = """\
+JS_TOOLCHAIN_DOCKERFILE = """\
 ARG TOOLCHAIN
 FROM ${TOOLCHAIN}
 COPY node_modules /opt/js/node_modules
 ENV PATH=/opt/js/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 """
-"""Over the toolchain image (Debian's node): jest and yarn, installed on the host by npm."""
+"""Over the toolchain image (Debian's node): jest, yarn and mocha, installed on the host by npm."""
 
 INSTANCE_DOCKERFILE = """\
 ARG TOOLCHAIN
@@ -253,6 +254,31 @@ json.dump({"tests": tests}, open(output_path, "w"))
 '''
 
 
+MOCHA_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script: mocha over the selected files (comma-joined in $1), its JSON reporter on stdout
+: "${SHOUT_MODE:?SHOUT_MODE comes from the ENV line of the instance Dockerfile}"
+IFS=',' read -r -a files <<< "$1"
+NODE_ENV=test mocha --reporter=json --timeout=10000 "${files[@]}" || true
+"""
+
+MOCHA_PARSER = r'''"""Synthetic parser: mocha's JSON reporter (on STDOUT) -> "FILE | FULL TITLE" names."""
+import json
+import sys
+
+stdout_path, stderr_path, output_path = sys.argv[1:4]
+text = open(stdout_path, encoding="utf-8", errors="replace").read()
+tests = []
+at = text.find("{")
+if at >= 0:
+    report, _ = json.JSONDecoder().raw_decode(text[at:])
+    for key, status in (("passes", "PASSED"), ("failures", "FAILED"), ("pending", "SKIPPED")):
+        for test in report.get(key, []):
+            file = test.get("file", "").removeprefix("/app/")
+            tests.append({"name": f"{file} | {test['fullTitle']}", "status": status})
+json.dump({"tests": tests}, open(output_path, "w"))
+'''
+
+
 @dataclass
 class Instance:
     instance_id: str
@@ -273,7 +299,7 @@ class Instance:
     row: dict = field(default_factory=dict)
     image: str = ""
     toolchain: str = "base"
-    """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go`` or ``jest``."""
+    """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go`` or ``js``."""
 
 
 TALLY = "instance_synth__tally-3333333333333333333333333333333333333333-vnan"
@@ -358,7 +384,25 @@ def jest_instance(own_json: bool = False) -> Instance:
                     ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
                     [f"{prefix}test/lib.test.js | shout | case | uppercases"],
                     [f"{prefix}test/lib.test.js | whisper | lowercases"],
-                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="jest")
+                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
+
+
+MOCHA_SHOUT = "instance_synth__mochashout-9999999999999999999999999999999999999999-vnan"
+
+
+def mocha_instance() -> Instance:
+    """The same ``lib.js`` under mocha: the hidden test adds ``shout case uppercases``."""
+    head = "const assert = require('assert');\nconst { shout, whisper } = require('../lib');\n\n"
+    whisper = ("describe('whisper', () => {\n  it('lowercases', () => {\n"
+               "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n")
+    shout = ("describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
+             "      assert.strictEqual(shout('hey'), 'HEY!');\n    });\n  });\n});\n\n")
+    return Instance(MOCHA_SHOUT, "js", "synth/mochashout",
+                    {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + whisper},
+                    {"lib.js": JEST_LIB_FIX}, {"test/lib.test.js": head + shout + whisper},
+                    MOCHA_RUN_SCRIPT, MOCHA_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
+                    ["test/lib.test.js | shout case uppercases"], ["test/lib.test.js | whisper lowercases"],
+                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
 
 
 def instances() -> list[Instance]:
@@ -489,20 +533,20 @@ def build_go_toolchain(toolchain: str, work: Path) -> str:
     return tag
 
 
-def build_jest_toolchain(toolchain: str, work: Path) -> str:
-    """The jest toolchain image over ``toolchain``: ``JS_PACKAGES`` installed by the host's npm
-    (from the npm registry) into the build context, then copied in."""
-    tag = "crucible-test/swe-jest-toolchain:" + hashlib.sha256(
-        json.dumps([toolchain, JEST_TOOLCHAIN_DOCKERFILE, JS_PACKAGES]).encode()).hexdigest()[:16]
+def build_js_toolchain(toolchain: str, work: Path) -> str:
+    """The JavaScript toolchain image over ``toolchain``: ``JS_PACKAGES`` installed by the host's
+    npm (from the npm registry) into the build context, then copied in."""
+    tag = "crucible-test/swe-js-toolchain:" + hashlib.sha256(
+        json.dumps([toolchain, JS_TOOLCHAIN_DOCKERFILE, JS_PACKAGES]).encode()).hexdigest()[:16]
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return tag
-    ctx = work / "jest-toolchain"
+    ctx = work / "js-toolchain"
     ctx.mkdir(parents=True, exist_ok=True)
     (ctx / "package.json").write_text('{"private": true}\n')
     proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts",
                            *JS_PACKAGES], cwd=ctx, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, "npm install (the jest toolchain needs npm and the npm registry): " + proc.stderr[-2000:]
-    _docker_build(tag, JEST_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
+    assert proc.returncode == 0, "npm install (the JavaScript toolchain needs npm and the npm registry): " + proc.stderr[-2000:]
+    _docker_build(tag, JS_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
     return tag
 
 
@@ -516,8 +560,8 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
     toolchains = {"base": toolchain}
     if any(inst.toolchain == "go" for inst in insts):
         toolchains["go"] = build_go_toolchain(toolchain, work)
-    if any(inst.toolchain == "jest" for inst in insts):
-        toolchains["jest"] = build_jest_toolchain(toolchain, work)
+    if any(inst.toolchain == "js" for inst in insts):
+        toolchains["js"] = build_js_toolchain(toolchain, work)
     for inst in insts:
         ctx = work / "images" / inst.instance_id
         digest = hashlib.sha256(json.dumps([toolchains[inst.toolchain], INSTANCE_DOCKERFILE, inst.row, inst.files_base,
@@ -530,14 +574,14 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
 
 
 def generate(work: Path, base_image: str | None, with_pytest: bool = False,
-             with_go: bool = False, with_jest: bool = False) -> dict[str, Path | list[Instance]]:
+             with_go: bool = False, with_js: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum``,
-    ``go_piped`` and ``go_listed`` too; ``with_jest``: ``jest_shout`` and ``jest_own`` too."""
+    ``go_piped`` and ``go_listed`` too; ``with_js``: ``jest_shout``, ``jest_own`` and ``mocha_shout`` too."""
     insts = (instances() + ([pytest_instance()] if with_pytest else [])
              + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
-             + ([jest_instance(), jest_instance(own_json=True)] if with_jest else []))
+             + ([jest_instance(), jest_instance(own_json=True), mocha_instance()] if with_js else []))
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
-#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP JEST_HOOK NODE_WRAP]
+#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -25,13 +25,13 @@
 # from the test binary's framed result lines only. Where GO_JSON is `wrapped`, GO_WRAP is the text
 # of a `go` (sh/go_wrap.sh) written root's to WORK/go-wrap/go, that directory first on
 # run_script.sh's PATH: it gives -json to `go test` alone (`go list` runs as given).
-# JEST_HOOK non-empty (swe_tasks/jestjson.py, run_script.sh runs jest): written root's to
-# WORK/jest-hook.js, `--require=WORK/jest-hook.js` appended to NODE_OPTIONS for run_script.sh, and
-# NODE_WRAP (a `node`, sh/node_wrap.sh, that appends it again where NODE_OPTIONS was replaced)
-# written root's to WORK/node-wrap/node, that directory first on PATH: jest's CLI writes its
-# results to RESULTS_DIR/r/jest-*.json; after the kill each is read as TEST_UID (a regular file,
-# not a symlink) and sent back after the JUnit report:
-#   @@crucible-jest STATE BYTES\n<that many bytes>   (one per file; none when jest wrote none)
+# RESULTS_HOOK non-empty (swe_tasks/jsresults.py, run_script.sh runs jest or mocha): written
+# root's to WORK/results-hook.js, `--require=WORK/results-hook.js` appended to NODE_OPTIONS for
+# run_script.sh, and NODE_WRAP (a `node`, sh/node_wrap.sh, that appends it again where
+# NODE_OPTIONS was replaced) written root's to WORK/node-wrap/node, that directory first on PATH:
+# the runner writes its own results to RESULTS_DIR/r/js-*.json; after the kill each is read as
+# TEST_UID (a regular file, not a symlink) and sent back after the JUnit report:
+#   @@crucible-js STATE BYTES\n<that many bytes>   (one per file; none when the runner wrote none)
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -49,7 +49,7 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-JEST_HOOK=${19:-} NODE_WRAP=${20:-} TOKEN=''
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -159,11 +159,11 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
     (umask 022; printf '%s' "$GO_WRAP" > "$WORK/go-wrap/go") && chmod 755 "$WORK/go-wrap/go"
     local -x PATH="$WORK/go-wrap:$PATH"
   fi
-  if [ -n "$JEST_HOOK" ] && [ -n "$NODE_WRAP" ]; then
-    (umask 022; printf '%s' "$JEST_HOOK" > "$WORK/jest-hook.js")
+  if [ -n "$RESULTS_HOOK" ] && [ -n "$NODE_WRAP" ]; then
+    (umask 022; printf '%s' "$RESULTS_HOOK" > "$WORK/results-hook.js")
     rm -rf "$WORK/node-wrap" && mkdir -m 755 "$WORK/node-wrap"
     (umask 022; printf '%s' "$NODE_WRAP" > "$WORK/node-wrap/node") && chmod 755 "$WORK/node-wrap/node"
-    local -x PATH="$WORK/node-wrap:$PATH" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$WORK/jest-hook.js"
+    local -x PATH="$WORK/node-wrap:$PATH" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$WORK/results-hook.js"
   fi
   chmod 644 "$WORK/run_script.sh"
   rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"
@@ -203,26 +203,26 @@ send_junit() {  # the report pytest wrote, read after the kill: a regular file, 
   printf '@@crucible-junit %s %s\n' "$state" "$size"
   if [ "$state" = file ]; then cat -- "$WORK/junit.xml"; fi
 }
-send_jest() {  # each file of results jest wrote, read after the kill: regular files, not symlinks, 64 MiB in all
+send_js_results() {  # each results file a runner wrote, read after the kill: regular files, not symlinks, 64 MiB in all
   local report state size total=0 count=0
   if [ -n "$RESULTS_FAILED" ] || ! command -v cat >/dev/null || ! command -v wc >/dev/null; then
-    printf '@@crucible-jest unreadable 0\n'; return
+    printf '@@crucible-js unreadable 0\n'; return
   fi
-  if [ -L "$RESULTS/r" ] || [ ! -d "$RESULTS/r" ]; then printf '@@crucible-jest not-a-file 0\n'; return; fi
+  if [ -L "$RESULTS/r" ] || [ ! -d "$RESULTS/r" ]; then printf '@@crucible-js not-a-file 0\n'; return; fi
   shopt -s nullglob
-  for report in "$RESULTS"/r/jest-*.json; do
+  for report in "$RESULTS"/r/js-*.json; do
     state=file size=0 count=$((count + 1))
     if [ "$count" -gt 200 ]; then state=too-many
     elif [ -L "$report" ]; then state=symlink
     elif [ ! -f "$report" ]; then state=not-a-file
-    elif ! (umask 077; "${AS[@]}" cat -- "$report" > "$WORK/jest.json"); then state=unreadable
+    elif ! (umask 077; "${AS[@]}" cat -- "$report" > "$WORK/js.json"); then state=unreadable
     else
-      size=$(wc -c < "$WORK/jest.json") || { state=unreadable; size=0; }
+      size=$(wc -c < "$WORK/js.json") || { state=unreadable; size=0; }
       size=$((size)) total=$((total + size))
       if [ "$total" -gt "$MAX_REPORT" ]; then state=too-large; size=0; fi
     fi
-    printf '@@crucible-jest %s %s\n' "$state" "$size"
-    if [ "$state" = file ]; then cat -- "$WORK/jest.json"; else break; fi
+    printf '@@crucible-js %s %s\n' "$state" "$size"
+    if [ "$state" = file ]; then cat -- "$WORK/js.json"; else break; fi
   done
   shopt -u nullglob
 }
@@ -253,7 +253,7 @@ if [ "$STRICT" = strict ]; then
   lock_hidden
   strict_run_script
   if [ -n "$RESULTS" ]; then send_junit; fi
-  if [ -n "$RESULTS" ] && [ -n "$JEST_HOOK" ]; then send_jest; fi
+  if [ -n "$RESULTS" ] && [ -n "$RESULTS_HOOK" ]; then send_js_results; fi
 else
   step run_script "$TEST_TIMEOUT" "bash $WORK/run_script.sh $TEST_FILES > $WORK/stdout.log 2> $WORK/stderr.log"
 fi

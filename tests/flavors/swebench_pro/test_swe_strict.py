@@ -2,7 +2,8 @@
 (the official evaluator's steps exactly), on the synthetic instances (tests/swe_synth.py:
 ``calc``, run by unittest, ``tally``, run by pytest, for the JUnit report's confirmation,
 ``gosum``, run by go test, for the test2json events' confirmation, and ``jestshout`` and
-``jestown``, run by jest through yarn, for the confirmation by jest's own results).
+``jestown``, run by jest through yarn, and ``mochashout``, run by mocha, for the confirmation by
+the runner's own results).
 
 Each attack is a prediction graded by `crucible swe eval` in both modes: it resolves under
 `none`, where grading is the official evaluator, and scores 0 under `strict`, for the reason
@@ -29,6 +30,7 @@ GO_PIPED = swe_synth.GO_PIPED
 GO_LISTED = swe_synth.GO_LISTED
 JEST_SHOUT = swe_synth.JEST_SHOUT
 JEST_OWN = swe_synth.JEST_OWN
+MOCHA_SHOUT = swe_synth.MOCHA_SHOUT
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -112,7 +114,7 @@ reports anything, or writes its JUnit report."""
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
     generated = swe_synth.generate(tmp_path_factory.mktemp("swe-strict"), base_image, with_pytest=True, with_go=True,
-                                   with_jest=True)
+                                   with_js=True)
     with swe_synth.pointed_at(generated):
         yield generated
 
@@ -183,10 +185,10 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["evaluator"] == "crucible-strict"
     assert raw["defences"] == ["uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
-                               "jest-json-confirms", "scan-refuses", "differential-rerun"]
+                               "js-results-confirms", "scan-refuses", "differential-rerun"]
     # unittest, neither pytest nor go test nor jest: the parser alone judges, and the raw grade says so
     assert raw["junit"]["expected"] is False and raw["go_json"] == {"expected": False, "how": "not go test"}
-    assert raw["jest"] == {"expected": False}
+    assert raw["js_results"] == {"expected": False}
     assert [(e["name"], e["judged_by"]) for e in raw["listed"]] == [
         ("tests/test_calc.py::TestCalc::test_add", ["parser"]), ("tests/test_calc.py::TestCalc::test_mul", ["parser"])]
     assert f"run_script uid=1000 sha256={script_sha} patch={patch_sha}" in raw["run_script"]["stdout_tail"]
@@ -291,7 +293,7 @@ def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_
     hardened = graded(tmp_path, "print-and-exit", patch, "strict")
     raw = hardened["raw"]
     assert raw["scan"]["findings"] == [] and raw["run_script"]["end"] == {"stdout": True, "stderr": True}
-    assert raw["junit"]["expected"] is False and raw["jest"] == {"expected": False}
+    assert raw["junit"]["expected"] is False and raw["js_results"] == {"expected": False}
     assert statuses(raw) == {"tests/test_calc.py::TestCalc::test_add": ["PASSED"],
                              "tests/test_calc.py::TestCalc::test_mul": ["PASSED"]}
     assert hardened["reward"] == 1.0, raw["reason"]
@@ -510,30 +512,30 @@ def test_on_a_jest_instance_the_golden_is_confirmed_by_jests_own_results(synth, 
     gold = row(synth, JEST_SHOUT)["patch"]
     official = graded(tmp_path, "jestshout-gold", gold, "none", JEST_SHOUT)
     assert official["reward"] == 1.0, official["raw"]["reason"]
-    assert "jest" not in official["raw"] and "node-wrap" not in official["raw"]["run_script"]["command"]
+    assert "js_results" not in official["raw"] and "node-wrap" not in official["raw"]["run_script"]["command"]
     hardened = graded(tmp_path, "jestshout-gold", gold, "strict", JEST_SHOUT)
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["run_script"]["command"].startswith(
-        'PATH="/workspace/node-wrap:$PATH" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=/workspace/jest-hook.js" '
+        'PATH="/workspace/node-wrap:$PATH" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=/workspace/results-hook.js" '
         "setpriv")
-    assert raw["jest"]["expected"] is True and raw["jest"]["reports"] == 1 and "error" not in raw["jest"]
-    assert raw["jest"]["path"].startswith("/tmp/crucible-results-") and raw["jest"]["path"].endswith("/r/jest-*.json")
+    assert raw["js_results"]["expected"] is True and raw["js_results"]["reports"] == 1 and "error" not in raw["js_results"]
+    assert raw["js_results"]["path"].startswith("/tmp/crucible-results-") and raw["js_results"]["path"].endswith("/r/js-*.json")
     assert {"file": "/app/test/lib.test.js", "ancestors": ["shout", "case"], "title": "uppercases",
-            "status": "PASSED"} in raw["jest"]["tests"]
+            "status": "PASSED"} in raw["js_results"]["tests"]
     # What the parser read is jest's verbose text as without crucible, as uid 1000.
     assert "run_script uid=1000 files=test/lib.test.js" in raw["run_script"]["stdout_tail"]
     assert "      \u2713 uppercases" in raw["run_script"]["stdout_tail"]
-    assert [(e["name"], e["parser"], e["jest"], e["jest_mapped"], e["judged_by"]) for e in raw["listed"]] == [
-        ("test/lib.test.js | shout | case | uppercases", "PASSED", "PASSED", "path-suffix", ["parser", "jest"]),
-        ("test/lib.test.js | whisper | lowercases", "PASSED", "PASSED", "path-suffix", ["parser", "jest"])]
-    assert raw["rerun"]["resolved"] and raw["rerun"]["jest"]["path"] != raw["jest"]["path"]
+    assert [(e["name"], e["parser"], e["js"], e["js_mapped"], e["judged_by"]) for e in raw["listed"]] == [
+        ("test/lib.test.js | shout | case | uppercases", "PASSED", "PASSED", "path-suffix", ["parser", "js-results"]),
+        ("test/lib.test.js | whisper | lowercases", "PASSED", "PASSED", "path-suffix", ["parser", "js-results"])]
+    assert raw["rerun"]["resolved"] and raw["rerun"]["js_results"]["path"] != raw["js_results"]["path"]
     shown = crucible("show", hardened["run_id"])
-    assert shown.returncode == 0 and "jest's results (/tmp/crucible-results-" in shown.stdout, shown.stdout + shown.stderr
-    assert "2 test(s) from 1 run(s)" in shown.stdout and "jest-json-confirms" in shown.stdout
+    assert shown.returncode == 0 and "jest's own results (/tmp/crucible-results-" in shown.stdout, shown.stdout + shown.stderr
+    assert "2 test(s) from 1 run(s)" in shown.stdout and "js-results-confirms" in shown.stdout
     empty = graded(tmp_path, "jestshout-empty", "", "strict", JEST_SHOUT)
     assert empty["reward"] == 0.0
-    assert {e["name"]: (e["parser"], e["jest"]) for e in empty["raw"]["listed"]} == {
+    assert {e["name"]: (e["parser"], e["js"]) for e in empty["raw"]["listed"]} == {
         "test/lib.test.js | shout | case | uppercases": ("FAILED", "FAILED"),
         "test/lib.test.js | whisper | lowercases": ("PASSED", "PASSED")}
 
@@ -549,9 +551,9 @@ def test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_stri
     assert statuses(raw) == {"test/lib.test.js | shout | case | uppercases": ["PASSED"],
                              "test/lib.test.js | whisper | lowercases": ["PASSED"]}  # the parser is fooled
     assert hardened["reward"] == 0.0
-    assert raw["jest"]["reports"] == 0
+    assert raw["js_results"]["reports"] == 0
     assert raw["reason"].startswith("no named results: jest wrote no results"), raw["reason"]
-    assert all(e["parser"] == "PASSED" and e["jest"] is None for e in raw["listed"])
+    assert all(e["parser"] == "PASSED" and e["js"] is None for e in raw["listed"])
 
 
 def test_on_a_jest_instance_whose_run_script_passes_json_itself_its_results_come_from_a_results_processor(
@@ -565,14 +567,14 @@ def test_on_a_jest_instance_whose_run_script_passes_json_itself_its_results_come
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert '"numTotalTestSuites"' in raw["run_script"]["stdout_tail"]  # the run script's own JSON, on stdout
-    assert [(e["name"], e["parser"], e["jest"], e["jest_mapped"]) for e in raw["listed"]] == [
+    assert [(e["name"], e["parser"], e["js"], e["js_mapped"]) for e in raw["listed"]] == [
         ("/app/test/lib.test.js | shout | case | uppercases", "PASSED", "PASSED", "exact"),
         ("/app/test/lib.test.js | whisper | lowercases", "PASSED", "PASSED", "exact")]
     patch = patch_from(synth, tmp_path, {"lib.js": JEST_FORGED_OWN_JSON}, JEST_OWN)
     official = graded(tmp_path, "jestown-forged", patch, "none", JEST_OWN)
     assert official["reward"] == 1.0, official["raw"]["reason"]
     forged = graded(tmp_path, "jestown-forged", patch, "strict", JEST_OWN)
-    assert all(e["parser"] == "PASSED" and e["jest"] is None for e in forged["raw"]["listed"])
+    assert all(e["parser"] == "PASSED" and e["js"] is None for e in forged["raw"]["listed"])
     assert forged["reward"] == 0.0 and forged["raw"]["reason"].startswith("no named results: jest wrote no results")
 
 
@@ -584,6 +586,47 @@ def test_in_process_code_writing_jests_results_itself_still_resolves_under_stric
     patch = patch_from(synth, tmp_path, {"lib.js": JEST_WRITES_ITS_OWN_RESULTS}, JEST_SHOUT)
     hardened = graded(tmp_path, "jest-own-results", patch, "strict", JEST_SHOUT)
     raw = hardened["raw"]
-    assert raw["jest"]["reports"] == 1 and "error" not in raw["jest"]
-    assert all(e["parser"] == "PASSED" and e["jest"] == "PASSED" for e in raw["listed"])
+    assert raw["js_results"]["reports"] == 1 and "error" not in raw["js_results"]
+    assert all(e["parser"] == "PASSED" and e["js"] == "PASSED" for e in raw["listed"])
     assert hardened["reward"] == 1.0, raw["reason"]
+
+
+_MOCHA_FORGED_REPORT = json.dumps({"stats": {"tests": 2, "passes": 2, "failures": 0}, "tests": [], "pending": [], "failures": [],
+                                   "passes": [{"title": "uppercases", "fullTitle": "shout case uppercases",
+                                               "file": "/app/test/lib.test.js"},
+                                              {"title": "lowercases", "fullTitle": "whisper lowercases",
+                                               "file": "/app/test/lib.test.js"}]}, indent=2)
+MOCHA_PRINT_AND_EXIT = (
+    "const fs = require('fs');\n\n"
+    f"fs.writeSync(1, {json.dumps(_MOCHA_FORGED_REPORT + chr(10))});\n"
+    "process.exit(0);\n\n" + swe_synth.JEST_LIB_BASE)
+"""lib.js, when mocha loads the test file, prints the JSON reporter's report with both listed
+tests passed and ends mocha's process before its runner starts."""
+
+
+def test_on_a_mocha_instance_the_golden_is_confirmed_by_mochas_runner_and_print_and_exit_scores_0(synth, tmp_path):
+    """NodeBB's run scripts run mocha with its JSON reporter on stdout, which the tested code can
+    print itself: under `strict` the hook's record of mocha's runner events must agree."""
+    gold = row(synth, MOCHA_SHOUT)["patch"]
+    hardened = graded(tmp_path, "mochashout-gold", gold, "strict", MOCHA_SHOUT)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["js_results"]["runners"] == ["mocha"] and raw["js_results"]["reports"] == 1
+    assert {"file": "/app/test/lib.test.js", "ancestors": ["shout", "case"], "title": "uppercases",
+            "status": "PASSED"} in raw["js_results"]["tests"]
+    assert '"passes": [' in raw["run_script"]["stdout_tail"]  # mocha's own reporter, as without crucible
+    assert [(e["name"], e["parser"], e["js"], e["js_mapped"]) for e in raw["listed"]] == [
+        ("test/lib.test.js | shout case uppercases", "PASSED", "PASSED", "path-suffix"),
+        ("test/lib.test.js | whisper lowercases", "PASSED", "PASSED", "path-suffix")]
+    empty = graded(tmp_path, "mochashout-empty", "", "strict", MOCHA_SHOUT)
+    assert empty["reward"] == 0.0
+    assert {e["name"]: (e["parser"], e["js"]) for e in empty["raw"]["listed"]} == {
+        "test/lib.test.js | shout case uppercases": ("FAILED", "FAILED"),
+        "test/lib.test.js | whisper lowercases": ("PASSED", "PASSED")}
+    patch = patch_from(synth, tmp_path, {"lib.js": MOCHA_PRINT_AND_EXIT}, MOCHA_SHOUT)
+    official = graded(tmp_path, "mocha-print-and-exit", patch, "none", MOCHA_SHOUT)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    forged = graded(tmp_path, "mocha-print-and-exit", patch, "strict", MOCHA_SHOUT)
+    assert all(e["parser"] == "PASSED" and e["js"] is None for e in forged["raw"]["listed"])  # the parser is fooled
+    assert forged["reward"] == 0.0
+    assert forged["raw"]["reason"].startswith("no named results: mocha wrote no results"), forged["raw"]["reason"]

@@ -1,7 +1,7 @@
 """crucible-strict's pure parts (swe_tasks/strict.py): which mode gets which evaluator, the
 instance's test files, the end marker's cut, and the verdict regraded from a stored raw grade
 (worst status, the scan's refusal and its allowances, the differential re-run's agreement, the
-JUnit report's, the go command's test2json events' and jest's own results' confirmation)."""
+JUnit report's, the go command's test2json events' and the JavaScript runners' own results' confirmation)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from engine.util.paths import PROJECT_ROOT
 from envs.coding.schema import AllowTestAware
-from swe_tasks import gojson, jestjson, junit, replay, strict
+from swe_tasks import gojson, jsresults, junit, replay, strict
 from swe_tasks.flavor import SwebenchProFlavor
 
 F2P, P2P = "t.py::T::test_fixed", "t.py::T::test_kept"
@@ -329,7 +329,7 @@ def test_the_wrapping_go_adds_json_to_go_test_alone_and_runs_the_next_go_on_path
     assert lone.returncode == 127 and "no go on PATH" in lone.stderr
 
 
-# --- jest's own results (swe_tasks/jestjson.py) ------------------------------------------------
+# --- a JavaScript runner's own results (swe_tasks/jsresults.py) ---------------------------------
 
 JEST_F2P, JEST_P2P = "test/a.test.js | shout | case | uppercases", "test/a.test.js | whisper | lowercases"
 HIDDEN = "/app/test/a.test.js"
@@ -356,45 +356,54 @@ def jest_json(*cases: tuple[str, list[str], str, str], shape: str = "json") -> b
 
 def jest_raw(reports: list[tuple[str, bytes | None]], *tests: tuple[str, str]) -> dict:
     return raw(strict.STRICT, *tests, junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"),
-               go_json=gojson.record("", None), jest=jestjson.record(True, reports, "/tmp/crucible-results-x"))
+               go_json=gojson.record("", None), js_results=jsresults.record(["jest"], reports, "/tmp/crucible-results-x"))
 
 
-def test_only_a_run_script_line_that_runs_jest_makes_an_instance_a_jest_one():
-    assert jestjson.runs_jest(b"yarn test --verbose --passWithNoTests --ci --maxWorkers=2 \"${files[@]}\" 2>&1\n")
-    assert jestjson.runs_jest(b'  yarn workspace web-app test --runInBand --testPathPattern="$f"\n')
-    assert jestjson.runs_jest(b"npx jest --ci src/\n")
-    assert jestjson.runs_jest(b"yarn test ${test_files[@]} --json > /tmp/out.json || true\n")
-    assert jestjson.runs_jest(b"npm test -- --testNamePattern=shout\n")
-    assert not jestjson.runs_jest(b"# npx jest\nnpx mocha test/\n")  # a comment is no run
-    assert not jestjson.runs_jest(b"npm run test:unit -- --reporter spec\n")  # a test script with no jest-only flag
-    assert not jestjson.runs_jest(b"yarn test\nnode --test\n")
-    assert not jestjson.runs_jest(b"npm install @jest/globals\n")
+def test_only_a_run_script_line_that_runs_jest_or_mocha_makes_an_instance_one_of_theirs():
+    assert jsresults.runners(b"yarn test --verbose --passWithNoTests --ci --maxWorkers=2 \"${files[@]}\" 2>&1\n") == ["jest"]
+    assert jsresults.runners(b'  yarn workspace web-app test --runInBand --testPathPattern="$f"\n') == ["jest"]
+    assert jsresults.runners(b"npx jest --ci src/\n") == ["jest"]
+    assert jsresults.runners(b"yarn test ${test_files[@]} --json > /tmp/out.json || true\n") == ["jest"]
+    assert jsresults.runners(b"npm test -- --testNamePattern=shout\n") == ["jest"]
+    assert jsresults.runners(b"# npx jest\nNODE_ENV=test npx mocha --reporter=json test/a.js\n") == ["mocha"]
+    assert jsresults.runners(b"bash -c 'npx _mocha test/'\n") == ["mocha"]
+    assert jsresults.runners(b"npm run test:unit -- --reporter spec\n") == []  # a test script with no jest-only flag
+    assert jsresults.runners(b"yarn test\nnode --test\n") == []
+    assert jsresults.runners(b"npm install @jest/globals mocha-junit-reporter\n") == []
+    assert jsresults.record([], [], "/tmp/r") == {"expected": False}
 
 
 def test_jests_results_read_in_both_shapes_and_merge_over_runs_failed_first_then_passed():
     cases = (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, [], "todo one", "todo")
     for shape in ("json", "processor"):
-        assert jestjson.tests_in(jest_json(*cases, shape=shape)) == [
+        assert jsresults.tests_in(jest_json(*cases, shape=shape)) == [
             {"file": HIDDEN, "ancestors": ["shout", "case"], "title": "uppercases", "status": "PASSED"},
             {"file": HIDDEN, "ancestors": [], "title": "todo one", "status": "SKIPPED"}]
     # protonmail runs jest once per listed test: the others are reported pending there
-    runs = [jestjson.tests_in(jest_json((HIDDEN, ["a"], "t", status))) for status in ("pending", "passed", "pending")]
-    assert [t["status"] for t in jestjson.merged(sum(runs, []))] == ["PASSED"]
-    runs.append(jestjson.tests_in(jest_json((HIDDEN, ["a"], "t", "failed"))))
-    assert [t["status"] for t in jestjson.merged(sum(runs, []))] == ["FAILED"]
+    runs = [jsresults.tests_in(jest_json((HIDDEN, ["a"], "t", status))) for status in ("pending", "passed", "pending")]
+    assert [t["status"] for t in jsresults.merged(sum(runs, []))] == ["PASSED"]
+    runs.append(jsresults.tests_in(jest_json((HIDDEN, ["a"], "t", "failed"))))
+    assert [t["status"] for t in jsresults.merged(sum(runs, []))] == ["FAILED"]
     with pytest.raises(ValueError, match="no testResults"):
-        jestjson.tests_in(b'{"tests": []}')
+        jsresults.tests_in(b'{"tests": []}')
+    mocha = {"runner": "mocha", "tests": [{"file": HIDDEN, "titlePath": ["test/a.test.js::Shim", "works"], "status": "passed"},
+                                          {"file": HIDDEN, "titlePath": ["Shim", "later"], "status": "pending"}]}
+    assert jsresults.tests_in(json.dumps(mocha).encode()) == [
+        {"file": HIDDEN, "ancestors": ["test/a.test.js::Shim"], "title": "works", "status": "PASSED"},
+        {"file": HIDDEN, "ancestors": ["Shim"], "title": "later", "status": "SKIPPED"}]
+    with pytest.raises(ValueError, match="no titlePath"):
+        jsresults.tests_in(b'{"runner": "mocha", "tests": [{"file": "x"}]}')
 
 
 def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_faithful_form():
-    tests = jestjson.tests_in(jest_json(
+    tests = jsresults.tests_in(jest_json(
         (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases (slowly)", "passed"),
         (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed"),
         ("/app/other/test/a.test.js", ["decoy"], "wins", "passed")))
     hidden = {HIDDEN}
 
     def mapped(name: str) -> tuple[list[str], str]:
-        found, how = jestjson.map_name(name, tests, hidden)
+        found, how = jsresults.map_name(name, tests, hidden)
         return [f"{' > '.join(tests[i]['ancestors'])}: {tests[i]['title']}" for i in found], how
 
     assert mapped("test/a.test.js | shout | case | uppercases") == (["shout > case: uppercases"], "path-suffix")
@@ -405,14 +414,20 @@ def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_fa
     assert mapped("test/a.test.js | a | same") == (["a: same"], "path-suffix")
     # A parser that drops the describe blocks folds both into one name: it stands for both.
     assert mapped("test/a.test.js | same") == (["a: same", "b: same"], "path-suffix, title, 2 tests")
-    assert mapped("a.test.js | decoy | wins") == ([], "unmapped: not in jest's results for the hidden test files")
+    assert mapped("a.test.js | decoy | wins") == ([], "unmapped: not in the runner's results for the hidden test files")
     assert mapped("est/a.test.js | shout | case | uppercases")[0] == []  # a path suffix ends at a "/"
     assert mapped("no file part")[1] == "unmapped: the name has no 'file | test' form"
-    folded = jestjson.confirm(jestjson.record(True, [("file", jest_json(
+    folded = jsresults.confirm(jsresults.record(["jest"], [("file", jest_json(
         (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed")))], "/tmp/r"),
         {"listed": [{"name": "test/a.test.js | same", "parser": "PASSED", "judged_by": ["parser"]}],
          "passed": ["test/a.test.js | same"]}, hidden)
-    assert folded["passed"] == [] and folded["listed"][0]["jest"] == "FAILED"  # the worst of the two
+    assert folded["passed"] == [] and folded["listed"][0]["js"] == "FAILED"  # the worst of the two
+    # NodeBB's run scripts put "FILE::" before each describe title; its parser takes it out again.
+    nodebb = jsresults.tests_in(json.dumps({"runner": "mocha", "tests": [
+        {"file": HIDDEN, "titlePath": ["test/a.test.js::Translator shim", ".translate()", "should translate"],
+         "status": "passed"}]}).encode())
+    assert jsresults.map_name("test/a.test.js | Translator shim .translate() should translate", nodebb, hidden) == (
+        [0], "path-suffix")
 
 
 def test_a_listed_jest_test_passes_under_strict_only_if_the_parser_and_jests_results_agree():
@@ -420,38 +435,38 @@ def test_a_listed_jest_test_passes_under_strict_only_if_the_parser_and_jests_res
     forged = jest_raw([("file", report)], (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED"))
     verdict = SwebenchProFlavor().regrade(jest_spec(), forged)
     assert verdict.reward == 0.0
-    assert verdict.raw["reason"] == (f"1 listed test(s) PASSED by the parser but not by jest's results, e.g. {JEST_F2P!r} "
-                                     "(FAILED)")
-    assert [(e["jest"], e["jest_names"], e["judged_by"]) for e in verdict.raw["listed"]] == [
-        ("FAILED", [f"{HIDDEN} | shout | case | uppercases"], ["parser", "jest"]),
-        ("PASSED", [f"{HIDDEN} | whisper | lowercases"], ["parser", "jest"])]
+    assert verdict.raw["reason"] == ("1 listed test(s) PASSED by the parser but not by the test runner's own results, "
+                                     f"e.g. {JEST_F2P!r} (FAILED)")
+    assert [(e["js"], e["js_names"], e["judged_by"]) for e in verdict.raw["listed"]] == [
+        ("FAILED", [f"{HIDDEN} | shout | case | uppercases"], ["parser", "js-results"]),
+        ("PASSED", [f"{HIDDEN} | whisper | lowercases"], ["parser", "js-results"])]
     fixed = jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases", "passed"))
     honest = jest_raw([("file", fixed)], (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED"))
     assert SwebenchProFlavor().regrade(jest_spec(), honest).reward == 1.0
     assert SwebenchProFlavor().regrade(jest_spec(), json.loads(json.dumps(honest))).reward == 1.0  # a stored grading
     officially = {**honest, "evaluator": strict.OFFICIAL}
-    officially.pop("jest")
+    officially.pop("js_results")
     assert SwebenchProFlavor().regrade(jest_spec(), officially).reward == 1.0
 
 
 @pytest.mark.parametrize("reports, why", [
-    ([], "jest wrote no results"), ([("symlink", None)], "a jest results path is a symlink"),
-    ([("file", b"{not json")], "a jest results file is not jest's JSON"),
-    ([("file", jest_json())], "jest's results (1 file(s)) name no test"),
+    ([], "jest wrote no results"), ([("symlink", None)], "a results path of jest is a symlink"),
+    ([("file", b"{not json")], "a results file of jest is not one"),
+    ([("file", jest_json())], "the results of jest (1 file(s)) name no test"),
     ([("file", jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"))), ("too-large", None)],
-     "jest's results are over 64 MiB")])
+     "the results of jest are over 64 MiB")])
 def test_a_jest_instance_without_readable_results_is_unresolved_with_the_reason(reports, why):
     verdict = SwebenchProFlavor().regrade(jest_spec(), jest_raw(reports, (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED")))
     assert verdict.reward == 0.0
     assert verdict.raw["reason"].startswith(f"no named results: {why}"), verdict.raw["reason"]
-    assert verdict.raw["reason"].endswith("(run_script.sh runs jest, so its results are required)")
+    assert verdict.raw["reason"].endswith("(run_script.sh runs a JavaScript test runner, so its results are required)")
 
 
-def test_replays_output_carries_each_file_of_jests_results_by_length():
-    one, two = jest_json((HIDDEN, [], "t", "passed")), b'{"testResults": []}\n@@crucible-jest file 3\n'
+def test_replays_output_carries_each_results_file_by_length():
+    one, two = jest_json((HIDDEN, [], "t", "passed")), b'{"testResults": []}\n@@crucible-js file 3\n'
     data = (b"@@crucible-step run_script 0 0 5 0\n" + b"@@crucible-junit absent 0\n"
-            + f"@@crucible-jest file {len(one)}\n".encode() + one + f"@@crucible-jest file {len(two)}\n".encode() + two
-            + b"@@crucible-jest symlink 0\n")
+            + f"@@crucible-js file {len(one)}\n".encode() + one + f"@@crucible-js file {len(two)}\n".encode() + two
+            + b"@@crucible-js symlink 0\n")
     records, _, _, report, jest = replay.parse_output(data)
     assert "run_script" in records and report == ("absent", None)
     assert jest == [("file", one), ("file", two), ("symlink", None)]
@@ -466,13 +481,13 @@ def _node() -> str:
 
 
 def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_copy_where_the_run_wants_json(tmp_path):
-    """js/jest_hook.js in node's --require: jest's bin (reached through node_modules/.bin) gets
+    """js/results_hook.js in node's --require: jest's bin (reached through node_modules/.bin) gets
     --json --outputFile, or with the run's own --json the hook as results processor; any other
     script, and a run naming its own processor, keeps its arguments."""
     results = tmp_path / "results"
     (results / "r").mkdir(parents=True)
-    hook = tmp_path / "jest-hook.js"
-    hook.write_text(jestjson.hook_program(str(results)))
+    hook = tmp_path / "results-hook.js"
+    hook.write_text(jsresults.hook_program(str(results)))
     echo = "console.log(JSON.stringify(process.argv.slice(2)));\n"
     for rel in ("node_modules/jest/bin/jest.js", "node_modules/other/bin/jest-like.js"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -487,7 +502,7 @@ def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_co
 
     added = argv("node_modules/.bin/jest", "--verbose", "a.test.js")
     assert added[:2] == ["--verbose", "a.test.js"] and added[2] == "--json"
-    assert added[3].startswith(f"--outputFile={results}/r/jest-") and added[3].endswith(".json")
+    assert added[3].startswith(f"--outputFile={results}/r/js-jest-") and added[3].endswith(".json")
     assert argv("node_modules/.bin/jest", "--json", "a.test.js") == ["--json", "a.test.js", f"--testResultsProcessor={hook}"]
     before_end = argv("node_modules/.bin/jest", "--ci", "--", "--json")  # after `--`: not jest's options
     assert before_end[:2] == ["--ci", "--json"] and before_end[2].startswith("--outputFile=")
@@ -500,8 +515,8 @@ def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_co
            "process.stdout.write(String(p(r) === r));")
     done = subprocess.run([_node(), "-e", run], capture_output=True, text=True, check=True)
     assert done.stdout == "true"
-    [written] = list((results / "r").glob("jest-*.json"))
-    assert jestjson.tests_in(written.read_bytes()) == [
+    [written] = list((results / "r").glob("js-jest-*.json"))
+    assert jsresults.tests_in(written.read_bytes()) == [
         {"file": HIDDEN, "ancestors": ["shout"], "title": "uppercases", "status": "PASSED"}]
 
 
@@ -511,11 +526,11 @@ def test_the_wrapping_node_puts_the_hook_back_into_node_options_once_and_runs_th
     wrap, real = tmp_path / "node-wrap", tmp_path / "real"
     wrap.mkdir()
     real.mkdir()
-    (wrap / "node").write_text(jestjson.node_wrap_program())
+    (wrap / "node").write_text(jsresults.node_wrap_program())
     (real / "node").write_text('#!/bin/bash\nprintf "%s|" "$NODE_OPTIONS" "$@"\n')
     for script in (wrap / "node", real / "node"):
         script.chmod(0o755)
-    hook = f"--require={tmp_path}/jest-hook.js"
+    hook = f"--require={tmp_path}/results-hook.js"
 
     def node(options: str | None, *args: str) -> str:
         env = {"PATH": f"{wrap}:{real}:/usr/bin:/bin", **({"NODE_OPTIONS": options} if options is not None else {})}
@@ -526,3 +541,45 @@ def test_the_wrapping_node_puts_the_hook_back_into_node_options_once_and_runs_th
     assert node(f"{hook} --max-old-space-size=1", "x.js") == f"{hook} --max-old-space-size=1|x.js|"
     lone = subprocess.run([str(wrap / "node")], env={"PATH": str(wrap)}, capture_output=True, text=True)
     assert lone.returncode == 127 and "no node on PATH" in lone.stderr
+
+
+FAKE_MOCHA_RUNNER = """\
+const { EventEmitter } = require('events');
+class Runner extends EventEmitter {
+  run(done) {
+    const test = (title, type) => ({ title, type, file: '/app/test/a.test.js', titlePath: () => ['Suite', title] });
+    this.emit('pass', test('works', 'test'));
+    this.emit('fail', test('breaks', 'test'));
+    this.emit('pending', test('later', 'test'));
+    this.emit('fail', test('"before all" hook', 'hook'));
+    this.emit('end');
+    if (done) done(1);
+    return this;
+  }
+}
+module.exports = Runner;
+"""
+"""Stands in for mocha's lib/runner.js (the events its Runner emits), so this test needs no mocha;
+the real one runs in test_swe_strict.py's mocha instance."""
+
+
+def test_the_hook_records_mochas_runner_events_in_mochas_cli_process_alone(tmp_path):
+    results = tmp_path / "results"
+    (results / "r").mkdir(parents=True)
+    hook = tmp_path / "results-hook.js"
+    hook.write_text(jsresults.hook_program(str(results)))
+    mocha = tmp_path / "node_modules" / "mocha"
+    (mocha / "lib").mkdir(parents=True)
+    (mocha / "bin").mkdir()
+    (mocha / "lib" / "runner.js").write_text(FAKE_MOCHA_RUNNER)
+    cli = "const Runner = require('../lib/runner.js');\nnew Runner().run(() => {});\n"
+    (mocha / "bin" / "mocha.js").write_text(cli)
+    (tmp_path / "not-mocha.js").write_text(cli.replace("../lib/runner.js", "./node_modules/mocha/lib/runner.js"))
+    (tmp_path / "node_modules" / ".bin").mkdir()
+    (tmp_path / "node_modules" / ".bin" / "mocha").symlink_to("../mocha/bin/mocha.js")
+    subprocess.run([_node(), f"--require={hook}", str(tmp_path / "not-mocha.js")], check=True)
+    assert list((results / "r").iterdir()) == []  # only in mocha's own CLI process
+    subprocess.run([_node(), f"--require={hook}", str(tmp_path / "node_modules" / ".bin" / "mocha")], check=True)
+    [written] = list((results / "r").glob("js-mocha-*.json"))
+    assert [(t["title"], t["status"]) for t in jsresults.tests_in(written.read_bytes())] == [
+        ("works", "PASSED"), ("breaks", "FAILED"), ("later", "SKIPPED"), ('"before all" hook', "FAILED")]
