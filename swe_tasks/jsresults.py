@@ -16,9 +16,10 @@ whether results turned up, which the tested code decides by ending the run early
 - writes ``js/results_hook.js`` root's into the grading's work directory and appends
   ``--require`` of it to ``NODE_OPTIONS`` for run_script.sh;
 - puts a root-owned ``node`` (sh/node_wrap.sh) first on run_script.sh's PATH, which appends the
-  same ``--require`` again where a run script or package script replaced ``NODE_OPTIONS``
-  (protonmail's ``export NODE_OPTIONS=--max-old-space-size=4096``), then runs the next node on
-  PATH: yarn, npm, npx and the runners' bins start through ``#!/usr/bin/env node``;
+  same ``--require`` again where the run script replaced ``NODE_OPTIONS`` (protonmail's ``export
+  NODE_OPTIONS=--max-old-space-size=4096``), then runs the next node on PATH: yarn, npm, npx and
+  the runners' bins start through ``#!/usr/bin/env node``. (A package script that replaces it
+  goes unhooked: yarn puts a ``node`` of its own first on the script's PATH; no results then);
 - the hook acts only in the runner's CLI process (``process.argv[1]`` is jest's or mocha's bin;
   yarn, npm and jest's workers load it and are left alone). In jest's it adds ``--json
   --outputFile=<results>/r/js-jest-<pid>-<ms>.json`` to jest's arguments, or where the run passes
@@ -27,13 +28,15 @@ whether results turned up, which the tested code decides by ending the run early
   unchanged; a run that already names a processor gets nothing (no results: unresolved,
   fail-closed). In mocha's it listens to its runner's ``pass``/``fail``/``pending`` events and
   writes them at the run's ``end`` (``js-mocha-...json``); mocha's one reporter stays the run's.
-  Each run writes its own file (protonmail runs jest once per listed test);
+  Each run writes its own file (protonmail runs jest once per selected test file);
 - after run_script.sh's end and the kill, every ``r/js-*.json`` is read (a regular file, not a
   symlink, as the tests' uid) and sent back (``@@crucible-js STATE BYTES``).
 
 A listed test then passes only if the parser says PASSED AND the results say passed for the
-tests the name maps to (``map_name``): tests in one of the instance's hidden test files (root's
-and read-only: a test file the patch adds never answers for a hidden test), whose path is the
+tests the name maps to (``map_name``): tests in one of the instance's hidden test files whose
+content is the benchmark's (``strict.trusted_test_files``: restored by ``before_repo_set_cmd``,
+or selected and not touched by the patch; root's and read-only: a test file the patch adds or
+edits never answers for a hidden test), whose path is the
 name's file part (before the first `` | ``) or ends with it, and whose describe blocks and title
 give the rest in one of the forms the benchmark's parsers build (``forms``: ``a | b | title``,
 the runner's full title joined by spaces, the innermost describe and the title, the title alone,
@@ -43,9 +46,11 @@ the first form any does (a parser that drops the describe blocks folds them into
 their worst status. No such test is unmapped and not passed. A test reported by several runs
 counts as failed if any failed it, else passed if any passed it (a run that filtered it out
 reports it pending). Pure functions of the recorded raw grade, so a stored run regrades. What
-this does not stop: the tests run inside the runner's process (mocha's, jest's or its
-workers'), so code under test can write a results file itself, or change the runner's record
-before it is written.
+this does not stop: the results directory is the tests' uid's (the runner writes there), so
+any process of that uid can write, replace or delete a results file: code under test in the
+runner's processes (mocha's, jest's or its workers'), or a ``pretest``/``posttest`` script the
+patch adds to package.json; and code in the runner's process can change its record before it
+is written.
 """
 from __future__ import annotations
 
@@ -57,8 +62,9 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from engine.util import shell
 
-_JEST = re.compile(rb"(?<![\w.@/-])jest(?![\w-])")
-_MOCHA = re.compile(rb"(?<![\w.@/-])_?mocha(?![\w-])")
+_JEST = re.compile(rb"(?<![\w.@-])jest(?![\w.-])")
+_MOCHA = re.compile(rb"(?<![\w.@-])_?mocha(?![\w.-])")
+"""A command word (``node_modules/.bin/jest`` too), not a package scope (``@jest/globals``) or a file (``jest.config.js``)."""
 _TEST_SCRIPT = re.compile(rb"(?<![\w.-])(yarn|npm|pnpm)\b[^#\n]*(?<![\w.:-])test(?![\w:.-])")
 _JEST_ONLY_FLAGS = re.compile(rb"--(passWithNoTests|testPathPattern|testNamePattern|runInBand|maxWorkers|"
                               rb"logHeapUsage|testTimeout|detectOpenHandles|forceExit|json|ci|coverage)(?![\w-])")
@@ -71,6 +77,9 @@ REPORTS = "r"
 HOOK = "results-hook.js"
 """The hook's name in the grading's work directory (sh/node_wrap.sh finds it beside its own directory)."""
 MAX_REPORTS = 200
+MAX_TESTS = 100_000
+"""More tests than this over all results files is refused (the largest honest run in the benchmark
+lists a few thousand): the tests' uid can write these files, and must not stall the grader."""
 
 
 def _code_lines(run_script: bytes) -> list[bytes]:
@@ -176,13 +185,16 @@ def merged(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{"file": f, "ancestors": list(a), "title": t, "status": s} for (f, a, t), s in sorted(found.items())]
 
 
-def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], results_dir: str) -> dict[str, Any]:
+def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], results_dir: str,
+           hidden: Sequence[str] = ()) -> dict[str, Any]:
     """The raw grade's ``js_results``: which runners the instance runs (``runs``; any makes their
-    results required), where they were written, each file's sha256, and the tests (merged over
-    the runs) or why there are none."""
+    results required), where they were written, the hidden test files whose tests may answer for
+    listed names (``hidden``: absolute, ``strict.trusted_test_files``), each file's sha256, and
+    the tests (merged over the runs) or why there are none."""
     if not runs:
         return {"expected": False}
-    found: dict[str, Any] = {"expected": True, "runners": list(runs), "path": f"{results_dir}/{REPORTS}/js-*.json"}
+    found: dict[str, Any] = {"expected": True, "runners": list(runs), "path": f"{results_dir}/{REPORTS}/js-*.json",
+                             "hidden": list(hidden)}
     named = " and ".join(runs)
     bad = [state for state, _ in reports if state != "file"]
     if bad or not reports:
@@ -196,8 +208,10 @@ def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], res
         digests.append(hashlib.sha256(data).hexdigest())
         try:
             tests += tests_in(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
             return {**found, "reports": len(reports), "error": f"a results file of {named} is not one: {exc}"}
+        if len(tests) > MAX_TESTS:
+            return {**found, "reports": len(reports), "error": f"the results of {named} name over {MAX_TESTS} tests, refused"}
     found.update(reports=len(reports), sha256=digests, tests=merged(tests))
     if not found["tests"]:
         found["error"] = f"the results of {named} ({len(reports)} file(s)) name no test"
@@ -244,21 +258,26 @@ def _hidden(path: str, files: Collection[str]) -> bool:
     return path in files or any(path.startswith(f"{f}/") for f in files)
 
 
-def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[str]) -> tuple[list[int], str]:
+def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[str],
+             cache: dict[int, list[set[str]]] | None = None) -> tuple[list[int], str]:
     """(the indices in ``tests`` of the tests ``name`` stands for, how), or ([], why none).
-    Only tests in ``files`` (the instance's hidden test files, absolute: root's and read-only
-    under strict) count, so a test file the patch adds cannot answer for a hidden test; the
-    first tier of ``forms`` that any of them answers to is taken. Where it holds several (a
-    parser that drops the describe blocks folds two tests with one title into one name), the
-    name stands for all of them, as the parser's worst status does."""
+    Only tests in ``files`` (the instance's hidden test files whose content is the benchmark's,
+    absolute: ``strict.trusted_test_files``) count, so a test file the patch adds or edits
+    cannot answer for a hidden test; the first tier of ``forms`` that any of them answers to is
+    taken. Where it holds several (a parser that drops the describe blocks folds two tests with
+    one title into one name), the name stands for all of them, as the parser's worst status
+    does. ``cache``: each test's ``forms`` by index, kept between calls over the same tests."""
     file, sep, rest = name.partition(" | ")
     if not sep:
         return [], "unmapped: the name has no 'file | test' form"
     file, rest = file.strip(), _squeezed(rest)
-    candidates = [(i, forms(t)) for i, t in enumerate(tests)
-                  if _hidden(str(t["file"]), files) and _same_file(file, str(t["file"]))]
+    cache = {} if cache is None else cache
+    candidates = [i for i, t in enumerate(tests) if _same_file(file, str(t["file"])) and _hidden(str(t["file"]), files)]
+    for i in candidates:
+        if i not in cache:
+            cache[i] = forms(tests[i])
     for tier in range(4):
-        found = [i for i, tiers in candidates if rest in tiers[tier]]
+        found = [i for i in candidates if rest in cache[i][tier]]
         if found:
             how = [*(["path-suffix"] if any(str(tests[i]["file"]) != file for i in found) else []),
                    *([("innermost", "title", "title-cut")[tier - 1]] if tier else []),
@@ -270,9 +289,9 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
 _SEVERITY = {"PASSED": 0, "SKIPPED": 1, "FAILED": 2}
 
 
-def confirm(results: Mapping[str, Any] | None, confirmed: Mapping[str, Any], files: Collection[str]) -> dict[str, Any]:
+def confirm(results: Mapping[str, Any] | None, confirmed: Mapping[str, Any]) -> dict[str, Any]:
     """``confirmed`` (swe_tasks/junit.py's ``confirm``) with the runner's say added where its
-    results were expected (``files``: the hidden test files' absolute paths, ``map_name``): each
+    results were expected (mapped to the tests of the record's ``hidden`` files, ``map_name``): each
     entry's ``js`` status (the worst of the tests it maps to), ``js_names`` and ``js_mapped``,
     ``judged_by`` + ``js-results``; a test stays passed only if the results say PASSED too;
     without results, ``js_error`` says why. Without a ``js_results`` record (graded before it
@@ -281,10 +300,12 @@ def confirm(results: Mapping[str, Any] | None, confirmed: Mapping[str, Any], fil
         return dict(confirmed)
     error = str(results["error"]) if results.get("error") else None
     tests = [] if error else [t for t in results.get("tests") or [] if isinstance(t, Mapping)]
+    files = {str(f) for f in results.get("hidden") or []}
     passed = set(confirmed["passed"])
     entries = []
+    cache: dict[int, list[set[str]]] = {}
     for entry in confirmed["listed"]:
-        found, how = ([], "no results") if error else map_name(entry["name"], tests, files)
+        found, how = ([], "no results") if error else map_name(entry["name"], tests, files, cache)
         said = max((str(tests[i]["status"]) for i in found), key=lambda s: _SEVERITY.get(s, 3), default=None)
         names = [" | ".join([tests[i]["file"], *tests[i]["ancestors"], tests[i]["title"]]) for i in found]
         entries.append({**entry, "js": said, "js_names": names, "js_mapped": how,

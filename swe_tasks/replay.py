@@ -128,7 +128,8 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["junit"] = await asyncio.to_thread(junit.record, junit.runs_pytest(assets.run_script), state, data,
                                                hardened.results_dir)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
-        raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir)
+        raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir,
+                                                    strict.trusted_test_files(task, stripped, _locked(raw)) if runners else [])
         if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
             stdout = gojson.reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True
@@ -202,6 +203,11 @@ async def _read(ws: Workspace, name: str) -> bytes | None:
         return await ws.read_file(f"{WORK}/{name}")
     except FileNotFoundError:
         return None
+
+
+def _locked(raw: Mapping[str, Any]) -> set[str]:
+    """The files the lock step made root's (its output lists them, relative to the workdir)."""
+    return {line for line in str((raw.get("lock") or {}).get("output", "")).split("\n") if line}
 
 
 def _tail(data: bytes | None) -> str:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import secrets
 import shlex
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from engine.interfaces import AGENT_UID
 from engine.models import TestResult
@@ -93,22 +93,13 @@ class Plan:
 
 
 def plan(task: Any, patch: str, *, reverse: bool = False) -> Plan:
-    return Plan(secrets.token_hex(16), tuple(hidden_test_files(task)), tuple(scan_paths(task, patch)), reverse,
+    lock = hidden_test_files(task)
+    lock += [alike for rel in lock for alike in _pattern_alikes(rel) if alike not in lock]
+    return Plan(secrets.token_hex(16), tuple(lock), tuple(scan_paths(task, patch)), reverse,
                 f"{RESULTS_ROOT}-{secrets.token_hex(8)}")
 
 
-def hidden_test_files(task: Any) -> list[str]:
-    """The instance's test files: the paths the last line of ``before_repo_set_cmd`` checks out
-    (``git checkout SHA -- PATHS``) and ``selected_test_files_to_run``, relative, in order."""
-    found: list[str] = []
-    line = str(task.before_repo_set_cmd).strip().split("\n")[-1] if task.before_repo_set_cmd else ""
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        words = []
-    if "--" in words:
-        found += words[words.index("--") + 1:]
-    found += [str(f) for f in task.selected_test_files_to_run]
+def _relative_paths(found: list[str]) -> list[str]:
     kept: list[str] = []
     for rel in found:
         rel = rel.strip()
@@ -117,9 +108,47 @@ def hidden_test_files(task: Any) -> list[str]:
     return kept
 
 
-def hidden_paths(task: Any) -> set[str]:
-    """The hidden test files' absolute paths in the workspace (``hidden_test_files`` under the workdir)."""
-    return {f"{str(task.workdir).rstrip('/')}/{rel}" for rel in hidden_test_files(task)}
+def restored_test_files(task: Any) -> list[str]:
+    """The paths the last line of ``before_repo_set_cmd`` checks out (``git checkout SHA -- PATHS``):
+    their content is the benchmark's whatever the patch did."""
+    line = str(task.before_repo_set_cmd).strip().split("\n")[-1] if task.before_repo_set_cmd else ""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = []
+    return _relative_paths(words[words.index("--") + 1:] if "--" in words else [])
+
+
+def hidden_test_files(task: Any) -> list[str]:
+    """The instance's test files: the paths the last line of ``before_repo_set_cmd`` checks out
+    (``git checkout SHA -- PATHS``) and ``selected_test_files_to_run``, relative, in order."""
+    return _relative_paths([*restored_test_files(task), *(str(f) for f in task.selected_test_files_to_run)])
+
+
+def _pattern_alikes(rel: str) -> list[str]:
+    """The files a selected test path also names as a JavaScript runner's path pattern: element-hq
+    selects ``x-test.ts`` for ``x-test.tsx`` (jest matches the pattern anywhere in the path)."""
+    return [rel + "x"] if rel.endswith((".ts", ".js")) else []
+
+
+def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[str]:
+    """The hidden test files whose content is the benchmark's, absolute: those ``before_repo_set_cmd``
+    restores, and the selected ones (and their ``_pattern_alikes``) the patch does not touch;
+    of those, only the files the lock made root's (``locked``, relative: they existed, and
+    nothing of the tests' uid can change or replace them). A selected path may name no file at
+    base (protonmail's are relative to a workspace): a file the patch, or anything at run time,
+    puts there is not the benchmark's and never answers for a hidden test. A patch that cannot
+    be read leaves the restored files alone."""
+    restored = restored_test_files(task)
+    try:
+        touched = {path for chunk in patches.parse_chunks(patch_bytes(patch)) for path in chunk.paths}
+    except ValueError:
+        touched = None
+    selected = [alike for rel in _relative_paths([str(f) for f in task.selected_test_files_to_run])
+                for alike in (rel, *_pattern_alikes(rel))]
+    kept = [*restored, *(rel for rel in selected if touched is not None and rel not in touched and rel not in restored)]
+    root = str(task.workdir).rstrip("/")
+    return [f"{root}/{rel}" for rel in dict.fromkeys(kept) if rel in locked]
 
 
 def test_patterns(task: Any) -> tuple[str, ...]:

@@ -23,10 +23,11 @@ function askJest() {
   const args = process.argv.slice(2);
   const end = args.indexOf('--');
   const options = end < 0 ? args : args.slice(0, end);
-  const has = (flag) => options.some((a) => a === flag || a.startsWith(`${flag}=`));
+  // jest's CLI (yargs) takes each flag camelCased or kebab-cased; a second value makes an array it refuses.
+  const has = (...flags) => options.some((a) => flags.some((flag) => a === flag || a.startsWith(`${flag}=`)));
   let added = [];
-  if (!has('--json') && !has('--outputFile')) added = ['--json', `--outputFile=${reportPath('jest')}`];
-  else if (!has('--testResultsProcessor')) added = [`--testResultsProcessor=${__filename}`];
+  if (!has('--json') && !has('--outputFile', '--output-file')) added = ['--json', `--outputFile=${reportPath('jest')}`];
+  else if (!has('--testResultsProcessor', '--test-results-processor')) added = [`--testResultsProcessor=${__filename}`];
   process.argv.splice(end < 0 ? process.argv.length : 2 + end, 0, ...added);
 }
 

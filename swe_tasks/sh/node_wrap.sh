@@ -4,17 +4,20 @@
 # hook beside that directory (WORK/results-hook.js), and puts the directory first on
 # run_script.sh's PATH. yarn, npm, npx and the runners' bins start through `#!/usr/bin/env node`:
 # here the hook's --require goes back into NODE_OPTIONS where a run script replaced it
-# (protonmail's `export NODE_OPTIONS=...`), and the node it runs is the next one on PATH (this
-# directory left out).
+# (protonmail's `export NODE_OPTIONS=...`), and the node it runs is the next one on PATH that is
+# not this file.
 self=${0%/*}
 hook=${self%/*}/results-hook.js
 case " ${NODE_OPTIONS:-} " in
   *" --require=$hook "*) ;;
   *) export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$hook" ;;
 esac
-path=":$PATH:"
-path=${path//:$self:/:}
-path=${path#:}
-path=${path%:}
-real=$(PATH=$path command -v node) || { echo "crucible: no node on PATH after $self" >&2; exit 127; }
-exec "$real" "$@"
+# The next node on PATH that is not this file (however its directory is spelled, or repeated).
+IFS=: read -r -a dirs <<< "$PATH"
+for dir in "${dirs[@]}"; do
+  if [ -n "$dir" ] && [ -f "$dir/node" ] && [ -x "$dir/node" ] && ! [ "$dir/node" -ef "$0" ]; then
+    exec "$dir/node" "$@"
+  fi
+done
+echo "crucible: no node on PATH after $self" >&2
+exit 127

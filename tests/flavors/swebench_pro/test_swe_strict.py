@@ -521,6 +521,7 @@ def test_on_a_jest_instance_the_golden_is_confirmed_by_jests_own_results(synth, 
         "setpriv")
     assert raw["js_results"]["expected"] is True and raw["js_results"]["reports"] == 1 and "error" not in raw["js_results"]
     assert raw["js_results"]["path"].startswith("/tmp/crucible-results-") and raw["js_results"]["path"].endswith("/r/js-*.json")
+    assert raw["js_results"]["hidden"] == ["/app/test/lib.test.js"]  # restored, locked, the patch's own never
     assert {"file": "/app/test/lib.test.js", "ancestors": ["shout", "case"], "title": "uppercases",
             "status": "PASSED"} in raw["js_results"]["tests"]
     # What the parser read is jest's verbose text as without crucible, as uid 1000.

@@ -356,7 +356,8 @@ def jest_json(*cases: tuple[str, list[str], str, str], shape: str = "json") -> b
 
 def jest_raw(reports: list[tuple[str, bytes | None]], *tests: tuple[str, str]) -> dict:
     return raw(strict.STRICT, *tests, junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"),
-               go_json=gojson.record("", None), js_results=jsresults.record(["jest"], reports, "/tmp/crucible-results-x"))
+               go_json=gojson.record("", None),
+               js_results=jsresults.record(["jest"], reports, "/tmp/crucible-results-x", [HIDDEN]))
 
 
 def test_only_a_run_script_line_that_runs_jest_or_mocha_makes_an_instance_one_of_theirs():
@@ -418,9 +419,9 @@ def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_fa
     assert mapped("est/a.test.js | shout | case | uppercases")[0] == []  # a path suffix ends at a "/"
     assert mapped("no file part")[1] == "unmapped: the name has no 'file | test' form"
     folded = jsresults.confirm(jsresults.record(["jest"], [("file", jest_json(
-        (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed")))], "/tmp/r"),
+        (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed")))], "/tmp/r", [HIDDEN]),
         {"listed": [{"name": "test/a.test.js | same", "parser": "PASSED", "judged_by": ["parser"]}],
-         "passed": ["test/a.test.js | same"]}, hidden)
+         "passed": ["test/a.test.js | same"]})
     assert folded["passed"] == [] and folded["listed"][0]["js"] == "FAILED"  # the worst of the two
     # NodeBB's run scripts put "FILE::" before each describe title; its parser takes it out again.
     nodebb = jsresults.tests_in(json.dumps({"runner": "mocha", "tests": [
@@ -508,6 +509,11 @@ def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_co
     assert before_end[:2] == ["--ci", "--json"] and before_end[2].startswith("--outputFile=")
     assert before_end[3:] == ["--", "--json"]
     assert argv("node_modules/.bin/jest", "--json", "--testResultsProcessor=theirs") == ["--json", "--testResultsProcessor=theirs"]
+    # jest's CLI takes kebab-case too: a second outputFile or processor would make an array it refuses
+    assert argv("node_modules/.bin/jest", "--output-file=o.json", "--json") == [
+        "--output-file=o.json", "--json", f"--testResultsProcessor={hook}"]
+    assert argv("node_modules/.bin/jest", "--json", "--test-results-processor=theirs") == [
+        "--json", "--test-results-processor=theirs"]
     assert argv("node_modules/other/bin/jest-like.js", "--ci") == ["--ci"]
     # As the results processor: the aggregated results go to a file of their own, and back unchanged.
     aggregated = json.loads(jest_json((HIDDEN, ["shout"], "uppercases", "passed"), shape="processor"))
@@ -539,7 +545,12 @@ def test_the_wrapping_node_puts_the_hook_back_into_node_options_once_and_runs_th
     assert node(None, "yarn.js", "test") == f"{hook}|yarn.js|test|"
     assert node("--max-old-space-size=4096", "x.js") == f"--max-old-space-size=4096 {hook}|x.js|"
     assert node(f"{hook} --max-old-space-size=1", "x.js") == f"{hook} --max-old-space-size=1|x.js|"
-    lone = subprocess.run([str(wrap / "node")], env={"PATH": str(wrap)}, capture_output=True, text=True)
+    # Its own directory on PATH again, spelled otherwise: still the next node that is not itself.
+    env = {"PATH": f"{wrap}:{wrap}/:{wrap}:{real}"}
+    again = subprocess.run([str(wrap / "node"), "x.js"], env=env, capture_output=True, text=True, timeout=20)
+    assert again.stdout == f"{hook}|x.js|"
+    lone = subprocess.run([str(wrap / "node")], env={"PATH": f"{wrap}:{wrap}/"}, capture_output=True, text=True,
+                          timeout=20)
     assert lone.returncode == 127 and "no node on PATH" in lone.stderr
 
 
@@ -583,3 +594,32 @@ def test_the_hook_records_mochas_runner_events_in_mochas_cli_process_alone(tmp_p
     [written] = list((results / "r").glob("js-mocha-*.json"))
     assert [(t["title"], t["status"]) for t in jsresults.tests_in(written.read_bytes())] == [
         ("works", "PASSED"), ("breaks", "FAILED"), ("later", "SKIPPED"), ('"before all" hook', "FAILED")]
+
+
+def test_only_test_files_whose_content_is_the_benchmarks_answer_for_listed_names():
+    """Restored by before_repo_set_cmd, or selected and untouched by the patch (also as a runner's
+    path pattern: element-hq selects x-test.ts for x-test.tsx), and locked (so there at the
+    lock, and root's since); a selected path the patch creates (protonmail's workspace-relative
+    ones name no file at base) is the patch's, and one with no file at the lock, anything's."""
+    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/a-test.tsx",
+                           selected_test_files_to_run=["test/a-test.ts", "test/b-test.ts", "src/app/c.test.ts"])
+    created = ("diff --git a/src/app/c.test.ts b/src/app/c.test.ts\nnew file mode 100644\n--- /dev/null\n"
+               "+++ b/src/app/c.test.ts\n@@ -0,0 +1 @@\n+test('x', () => {});\n")
+    locked = {"test/a-test.tsx", "test/b-test.tsx", "src/app/c.test.ts"}  # what the lock found there
+    assert strict.trusted_test_files(task, created, locked) == ["/app/test/a-test.tsx", "/app/test/b-test.tsx"]
+    assert strict.trusted_test_files(task, "", locked) == [
+        "/app/test/a-test.tsx", "/app/test/b-test.tsx", "/app/src/app/c.test.ts"]
+    assert strict.trusted_test_files(task, "", {"test/a-test.tsx"}) == ["/app/test/a-test.tsx"]  # the rest, not there
+    edits_restored = created.replace("src/app/c.test.ts", "test/a-test.tsx")
+    assert "/app/test/a-test.tsx" in strict.trusted_test_files(task, edits_restored, locked)  # restored over the edit
+    assert strict.trusted_test_files(task, "not a diff", locked) == ["/app/test/a-test.tsx"]
+    assert "test/b-test.tsx" in strict.plan(task, "").lock  # the alike is locked too, where it exists
+
+
+def test_results_a_grader_cannot_afford_are_refused_with_the_reason():
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    assert jsresults.record(["jest"], [("file", deep)], "/tmp/r", [HIDDEN])["error"].startswith(
+        "a results file of jest is not one")
+    many = jest_json(*((HIDDEN, [], f"t{i}", "passed") for i in range(jsresults.MAX_TESTS + 1)))
+    assert jsresults.record(["jest"], [("file", many)], "/tmp/r", [HIDDEN])["error"] == (
+        f"the results of jest name over {jsresults.MAX_TESTS} tests, refused")
