@@ -131,11 +131,21 @@ class DuckDBStore:
         """Write ``record.json`` into ``run_dir`` (if given) and a copy into the spool.
 
         Both atomically and fsynced. Returns the spool file, which the next ingest consumes.
+        The order matters for a process killed between the two writes. A final record goes to
+        the run directory first: the next command finds the store saying "running" and takes
+        the ending from there (``_respool_final_record``). A "running" record goes to the spool
+        first: a run the run directory says is running is one the store will hear of, and mark
+        dead if its owner is gone (written the other way round, it would be in no table).
         """
         document = self._document("run", record.to_dict(), next_seq())
+        name = spool_name("run", record.run_id, document["record_seq"], record.status)
+        if record.status not in FINAL_RUN_STATUSES:
+            spool_file = atomic_write_json(paths.spool_dir() / name, document)
+            if run_dir is not None:
+                atomic_write_json(Path(run_dir) / "record.json", document)
+            return spool_file
         if run_dir is not None:
             atomic_write_json(Path(run_dir) / "record.json", document)
-        name = spool_name("run", record.run_id, document["record_seq"], record.status)
         return atomic_write_json(paths.spool_dir() / name, document)
 
     def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:

@@ -1,8 +1,9 @@
 """Durable record files: atomic JSON writes, the spool's naming, and owner liveness.
 
 A record reaches the store in two hops. First it is written, atomically and fsynced,
-beside the run's outputs (``record.json``) and into the spool; only then is it
-ingested into DuckDB. A crash between the hops loses nothing: the spool file stays
+beside the run's outputs (``record.json``) and into the spool (a "running" record into the
+spool first, a final one beside the run first: ``DuckDBStore.write_run_record``); only then
+is it ingested into DuckDB. A crash between the hops loses nothing: the spool file stays
 until a later ingest commits it. Spool files are the record's dict plus two keys,
 ``record_kind`` ("run" | "build") and ``record_seq`` (a per-record sequence that
 orders two versions of one record; ``RunRecord.from_dict`` ignores both).

@@ -12,6 +12,7 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -142,6 +143,40 @@ def test_mark_orphaned_runs_marks_only_dead_owners_on_this_host(store, tmp_path)
     assert store.get_run("setup-orphan").error_phase == "setup"
     assert {r: store.get_run(r).status for r in ("live", "elsewhere", "finished")} == {
         "live": "running", "elsewhere": "running", "finished": "completed"}
+
+
+def test_a_process_killed_between_a_records_two_writes_leaves_no_run_the_store_cannot_see(store, tmp_path,
+                                                                                            monkeypatch):
+    """A "running" record goes to the spool before record.json: a run its directory says is
+    running always reaches the store (and is marked dead with its owner). A final record goes
+    beside the run first, where the next command takes the ending from (the respool)."""
+    real = engine.store.duckdb.atomic_write_json
+    written: list[str] = []
+
+    def dies_on_the_second_write(path, document):
+        if written:
+            raise KeyboardInterrupt("killed between the two writes")
+        written.append(Path(path).name)
+        return real(path, document)
+
+    monkeypatch.setattr(engine.store.duckdb, "atomic_write_json", dies_on_the_second_write)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run_dir = tmp_path / "runs" / "killed"
+    run_dir.mkdir(parents=True)
+    with pytest.raises(KeyboardInterrupt):
+        store.record_run(make_run("killed", "running", owner_pid=dead.pid, owner_host=this_host(),
+                                  started_at=datetime.now(timezone.utc).isoformat(), run_dir=str(run_dir)))
+    assert written[0].startswith("run") and not (run_dir / "record.json").exists()  # the spool's copy only
+    monkeypatch.setattr(engine.store.duckdb, "atomic_write_json", real)
+    assert store.mark_orphaned_runs() == ["killed"]
+    assert store.get_run("killed").status == "error"
+
+    written.clear()
+    monkeypatch.setattr(engine.store.duckdb, "atomic_write_json", dies_on_the_second_write)
+    with pytest.raises(KeyboardInterrupt):
+        store.record_run(make_run("killed", "completed", run_dir=str(run_dir)))
+    assert written == ["record.json"]
 
 
 def test_bad_sql_raises_a_one_line_user_error_and_writes_are_refused(store):
