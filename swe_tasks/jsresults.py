@@ -254,10 +254,6 @@ def _same_file(name_file: str, path: str) -> bool:
     return bool(name_file) and (path == name_file or path.endswith("/" + name_file.removeprefix("./")))
 
 
-def _hidden(path: str, files: Collection[str]) -> bool:
-    return path in files or any(path.startswith(f"{f}/") for f in files)
-
-
 def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[str],
              cache: dict[int, list[set[str]]] | None = None) -> tuple[list[int], str]:
     """(the indices in ``tests`` of the tests ``name`` stands for, how), or ([], why none).
@@ -272,7 +268,7 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
         return [], "unmapped: the name has no 'file | test' form"
     file, rest = file.strip(), _squeezed(rest)
     cache = {} if cache is None else cache
-    candidates = [i for i, t in enumerate(tests) if _same_file(file, str(t["file"])) and _hidden(str(t["file"]), files)]
+    candidates = [i for i, t in enumerate(tests) if str(t["file"]) in files and _same_file(file, str(t["file"]))]
     for i in candidates:
         if i not in cache:
             cache[i] = forms(tests[i])
