@@ -1,65 +1,100 @@
-"""crucible-strict's second source of named results on pytest instances: pytest's JUnit report.
+"""crucible-strict's second source of named results on pytest instances: pytest's JUnit reports.
 
 The official verdict is parser.py reading run_script.sh's output, text the tested code can
 write (print a test's PASSED line and end the process before pytest reports it). Under
 ``strict``, when the instance's run_script.sh runs pytest (``runs_pytest``: a line of the
-official asset, not a comment, names ``pytest``; never "whether a report turned up", which
-the tested code decides by ending pytest early), sh/replay.sh adds ``--junitxml`` (xunit1,
-which names each case's file) to ``PYTEST_ADDOPTS`` for run_script.sh, into a fresh randomly
-named directory outside the repo; the report is read after run_script.sh ended and every
-process of the tests was killed, and only if it is a regular file, not a symlink.
+official asset, not a comment, names ``pytest`` or ``ansible-test units``; never "whether a
+report turned up", which the tested code decides by ending pytest early), sh/replay.sh puts a
+root-owned pytest plugin (py/crucible_junit.py, ``plugin_program``) where every pytest of the
+tests' uid autoloads it, the tests' user site-packages and PYTHONPATH, and each pytest session
+writes a JUnit report (xunit1, which names each case's file) of its own into a fresh randomly
+named directory outside the repo, ``r/pytest-<pid>-<us>.xml``. Not ``--junitxml`` in
+``PYTEST_ADDOPTS``: a run script that runs pytest once per test file kept only the last report,
+and ansible-test runs pytest in an environment rebuilt from HOME and PATH alone (the SWE-bench Pro
+instances that run ``ansible-test units``: golden patches were unresolved under ``strict``).
+The reports are read after run_script.sh ended and every process of the tests was killed, only
+regular files, not symlinks, and merged: a test in several reports counts by its worst status.
 
 A listed test (fail_to_pass / pass_to_pass) then passes only if the parser says PASSED AND the
-report says passed for the same test. Names are mapped (``map_name``) from the parser's
-pytest node ids to the report's (``envs.coding.results.parse_junit``): exactly, or where
+reports say passed for the same test. Names are mapped (``map_name``) from the parser's
+pytest node ids to the reports' (``envs.coding.results.parse_junit``): exactly, or where
 pytest's rootdir differs from the parser's base, by the one report id whose file path ends with
 "/" + the name's (or the other way round) and whose part after the first ``::`` is the same;
-anything else is recorded as unmapped and counts as not passed. A pytest instance without a readable report is unresolved, the reason recorded.
+anything else is recorded as unmapped and counts as not passed. A pytest instance without a
+readable report is unresolved, the reason recorded.
 Pure functions of the recorded raw grade, so a stored run regrades.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from engine.errors import GradeError
+from engine.models import TestResult
 from envs.coding import results
 
-REPORT = "r/junit.xml"
-"""The report's path inside the grading's results directory (the directory root's, ``r/`` the tests')."""
-_PYTEST = re.compile(rb"(?<![\w.-])pytest(?![\w-])")
+REPORTS = "r"
+"""The reports' directory inside the grading's results directory (that one root's, ``r/`` the tests')."""
+MAX_FILES = 200
+"""Reports read back at most (one per pytest session); past that the run is refused, not cut short."""
+PLUGIN_MODULE = "crucible_junit"
+_PYTEST = re.compile(rb"(?<![\w.-])(pytest(?![\w-])|ansible-test\s+units\b)")
 
 
 def runs_pytest(run_script: bytes) -> bool:
-    """Whether the official run_script.sh runs pytest: a line that is not a comment names it."""
+    """Whether the official run_script.sh runs pytest: a line that is not a comment names it, or
+    names ``ansible-test units`` (which runs pytest)."""
     return any(_PYTEST.search(line) for line in run_script.splitlines() if not line.lstrip().startswith(b"#"))
 
 
-def addopts(results_dir: str) -> str:
-    """What sh/replay.sh appends to ``PYTEST_ADDOPTS`` for run_script.sh."""
-    return f"--junitxml={results_dir}/{REPORT} -o junit_family=xunit1"
+def plugin_program(results_dir: str) -> str:
+    """The plugin (py/crucible_junit.py) with the reports' directory in it, which sh/replay.sh
+    writes root's into the grading's work directory with the entry point that autoloads it."""
+    text = (Path(__file__).parent / "py" / f"{PLUGIN_MODULE}.py").read_text(encoding="utf-8")
+    marker = '\nRESULTS = ""\n'
+    assert marker in text, "py/crucible_junit.py lost its RESULTS line"
+    return text.replace(marker, f"\nRESULTS = {json.dumps(f'{results_dir}/{REPORTS}')}\n", 1)
 
 
-STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped, or another --junitxml won)",
-          "symlink": "the JUnit report's path is a symlink, refused",
-          "not-a-file": "the JUnit report's path is not a regular file, refused",
-          "too-large": f"the JUnit report is over {results.MAX_REPORT_BYTES} bytes, refused",
-          "unreadable": "the JUnit report could not be read (no mkdir, cat or wc in the image?)"}
+
+def shown(work: str) -> str:
+    """What the recorded run_script command shows for the environment added."""
+    return (f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{work}/pyresults" '
+            f"(and {work}/pyresults linked into HOME's user site-packages) ")
+
+STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped before its end, "
+                    "or did not load crucible's plugin)",
+          "symlink": "a JUnit report's path is a symlink, refused",
+          "not-a-file": "a JUnit report's path is not a regular file, refused",
+          "too-large": f"the JUnit reports are over {results.MAX_REPORT_BYTES} bytes, refused",
+          "too-many": f"pytest wrote over {MAX_FILES} JUnit reports, refused",
+          "unreadable": "the JUnit reports could not be read (no mkdir, cat or wc in the image?)"}
 
 
-def record(expected: bool, state: str, report: bytes | None, results_dir: str) -> dict[str, Any]:
-    """The raw grade's ``junit``: whether this instance's tests are pytest (so the report is
-    required), where it was written, and its tests or why there are none."""
-    found: dict[str, Any] = {"expected": expected, "path": f"{results_dir}/{REPORT}", "state": state}
-    if state != "file" or report is None:
-        return {**found, "error": STATES.get(state, f"the JUnit report was not read ({state})")}
-    try:
-        tests = results.parse_junit(report)
-    except GradeError as exc:
-        return {**found, "error": str(exc)}
-    return {**found, "sha256": hashlib.sha256(report).hexdigest(),
-            "tests": [{"name": t.name, "status": t.status} for t in tests]}
+def record(expected: bool, reports: Sequence[tuple[str, bytes | None]], results_dir: str) -> dict[str, Any]:
+    """The raw grade's ``junit``: whether this instance's tests are pytest (so a report is
+    required), where the reports were written, and their tests (merged: the worst status of a
+    test named by more than one) or why there are none."""
+    found: dict[str, Any] = {"expected": expected, "path": f"{results_dir}/{REPORTS}/pytest-*.xml",
+                             "reports": len(reports)}
+    bad = [state for state, data in reports if state != "file" or data is None]
+    if bad or not reports:
+        state = bad[0] if bad else "absent"
+        return {**found, "state": state, "error": STATES.get(state, f"the JUnit reports were not read ({state})")}
+    tests: list[TestResult] = []
+    digests = []
+    for _, data in reports:
+        assert data is not None
+        digests.append(hashlib.sha256(data).hexdigest())
+        try:
+            tests += results.parse_junit(data)
+        except GradeError as exc:
+            return {**found, "state": "file", "error": str(exc)}
+    return {**found, "state": "file", "sha256": digests,
+            "tests": [{"name": t.name, "status": t.status} for t in results.merge_worst(tests)]}
 
 
 def map_name(name: str, report: Sequence[str]) -> tuple[str | None, str]:

@@ -85,15 +85,18 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     commands = official_commands(task)
     go_json = gojson.how(assets.run_script) if hardened is not None else ""
     runners = jsresults.runners(assets.run_script) if hardened is not None else []
+    pytest = hardened is not None and junit.runs_pytest(assets.run_script)
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
         args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else "",
                  gojson.wrap_program() if go_json == "wrapped" else "",
                  jsresults.hook_program(hardened.results_dir) if runners else "",
-                 jsresults.node_wrap_program() if runners else ""]
+                 jsresults.node_wrap_program() if runners else "",
+                 junit.plugin_program(hardened.results_dir) if pytest else ""]
         stdin = hardened.token.encode() + b"\n" + stdin
         commands["run_script"] = (gojson.goflags_shown(go_json, WORK) + (jsresults.shown(WORK) if runners else "")
+                                  + (junit.shown(WORK) if pytest else "")
                                   + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
                                   f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")
     budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
@@ -105,7 +108,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
     if result.truncated:
         raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
-    records, files, scanned, report, js_reports = parse_output(result.stdout)
+    records, files, scanned, reports, js_reports = parse_output(result.stdout)
     if "run_script" not in records:
         raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
                          f"{result.text()[-500:]}")
@@ -124,9 +127,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
         raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
                                           "bytes": len(out_after) + len(err_after)}
-        state, data = report if report is not None else ("unreadable", None)
-        raw["junit"] = await asyncio.to_thread(junit.record, junit.runs_pytest(assets.run_script), state, data,
-                                               hardened.results_dir)
+        raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
         raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir,
                                                     strict.trusted_test_files(task, stripped, _locked(raw)) if runners else [])
@@ -156,14 +157,14 @@ def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byt
 
 
 def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes], dict[str, bytes],
-                                       tuple[str, bytes | None] | None, list[tuple[str, bytes | None]]]:
-    """``parse_records``, the files a crucible-strict grading sent back for the scan, its
-    JUnit report's ``(state, bytes or None)`` (None: no report was asked for), and each results
-    file of a JavaScript runner (swe_tasks/jsresults.py) as ``(state, bytes or None)``."""
+                                       list[tuple[str, bytes | None]], list[tuple[str, bytes | None]]]:
+    """``parse_records``, the files a crucible-strict grading sent back for the scan, and each
+    JUnit report pytest wrote (swe_tasks/junit.py) and each results file of a JavaScript runner
+    (swe_tasks/jsresults.py) as ``(state, bytes or None)``."""
     records: dict[str, dict[str, Any]] = {}
     files: dict[str, bytes] = {}
     scanned: dict[str, bytes] = {}
-    report: tuple[str, bytes | None] | None = None
+    reports: list[tuple[str, bytes | None]] = []
     js: list[tuple[str, bytes | None]] = []
     at = 0
     while True:
@@ -174,7 +175,7 @@ def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byte
             continue
         if (j := _JUNIT.match(data, at)) is not None:
             state, nreport = j.group(1).decode(), int(j.group(2))
-            report = (state, data[j.end():j.end() + nreport] if state == "file" else None)
+            reports.append((state, data[j.end():j.end() + nreport] if state == "file" else None))
             at = j.end() + nreport
             continue
         if (s := _SCANNED.match(data, at)) is not None:
@@ -195,7 +196,7 @@ def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byte
         body = data[f.end():]
         if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
             files = {"stdout": body[:n_out], "stderr": body[n_out:]}
-    return records, files, scanned, report, js
+    return records, files, scanned, reports, js
 
 
 async def _read(ws: Workspace, name: str) -> bytes | None:

@@ -18,9 +18,10 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
 - ``scan``: the test-awareness scan (envs/coding/scanner.py) of the Python files the patch
   changes, as they stand after apply and before_repo_set_cmd; a finding the task does not allow
   (``allow_test_aware``) scores 0 under ``refuse_test_aware_code``;
-- ``junit-confirms``: where the instance's run_script.sh runs pytest, pytest also writes a JUnit
-  report into a fresh directory outside the repo (``PYTEST_ADDOPTS``); a listed test passes only
-  if the parser AND that report say so (swe_tasks/junit.py);
+- ``junit-confirms``: where the instance's run_script.sh runs pytest (or ``ansible-test units``),
+  each pytest session writes a JUnit report of its own into a fresh directory outside the repo
+  (a plugin pytest autoloads from the tests' user site-packages or PYTHONPATH); a listed test
+  passes only if the parser AND those reports say so (swe_tasks/junit.py);
 - ``go-json-confirms``: where it runs ``go test``, the go command writes test2json events
   (``-json`` appended to ``GOFLAGS``, or given to ``go test`` alone by a root-owned ``go`` first
   on run_script.sh's PATH where it also runs ``go list``), the parser reads the text rebuilt from them, and a listed
@@ -86,7 +87,8 @@ class Plan:
     reverse: bool = False
     """The differential re-run: the selected test files in reverse order."""
     results_dir: str = ""
-    """A fresh directory outside the repo, named at random, for pytest's JUnit report (swe_tasks/junit.py)."""
+    """A fresh directory outside the repo, named at random, for the runners' own results
+    (swe_tasks/junit.py, jsresults.py)."""
 
     def args(self) -> list[str]:
         return ["strict", "\n".join(self.lock), "\n".join(self.scan), str(TEST_UID), self.results_dir]

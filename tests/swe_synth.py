@@ -333,6 +333,60 @@ def pytest_instance() -> Instance:
                     ["tests/test_tally.py::test_mul"], "tally.add subtracts instead of adding.")
 
 
+
+LEDGER = "instance_synth__ledger-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-vnan"
+
+UNITS_RUNNER = r"""#!/usr/bin/env python3
+# Our own runner, in the shape of ansible-test's `units` command as SWE-bench Pro's ansible
+# instances run it: pytest as `python -m pytest` in an environment rebuilt from HOME and PATH
+# alone (PYTEST_ADDOPTS, PYTEST_PLUGINS and the caller's PYTHONPATH do not get through), with
+# its own --junit-xml in the tree.
+import os
+import subprocess
+import sys
+
+if sys.argv[1:2] != ["units"]:
+    sys.exit("usage: ansible-test units FILE...")
+env = {key: os.environ[key] for key in ("HOME", "PATH") if key in os.environ}
+env["PYTHONPATH"] = os.getcwd()
+os.makedirs("test-results", exist_ok=True)
+sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+                          "--junit-xml", "test-results/units.xml", *sys.argv[2:]], env=env))
+"""
+
+UNITS_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script: each selected file through bin/ansible-test units, one pytest session each
+set -e
+cd /app
+IFS=',' read -r -a files <<< "$1"
+for f in "${files[@]}"; do
+  echo "Running unit test (pytest, through ansible-test): $f"
+  python3 bin/ansible-test units "$f" || true
+done
+"""
+
+
+def units_instance() -> Instance:
+    """``ledger.credit`` subtracts; the hidden test file adds ``test_credit_adds``, and a second
+    selected file holds the pass_to_pass test: each runs in its own pytest session, started by a
+    runner that rebuilds the environment (``UNITS_RUNNER``)."""
+    base = "def credit(balance, amount):\n    return balance - amount\n\n\ndef debit(balance, amount):\n    return balance - amount\n"
+    fix = base.replace("def credit(balance, amount):\n    return balance - amount",
+                       "def credit(balance, amount):\n    return balance + amount")
+    credit_base = "from ledger import credit\n\n\ndef test_credit_zero():\n    assert credit(5, 0) == 5\n"
+    credit_fix = credit_base + "\n\ndef test_credit_adds():\n    assert credit(5, 2) == 7\n"
+    debit = "from ledger import debit\n\n\ndef test_debit_subtracts():\n    assert debit(5, 2) == 3\n"
+    return Instance(LEDGER, "python", "synth/ledger",
+                    {"ledger.py": base, "bin/ansible-test": UNITS_RUNNER, "tests/units/test_credit.py": credit_base,
+                     "tests/units/test_debit.py": debit},
+                    {"ledger.py": fix}, {"tests/units/test_credit.py": credit_fix, "tests/units/test_debit.py": debit},
+                    UNITS_RUN_SCRIPT, PYTEST_PARSER,
+                    ["ENV LANG=C.UTF-8"], ["ENV PYTEST_ADDOPTS=--tb=short"],
+                    ["tests/units/test_credit.py::test_credit_adds"],
+                    ["tests/units/test_credit.py::test_credit_zero", "tests/units/test_debit.py::test_debit_subtracts"],
+                    "ledger.credit subtracts the amount instead of adding it.")
+
+
 GO_SUM = "instance_synth__gosum-4444444444444444444444444444444444444444-vnan"
 GO_PIPED = "instance_synth__gopiped-5555555555555555555555555555555555555555-vnan"
 GO_LISTED = "instance_synth__golisted-6666666666666666666666666666666666666666-vnan"
@@ -577,9 +631,9 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
              with_go: bool = False, with_js: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
-    ``with_pytest``: the pytest-run ``py_tally`` too; ``with_go``: the Go ``go_sum``,
+    ``with_pytest``: the pytest-run ``tally`` and ``ledger`` too; ``with_go``: the Go ``go_sum``,
     ``go_piped`` and ``go_listed`` too; ``with_js``: ``jest_shout``, ``jest_own`` and ``mocha_shout`` too."""
-    insts = (instances() + ([pytest_instance()] if with_pytest else [])
+    insts = (instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
              + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
              + ([jest_instance(), jest_instance(own_json=True), mocha_instance()] if with_js else []))
     for inst in insts:

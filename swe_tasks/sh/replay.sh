@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
-#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP]
+#          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP
+#           PY_PLUGIN]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -12,12 +13,16 @@
 # when it exits, `\n<token> end <exit code>\n` goes to both, every process of TEST_UID is
 # killed (the step's output says `outlived` when one was still there), and only then are the
 # two files closed: what the tested code wrote after its end lies after the marker (recorded,
-# never parsed). RESULTS_DIR (fresh, outside WORKDIR; swe_tasks/junit.py): made root's (711) with
-# a directory r/ of TEST_UID's in it, and `--junitxml=RESULTS_DIR/r/junit.xml -o
-# junit_family=xunit1` appended to PYTEST_ADDOPTS for run_script.sh; after the kill the report
-# is read as TEST_UID (a symlink swapped in leads nowhere the tests could not read) if it is a
-# regular file and not a symlink, and sent back after the run_script record:
-#   @@crucible-junit STATE BYTES\n<that many bytes>   (STATE: file, absent, symlink, ...)
+# never parsed). RESULTS_DIR (fresh, outside WORKDIR): made root's (711) with a directory r/ of
+# TEST_UID's in it. PY_PLUGIN non-empty (swe_tasks/junit.py, run_script.sh runs pytest): the
+# plugin written root's to WORK/pyresults/crucible_junit.py beside its entry point
+# (crucible_junit-0.dist-info), that directory appended to PYTHONPATH and linked into HOME's
+# user site-packages for each python3.X, so every pytest session of the tests autoloads it and
+# writes RESULTS_DIR/r/pytest-*.xml; after the kill each is read as TEST_UID (a symlink swapped
+# in leads nowhere the tests could not read) if it is a regular file and not a symlink, and sent
+# back after the run_script record:
+#   @@crucible-junit STATE BYTES\n<that many bytes>   (one per file: STATE file, symlink, ...;
+#                                                      none when pytest wrote none)
 # GO_EXEC non-empty (swe_tasks/gojson.py, run_script.sh runs `go test`): the text of go test's
 # -exec program (sh/go_test_exec.sh), written root's to WORK/go-test-exec, and
 # `-exec=WORK/go-test-exec` appended to GOFLAGS for run_script.sh (after the image's own value),
@@ -49,7 +54,7 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} TOKEN=''
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -139,15 +144,17 @@ outlived_by_tests() {  # whether any process of TEST_UID is alive (its real uid,
   return 1
 }
 strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs, the end marked
-  local start rc outlived timed_out=0 readers goflags='' limit=() home=/tmp/crucible-test-home as=("${AS[@]}") addopts=${PYTEST_ADDOPTS:-}
+  local start rc outlived timed_out=0 readers goflags='' limit=() home=/tmp/crucible-test-home as=("${AS[@]}")
   [ -n "$HAS_TIMEOUT" ] && limit=(timeout --kill-after=10 "$TEST_TIMEOUT")
   rm -rf "$home" && mkdir -m 700 "$home" && chown "$TEST_UID:$TEST_UID" "$home"
   if [ -n "$RESULTS" ]; then
-    if mkdir -m 711 "$RESULTS" && mkdir -m 700 "$RESULTS/r" && chown "$TEST_UID:$TEST_UID" "$RESULTS/r"; then
-      addopts="${addopts:+$addopts }--junitxml=$RESULTS/r/junit.xml -o junit_family=xunit1"
-    else
+    if ! { mkdir -m 711 "$RESULTS" && mkdir -m 700 "$RESULTS/r" && chown "$TEST_UID:$TEST_UID" "$RESULTS/r"; }; then
       RESULTS_FAILED=1
     fi
+  fi
+  if [ -n "$RESULTS" ] && [ -n "$PY_PLUGIN" ]; then
+    install_pytest_plugin "$home"
+    local -x PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$WORK/pyresults"
   fi
   if [ -n "$GO_EXEC" ]; then
     (umask 022; printf '%s' "$GO_EXEC" > "$WORK/go-test-exec") && chmod 755 "$WORK/go-test-exec"
@@ -172,7 +179,7 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
   now_us; start=$NOW
   {
     # shellcheck disable=SC2086  # the test files unquoted, as officially
-    HOME=$home PYTEST_ADDOPTS=$addopts "${limit[@]}" "${as[@]}" bash "$WORK/run_script.sh" $TEST_FILES </dev/null
+    HOME=$home "${limit[@]}" "${as[@]}" bash "$WORK/run_script.sh" $TEST_FILES </dev/null
     rc=$?
     printf '\n%s end %s\n' "$TOKEN" "$rc"
     printf '\n%s end %s\n' "$TOKEN" "$rc" >&2
@@ -187,42 +194,39 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
   now_us
   printf '@@crucible-step run_script %s %s %s %s\n%s' "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "${#outlived}" "$outlived"
 }
-send_junit() {  # the report pytest wrote, read after the kill: a regular file, not a symlink
-  local report=$RESULTS/r/junit.xml state=file size=0
-  if [ -n "$RESULTS_FAILED" ] || ! command -v cat >/dev/null || ! command -v wc >/dev/null; then state=unreadable
-  elif [ -L "$RESULTS/r" ] || [ ! -d "$RESULTS/r" ]; then state=not-a-file
-  elif [ -L "$report" ]; then state=symlink
-  elif [ ! -e "$report" ]; then state=absent
-  elif [ ! -f "$report" ]; then state=not-a-file
-  elif ! (umask 077; "${AS[@]}" cat -- "$report" > "$WORK/junit.xml"); then state=unreadable
-  else
-    size=$(wc -c < "$WORK/junit.xml") || { state=unreadable; size=0; }
-    size=$((size))
-    if [ "$size" -gt "$MAX_REPORT" ]; then state=too-large; size=0; fi
-  fi
-  printf '@@crucible-junit %s %s\n' "$state" "$size"
-  if [ "$state" = file ]; then cat -- "$WORK/junit.xml"; fi
+install_pytest_plugin() {  # HOME: the plugin and its entry point root's; HOME's user site-packages link to them
+  local dir=$WORK/pyresults minor site
+  rm -rf "$dir" && mkdir -m 755 "$dir" "$dir/crucible_junit-0.dist-info" || return 0
+  (umask 022
+   printf '%s' "$PY_PLUGIN" > "$dir/crucible_junit.py"
+   printf 'Metadata-Version: 2.1\nName: crucible-junit\nVersion: 0\n' > "$dir/crucible_junit-0.dist-info/METADATA"
+   printf '[pytest11]\ncrucible_junit = crucible_junit\n' > "$dir/crucible_junit-0.dist-info/entry_points.txt")
+  for minor in 6 7 8 9 10 11 12 13 14; do
+    site=$1/.local/lib/python3.$minor/site-packages
+    mkdir -p "$site" && ln -s "$dir/crucible_junit.py" "$dir/crucible_junit-0.dist-info" "$site/"
+  done
+  chown -hR "$TEST_UID:$TEST_UID" "$1/.local"  # the tests' own (pip --user installs there); the targets stay root's
 }
-send_js_results() {  # each results file a runner wrote, read after the kill: regular files, not symlinks, 64 MiB in all
-  local report state size total=0 count=0
+send_reports() {  # KIND GLOB: each report read after the kill as TEST_UID: regular files, not symlinks, 64 MiB in all
+  local kind=$1 report state size total=0 count=0
   if [ -n "$RESULTS_FAILED" ] || ! command -v cat >/dev/null || ! command -v wc >/dev/null; then
-    printf '@@crucible-js unreadable 0\n'; return
+    printf '@@crucible-%s unreadable 0\n' "$kind"; return
   fi
-  if [ -L "$RESULTS/r" ] || [ ! -d "$RESULTS/r" ]; then printf '@@crucible-js not-a-file 0\n'; return; fi
+  if [ -L "$RESULTS/r" ] || [ ! -d "$RESULTS/r" ]; then printf '@@crucible-%s not-a-file 0\n' "$kind"; return; fi
   shopt -s nullglob
-  for report in "$RESULTS"/r/js-*.json; do
+  for report in "$RESULTS"/r/$2; do
     state=file size=0 count=$((count + 1))
     if [ "$count" -gt 200 ]; then state=too-many
     elif [ -L "$report" ]; then state=symlink
     elif [ ! -f "$report" ]; then state=not-a-file
-    elif ! (umask 077; "${AS[@]}" cat -- "$report" > "$WORK/js.json"); then state=unreadable
+    elif ! (umask 077; "${AS[@]}" cat -- "$report" > "$WORK/report"); then state=unreadable
     else
-      size=$(wc -c < "$WORK/js.json") || { state=unreadable; size=0; }
+      size=$(wc -c < "$WORK/report") || { state=unreadable; size=0; }
       size=$((size)) total=$((total + size))
       if [ "$total" -gt "$MAX_REPORT" ]; then state=too-large; size=0; fi
     fi
-    printf '@@crucible-js %s %s\n' "$state" "$size"
-    if [ "$state" = file ]; then cat -- "$WORK/js.json"; else break; fi
+    printf '@@crucible-%s %s %s\n' "$kind" "$state" "$size"
+    if [ "$state" = file ]; then cat -- "$WORK/report"; else break; fi
   done
   shopt -u nullglob
 }
@@ -252,8 +256,8 @@ if [ "$STRICT" = strict ]; then
   send_scanned
   lock_hidden
   strict_run_script
-  if [ -n "$RESULTS" ]; then send_junit; fi
-  if [ -n "$RESULTS" ] && [ -n "$RESULTS_HOOK" ]; then send_js_results; fi
+  if [ -n "$RESULTS" ] && [ -n "$PY_PLUGIN" ]; then send_reports junit 'pytest-*.xml'; fi
+  if [ -n "$RESULTS" ] && [ -n "$RESULTS_HOOK" ]; then send_reports js 'js-*.json'; fi
 else
   step run_script "$TEST_TIMEOUT" "bash $WORK/run_script.sh $TEST_FILES > $WORK/stdout.log 2> $WORK/stderr.log"
 fi

@@ -1,6 +1,8 @@
 """SWE-bench Pro under `strict` (crucible-strict grading, swe_tasks/strict.py) and under `none`
 (the official evaluator's steps exactly), on the synthetic instances (tests/swe_synth.py:
-``calc``, run by unittest, ``tally``, run by pytest, for the JUnit report's confirmation,
+``calc``, run by unittest, ``tally``, run by pytest, and ``ledger``, run by pytest once per
+test file through a runner that rebuilds the environment as ansible-test does, for the JUnit
+reports' confirmation,
 ``gosum``, run by go test, for the test2json events' confirmation, and ``jestshout`` and
 ``jestown``, run by jest through yarn, and ``mochashout``, run by mocha, for the confirmation by
 the runner's own results).
@@ -31,6 +33,7 @@ GO_LISTED = swe_synth.GO_LISTED
 JEST_SHOUT = swe_synth.JEST_SHOUT
 JEST_OWN = swe_synth.JEST_OWN
 MOCHA_SHOUT = swe_synth.MOCHA_SHOUT
+LEDGER = swe_synth.LEDGER
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return 5\n"
@@ -299,6 +302,59 @@ def test_on_an_instance_not_run_by_pytest_printing_the_parsers_passed_lines_and_
     assert hardened["reward"] == 1.0, raw["reason"]
 
 
+_LEDGER_LINES = ("\n" + "".join(f"{name} PASSED\n" for name in (
+    "tests/units/test_credit.py::test_credit_adds", "tests/units/test_credit.py::test_credit_zero",
+    "tests/units/test_debit.py::test_debit_subtracts"))).encode().hex()
+LEDGER_PRINT_AND_EXIT = (PYTEST_PRINT_AND_EXIT.replace(_TALLY_LINES, _LEDGER_LINES)
+                         .replace("def add(a, b):", "def credit(balance, amount):")
+                         .replace("def mul(a, b):\n    return a * b\n",
+                                  "def debit(balance, amount):\n    return balance - amount\n"))
+"""The print-and-exit attack on ``ledger``: credit() prints every listed test's PASSED line and
+ends its pytest session; the next session (the other test file) runs and reports for real."""
+
+
+def test_a_runner_that_rebuilds_the_environment_for_each_pytest_session_still_gets_every_session_reported(
+        synth, tmp_path):
+    """ansible-test's shape (SWE-bench Pro's ansible instances run `ansible-test units` once per
+    test file): pytest in an environment rebuilt from HOME and PATH, one session per file. Each
+    session autoloads crucible's plugin from the tests' user site-packages and writes a report of
+    its own: the golden resolves under strict with every listed test confirmed, the empty patch
+    does not."""
+    gold = row(synth, LEDGER)["patch"]
+    assert graded(tmp_path, "ledger-gold", gold, "none", LEDGER)["reward"] == 1.0
+    hardened = graded(tmp_path, "ledger-gold", gold, "strict", LEDGER)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["junit"]["expected"] is True and raw["junit"]["reports"] == 2 and "error" not in raw["junit"]
+    assert {(e["name"], e["parser"], e["junit"], e["mapped"]) for e in raw["listed"]} == {
+        (name, "PASSED", "PASSED", "exact") for name in (
+            "tests/units/test_credit.py::test_credit_adds", "tests/units/test_credit.py::test_credit_zero",
+            "tests/units/test_debit.py::test_debit_subtracts")}
+    assert raw["rerun"]["resolved"] and raw["rerun"]["junit"]["reports"] == 2
+    empty = graded(tmp_path, "ledger-empty", "", "strict", LEDGER)
+    assert empty["reward"] == 0.0
+    denied = {e["name"]: (e["parser"], e["junit"]) for e in empty["raw"]["listed"]}
+    assert denied["tests/units/test_credit.py::test_credit_adds"] == ("FAILED", "FAILED")
+    assert denied["tests/units/test_debit.py::test_debit_subtracts"] == ("PASSED", "PASSED")
+
+
+def test_printing_the_parsers_passed_lines_and_ending_one_pytest_session_of_several_scores_0_under_strict(
+        synth, tmp_path):
+    patch = patch_from(synth, tmp_path, {"ledger.py": LEDGER_PRINT_AND_EXIT}, LEDGER)
+    official = graded(tmp_path, "ledger-print-and-exit", patch, "none", LEDGER)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    hardened = graded(tmp_path, "ledger-print-and-exit", patch, "strict", LEDGER)
+    raw = hardened["raw"]
+    assert raw["scan"]["findings"] == [] and hardened["reward"] == 0.0
+    assert all(set(found) == {"PASSED"} for found in statuses(raw).values()), statuses(raw)
+    # the killed session wrote no report; the other one did, and names only its own test
+    assert raw["junit"]["reports"] == 1
+    assert {e["name"]: e["junit"] for e in raw["listed"]} == {
+        "tests/units/test_credit.py::test_credit_adds": None, "tests/units/test_credit.py::test_credit_zero": None,
+        "tests/units/test_debit.py::test_debit_subtracts": "PASSED"}
+    assert raw["reason"].startswith("2 listed test(s) PASSED by the parser but not by pytest's JUnit report"), raw["reason"]
+
+
 _FORGED_REPORT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
                   '<testcase classname="tests.test_tally.TestTally" name="test_add[2-3-5]" file="tests/test_tally.py"/>'
                   '<testcase classname="tests.test_tally.TestTally" name="test_add[0-4-4]" file="tests/test_tally.py"/>'
@@ -307,24 +363,24 @@ _FORGED_REPORT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite 
 PYTEST_WRITES_ITS_OWN_REPORT = PYTEST_PRINT_AND_EXIT.replace(
     "def add(a, b):\n    _print_past_the_capture()\n",
     f"_REPORT = bytes.fromhex('{_FORGED_REPORT}')\n"
-    f"_KEY = bytes.fromhex('{b'PYTEST_ADDOPTS'.hex()}').decode()\n"
-    f"_OPTION = bytes.fromhex('{b'--junitxml='.hex()}').decode()\n\n\n"
+    f"_PLUGIN = bytes.fromhex('{b'crucible_junit'.hex()}').decode()\n\n\n"
     "def add(a, b):\n"
-    "    for word in os.environ.get(_KEY, '').split():\n"
-    "        if word.startswith(_OPTION):\n"
-    "            with open(word[len(_OPTION):], 'wb') as handle:\n"
-    "                handle.write(_REPORT)\n"
-    "    _print_past_the_capture()\n")
-"""The print-and-exit attack, and before it the JUnit report written by the code under test
-itself where PYTEST_ADDOPTS says pytest would write it (names hex-encoded past the scan)."""
+    "    where = getattr(sys.modules.get(_PLUGIN), 'RESULTS', '')\n"
+    "    if where:\n"
+    "        with open(os.path.join(where, 'pytest-0-0.xml'), 'wb') as handle:\n"
+    "            handle.write(_REPORT)\n"
+    "    _print_past_the_capture()\n").replace("import os\nimport stat\n", "import os\nimport stat\nimport sys\n")
+"""The print-and-exit attack, and before it a JUnit report written by the code under test
+itself where crucible's plugin in its own process says reports go (names hex-encoded past the
+scan)."""
 
 
 def test_in_process_code_writing_the_junit_report_itself_still_resolves_under_strict(synth, tmp_path):
     """The documented limit on pytest instances (docs/swebench_pro.md): the report's path is in
-    the tests' environment and its directory is theirs, so code in pytest's process can write a
+    pytest's process (the plugin's) and its directory is the tests', so code in that process can write a
     passing report and end pytest. This test fails the day a defence closes it; then it should
     assert 0."""
-    assert "def add(a, b):\n    for word" in PYTEST_WRITES_ITS_OWN_REPORT
+    assert "def add(a, b):\n    where" in PYTEST_WRITES_ITS_OWN_REPORT
     patch = patch_from(synth, tmp_path, {"tally.py": PYTEST_WRITES_ITS_OWN_REPORT}, TALLY)
     hardened = graded(tmp_path, "pytest-own-report", patch, "strict", TALLY)
     raw = hardened["raw"]

@@ -101,7 +101,7 @@ def junit_xml(*cases: tuple[str, str, str, str]) -> bytes:
 
 
 def pytest_raw(report: bytes | None, *tests: tuple[str, str], state: str = "file") -> dict:
-    return raw(strict.STRICT, *tests, junit=junit.record(True, state, report, "/tmp/crucible-results-x"))
+    return raw(strict.STRICT, *tests, junit=junit.record(True, [(state, report)], "/tmp/crucible-results-x"))
 
 
 def test_only_a_run_script_line_that_runs_pytest_makes_an_instance_a_pytest_one():
@@ -109,6 +109,9 @@ def test_only_a_run_script_line_that_runs_pytest_makes_an_instance_a_pytest_one(
     assert junit.runs_pytest(b"cd /app\npytest tests/ 2>&1 | tee out.log\n")
     assert not junit.runs_pytest(b"#!/bin/bash\n# not pytest: jest\nnpx jest \"$@\"\n")
     assert not junit.runs_pytest(b"node test/run.js --reporter pytestish\n")
+    # ansible-test's units command runs pytest (SWE-bench Pro's ansible instances)
+    assert junit.runs_pytest(b'cd /app\n/app/bin/ansible-test units --python 3.9 "$test_file" --verbose || true\n')
+    assert not junit.runs_pytest(b"python bin/ansible-test sanity --test import --python 3.11\n")
 
 
 def test_a_listed_test_passes_under_strict_only_if_the_parser_and_the_junit_report_agree():
@@ -125,12 +128,29 @@ def test_a_listed_test_passes_under_strict_only_if_the_parser_and_the_junit_repo
                                      f"e.g. {F2P!r} (FAILED)")
 
 
-@pytest.mark.parametrize("state", ["absent", "symlink", "not-a-file", "too-large", "unreadable"])
+@pytest.mark.parametrize("state", ["absent", "symlink", "not-a-file", "too-large", "too-many", "unreadable"])
 def test_a_pytest_instance_without_a_readable_junit_report_is_unresolved_with_the_reason(state):
-    verdict = SwebenchProFlavor().regrade(spec(), pytest_raw(None, (F2P, "PASSED"), (P2P, "PASSED"), state=state))
+    found = [] if state == "absent" else [(state, None)]
+    graded = raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=junit.record(True, found, "/tmp/crucible-results-x"))
+    verdict = SwebenchProFlavor().regrade(spec(), graded)
     assert verdict.reward == 0.0
     assert verdict.raw["reason"] == f"no named results: {junit.STATES[state]} (run_script.sh runs pytest, so its report is required)"
     assert verdict.raw["listed"][0]["mapped"] == "no report" and verdict.raw["listed"][0]["junit"] is None
+
+
+def test_the_reports_of_several_pytest_sessions_are_merged_and_one_refused_report_refuses_them_all():
+    """A run script that runs pytest once per test file writes one report per session; each
+    test counts by its worst status over them, and a symlink among them is no report at all."""
+    fixed = junit_xml(("t.py", "t.T", "test_fixed", ""))
+    kept = junit_xml(("t.py", "t.T", "test_kept", ""))
+    both = junit.record(True, [("file", fixed), ("file", kept)], "/tmp/crucible-results-x")
+    assert both["reports"] == 2 and len(both["sha256"]) == 2 and both["path"] == "/tmp/crucible-results-x/r/pytest-*.xml"
+    assert SwebenchProFlavor().regrade(spec(), raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=both)).reward == 1.0
+    again = junit_xml(("t.py", "t.T", "test_fixed", '<failure message="second run"/>'))
+    worst = junit.record(True, [("file", fixed), ("file", kept), ("file", again)], "/x")
+    assert {t["name"]: t["status"] for t in worst["tests"]} == {F2P: "FAILED", P2P: "PASSED"}
+    refused = junit.record(True, [("file", fixed), ("symlink", None)], "/x")
+    assert refused["error"] == junit.STATES["symlink"] and "tests" not in refused
 
 
 def test_a_malformed_junit_report_is_unresolved_and_says_why():
@@ -140,7 +160,7 @@ def test_a_malformed_junit_report_is_unresolved_and_says_why():
 
 def test_a_non_pytest_instance_is_judged_by_the_parser_alone_and_says_so():
     graded = raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"),
-                 junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"))
+                 junit=junit.record(False, [], "/tmp/crucible-results-x"))
     verdict = SwebenchProFlavor().regrade(spec(), graded)
     assert verdict.reward == 1.0 and [e["judged_by"] for e in verdict.raw["listed"]] == [["parser"], ["parser"]]
 
@@ -170,11 +190,42 @@ def test_pytests_own_junit_report_reads_into_the_parsers_node_ids(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_p.py",
                            f"--junitxml={report}", "-o", "junit_family=xunit1"], cwd=tmp_path, capture_output=True)
     assert proc.returncode == 1, proc.stdout
-    found = junit.record(True, "file", report.read_bytes(), "/x")["tests"]
+    found = junit.record(True, [("file", report.read_bytes())], "/x")["tests"]
     assert found == [{"name": "tests/test_p.py::TestC::test_m[1]", "status": "PASSED"},
                      {"name": "tests/test_p.py::TestC::test_m[x y]", "status": "FAILED"},
                      {"name": "tests/test_p.py::test_f", "status": "PASSED"}]
 
+
+
+def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autoload_alone(tmp_path):
+    """py/crucible_junit.py as sh/replay.sh lays it out (the module and its pytest11 entry point
+    in one directory; here on PYTHONPATH, this venv having no user site): two pytest sessions, as
+    a run script looping over test files runs them, write two reports that merge into every
+    test; the run's own --junitxml is left alone; a session without the directory runs as ever."""
+    plugin = tmp_path / "pyresults"
+    (plugin / "crucible_junit-0.dist-info").mkdir(parents=True)
+    (tmp_path / "results" / "r").mkdir(parents=True)
+    (plugin / "crucible_junit.py").write_text(junit.plugin_program(str(tmp_path / "results")))
+    (plugin / "crucible_junit-0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: crucible-junit\nVersion: 0\n")
+    (plugin / "crucible_junit-0.dist-info" / "entry_points.txt").write_text("[pytest11]\ncrucible_junit = crucible_junit\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "tests" / "test_b.py").write_text("import pytest\n\n\ndef test_two():\n    assert 0\n\n\n"
+                                                  "@pytest.mark.skip\ndef test_three():\n    pass\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(plugin)}
+    for name in ("tests/test_a.py", "tests/test_b.py"):
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name,
+                        f"--junitxml={tmp_path / 'own.xml'}"], cwd=tmp_path, env=env, capture_output=True, check=False)
+    written = sorted((tmp_path / "results" / "r").iterdir())
+    assert [p.name.startswith("pytest-") and p.suffix == ".xml" for p in written] == [True, True]
+    merged = junit.record(True, [("file", p.read_bytes()) for p in written], str(tmp_path / "results"))
+    assert merged["tests"] == [{"name": "tests/test_a.py::test_one", "status": "PASSED"},
+                               {"name": "tests/test_b.py::test_three", "status": "SKIPPED"},
+                               {"name": "tests/test_b.py::test_two", "status": "FAILED"}]
+    assert b"test_two" in (tmp_path / "own.xml").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_a.py"],
+                          cwd=tmp_path, env={**env, "PYTHONPATH": ""}, capture_output=True, check=False)
+    assert proc.returncode == 0 and len(list((tmp_path / "results" / "r").iterdir())) == 2
 
 def go_event(action: str, test: str | None = None, output: str | None = None, package: str = "synth/p") -> bytes:
     event = {"Time": "2026-01-01T00:00:00Z", "Action": action, "Package": package}
@@ -193,7 +244,7 @@ def go_spec():
 
 
 def go_raw(stream: bytes, *tests: tuple[str, str], how: str = "added") -> dict:
-    return raw(strict.STRICT, *tests, junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"),
+    return raw(strict.STRICT, *tests, junit=junit.record(False, [], "/tmp/crucible-results-x"),
                go_json=gojson.record(how, stream))
 
 
@@ -355,7 +406,7 @@ def jest_json(*cases: tuple[str, list[str], str, str], shape: str = "json") -> b
 
 
 def jest_raw(reports: list[tuple[str, bytes | None]], *tests: tuple[str, str]) -> dict:
-    return raw(strict.STRICT, *tests, junit=junit.record(False, "absent", None, "/tmp/crucible-results-x"),
+    return raw(strict.STRICT, *tests, junit=junit.record(False, [], "/tmp/crucible-results-x"),
                go_json=gojson.record("", None),
                js_results=jsresults.record(["jest"], reports, "/tmp/crucible-results-x", [HIDDEN]))
 
@@ -468,8 +519,8 @@ def test_replays_output_carries_each_results_file_by_length():
     data = (b"@@crucible-step run_script 0 0 5 0\n" + b"@@crucible-junit absent 0\n"
             + f"@@crucible-js file {len(one)}\n".encode() + one + f"@@crucible-js file {len(two)}\n".encode() + two
             + b"@@crucible-js symlink 0\n")
-    records, _, _, report, jest = replay.parse_output(data)
-    assert "run_script" in records and report == ("absent", None)
+    records, _, _, reports, jest = replay.parse_output(data)
+    assert "run_script" in records and reports == [("absent", None)]
     assert jest == [("file", one), ("file", two), ("symlink", None)]
 
 

@@ -1,0 +1,33 @@
+# crucible-strict's pytest plugin in run_script.sh's pytest processes (swe_tasks/junit.py): a
+# root-owned copy, found by pytest's plugin autoload (the `pytest11` entry point of the
+# `crucible_junit-0.dist-info` beside it) on two paths: the tests' user site-packages
+# (HOME/.local/lib/python3.X/site-packages, which a runner that rebuilds the environment from
+# nothing but HOME and PATH keeps: ansible-test's does) and PYTHONPATH (where a venv has no user
+# site). A process without either never sees it: nothing fails to import. swe_tasks/junit.py's
+# plugin_program puts the results' directory in RESULTS below. Each pytest session (not xdist's
+# workers: their controller reports) gets a second JUnit report of its own, besides whatever
+# --junitxml the run asks for: RESULTS/pytest-<pid>-<us>.xml, xunit1 (it names each case's
+# file). One file per process, so a run script that runs pytest once per test file, or a runner
+# that runs it once per context, loses none of them.
+# Written for every Python a SWE-bench Pro image may hold (3.6 and later, pytest 3 and later).
+import os
+import time
+
+RESULTS = ""
+
+
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    if not RESULTS or hasattr(config, "workerinput") or hasattr(config, "slaveinput"):
+        return
+    try:
+        import inspect
+
+        from _pytest.junitxml import LogXML
+        wanted = {"family": "xunit1", "log_passing_tests": True}
+        accepted = inspect.signature(LogXML.__init__).parameters
+        options = {key: value for key, value in wanted.items() if key in accepted}
+        path = os.path.join(RESULTS, "pytest-%d-%d.xml" % (os.getpid(), int(time.time() * 1e6)))
+        config.pluginmanager.register(LogXML(path, None, **options), "crucible-junit-report")
+    except Exception as exc:  # noqa: BLE001 - never the reason a test run fails; no report is the verdict
+        import sys
+        sys.stderr.write("crucible-junit: no report: %r\n" % (exc,))
