@@ -1,7 +1,8 @@
 """What crucible-strict costs on SWE-bench Pro, by the kind of second source an instance gets.
 
 For each synthetic instance (tests/swe_synth.py: unittest ``calc``, pytest ``tally`` (JUnit
-report), Go ``gosum`` (test2json events), jest ``jestshout`` and mocha ``mochashout`` (the
+report), ``ledger`` (pytest once per file, through a runner in ansible-test's shape: a
+JUnit report per session), Go ``gosum`` (test2json events), jest ``jestshout`` and mocha ``mochashout`` (the
 runner's own results through the node hook)), the gold patch is graded by ``crucible swe eval``
 under ``integrity=none`` (the official evaluator's steps) and ``integrity=strict``
 (crucible-strict: the defences, and the differential re-run in a second grading container beside
@@ -34,7 +35,8 @@ from engine.cli.doctor import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402
 
 KINDS = {"instance_synth__calc-1111111111111111111111111111111111111111-vnan": "unittest (parser alone)",
-         swe_synth.TALLY: "pytest (JUnit report)", swe_synth.GO_SUM: "go test (test2json events)",
+         swe_synth.TALLY: "pytest (JUnit report)",
+         swe_synth.LEDGER: "pytest per file via a runner (JUnit reports)", swe_synth.GO_SUM: "go test (test2json events)",
          swe_synth.JEST_SHOUT: "jest via yarn (runner results)", swe_synth.MOCHA_SHOUT: "mocha (runner results)"}
 
 
