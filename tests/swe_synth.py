@@ -421,7 +421,14 @@ JEST_LIB_FIX = JEST_LIB_BASE.replace("return s + '!';", "return `${s.toUpperCase
 _JEST_WHISPER = ("describe('whisper', () => {\n  test('lowercases', () => {\n"
                  "    expect(whisper('HeY')).toBe('hey');\n  });\n});\n")
 _JEST_SHOUT = ("describe('shout', () => {\n  describe('case', () => {\n    test('uppercases', () => {\n"
-               "      expect(shout('hey')).toBe('HEY!');\n    });\n  });\n});\n\n")
+               "      expect(shout('hey')).toBe('HEY!');\n      expect(shout('hey')).toMatchSnapshot();\n"
+               "    });\n  });\n});\n\n")
+JEST_SNAPSHOT = ("// Jest Snapshot v1, https://goo.gl/fbAQLP\n\n"
+                 "exports[`shout case retired 1`] = `\"HEY\"`;\n\n"
+                 "exports[`shout case uppercases 1`] = `\"HEY!\"`;\n")
+"""The hidden test's snapshot file as jest 29 writes it, with an obsolete entry: jest saves such a
+file at the end of the test file in CI mode too, the same bytes (a hidden file, locked under
+strict: the results hook skips that write)."""
 
 
 def jest_instance(own_json: bool = False) -> Instance:
@@ -433,7 +440,8 @@ def jest_instance(own_json: bool = False) -> Instance:
     prefix = "/app/" if own_json else ""
     return Instance(JEST_OWN if own_json else JEST_SHOUT, "js", "synth/jestshout",
                     {"package.json": package, "lib.js": JEST_LIB_BASE, "test/lib.test.js": head + _JEST_WHISPER},
-                    {"lib.js": JEST_LIB_FIX}, {"test/lib.test.js": head + _JEST_SHOUT + _JEST_WHISPER},
+                    {"lib.js": JEST_LIB_FIX}, {"test/lib.test.js": head + _JEST_SHOUT + _JEST_WHISPER,
+                                               "test/__snapshots__/lib.test.js.snap": JEST_SNAPSHOT},
                     JEST_OWN_RUN_SCRIPT if own_json else JEST_RUN_SCRIPT, JEST_OWN_PARSER if own_json else JEST_PARSER,
                     ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
                     [f"{prefix}test/lib.test.js | shout | case | uppercases"],

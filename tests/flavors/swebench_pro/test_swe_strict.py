@@ -577,12 +577,17 @@ def test_on_a_jest_instance_the_golden_is_confirmed_by_jests_own_results(synth, 
         "setpriv")
     assert raw["js_results"]["expected"] is True and raw["js_results"]["reports"] == 1 and "error" not in raw["js_results"]
     assert raw["js_results"]["path"].startswith("/tmp/crucible-results-") and raw["js_results"]["path"].endswith("/r/js-*.json")
-    assert raw["js_results"]["hidden"] == ["/app/test/lib.test.js"]  # restored, locked, the patch's own never
+    # restored, locked, the patch's own never
+    assert raw["js_results"]["hidden"] == ["/app/test/__snapshots__/lib.test.js.snap", "/app/test/lib.test.js"]
     assert {"file": "/app/test/lib.test.js", "ancestors": ["shout", "case"], "title": "uppercases",
             "status": "PASSED"} in raw["js_results"]["tests"]
     # What the parser read is jest's verbose text as without crucible, as uid 1000.
-    assert "run_script uid=1000 files=test/lib.test.js" in raw["run_script"]["stdout_tail"]
+    assert "run_script uid=1000 files=test/__snapshots__/lib.test.js.snap,test/lib.test.js" in raw["run_script"]["stdout_tail"]
     assert "      \u2713 uppercases" in raw["run_script"]["stdout_tail"]
+    # The hidden snapshot file is locked and holds an obsolete entry: jest saves it again, the
+    # same bytes, and that write would fail the test file but for the hook's skip.
+    assert "test/__snapshots__/lib.test.js.snap" in raw["lock"]["output"].splitlines()
+    assert "1 snapshot obsolete" in raw["run_script"]["stdout_tail"]
     assert [(e["name"], e["parser"], e["js"], e["js_mapped"], e["judged_by"]) for e in raw["listed"]] == [
         ("test/lib.test.js | shout | case | uppercases", "PASSED", "PASSED", "path-suffix", ["parser", "js-results"]),
         ("test/lib.test.js | whisper | lowercases", "PASSED", "PASSED", "path-suffix", ["parser", "js-results"])]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -531,6 +533,45 @@ def _node() -> str:
     assert found, "these tests run the jest hook with this machine's node (Node.js is on every machine of this kind)"
     return found
 
+
+
+def test_the_hook_skips_only_a_snapshot_write_that_would_leave_the_file_as_it_is():
+    """jest saves a snapshot file holding an obsolete entry at the end of its test file, the same
+    bytes, in CI mode too; a locked (root's, read-only) hidden snapshot would make that write fail
+    the test file under strict. With the hook (in every node process: jest's workers too) the
+    unchanged write is skipped; a changed one still fails, and other files are written as ever.
+    Run as uid 1000, as the tests are, in a directory it can reach (pytest's tmp_path is root's)."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as where:
+        _snapshot_writes(Path(where))
+
+
+def _snapshot_writes(tmp_path: Path) -> None:
+    hook = tmp_path / "results-hook.js"
+    hook.write_text(jsresults.hook_program(str(tmp_path / "results")))
+    snap = tmp_path / "locked" / "a.test.js.snap"
+    snap.parent.mkdir()
+    snap.write_text("// Jest Snapshot v1\n\nexports[`a 1`] = `1`;\n")
+    snap.chmod(0o444)
+    snap.parent.chmod(0o1777)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out").chmod(0o777)
+    tmp_path.chmod(0o755)
+    hook.chmod(0o644)
+    script = ("const fs = require('fs');\n"
+              "const tryWrite = (file, data, opt) => { try { fs.writeFileSync(file, data, opt); return 'ok'; }"
+              " catch (e) { return e.code; } };\n"
+              f"const snap = {json.dumps(str(snap))};\n"
+              "console.log(JSON.stringify([tryWrite(snap, fs.readFileSync(snap, 'utf8')),\n"
+              "  tryWrite(snap, fs.readFileSync(snap)), tryWrite(snap, fs.readFileSync(snap, 'utf8'), {encoding: 'utf8'}),\n"
+              "  tryWrite(snap, 'changed'),\n"
+              f"  tryWrite({json.dumps(str(tmp_path / 'out' / 'b.snap'))}, 'new'), tryWrite({json.dumps(str(tmp_path / 'out' / 'c.txt'))}, 'x')]));\n")
+    as_tests = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+    done = subprocess.run([*as_tests, _node(), f"--require={hook}", "-e", script], capture_output=True, text=True,
+                          check=True)
+    assert json.loads(done.stdout) == ["ok", "ok", "ok", "EACCES", "ok", "ok"]
+    assert snap.read_text() == "// Jest Snapshot v1\n\nexports[`a 1`] = `1`;\n"
+    without = subprocess.run([*as_tests, _node(), "-e", script], capture_output=True, text=True, check=True)
+    assert json.loads(without.stdout)[:3] == ["EACCES", "EACCES", "EACCES"]
 
 def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_copy_where_the_run_wants_json(tmp_path):
     """js/results_hook.js in node's --require: jest's bin (reached through node_modules/.bin) gets
