@@ -169,8 +169,9 @@ class SwebenchProFlavor:
                          + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
         found = raw.get("junit") or {}
         if found.get("expected"):
-            lines.append(f"JUnit report ({found.get('path')}): "
-                         + (str(found["error"]) if found.get("error") else f"{len(found.get('tests') or [])} test(s)"))
+            lines.append(f"pytest's JUnit reports ({found.get('path')}): " + (
+                str(found["error"]) if found.get("error")
+                else f"{len(found.get('tests') or [])} test(s) from {found.get('reports', 1)} session(s)"))
         events = raw.get("go_json") or {}
         if events.get("expected") or events.get("why_not"):
             lines.append(f"go test -json events ({events.get('how')}): " + str(

@@ -331,6 +331,9 @@ def test_a_runner_that_rebuilds_the_environment_for_each_pytest_session_still_ge
             "tests/units/test_credit.py::test_credit_adds", "tests/units/test_credit.py::test_credit_zero",
             "tests/units/test_debit.py::test_debit_subtracts")}
     assert raw["rerun"]["resolved"] and raw["rerun"]["junit"]["reports"] == 2
+    shown = crucible("show", hardened["run_id"])
+    assert "pytest's JUnit reports (/tmp/crucible-results-" in shown.stdout, shown.stdout + shown.stderr
+    assert "3 test(s) from 2 session(s)" in shown.stdout
     empty = graded(tmp_path, "ledger-empty", "", "strict", LEDGER)
     assert empty["reward"] == 0.0
     denied = {e["name"]: (e["parser"], e["junit"]) for e in empty["raw"]["listed"]}
