@@ -10,15 +10,23 @@
 # file). One file per process, so a run script that runs pytest once per test file, or a runner
 # that runs it once per context, loses none of them.
 # Written for every Python a SWE-bench Pro image may hold (3.6 and later, pytest 3 and later).
+# Only the outermost session reports: not a session a test starts inside it (pytester's inline
+# runs, in this process; its subprocess runs, which inherit OUTER), whose tests are not the run's.
 import os
 import time
 
 RESULTS = ""
+OUTER = "CRUCIBLE_JUNIT_OUTER_PID"
+_reporting = []  # type: list[object]
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
     if not RESULTS or hasattr(config, "workerinput") or hasattr(config, "slaveinput"):
         return
+    if _reporting or os.environ.get(OUTER):
+        return
+    _reporting.append(config)
+    os.environ[OUTER] = str(os.getpid())
     try:
         import inspect
 

@@ -203,7 +203,8 @@ def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autol
     """py/crucible_junit.py as sh/replay.sh lays it out (the module and its pytest11 entry point
     in one directory; here on PYTHONPATH, this venv having no user site): two pytest sessions, as
     a run script looping over test files runs them, write two reports that merge into every
-    test; the run's own --junitxml is left alone; a session without the directory runs as ever."""
+    test; sessions a test starts inside one (inline and as a subprocess, as pytester does) write
+    none; the run's own --junitxml is left alone; a session without the directory runs as ever."""
     plugin = tmp_path / "pyresults"
     (plugin / "crucible_junit-0.dist-info").mkdir(parents=True)
     (tmp_path / "results" / "r").mkdir(parents=True)
@@ -211,7 +212,13 @@ def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autol
     (plugin / "crucible_junit-0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: crucible-junit\nVersion: 0\n")
     (plugin / "crucible_junit-0.dist-info" / "entry_points.txt").write_text("[pytest11]\ncrucible_junit = crucible_junit\n")
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import subprocess\nimport sys\n\nimport pytest\n\n\ndef test_one():\n    pass\n\n\n"
+        "def test_inner_sessions(tmp_path):\n"
+        "    inner = tmp_path / 'test_inner.py'\n"
+        "    inner.write_text('def test_inner():\\n    pass\\n')\n"
+        "    assert pytest.main(['-q', '-p', 'no:cacheprovider', str(inner)]) == 0\n"
+        "    assert subprocess.call([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', str(inner)]) == 0\n")
     (tmp_path / "tests" / "test_b.py").write_text("import pytest\n\n\ndef test_two():\n    assert 0\n\n\n"
                                                   "@pytest.mark.skip\ndef test_three():\n    pass\n")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(plugin)}
@@ -221,7 +228,8 @@ def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autol
     written = sorted((tmp_path / "results" / "r").iterdir())
     assert [p.name.startswith("pytest-") and p.suffix == ".xml" for p in written] == [True, True]
     merged = junit.record(True, [("file", p.read_bytes()) for p in written], str(tmp_path / "results"))
-    assert merged["tests"] == [{"name": "tests/test_a.py::test_one", "status": "PASSED"},
+    assert merged["tests"] == [{"name": "tests/test_a.py::test_inner_sessions", "status": "PASSED"},
+                               {"name": "tests/test_a.py::test_one", "status": "PASSED"},
                                {"name": "tests/test_b.py::test_three", "status": "SKIPPED"},
                                {"name": "tests/test_b.py::test_two", "status": "FAILED"}]
     assert b"test_two" in (tmp_path / "own.xml").read_bytes()
