@@ -39,7 +39,8 @@ from envs.coding import results
 REPORTS = "r"
 """The reports' directory inside the grading's results directory (that one root's, ``r/`` the tests')."""
 MAX_FILES = 200
-"""Reports read back at most (one per pytest session); past that the run is refused, not cut short."""
+"""Reports read back at most (one per pytest session; sh/replay.sh's send_reports enforces it, for
+the JavaScript runners' results too); past that the run is refused, not cut short."""
 PLUGIN_MODULE = "crucible_junit"
 _PYTEST = re.compile(rb"(?<![\w.-])(pytest(?![\w-])|ansible-test\s+units\b)")
 
@@ -59,11 +60,11 @@ def plugin_program(results_dir: str) -> str:
     return text.replace(marker, f"\nRESULTS = {json.dumps(f'{results_dir}/{REPORTS}')}\n", 1)
 
 
-
 def shown(work: str) -> str:
     """What the recorded run_script command shows for the environment added."""
     return (f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{work}/pyresults" '
             f"(and {work}/pyresults linked into HOME's user site-packages) ")
+
 
 STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped before its end, "
                     "or did not load crucible's plugin)",
