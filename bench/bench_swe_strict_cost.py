@@ -3,14 +3,15 @@
 For each synthetic instance (tests/swe_synth.py: unittest ``calc``, pytest ``tally`` (JUnit
 report), ``ledger`` (pytest once per file, through a runner in ansible-test's shape: a
 JUnit report per session), Go ``gosum`` (test2json events), jest ``jestshout`` and mocha ``mochashout`` (the
-runner's own results through the node hook)), the gold patch is graded by ``crucible swe eval``
+runner's own results through the node hook), and ``mochafile`` (mocha after the run script's sed
+of every test file, NodeBB's shape: under strict root makes that edit of the locked files)), the gold patch is graded by ``crucible swe eval``
 under ``integrity=none`` (the official evaluator's steps) and ``integrity=strict``
 (crucible-strict: the defences, and the differential re-run in a second grading container beside
 the first), alternating, a new model name each time so nothing comes from the store. Reported:
 the median wall time of the eval per mode, and their ratio; and the median time of the grading
 itself (the raw grade's ``seconds``: the replay, without the run's agent and store).
 
-    .venv/bin/python bench/bench_swe_strict_cost.py [--trials N]
+    .venv/bin/python bench/bench_swe_strict_cost.py [--trials N] [--only SUBSTRING ...]
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ from engine.util.tables import format_table  # noqa: E402
 KINDS = {"instance_synth__calc-1111111111111111111111111111111111111111-vnan": "unittest (parser alone)",
          swe_synth.TALLY: "pytest (JUnit report)",
          swe_synth.LEDGER: "pytest per file via a runner (JUnit reports)", swe_synth.GO_SUM: "go test (test2json events)",
-         swe_synth.JEST_SHOUT: "jest via yarn (runner results)", swe_synth.MOCHA_SHOUT: "mocha (runner results)"}
+         swe_synth.JEST_SHOUT: "jest via yarn (runner results)", swe_synth.MOCHA_SHOUT: "mocha (runner results)",
+         swe_synth.MOCHA_FILE: "mocha after the script's sed of the tests (root's edit)"}
 
 
 def grade(work: Path, iid: str, patch: str, mode: str) -> tuple[float, float, float]:
@@ -58,6 +60,7 @@ def grade(work: Path, iid: str, patch: str, mode: str) -> tuple[float, float, fl
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--only", nargs="*", default=[], help="instances whose id holds one of these (default: all)")
     ns = parser.parse_args()
     client = ensure_engine(client_timeout=600)
     base = ensure_base_image(client).tag
@@ -66,7 +69,7 @@ def main() -> int:
     os.environ.update(swe_synth.env_for(gen))
     rows = []
     for inst in gen["instances"]:
-        if inst.instance_id not in KINDS:
+        if inst.instance_id not in KINDS or (ns.only and not any(part in inst.instance_id for part in ns.only)):
             continue
         for mode in ("none", "strict"):  # one warm-up each: the task image, first connections
             grade(work, inst.instance_id, inst.row["patch"], mode)

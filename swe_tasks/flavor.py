@@ -184,6 +184,11 @@ class SwebenchProFlavor:
             unmapped = [e["name"] for e in raw.get("listed") or [] if str(e.get(key, "")).startswith("unmapped")]
             if unmapped:
                 lines.append(f"listed tests not found in {source} ({len(unmapped)}): " + ", ".join(unmapped[:5]))
+        edit = raw.get("edit") or {}
+        if edit:
+            edited = str(edit.get("output", "")).split("\n")
+            lines.append(f"run_script.sh's own edit of the locked test files, made by root: exit {edit.get('exit_code')}, "
+                         f"{len([f for f in edited if f])} file(s)")
         run = raw.get("run_script") or {}
         if run.get("outlived"):
             lines.append("processes of the tests outlived run_script.sh: killed at its end")

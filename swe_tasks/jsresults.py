@@ -111,7 +111,7 @@ def hook_program(results_dir: str) -> str:
 
 def node_wrap_program() -> str:
     """The ``node`` first on run_script.sh's PATH (sh/node_wrap.sh, its comments left out)."""
-    return "#!/bin/bash\n" + shell.script(__file__, "node_wrap.sh")
+    return "#!/bin/bash\n" + shell.script(__file__, "exec_next.sh") + shell.script(__file__, "node_wrap.sh")
 
 
 def shown(work: str) -> str:
@@ -222,9 +222,19 @@ def _squeezed(text: str) -> str:
     return " ".join(text.split())
 
 
-_FILE_PREFIX = re.compile(r"^\S+::")
+_FILE_PREFIX = re.compile(r"^(\S+)::")
 """NodeBB's run scripts put ``FILE::`` before each describe title (sed over the test files) and
-its parser takes it out of the name again."""
+its parser takes it out of the name again, naming the test by that FILE: the file the describe
+is written in, which for a describe in a helper the test file requires is not the runner's file
+(swe_tasks/edits.py)."""
+
+
+def _describe_file(test: Mapping[str, Any]) -> str:
+    """The ``FILE`` before the test's outermost prefixed describe title ('' for none)."""
+    for ancestor in test["ancestors"]:
+        if (prefixed := _FILE_PREFIX.match(str(ancestor))) is not None:
+            return prefixed.group(1)
+    return ""
 
 
 def forms(test: Mapping[str, Any]) -> list[set[str]]:
@@ -259,8 +269,10 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
     """(the indices in ``tests`` of the tests ``name`` stands for, how), or ([], why none).
     Only tests in ``files`` (the instance's hidden test files whose content is the benchmark's,
     absolute: ``strict.trusted_test_files``) count, so a test file the patch adds or edits
-    cannot answer for a hidden test; the first tier of ``forms`` that any of them answers to is
-    taken. Where it holds several (a parser that drops the describe blocks folds two tests with
+    cannot answer for a hidden test; a test answers for the name's file part by its own file
+    or by the ``FILE::`` of its outermost prefixed describe (``describe-file``: NodeBB's name a
+    describe a helper holds by the helper); the first tier of ``forms`` that any of them answers
+    to is taken. Where it holds several (a parser that drops the describe blocks folds two tests with
     one title into one name), the name stands for all of them, as the parser's worst status
     does. ``cache``: each test's ``forms`` by index, kept between calls over the same tests."""
     file, sep, rest = name.partition(" | ")
@@ -268,14 +280,17 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
         return [], "unmapped: the name has no 'file | test' form"
     file, rest = file.strip(), _squeezed(rest)
     cache = {} if cache is None else cache
-    candidates = [i for i, t in enumerate(tests) if str(t["file"]) in files and _same_file(file, str(t["file"]))]
+    candidates = [i for i, t in enumerate(tests) if str(t["file"]) in files
+                  and (_same_file(file, str(t["file"])) or _same_file(file, _describe_file(t)))]
     for i in candidates:
         if i not in cache:
             cache[i] = forms(tests[i])
     for tier in range(4):
         found = [i for i in candidates if rest in cache[i][tier]]
         if found:
-            how = [*(["path-suffix"] if any(str(tests[i]["file"]) != file for i in found) else []),
+            by_file = [i for i in found if _same_file(file, str(tests[i]["file"]))]
+            how = [*(["path-suffix"] if any(str(tests[i]["file"]) != file for i in by_file) else []),
+                   *(["describe-file"] if len(by_file) < len(found) else []),
                    *([("innermost", "title", "title-cut")[tier - 1]] if tier else []),
                    *([f"{len(found)} tests"] if len(found) > 1 else [])]
             return found, ", ".join(how) or "exact"

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.util import shell
-from swe_tasks import gojson, jsresults, junit, strict
+from swe_tasks import edits, gojson, jsresults, junit, strict
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -86,6 +86,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     go_json = gojson.how(assets.run_script) if hardened is not None else ""
     runners = jsresults.runners(assets.run_script) if hardened is not None else []
     pytest = hardened is not None and junit.runs_pytest(assets.run_script)
+    edit = edits.loop(assets.run_script) if hardened is not None else None
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
@@ -93,9 +94,12 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
                  gojson.wrap_program() if go_json == "wrapped" else "",
                  jsresults.hook_program(hardened.results_dir) if runners else "",
                  jsresults.node_wrap_program() if runners else "",
-                 junit.plugin_program(hardened.results_dir) if pytest else ""]
+                 junit.plugin_program(hardened.results_dir) if pytest else "",
+                 *edits.args(edit), edits.wrap_program() if edit else ""]
         stdin = hardened.token.encode() + b"\n" + stdin
-        commands["run_script"] = (gojson.goflags_shown(go_json, WORK) + (jsresults.shown(WORK) if runners else "")
+        if edit is not None:
+            commands["edit"] = edits.shown(edit, WORK)
+        commands["run_script"] = ((f'PATH="{WORK}/sed-wrap:$PATH" ' if edit else "") + gojson.goflags_shown(go_json, WORK) + (jsresults.shown(WORK) if runners else "")
                                   + (junit.shown(WORK) if pytest else "")
                                   + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
                                   f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")

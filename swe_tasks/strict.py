@@ -9,6 +9,9 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   ``selected_test_files_to_run``) root's and read-only, with the ``__init__.py`` and
   ``conftest.py`` beside them, and every directory from them up to the workdir root's and sticky:
   the tested code can read a hidden test but not rewrite, rename or remove it (sh/replay.sh);
+  where run_script.sh itself edits every test file in a ``find | while ... sed -i`` loop
+  (NodeBB's), root makes that edit of each locked file before the run and the script's own call
+  answers with no write (swe_tasks/edits.py);
 - ``end-marker``: run_script.sh's stdout and stderr reach root-only files through FIFOs; when it
   exits a one-time token ends both, every uid-1000 process is killed, then the files close. The
   official parser reads only what came before the marker; what came after is kept in

@@ -26,6 +26,9 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
   stdout; ``jest_own``'s passes ``--json`` itself and its parser reads that JSON from stdout
   (element-hq's other kind). Their toolchain image gets jest, yarn (classic) and mocha from the
   npm registry through the host's npm (``JS_PACKAGES``, pinned), into ``/opt/js`` on PATH.
+  ``mocha_file`` runs mocha as NodeBB's scripts do: under ``set -e``, a sed in a find|while loop
+  first puts each file's path before its describe titles, which the parser names tests by
+  (swe_tasks/edits.py).
 """
 from __future__ import annotations
 
@@ -300,6 +303,8 @@ class Instance:
     image: str = ""
     toolchain: str = "base"
     """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go`` or ``js``."""
+    selected: list[str] = field(default_factory=list)
+    """``selected_test_files_to_run`` where not every file of the test patch (then those, sorted)."""
 
 
 TALLY = "instance_synth__tally-3333333333333333333333333333333333333333-vnan"
@@ -467,6 +472,68 @@ def mocha_instance() -> Instance:
                     "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
 
 
+MOCHA_FILE = "instance_synth__mochafile-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-vnan"
+
+MOCHA_FILE_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script in the shape of NodeBB's: under `set -e`, every test file's describe titles
+### get the file's path in front (sed in a find|while loop), restored at exit; mocha's JSON reporter
+set -e
+IFS=',' read -r -a files <<< "$1"
+cp -r test/. /tmp/test
+restore() {
+  cp -r /tmp/test/. test
+}
+trap restore EXIT
+find test/ -type f \
+  -regextype posix-extended \
+  -regex '.*\.(ts|js|tsx|jsx)$' \
+  -print0 \
+| while IFS= read -r -d '' file; do
+    sed -i -E \
+      "s#(describe[[:space:]]*\(\s*)(['\"\`])(.*?)\2#\1\2${file}::\3\2#g" \
+      "$file"
+  done
+NODE_ENV=test mocha --reporter=json --timeout=10000 "${files[@]}" || true
+"""
+
+MOCHA_FILE_PARSER = MOCHA_PARSER.replace(
+    '-> "FILE | FULL TITLE" names."""',
+    '-> "FILE | FULL TITLE", FILE the one a\ndescribe title starts with ("FILE::", taken out of the title), else the test\'s file."""',
+).replace("import json\n", "import json\nimport re\n").replace(
+    '''            tests.append({"name": f"{file} | {test['fullTitle']}", "status": status})''',
+    '''            title = test["fullTitle"]
+            described = re.search(r"(\\S+)::", title)
+            if described:
+                file, title = described.group(1), title.replace(described.group(1) + "::", "")
+            tests.append({"name": f"{file} | {title}", "status": status})''')
+
+
+def mocha_file_instance() -> Instance:
+    """``lib.js`` under mocha, run as NodeBB's scripts run it (every describe title gets its file's
+    path, by sed as the script's uid). The selected test file requires two helpers with describes of
+    their own, named by the helper's path only if the script's edit was made: the hidden (so locked
+    under strict) ``test/helpers/whisper.js`` and the agent's ``test/helpers/echo.js``."""
+    head = "const assert = require('assert');\nconst { shout } = require('../lib');\n\n"
+    helpers = "require('./helpers/echo');\n"
+    shout = ("describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
+             "      assert.strictEqual(shout('hey'), 'HEY!');\n    });\n  });\n});\n\n")
+    whisper = ("const assert = require('assert');\nconst { whisper } = require('../../lib');\n\n"
+               "describe('whisper', () => {\n  it('lowercases', () => {\n"
+               "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n")
+    echo = ("const assert = require('assert');\n\ndescribe(\"echo\", () => {\n  it('repeats', () => {\n"
+            "    assert.strictEqual('ab'.repeat(2), 'abab');\n  });\n});\n")
+    return Instance(MOCHA_FILE, "js", "synth/mochafile",
+                    {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + helpers, "test/helpers/echo.js": echo},
+                    {"lib.js": JEST_LIB_FIX},
+                    {"test/lib.test.js": head + shout + "require('./helpers/whisper');\n" + helpers,
+                     "test/helpers/whisper.js": whisper},
+                    MOCHA_FILE_RUN_SCRIPT, MOCHA_FILE_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
+                    ["test/lib.test.js | shout case uppercases"],
+                    ["test/helpers/whisper.js | whisper lowercases", "test/helpers/echo.js | echo repeats"],
+                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js",
+                    selected=["test/lib.test.js"])
+
+
 def instances() -> list[Instance]:
     calc_base = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
     calc_fix = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
@@ -554,7 +621,7 @@ def build_repo(inst: Instance, app: Path) -> None:
         "test_patch": test_patch, "problem_statement": inst.problem, "requirements": "Keep the public API.",
         "interface": "No new interfaces are introduced.", "repo_language": inst.language,
         "fail_to_pass": repr(inst.fail_to_pass), "pass_to_pass": repr(inst.pass_to_pass),
-        "selected_test_files_to_run": repr(tests),
+        "selected_test_files_to_run": repr(inst.selected or tests),
         "before_repo_set_cmd": f"git reset --hard {base}\ngit clean -fd \ngit checkout {base}\n"
                                f"git checkout {solution} -- {' '.join(tests)}",
         "dockerhub_tag": "synth." + inst.instance_id.split("__")[1][:40],
@@ -640,10 +707,11 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``tally`` and ``ledger`` too; ``with_go``: the Go ``go_sum``,
-    ``go_piped`` and ``go_listed`` too; ``with_js``: ``jest_shout``, ``jest_own`` and ``mocha_shout`` too."""
+    ``go_piped`` and ``go_listed`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout`` and ``mocha_file`` too."""
     insts = (instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
              + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
-             + ([jest_instance(), jest_instance(own_json=True), mocha_instance()] if with_js else []))
+             + ([jest_instance(), jest_instance(own_json=True), mocha_instance(), mocha_file_instance()]
+                if with_js else []))
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")

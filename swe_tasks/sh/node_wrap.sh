@@ -5,19 +5,11 @@
 # run_script.sh's PATH. yarn, npm, npx and the runners' bins start through `#!/usr/bin/env node`:
 # here the hook's --require goes back into NODE_OPTIONS where a run script replaced it
 # (protonmail's `export NODE_OPTIONS=...`), and the node it runs is the next one on PATH that is
-# not this file.
+# not this file (exec_next: sh/exec_next.sh, which jsresults.node_wrap_program puts before this).
 self=${0%/*}
 hook=${self%/*}/results-hook.js
 case " ${NODE_OPTIONS:-} " in
   *" --require=$hook "*) ;;
   *) export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$hook" ;;
 esac
-# The next node on PATH that is not this file (however its directory is spelled, or repeated).
-IFS=: read -r -a dirs <<< "$PATH"
-for dir in "${dirs[@]}"; do
-  if [ -n "$dir" ] && [ -f "$dir/node" ] && [ -x "$dir/node" ] && ! [ "$dir/node" -ef "$0" ]; then
-    exec "$dir/node" "$@"
-  fi
-done
-echo "crucible: no node on PATH after $self" >&2
-exit 127
+exec_next node "$@"

@@ -2,7 +2,7 @@
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
 #          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP
-#           PY_PLUGIN]
+#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -37,6 +37,14 @@
 # the runner writes its own results to RESULTS_DIR/r/js-*.json; after the kill each is read as
 # TEST_UID (a regular file, not a symlink) and sent back after the JUnit report:
 #   @@crucible-js STATE BYTES\n<that many bytes>   (one per file; none when the runner wrote none)
+# EDIT_FIND non-empty (swe_tasks/edits.py, run_script.sh edits every test file in a
+# `find ... -print0 | while ...; do sed ... "$file"; done` loop, as NodeBB's do): after the lock,
+# `find EDIT_FIND -print0` runs here as root and each locked file it lists gets `sed EDIT_SED FILE`
+# (the script's own words, FILE where it names its variable), as root, once; each such argument
+# list is recorded (`printf %q`, one per line) in WORK/sed-wrap/sed-edits, and SED_WRAP (a `sed`,
+# sh/sed_wrap.sh, that answers a recorded argument list with success and no write and runs the
+# real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
+# run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -54,7 +62,7 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} TOKEN=''
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -131,6 +139,36 @@ lock_hidden() {  # the test files, their packages' start-up files, their directo
   out=$(printf '%s\n' "${LOCKED[@]}")
   printf '@@crucible-step lock 0 0 0 %s\n%s' "$(LC_ALL=C; echo "${#out}")" "$out"
 }
+edit_locked() {  # run_script.sh's own edit of each locked file its find lists, made here as root, once
+  local -a find_args sed_args call
+  local -A locked=()
+  local f a err rc=0 out='' start
+  now_us; start=$NOW
+  rm -rf "$WORK/sed-wrap" && mkdir -m 755 "$WORK/sed-wrap" && (umask 022; : > "$WORK/sed-wrap/sed-edits")
+  mapfile -t find_args <<< "$EDIT_FIND"
+  mapfile -t sed_args <<< "$EDIT_SED"
+  for f in "${LOCKED[@]}"; do locked[$f]=1; done
+  if command -v find >/dev/null && command -v sed >/dev/null; then
+    while IFS= read -r -d '' f; do
+      if [ -z "${locked[${f#./}]:-}" ] || [ -L "$f" ] || [ ! -f "$f" ]; then continue; fi
+      call=()
+      for a in "${sed_args[@]}"; do call+=("${a//@@crucible-file@@/"$f"}"); done
+      call+=("$f")
+      if err=$(sed "${call[@]}" 2>&1 </dev/null); then
+        printf '%q ' "${call[@]}" >> "$WORK/sed-wrap/sed-edits" && printf '\n' >> "$WORK/sed-wrap/sed-edits"
+        lock_one "$f"
+        out+="$f"$'\n'
+      else
+        rc=1 out+="$f: ${err:0:300}"$'\n'
+      fi
+    done < <(find "${find_args[@]}" -print0 2>/dev/null)
+  else
+    rc=127 out='find or sed is not in this image'
+  fi
+  (umask 022; printf '%s' "$SED_WRAP" > "$WORK/sed-wrap/sed") && chmod 755 "$WORK/sed-wrap/sed"
+  now_us
+  printf '@@crucible-step edit %s 0 %s %s\n%s' "$rc" "$(( (NOW - start) / 1000 ))" "$(LC_ALL=C; echo "${#out}")" "$out"
+}
 outlived_by_tests() {  # whether any process of TEST_UID is alive (its real uid, from /proc)
   local q key real
   for q in /proc/[0-9]*; do
@@ -171,6 +209,9 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
     rm -rf "$WORK/node-wrap" && mkdir -m 755 "$WORK/node-wrap"
     (umask 022; printf '%s' "$NODE_WRAP" > "$WORK/node-wrap/node") && chmod 755 "$WORK/node-wrap/node"
     local -x PATH="$WORK/node-wrap:$PATH" NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$WORK/results-hook.js"
+  fi
+  if [ -n "$EDIT_FIND" ] && [ -n "$SED_WRAP" ]; then
+    local -x PATH="$WORK/sed-wrap:$PATH"
   fi
   chmod 644 "$WORK/run_script.sh"
   rm -f "$WORK/out.fifo" "$WORK/err.fifo" && mkfifo -m 600 "$WORK/out.fifo" "$WORK/err.fifo"
@@ -255,6 +296,7 @@ step before_repo_set_cmd "$STEP_TIMEOUT" "$BEFORE"
 if [ "$STRICT" = strict ]; then
   send_scanned
   lock_hidden
+  if [ -n "$EDIT_FIND" ] && [ -n "$SED_WRAP" ]; then edit_locked; fi
   strict_run_script
   if [ -n "$RESULTS" ] && [ -n "$PY_PLUGIN" ]; then send_reports junit 'pytest-*.xml'; fi
   if [ -n "$RESULTS" ] && [ -n "$RESULTS_HOOK" ]; then send_reports js 'js-*.json'; fi

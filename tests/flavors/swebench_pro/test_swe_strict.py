@@ -5,7 +5,8 @@ test file through a runner that rebuilds the environment as ansible-test does, f
 reports' confirmation,
 ``gosum``, run by go test, for the test2json events' confirmation, and ``jestshout`` and
 ``jestown``, run by jest through yarn, and ``mochashout``, run by mocha, for the confirmation by
-the runner's own results).
+the runner's own results; ``mochafile``, run as NodeBB's scripts run mocha, editing every test
+file first).
 
 Each attack is a prediction graded by `crucible swe eval` in both modes: it resolves under
 `none`, where grading is the official evaluator, and scores 0 under `strict`, for the reason
@@ -22,6 +23,7 @@ import pytest
 
 import swe_synth
 from swe_tasks import replay, strict
+from swe_tasks.flavor import SwebenchProFlavor
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -33,6 +35,7 @@ GO_LISTED = swe_synth.GO_LISTED
 JEST_SHOUT = swe_synth.JEST_SHOUT
 JEST_OWN = swe_synth.JEST_OWN
 MOCHA_SHOUT = swe_synth.MOCHA_SHOUT
+MOCHA_FILE = swe_synth.MOCHA_FILE
 LEDGER = swe_synth.LEDGER
 
 STACK_AWARE = ("import sys\n\n\ndef add(a, b):\n"
@@ -695,3 +698,56 @@ def test_on_a_mocha_instance_the_golden_is_confirmed_by_mochas_runner_and_print_
     assert all(e["parser"] == "PASSED" and e["js"] is None for e in forged["raw"]["listed"])  # the parser is fooled
     assert forged["reward"] == 0.0
     assert forged["raw"]["reason"].startswith("no named results: mocha wrote no results"), forged["raw"]["reason"]
+
+
+SED_THE_HIDDEN_TEST = (
+    "require('child_process').execSync(\"sed -i -E 's/HEY!/hey!/' test/lib.test.js\", {stdio: 'inherit'});\n"
+    "module.exports = {};\n")
+"""A ``.mocharc.js`` (mocha loads it before any test file) that rewrites the hidden test's
+expectation to what the unfixed shout() gives, with the same sed the run script uses (first on
+PATH under strict: the wrapper)."""
+
+
+def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_strict_with_the_edit_made_by_root(
+        synth, tmp_path):
+    """22 of NodeBB's run scripts, under `set -e`, sed every test file in a find|while loop before
+    mocha runs (each describe title gets its file's path, which the parser names tests by). Under
+    strict the hidden ones are locked: root makes the script's own edit of them before the run
+    (swe_tasks/edits.py), the script's sed of them answers with no write, and its sed of the other
+    files runs as ever. Without that, the script ended at the first locked file and the gold
+    patch scored 0. The names prove each file got the edit exactly once: a helper's describe is
+    named by the helper's path only if its file was edited, and a second edit would name it by a
+    doubled path."""
+    gold = row(synth, MOCHA_FILE)["patch"]
+    official = graded(tmp_path, "mochafile-gold", gold, "none", MOCHA_FILE)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    assert "edit" not in official["raw"]
+    hardened = graded(tmp_path, "mochafile-gold", gold, "strict", MOCHA_FILE)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 1.0, raw["reason"]
+    assert raw["edit"]["exit_code"] == 0
+    assert sorted(raw["edit"]["output"].split()) == ["test/helpers/whisper.js", "test/lib.test.js"]
+    assert raw["edit"]["command"].startswith("as root, for each locked file FILE of `find test/ -type f")
+    assert ("run_script.sh's own edit of the locked test files, made by root: exit 0, 2 file(s)"
+            in SwebenchProFlavor().explain(raw))
+    ancestors = {t["title"]: t["ancestors"] for t in raw["js_results"]["tests"]}
+    assert ancestors == {"uppercases": ["test/lib.test.js::shout", "test/lib.test.js::case"],
+                         "lowercases": ["test/helpers/whisper.js::whisper"],
+                         "repeats": ["test/helpers/echo.js::echo"]}  # the agent's file: the script's own sed
+    assert all(t["file"] == "/app/test/lib.test.js" for t in raw["js_results"]["tests"])
+    assert [(e["name"], e["parser"], e["js"], e["js_mapped"]) for e in raw["listed"]] == [
+        ("test/lib.test.js | shout case uppercases", "PASSED", "PASSED", "path-suffix"),
+        ("test/helpers/whisper.js | whisper lowercases", "PASSED", "PASSED", "describe-file"),
+        ("test/helpers/echo.js | echo repeats", "PASSED", "PASSED", "describe-file")]
+    empty = graded(tmp_path, "mochafile-empty", "", "strict", MOCHA_FILE)
+    assert empty["reward"] == 0.0
+    assert {e["name"]: (e["parser"], e["js"]) for e in empty["raw"]["listed"]} == {
+        "test/lib.test.js | shout case uppercases": ("FAILED", "FAILED"),
+        "test/helpers/whisper.js | whisper lowercases": ("PASSED", "PASSED"),
+        "test/helpers/echo.js | echo repeats": ("PASSED", "PASSED")}
+    patch = patch_from(synth, tmp_path, {".mocharc.js": SED_THE_HIDDEN_TEST}, MOCHA_FILE)
+    rewritten = graded(tmp_path, "mochafile-sed-the-test", patch, "none", MOCHA_FILE)
+    assert rewritten["reward"] == 1.0, rewritten["raw"]["reason"]  # root's run lets it rewrite the test
+    refused = graded(tmp_path, "mochafile-sed-the-test", patch, "strict", MOCHA_FILE)
+    assert refused["reward"] == 0.0
+    assert "/usr/bin/sed: cannot rename test/sed" in refused["raw"]["run_script"]["stderr_tail"]  # the real sed's

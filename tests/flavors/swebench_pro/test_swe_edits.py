@@ -1,0 +1,135 @@
+"""The run script's own edit of the test files under crucible-strict (swe_tasks/edits.py): which
+loops are recognised, their words as bash reads them, and the `sed` first on the tests' PATH
+(sh/sed_wrap.sh) run on this host as uid 1000, as the tests are. The edit made in a grading
+container: tests/flavors/swebench_pro/test_swe_strict.py (``mochafile``)."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import swe_synth
+from swe_tasks import edits, jsresults
+
+NODEBB_LOOP = swe_synth.MOCHA_FILE_RUN_SCRIPT.encode()
+"""The loop as NodeBB's 22 scripts write it (the synthetic run script holds the same lines)."""
+NODEBB_SED = ("-i", "-E", f"s#(describe[[:space:]]*\\(\\s*)(['\"`])(.*?)\\2#\\1\\2{edits.FILE}::\\3\\2#g")
+
+
+def test_nodebbs_loop_is_recognised_with_its_words_as_bash_reads_them():
+    found = edits.loop(NODEBB_LOOP)
+    assert found == edits.Loop(("test/", "-type", "f", "-regextype", "posix-extended", "-regex", ".*\\.(ts|js|tsx|jsx)$"),
+                               NODEBB_SED)
+    assert edits.args(found) == ["test/\n-type\nf\n-regextype\nposix-extended\n-regex\n.*\\.(ts|js|tsx|jsx)$",
+                                 "\n".join(NODEBB_SED)]
+    assert edits.args(None) == ["", ""]
+    shown = edits.shown(found, "/crucible-work")
+    assert "sed -i -E s#(describe" in shown and "FILE::" in shown and edits.FILE not in shown
+
+
+@pytest.mark.parametrize("text", [
+    "-i -E \"s#(describe[[:space:]]*\\(\\s*)(['\\\"\\`])(.*?)\\2#\\1\\2${file}::\\3\\2#g\"",
+    "-i 's/a b/c/' \"x$file\"y 'it'\\''s' plain\\ word",
+    "test/ -type f -name '*.js' -o -regex \".*\\.ts$\"",
+    "-E -i\t'' \"$file::${file}\" a$ \"b$\"",
+])
+def test_words_are_split_and_unquoted_as_bash_does(text):
+    """Each word as bash passes it to the command, with the loop's variable set to the placeholder."""
+    done = subprocess.run(["bash", "-c", f"file={shlex.quote(edits.FILE)}; printf '%s\\0' {text}"],
+                          capture_output=True, check=True)
+    assert edits.words(text, "file") == done.stdout.decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("text", [
+    "-i \"s/$(id -u)/x/\"", "-i \"s/$HOME/x/\"", "-i s/a/b/ *.js", "-i `id`", "-i 's/a/b/", "-i \"s/a/b/",
+    "-i ~/x", f"-i {edits.FILE}", "-i \"a\nb\"",
+])
+def test_a_word_that_needs_more_than_quote_removal_is_refused(text):
+    assert edits.words(text, "file") is None
+
+
+def _script(loop: str) -> bytes:
+    return f"#!/bin/bash\nset -e\n{loop}\nmocha test/a.js\n".encode()
+
+
+LOOP = ("find test/ -type f -print0 | while IFS= read -r -d '' file; do\n"
+        "  sed -i -E \"s#(describe\\()'#\\1'${file}::#\" \"$file\"\ndone")
+
+
+def test_only_one_plain_in_place_loop_is_recognised():
+    assert edits.loop(_script(LOOP)) == edits.Loop(("test/", "-type", "f"), ("-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#"))
+    assert edits.loop(_script(LOOP.replace("done", "  done"))) is not None
+    assert edits.loop(_script(LOOP.replace("| while", "|| while"))) is None  # 7 NodeBB scripts: the loop never runs
+    assert edits.loop(_script("# " + LOOP.replace("\n", "\n# "))) is None
+    assert edits.loop(_script(LOOP + "\n" + LOOP)) is None  # two: which one ran where is the script's to say
+    assert edits.loop(_script(LOOP.replace("sed -i -E", "sed -E"))) is None  # not an edit in place
+    assert edits.loop(_script(LOOP.replace("-E \"", "-E \"$(cat /x)"))) is None
+    assert edits.loop(_script(LOOP.replace("\"$file\"\n", "\"$other\"\n"))) is None
+    assert edits.loop(_script(LOOP.replace("test/", "$(pwd)/test/"))) is None
+    assert edits.loop(_script(LOOP.replace("-i -E", "--in-place -E"))) is not None
+    assert edits.loop(b"#!/bin/bash\nmocha test/a.js\n") is None
+
+
+def test_the_sed_wrapper_answers_only_a_recorded_edit_and_leaves_the_rest_to_the_real_sed():
+    """Run as uid 1000 over a root's read-only file in a root's sticky directory (a locked test file
+    under strict): the edit root already made, asked for again with the same words, exits 0 and
+    writes nothing; another edit of that file reaches the real sed, which is refused; an edit of
+    the tests' own file is made. In a directory uid 1000 can reach (pytest's tmp_path is root's)."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as where:
+        _wrapped_seds(Path(where))
+
+
+def _wrapped_seds(root: Path) -> None:
+    wrap, tests = root / "sed-wrap", root / "test"
+    wrap.mkdir()
+    tests.mkdir()
+    locked, own = tests / "a.js", tests / "b.js"
+    locked.write_text("describe('a', () => {});\n")
+    own.write_text("describe('b', () => {});\n")
+    os.chown(own, 1000, 1000)
+    locked.chmod(0o444)
+    tests.chmod(0o1777)
+    root.chmod(0o755)
+    recorded = ["-i", "-E", f"s#(describe\\()'#\\1'{locked}::#", str(locked)]
+    quoted = subprocess.run(["bash", "-c", "printf '%q ' \"$@\"", "bash", *recorded], capture_output=True,
+                            text=True, check=True).stdout
+    (wrap / "sed-edits").write_text(quoted + "\n")
+    (wrap / "sed").write_text(edits.wrap_program())
+    (wrap / "sed").chmod(0o755)
+    as_tests = [shutil.which("setpriv") or "setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+    env = {"PATH": f"{wrap}:/usr/bin:/bin", "LC_ALL": "C"}
+
+    def sed(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*as_tests, "sed", *args], capture_output=True, text=True, env=env, cwd=root)
+
+    assert sed(*recorded).returncode == 0
+    assert locked.read_text() == "describe('a', () => {});\n"  # no write: root made this edit before the run
+    refused = sed("-i", "-E", "s#a#x#", str(locked))
+    assert refused.returncode != 0 and "cannot rename" in refused.stderr
+    assert locked.read_text() == "describe('a', () => {});\n"
+    assert sed(*recorded[:-1], str(own)).returncode == 0
+    assert own.read_text() == f"describe('{locked}::b', () => {{}});\n"  # the real sed, the script's own file
+    printed = sed("-n", "p", str(locked))
+    assert printed.returncode == 0 and printed.stdout == locked.read_text()
+    lone = subprocess.run([*as_tests, str(wrap / "sed"), "p"], capture_output=True, text=True, env={"PATH": str(wrap)})
+    assert lone.returncode == 127 and "no sed on PATH" in lone.stderr  # said, not looped
+
+
+def test_a_test_named_by_the_file_its_describe_is_written_in_maps_to_the_runners_test():
+    """NodeBB's parser names a test by the FILE:: the run script's sed put before its describe
+    title: for a describe in a helper the test file requires, the helper, not mocha's file."""
+    hidden = "/app/test/user.js"
+    tests = jsresults.tests_in(json.dumps({"runner": "mocha", "tests": [
+        {"file": hidden, "titlePath": ["test/user/emails.js::email confirmation", "sends"], "status": "passed"},
+        {"file": hidden, "titlePath": ["test/user.js::User", "test/user.js::.create()", "works"], "status": "failed"},
+        {"file": "/app/test/other.js", "titlePath": ["test/user/emails.js::email confirmation", "sends"],
+         "status": "failed"}]}).encode())
+    assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden]) == ([0], "describe-file")
+    assert jsresults.map_name("test/user.js | User .create() works", tests, [hidden]) == ([1], "path-suffix")
+    assert jsresults.map_name("test/user/other.js | email confirmation sends", tests, [hidden])[0] == []
