@@ -25,6 +25,7 @@ no-op, and any other edit of a locked file is refused as before.
 """
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -142,6 +143,48 @@ def words(text: str, var: str) -> list[str] | None:
     if word is not None:
         found.append("".join(word))
     return None if any("\n" in w or "\x00" in w for w in found) else found
+
+
+_RM = re.compile(r"^[ \t]*rm((?:[ \t]+-[A-Za-z]+)*)((?:[ \t]+[\w.*?/-]+)+?)"
+                 r"(?:[ \t]+2>[ \t]*/dev/null)?(?:[ \t]*\|\|[ \t]*true)?[ \t]*$", re.M)
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One ``rm`` line of the run script: its paths (globs, relative) and whether it recurses."""
+
+    paths: tuple[str, ...]
+    recursive: bool
+
+
+def removals(run_script: bytes) -> list[Removal]:
+    """The run script's plain ``rm`` lines (options, relative paths or globs of word characters,
+    ``.``, ``-`` and ``/``, optionally ``2>/dev/null`` and ``|| true``): NodeBB's remove
+    ``test/activitypub*``, ``test/file.js`` and ``test/utils.js`` before mocha runs."""
+    found = []
+    for match in _RM.finditer(run_script.decode("utf-8", "replace")):
+        paths = tuple(match.group(2).split())
+        if any(p.startswith("/") or ".." in p.split("/") for p in paths):
+            continue
+        options = "".join(match.group(1).split()).replace("-", "")
+        found.append(Removal(paths, "r" in options or "R" in options))
+    return found
+
+
+def removed(found: list[Removal], rel: str) -> bool:
+    """Whether one of ``found`` removes the file ``rel`` (relative to the workdir): a path that
+    matches it as bash's glob would (one component per component, ``*`` not crossing ``/`` nor
+    matching a leading ``.``), or, recursing, one of its directories."""
+    parts = rel.split("/")
+    for removal in found:
+        for path in removal.paths:
+            globs = path.rstrip("/").split("/")
+            if len(globs) > len(parts) or (len(globs) < len(parts) and not removal.recursive):
+                continue
+            if all(fnmatch.fnmatchcase(part, glob) and not (part.startswith(".") and not glob.startswith("."))
+                   for part, glob in zip(parts, globs)):
+                return True
+    return False
 
 
 def args(found: Loop | None) -> list[str]:

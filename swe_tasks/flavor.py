@@ -102,9 +102,12 @@ class SwebenchProFlavor:
         if not strict.applies(spec.integrity):
             raw, _ = await replay.replay(ws, task, assets, submission.diff)
             return {"evaluator": strict.OFFICIAL, **raw}
-        hardened = strict.plan(task, submission.diff, reverse=rerun)
+        hardened = strict.plan(task, submission.diff, reverse=rerun, run_script=assets.run_script)
         raw, scanned = await replay.replay(ws, task, assets, submission.diff, hardened)
         raw = {"evaluator": strict.STRICT, "defences": strict.defences(spec.integrity), **raw}
+        if hardened.unlocked:
+            raw["unlocked"] = {"files": list(hardened.unlocked),
+                               "why": "run_script.sh removes them itself (rm) before its runner starts"}
         if rerun:
             raw["reversed_test_files"] = True
         elif (raw.get("apply") or {}).get("exit_code") == 0:  # a re-run applies the same patch: one scan
@@ -184,6 +187,9 @@ class SwebenchProFlavor:
             unmapped = [e["name"] for e in raw.get("listed") or [] if str(e.get(key, "")).startswith("unmapped")]
             if unmapped:
                 lines.append(f"listed tests not found in {source} ({len(unmapped)}): " + ", ".join(unmapped[:5]))
+        if raw.get("unlocked"):
+            lines.append(f"hidden test files left unlocked, as {raw['unlocked']['why']}: "
+                         + ", ".join(raw["unlocked"]["files"][:5]))
         edit = raw.get("edit") or {}
         if edit:
             edited = str(edit.get("output", "")).split("\n")

@@ -9,6 +9,8 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   ``selected_test_files_to_run``) root's and read-only, with the ``__init__.py`` and
   ``conftest.py`` beside them, and every directory from them up to the workdir root's and sticky:
   the tested code can read a hidden test but not rewrite, rename or remove it (sh/replay.sh);
+  a hidden test file the run script itself removes (``rm``) before a runner whose own results
+  confirm the listed tests stays unlocked, and so untrusted, as the official run removes it;
   where run_script.sh itself edits every test file in a ``find | while ... sed -i`` loop
   (NodeBB's), root makes that edit of each locked file before the run and the script's own call
   answers with no write (swe_tasks/edits.py);
@@ -55,6 +57,7 @@ from envs.coding import rerun, scanner
 from envs.coding.grader import RESULTS_ROOT
 from envs.coding.protect import DEFAULT_TEST_PATHS
 from envs.coding.results import merge_worst
+from swe_tasks import edits, jsresults
 
 OFFICIAL = "official"
 STRICT = "crucible-strict"
@@ -92,16 +95,24 @@ class Plan:
     results_dir: str = ""
     """A fresh directory outside the repo, named at random, for the runners' own results
     (swe_tasks/junit.py, jsresults.py)."""
+    unlocked: tuple[str, ...] = ()
+    """Hidden test files left unlocked because the run script removes them itself before its
+    runner starts (``rm``, swe_tasks/edits.py ``removals``), on a runner whose own results
+    confirm the listed tests: locked, such a file would outlive the ``rm`` that the official run
+    makes, without the helpers beside it; unlocked, it is not trusted (``trusted_test_files``),
+    so nothing in it answers for a hidden test."""
 
     def args(self) -> list[str]:
         return ["strict", "\n".join(self.lock), "\n".join(self.scan), str(TEST_UID), self.results_dir]
 
 
-def plan(task: Any, patch: str, *, reverse: bool = False) -> Plan:
-    lock = hidden_test_files(task)
-    lock += [alike for rel in lock for alike in _pattern_alikes(rel) if alike not in lock]
+def plan(task: Any, patch: str, *, reverse: bool = False, run_script: bytes = b"") -> Plan:
+    named = hidden_test_files(task)
+    hidden = named + [alike for rel in named for alike in _pattern_alikes(rel) if alike not in named]
+    removes = edits.removals(run_script) if jsresults.runners(run_script) else []
+    lock = [rel for rel in hidden if not edits.removed(removes, rel)]
     return Plan(secrets.token_hex(16), tuple(lock), tuple(scan_paths(task, patch)), reverse,
-                f"{RESULTS_ROOT}-{secrets.token_hex(8)}")
+                f"{RESULTS_ROOT}-{secrets.token_hex(8)}", tuple(rel for rel in named if rel not in lock))
 
 
 def _relative_paths(found: list[str]) -> list[str]:

@@ -476,7 +476,8 @@ MOCHA_FILE = "instance_synth__mochafile-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 
 MOCHA_FILE_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script in the shape of NodeBB's: under `set -e`, every test file's describe titles
-### get the file's path in front (sed in a find|while loop), restored at exit; mocha's JSON reporter
+### get the file's path in front (sed in a find|while loop), restored at exit; a selected test
+### file removed before mocha runs (rm, its helper with it); mocha's JSON reporter
 set -e
 IFS=',' read -r -a files <<< "$1"
 cp -r test/. /tmp/test
@@ -493,6 +494,7 @@ find test/ -type f \
       "s#(describe[[:space:]]*\(\s*)(['\"\`])(.*?)\2#\1\2${file}::\3\2#g" \
       "$file"
   done
+rm -r test/retired* 2>/dev/null || true
 NODE_ENV=test mocha --reporter=json --timeout=10000 "${files[@]}" || true
 """
 
@@ -512,7 +514,12 @@ def mocha_file_instance() -> Instance:
     """``lib.js`` under mocha, run as NodeBB's scripts run it (every describe title gets its file's
     path, by sed as the script's uid). The selected test file requires two helpers with describes of
     their own, named by the helper's path only if the script's edit was made: the hidden (so locked
-    under strict) ``test/helpers/whisper.js`` and the agent's ``test/helpers/echo.js``."""
+    under strict) ``test/helpers/whisper.js`` and the agent's ``test/helpers/echo.js``. The
+    selected ``test/retired/old.test.js`` (hidden) and its helper are removed by the script before
+    mocha runs (as NodeBB's ``rm -r test/activitypub*`` removes a selected file), so its test
+    never runs."""
+    retired = ("const { works } = require('./helper');\n\n"
+               "describe('retired', () => {\n  it('works', () => works());\n});\n")
     head = "const assert = require('assert');\nconst { shout } = require('../lib');\n\n"
     helpers = "require('./helpers/echo');\n"
     shout = ("describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
@@ -523,15 +530,16 @@ def mocha_file_instance() -> Instance:
     echo = ("const assert = require('assert');\n\ndescribe(\"echo\", () => {\n  it('repeats', () => {\n"
             "    assert.strictEqual('ab'.repeat(2), 'abab');\n  });\n});\n")
     return Instance(MOCHA_FILE, "js", "synth/mochafile",
-                    {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + helpers, "test/helpers/echo.js": echo},
+                    {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + helpers, "test/helpers/echo.js": echo,
+                     "test/retired/helper.js": "module.exports = { works: () => true };\n"},
                     {"lib.js": JEST_LIB_FIX},
                     {"test/lib.test.js": head + shout + "require('./helpers/whisper');\n" + helpers,
-                     "test/helpers/whisper.js": whisper},
+                     "test/helpers/whisper.js": whisper, "test/retired/old.test.js": retired},
                     MOCHA_FILE_RUN_SCRIPT, MOCHA_FILE_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
                     ["test/lib.test.js | shout case uppercases"],
                     ["test/helpers/whisper.js | whisper lowercases", "test/helpers/echo.js | echo repeats"],
                     "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js",
-                    selected=["test/lib.test.js"])
+                    selected=["test/lib.test.js", "test/retired/old.test.js"])
 
 
 def instances() -> list[Instance]:

@@ -1,6 +1,7 @@
 """The run script's own edit of the test files under crucible-strict (swe_tasks/edits.py): which
 loops are recognised, their words as bash reads them, and the `sed` first on the tests' PATH
-(sh/sed_wrap.sh) run on this host as uid 1000, as the tests are. The edit made in a grading
+(sh/sed_wrap.sh) run on this host as uid 1000, as the tests are; the script's own ``rm`` of a
+hidden test file, which leaves it unlocked. The edit made in a grading
 container: tests/flavors/swebench_pro/test_swe_strict.py (``mochafile``)."""
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import swe_synth
-from swe_tasks import edits, jsresults
+from swe_tasks import edits, jsresults, strict
 
 NODEBB_LOOP = swe_synth.MOCHA_FILE_RUN_SCRIPT.encode()
 """The loop as NodeBB's 22 scripts write it (the synthetic run script holds the same lines)."""
@@ -133,3 +135,36 @@ def test_a_test_named_by_the_file_its_describe_is_written_in_maps_to_the_runners
     assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden]) == ([0], "describe-file")
     assert jsresults.map_name("test/user.js | User .create() works", tests, [hidden]) == ([1], "path-suffix")
     assert jsresults.map_name("test/user/other.js | email confirmation sends", tests, [hidden])[0] == []
+
+
+NODEBB_REMOVALS = (b"  rm -r test/activitypub* 2>/dev/null || true\n  rm test/file.js 2>/dev/null || true\n"
+                   b"  rm -f test/activitypub* test/file.js 2>/dev/null || true\n")
+
+
+def test_the_run_scripts_plain_rm_lines_are_read_and_matched_as_bashs_globs():
+    found = edits.removals(b"#!/bin/bash\n" + NODEBB_REMOVALS + b"rm -rf /tmp/x\nrm ../up\nrm \"$x\"\nrm a; rm b\n")
+    assert found == [edits.Removal(("test/activitypub*",), True), edits.Removal(("test/file.js",), False),
+                     edits.Removal(("test/activitypub*", "test/file.js"), False)]
+    recursive, plain = found[0], found[2]
+    assert edits.removed([recursive], "test/activitypub/feps.js") and edits.removed([recursive], "test/activitypub.js")
+    assert not edits.removed([plain], "test/activitypub/feps.js")  # rm -f of a directory removes nothing
+    assert edits.removed([plain], "test/activitypub.js") and edits.removed([plain], "test/file.js")
+    assert not edits.removed(found, "test/user.js") and not edits.removed(found, "test/.activitypub.js")
+    assert not edits.removed(found, "other/test/file.js") and not edits.removed(found, "test")
+
+
+def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_runners_results_confirm():
+    """Locked, a selected file NodeBB's script removes before mocha runs outlives the rm and its
+    helpers (mocha then fails loading it); unlocked it goes as officially, and is not trusted, so
+    nothing in it answers for a listed test. Where the parser alone judges it stays locked."""
+    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/user.js test/activitypub/feps.js",
+                           selected_test_files_to_run=["test/user.js", "test/activitypub/feps.js"])
+    mocha = b"#!/bin/bash\nset -e\n" + NODEBB_REMOVALS + b"npx mocha --reporter=json test/user.js\n"
+    planned = strict.plan(task, "", run_script=mocha)
+    assert "test/activitypub/feps.js" not in planned.lock and "test/user.js" in planned.lock
+    assert planned.unlocked == ("test/activitypub/feps.js",)
+    trusted = strict.trusted_test_files(task, "", set(planned.lock))
+    assert "/app/test/user.js" in trusted and "/app/test/activitypub/feps.js" not in trusted
+    parser_only = strict.plan(task, "", run_script=mocha.replace(b"npx mocha --reporter=json", b"node run.js"))
+    assert "test/activitypub/feps.js" in parser_only.lock and parser_only.unlocked == ()
+    assert strict.plan(task, "").unlocked == ()

@@ -715,7 +715,9 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     strict the hidden ones are locked: root makes the script's own edit of them before the run
     (swe_tasks/edits.py), the script's sed of them answers with no write, and its sed of the other
     files runs as ever. Without that, the script ended at the first locked file and the gold
-    patch scored 0. The names prove each file got the edit exactly once: a helper's describe is
+    patch scored 0. A selected test file the script removes itself before mocha runs (NodeBB's
+    `rm -r test/activitypub*`) is left unlocked, so it goes with its helper as officially; locked,
+    it outlived its helper and mocha failed loading it. The names prove each file got the edit exactly once: a helper's describe is
     named by the helper's path only if its file was edited, and a second edit would name it by a
     doubled path."""
     gold = row(synth, MOCHA_FILE)["patch"]
@@ -728,8 +730,12 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     assert raw["edit"]["exit_code"] == 0
     assert sorted(raw["edit"]["output"].split()) == ["test/helpers/whisper.js", "test/lib.test.js"]
     assert raw["edit"]["command"].startswith("as root, for each locked file FILE of `find test/ -type f")
+    assert raw["unlocked"]["files"] == ["test/retired/old.test.js"]  # the script removes it (rm), as officially
+    assert "test/retired/old.test.js" not in raw["lock"]["output"].split("\n")
     assert ("run_script.sh's own edit of the locked test files, made by root: exit 0, 2 file(s)"
             in SwebenchProFlavor().explain(raw))
+    assert ("hidden test files left unlocked, as run_script.sh removes them itself (rm) before its runner starts: "
+            "test/retired/old.test.js") in SwebenchProFlavor().explain(raw)
     ancestors = {t["title"]: t["ancestors"] for t in raw["js_results"]["tests"]}
     assert ancestors == {"uppercases": ["test/lib.test.js::shout", "test/lib.test.js::case"],
                          "lowercases": ["test/helpers/whisper.js::whisper"],
