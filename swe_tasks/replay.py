@@ -95,10 +95,14 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
                  jsresults.hook_program(hardened.results_dir) if runners else "",
                  jsresults.node_wrap_program() if runners else "",
                  junit.plugin_program(hardened.results_dir) if pytest else "",
-                 *edits.args(edit), edits.wrap_program() if edit else ""]
+                 *edits.args(edit), edits.wrap_program() if edit else "",
+                 "\n".join(strict.home_from_root(assets.run_script))]
         stdin = hardened.token.encode() + b"\n" + stdin
         if edit is not None:
             commands["edit"] = edits.shown(edit, WORK)
+        if strict.home_from_root(assets.run_script):
+            commands["home"] = (f"cp -a ROOT_HOME/{{{','.join(strict.home_from_root(assets.run_script))}}} "
+                                f"into the tests' fresh HOME, uid {strict.TEST_UID}'s (npm falls back to root's cache offline)")
         commands["run_script"] = ((f'PATH="{WORK}/sed-wrap:$PATH" ' if edit else "") + gojson.goflags_shown(go_json, WORK) + (jsresults.shown(WORK) if runners else "")
                                   + (junit.shown(WORK) if pytest else "")
                                   + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "

@@ -9,6 +9,8 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   ``selected_test_files_to_run``) root's and read-only, with the ``__init__.py`` and
   ``conftest.py`` beside them, and every directory from them up to the workdir root's and sticky:
   the tested code can read a hidden test but not rewrite, rename or remove it (sh/replay.sh);
+  where the script runs ``npm install``, that HOME starts with a copy of root's npm cache and
+  config, which the official run (as root) falls back to offline (``home_from_root``);
   a hidden test file the run script itself removes (``rm``) before a runner whose own results
   confirm the listed tests stays unlocked, and so untrusted, as the official run removes it;
   where run_script.sh itself edits every test file in a ``find | while ... sed -i`` loop
@@ -45,6 +47,7 @@ Pure functions of the recorded raw grade where they judge, so a stored run regra
 """
 from __future__ import annotations
 
+import re
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -113,6 +116,19 @@ def plan(task: Any, patch: str, *, reverse: bool = False, run_script: bytes = b"
     lock = [rel for rel in hidden if not edits.removed(removes, rel)]
     return Plan(secrets.token_hex(16), tuple(lock), tuple(scan_paths(task, patch)), reverse,
                 f"{RESULTS_ROOT}-{secrets.token_hex(8)}", tuple(rel for rel in named if rel not in lock))
+
+
+_NPM_INSTALL = re.compile(rb"(?<![\w-])npm[ \t]+(?:[^\n;|&]*[ \t])?(?:install|i|ci|add)(?![\w-])")
+
+
+def home_from_root(run_script: bytes) -> list[str]:
+    """What of root's HOME the tests' fresh HOME gets a copy of: npm's cache and config where
+    run_script.sh runs ``npm install`` (or ``i``, ``ci``, ``add``) on a line that is not a comment.
+    The official run, as root, has the cache the image's build filled: offline, npm falls back to
+    it (11 of NodeBB's scripts ``npm install lodash underscore async`` at test time); a fresh HOME
+    has none, and npm fails (``EAI_AGAIN``)."""
+    lines = [line for line in run_script.splitlines() if not line.lstrip().startswith(b"#")]
+    return [".npm", ".npmrc"] if any(_NPM_INSTALL.search(line) for line in lines) else []
 
 
 def _relative_paths(found: list[str]) -> list[str]:

@@ -74,16 +74,22 @@ GO_WARM = {"go.mod": "module warm\n\ngo 1.21\n",
            "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
                            'func TestWarm(t *testing.T) { fmt.Fprint(os.Stdout, "") }\n'}
 
-JS_PACKAGES = ("jest@29.7.0", "yarn@1.22.22", "mocha@10.8.2")
+JS_PACKAGES = ("jest@29.7.0", "yarn@1.22.22", "mocha@10.8.2", "npm@10.9.9")
 """What the JavaScript toolchain image installs from the npm registry: pinned, so its tag names them."""
+ROOT_NPM_CACHE = ("lodash@4.17.21",)
+"""What root's npm cache in the JavaScript toolchain image holds, as an image's build leaves it
+(NodeBB's build runs the ``npm install lodash underscore async`` its run scripts run again)."""
 
 JS_TOOLCHAIN_DOCKERFILE = """\
 ARG TOOLCHAIN
 FROM ${TOOLCHAIN}
 COPY node_modules /opt/js/node_modules
+COPY root-npm /root/.npm
+RUN chmod 700 /root
 ENV PATH=/opt/js/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 """
-"""Over the toolchain image (Debian's node): jest, yarn and mocha, installed on the host by npm."""
+"""Over the toolchain image (Debian's node): jest, yarn, mocha and npm, installed on the host by
+npm, and root's npm cache holding ``ROOT_NPM_CACHE`` (filled on the host), /root root's alone."""
 
 INSTANCE_DOCKERFILE = """\
 ARG TOOLCHAIN
@@ -477,7 +483,8 @@ MOCHA_FILE = "instance_synth__mochafile-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 MOCHA_FILE_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script in the shape of NodeBB's: under `set -e`, every test file's describe titles
 ### get the file's path in front (sed in a find|while loop), restored at exit; a selected test
-### file removed before mocha runs (rm, its helper with it); mocha's JSON reporter
+### file removed before mocha runs (rm, its helper with it); a package installed at test time from
+### root's npm cache alone, as offline; mocha's JSON reporter
 set -e
 IFS=',' read -r -a files <<< "$1"
 cp -r test/. /tmp/test
@@ -495,6 +502,7 @@ find test/ -type f \
       "$file"
   done
 rm -r test/retired* 2>/dev/null || true
+npm install --offline --no-audit --no-fund lodash@4.17.21 >&2
 NODE_ENV=test mocha --reporter=json --timeout=10000 "${files[@]}" || true
 """
 
@@ -674,7 +682,7 @@ def build_js_toolchain(toolchain: str, work: Path) -> str:
     """The JavaScript toolchain image over ``toolchain``: ``JS_PACKAGES`` installed by the host's
     npm (from the npm registry) into the build context, then copied in."""
     tag = "crucible-test/swe-js-toolchain:" + hashlib.sha256(
-        json.dumps([toolchain, JS_TOOLCHAIN_DOCKERFILE, JS_PACKAGES]).encode()).hexdigest()[:16]
+        json.dumps([toolchain, JS_TOOLCHAIN_DOCKERFILE, JS_PACKAGES, ROOT_NPM_CACHE]).encode()).hexdigest()[:16]
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return tag
     ctx = work / "js-toolchain"
@@ -683,6 +691,9 @@ def build_js_toolchain(toolchain: str, work: Path) -> str:
     proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts",
                            *JS_PACKAGES], cwd=ctx, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, "npm install (the JavaScript toolchain needs npm and the npm registry): " + proc.stderr[-2000:]
+    proc = subprocess.run(["npm", "cache", "add", "--cache", str(ctx / "root-npm"), *ROOT_NPM_CACHE], cwd=ctx,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, "npm cache add (root's npm cache in the JavaScript toolchain): " + proc.stderr[-2000:]
     _docker_build(tag, JS_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
     return tag
 

@@ -2,7 +2,7 @@
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
 #          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP
-#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP]
+#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP HOME_FROM_ROOT]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -45,6 +45,9 @@
 # sh/sed_wrap.sh, that answers a recorded argument list with success and no write and runs the
 # real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
 # run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
+# HOME_FROM_ROOT: names (one per line) of what in root's HOME (the image's HOME, /root by
+# default) the tests' fresh HOME gets a copy of, TEST_UID's (swe_tasks/strict.py,
+# home_from_root: npm's cache where the script runs npm install); recorded as the step `home`.
 # The image was built at BASE (Dockerfile.hud reset and checked out base_commit, as the first
 # two official steps do) and this container is fresh from it: when HEAD is BASE the reset step
 # is recorded as done at build time, with the same outcome, instead of rewriting the tree.
@@ -62,7 +65,7 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} TOKEN=''
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -185,6 +188,7 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
   local start rc outlived timed_out=0 readers goflags='' limit=() home=/tmp/crucible-test-home as=("${AS[@]}")
   [ -n "$HAS_TIMEOUT" ] && limit=(timeout --kill-after=10 "$TEST_TIMEOUT")
   rm -rf "$home" && mkdir -m 700 "$home" && chown "$TEST_UID:$TEST_UID" "$home"
+  if [ -n "$HOME_FROM_ROOT" ]; then copy_root_home "$home"; fi
   if [ -n "$RESULTS" ]; then
     if ! { mkdir -m 711 "$RESULTS" && mkdir -m 700 "$RESULTS/r" && chown "$TEST_UID:$TEST_UID" "$RESULTS/r"; }; then
       RESULTS_FAILED=1
@@ -235,6 +239,20 @@ strict_run_script() {  # run_script.sh as TEST_UID, output through root's FIFOs,
   now_us
   printf '@@crucible-step run_script %s %s %s %s\n%s' "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "${#outlived}" "$outlived"
 }
+copy_root_home() {  # HOME: a copy of each HOME_FROM_ROOT entry of root's HOME, TEST_UID's
+  local name from=${ROOT_HOME:-/root} out='' rc=0 start
+  now_us; start=$NOW
+  while IFS= read -r name; do
+    if [ -z "$name" ] || [ -L "$from/$name" ] || [ ! -e "$from/$name" ]; then continue; fi
+    if cp -a -- "$from/$name" "$1/$name" && chown -R "$TEST_UID:$TEST_UID" "$1/$name"; then
+      out+="$from/$name"$'\n'
+    else
+      rc=1
+    fi
+  done <<< "$HOME_FROM_ROOT"
+  now_us
+  printf '@@crucible-step home %s 0 %s %s\n%s' "$rc" "$(( (NOW - start) / 1000 ))" "$(LC_ALL=C; echo "${#out}")" "$out"
+}
 install_pytest_plugin() {  # HOME: the plugin and its entry point root's; HOME's user site-packages link to them
   local dir=$WORK/pyresults minor site
   rm -rf "$dir" && mkdir -m 755 "$dir" "$dir/crucible_junit-0.dist-info" || return 0
@@ -279,6 +297,7 @@ if [ -r /proc/1/environ ]; then
   while IFS= read -r -d '' kv; do export "${kv?}"; done < /proc/1/environ
 fi
 source "$WORK/env.sh"
+ROOT_HOME=${HOME:-/root}
 cd "$WORKDIR" || exit 3
 printf -v base %q "$BASE"
 # A detached HEAD is the commit itself in .git/HEAD: read without a process.

@@ -168,3 +168,16 @@ def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_run
     parser_only = strict.plan(task, "", run_script=mocha.replace(b"npx mocha --reporter=json", b"node run.js"))
     assert "test/activitypub/feps.js" in parser_only.lock and parser_only.unlocked == ()
     assert strict.plan(task, "").unlocked == ()
+
+
+def test_the_tests_home_gets_roots_npm_cache_only_where_the_script_runs_npm_install():
+    """Offline, npm falls back to the cache the image's build left in root's HOME (the official
+    run is root's); the tests' fresh HOME has none, so NodeBB's test-time `npm install lodash
+    underscore async` failed under strict (EAI_AGAIN). 11 of the 1000 scripts run it."""
+    nodebb = b"prepare() {\n  cp install/package.json .\n  npm install --production=false\n  npm install lodash underscore async\n}\n"
+    assert strict.home_from_root(nodebb) == [".npm", ".npmrc"]
+    assert strict.home_from_root(b"npm ci\n") == strict.home_from_root(b"cd x && npm i -D y\n") == [".npm", ".npmrc"]
+    assert strict.home_from_root(b"npm --prefix web install\n") == [".npm", ".npmrc"]
+    for other in (b"# npm install\n", b"npm test -- --ci\n", b"npm run install-deps\n", b"npx mocha\n",
+                  b"yarn install\n", b"pnpm install\n", b"echo npm-install\n"):
+        assert strict.home_from_root(other) == [], other

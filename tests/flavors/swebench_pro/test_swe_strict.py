@@ -717,7 +717,8 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     files runs as ever. Without that, the script ended at the first locked file and the gold
     patch scored 0. A selected test file the script removes itself before mocha runs (NodeBB's
     `rm -r test/activitypub*`) is left unlocked, so it goes with its helper as officially; locked,
-    it outlived its helper and mocha failed loading it. The names prove each file got the edit exactly once: a helper's describe is
+    it outlived its helper and mocha failed loading it. An `npm install` offline finds root's
+    cache in the tests' HOME, as the official run (as root) does. The names prove each file got the edit exactly once: a helper's describe is
     named by the helper's path only if its file was edited, and a second edit would name it by a
     doubled path."""
     gold = row(synth, MOCHA_FILE)["patch"]
@@ -731,6 +732,8 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     assert sorted(raw["edit"]["output"].split()) == ["test/helpers/whisper.js", "test/lib.test.js"]
     assert raw["edit"]["command"].startswith("as root, for each locked file FILE of `find test/ -type f")
     assert raw["unlocked"]["files"] == ["test/retired/old.test.js"]  # the script removes it (rm), as officially
+    assert (raw["home"]["exit_code"], raw["home"]["output"]) == (0, "/root/.npm\n")  # npm's offline install
+    assert "added 1 package" in raw["run_script"]["stderr_tail"]
     assert "test/retired/old.test.js" not in raw["lock"]["output"].split("\n")
     assert ("run_script.sh's own edit of the locked test files, made by root: exit 0, 2 file(s)"
             in SwebenchProFlavor().explain(raw))
