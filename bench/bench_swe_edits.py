@@ -4,9 +4,11 @@ against the script's loop run by bash, on real trees.
 For each official run script whose test-file edit loop ``edits.loop`` recognises, the instance's
 ``test/`` at its base commit (from a bare mirror of the instance's repository) is written twice:
 once edited by the script's own loop text, run by bash (what the official run does as root), once
-as sh/replay.sh does it under strict (the loop's ``find`` words, then ``sed`` with the loop's
-words for each file listed). Reported per script: files, files the edit changes, and whether the
-two trees are byte for byte the same. Nothing of either repository is kept.
+as sh/replay.sh does it under strict (the loop's ``find`` words, then ``sed --sandbox`` with the loop's
+words for each file listed). Reported per script: files, files the edit changes, files whose
+name sh/replay.sh refuses to put into sed's script as root (a character outside
+``NAME_CHARACTERS``; such a file keeps the lock's refusal), and whether the two trees are byte
+for byte the same. Nothing of either repository is kept.
 
     .venv/bin/python bench/bench_swe_edits.py --mirror <benchmark checkout or bare mirror> \
         --repo NodeBB/NodeBB=<bare mirror of NodeBB>
@@ -29,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 from engine.util.tables import format_table  # noqa: E402
 from swe_tasks import edits  # noqa: E402
 
+NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_./@+,=-]")
+"""What sh/replay.sh's edit_locked refuses in a file's name (the same bracket expression)."""
 _BASE = re.compile(r"^Base Commit: (\w+)", re.M)
 _REPO = re.compile(r"^Repository: (\S+)", re.M)
 
@@ -69,7 +73,7 @@ def main() -> int:
         info = _git(bench, "show", f"HEAD:run_scripts/{iid}/instance_info.txt").decode()
         repo, base = _REPO.search(info), _BASE.search(info)
         if not (repo and base and repo.group(1) in mirrors):
-            rows.append([iid[:60], "-", "-", "no mirror of its repository given"])
+            rows.append([iid[:60], "-", "-", "-", "no mirror of its repository given"])
             continue
         text = script.decode()
         block = text[text.index("find "):text.index("done", text.index("-print0")) + 4]
@@ -82,13 +86,15 @@ def main() -> int:
             listed = subprocess.run(["find", *found.find, "-print0"], cwd=by_crucible, capture_output=True,
                                     check=True).stdout.split(b"\0")[:-1]
             for name in (n.decode() for n in listed):
-                subprocess.run(["sed", *(w.replace(edits.FILE, name) for w in found.sed), name], cwd=by_crucible,
+                subprocess.run(["sed", "--sandbox", *(w.replace(edits.FILE, name) for w in found.sed), name], cwd=by_crucible,
                                check=True)
             changed = sum(not filecmp.cmp(before / n.decode(), by_crucible / n.decode(), shallow=False) for n in listed)
-            rows.append([iid[:60], len(listed), changed, "yes" if _same(by_bash, by_crucible) else "NO"])
+            refused = sum(bool(NAME_CHARACTERS.search(n.decode())) for n in listed)
+            rows.append([iid[:60], len(listed), changed, refused, "yes" if _same(by_bash, by_crucible) else "NO"])
     print(f"{len(ids)} run scripts; {loops} hold a find -print0 pipe; the edit loop recognised in {recognised}")
-    print(format_table(["instance", "files listed", "files the edit changes", "same bytes as bash's loop"], rows))
-    return 0 if all(r[3] == "yes" for r in rows) else 1
+    print(format_table(["instance", "files listed", "files the edit changes", "names refused", "same bytes as bash's loop"],
+                       rows))
+    return 0 if all(r[4] == "yes" for r in rows) else 1
 
 
 if __name__ == "__main__":

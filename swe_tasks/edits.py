@@ -15,7 +15,9 @@ patch scored 0.
 
 Here such a loop is recognised in the script's text (``loop``), as words, never as shell to run.
 sh/replay.sh, after the lock and before run_script.sh, runs that ``find`` as root and makes the
-same ``sed`` edit, with the same arguments, to each locked file it lists; it records each
+same ``sed`` edit, with the same arguments (and ``--sandbox``), to each file it lists that the
+lock names itself (never one below a directory the lock names: the patch chose that name, and it
+goes into sed's script, where ``#e;#`` in it would be a command run by root); it records each
 argument list and puts a root-owned ``sed`` (sh/sed_wrap.sh) first on run_script.sh's PATH that
 answers exactly a recorded argument list with success and no write (root made that edit
 already) and runs the real sed for anything else. So a locked file gets the run script's edit
@@ -35,13 +37,18 @@ FILE = "@@crucible-file@@"
 """Stands for the loop's variable (the file find listed) in the sed words; sh/replay.sh puts
 each file's path there."""
 
-_CONTINUATION = re.compile(r"\\\n")
-_WORDS = r"""(?:'[^']*'|"(?:[^"\\]|\\.)*"|\\.|[^\n|;&<>'"\\])*?"""
-"""Shell words on one line, quoted or not, up to the first unquoted operator (``|``, ``;``, ...)."""
+_GAP = r"(?:[ \t]|\\\n)"
+"""Blanks between words: spaces, tabs, a backslash-newline (bash removes it before reading words)."""
+_WORDS = r"""(?:'[^']*'|"(?:[^"\\]|\\[\s\S])*"|\\[\s\S]|[^\n|;&<>'"\\])*?"""
+"""Shell words up to the first unquoted operator (``|``, ``;``, ...) or newline; a quoted newline
+or a backslash-newline does not end them."""
 _LOOP = re.compile(
-    rf"(?<![\w/.-])find[ \t]+(?P<find>{_WORDS})[ \t]+-print0[ \t]*\|[ \t]*"
+    rf"(?<![\w/.-])find{_GAP}+(?P<find>{_WORDS}){_GAP}+-print0{_GAP}*\|\s*"
     r"while[ \t]+IFS=[ \t]+read[ \t]+-r[ \t]+-d[ \t]+''[ \t]+(?P<var>[A-Za-z_]\w*)[ \t]*;[ \t]*do\s+"
-    rf"sed[ \t]+(?P<sed>{_WORDS})[ \t]+\"\$(?:\{{(?P=var)\}}|(?P=var))\"[ \t]*;?\s*done\b")
+    rf"sed{_GAP}+(?P<sed>{_WORDS}){_GAP}+\"\$(?:\{{(?P=var)\}}|(?P=var))\"{_GAP}*(?:;|\n)\s*done\b")
+_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
+                      "-files0-from"})
+"""find's words that do more than list files: root never runs them (NodeBB's loops have none)."""
 _NAME = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
@@ -60,21 +67,29 @@ def loop(run_script: bytes) -> Loop | None:
     the loop's variable, nothing else to expand), and whose sed edits in place; None where there
     is none, more than one, or one whose words need a shell (then nothing changes: the lock
     refuses the edit as before)."""
-    text = _CONTINUATION.sub(" ", run_script.decode("utf-8", "replace"))
+    text = run_script.decode("utf-8", "replace")
     found = [m for m in _LOOP.finditer(text) if not _commented(text, m.start())]
     if len(found) != 1:
         return None
     match = found[0]
     var = match.group("var")
     find, sed = words(match.group("find"), var), words(match.group("sed"), var)
-    if not find or not sed or any(FILE in w for w in find) or not any(_in_place(w) for w in sed):
+    if not find or not sed or any(FILE in w or w in _ACTIONS for w in find) or not any(_in_place(w) for w in sed):
         return None
     return Loop(tuple(find), tuple(sed))
 
 
 def _commented(text: str, at: int) -> bool:
-    line = text[text.rfind("\n", 0, at) + 1:at]
-    return "#" in line.split("'")[0].split('"')[0]
+    """Whether a ``#`` that starts a word, outside quotes, comes before ``at`` on its line."""
+    line, quote = text[text.rfind("\n", 0, at) + 1:at], ""
+    for i, c in enumerate(line):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t;|&("):
+            return True
+    return False
 
 
 def _in_place(word: str) -> bool:
@@ -93,6 +108,9 @@ def words(text: str, var: str) -> list[str] | None:
     i = 0
     while i < len(text):
         c = text[i]
+        if c == "\\" and text[i + 1:i + 2] == "\n":  # removed before words are read: joins or separates
+            i += 2
+            continue
         if c in " \t":
             if word is not None:
                 found.append("".join(word))
@@ -109,8 +127,8 @@ def words(text: str, var: str) -> list[str] | None:
         elif c == '"':
             i += 1
             while i < len(text) and text[i] != '"':
-                if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\':
-                    word.append(text[i + 1])
+                if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
+                    word.append(text[i + 1] if text[i + 1] != "\n" else "")  # bash drops a backslash-newline
                     i += 2
                 elif text[i] == "$" and text[i + 1:i + 2] in ('"', " ", "\t"):
                     word.append("$")  # no expansion follows: bash keeps it
@@ -155,19 +173,21 @@ class Removal:
 
     paths: tuple[str, ...]
     recursive: bool
+    line: int
+    """Its line's index in the script (0 the first): it removes before a runner only on an earlier line."""
 
 
 def removals(run_script: bytes) -> list[Removal]:
     """The run script's plain ``rm`` lines (options, relative paths or globs of word characters,
     ``.``, ``-`` and ``/``, optionally ``2>/dev/null`` and ``|| true``): NodeBB's remove
     ``test/activitypub*``, ``test/file.js`` and ``test/utils.js`` before mocha runs."""
-    found = []
-    for match in _RM.finditer(run_script.decode("utf-8", "replace")):
+    found, text = [], run_script.decode("utf-8", "replace")
+    for match in _RM.finditer(text):
         paths = tuple(match.group(2).split())
         if any(p.startswith("/") or ".." in p.split("/") for p in paths):
             continue
         options = "".join(match.group(1).split()).replace("-", "")
-        found.append(Removal(paths, "r" in options or "R" in options))
+        found.append(Removal(paths, "r" in options or "R" in options, text.count("\n", 0, match.start())))
     return found
 
 
@@ -203,6 +223,6 @@ def shown(found: Loop | None, work: str) -> str:
     """What the recorded ``edit`` step shows as its command."""
     if found is None:
         return ""
-    return (f"as root, for each locked file FILE of `find {' '.join(found.find)} -print0`: "
-            f"sed {' '.join(found.sed).replace(FILE, 'FILE')} FILE (run_script.sh's own edit, made once; "
+    return (f"as root, for each file FILE the lock names itself of `find {' '.join(found.find)} -print0`: "
+            f"sed --sandbox {' '.join(found.sed).replace(FILE, 'FILE')} FILE (run_script.sh's own edit, made once; "
             f"{work}/sed-wrap/sed first on its PATH answers exactly that call with no write)")

@@ -82,21 +82,24 @@ MAX_TESTS = 100_000
 lists a few thousand): the tests' uid can write these files, and must not stall the grader."""
 
 
-def _code_lines(run_script: bytes) -> list[bytes]:
-    return [line for line in run_script.splitlines() if not line.lstrip().startswith(b"#")]
+def _runs(line: bytes) -> list[str]:
+    if line.lstrip().startswith(b"#"):
+        return []
+    jest = _JEST.search(line) or (_TEST_SCRIPT.search(line) and _JEST_ONLY_FLAGS.search(line))
+    return [*(["jest"] if jest else []), *(["mocha"] if _MOCHA.search(line) else [])]
 
 
 def runners(run_script: bytes) -> list[str]:
     """Which runners the official run_script.sh runs, of jest and mocha: a line that is not a
     comment names it, or (jest) runs a package's ``test`` script (yarn, npm, pnpm) with a flag
     only jest's CLI takes."""
-    lines = _code_lines(run_script)
-    found = []
-    if any(_JEST.search(line) or (_TEST_SCRIPT.search(line) and _JEST_ONLY_FLAGS.search(line)) for line in lines):
-        found.append("jest")
-    if any(_MOCHA.search(line) for line in lines):
-        found.append("mocha")
-    return found
+    found = {runner for line in run_script.splitlines() for runner in _runs(line)}
+    return [runner for runner in ("jest", "mocha") if runner in found]
+
+
+def last_runner_line(run_script: bytes) -> int:
+    """The index of the script's last line that runs jest or mocha (``runners``), -1 for none."""
+    return max((i for i, line in enumerate(run_script.splitlines()) if _runs(line)), default=-1)
 
 
 def hook_program(results_dir: str) -> str:
@@ -271,7 +274,8 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
     absolute: ``strict.trusted_test_files``) count, so a test file the patch adds or edits
     cannot answer for a hidden test; a test answers for the name's file part by its own file
     or by the ``FILE::`` of its outermost prefixed describe (``describe-file``: NodeBB's name a
-    describe a helper holds by the helper); the first tier of ``forms`` that any of them answers
+    describe a helper holds by the helper), where that file is one of ``files`` too (the helper as
+    the benchmark has it: ``strict.described_test_files``); the first tier of ``forms`` that any of them answers
     to is taken. Where it holds several (a parser that drops the describe blocks folds two tests with
     one title into one name), the name stands for all of them, as the parser's worst status
     does. ``cache``: each test's ``forms`` by index, kept between calls over the same tests."""
@@ -280,8 +284,9 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
         return [], "unmapped: the name has no 'file | test' form"
     file, rest = file.strip(), _squeezed(rest)
     cache = {} if cache is None else cache
+    described = file if any(_same_file(file, f) for f in files) else ""
     candidates = [i for i, t in enumerate(tests) if str(t["file"]) in files
-                  and (_same_file(file, str(t["file"])) or _same_file(file, _describe_file(t)))]
+                  and (_same_file(file, str(t["file"])) or _same_file(described, _describe_file(t)))]
     for i in candidates:
         if i not in cache:
             cache[i] = forms(tests[i])

@@ -14,8 +14,11 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   a hidden test file the run script itself removes (``rm``) before a runner whose own results
   confirm the listed tests stays unlocked, and so untrusted, as the official run removes it;
   where run_script.sh itself edits every test file in a ``find | while ... sed -i`` loop
-  (NodeBB's), root makes that edit of each locked file before the run and the script's own call
-  answers with no write (swe_tasks/edits.py);
+  (NodeBB's), root makes that edit (``sed --sandbox``) of each locked file the lock names itself
+  (never one below a directory it names: the patch chose that name, which goes into sed's
+  script) before the run and the script's own call answers with no write (swe_tasks/edits.py);
+  the helpers the listed names name by the loop's ``FILE::`` are locked too
+  (``described_test_files``);
 - ``end-marker``: run_script.sh's stdout and stderr reach root-only files through FIFOs; when it
   exits a one-time token ends both, every uid-1000 process is killed, then the files close. The
   official parser reads only what came before the marker; what came after is kept in
@@ -112,7 +115,10 @@ class Plan:
 def plan(task: Any, patch: str, *, reverse: bool = False, run_script: bytes = b"") -> Plan:
     named = hidden_test_files(task)
     hidden = named + [alike for rel in named for alike in _pattern_alikes(rel) if alike not in named]
-    removes = edits.removals(run_script) if jsresults.runners(run_script) else []
+    if edits.loop(run_script) is not None:
+        hidden += [rel for rel in described_test_files(task) if rel not in hidden]
+    last_runner = jsresults.last_runner_line(run_script)
+    removes = [r for r in edits.removals(run_script) if r.line < last_runner]
     lock = [rel for rel in hidden if not edits.removed(removes, rel)]
     return Plan(secrets.token_hex(16), tuple(lock), tuple(scan_paths(task, patch)), reverse,
                 f"{RESULTS_ROOT}-{secrets.token_hex(8)}", tuple(rel for rel in named if rel not in lock))
@@ -157,6 +163,18 @@ def hidden_test_files(task: Any) -> list[str]:
     return _relative_paths([*restored_test_files(task), *(str(f) for f in task.selected_test_files_to_run)])
 
 
+def described_test_files(task: Any) -> list[str]:
+    """The files the listed names name (``FILE | test``) that are not the instance's test files:
+    where run_script.sh puts ``FILE::`` before every describe title (swe_tasks/edits.py), NodeBB's
+    parser names a describe a helper holds by the helper (7 instances: ``test/user/emails.js``,
+    required by the selected ``test/user.js``). Locked, and trusted where the patch leaves them
+    alone, so such a name answers only from the helper as the benchmark has it."""
+    named = hidden_test_files(task)
+    files = [str(name).partition(" | ")[0].strip() for name in [*task.fail_to_pass, *task.pass_to_pass]
+             if " | " in str(name)]
+    return [rel for rel in _relative_paths(files) if rel not in named and not rel.endswith("/")]
+
+
 def _pattern_alikes(rel: str) -> list[str]:
     """The files a selected test path also names as a JavaScript runner's path pattern: element-hq
     selects ``x-test.ts`` for ``x-test.tsx`` (jest matches the pattern anywhere in the path)."""
@@ -165,7 +183,8 @@ def _pattern_alikes(rel: str) -> list[str]:
 
 def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[str]:
     """The hidden test files whose content is the benchmark's, absolute: those ``before_repo_set_cmd``
-    restores, and the selected ones (and their ``_pattern_alikes``) the patch does not touch;
+    restores, and the selected ones (and their ``_pattern_alikes``, and ``described_test_files``)
+    the patch does not touch;
     of those, only the files the lock made root's (``locked``, relative: they existed, and
     nothing of the tests' uid can change or replace them). A selected path may name no file at
     base (protonmail's are relative to a workspace): a file the patch, or anything at run time,
@@ -177,7 +196,7 @@ def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[s
     except ValueError:
         touched = None
     selected = [alike for rel in _relative_paths([str(f) for f in task.selected_test_files_to_run])
-                for alike in (rel, *_pattern_alikes(rel))]
+                for alike in (rel, *_pattern_alikes(rel))] + described_test_files(task)
     kept = [*restored, *(rel for rel in selected if touched is not None and rel not in touched and rel not in restored)]
     root = str(task.workdir).rstrip("/")
     return [f"{root}/{rel}" for rel in dict.fromkeys(kept) if rel in locked]

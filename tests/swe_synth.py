@@ -521,8 +521,10 @@ MOCHA_FILE_PARSER = MOCHA_PARSER.replace(
 def mocha_file_instance() -> Instance:
     """``lib.js`` under mocha, run as NodeBB's scripts run it (every describe title gets its file's
     path, by sed as the script's uid). The selected test file requires two helpers with describes of
-    their own, named by the helper's path only if the script's edit was made: the hidden (so locked
-    under strict) ``test/helpers/whisper.js`` and the agent's ``test/helpers/echo.js``. The
+    their own, named by the helper's path only if the script's edit was made: the hidden
+    ``test/helpers/whisper.js`` and ``test/helpers/echo.js``, which the patch may change but a listed
+    name names (both locked under strict); echo.js requires ``test/helpers/extra.js``, whose
+    describe no listed name names (under strict the script's own sed, as the tests' uid, edits it). The
     selected ``test/retired/old.test.js`` (hidden) and its helper are removed by the script before
     mocha runs (as NodeBB's ``rm -r test/activitypub*`` removes a selected file), so its test
     never runs."""
@@ -535,11 +537,12 @@ def mocha_file_instance() -> Instance:
     whisper = ("const assert = require('assert');\nconst { whisper } = require('../../lib');\n\n"
                "describe('whisper', () => {\n  it('lowercases', () => {\n"
                "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n")
-    echo = ("const assert = require('assert');\n\ndescribe(\"echo\", () => {\n  it('repeats', () => {\n"
-            "    assert.strictEqual('ab'.repeat(2), 'abab');\n  });\n});\n")
+    echo = ("const assert = require('assert');\n\nrequire('./extra');\n\ndescribe(\"echo\", () => {\n"
+            "  it('repeats', () => {\n    assert.strictEqual('ab'.repeat(2), 'abab');\n  });\n});\n")
+    extra = "describe('extra', () => {\n  it('runs', () => {});\n});\n"
     return Instance(MOCHA_FILE, "js", "synth/mochafile",
                     {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + helpers, "test/helpers/echo.js": echo,
-                     "test/retired/helper.js": "module.exports = { works: () => true };\n"},
+                     "test/helpers/extra.js": extra, "test/retired/helper.js": "module.exports = { works: () => true };\n"},
                     {"lib.js": JEST_LIB_FIX},
                     {"test/lib.test.js": head + shout + "require('./helpers/whisper');\n" + helpers,
                      "test/helpers/whisper.js": whisper, "test/retired/old.test.js": retired},

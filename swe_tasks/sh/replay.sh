@@ -39,9 +39,11 @@
 #   @@crucible-js STATE BYTES\n<that many bytes>   (one per file; none when the runner wrote none)
 # EDIT_FIND non-empty (swe_tasks/edits.py, run_script.sh edits every test file in a
 # `find ... -print0 | while ...; do sed ... "$file"; done` loop, as NodeBB's do): after the lock,
-# `find EDIT_FIND -print0` runs here as root and each locked file it lists gets `sed EDIT_SED FILE`
-# (the script's own words, FILE where it names its variable), as root, once; each such argument
-# list is recorded (`printf %q`, one per line) in WORK/sed-wrap/sed-edits, and SED_WRAP (a `sed`,
+# `find EDIT_FIND -print0` runs here as root and each file it lists that LOCK_PATHS names itself
+# (not one below a directory it names: the patch chooses those names) and the lock made root's
+# gets `sed --sandbox EDIT_SED FILE` (the script's own words, FILE where it names its variable;
+# a name with a character outside [A-Za-z0-9_./@+,=-] is refused), as root, once; each such argument
+# list (without --sandbox) is recorded (`printf %q`, one per line) in WORK/sed-wrap/sed-edits, and SED_WRAP (a `sed`,
 # sh/sed_wrap.sh, that answers a recorded argument list with success and no write and runs the
 # real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
 # run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
@@ -145,19 +147,35 @@ lock_hidden() {  # the test files, their packages' start-up files, their directo
 edit_locked() {  # run_script.sh's own edit of each locked file its find lists, made here as root, once
   local -a find_args sed_args call
   local -A locked=()
-  local f a err rc=0 out='' start
+  local f a err rc=0 out='' start here
   now_us; start=$NOW
+  here=$(pwd -P)
   rm -rf "$WORK/sed-wrap" && mkdir -m 755 "$WORK/sed-wrap" && (umask 022; : > "$WORK/sed-wrap/sed-edits")
   mapfile -t find_args <<< "$EDIT_FIND"
   mapfile -t sed_args <<< "$EDIT_SED"
-  for f in "${LOCKED[@]}"; do locked[$f]=1; done
-  if command -v find >/dev/null && command -v sed >/dev/null; then
+  # Only a file LOCK names itself (the benchmark's path), never one below a directory it names:
+  # the patch chooses those names, and each goes into sed's script as the script's own loop puts
+  # it (a `#e` in it would be a command run by root). --sandbox refuses e, w and r all the same.
+  # Reached through no symlinked directory: the file is the one inside WORKDIR that was locked.
+  while IFS= read -r f; do
+    if [ -n "$f" ] && [ -f "$f" ] && [ ! -L "$f" ] && [ "$(stat -c %u "$f")" = 0 ] \
+      && [ "$(realpath -e -- "$f" 2>/dev/null)" = "$here/${f#./}" ]; then locked[$f]=1; fi
+  done <<< "$LOCK"
+  if ! command -v find >/dev/null || ! command -v sed >/dev/null; then
+    rc=127 out='find or sed is not in this image'
+  elif ! sed --sandbox -n '' </dev/null 2>/dev/null; then
+    rc=127 out="this image's sed has no --sandbox (GNU sed 4.3 or later)"
+  else
     while IFS= read -r -d '' f; do
       if [ -z "${locked[${f#./}]:-}" ] || [ -L "$f" ] || [ ! -f "$f" ]; then continue; fi
+      if [[ $f =~ [^A-Za-z0-9_./@+,=-] ]]; then
+        rc=1 out+="$f: not edited, a character outside [A-Za-z0-9_./@+,=-] in its name"$'\n'
+        continue
+      fi
       call=()
       for a in "${sed_args[@]}"; do call+=("${a//@@crucible-file@@/"$f"}"); done
       call+=("$f")
-      if err=$(sed "${call[@]}" 2>&1 </dev/null); then
+      if err=$(sed --sandbox "${call[@]}" 2>&1 </dev/null); then
         printf '%q ' "${call[@]}" >> "$WORK/sed-wrap/sed-edits" && printf '\n' >> "$WORK/sed-wrap/sed-edits"
         lock_one "$f"
         out+="$f"$'\n'
@@ -165,8 +183,6 @@ edit_locked() {  # run_script.sh's own edit of each locked file its find lists, 
         rc=1 out+="$f: ${err:0:300}"$'\n'
       fi
     done < <(find "${find_args[@]}" -print0 2>/dev/null)
-  else
-    rc=127 out='find or sed is not in this image'
   fi
   (umask 022; printf '%s' "$SED_WRAP" > "$WORK/sed-wrap/sed") && chmod 755 "$WORK/sed-wrap/sed"
   now_us

@@ -32,7 +32,7 @@ def test_nodebbs_loop_is_recognised_with_its_words_as_bash_reads_them():
                                  "\n".join(NODEBB_SED)]
     assert edits.args(None) == ["", ""]
     shown = edits.shown(found, "/crucible-work")
-    assert "sed -i -E s#(describe" in shown and "FILE::" in shown and edits.FILE not in shown
+    assert "sed --sandbox -i -E s#(describe" in shown and "FILE::" in shown and edits.FILE not in shown
 
 
 @pytest.mark.parametrize("text", [
@@ -40,6 +40,7 @@ def test_nodebbs_loop_is_recognised_with_its_words_as_bash_reads_them():
     "-i 's/a b/c/' \"x$file\"y 'it'\\''s' plain\\ word",
     "test/ -type f -name '*.js' -o -regex \".*\\.ts$\"",
     "-E -i\t'' \"$file::${file}\" a$ \"b$\"",
+    "-i \\\n  -E 's/a/b/' plain\\\nword \"s/a\\\nb/\"",
 ])
 def test_words_are_split_and_unquoted_as_bash_does(text):
     """Each word as bash passes it to the command, with the loop's variable set to the placeholder."""
@@ -50,7 +51,7 @@ def test_words_are_split_and_unquoted_as_bash_does(text):
 
 @pytest.mark.parametrize("text", [
     "-i \"s/$(id -u)/x/\"", "-i \"s/$HOME/x/\"", "-i s/a/b/ *.js", "-i `id`", "-i 's/a/b/", "-i \"s/a/b/",
-    "-i ~/x", f"-i {edits.FILE}", "-i \"a\nb\"",
+    "-i ~/x", f"-i {edits.FILE}", "-i \"a\nb\"", "-i 's/a \\\nb/'",
 ])
 def test_a_word_that_needs_more_than_quote_removal_is_refused(text):
     assert edits.words(text, "file") is None
@@ -76,6 +77,16 @@ def test_only_one_plain_in_place_loop_is_recognised():
     assert edits.loop(_script(LOOP.replace("test/", "$(pwd)/test/"))) is None
     assert edits.loop(_script(LOOP.replace("-i -E", "--in-place -E"))) is not None
     assert edits.loop(b"#!/bin/bash\nmocha test/a.js\n") is None
+    assert edits.loop(_script(LOOP.replace("\"$file\"\n", "\"$file\" "))) is None  # `done` would be sed's word
+    assert edits.loop(_script("x=a#b; " + LOOP)) is not None  # a `#` inside a word starts no comment
+    assert edits.loop(_script("echo \"it's\"; # " + LOOP)) is None
+    assert edits.loop(_script(LOOP.replace("sed -i -E", "sed -i \\\n    -E"))).sed == edits.loop(_script(LOOP)).sed
+
+
+@pytest.mark.parametrize("action", ["-exec rm {} +", "-delete", "-fprint /tmp/x", "-execdir true ;", "-ok true ;"])
+def test_a_find_that_does_more_than_list_files_is_never_run_by_root(action):
+    """root runs the loop's find before the run: only one whose words list files."""
+    assert edits.loop(_script(LOOP.replace("-type f", f"-type f {action}"))) is None
 
 
 def test_the_sed_wrapper_answers_only_a_recorded_edit_and_leaves_the_rest_to_the_real_sed():
@@ -125,16 +136,38 @@ def _wrapped_seds(root: Path) -> None:
 
 def test_a_test_named_by_the_file_its_describe_is_written_in_maps_to_the_runners_test():
     """NodeBB's parser names a test by the FILE:: the run script's sed put before its describe
-    title: for a describe in a helper the test file requires, the helper, not mocha's file."""
-    hidden = "/app/test/user.js"
+    title: for a describe in a helper the test file requires, the helper, not mocha's file; only
+    where that helper is trusted too (locked, the patch leaves it alone), else whatever the patch
+    made of the helper would answer for the name."""
+    hidden, helper = "/app/test/user.js", "/app/test/user/emails.js"
     tests = jsresults.tests_in(json.dumps({"runner": "mocha", "tests": [
         {"file": hidden, "titlePath": ["test/user/emails.js::email confirmation", "sends"], "status": "passed"},
         {"file": hidden, "titlePath": ["test/user.js::User", "test/user.js::.create()", "works"], "status": "failed"},
         {"file": "/app/test/other.js", "titlePath": ["test/user/emails.js::email confirmation", "sends"],
          "status": "failed"}]}).encode())
-    assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden]) == ([0], "describe-file")
+    assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden, helper]) == (
+        [0], "describe-file")
+    assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden])[0] == []
     assert jsresults.map_name("test/user.js | User .create() works", tests, [hidden]) == ([1], "path-suffix")
-    assert jsresults.map_name("test/user/other.js | email confirmation sends", tests, [hidden])[0] == []
+    assert jsresults.map_name("test/user/other.js | email confirmation sends", tests, [hidden, helper])[0] == []
+
+
+def test_a_helper_a_listed_name_names_is_locked_and_trusted_where_the_script_edits_every_test_file():
+    """7 NodeBB instances list names by a helper (test/user/emails.js) that no before_repo_set_cmd
+    restores nor is selected: locked, root's edit made to it, and trusted if the patch leaves it."""
+    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/user.js",
+                           selected_test_files_to_run=["test/user.js"],
+                           fail_to_pass=["test/user/emails.js | email confirmation sends"],
+                           pass_to_pass=["test/user.js | User works", "test/user/../../etc/x.js | y"])
+    assert strict.described_test_files(task) == ["test/user/emails.js"]
+    looped = strict.plan(task, "", run_script=_script(LOOP))
+    assert looped.lock == ("test/user.js", "test/user.jsx", "test/user/emails.js")
+    assert "test/user/emails.js" not in strict.plan(task, "", run_script=b"npx mocha test/user.js\n").lock
+    assert strict.trusted_test_files(task, "", {"test/user.js", "test/user/emails.js"}) == [
+        "/app/test/user.js", "/app/test/user/emails.js"]  # what the lock made root's (no test/user.jsx there)
+    edited = ("diff --git a/test/user/emails.js b/test/user/emails.js\n--- a/test/user/emails.js\n"
+              "+++ b/test/user/emails.js\n@@ -1 +1 @@\n-a\n+b\n")
+    assert strict.trusted_test_files(task, edited, {"test/user.js", "test/user/emails.js"}) == ["/app/test/user.js"]
 
 
 NODEBB_REMOVALS = (b"  rm -r test/activitypub* 2>/dev/null || true\n  rm test/file.js 2>/dev/null || true\n"
@@ -143,8 +176,8 @@ NODEBB_REMOVALS = (b"  rm -r test/activitypub* 2>/dev/null || true\n  rm test/fi
 
 def test_the_run_scripts_plain_rm_lines_are_read_and_matched_as_bashs_globs():
     found = edits.removals(b"#!/bin/bash\n" + NODEBB_REMOVALS + b"rm -rf /tmp/x\nrm ../up\nrm \"$x\"\nrm a; rm b\n")
-    assert found == [edits.Removal(("test/activitypub*",), True), edits.Removal(("test/file.js",), False),
-                     edits.Removal(("test/activitypub*", "test/file.js"), False)]
+    assert found == [edits.Removal(("test/activitypub*",), True, 1), edits.Removal(("test/file.js",), False, 2),
+                     edits.Removal(("test/activitypub*", "test/file.js"), False, 3)]
     recursive, plain = found[0], found[2]
     assert edits.removed([recursive], "test/activitypub/feps.js") and edits.removed([recursive], "test/activitypub.js")
     assert not edits.removed([plain], "test/activitypub/feps.js")  # rm -f of a directory removes nothing
@@ -158,7 +191,8 @@ def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_run
     helpers (mocha then fails loading it); unlocked it goes as officially, and is not trusted, so
     nothing in it answers for a listed test. Where the parser alone judges it stays locked."""
     task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/user.js test/activitypub/feps.js",
-                           selected_test_files_to_run=["test/user.js", "test/activitypub/feps.js"])
+                           selected_test_files_to_run=["test/user.js", "test/activitypub/feps.js"],
+                           fail_to_pass=["test/user.js | User works"], pass_to_pass=[])
     mocha = b"#!/bin/bash\nset -e\n" + NODEBB_REMOVALS + b"npx mocha --reporter=json test/user.js\n"
     planned = strict.plan(task, "", run_script=mocha)
     assert "test/activitypub/feps.js" not in planned.lock and "test/user.js" in planned.lock
@@ -168,6 +202,10 @@ def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_run
     parser_only = strict.plan(task, "", run_script=mocha.replace(b"npx mocha --reporter=json", b"node run.js"))
     assert "test/activitypub/feps.js" in parser_only.lock and parser_only.unlocked == ()
     assert strict.plan(task, "").unlocked == ()
+    cleanup = strict.plan(task, "", run_script=b"#!/bin/bash\nnpx mocha --reporter=json test/user.js\n" + NODEBB_REMOVALS)
+    assert cleanup.unlocked == ()  # removed after the runner ran: it ran officially
+    assert jsresults.last_runner_line(b"npx mocha a\n# mocha\nnpx jest b\necho\n") == 2
+    assert jsresults.last_runner_line(b"echo\n") == -1
 
 
 def test_the_tests_home_gets_roots_npm_cache_only_where_the_script_runs_npm_install():
@@ -181,3 +219,61 @@ def test_the_tests_home_gets_roots_npm_cache_only_where_the_script_runs_npm_inst
     for other in (b"# npm install\n", b"npm test -- --ci\n", b"npm run install-deps\n", b"npx mocha\n",
                   b"yarn install\n", b"pnpm install\n", b"echo npm-install\n"):
         assert strict.home_from_root(other) == [], other
+
+
+def _replay_functions(*names: str) -> str:
+    """sh/replay.sh's shell functions ``names``, as it defines them (to run one here alone)."""
+    text = (Path(edits.__file__).parent / "sh" / "replay.sh").read_text()
+    found = []
+    for name in names:
+        start = text.index(f"\n{name}() {{") + 1
+        first_line = text[start:text.index("\n", start) + 1]
+        found.append(first_line if first_line.rstrip().endswith("}") else text[start:text.index("\n}\n", start) + 3])
+    return "".join(found)
+
+
+def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandboxed_sed(tmp_path):
+    """sh/replay.sh's lock and edit_locked, run here as root on a tree of its own: a file the
+    lock names itself gets the edit; one below a directory the lock names (its name the patch's
+    choice, ``#e;#`` in it a command for sed to run) is never edited by root; a name the lock
+    names with a character outside the plain set is refused; a sed script that would run a
+    command is refused by --sandbox; a file reached through a symlinked directory is not edited."""
+    if os.geteuid() != 0:
+        pytest.skip("edit_locked chowns files: run as root")
+    tests, alike, outside = tmp_path / "test", tmp_path / "test" / "a.jsx", tmp_path / "outside"
+    alike.mkdir(parents=True)
+    outside.mkdir()
+    (tests / "a.js").write_text("describe('a', () => {});\n")
+    (tests / "odd name.js").write_text("describe('o', () => {});\n")
+    (alike / "x#e;#.js").write_text("touch pwned # describe('x')\n")
+    (outside / "h.js").write_text("describe('h', () => {});\n")
+    (tests / "link").symlink_to(outside)
+    for f in (tests / "a.js", tests / "odd name.js", alike / "x#e;#.js", outside / "h.js"):
+        f.chmod(0o444)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def edit(sed_words: list[str]) -> subprocess.CompletedProcess:
+        program = (_replay_functions("now_us", "lock_one", "lock_tree", "lock_hidden", "edit_locked")
+                   + "lock_hidden > /dev/null\nedit_locked\n")
+        env = {"PATH": os.environ["PATH"], "WORK": str(work), "EDIT_FIND": "test/\n-type\nf",
+               "EDIT_SED": "\n".join(sed_words), "SED_WRAP": "#!/bin/bash\n",
+               "LOCK": "test/a.js\ntest/a.jsx\ntest/odd name.js\ntest/link/h.js"}
+        return subprocess.run(["bash", "-c", f"export LOCK EDIT_FIND EDIT_SED SED_WRAP WORK\n{program}"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    done = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#"])
+    header, _, listed = done.stdout.partition("\n")
+    assert header.startswith("@@crucible-step edit 1 0 "), done.stdout + done.stderr
+    assert sorted(line.split(":")[0] for line in listed.splitlines()) == ["test/a.js", "test/odd name.js"]
+    assert "test/odd name.js: not edited, a character outside" in listed
+    assert (tests / "a.js").read_text() == "describe('test/a.js::a', () => {});\n"
+    assert (alike / "x#e;#.js").read_text() == "touch pwned # describe('x')\n"  # not root's to edit
+    assert not (tmp_path / "pwned").exists()
+    assert (outside / "h.js").read_text() == "describe('h', () => {});\n"  # through a symlinked directory
+    assert shlex.split((work / "sed-wrap" / "sed-edits").read_text()) == [
+        "-i", "-E", "s#(describe\\()'#\\1'test/a.js::#", "test/a.js"]  # recorded without --sandbox
+    (tests / "a.js").write_text("echo pwned > pwned # describe('a')\n")
+    refused = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#e"])
+    assert "test/a.js: sed: -e expression #1" in refused.stdout and "e/r/w commands disabled in sandbox mode" in refused.stdout
+    assert not (tmp_path / "pwned").exists()

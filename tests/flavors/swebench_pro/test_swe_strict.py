@@ -138,6 +138,7 @@ def patch_from(synth: dict, tmp: Path, files: dict[str, str], iid: str = CALC) -
         subprocess.run(["git", "clone", "-q", str(Path(synth["dataset"]).parent / "repos" / iid), str(work)], check=True)
     subprocess.run(["git", "-C", str(work), "checkout", "-q", "-f", row(synth, iid)["base_commit"]], check=True)
     for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(text)
     subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
     diff = subprocess.run(["git", "-C", str(work), "diff", "--cached"], check=True, capture_output=True, text=True).stdout
@@ -707,6 +708,13 @@ SED_THE_HIDDEN_TEST = (
 expectation to what the unfixed shout() gives, with the same sed the run script uses (first on
 PATH under strict: the wrapper)."""
 
+A_NAME_THAT_IS_A_SED_COMMAND = {
+    "test/lib.test.jsx/x#e;#.js": "sed -i -E 's/HEY!/hey!/' test/lib.test.js # describe('x')\n"}
+"""A file the run script's find lists, in a directory at a path the strict lock also protects
+(``test/lib.test.jsx``, what a runner's pattern ``test/lib.test.js`` names too): the loop puts
+its name into sed's script, where ``#e;#`` ends the substitution with the ``e`` flag, so the
+line, substituted, runs as a shell command: the same rewrite of the hidden test."""
+
 
 def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_strict_with_the_edit_made_by_root(
         synth, tmp_path):
@@ -729,20 +737,21 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["edit"]["exit_code"] == 0
-    assert sorted(raw["edit"]["output"].split()) == ["test/helpers/whisper.js", "test/lib.test.js"]
-    assert raw["edit"]["command"].startswith("as root, for each locked file FILE of `find test/ -type f")
+    assert sorted(raw["edit"]["output"].split()) == ["test/helpers/echo.js", "test/helpers/whisper.js", "test/lib.test.js"]
+    assert raw["edit"]["command"].startswith("as root, for each file FILE the lock names itself of `find test/ -type f")
     assert raw["unlocked"]["files"] == ["test/retired/old.test.js"]  # the script removes it (rm), as officially
     assert (raw["home"]["exit_code"], raw["home"]["output"]) == (0, "/root/.npm\n")  # npm's offline install
     assert "added 1 package" in raw["run_script"]["stderr_tail"]
     assert "test/retired/old.test.js" not in raw["lock"]["output"].split("\n")
-    assert ("run_script.sh's own edit of the locked test files, made by root: exit 0, 2 file(s)"
+    assert ("run_script.sh's own edit of the locked test files, made by root: exit 0, 3 file(s)"
             in SwebenchProFlavor().explain(raw))
     assert ("hidden test files left unlocked, as run_script.sh removes them itself (rm) before its runner starts: "
             "test/retired/old.test.js") in SwebenchProFlavor().explain(raw)
     ancestors = {t["title"]: t["ancestors"] for t in raw["js_results"]["tests"]}
     assert ancestors == {"uppercases": ["test/lib.test.js::shout", "test/lib.test.js::case"],
                          "lowercases": ["test/helpers/whisper.js::whisper"],
-                         "repeats": ["test/helpers/echo.js::echo"]}  # the agent's file: the script's own sed
+                         "repeats": ["test/helpers/echo.js::echo"],  # a listed name names it: locked
+                         "runs": ["test/helpers/extra.js::extra"]}  # the script's own sed, as the tests' uid
     assert all(t["file"] == "/app/test/lib.test.js" for t in raw["js_results"]["tests"])
     assert [(e["name"], e["parser"], e["js"], e["js_mapped"]) for e in raw["listed"]] == [
         ("test/lib.test.js | shout case uppercases", "PASSED", "PASSED", "path-suffix"),
@@ -760,3 +769,10 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     refused = graded(tmp_path, "mochafile-sed-the-test", patch, "strict", MOCHA_FILE)
     assert refused["reward"] == 0.0
     assert "/usr/bin/sed: cannot rename test/sed" in refused["raw"]["run_script"]["stderr_tail"]  # the real sed's
+    patch = patch_from(synth, tmp_path, A_NAME_THAT_IS_A_SED_COMMAND, MOCHA_FILE)
+    executed = graded(tmp_path, "mochafile-name-runs", patch, "none", MOCHA_FILE)
+    assert executed["reward"] == 1.0, executed["raw"]["reason"]  # the script's own sed, as root, runs it
+    kept = graded(tmp_path, "mochafile-name-runs", patch, "strict", MOCHA_FILE)
+    assert kept["reward"] == 0.0  # root edits only the files the lock names, never one below a directory
+    assert sorted(kept["raw"]["edit"]["output"].split()) == [
+        "test/helpers/echo.js", "test/helpers/whisper.js", "test/lib.test.js"]

@@ -702,7 +702,8 @@ def test_only_test_files_whose_content_is_the_benchmarks_answer_for_listed_names
     lock, and root's since); a selected path the patch creates (protonmail's workspace-relative
     ones name no file at base) is the patch's, and one with no file at the lock, anything's."""
     task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/a-test.tsx",
-                           selected_test_files_to_run=["test/a-test.ts", "test/b-test.ts", "src/app/c.test.ts"])
+                           selected_test_files_to_run=["test/a-test.ts", "test/b-test.ts", "src/app/c.test.ts"],
+                           fail_to_pass=["test/a-test.ts | a works"], pass_to_pass=["src/app/c.test.ts | c works"])
     created = ("diff --git a/src/app/c.test.ts b/src/app/c.test.ts\nnew file mode 100644\n--- /dev/null\n"
                "+++ b/src/app/c.test.ts\n@@ -0,0 +1 @@\n+test('x', () => {});\n")
     locked = {"test/a-test.tsx", "test/b-test.tsx", "src/app/c.test.ts"}  # what the lock found there
