@@ -38,14 +38,16 @@ FILE = "@@crucible-file@@"
 each file's path there."""
 
 _GAP = r"(?:[ \t]|\\\n)"
-"""Blanks between words: spaces, tabs, a backslash-newline (bash removes it before reading words)."""
+_BLANKS = r"(?:\\\n)*[ \t](?:[ \t]|\\\n)*"
+"""Blanks between two words: a space or tab, with any backslash-newlines (bash removes those
+before reading words, so one alone joins the words on either side)."""
 _WORDS = r"""(?:'[^']*'|"(?:[^"\\]|\\[\s\S])*"|\\[\s\S]|[^\n|;&<>'"\\])*?"""
 """Shell words up to the first unquoted operator (``|``, ``;``, ...) or newline; a quoted newline
 or a backslash-newline does not end them."""
 _LOOP = re.compile(
-    rf"(?<![\w/.-])find{_GAP}+(?P<find>{_WORDS}){_GAP}+-print0{_GAP}*\|\s*"
+    rf"(?<![\w/.-])find{_BLANKS}(?P<find>{_WORDS}){_BLANKS}-print0{_GAP}*\|\s*"
     r"while[ \t]+IFS=[ \t]+read[ \t]+-r[ \t]+-d[ \t]+''[ \t]+(?P<var>[A-Za-z_]\w*)[ \t]*;[ \t]*do\s+"
-    rf"sed{_GAP}+(?P<sed>{_WORDS}){_GAP}+\"\$(?:\{{(?P=var)\}}|(?P=var))\"{_GAP}*(?:;|\n)\s*done\b")
+    rf"sed{_BLANKS}(?P<sed>{_WORDS}){_BLANKS}\"\$(?:\{{(?P=var)\}}|(?P=var))\"{_GAP}*(?:;|\n)\s*done\b")
 _ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
                       "-files0-from"})
 """find's words that do more than list files: root never runs them (NodeBB's loops have none)."""
@@ -80,16 +82,27 @@ def loop(run_script: bytes) -> Loop | None:
 
 
 def _commented(text: str, at: int) -> bool:
-    """Whether a ``#`` that starts a word, outside quotes, comes before ``at`` on its line."""
-    line, quote = text[text.rfind("\n", 0, at) + 1:at], ""
-    for i, c in enumerate(line):
-        if quote:
-            quote = "" if c == quote else quote
+    """Whether ``at`` lies in a comment or a quoted string as bash reads the script up to there
+    (a ``#`` that starts a word, outside quotes, to the end of its line; backslash escapes;
+    here-documents are not read as such)."""
+    quote, i = "", 0
+    while i < at:
+        c = text[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\":
+            i += 1
+        elif quote:
+            quote = "" if c == '"' else quote
         elif c in "'\"":
             quote = c
-        elif c == "#" and (i == 0 or line[i - 1] in " \t;|&("):
-            return True
-    return False
+        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;|&()<>"):
+            end = text.find("\n", i)
+            if end < 0 or end >= at:
+                return True
+            i = end
+        i += 1
+    return bool(quote)
 
 
 def _in_place(word: str) -> bool:

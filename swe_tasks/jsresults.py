@@ -93,13 +93,14 @@ def runners(run_script: bytes) -> list[str]:
     """Which runners the official run_script.sh runs, of jest and mocha: a line that is not a
     comment names it, or (jest) runs a package's ``test`` script (yarn, npm, pnpm) with a flag
     only jest's CLI takes."""
-    found = {runner for line in run_script.splitlines() for runner in _runs(line)}
+    found = {runner for line in run_script.split(b"\n") for runner in _runs(line)}
     return [runner for runner in ("jest", "mocha") if runner in found]
 
 
 def last_runner_line(run_script: bytes) -> int:
-    """The index of the script's last line that runs jest or mocha (``runners``), -1 for none."""
-    return max((i for i, line in enumerate(run_script.splitlines()) if _runs(line)), default=-1)
+    """The index of the script's last line that runs jest or mocha (``runners``), -1 for none;
+    lines as bash reads them (ended by a newline only, as ``edits.removals`` counts them)."""
+    return max((i for i, line in enumerate(run_script.split(b"\n")) if _runs(line)), default=-1)
 
 
 def hook_program(results_dir: str) -> str:

@@ -96,8 +96,11 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
                  jsresults.node_wrap_program() if runners else "",
                  junit.plugin_program(hardened.results_dir) if pytest else "",
                  *edits.args(edit), edits.wrap_program() if edit else "",
-                 "\n".join(strict.home_from_root(assets.run_script))]
+                 "\n".join(strict.home_from_root(assets.run_script)), "\n".join(strict.patched_paths(stripped))]
         stdin = hardened.token.encode() + b"\n" + stdin
+        commands["own"] = (f"chown -h {strict.TEST_UID} each path the patch writes, and each directory git apply "
+                           "made for it, that is root's (the image's tree is that uid's; the lock then takes the "
+                           "hidden files back)")
         if edit is not None:
             commands["edit"] = edits.shown(edit, WORK)
         if strict.home_from_root(assets.run_script):

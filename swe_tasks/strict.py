@@ -168,7 +168,11 @@ def described_test_files(task: Any) -> list[str]:
     where run_script.sh puts ``FILE::`` before every describe title (swe_tasks/edits.py), NodeBB's
     parser names a describe a helper holds by the helper (7 instances: ``test/user/emails.js``,
     required by the selected ``test/user.js``). Locked, and trusted where the patch leaves them
-    alone, so such a name answers only from the helper as the benchmark has it."""
+    alone, so the helper such a name names is the benchmark's. Which describe carries that
+    ``FILE::`` is mocha's record, made in the process the patch's code runs in: code there can
+    make a describe with the same title (NodeBB's test/user.js loads its helpers through the
+    patch's ``src/file.js``), as it can write mocha's results outright (the in-process limit,
+    docs/swebench_pro.md)."""
     named = hidden_test_files(task)
     files = [str(name).partition(" | ")[0].strip() for name in [*task.fail_to_pass, *task.pass_to_pass]
              if " | " in str(name)]
@@ -200,6 +204,24 @@ def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[s
     kept = [*restored, *(rel for rel in selected if touched is not None and rel not in touched and rel not in restored)]
     root = str(task.workdir).rstrip("/")
     return [f"{root}/{rel}" for rel in dict.fromkeys(kept) if rel in locked]
+
+
+MAX_PATCHED = 5000
+"""The patch's paths given TEST_UID, at most (sh/replay.sh's argument stays far below its limit)."""
+
+
+def patched_paths(patch: str) -> list[str]:
+    """The paths the patch writes (a rename's new path), relative; sh/replay.sh gives each, and the
+    directories ``git apply`` made for it, to the tests' uid before the lock. The image's tree is
+    that uid's, but root applies the patch: a file it added or rewrote was root's, and in a
+    directory the lock makes root's and sticky the tests could not replace it (NodeBB's scripts
+    ``sed -i`` every file under ``test/``, so an honest patch that adds a test there ended the
+    script). The lock then takes the hidden files back. A patch that cannot be read gives none."""
+    try:
+        written = [chunk.new_path for chunk in patches.parse_chunks(patch_bytes(patch))]
+    except ValueError:
+        return []
+    return _relative_paths(written)[:MAX_PATCHED]
 
 
 def test_patterns(task: Any) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
 #          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP
-#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP HOME_FROM_ROOT]
+#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP HOME_FROM_ROOT PATCHED]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -47,6 +47,10 @@
 # sh/sed_wrap.sh, that answers a recorded argument list with success and no write and runs the
 # real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
 # run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
+# PATCHED: the paths the patch writes (one per line, swe_tasks/strict.py, patched_paths): before
+# the lock, each that is root's (git apply ran as root) and each directory above it that is
+# root's (made for it) become TEST_UID's, as the image's tree is, never through a symlinked
+# directory; recorded as the step `own`: how many.
 # HOME_FROM_ROOT: names (one per line) of what in root's HOME (the image's HOME, /root by
 # default) the tests' fresh HOME gets a copy of, TEST_UID's (swe_tasks/strict.py,
 # home_from_root: npm's cache where the script runs npm install); recorded as the step `home`.
@@ -67,7 +71,8 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} TOKEN=''
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} PATCHED=${26:-}
+TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
 [ -d "$WORK" ] || mkdir -p "$WORK"
@@ -126,11 +131,37 @@ lock_tree() {  # DIR named as a test path: every file below it locked, every dir
   done
   shopt -u globstar dotglob nullglob
 }
+own_patched() {  # what root's git apply wrote for the patch: TEST_UID's, as the image's tree is
+  local rel dir n=0 out
+  while IFS= read -r rel; do
+    if [ -z "$rel" ] || { [ ! -e "$rel" ] && [ ! -L "$rel" ]; }; then continue; fi
+    dir=$rel
+    while [ "$dir" != "${dir%/*}" ]; do  # never through a symlinked directory
+      dir=${dir%/*}
+      if [ -L "$dir" ]; then continue 2; fi
+    done
+    if [ -O "$rel" ] && chown -h "$TEST_UID:$TEST_UID" -- "$rel"; then n=$((n + 1)); fi
+    dir=$rel
+    while [ "$dir" != "${dir%/*}" ]; do  # the directories git apply made for it (root's); the image's stop it
+      dir=${dir%/*}
+      if [ -O "$dir" ] && [ ! -L "$dir" ] && [ -d "$dir" ]; then chown "$TEST_UID:$TEST_UID" -- "$dir"; else break; fi
+    done
+  done <<< "$PATCHED"
+  out="$n"
+  printf '@@crucible-step own 0 0 0 %s\n%s' "${#out}" "$out"
+}
 lock_hidden() {  # the test files, their packages' start-up files, their directories up to WORKDIR
-  local rel dir
+  local rel dir here
   LOCKED=()
+  here=$(pwd -P)
   while IFS= read -r rel; do
     if [ -z "$rel" ] || [ ! -e "$rel" ]; then continue; fi
+    # Not where a directory on its path leads out of WORKDIR (a patch can make one a symlink):
+    # root would change what lies there. Unlocked, the file is not trusted.
+    if command -v realpath >/dev/null; then
+      dir=$(realpath -e -- "$(dirname -- "$rel")" 2>/dev/null) || continue
+      if [ "$dir" != "$here" ] && [ "${dir#"$here"/}" = "$dir" ]; then continue; fi
+    fi
     if [ -d "$rel" ] && [ ! -L "$rel" ]; then lock_tree "$rel"; else lock_one "$rel"; fi
     dir=$(dirname -- "$rel")
     while :; do
@@ -330,6 +361,7 @@ step apply "$STEP_TIMEOUT" "git apply -v $WORK/patch.diff"
 step before_repo_set_cmd "$STEP_TIMEOUT" "$BEFORE"
 if [ "$STRICT" = strict ]; then
   send_scanned
+  own_patched
   lock_hidden
   if [ -n "$EDIT_FIND" ] && [ -n "$SED_WRAP" ]; then edit_locked; fi
   strict_run_script

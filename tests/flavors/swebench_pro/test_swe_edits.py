@@ -81,6 +81,11 @@ def test_only_one_plain_in_place_loop_is_recognised():
     assert edits.loop(_script("x=a#b; " + LOOP)) is not None  # a `#` inside a word starts no comment
     assert edits.loop(_script("echo \"it's\"; # " + LOOP)) is None
     assert edits.loop(_script(LOOP.replace("sed -i -E", "sed -i \\\n    -E"))).sed == edits.loop(_script(LOOP)).sed
+    assert edits.loop(_script(LOOP.replace("-type f -print0", "-type f\\\n-print0"))) is None  # bash: `f-print0`
+    assert edits.loop(_script(LOOP.replace("::#\" \"$file\"", "::#\"\\\n\"$file\""))) is None  # one word with the file
+    assert edits.loop(_script("x=\"\n\" # " + LOOP.replace("\n", "\n# "))) is None  # a comment after a quote closed
+    assert edits.loop(_script("echo \\\" # " + LOOP.replace("\n", "\n# "))) is None  # an escaped quote opens none
+    assert edits.loop(_script("echo '" + LOOP + "'")) is None  # text, not a command
 
 
 @pytest.mark.parametrize("action", ["-exec rm {} +", "-delete", "-fprint /tmp/x", "-execdir true ;", "-ok true ;"])
@@ -206,6 +211,7 @@ def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_run
     assert cleanup.unlocked == ()  # removed after the runner ran: it ran officially
     assert jsresults.last_runner_line(b"npx mocha a\n# mocha\nnpx jest b\necho\n") == 2
     assert jsresults.last_runner_line(b"echo\n") == -1
+    assert jsresults.last_runner_line(b"echo '\r\r\r'\nnpx mocha t\n") == 1  # lines end at a newline only, as bash's
 
 
 def test_the_tests_home_gets_roots_npm_cache_only_where_the_script_runs_npm_install():
@@ -237,10 +243,12 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     lock names itself gets the edit; one below a directory the lock names (its name the patch's
     choice, ``#e;#`` in it a command for sed to run) is never edited by root; a name the lock
     names with a character outside the plain set is refused; a sed script that would run a
-    command is refused by --sandbox; a file reached through a symlinked directory is not edited."""
+    command is refused by --sandbox; a file reached through a directory that leads out of the
+    tree (a symlink) is neither locked nor edited."""
     if os.geteuid() != 0:
         pytest.skip("edit_locked chowns files: run as root")
-    tests, alike, outside = tmp_path / "test", tmp_path / "test" / "a.jsx", tmp_path / "outside"
+    tree = tmp_path / "tree"
+    tests, alike, outside = tree / "test", tree / "test" / "a.jsx", tmp_path / "outside"
     alike.mkdir(parents=True)
     outside.mkdir()
     (tests / "a.js").write_text("describe('a', () => {});\n")
@@ -248,8 +256,9 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     (alike / "x#e;#.js").write_text("touch pwned # describe('x')\n")
     (outside / "h.js").write_text("describe('h', () => {});\n")
     (tests / "link").symlink_to(outside)
-    for f in (tests / "a.js", tests / "odd name.js", alike / "x#e;#.js", outside / "h.js"):
+    for f in (tests / "a.js", tests / "odd name.js", alike / "x#e;#.js"):
         f.chmod(0o444)
+    os.chown(outside / "h.js", 1000, 1000)
     work = tmp_path / "work"
     work.mkdir()
 
@@ -260,7 +269,7 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
                "EDIT_SED": "\n".join(sed_words), "SED_WRAP": "#!/bin/bash\n",
                "LOCK": "test/a.js\ntest/a.jsx\ntest/odd name.js\ntest/link/h.js"}
         return subprocess.run(["bash", "-c", f"export LOCK EDIT_FIND EDIT_SED SED_WRAP WORK\n{program}"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True)
+                              cwd=tree, env=env, capture_output=True, text=True)
 
     done = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#"])
     header, _, listed = done.stdout.partition("\n")
@@ -269,11 +278,12 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     assert "test/odd name.js: not edited, a character outside" in listed
     assert (tests / "a.js").read_text() == "describe('test/a.js::a', () => {});\n"
     assert (alike / "x#e;#.js").read_text() == "touch pwned # describe('x')\n"  # not root's to edit
-    assert not (tmp_path / "pwned").exists()
+    assert not (tree / "pwned").exists()
     assert (outside / "h.js").read_text() == "describe('h', () => {});\n"  # through a symlinked directory
+    assert (os.stat(outside / "h.js").st_uid, os.stat(outside / "h.js").st_mode & 0o777) == (1000, 0o644)  # nor locked
     assert shlex.split((work / "sed-wrap" / "sed-edits").read_text()) == [
         "-i", "-E", "s#(describe\\()'#\\1'test/a.js::#", "test/a.js"]  # recorded without --sandbox
     (tests / "a.js").write_text("echo pwned > pwned # describe('a')\n")
     refused = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#e"])
     assert "test/a.js: sed: -e expression #1" in refused.stdout and "e/r/w commands disabled in sandbox mode" in refused.stdout
-    assert not (tmp_path / "pwned").exists()
+    assert not (tree / "pwned").exists()

@@ -728,7 +728,9 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     it outlived its helper and mocha failed loading it. An `npm install` offline finds root's
     cache in the tests' HOME, as the official run (as root) does. The names prove each file got the edit exactly once: a helper's describe is
     named by the helper's path only if its file was edited, and a second edit would name it by a
-    doubled path."""
+    doubled path. A patch that adds tests of its own under test/ (root's after git apply, in a
+    directory the lock makes root's and sticky) gets them back as the tests' uid's, so the loop
+    edits them as officially."""
     gold = row(synth, MOCHA_FILE)["patch"]
     official = graded(tmp_path, "mochafile-gold", gold, "none", MOCHA_FILE)
     assert official["reward"] == 1.0, official["raw"]["reason"]
@@ -757,6 +759,13 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
         ("test/lib.test.js | shout case uppercases", "PASSED", "PASSED", "path-suffix"),
         ("test/helpers/whisper.js | whisper lowercases", "PASSED", "PASSED", "describe-file"),
         ("test/helpers/echo.js | echo repeats", "PASSED", "PASSED", "describe-file")]
+    assert raw["own"]["output"] == "1"  # lib.js, root's after git apply, the tests' uid's again
+    mine = "describe('mine', () => {\n  it('works', () => {});\n});\n"
+    with_tests = patch_from(synth, tmp_path, {"lib.js": swe_synth.JEST_LIB_FIX, "test/mine.test.js": mine,
+                                              "test/mine/deeper.test.js": mine}, MOCHA_FILE)
+    honest = graded(tmp_path, "mochafile-gold-and-tests", with_tests, "strict", MOCHA_FILE)
+    assert honest["reward"] == 1.0, honest["raw"]["reason"]  # 0 while root kept what it applied
+    assert honest["raw"]["own"]["output"] == "3"
     empty = graded(tmp_path, "mochafile-empty", "", "strict", MOCHA_FILE)
     assert empty["reward"] == 0.0
     assert {e["name"]: (e["parser"], e["js"]) for e in empty["raw"]["listed"]} == {
