@@ -88,6 +88,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     pytest = hardened is not None and junit.runs_pytest(assets.run_script)
     edit = edits.loop(assets.run_script) if hardened is not None else None
     if hardened is not None:
+        raw["patch_paths"] = await asyncio.to_thread(strict.read_paths, stripped)
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
         args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else "",
@@ -96,7 +97,8 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
                  jsresults.node_wrap_program() if runners else "",
                  junit.plugin_program(hardened.results_dir) if pytest else "",
                  *edits.args(edit), edits.wrap_program() if edit else "",
-                 "\n".join(strict.home_from_root(assets.run_script)), "\n".join(strict.patched_paths(stripped))]
+                 "\n".join(strict.home_from_root(assets.run_script)),
+                 "\n".join(strict.patched_paths(raw["patch_paths"]))]
         stdin = hardened.token.encode() + b"\n" + stdin
         commands["own"] = (f"chown -h {strict.TEST_UID} each path the patch writes, and each directory git apply "
                            "made for it, that is root's (the image's tree is that uid's; the lock then takes the "

@@ -47,10 +47,11 @@
 # sh/sed_wrap.sh, that answers a recorded argument list with success and no write and runs the
 # real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
 # run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
-# PATCHED: the paths the patch writes (one per line, swe_tasks/strict.py, patched_paths): before
-# the lock, each that is root's (git apply ran as root) and each directory above it that is
-# root's (made for it) become TEST_UID's, as the image's tree is, never through a symlinked
-# directory; recorded as the step `own`: how many.
+# PATCHED: the paths git writes for the patch (one per line, swe_tasks/strict.py, patched_paths;
+# never .git): before the lock, each that is root's (git apply ran as root) and each directory
+# above it that is root's (made for it) become TEST_UID's, as the image's tree is, never through
+# a symlinked directory; recorded as the step `own`: how many. A hidden file with a symlinked
+# directory on its path is not locked (nor trusted, nor edited).
 # HOME_FROM_ROOT: names (one per line) of what in root's HOME (the image's HOME, /root by
 # default) the tests' fresh HOME gets a copy of, TEST_UID's (swe_tasks/strict.py,
 # home_from_root: npm's cache where the script runs npm install); recorded as the step `home`.
@@ -131,16 +132,21 @@ lock_tree() {  # DIR named as a test path: every file below it locked, every dir
   done
   shopt -u globstar dotglob nullglob
 }
+through_symlink() {  # REL: whether a directory on REL's path is a symlink (it may lead anywhere)
+  local dir=$1
+  while [ "$dir" != "${dir%/*}" ]; do
+    dir=${dir%/*}
+    if [ -L "$dir" ]; then return 0; fi
+  done
+  return 1
+}
 own_patched() {  # what root's git apply wrote for the patch: TEST_UID's, as the image's tree is
   local rel dir n=0 out
   while IFS= read -r rel; do
-    if [ -z "$rel" ] || { [ ! -e "$rel" ] && [ ! -L "$rel" ]; }; then continue; fi
-    dir=$rel
-    while [ "$dir" != "${dir%/*}" ]; do  # never through a symlinked directory
-      dir=${dir%/*}
-      if [ -L "$dir" ]; then continue 2; fi
-    done
-    if [ -O "$rel" ] && chown -h "$TEST_UID:$TEST_UID" -- "$rel"; then n=$((n + 1)); fi
+    case $rel in ''|.git|.git/*) continue ;; esac
+    if { [ ! -e "$rel" ] && [ ! -L "$rel" ]; } || through_symlink "$rel"; then continue; fi
+    # A symlink git wrote is root's whatever it points at (-O would follow it).
+    if { [ -L "$rel" ] || [ -O "$rel" ]; } && chown -h "$TEST_UID:$TEST_UID" -- "$rel"; then n=$((n + 1)); fi
     dir=$rel
     while [ "$dir" != "${dir%/*}" ]; do  # the directories git apply made for it (root's); the image's stop it
       dir=${dir%/*}
@@ -151,17 +157,14 @@ own_patched() {  # what root's git apply wrote for the patch: TEST_UID's, as the
   printf '@@crucible-step own 0 0 0 %s\n%s' "${#out}" "$out"
 }
 lock_hidden() {  # the test files, their packages' start-up files, their directories up to WORKDIR
-  local rel dir here
+  local rel dir
   LOCKED=()
-  here=$(pwd -P)
   while IFS= read -r rel; do
     if [ -z "$rel" ] || [ ! -e "$rel" ]; then continue; fi
-    # Not where a directory on its path leads out of WORKDIR (a patch can make one a symlink):
-    # root would change what lies there. Unlocked, the file is not trusted.
-    if command -v realpath >/dev/null; then
-      dir=$(realpath -e -- "$(dirname -- "$rel")" 2>/dev/null) || continue
-      if [ "$dir" != "$here" ] && [ "${dir#"$here"/}" = "$dir" ]; then continue; fi
-    fi
+    # Not where a directory on its path is a symlink (a patch can make one): root would change
+    # what lies where it leads, and the file's real directory would stay the tests' to rename
+    # in. Unlocked, the file is not trusted.
+    if through_symlink "$rel"; then continue; fi
     if [ -d "$rel" ] && [ ! -L "$rel" ]; then lock_tree "$rel"; else lock_one "$rel"; fi
     dir=$(dirname -- "$rel")
     while :; do
@@ -178,9 +181,8 @@ lock_hidden() {  # the test files, their packages' start-up files, their directo
 edit_locked() {  # run_script.sh's own edit of each locked file its find lists, made here as root, once
   local -a find_args sed_args call
   local -A locked=()
-  local f a err rc=0 out='' start here
+  local f a err rc=0 out='' start
   now_us; start=$NOW
-  here=$(pwd -P)
   rm -rf "$WORK/sed-wrap" && mkdir -m 755 "$WORK/sed-wrap" && (umask 022; : > "$WORK/sed-wrap/sed-edits")
   mapfile -t find_args <<< "$EDIT_FIND"
   mapfile -t sed_args <<< "$EDIT_SED"
@@ -189,8 +191,7 @@ edit_locked() {  # run_script.sh's own edit of each locked file its find lists, 
   # it (a `#e` in it would be a command run by root). --sandbox refuses e, w and r all the same.
   # Reached through no symlinked directory: the file is the one inside WORKDIR that was locked.
   while IFS= read -r f; do
-    if [ -n "$f" ] && [ -f "$f" ] && [ ! -L "$f" ] && [ "$(stat -c %u "$f")" = 0 ] \
-      && [ "$(realpath -e -- "$f" 2>/dev/null)" = "$here/${f#./}" ]; then locked[$f]=1; fi
+    if [ -n "$f" ] && [ -f "$f" ] && [ ! -L "$f" ] && [ -O "$f" ] && ! through_symlink "$f"; then locked[$f]=1; fi
   done <<< "$LOCK"
   if ! command -v find >/dev/null || ! command -v sed >/dev/null; then
     rc=127 out='find or sed is not in this image'

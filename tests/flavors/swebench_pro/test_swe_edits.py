@@ -263,7 +263,7 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     work.mkdir()
 
     def edit(sed_words: list[str]) -> subprocess.CompletedProcess:
-        program = (_replay_functions("now_us", "lock_one", "lock_tree", "lock_hidden", "edit_locked")
+        program = (_replay_functions("now_us", "through_symlink", "lock_one", "lock_tree", "lock_hidden", "edit_locked")
                    + "lock_hidden > /dev/null\nedit_locked\n")
         env = {"PATH": os.environ["PATH"], "WORK": str(work), "EDIT_FIND": "test/\n-type\nf",
                "EDIT_SED": "\n".join(sed_words), "SED_WRAP": "#!/bin/bash\n",
@@ -287,3 +287,94 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     refused = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#e"])
     assert "test/a.js: sed: -e expression #1" in refused.stdout and "e/r/w commands disabled in sandbox mode" in refused.stdout
     assert not (tree / "pwned").exists()
+
+
+def test_a_patch_git_reads_as_crucible_does_agrees_and_one_it_reads_otherwise_is_refused(tmp_path):
+    """Real diffs made by git (new, changed, deleted, renamed, mode-changed files, a symlink,
+    names with spaces, quotes, a tab, non-ASCII) are read alike by git and by crucible; a
+    verbatim patch whose header names `x/test/a.js` (git writes test/a.js) or that adds a plain
+    hunk after a git one (git writes a file crucible never saw) is refused under strict: the
+    lock's trust and the scan go by crucible's reading. The chown's list is git's, never `.git`."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    names = ["a.py", "old name.py", "gone.txt", "run.sh", "test/a.js", "d\u00e9j\u00e0/vu.py", 'q"uote.txt', "t\tab.txt"]
+    for name in names:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(f"{name}\n" * 20)
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    (repo / "a.py").write_text("changed\n")
+    git("mv", "old name.py", "new name.py")
+    (repo / "gone.txt").unlink()
+    (repo / "run.sh").chmod(0o755)
+    (repo / "link").symlink_to("a.py")
+    (repo / "new dir").mkdir()
+    (repo / "new dir" / "n.py").write_text("x = 1\n")
+    (repo / "d\u00e9j\u00e0" / "vu.py").write_text("y\n")
+    (repo / 'q"uote.txt').write_text("z\n")
+    (repo / "t\tab.txt").write_text("w\n")
+    git("add", "-A")
+    diff = git("diff", "--cached", "-M")
+    read = strict.read_paths(diff)
+    assert read["agree"], read
+    assert {"a.py", "new name.py", "gone.txt", "run.sh", "link", "new dir/n.py", "d\u00e9j\u00e0/vu.py", 'q"uote.txt',
+            "t\tab.txt"} <= set(read["git"])
+    assert strict.refusal({"patch_paths": read}, SimpleNamespace()) is None
+    prefixed = ('diff --git "x/test/a.js" "x/test/a.js"\n--- "x/test/a.js"\n+++ "x/test/a.js"\n'
+                "@@ -1 +1 @@\n-test/a.js\n+forged\n")
+    appended = diff + "--- a/test/a.js\n+++ b/test/a.js\n@@ -1 +1 @@\n-test/a.js\n+forged\n"
+    for verbatim in (prefixed, appended):
+        read = strict.read_paths(verbatim)
+        assert not read["agree"] and "test/a.js" in read["git"] and "test/a.js" not in (read["crucible"] or []), read
+        assert strict.refusal({"patch_paths": read}, SimpleNamespace()).startswith("the patch names its files as git does not")
+    dot_git = ('diff --git ".git/config" ".git/config"\nnew file mode 100644\n--- /dev/null\n+++ ".git/config"\n'
+               "@@ -0,0 +1 @@\n+x\n")
+    assert strict.patched_paths(strict.read_paths(dot_git)) == ["config"]  # what git writes
+    assert strict.patched_paths({"git": [".git/config", ".git", "a/../b", "/etc/x", "ok.py", "\t.git/HEAD"]}) == [
+        "ok.py", "\t.git/HEAD"]
+    assert strict.read_paths("")["agree"]
+
+
+def test_what_git_apply_wrote_for_the_patch_becomes_the_tests_uids_before_the_lock(tmp_path):
+    """sh/replay.sh's own_patched, then the lock, run here as root: the patch's files (root's from
+    git apply) and the directories made for them become uid 1000's, the image's own directories
+    stay as they are, `.git` and anything through a symlinked directory are never touched, a
+    symlink is given over itself, and the lock then takes a hidden file back; a hidden file with
+    a symlinked directory on its path (even one inside the tree) is not locked."""
+    if os.geteuid() != 0:
+        pytest.skip("own_patched chowns files: run as root")
+    tree, elsewhere = tmp_path / "tree", tmp_path / "elsewhere"
+    for d in (tree / ".git", tree / "test" / "new", tree / "real", elsewhere):
+        d.mkdir(parents=True)
+    for d in (tree, tree / "test", tree / "real"):
+        os.chown(d, 1000, 1000)  # the image's tree is the tests' uid's; test/new is git apply's
+    for f in (".git/config", "test/new/n.js", "test/mine.js", "test/hidden.js", "real/i.js"):
+        (tree / f).write_text("x\n")
+    (elsewhere / "e.js").write_text("x\n")
+    (tree / "test" / "via").symlink_to(elsewhere)
+    (tree / "test" / "inside").symlink_to(tree / "real")
+    (tree / "link.js").symlink_to("test/mine.js")
+    program = (_replay_functions("now_us", "through_symlink", "own_patched", "lock_one", "lock_tree", "lock_hidden")
+               + "own_patched\nlock_hidden > /dev/null\n")
+    env = {"PATH": os.environ["PATH"], "TEST_UID": "1000",
+           "PATCHED": "\n".join([".git/config", "test/new/n.js", "test/mine.js", "test/hidden.js", "test/via/e.js",
+                                 "link.js"]),
+           "LOCK": "test/hidden.js\ntest/inside/i.js"}
+    done = subprocess.run(["bash", "-c", f"export PATCHED LOCK TEST_UID\n{program}"], cwd=tree, env=env,
+                          capture_output=True, text=True)
+    assert done.stdout == "@@crucible-step own 0 0 0 1\n4", done.stdout + done.stderr
+
+    def uid(rel: str) -> int:
+        return os.lstat(tree / rel).st_uid
+
+    assert [uid(r) for r in ("test/new/n.js", "test/new", "test/mine.js", "link.js")] == [1000] * 4
+    assert uid(".git/config") == uid(".git") == 0 and os.stat(elsewhere / "e.js").st_uid == 0
+    assert uid("test/hidden.js") == 0 and os.stat(tree / "test/hidden.js").st_mode & 0o222 == 0  # locked again
+    assert uid("test") == 0 and os.stat(tree / "test").st_mode & 0o1777 == 0o1777
+    assert uid("real/i.js") == 0 and os.stat(tree / "real/i.js").st_mode & 0o200  # not locked: root's, writable
+    assert uid("real") == 1000  # its directory stays the tests'
