@@ -111,7 +111,8 @@ class SwebenchProFlavor:
         if rerun:
             raw["reversed_test_files"] = True
         elif (raw.get("apply") or {}).get("exit_code") == 0:  # a re-run applies the same patch: one scan
-            raw["scan"] = strict.scan(task, submission.diff, scanned, bool(spec.integrity.refuse_test_aware_code))
+            raw["scan"] = strict.scan(task, strict.written_diff(raw, submission.diff), scanned,
+                                     bool(spec.integrity.refuse_test_aware_code))
         return raw
 
     # ------------------------------------------------------------ differential re-run (GradesInMany)

@@ -88,7 +88,6 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     pytest = hardened is not None and junit.runs_pytest(assets.run_script)
     edit = edits.loop(assets.run_script) if hardened is not None else None
     if hardened is not None:
-        raw["patch_paths"] = await asyncio.to_thread(strict.read_paths, stripped)
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
         args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else "",
@@ -97,9 +96,10 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
                  jsresults.node_wrap_program() if runners else "",
                  junit.plugin_program(hardened.results_dir) if pytest else "",
                  *edits.args(edit), edits.wrap_program() if edit else "",
-                 "\n".join(strict.home_from_root(assets.run_script)),
-                 "\n".join(strict.patched_paths(raw["patch_paths"]))]
+                 "\n".join(strict.home_from_root(assets.run_script))]
         stdin = hardened.token.encode() + b"\n" + stdin
+        commands["written"] = ("git apply --numstat of the patch (as this git reads it), then git's own diff against "
+                               "base_commit of those paths (a temporary index): the scan's and the trust's reading")
         commands["own"] = (f"chown -h {strict.TEST_UID} each path the patch writes, and each directory git apply "
                            "made for it, that is root's (the image's tree is that uid's; the lock then takes the "
                            "hidden files back)")
@@ -143,7 +143,9 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
         raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir,
-                                                    strict.trusted_test_files(task, stripped, _locked(raw)) if runners else [])
+                                                    strict.trusted_test_files(task, stripped, _locked(raw),
+                                                                               strict.written_diff(raw, ""))
+                                                    if runners else [])
         if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
             stdout = gojson.reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True

@@ -4,16 +4,17 @@ Under ``integrity=none`` (and ``vault``, whose grading flags are off) grading IS
 evaluator's steps (``evaluator: official``): nothing here runs. Under ``strict`` the same steps
 run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` lists them):
 
-- ``patch-paths``: the patch read by ``git apply --numstat`` as well as by crucible's reader
-  (``read_paths``, the raw grade's ``patch_paths``); where they differ (a verbatim patch naming
-  ``x/test/a.js``, which git writes to ``test/a.js``) the run scores 0, as the trust below, the
-  scan and the chown go by what crucible read;
+- ``written-diff``: right after ``git apply``, git's own diff of what it wrote (as the image's git
+  reads the patch) is the raw grade's ``written`` step: the scan reads added lines from it, the
+  trust below touched paths, the chown its paths; a verbatim patch that names its files as git
+  does not (a header's ``x/test/a.js``, which git writes to ``test/a.js``), swaps names between
+  chunks, or whose hunks' line numbers are off is read as git applied it (``written_diff``);
 - ``uid-wall``: run_script.sh runs as uid 1000 (the official one runs as root), its HOME a fresh
   directory of its own; the instance's test files (those ``before_repo_set_cmd`` restores and
   ``selected_test_files_to_run``) root's and read-only, with the ``__init__.py`` and
   ``conftest.py`` beside them, and every directory from them up to the workdir root's and sticky:
   the tested code can read a hidden test but not rewrite, rename or remove it (sh/replay.sh);
-  what git apply wrote for the patch (root's) is that uid's again first (``patched_paths``), and a
+  what git apply wrote for the patch (root's) is that uid's again first, and a
   hidden file with a symlinked directory on its path is not locked, so not trusted;
   where the script runs ``npm install``, that HOME starts with a copy of root's npm cache and
   config, which the official run (as root) falls back to offline (``home_from_root``);
@@ -59,7 +60,6 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-import subprocess
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
@@ -90,7 +90,7 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["patch-paths", "uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
+    found = ["written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
              "js-results-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
@@ -193,7 +193,7 @@ def _pattern_alikes(rel: str) -> list[str]:
     return [rel + "x"] if rel.endswith((".ts", ".js")) else []
 
 
-def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[str]:
+def trusted_test_files(task: Any, patch: str, locked: Collection[str], written: str = "") -> list[str]:
     """The hidden test files whose content is the benchmark's, absolute: those ``before_repo_set_cmd``
     restores, and the selected ones (and their ``_pattern_alikes``, and ``described_test_files``)
     the patch does not touch;
@@ -201,10 +201,13 @@ def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[s
     nothing of the tests' uid can change or replace them). A selected path may name no file at
     base (protonmail's are relative to a workspace): a file the patch, or anything at run time,
     puts there is not the benchmark's and never answers for a hidden test. A patch that cannot
-    be read leaves the restored files alone."""
+    be read leaves the restored files alone. ``written``: git's own diff of what it wrote for the
+    patch (the ``written`` step), whose paths count as touched beside the patch's own reading:
+    a verbatim patch can name ``x/test/a.js`` where git writes ``test/a.js``."""
     restored = restored_test_files(task)
     try:
-        touched = {path for chunk in patches.parse_chunks(patch_bytes(patch)) for path in chunk.paths}
+        touched: set[str] | None = {path for text in (patch, written)
+                                    for chunk in patches.parse_chunks(patch_bytes(text)) for path in chunk.paths}
     except ValueError:
         touched = None
     selected = [alike for rel in _relative_paths([str(f) for f in task.selected_test_files_to_run])
@@ -212,59 +215,6 @@ def trusted_test_files(task: Any, patch: str, locked: Collection[str]) -> list[s
     kept = [*restored, *(rel for rel in selected if touched is not None and rel not in touched and rel not in restored)]
     root = str(task.workdir).rstrip("/")
     return [f"{root}/{rel}" for rel in dict.fromkeys(kept) if rel in locked]
-
-
-MAX_PATCHED = 5000
-"""The patch's paths given TEST_UID, at most (sh/replay.sh's argument stays far below its limit)."""
-
-
-def read_paths(patch: str) -> dict[str, Any]:
-    """What the patch writes as git reads it (``git apply --numstat``, on this host, outside any
-    repository: the paths the grading's ``git apply`` writes) and as crucible reads it
-    (envs/coding/patch.py: what the lock's trust, the scan and the chown go by), and whether the
-    two agree. A patch passed on verbatim can name ``x/test/a.js`` in its header, which git
-    writes to ``test/a.js`` (it strips any first component), or add a plain hunk after a git
-    one: git writes what crucible did not see, so a hidden test file the patch rewrote would be
-    trusted as the benchmark's and a changed module left unscanned. Under strict a disagreement
-    is refused (``refusal``); a diff git made itself always agrees."""
-    data = patch_bytes(patch)
-    try:
-        ours: list[str] | None = sorted({chunk.new_path for chunk in patches.parse_chunks(data)})
-    except ValueError:
-        ours = None
-    if not data:
-        return {"git": [], "crucible": [], "agree": True}
-    done = subprocess.run(["git", "apply", "--numstat", "-z", "-"], input=data, capture_output=True, cwd="/",
-                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", "GIT_CEILING_DIRECTORIES": "/"}, check=False)
-    if done.returncode != 0:
-        error = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        return {"git": None, "crucible": ours, "agree": not ours, "error": f"git: {error[0] if error else done.returncode}"}
-    theirs: list[str] = []
-    fields = done.stdout.split(b"\0")
-    i = 0
-    while i < len(fields):
-        counts = fields[i].split(b"\t", 2)
-        if len(counts) == 3 and counts[2]:
-            theirs.append(counts[2].decode("utf-8", "surrogateescape"))
-        elif len(counts) == 3 and i + 2 < len(fields):  # a rename: "\0OLD\0NEW"
-            theirs.append(fields[i + 2].decode("utf-8", "surrogateescape"))
-            i += 2
-        i += 1
-    theirs = sorted(set(theirs))
-    return {"git": theirs, "crucible": ours, "agree": ours == theirs}
-
-
-def patched_paths(read: Mapping[str, Any]) -> list[str]:
-    """The paths git writes for the patch (``read_paths``), relative, never in ``.git``: sh/replay.sh
-    gives each, and the directories ``git apply`` made for it, to the tests' uid before the lock.
-    The image's tree is that uid's, but root applies the patch: a file it added or rewrote was
-    root's, and in a directory the lock makes root's and sticky the tests could not replace it
-    (NodeBB's scripts ``sed -i`` every file under ``test/``, so an honest patch that adds a test
-    there ended the script). The lock then takes the hidden files back."""
-    kept = [rel for rel in read.get("git") or []
-            if rel and "\n" not in rel and not rel.startswith("/") and ".." not in rel.split("/")
-            and rel.split("/")[0] != ".git"]
-    return kept[:MAX_PATCHED]
 
 
 def test_patterns(task: Any) -> tuple[str, ...]:
@@ -283,8 +233,18 @@ def scan_paths(task: Any, patch: str) -> list[str]:
         return []
 
 
+def written_diff(raw: Mapping[str, Any], patch: str) -> str:
+    """What the scan reads added lines from: git's own diff of what it wrote for the patch (the
+    raw grade's ``written`` step), so a verbatim patch that swaps names between chunks or whose
+    hunks' line numbers are off is read as git applied it; the patch itself for a raw grade
+    recorded before that step existed."""
+    written = raw.get("written")
+    return str(written.get("output", "")) if written is not None and written.get("exit_code") == 0 else patch
+
+
 def scan(task: Any, patch: str, contents: Mapping[str, bytes], refuse: bool) -> dict[str, Any]:
-    """The scan's record (the coding flavor's shape): findings on the lines the patch adds."""
+    """The scan's record (the coding flavor's shape): findings on the lines ``patch`` adds (pass
+    ``written_diff``)."""
     try:
         findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task))
     except ValueError as exc:
@@ -318,10 +278,9 @@ def refusal(raw: Mapping[str, Any], task: Any) -> str | None:
     end = run.get("end") or {}
     if end and not (end.get("stdout") and end.get("stderr")):
         return "no end marker after run_script.sh: its output cannot be told from what came after"
-    read = raw.get("patch_paths") or {}
-    if read and not read.get("agree", True):
-        return (f"the patch names its files as git does not (git writes {_few(read.get('git'))}; crucible read "
-                f"{_few(read.get('crucible'))}): what it changes cannot be told, so nothing of it is trusted")
+    written = raw.get("written")
+    if written is not None and written.get("exit_code") != 0:
+        return f"what the patch wrote could not be read back (git: {str(written.get('output', ''))[:300]})"
     found = raw.get("scan") or {}
     if found.get("refuse"):
         refused, _ = scanner.judge(found.get("findings") or [], allowances(task))
@@ -330,13 +289,6 @@ def refusal(raw: Mapping[str, Any], task: Any) -> str | None:
             more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
             return f"test-aware code: {first}{more}"
     return None
-
-
-def _few(paths: Any) -> str:
-    if paths is None:
-        return "nothing it can read"
-    shown = ", ".join(str(p) for p in list(paths)[:3]) or "no path"
-    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def allowances(task: Any) -> list[scanner.Allowance]:

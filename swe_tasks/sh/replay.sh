@@ -2,7 +2,7 @@
 # The official evaluator's steps in ONE exec (swe_tasks/replay.py, replay), as root:
 #   SCRIPT crucible WORKDIR VAULT WORK BASE BEFORE_LINE TEST_FILES STEP_TIMEOUT TEST_TIMEOUT ENV_SH RUN_SCRIPT
 #          [strict LOCK_PATHS SCAN_PATHS TEST_UID RESULTS_DIR GO_JSON GO_EXEC GO_WRAP RESULTS_HOOK NODE_WRAP
-#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP HOME_FROM_ROOT PATCHED]
+#           PY_PLUGIN EDIT_FIND EDIT_SED SED_WRAP HOME_FROM_ROOT]
 # Without the strict arguments (integrity=none, the official evaluator) nothing below the
 # official steps changes. With them (crucible-strict, swe_tasks/strict.py): stdin's first line
 # is a one-time token (never in an argv or an environment); after before_repo_set_cmd each
@@ -47,11 +47,16 @@
 # sh/sed_wrap.sh, that answers a recorded argument list with success and no write and runs the
 # real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
 # run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
-# PATCHED: the paths git writes for the patch (one per line, swe_tasks/strict.py, patched_paths;
-# never .git): before the lock, each that is root's (git apply ran as root) and each directory
-# above it that is root's (made for it) become TEST_UID's, as the image's tree is, never through
-# a symlinked directory; recorded as the step `own`: how many. A hidden file with a symlinked
-# directory on its path is not locked (nor trusted, nor edited).
+# Under strict, right after the apply step, what git apply wrote is read back as this git reads
+# the patch (`git apply --numstat`; never .git, nor through a symlinked directory): git's own
+# diff of those paths against BASE (a temporary index; the repo's is left alone) is the step
+# `written`, whose output the scan reads added lines from and the trust reads touched paths from
+# (swe_tasks/strict.py): a verbatim patch that names its files as git does not (a header's
+# `x/test/a.js`, which git writes to test/a.js) or whose hunks' line numbers are off is read as
+# git applied it. Its Python files are sent back for the scan beside SCAN_PATHS. Before the lock,
+# each path written that is root's (git apply ran as root) and each directory above it that is
+# root's (made for it) become TEST_UID's, as the image's tree is; recorded as the step `own`: how
+# many. A hidden file with a symlinked directory on its path is not locked (nor trusted, nor edited).
 # HOME_FROM_ROOT: names (one per line) of what in root's HOME (the image's HOME, /root by
 # default) the tests' fresh HOME gets a copy of, TEST_UID's (swe_tasks/strict.py,
 # home_from_root: npm's cache where the script runs npm install); recorded as the step `home`.
@@ -72,7 +77,7 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} PATCHED=${26:-}
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} WRITTEN=()
 TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
@@ -110,14 +115,42 @@ step() {  # NAME SECONDS COMMAND: run COMMAND (a shell line) and print its recor
   now_us
   printf '@@crucible-step %s %s %s %s %s\n%s' "$name" "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "$bytes" "$out"
 }
-send_scanned() {  # each SCAN path, as it will run (a regular file inside WORKDIR)
+read_written() {  # what git apply wrote, as git reads the patch here: WRITTEN, and git's own diff of it
+  local field rel start i rc=0 out=''
+  local -a fields=()
+  WRITTEN=()
+  now_us; start=$NOW
+  mapfile -t -d '' fields < <(git apply --numstat -z "$WORK/patch.diff" 2>/dev/null)
+  for ((i = 0; i < ${#fields[@]}; i++)); do  # "ADDED<TAB>DELETED<TAB>PATH", or "...<TAB>" OLD NEW
+    field=${fields[i]}
+    if [[ $field != *$'\t'*$'\t'* ]]; then continue; fi
+    rel=${field#*$'\t'*$'\t'}
+    if [ -z "$rel" ] && [ $((i + 2)) -lt ${#fields[@]} ]; then rel=${fields[i + 2]}; i=$((i + 2)); fi
+    case $rel in ''|.git|.git/*|/*|*$'\n'*) continue ;; esac
+    if { [ -e "$rel" ] || [ -L "$rel" ]; } && ! through_symlink "$rel"; then WRITTEN+=("$rel"); fi
+  done
+  if [ "${#WRITTEN[@]}" -gt 0 ]; then
+    out=$(GIT_INDEX_FILE="$WORK/written.index" git read-tree "$BASE" 2>&1 \
+      && GIT_INDEX_FILE="$WORK/written.index" git add -A -f -- "${WRITTEN[@]}" 2>&1 \
+      && GIT_INDEX_FILE="$WORK/written.index" git -c core.quotepath=off diff --cached --no-renames --no-ext-diff \
+        --no-textconv --no-color -U0 "$BASE" -- "${WRITTEN[@]}" 2>&1) || rc=$?
+    rm -f "$WORK/written.index"
+  fi
+  if [ "${#out}" -gt $((16 << 20)) ]; then rc=2 out="git's diff of what the patch wrote is over 16 MiB"; fi
+  now_us
+  printf '@@crucible-step written %s 0 %s %s\n%s' "$rc" "$(( (NOW - start) / 1000 ))" "$(LC_ALL=C; echo "${#out}")" "$out"
+}
+send_scanned() {  # each SCAN path and each Python file git wrote, as it will run (a regular file inside WORKDIR)
   local rel size
+  local -A sent=()
   while IFS= read -r rel; do
-    if [ -z "$rel" ] || [ ! -f "$rel" ] || [ -L "$rel" ]; then continue; fi
+    if [ -z "$rel" ] || [ ! -f "$rel" ] || [ -L "$rel" ] || [ -n "${sent[$rel]:-}" ]; then continue; fi
+    if [ "${#sent[@]}" -ge 400 ]; then break; fi
+    sent[$rel]=1
     size=$(wc -c < "$rel") || continue
     printf '@@crucible-scan %s %s\n%s' "$size" "$(LC_ALL=C; echo "${#rel}")" "$rel"
     cat "$rel"
-  done <<< "$SCAN"
+  done < <(printf '%s\n' "$SCAN"; for rel in "${WRITTEN[@]}"; do [[ $rel == *.py && $rel != *$'\n'* ]] && printf '%s\n' "$rel"; done)
 }
 lock_one() {  # FILE: root's, read-only to everyone else
   if [ ! -f "$1" ] || [ -L "$1" ]; then return 0; fi
@@ -142,9 +175,7 @@ through_symlink() {  # REL: whether a directory on REL's path is a symlink (it m
 }
 own_patched() {  # what root's git apply wrote for the patch: TEST_UID's, as the image's tree is
   local rel dir n=0 out
-  while IFS= read -r rel; do
-    case $rel in ''|.git|.git/*) continue ;; esac
-    if { [ ! -e "$rel" ] && [ ! -L "$rel" ]; } || through_symlink "$rel"; then continue; fi
+  for rel in "${WRITTEN[@]}"; do
     # A symlink git wrote is root's whatever it points at (-O would follow it).
     if { [ -L "$rel" ] || [ -O "$rel" ]; } && chown -h "$TEST_UID:$TEST_UID" -- "$rel"; then n=$((n + 1)); fi
     dir=$rel
@@ -152,7 +183,7 @@ own_patched() {  # what root's git apply wrote for the patch: TEST_UID's, as the
       dir=${dir%/*}
       if [ -O "$dir" ] && [ ! -L "$dir" ] && [ -d "$dir" ]; then chown "$TEST_UID:$TEST_UID" -- "$dir"; else break; fi
     done
-  done <<< "$PATCHED"
+  done
   out="$n"
   printf '@@crucible-step own 0 0 0 %s\n%s' "${#out}" "$out"
 }
@@ -359,6 +390,7 @@ else
 git checkout $base"
 fi
 step apply "$STEP_TIMEOUT" "git apply -v $WORK/patch.diff"
+if [ "$STRICT" = strict ]; then read_written; fi
 step before_repo_set_cmd "$STEP_TIMEOUT" "$BEFORE"
 if [ "$STRICT" = strict ]; then
   send_scanned

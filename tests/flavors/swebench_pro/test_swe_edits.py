@@ -17,7 +17,9 @@ from types import SimpleNamespace
 import pytest
 
 import swe_synth
-from swe_tasks import edits, jsresults, strict
+from envs.coding import patch as patch_module
+from envs.coding import scanner
+from swe_tasks import edits, jsresults, replay, strict
 
 NODEBB_LOOP = swe_synth.MOCHA_FILE_RUN_SCRIPT.encode()
 """The loop as NodeBB's 22 scripts write it (the synthetic run script holds the same lines)."""
@@ -289,63 +291,111 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     assert not (tree / "pwned").exists()
 
 
-def test_a_patch_git_reads_as_crucible_does_agrees_and_one_it_reads_otherwise_is_refused(tmp_path):
-    """Real diffs made by git (new, changed, deleted, renamed, mode-changed files, a symlink,
-    names with spaces, quotes, a tab, non-ASCII) are read alike by git and by crucible; a
-    verbatim patch whose header names `x/test/a.js` (git writes test/a.js) or that adds a plain
-    hunk after a git one (git writes a file crucible never saw) is refused under strict: the
-    lock's trust and the scan go by crucible's reading. The chown's list is git's, never `.git`."""
-    repo = tmp_path / "repo"
+def _written(repo: Path, patch: str, work: Path) -> tuple[dict, list[str]]:
+    """sh/replay.sh's read_written run here after `git apply` of ``patch`` in ``repo``: its record
+    (exit code, output: git's own diff) and WRITTEN."""
+    work.mkdir(exist_ok=True)
+    (work / "patch.diff").write_text(patch)
+    subprocess.run(["git", "-C", str(repo), "apply", str(work / "patch.diff")], check=True, capture_output=True)
+    base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    program = (_replay_functions("now_us", "through_symlink", "read_written")
+               + "read_written\nprintf '%s\\0' \"${WRITTEN[@]}\" > \"$WORK/written-list\"\n")
+    done = subprocess.run(["bash", "-c", f"export WORK BASE\n{program}"], cwd=repo, capture_output=True,
+                          env={"PATH": os.environ["PATH"], "WORK": str(work), "BASE": base})
+    records, _ = replay.parse_records(done.stdout)
+    return records["written"], (work / "written-list").read_bytes().decode().split("\0")[:-1]
+
+
+def _repo(root: Path, files: dict[str, str]) -> Path:
+    repo = root / "repo"
     repo.mkdir()
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
-
-    git("init", "-q")
-    names = ["a.py", "old name.py", "gone.txt", "run.sh", "test/a.js", "d\u00e9j\u00e0/vu.py", 'q"uote.txt', "t\tab.txt"]
-    for name in names:
+    for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(f"{name}\n" * 20)
-    git("add", "-A")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-    (repo / "a.py").write_text("changed\n")
-    git("mv", "old name.py", "new name.py")
-    (repo / "gone.txt").unlink()
-    (repo / "run.sh").chmod(0o755)
-    (repo / "link").symlink_to("a.py")
-    (repo / "new dir").mkdir()
-    (repo / "new dir" / "n.py").write_text("x = 1\n")
-    (repo / "d\u00e9j\u00e0" / "vu.py").write_text("y\n")
-    (repo / 'q"uote.txt').write_text("z\n")
-    (repo / "t\tab.txt").write_text("w\n")
-    git("add", "-A")
-    diff = git("diff", "--cached", "-M")
-    read = strict.read_paths(diff)
-    assert read["agree"], read
-    assert {"a.py", "new name.py", "gone.txt", "run.sh", "link", "new dir/n.py", "d\u00e9j\u00e0/vu.py", 'q"uote.txt',
-            "t\tab.txt"} <= set(read["git"])
-    assert strict.refusal({"patch_paths": read}, SimpleNamespace()) is None
+        (repo / name).write_text(text)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    return repo
+
+
+def test_what_git_wrote_is_read_back_as_git_applied_it_whatever_the_patch_text_says(tmp_path):
+    """A patch passed on verbatim (a prediction) can say one thing and make git write another:
+    a header naming `x/test/a.js` (git strips any first component: it writes test/a.js), names
+    swapped between a chunk's `diff --git` line and its `---`/`+++` lines (git goes by the
+    latter), a hunk whose line numbers are off (git applies it at an offset), a plain hunk after
+    a git one. The scan and the trust read git's own diff of what it wrote (the `written` step),
+    so each is read as git applied it: the swapped module's test-aware line is found at its line,
+    and the rewritten test file counts as touched, so it is not trusted."""
+    base_mod = "def f():\n    return 1\n"
+    repo = _repo(tmp_path, {"src/mod.py": base_mod, "tests/test_a.py": "def test_a():\n    pass\n",
+                            "test/a.js": "test/a.js\n"})
+    aware = "import sys; sys.modules['_pytest'] = None\n"
+    swapped = ("diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/src/mod.py\n+++ b/src/mod.py\n"
+               f"@@ -50,2 +50,3 @@\n+{aware} def f():\n     return 1\n"
+               "diff --git a/src/mod.py b/src/mod.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
+               "@@ -1,2 +1,3 @@\n def test_a():\n     pass\n+# more\n")
     prefixed = ('diff --git "x/test/a.js" "x/test/a.js"\n--- "x/test/a.js"\n+++ "x/test/a.js"\n'
                 "@@ -1 +1 @@\n-test/a.js\n+forged\n")
-    appended = diff + "--- a/test/a.js\n+++ b/test/a.js\n@@ -1 +1 @@\n-test/a.js\n+forged\n"
-    for verbatim in (prefixed, appended):
-        read = strict.read_paths(verbatim)
-        assert not read["agree"] and "test/a.js" in read["git"] and "test/a.js" not in (read["crucible"] or []), read
-        assert strict.refusal({"patch_paths": read}, SimpleNamespace()).startswith("the patch names its files as git does not")
+    record, written = _written(repo, swapped + prefixed, tmp_path / "work")
+    assert record["exit_code"] == 0, record
+    assert sorted(written) == ["src/mod.py", "test/a.js", "tests/test_a.py"]
+    diff = record["output"]
+    patterns = ["tests/", "test/"]
+    assert scanner.scan(strict.patch_bytes(swapped + prefixed), {"src/mod.py": (repo / "src/mod.py").read_bytes()},
+                        patterns) == []  # the patch's own text: the line is the test's, at line 50
+    found = scanner.scan(strict.patch_bytes(diff), {"src/mod.py": (repo / "src/mod.py").read_bytes()}, patterns)
+    assert [(f.path, f.line) for f in found] and {f.path for f in found} == {"src/mod.py"}
+    assert {f.line for f in found} == {1}
+    raw = {"written": record}
+    assert strict.written_diff(raw, "the patch") == diff and strict.written_diff({}, "the patch") == "the patch"
+    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="", selected_test_files_to_run=["test/a.js"],
+                           fail_to_pass=["test/a.js | a"], pass_to_pass=[])
+    assert strict.trusted_test_files(task, prefixed, {"test/a.js"}) == ["/app/test/a.js"]  # the patch's text alone
+    assert strict.trusted_test_files(task, prefixed, {"test/a.js"}, diff) == []  # what git wrote
+
+
+def test_what_git_wrote_is_read_from_real_diffs_of_every_shape_and_never_names_git_s_own_files(tmp_path):
+    """Real diffs made by git (new, changed, deleted, renamed, mode-changed files, a symlink, a new
+    directory, names with spaces, quotes, a tab, non-ASCII) are read back path for path; a patch
+    that makes git write `.git/...`'s name at the top (`config`) never has `.git` in WRITTEN."""
+    names = ["a.py", "old name.py", "gone.txt", "run.sh", "d\u00e9j\u00e0/vu.py", 'q"uote.txt', "t\tab.txt"]
+    repo = _repo(tmp_path, {name: f"{name}\n" * 20 for name in names})
+    scratch = tmp_path / "scratch"
+    subprocess.run(["git", "clone", "-q", str(repo), str(scratch)], check=True)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(scratch), *args], check=True, capture_output=True, text=True).stdout
+
+    (scratch / "a.py").write_text("changed\n")
+    git("mv", "old name.py", "new name.py")
+    (scratch / "gone.txt").unlink()
+    (scratch / "run.sh").chmod(0o755)
+    (scratch / "link").symlink_to("a.py")
+    (scratch / "new dir").mkdir()
+    (scratch / "new dir" / "n.py").write_text("x = 1\n")
+    (scratch / "d\u00e9j\u00e0" / "vu.py").write_text("y\n")
+    (scratch / 'q"uote.txt').write_text("z\n")
+    (scratch / "t\tab.txt").write_text("w\n")
+    git("add", "-A")
+    record, written = _written(repo, git("diff", "--cached", "-M"), tmp_path / "work")
+    assert record["exit_code"] == 0, record
+    assert sorted(written) == sorted(["a.py", "new name.py", "run.sh", "link", "new dir/n.py", "d\u00e9j\u00e0/vu.py",
+                                      'q"uote.txt', "t\tab.txt"])
+    read = {path for chunk in patch_module.parse_chunks(strict.patch_bytes(record["output"])) for path in chunk.paths}
+    assert read == set(written)
     dot_git = ('diff --git ".git/config" ".git/config"\nnew file mode 100644\n--- /dev/null\n+++ ".git/config"\n'
                "@@ -0,0 +1 @@\n+x\n")
-    assert strict.patched_paths(strict.read_paths(dot_git)) == ["config"]  # what git writes
-    assert strict.patched_paths({"git": [".git/config", ".git", "a/../b", "/etc/x", "ok.py", "\t.git/HEAD"]}) == [
-        "ok.py", "\t.git/HEAD"]
-    assert strict.read_paths("")["agree"]
+    (tmp_path / "other").mkdir()
+    _, written = _written(_repo(tmp_path / "other", {"a": "a\n"}), dot_git, tmp_path / "work2")
+    assert written == ["config"]  # what git wrote: never a path in .git
 
 
 def test_what_git_apply_wrote_for_the_patch_becomes_the_tests_uids_before_the_lock(tmp_path):
     """sh/replay.sh's own_patched, then the lock, run here as root: the patch's files (root's from
     git apply) and the directories made for them become uid 1000's, the image's own directories
-    stay as they are, `.git` and anything through a symlinked directory are never touched, a
-    symlink is given over itself, and the lock then takes a hidden file back; a hidden file with
-    a symlinked directory on its path (even one inside the tree) is not locked."""
+    stay as they are, a symlink is given over itself, and the lock then takes a hidden file back;
+    a hidden file with a symlinked directory on its path (even one inside the tree) is not
+    locked. (read_written leaves `.git` and paths through a symlinked directory out of WRITTEN.)"""
     if os.geteuid() != 0:
         pytest.skip("own_patched chowns files: run as root")
     tree, elsewhere = tmp_path / "tree", tmp_path / "elsewhere"
@@ -359,13 +409,11 @@ def test_what_git_apply_wrote_for_the_patch_becomes_the_tests_uids_before_the_lo
     (tree / "test" / "via").symlink_to(elsewhere)
     (tree / "test" / "inside").symlink_to(tree / "real")
     (tree / "link.js").symlink_to("test/mine.js")
+    written = "WRITTEN=(test/new/n.js test/mine.js test/hidden.js link.js)\n"  # as read_written leaves it
     program = (_replay_functions("now_us", "through_symlink", "own_patched", "lock_one", "lock_tree", "lock_hidden")
-               + "own_patched\nlock_hidden > /dev/null\n")
-    env = {"PATH": os.environ["PATH"], "TEST_UID": "1000",
-           "PATCHED": "\n".join([".git/config", "test/new/n.js", "test/mine.js", "test/hidden.js", "test/via/e.js",
-                                 "link.js"]),
-           "LOCK": "test/hidden.js\ntest/inside/i.js"}
-    done = subprocess.run(["bash", "-c", f"export PATCHED LOCK TEST_UID\n{program}"], cwd=tree, env=env,
+               + written + "own_patched\nlock_hidden > /dev/null\n")
+    env = {"PATH": os.environ["PATH"], "TEST_UID": "1000", "LOCK": "test/hidden.js\ntest/inside/i.js"}
+    done = subprocess.run(["bash", "-c", f"export LOCK TEST_UID\n{program}"], cwd=tree, env=env,
                           capture_output=True, text=True)
     assert done.stdout == "@@crucible-step own 0 0 0 1\n4", done.stdout + done.stderr
 

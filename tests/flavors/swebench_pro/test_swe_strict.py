@@ -191,9 +191,9 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["evaluator"] == "crucible-strict"
-    assert raw["defences"] == ["patch-paths", "uid-wall", "end-marker", "worst-status", "junit-confirms",
+    assert raw["defences"] == ["written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms",
                                "go-json-confirms", "js-results-confirms", "scan-refuses", "differential-rerun"]
-    assert raw["patch_paths"] == {"git": ["calc.py"], "crucible": ["calc.py"], "agree": True}
+    assert raw["written"]["exit_code"] == 0 and raw["written"]["output"].startswith("diff --git a/calc.py b/calc.py")
     # unittest, neither pytest nor go test nor jest: the parser alone judges, and the raw grade says so
     assert raw["junit"]["expected"] is False and raw["go_json"] == {"expected": False, "how": "not go test"}
     assert raw["js_results"] == {"expected": False}
@@ -205,7 +205,7 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     assert raw["scan"] == {"refuse": True, "findings": []}
     assert raw["rerun"]["evaluator"] == "crucible-strict" and raw["rerun"]["resolved"] and "rerun_differences" not in raw
     for run_id, evaluator in ((official["run_id"], "evaluator: official"),
-                              (hardened["run_id"], f"evaluator: {strict.STRICT} (patch-paths, uid-wall, end-marker")):
+                              (hardened["run_id"], f"evaluator: {strict.STRICT} (written-diff, uid-wall, end-marker")):
         shown = crucible("show", run_id)
         assert shown.returncode == 0 and evaluator in shown.stdout, shown.stdout + shown.stderr
 
