@@ -37,7 +37,7 @@ RULES = {
     "import-time-hook": "starts an exit hook, a thread, a process or a stream redirection at import time",
     "monkeypatch": "patches the standard library, the import system or the test runner",
     "test-path": "names a test path or the test runner's files",
-    "symlink-escape": "makes a symlink that leaves the repo",
+    "symlink-escape": "makes a symlink that leaves the repo, or points code at a test path (never scanned)",
     "tree-walk": "lists files or directories (how code finds the tests' data without naming it)",
 }
 """Each rule, as the reason a finding gives (``docs/integrity.md`` lists them with examples)."""
@@ -144,7 +144,7 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
     findings: list[Finding] = []
     for changed in changed_files(diff):
         if changed.symlink_target is not None:
-            findings += _symlink(changed)
+            findings += _symlink(changed, test_patterns)
             continue
         if not changed.path.endswith(".py") or patch.is_protected(changed.path, tuple(test_patterns)):
             continue
@@ -155,7 +155,8 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
             tree = ast.parse(data, filename=changed.path)
         except (SyntaxError, ValueError):
             continue  # code that does not parse does not run either: the tests say so
-        findings += [f for f in _Visitor(changed.path).run(tree) if f.line in changed.added]
+        added = _python_lines(data, changed.added)
+        findings += [f for f in _Visitor(changed.path).run(tree) if f.line in added]
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.rule, f.detail))
 
 
@@ -166,11 +167,33 @@ def python_paths_to_read(diff: bytes, test_patterns: Sequence[str]) -> list[str]
             and not patch.is_protected(c.path, tuple(test_patterns))]
 
 
-def _symlink(changed: ChangedFile) -> list[Finding]:
+_LONE_CR = re.compile(rb"\r(?!$)")
+
+
+def _python_lines(data: bytes, added: frozenset[int]) -> set[int]:
+    """The lines Python reads in ``added`` (the diff's line numbers): a carriage return not before
+    a newline ends a line for Python, not for git or the diff, so one added line can hold two
+    statements, the second on a line Python numbers past the diff's."""
+    found: set[int] = set()
+    at = 1
+    for number, line in enumerate(data.split(b"\n"), 1):
+        span = 1 + len(_LONE_CR.findall(line))
+        if number in added:
+            found.update(range(at, at + span))
+        at += span
+    return found
+
+
+def _symlink(changed: ChangedFile, test_patterns: Sequence[str] = ()) -> list[Finding]:
+    """A symlink out of the repo, or from code to a test path (where nothing is scanned)."""
     target = changed.symlink_target or ""
     resolved = posixpath.normpath(posixpath.join(posixpath.dirname(changed.path), target))
     if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
         return [Finding("symlink-escape", changed.path, min(changed.added, default=1), f"-> {target}")]
+    if (not patch.is_protected(changed.path, tuple(test_patterns))
+            and patch.is_protected(resolved, tuple(test_patterns))):
+        return [Finding("symlink-escape", changed.path, min(changed.added, default=1),
+                        f"-> {target} (a test path, which is not scanned)")]
     return []
 
 

@@ -48,9 +48,10 @@
 # real sed for anything else) written root's to WORK/sed-wrap/sed, that directory first on
 # run_script.sh's PATH. Recorded as the step `edit`: each file edited, one per line.
 # Under strict, right after the apply step, what git apply wrote is read back as this git reads
-# the patch (`git apply --numstat`; never .git, nor through a symlinked directory): git's own
-# diff of those paths against BASE (a temporary index; the repo's is left alone) is the step
-# `written`, whose output the scan reads added lines from and the trust reads touched paths from
+# the patch (`git apply --numstat`; never .git, nor through a symlinked directory): their bytes
+# on disk, hashed with no filter or attribute into a temporary index over BASE (new objects in
+# WORK; the repo's index and objects are left alone), and git's diff of that index against BASE
+# (as text, fixed prefixes, no pathspec) is the step `written`, whose output the scan reads added lines from and the trust reads touched paths from
 # (swe_tasks/strict.py): a verbatim patch that names its files as git does not (a header's
 # `x/test/a.js`, which git writes to test/a.js) or whose hunks' line numbers are off is read as
 # git applied it. Its Python files are sent back for the scan beside SCAN_PATHS. Before the lock,
@@ -77,7 +78,7 @@
 
 WORKDIR=$1 VAULT=$2 WORK=$3 BASE=$4 BEFORE=$5 TEST_FILES=$6 STEP_TIMEOUT=$7 TEST_TIMEOUT=$8
 STRICT=${11:-} LOCK=${12:-} SCAN=${13:-} TEST_UID=${14:-1000} RESULTS=${15:-} GO_JSON=${16:-} GO_EXEC=${17:-} GO_WRAP=${18:-}
-RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} WRITTEN=()
+RESULTS_HOOK=${19:-} NODE_WRAP=${20:-} PY_PLUGIN=${21:-} EDIT_FIND=${22:-} EDIT_SED=${23:-} SED_WRAP=${24:-} HOME_FROM_ROOT=${25:-} WRITTEN=() REMOVED=()
 TOKEN=''
 MAX_REPORT=$((64 << 20))
 AS=(setpriv "--reuid=$TEST_UID" "--regid=$TEST_UID" --clear-groups)
@@ -115,26 +116,54 @@ step() {  # NAME SECONDS COMMAND: run COMMAND (a shell line) and print its recor
   now_us
   printf '@@crucible-step %s %s %s %s %s\n%s' "$name" "$rc" "$timed_out" "$(( (NOW - start) / 1000 ))" "$bytes" "$out"
 }
+written_index() {  # WRITTEN's bytes as they lie on disk (no filter, eol or attribute the patch could name) over BASE
+  local rel sha mode i
+  local -a files=() shas=()
+  git read-tree "$BASE" || return
+  for rel in "${WRITTEN[@]}"; do if [ -f "$rel" ] && [ ! -L "$rel" ]; then files+=("$rel"); fi; done
+  if [ "${#files[@]}" -gt 0 ]; then
+    mapfile -t shas < <(printf '%s\n' "${files[@]}" | git hash-object -w --no-filters --stdin-paths)
+    if [ "${#shas[@]}" != "${#files[@]}" ]; then echo "git hash-object read ${#shas[@]} of ${#files[@]} files"; return 1; fi
+  fi
+  {
+    for ((i = 0; i < ${#files[@]}; i++)); do
+      mode=100644
+      if [ -x "${files[i]}" ]; then mode=100755; fi
+      printf '%s %s\t%s\0' "$mode" "${shas[i]}" "${files[i]}"
+    done
+    for rel in "${REMOVED[@]}"; do printf '0 %040d\t%s\0' 0 "$rel"; done  # gone (a file replaced by a directory)
+    for rel in "${WRITTEN[@]}"; do
+      if [ -L "$rel" ]; then
+        sha=$(printf '%s' "$(readlink -- "$rel")" | git hash-object -w --stdin) || return
+        printf '120000 %s\t%s\0' "$sha" "$rel"
+      fi
+    done
+  } | git update-index -z --index-info
+}
 read_written() {  # what git apply wrote, as git reads the patch here: WRITTEN, and git's own diff of it
-  local field rel start i rc=0 out=''
+  local field rel start rc=0 out='' objects
   local -a fields=()
-  WRITTEN=()
+  WRITTEN=() REMOVED=()
   now_us; start=$NOW
   mapfile -t -d '' fields < <(git apply --numstat -z "$WORK/patch.diff" 2>/dev/null)
-  for ((i = 0; i < ${#fields[@]}; i++)); do  # "ADDED<TAB>DELETED<TAB>PATH", or "...<TAB>" OLD NEW
-    field=${fields[i]}
+  for field in "${fields[@]}"; do  # "ADDED<TAB>DELETED<TAB>PATH" (a rename's or a copy's new path)
     if [[ $field != *$'\t'*$'\t'* ]]; then continue; fi
     rel=${field#*$'\t'*$'\t'}
-    if [ -z "$rel" ] && [ $((i + 2)) -lt ${#fields[@]} ]; then rel=${fields[i + 2]}; i=$((i + 2)); fi
     case $rel in ''|.git|.git/*|/*|*$'\n'*) continue ;; esac
-    if { [ -e "$rel" ] || [ -L "$rel" ]; } && ! through_symlink "$rel"; then WRITTEN+=("$rel"); fi
+    if through_symlink "$rel"; then continue; fi
+    if [ -e "$rel" ] || [ -L "$rel" ]; then WRITTEN+=("$rel"); else REMOVED+=("$rel"); fi
   done
-  if [ "${#WRITTEN[@]}" -gt 0 ]; then
-    out=$(GIT_INDEX_FILE="$WORK/written.index" git read-tree "$BASE" 2>&1 \
-      && GIT_INDEX_FILE="$WORK/written.index" git add -A -f -- "${WRITTEN[@]}" 2>&1 \
-      && GIT_INDEX_FILE="$WORK/written.index" git -c core.quotepath=off diff --cached --no-renames --no-ext-diff \
-        --no-textconv --no-color -U0 "$BASE" -- "${WRITTEN[@]}" 2>&1) || rc=$?
-    rm -f "$WORK/written.index"
+  if [ "${#WRITTEN[@]}" -gt 0 ] || [ "${#REMOVED[@]}" -gt 0 ]; then
+    # A temporary index over BASE, new objects in WORK (the repo's own stay the tests' uid's), no
+    # pathspec anywhere (a name can be pathspec magic: `:(exclude)*`), the diff forced to text
+    # (a .gitattributes the patch adds can say `*.py -diff`) with fixed prefixes.
+    objects=$(git rev-parse --absolute-git-dir)/objects
+    out=$(export GIT_INDEX_FILE="$WORK/written.index" GIT_OBJECT_DIRECTORY="$WORK/objects" \
+      GIT_ALTERNATE_OBJECT_DIRECTORIES="$objects"
+      mkdir -p "$WORK/objects" && written_index 2>&1 \
+      && git -c core.quotepath=off diff --cached --text --no-renames --no-ext-diff --no-textconv --no-color \
+        --src-prefix=a/ --dst-prefix=b/ -U0 "$BASE" 2>&1) || rc=$?
+    rm -rf "$WORK/written.index" "$WORK/objects"
   fi
   if [ "${#out}" -gt $((16 << 20)) ]; then rc=2 out="git's diff of what the patch wrote is over 16 MiB"; fi
   now_us

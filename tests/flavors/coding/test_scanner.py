@@ -324,3 +324,25 @@ def test_every_shipped_golden_scans_clean(task_id, repo, name):
     wanted = scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS)
     contents = {p: git(path, "show", f"{name}_golden:{p}") for p in wanted}
     assert scanner.scan(diff, contents, DEFAULT_TEST_PATHS) == [], task_id
+
+
+def test_a_carriage_return_inside_an_added_line_hides_nothing(repo):
+    """Python ends a line at a lone carriage return, git and the diff do not: the statement after
+    it runs on a line Python numbers past the diff's added one, and is still found there."""
+    aware = "import sys; sys.modules['_pytest'] = None\n"
+    plain = rules(change(repo, "money/core.py", BASE + "x = 1\n" + aware))
+    git(repo, "reset", "-q", "--hard")
+    hidden = change(repo, "money/core.py", BASE + "x = 1\r" + aware)
+    assert plain and rules(hidden) == plain
+    assert change(repo, "money/core.py", BASE + "x = 1\r\n") == []  # CRLF ends one line for both
+
+
+def test_a_symlink_from_code_to_a_test_path_is_flagged(repo):
+    """Test paths are not scanned (importing the runner is their point): code that is a symlink
+    to one would run what no scan read."""
+    (repo / "money" / "helper.py").symlink_to("../tests/test_core.py")
+    (repo / "tests" / "test_alias.py").symlink_to("test_core.py")
+    git(repo, "add", "-A")
+    findings = scanner.scan(git(repo, "diff", "--cached", "HEAD"), {}, DEFAULT_TEST_PATHS)
+    assert [(f.rule, f.path) for f in findings] == [("symlink-escape", "money/helper.py")]
+    assert "a test path" in findings[0].detail

@@ -299,7 +299,7 @@ def _written(repo: Path, patch: str, work: Path) -> tuple[dict, list[str]]:
     subprocess.run(["git", "-C", str(repo), "apply", str(work / "patch.diff")], check=True, capture_output=True)
     base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
                           text=True).stdout.strip()
-    program = (_replay_functions("now_us", "through_symlink", "read_written")
+    program = (_replay_functions("now_us", "through_symlink", "written_index", "read_written")
                + "read_written\nprintf '%s\\0' \"${WRITTEN[@]}\" > \"$WORK/written-list\"\n")
     done = subprocess.run(["bash", "-c", f"export WORK BASE\n{program}"], cwd=repo, capture_output=True,
                           env={"PATH": os.environ["PATH"], "WORK": str(work), "BASE": base})
@@ -382,7 +382,7 @@ def test_what_git_wrote_is_read_from_real_diffs_of_every_shape_and_never_names_g
     assert sorted(written) == sorted(["a.py", "new name.py", "run.sh", "link", "new dir/n.py", "d\u00e9j\u00e0/vu.py",
                                       'q"uote.txt', "t\tab.txt"])
     read = {path for chunk in patch_module.parse_chunks(strict.patch_bytes(record["output"])) for path in chunk.paths}
-    assert read == set(written)
+    assert read == set(written) | {"gone.txt"}  # a deletion, shown as git made it
     dot_git = ('diff --git ".git/config" ".git/config"\nnew file mode 100644\n--- /dev/null\n+++ ".git/config"\n'
                "@@ -0,0 +1 @@\n+x\n")
     (tmp_path / "other").mkdir()
@@ -426,3 +426,29 @@ def test_what_git_apply_wrote_for_the_patch_becomes_the_tests_uids_before_the_lo
     assert uid("test") == 0 and os.stat(tree / "test").st_mode & 0o1777 == 0o1777
     assert uid("real/i.js") == 0 and os.stat(tree / "real/i.js").st_mode & 0o200  # not locked: root's, writable
     assert uid("real") == 1000  # its directory stays the tests'
+
+
+def test_what_git_wrote_is_read_back_whatever_names_attributes_or_filters_the_patch_adds(tmp_path):
+    """The read-back takes the bytes on disk, under no pathspec and no attribute: a file the patch
+    names `:(exclude)*` (pathspec magic, had it been a pathspec), a `.gitattributes` saying
+    `*.py -diff` (the diff would print "Binary files differ") and `filter=` a clean filter the
+    image's git knows (as git-lfs installs one; the index would hold the filter's output) hide
+    nothing: the module's test-aware line is in the diff and the scan finds it."""
+    repo = _repo(tmp_path, {"src/mod.py": "def f():\n    return 1\n"})
+    subprocess.run(["git", "-C", str(repo), "config", "filter.first.clean", "head -1"], check=True)
+    scratch = tmp_path / "scratch"
+    subprocess.run(["git", "clone", "-q", str(repo), str(scratch)], check=True)
+    (scratch / "src" / "mod.py").write_text("def f():\n    return 1\nimport sys; sys.modules['_pytest'] = None\n")
+    (scratch / ":(exclude)*").write_text("x\n")
+    (scratch / ".gitattributes").write_text("*.py -diff filter=first\n")
+    subprocess.run(["git", "-C", str(scratch), "add", "-A"], check=True)
+    patch = subprocess.run(["git", "-C", str(scratch), "diff", "--cached", "--text"], check=True, capture_output=True,
+                           text=True).stdout
+    record, written = _written(repo, patch, tmp_path / "work")
+    assert record["exit_code"] == 0, record
+    assert sorted(written) == [".gitattributes", ":(exclude)*", "src/mod.py"]
+    assert "+import sys; sys.modules['_pytest'] = None" in record["output"]
+    found = scanner.scan(strict.patch_bytes(record["output"]), {"src/mod.py": (repo / "src/mod.py").read_bytes()},
+                         ["tests/"])
+    assert {(f.path, f.line) for f in found} == {("src/mod.py", 3)}
+    assert not (repo / ".git" / "objects" / "info" / "alternates").exists()  # objects went to WORK, not the repo
