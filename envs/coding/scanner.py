@@ -22,9 +22,12 @@ from them and the task's allowlist, so a run is judged again the same way from t
 from __future__ import annotations
 
 import ast
+import codecs
 import fnmatch
+import io
 import posixpath
 import re
+import tokenize
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -155,8 +158,8 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
             tree = ast.parse(data, filename=changed.path)
         except (SyntaxError, ValueError):
             continue  # code that does not parse does not run either: the tests say so
-        added = _python_lines(data, changed.added)
-        findings += [f for f in _Visitor(changed.path).run(tree) if f.line in added]
+        added = _python_lines(data, changed.added) if _plain_encoding(data) else None
+        findings += [f for f in _Visitor(changed.path).run(tree) if added is None or f.line in added]
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.rule, f.detail))
 
 
@@ -184,6 +187,20 @@ def _python_lines(data: bytes, added: frozenset[int]) -> set[int]:
     return found
 
 
+_PLAIN_ENCODINGS = frozenset({"utf-8", "utf-8-sig", "ascii", "latin-1", "iso8859-1", "iso8859-15", "cp1252"})
+
+
+def _plain_encoding(data: bytes) -> bool:
+    """Whether the file's source encoding keeps the diff's lines Python's: a coding cookie can name
+    one (utf-7: ``+AAo-`` is a newline) where one line of the diff is two for Python, so the
+    whole of such a file counts as added."""
+    try:
+        declared, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return codecs.lookup(declared).name in _PLAIN_ENCODINGS
+    except (SyntaxError, LookupError):
+        return False
+
+
 def _symlink(changed: ChangedFile, test_patterns: Sequence[str] = ()) -> list[Finding]:
     """A symlink out of the repo, or from code to a test path (where nothing is scanned)."""
     target = changed.symlink_target or ""
@@ -191,7 +208,7 @@ def _symlink(changed: ChangedFile, test_patterns: Sequence[str] = ()) -> list[Fi
     if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
         return [Finding("symlink-escape", changed.path, min(changed.added, default=1), f"-> {target}")]
     if (not patch.is_protected(changed.path, tuple(test_patterns))
-            and patch.is_protected(resolved, tuple(test_patterns))):
+            and any(patch.is_protected(p, tuple(test_patterns)) for p in (resolved, resolved + "/x.py"))):
         return [Finding("symlink-escape", changed.path, min(changed.added, default=1),
                         f"-> {target} (a test path, which is not scanned)")]
     return []

@@ -121,8 +121,9 @@ written_index() {  # WRITTEN's bytes as they lie on disk (no filter, eol or attr
   local -a files=() shas=()
   git read-tree "$BASE" || return
   for rel in "${WRITTEN[@]}"; do if [ -f "$rel" ] && [ ! -L "$rel" ]; then files+=("$rel"); fi; done
-  if [ "${#files[@]}" -gt 0 ]; then
-    mapfile -t shas < <(printf '%s\n' "${files[@]}" | git hash-object -w --no-filters --stdin-paths)
+  if [ "${#REMOVED[@]}" -gt 0 ]; then printf '%s\0' "${REMOVED[@]}" | git update-index -z --force-remove --stdin || return; fi
+  if [ "${#files[@]}" -gt 0 ]; then  # names as arguments: --stdin-paths would unquote a name starting with "
+    mapfile -t shas < <(git hash-object -w --no-filters -- "${files[@]}")
     if [ "${#shas[@]}" != "${#files[@]}" ]; then echo "git hash-object read ${#shas[@]} of ${#files[@]} files"; return 1; fi
   fi
   {
@@ -131,7 +132,6 @@ written_index() {  # WRITTEN's bytes as they lie on disk (no filter, eol or attr
       if [ -x "${files[i]}" ]; then mode=100755; fi
       printf '%s %s\t%s\0' "$mode" "${shas[i]}" "${files[i]}"
     done
-    for rel in "${REMOVED[@]}"; do printf '0 %040d\t%s\0' 0 "$rel"; done  # gone (a file replaced by a directory)
     for rel in "${WRITTEN[@]}"; do
       if [ -L "$rel" ]; then
         sha=$(printf '%s' "$(readlink -- "$rel")" | git hash-object -w --stdin) || return
@@ -157,7 +157,7 @@ read_written() {  # what git apply wrote, as git reads the patch here: WRITTEN, 
     # A temporary index over BASE, new objects in WORK (the repo's own stay the tests' uid's), no
     # pathspec anywhere (a name can be pathspec magic: `:(exclude)*`), the diff forced to text
     # (a .gitattributes the patch adds can say `*.py -diff`) with fixed prefixes.
-    objects=$(git rev-parse --absolute-git-dir)/objects
+    objects=$(cd "$(git rev-parse --git-common-dir)" && pwd -P)/objects  # a linked worktree's too
     out=$(export GIT_INDEX_FILE="$WORK/written.index" GIT_OBJECT_DIRECTORY="$WORK/objects" \
       GIT_ALTERNATE_OBJECT_DIRECTORIES="$objects"
       mkdir -p "$WORK/objects" && written_index 2>&1 \

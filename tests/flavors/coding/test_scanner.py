@@ -341,8 +341,18 @@ def test_a_symlink_from_code_to_a_test_path_is_flagged(repo):
     """Test paths are not scanned (importing the runner is their point): code that is a symlink
     to one would run what no scan read."""
     (repo / "money" / "helper.py").symlink_to("../tests/test_core.py")
+    (repo / "helpers").symlink_to("tests")  # a package: `import helpers.test_core`
     (repo / "tests" / "test_alias.py").symlink_to("test_core.py")
     git(repo, "add", "-A")
     findings = scanner.scan(git(repo, "diff", "--cached", "HEAD"), {}, DEFAULT_TEST_PATHS)
-    assert [(f.rule, f.path) for f in findings] == [("symlink-escape", "money/helper.py")]
-    assert "a test path" in findings[0].detail
+    assert [(f.rule, f.path) for f in findings] == [("symlink-escape", "helpers"), ("symlink-escape", "money/helper.py")]
+    assert all("a test path" in f.detail for f in findings)
+
+
+def test_a_source_encoding_that_makes_new_lines_counts_the_whole_file(repo):
+    """A coding cookie decides how Python reads the bytes: in utf-7 `+AAo-` is a newline, so the
+    statement after it is on a line the diff does not number. Such a file is scanned whole."""
+    text = '# coding: utf-7\ndef f():\n    return 1\nx = 1+AAo-import sys; sys.modules["_pytest"] = None\n'
+    assert "monkeypatch" in rules(change(repo, "money/seven.py", text))
+    git(repo, "reset", "-q", "--hard")
+    assert change(repo, "money/core.py", "# -*- coding: latin-1 -*-\n" + BASE + "x = 1\n") == []

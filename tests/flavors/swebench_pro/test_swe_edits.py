@@ -440,15 +440,18 @@ def test_what_git_wrote_is_read_back_whatever_names_attributes_or_filters_the_pa
     subprocess.run(["git", "clone", "-q", str(repo), str(scratch)], check=True)
     (scratch / "src" / "mod.py").write_text("def f():\n    return 1\nimport sys; sys.modules['_pytest'] = None\n")
     (scratch / ":(exclude)*").write_text("x\n")
+    (scratch / '"lib"').mkdir()  # hash-object --stdin-paths would read the name as quoted: `lib`
+    (scratch / '"lib"' / "evil.py").write_text("import sys; sys.modules['_pytest'] = None\n")
+    (scratch / "lib").write_text("")
     (scratch / ".gitattributes").write_text("*.py -diff filter=first\n")
     subprocess.run(["git", "-C", str(scratch), "add", "-A"], check=True)
     patch = subprocess.run(["git", "-C", str(scratch), "diff", "--cached", "--text"], check=True, capture_output=True,
                            text=True).stdout
     record, written = _written(repo, patch, tmp_path / "work")
     assert record["exit_code"] == 0, record
-    assert sorted(written) == [".gitattributes", ":(exclude)*", "src/mod.py"]
+    assert sorted(written) == ['"lib"/evil.py', ".gitattributes", ":(exclude)*", "lib", "src/mod.py"]
     assert "+import sys; sys.modules['_pytest'] = None" in record["output"]
-    found = scanner.scan(strict.patch_bytes(record["output"]), {"src/mod.py": (repo / "src/mod.py").read_bytes()},
-                         ["tests/"])
-    assert {(f.path, f.line) for f in found} == {("src/mod.py", 3)}
+    contents = {rel: (repo / rel).read_bytes() for rel in ("src/mod.py", '"lib"/evil.py')}
+    found = scanner.scan(strict.patch_bytes(record["output"]), contents, ["tests/"])
+    assert {(f.path, f.line) for f in found} == {("src/mod.py", 3), ('"lib"/evil.py', 1)}
     assert not (repo / ".git" / "objects" / "info" / "alternates").exists()  # objects went to WORK, not the repo
