@@ -4,7 +4,8 @@ the recent non-merge commits of real Python projects, each scanned as if an agen
 default test paths), and how long a scan takes.
 
 The repositories are local mirrors given on the command line (bare or not); nothing of them
-is kept. A commit counts when it changes at least one Python file outside the test paths.
+is kept. A commit counts when it changes at least one Python file outside the test paths (or,
+with ``--code``, a file of another language: the `runner-output` rule reads any language's lines).
 
     .venv/bin/python bench/bench_scanner.py /path/to/mirror.git [...] [--commits 300]
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envs.coding import scanner  # noqa: E402
+from envs.coding import patch, scanner  # noqa: E402
 from envs.coding.protect import DEFAULT_TEST_PATHS  # noqa: E402
 
 
@@ -37,6 +38,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("repos", nargs="+")
     parser.add_argument("--commits", type=int, default=300, help="the latest N non-merge commits of each")
+    parser.add_argument("--code", nargs="+", default=[".py"], metavar="SUFFIX",
+                        help="a commit counts when it changes a file with one of these suffixes outside the test "
+                             "paths (default .py; e.g. .go .ts .js for the line rule, `runner-output`, on other languages)")
     ns = parser.parse_args()
     print(f"{'repository':34} {'commits':>8} {'flagged':>8} {'rate':>6} {'scan ms (median)':>17}")
     examples: list[str] = []
@@ -52,9 +56,13 @@ def main() -> int:
             parents = git(repo, "rev-list", "--parents", "-n", "1", commit).decode().split()[1:]
             if len(parents) != 1:
                 continue
-            diff = git(repo, "diff", "--binary", "--no-renames", parents[0], commit)
+            try:
+                diff = git(repo, "diff", "--binary", "--no-renames", parents[0], commit)
+            except subprocess.CalledProcessError:
+                break  # a shallow mirror's oldest commit: its parent is not there
             wanted = scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS)
-            if not wanted:
+            if not any(c.path.endswith(tuple(ns.code)) and c.added and c.symlink_target is None
+                       and not patch.is_protected(c.path, DEFAULT_TEST_PATHS) for c in scanner.changed_files(diff)):
                 continue
             contents = {path: blob(repo, commit, path) for path in wanted}
             began = time.perf_counter()

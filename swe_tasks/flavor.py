@@ -179,7 +179,9 @@ class SwebenchProFlavor:
         events = raw.get("go_json") or {}
         if events.get("expected") or events.get("why_not"):
             lines.append(f"go test -json events ({events.get('how')}): " + str(
-                events.get("error") or events.get("why_not") or f"{len(events.get('tests') or [])} test(s)"))
+                events.get("error") or events.get("why_not") or f"{len(events.get('tests') or [])} test(s)")
+                + ("; unframed: a go command older than 1.20 reads result lines from the test binary's text, "
+                   "printed ones included" if events.get("framed") is False else ""))
         js = raw.get("js_results") or {}
         if js.get("expected"):
             lines.append(f"{' and '.join(js.get('runners') or [])}'s own results ({js.get('path')}): " + str(

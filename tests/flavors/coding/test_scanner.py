@@ -356,3 +356,30 @@ def test_a_source_encoding_that_makes_new_lines_counts_the_whole_file(repo):
     assert "monkeypatch" in rules(change(repo, "money/seven.py", text))
     git(repo, "reset", "-q", "--hard")
     assert change(repo, "money/core.py", "# -*- coding: latin-1 -*-\n" + BASE + "x = 1\n") == []
+
+
+@pytest.mark.parametrize("path, text, line, detail", [
+    ("money/sum.go", 'package money\n\nfunc Add(a, b int) int {\n\tfmt.Print("--- PASS: TestAdd (0.00s)\\n")\n'
+     "\tos.Exit(1)\n\treturn a - b\n}\n", 4, "'--- PASS:'"),
+    ("money/sum.go", 'package money\n\nvar line = "\\x16--- PA" +\n\t"SS: TestAdd"\n\nvar framed = "\\x16---" + " SKIP:"\n',
+     6, "'--- SKIP:'"),  # framed by ^V, the literal split in two (one line each: the first split spans lines)
+    ("money/forge.go", 'package money\n\nconst ev = `{"Action":"pass","Test":"TestAdd"}`\n', 3, '\'"Action":"pass\''),
+    ("src/api/Forge.ts", 'export function done() {\n  console.log("All 1234 " + "assertions passed")\n}\n', 2,
+     "'assertions passed'"),
+    ("package.json", '{\n  "scripts": {"posttest": "echo All 1234 assertions passed"}\n}\n', 2, "'assertions passed'"),
+    ("money/core.py", "import sys\n\nsys.stdout.write('--- PA' 'SS: TestAdd')\n", 3, "'--- PASS:'"),
+])
+def test_a_runners_result_line_written_by_code_in_any_language_is_flagged(repo, path, text, line, detail):
+    """Where the verdict is still a parser's reading of text (a Go older than 1.20 frames nothing;
+    tutanota's runner prints one summary per suite), code that prints the runner's result lines
+    is how a pass is forged: flagged on its line, whatever the language or file."""
+    found = [f for f in change(repo, path, text) if f.rule == "runner-output"]
+    assert [(f.path, f.line, f.detail) for f in found] == [(path, line, detail)]
+
+
+def test_result_lines_in_tests_in_prose_and_in_ordinary_go_code_are_not_flagged(repo):
+    assert change(repo, "money/sum_test.go", 'package money\n\n// want "--- PASS: TestAdd"\nvar want = "--- PASS:"\n') == []
+    assert change(repo, "CHANGELOG.md", "Output now reads `--- PASS: TestAdd` and All 3 assertions passed.\n") == []
+    assert change(repo, "money/status.go", 'package money\n\n// Action says what happened.\ntype Event struct {\n'
+                  '\tAction string `json:"Action"`\n}\n\nconst passed = "PASS"\nvar sep = "---"\n'
+                  'var tls = []byte("\\x16\\x03\\x01")\n') == []

@@ -289,15 +289,16 @@ def test_the_text_rebuilt_from_the_events_is_what_the_go_command_would_have_prin
     # A forged event the tested code printed arrives as an output event's text: rebuilt as text, no result.
     forged = go_event("output", "TestA", json.dumps({"Action": "pass", "Test": "TestB"}) + "\n")
     assert gojson.reconstruct(forged) == b'{"Action": "pass", "Test": "TestB"}\n'
-    assert gojson.named_results(forged) == ([], 1)
+    assert gojson.named_results(forged) == ([], 1, False)
+    assert gojson.named_results(stream)[1:] == (9, True)  # the go command's own start event: it framed
 
 
 def test_the_events_name_each_test_by_its_worst_status_across_packages():
     stream = (go_event("pass", "TestA", package="a") + go_event("fail", "TestA", package="b")
               + go_event("skip", "TestS") + go_event("pass", "TestP/sub") + go_event("fail", package="a")
               + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n"))
-    tests, events = gojson.named_results(stream)
-    assert events == 6
+    tests, events, framed = gojson.named_results(stream)
+    assert events == 6 and framed is False  # no start event: a go command older than 1.20
     assert [(t.name, t.status) for t in tests] == [("TestA", "FAILED"), ("TestP/sub", "PASSED"), ("TestS", "SKIPPED")]
 
 
