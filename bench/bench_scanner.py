@@ -5,7 +5,8 @@ default test paths), and how long a scan takes.
 
 The repositories are local mirrors given on the command line (bare or not); nothing of them
 is kept. A commit counts when it changes at least one Python file outside the test paths (or,
-with ``--code``, a file of another language: the `runner-output` rule reads any language's lines).
+with ``--code``, any file of those suffixes, tests included: the `runner-output` rule reads any
+language's lines, and under SWE-bench Pro's strict the agent's test files too, as here).
 
     .venv/bin/python bench/bench_scanner.py /path/to/mirror.git [...] [--commits 300]
 """
@@ -62,11 +63,13 @@ def main() -> int:
                 break  # a shallow mirror's oldest commit: its parent is not there
             wanted = scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS)
             if not any(c.path.endswith(tuple(ns.code)) and c.added and c.symlink_target is None
-                       and not patch.is_protected(c.path, DEFAULT_TEST_PATHS) for c in scanner.changed_files(diff)):
+                       and (ns.code != [".py"] or not patch.is_protected(c.path, DEFAULT_TEST_PATHS))
+                       for c in scanner.changed_files(diff)):
                 continue
             contents = {path: blob(repo, commit, path) for path in wanted}
             began = time.perf_counter()
-            findings = scanner.scan(diff, contents, DEFAULT_TEST_PATHS)
+            # As SWE-bench Pro's strict reads it: the runner-output rule reads test files too.
+            findings = scanner.scan(diff, contents, DEFAULT_TEST_PATHS, output_read_in=())
             seconds.append(time.perf_counter() - began)
             scanned += 1
             if findings:

@@ -244,9 +244,11 @@ def written_diff(raw: Mapping[str, Any], patch: str) -> str:
 
 def scan(task: Any, patch: str, contents: Mapping[str, bytes], refuse: bool) -> dict[str, Any]:
     """The scan's record (the coding flavor's shape): findings on the lines ``patch`` adds (pass
-    ``written_diff``)."""
+    ``written_diff``). The agent's own test files run here, so ``runner-output`` reads them too:
+    only the files ``before_repo_set_cmd`` restores are left to the benchmark."""
     try:
-        findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task))
+        findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task),
+                                output_read_in=restored_test_files(task))
     except ValueError as exc:
         return {"refuse": refuse, "findings": [], "error": f"patch not read: {exc}"}
     return {"refuse": refuse, "findings": [f.to_dict() for f in findings]}
