@@ -29,7 +29,9 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
   npm registry through the host's npm (``JS_PACKAGES``, pinned), into ``/opt/js`` on PATH.
   ``mocha_file`` runs mocha as NodeBB's scripts do: under ``set -e``, a sed in a find|while loop
   first puts each file's path before its describe titles, which the parser names tests by
-  (swe_tasks/edits.py).
+  (swe_tasks/edits.py). ``ospec`` runs ``npm test`` as tutanota's scripts do: a runner of the
+  project's own prints one summary line, which the parser names the whole suite by (its
+  assertion count): no runner results to confirm it, the parser's reading of text alone.
 """
 from __future__ import annotations
 
@@ -495,6 +497,73 @@ def mocha_instance() -> Instance:
                     "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
 
 
+OSPEC = "instance_synth__ospec-9191919191919191919191919191919191919191-vnan"
+
+OSPEC_RUN_SCRIPT = r"""#!/bin/bash
+### synthetic run script in the shape of tutanota's: under `set -e`, the package's own test script
+### (npm test: a runner of the project's own that prints one summary for the whole suite)
+set -e
+: "${SHOUT_MODE:?SHOUT_MODE comes from the ENV line of the instance Dockerfile}"
+echo "================= TEST EXECUTION START ================="
+npm test
+echo "================= TEST EXECUTION END ================="
+"""
+
+OSPEC_PARSER = r'''"""Synthetic parser in the shape of tutanota's: the runner's one summary line (on STDOUT)
+names the whole suite by its assertion count; no per-test name exists."""
+import json
+import re
+import sys
+
+stdout_path, stderr_path, output_path = sys.argv[1:4]
+text = open(stdout_path, encoding="utf-8", errors="replace").read()
+tests = [{"name": f"test/tests/Suite.js | tests ({count} assertions)", "status": "PASSED"}
+         for count in re.findall(r"All (\d+) assertions passed", text)]
+json.dump({"tests": tests}, open(output_path, "w"))
+'''
+
+OSPEC_RUNNER = """\
+// The project's own runner (ospec's shape): every file in test/tests/ adds its assertions;
+// one summary for the suite, as tutanota's prints.
+const fs = require('fs');
+const path = require('path');
+let passed = 0;
+const failed = [];
+global.o = (name, fn) => {
+  fn((actual, expected) => {
+    if (actual === expected) passed += 1;
+    else failed.push(`${name}: ${JSON.stringify(actual)} !== ${JSON.stringify(expected)}`);
+  });
+};
+const dir = path.join(__dirname, 'tests');
+for (const file of fs.readdirSync(dir).sort()) require(path.join(dir, file));
+const total = passed + failed.length;
+if (failed.length) {
+  console.log(failed.join('\\n'));
+  console.log(`${failed.length} out of ${total} assertions failed`);
+  process.exit(1);
+}
+console.log(`All ${total} assertions passed`);
+"""
+
+
+def ospec_instance() -> Instance:
+    """``lib.js`` under a runner of the project's own, run by ``npm test``, whose one summary line
+    names the suite by its assertion count (tutanota's 74 instances): the hidden test adds the
+    third assertion, ``shout('hey') === 'HEY!'``."""
+    whisper = ("const { whisper } = require('../../lib');\n\n"
+               "o('whisper', (eq) => {\n  eq(whisper('HeY'), 'hey');\n  eq(whisper('a'), 'a');\n});\n")
+    shout = "const { shout } = require('../../lib');\n\no('shout', (eq) => {\n  eq(shout('hey'), 'HEY!');\n});\n"
+    package = '{\n  "name": "ospec-shape",\n  "private": true,\n  "scripts": {\n    "test": "node test/run.js"\n  }\n}\n'
+    return Instance(OSPEC, "js", "synth/ospec",
+                    {"lib.js": JEST_LIB_BASE, "package.json": package, "test/run.js": OSPEC_RUNNER,
+                     "test/tests/WhisperTest.js": whisper},
+                    {"lib.js": JEST_LIB_FIX}, {"test/tests/ShoutTest.js": shout},
+                    OSPEC_RUN_SCRIPT, OSPEC_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
+                    ["test/tests/Suite.js | tests (3 assertions)"], [],
+                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
+
+
 MOCHA_FILE = "instance_synth__mochafile-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-vnan"
 
 MOCHA_FILE_RUN_SCRIPT = r"""#!/bin/bash
@@ -759,12 +828,13 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``tally`` and ``ledger`` too; ``with_go``: the Go ``go_sum``,
-    ``go_piped``, ``go_listed`` and ``go_old`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout`` and ``mocha_file`` too."""
+    ``go_piped``, ``go_listed`` and ``go_old`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout``,
+    ``mocha_file`` and ``ospec`` too."""
     insts = (instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
              + ([go_instance(), go_instance(piped=True), go_instance(listed=True), go_instance(old=True)]
                 if with_go else [])
-             + ([jest_instance(), jest_instance(own_json=True), mocha_instance(), mocha_file_instance()]
-                if with_js else []))
+             + ([jest_instance(), jest_instance(own_json=True), mocha_instance(), mocha_file_instance(),
+                 ospec_instance()] if with_js else []))
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")
