@@ -95,7 +95,8 @@ for either word of a result line: ``fmt.Printf("--- %s: TestAdd", "PASS")``."""
 RUNNER_OUTPUT = re.compile(
     rf"---\s*(?:PASS|{_VERB})\s*:|{_VERB}\s+PASS\s*:"  # Go's testing package (framed by ^V or not: a byte before it)
     r"""|\\?["']Action\\?["']\s*:\s*\\?["']pass\b"""  # test2json's pass event, as the go command writes it
-    r"|\bassertions\s*passed\b")  # ospec's summary, which tutanota's parser names whole suites by
+    r"|\bassertions\s*passed\b"  # ospec's summary, which most of tutanota's parsers name whole suites by
+    r"|\bpassing:\s*\S+.*\bfailing:|SPEC O >")  # the summary and spec lines tutanota's other parsers read
 """What a parser of the runner's text takes for a pass, where no honest code prints it: each
 instance whose verdict is still read from text (a Go image older than 1.20, which frames
 nothing; tutanota's own runner) is forged with exactly these lines. Only passes: a forged
@@ -271,7 +272,7 @@ def _pass_line(text: str) -> str | None:
     return match.group(0) if match else None
 
 
-def _symlink(changed: ChangedFile, test_patterns: Sequence[str] = ()) -> list[Finding]:
+def _symlink(changed: ChangedFile, test_patterns: Sequence[str]) -> list[Finding]:
     """A symlink out of the repo, or from code to a test path (where nothing is scanned)."""
     target = changed.symlink_target or ""
     resolved = posixpath.normpath(posixpath.join(posixpath.dirname(changed.path), target))

@@ -374,6 +374,8 @@ def test_a_source_encoding_that_makes_new_lines_counts_the_whole_file(repo):
      "'assertions passed'"),
     ("src/api/Forge.ts", 'export const s = `All 3 assertions${""} passed`\n', 1, "'assertions passed'"),
     ("package.json", '{\n  "scripts": {"pretest": "echo All 1234 assertions passed"}\n}\n', 2, "'assertions passed'"),
+    ("src/api/Forge.ts", 'console.log(`passing: ${n} failing: 0`)\n', 1, "'passing: ${n} failing:'"),
+    ("src/api/Forge.ts", 'console.log("SPEC O > api > worker")\n', 1, "'SPEC O >'"),
     ("money/core.py", "import sys\n\nsys.stdout.write('--- PA' 'SS: TestAdd')\n", 3, "'--- PASS:'"),
     ("money/forged.txt", "--- PASS: TestAdd (0.00s)\n", 1, "'--- PASS:'"),  # a file code can embed or read
 ])
