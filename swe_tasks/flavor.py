@@ -242,7 +242,7 @@ def _judge(raw: Mapping[str, Any], task: SwebenchProTaskConfig) -> dict[str, Any
     if denied:
         passed = set(confirmed["passed"])
         judged.update(resolved=False, reason=denied, f2p=_share(f2p, passed), p2p=_share(p2p, passed))
-    refused = strict.refusal(raw, task)
+    refused = strict.refusal(raw, task, confirmed["listed"])
     if refused:
         judged.update(resolved=False, reason=refused)
     return judged

@@ -248,7 +248,7 @@ def scan(task: Any, patch: str, contents: Mapping[str, bytes], refuse: bool) -> 
     only the files ``before_repo_set_cmd`` restores are left to the benchmark."""
     try:
         findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task),
-                                output_read_in=restored_test_files(task))
+                                runner_output_skips=restored_test_files(task))
     except ValueError as exc:
         return {"refuse": refuse, "findings": [], "error": f"patch not read: {exc}"}
     return {"refuse": refuse, "findings": [f.to_dict() for f in findings]}
@@ -274,8 +274,18 @@ def statuses(raw: Mapping[str, Any]) -> list[TestResult]:
                        and e.get("status") in ("PASSED", "FAILED", "SKIPPED", "ERROR"))
 
 
-def refusal(raw: Mapping[str, Any], task: Any) -> str | None:
-    """Why a crucible-strict grading is 0 whatever the parser says, or None."""
+def reads_printed_results(raw: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether this grading's verdict still rests on result lines the code under test can print:
+    a listed test judged by the parser alone (no runner result confirms it: tutanota's runner),
+    or a go command that framed nothing (older than Go 1.20). Only there does a ``runner-output``
+    finding refuse: elsewhere a printed pass line passes nothing, and the finding is recorded."""
+    return ((raw.get("go_json") or {}).get("framed") is False
+            or any(list(entry.get("judged_by") or []) == ["parser"] for entry in listed))
+
+
+def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """Why a crucible-strict grading is 0 whatever the parser says, or None. ``listed``: the
+    listed tests as confirmed (who judged each), for ``reads_printed_results``."""
     run = raw.get("run_script") or {}
     end = run.get("end") or {}
     if end and not (end.get("stdout") and end.get("stderr")):
@@ -285,7 +295,9 @@ def refusal(raw: Mapping[str, Any], task: Any) -> str | None:
         return f"what the patch wrote could not be read back (git: {str(written.get('output', ''))[:300]})"
     found = raw.get("scan") or {}
     if found.get("refuse"):
-        refused, _ = scanner.judge(found.get("findings") or [], allowances(task))
+        findings = [f for f in found.get("findings") or []
+                    if f.get("rule") != "runner-output" or reads_printed_results(raw, listed)]
+        refused, _ = scanner.judge(findings, allowances(task))
         if refused:
             first = scanner.Finding(**refused[0]).describe()
             more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""

@@ -583,7 +583,7 @@ def test_on_a_go_older_than_1_20_the_scan_stops_printed_result_lines_and_lines_m
     included. The raw grade says so (`framed`: no `start` event), and `crucible show` too. The
     scan's `runner-output` rule stops the print-and-exit attack written as literals, in the code
     or in a test file the patch adds (with the scan leaving test paths alone, as the coding
-    flavor's does, that one resolves under `strict`: checked by passing `output_read_in=None`); the same
+    flavor's does, that one resolves under `strict`: checked by passing `runner_output_skips=None`); the same
     lines made at run time are the documented limit there (they score 0 on Go 1.24, by the
     framing: `test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_strict_on_a_go_instance`).
     This test's last part fails the day a defence closes it; then it should assert 0."""

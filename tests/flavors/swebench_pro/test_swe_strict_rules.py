@@ -725,3 +725,27 @@ def test_results_a_grader_cannot_afford_are_refused_with_the_reason():
     many = jest_json(*((HIDDEN, [], f"t{i}", "passed") for i in range(jsresults.MAX_TESTS + 1)))
     assert jsresults.record(["jest"], [("file", many)], "/tmp/r", [HIDDEN])["error"] == (
         f"the results of jest name over {jsresults.MAX_TESTS} tests, refused")
+
+
+def test_a_printed_pass_line_refuses_only_where_the_verdict_still_reads_printed_lines():
+    """`runner-output` is recorded on every grading, and refuses only where a printed pass line
+    could pass a test: a listed test judged by the parser alone (tutanota's runner; `calc`'s
+    unittest), or a go command that framed nothing (Go older than 1.20). Where the go command
+    framed the binary's lines (Go 1.20 and later), the finding passes nothing and is recorded."""
+    finding = {"rule": "runner-output", "path": "sum.go", "line": 9, "detail": "'--- PASS:'"}
+    scan = {"refuse": True, "findings": [finding]}
+    parser_alone = raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), scan=scan)
+    verdict = SwebenchProFlavor().regrade(spec(), parser_alone)
+    assert verdict.reward == 0.0 and verdict.raw["reason"] == "test-aware code: runner-output at sum.go:9 ('--- PASS:')"
+    start = go_event("start")
+    both = go_event("pass", GO_F2P) + go_event("pass", GO_P2P)
+    framed = {**go_raw(start + both, (GO_F2P, "PASSED"), (GO_P2P, "PASSED")), "scan": scan}
+    assert framed["go_json"]["framed"] is True
+    verdict = SwebenchProFlavor().regrade(go_spec(), framed)
+    assert verdict.reward == 1.0, verdict.raw["reason"]
+    unframed = {**go_raw(both, (GO_F2P, "PASSED"), (GO_P2P, "PASSED")), "scan": scan}
+    assert unframed["go_json"]["framed"] is False
+    verdict = SwebenchProFlavor().regrade(go_spec(), unframed)
+    assert verdict.reward == 0.0 and verdict.raw["reason"].startswith("test-aware code: runner-output at sum.go:9")
+    other = {**framed, "scan": {"refuse": True, "findings": [{**finding, "rule": "stack-inspection"}]}}
+    assert SwebenchProFlavor().regrade(go_spec(), other).reward == 0.0  # every other rule refuses everywhere
