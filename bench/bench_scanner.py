@@ -40,8 +40,8 @@ def main() -> int:
     parser.add_argument("repos", nargs="+")
     parser.add_argument("--commits", type=int, default=300, help="the latest N non-merge commits of each")
     parser.add_argument("--code", nargs="+", default=[".py"], metavar="SUFFIX",
-                        help="a commit counts when it changes a file with one of these suffixes outside the test "
-                             "paths (default .py; e.g. .go .ts .js for the line rule, `runner-output`, on other languages)")
+                        help="a commit counts when it changes a file with one of these suffixes (default .py, outside "
+                             "the test paths; others, tests included: e.g. .go .ts .js for `runner-output`)")
     ns = parser.parse_args()
     print(f"{'repository':34} {'commits':>8} {'flagged':>8} {'rate':>6} {'scan ms (median)':>17}")
     examples: list[str] = []

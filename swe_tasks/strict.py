@@ -283,7 +283,7 @@ def reads_printed_results(raw: Mapping[str, Any], listed: Sequence[Mapping[str, 
             or any(list(entry.get("judged_by") or []) == ["parser"] for entry in listed))
 
 
-def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any]] = ()) -> str | None:
+def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any]]) -> str | None:
     """Why a crucible-strict grading is 0 whatever the parser says, or None. ``listed``: the
     listed tests as confirmed (who judged each), for ``reads_printed_results``."""
     run = raw.get("run_script") or {}

@@ -325,7 +325,7 @@ class Instance:
     row: dict = field(default_factory=dict)
     image: str = ""
     toolchain: str = "base"
-    """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go`` or ``js``."""
+    """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go``, ``go-1.19`` or ``js``."""
     selected: list[str] = field(default_factory=list)
     """``selected_test_files_to_run`` where not every file of the test patch (then those, sorted)."""
 

@@ -13,9 +13,9 @@ grading workspace after the agent's diff is applied and before any test runs (no
 prompt, not the diff's text alone). It flags only the lines the agent added, so code the
 project already had is never blamed. Python is read as a syntax tree (what a name refers
 to, whether a call runs at import time); a symlink the diff makes is checked for leaving
-the repo, and every added line outside the test paths and prose for a runner's own result
-lines (``runner-output``: what a parser of the output reads as a verdict), whatever the
-language.
+the repo, and every added line outside the test paths, whatever the language and the file,
+for a runner's own pass line (``runner-output``: what a parser of the output reads as a
+verdict; SWE-bench Pro's strict reads its test files too).
 
 Pure: ``scan`` is a function of the diff, the changed files' contents and the task's test
 paths. Grading records the findings in the raw grade; ``judge`` (called by regrade) decides
@@ -200,10 +200,10 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         if changed.symlink_target is not None:
             findings += _symlink(changed, test_patterns)
             continue
-        if (changed.path not in runner_output_skips if runner_output_skips is not None
-                else not patch.is_protected(changed.path, tuple(test_patterns))):
+        a_test = patch.is_protected(changed.path, tuple(test_patterns))
+        if changed.path not in runner_output_skips if runner_output_skips is not None else not a_test:
             findings += _runner_output(changed)
-        if patch.is_protected(changed.path, tuple(test_patterns)) or not changed.path.endswith(".py"):
+        if a_test or not changed.path.endswith(".py"):
             continue
         data = contents.get(changed.path)
         if data is None or not changed.added:
