@@ -36,7 +36,8 @@ one named like ``httptest`` that the project already has (one the diff creates, 
 production code's new package as likely). Importing the testing package and naming testdata is
 its point, so those two rules do not read it; the others do (code a hidden test imports from
 there runs in its process)."""
-JS_RUNNER_CONFIG = re.compile(r"(?:^|/)(?:(?:jest|vitest|karma|wdio|playwright)\.config\.[cm]?[jt]s|\.mocharc\.[cm]?js)$")
+JS_RUNNER_CONFIG = re.compile(
+    r"(?:^|/)(?:(?:jest|vitest|vite|karma|wdio|playwright|cypress)\.conf(?:ig)?\.[cm]?[jt]s|\.mocharc\.[cm]?js)$")
 """A runner's configuration: it imports the runner and names the tests by nature, and runs in
 the runner's process (jest runs a single test file in its own), so the other rules read it."""
 HELPER_RULES = frozenset({"runner-import", "test-path"})
@@ -62,16 +63,17 @@ GO_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r'|\bflag\.Lookup\s*\(\s*"test\.'
         r'|"-{0,2}test\.(?:v|run|paniconexit0|timeout|count|testlogfile|short|failfast|list|coverprofile'
         r'|gocoverdir|outputdir|bench)\b'
-        r'|"-{1,2}test\.|"/proc/self/(?:cmdline|exe)"'
-        r'|\bos\.(?:Args|Executable)\b[^\n]{0,200}"\.test"|"\.test"[^\n]{0,200}\bos\.(?:Args|Executable)\b')),  # the test binary's name
+        r'|"-{1,2}test\.|"/proc/self/cmdline"'
+        r'|(?:\bos\.(?:Args|Executable)\b|"/proc/self/exe")[^\n]{0,200}"\.test"'
+        r'|"\.test"[^\n]{0,200}(?:\bos\.(?:Args|Executable)\b|"/proc/self/exe")')),  # the test binary's name
     ("stack-inspection", re.compile(
         r"\bruntime\s*\.\s*(?:Caller|Callers|CallersFrames|FuncForPC|Stack)\b"
         r"|\bdebug\s*\.\s*(?:Stack|PrintStack)\b|\bruntime\s*\.\s*$"
         r'|\bpprof\s*\.\s*Lookup\s*\(\s*"goroutine"'
-        r'|(?:^|\bimport\s*\(|;)\s*(?:import\s+)?(?!return\b)(?:\.|[A-Za-z]\w*)\s+"runtime(?:/debug|/pprof)?"\s*(?:[);]|//|$)')),  # an alias would hide the calls
+        r'|(?:^|\bimport\s*\(|;)\s*(?:import\s+)?(?!return\b)(?:\.|(?!_\s)[^\W\d]\w*)\s+"runtime(?:/debug|/pprof)?"\s*(?:[);]|//|$)')),  # an alias would hide the calls
     ("monkeypatch", re.compile(
-        r"\bos\s*\.\s*(?:Stdout|Stderr|Stdin)\s*=[^=]"
-        r"|\b(?:syscall|unix)\.Dup[23]?\s*\("
+        r"\bos\s*\.\s*(?:Stdout|Stderr|Stdin)(?:\s*,\s*[\w.*\[\]]+)*\s*=(?!=)"
+        r"|\b(?:syscall|unix)\.Dup[23]?\s*\(|\bSYS_DUP[23]?\b"
         r"|^\s*//go:linkname\b")),  # another package's unexported functions: the runtime's, testing's
 )
 """Go's rules, on added lines of a ``.go`` file that is not a test."""
@@ -81,7 +83,7 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"""\brequire\s*\(\s*['"`]{_RUNNERS_JS}['"`]\s*\)|\bfrom\s+['"]{_RUNNERS_JS}['"]"""
         rf"""|^\s*import\s+['"]{_RUNNERS_JS}['"]|\bimport\s*\(\s*['"`]{_RUNNERS_JS}['"`]\s*\)""")),
     ("runner-detection", re.compile(
-        r"\bJEST_WORKER_ID\b|\bVITEST(?:_\w+)?\b|\bNODE_TEST_CONTEXT\b|\bnpm_lifecycle_(?:event|script)\b"
+        r"\bJEST_WORKER_ID\b|\bVITEST(?:_\w+)?\b|\bNODE_TEST_CONTEXT\b|\bnpm_(?:lifecycle_(?:event|script)|command)\b"
         r"|['\"`](?:describe|it|expect|jest|beforeEach|afterEach|before|after|mocha|vitest)['\"`]\s+in\s+(?:global|globalThis|window|self)\b"
         r"|\btypeof\s+(?:describe|it|expect|jest|beforeEach|afterEach|mocha|vitest)\b"
         r"|\b(?:global|globalThis|window|self)\s*(?:\.\s*|\[\s*['\"])(?:describe|it|expect|jest|beforeEach|afterEach"
@@ -94,14 +96,20 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\bError\s*\.\s*prepareStackTrace\b|\barguments\s*\.\s*callee\b"
         r"|\.\s*caller\s*\.\s*(?:name|toString|caller)\b|\bgetCallSites?\b|['\"`]callsites['\"`]"
         r"|\.\s*stack\s*\)?\s*(?:\?\.|\.)\s*(?:includes|indexOf|lastIndexOf|match|matchAll|search)\s*\("
-        r"|\.\s*(?:test|exec)\s*\(\s*[\w$.?]*\.stack\b")),
+        r"|\.\s*(?:test|exec)\s*\(\s*[\w$.?]*\.stack\b"
+        r"|\b(?:getOwnPropertyDescriptors?|Reflect\s*\.\s*get)\s*\([^\n]{0,200}?['\"`]stack['\"`]"
+        r"|\binspect\s*\(\s*new\s+\w*Error\b")),
     ("import-time-hook", re.compile(
         r"""\bprocess\s*\.\s*(?:on|once|addListener|prependListener|prependOnceListener)\s*\(\s*['"`](?:exit|beforeExit)['"`]""")),
     ("monkeypatch", re.compile(
-        r"\b(?:stdout|stderr)\b[^;=\n]{0,40}?(?:\.\s*|\[\s*['\"`])_?write\b['\"`]?\s*\]?\s*(?:&&|\|\||\?\?)?=(?![=>])"
+        r"\b(?:stdout|stderr)\b[^;=\n]{0,40}?(?:\.\s*|\[\s*['\"`])_?writev?\b['\"`]?\s*\]?\s*(?:&&|\|\||\?\?)?=(?![=>])"
+        r"|\b(?:Writable|Duplex|Socket|WriteStream|EventEmitter|Assertion)\s*\.\s*prototype\s*(?:\.\s*|\[\s*['\"`])\w+['\"`]?\s*\]?"
+        r"\s*(?:&&|\|\||\?\?)?=(?![=>])"
+        r"|\boverwrite(?:Method|Property|ChainableMethod)\s*\(|\b_(?:resolveFilename|extensions)\b"
         r"|\bconsole\s*(?:\.\s*|\[\s*['\"`])(?:log|error|info|warn|debug)\b['\"`]?\s*\]?\s*(?:&&|\|\||\?\?)?=(?![=>])"
         r"|\bprocess\s*(?:\.\s*|\[\s*['\"`])(?:exit|reallyExit|emit|on|kill)\b['\"`]?\s*\]?\s*(?:&&|\|\||\?\?)?=(?![=>])"
-        r"|\.\s*(?:strictEqual|deepStrictEqual|notStrictEqual|notDeepStrictEqual|deepEqual)\s*(?:&&|\|\||\?\?)?=(?![=>])"
+        r"|(?<!exports)(?<!this)(?<!prototype)\.\s*(?:strictEqual|deepStrictEqual|notStrictEqual|notDeepStrictEqual"
+        r"|deepEqual)\s*(?:&&|\|\||\?\?)?=(?![=>])"
         r"|(?:\bmodule\s*\.\s*constructor|require\s*\(\s*['\"`](?:node:)?module['\"`]\s*\))\s*\.\s*(?:prototype|_load|_resolveFilename|_extensions|_compile|wrap)\b"
         r"|\bModule\s*\.\s*(?:prototype\s*\.\s*require|_load|_resolveFilename|_extensions|_compile|wrap)\b"
         r"|\brequire\s*\.\s*(?:cache|extensions)\b"
@@ -109,7 +117,8 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|assert)\s*\.\s*(?:prototype\s*(?:\.\s*|\[\s*['\"`]))?(?!stackTraceLimit\b)\w+['\"`]?\s*\]?\s*(?:&&|\|\||\?\?)?=(?![=>])"
         r"|\bexpect\s*\.\s*extend\s*\("
         r"|\b(?:Object|Reflect)\s*\.\s*(?:defineProperty|defineProperties|assign|setPrototypeOf|set)\s*\(\s*(?:process(?:\s*\.\s*(?:stdout|stderr))?|console|global"
-        r"|globalThis|Object|Array|String|Function|Promise|Error|JSON|Math|assert)\s*(?:,|\.\s*prototype\b)")),
+        r"|globalThis|Object|Array|String|Function|Promise|Error|JSON|Math|assert(?:\s*\.\s*strict)?"
+        r"|require\s*\(\s*['\"`](?:node:)?assert(?:/strict)?['\"`]\s*\))\s*(?:,|\.\s*prototype\b)")),
 )
 """JavaScript's and TypeScript's rules, on added lines of a file that is not a test. Each
 repetition is bounded or of one character class, so a minified line of any length is read in

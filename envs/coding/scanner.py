@@ -154,7 +154,7 @@ class ChangedFile:
     added_text: tuple[tuple[int, str], ...] = ()
     """The added lines themselves, with their numbers: what the diff says the file will hold."""
     created: bool = False
-    """The diff makes the file (``new file mode``)."""
+    """The diff makes the file at this path (new, or renamed or copied there)."""
 
 
 def changed_files(diff: bytes) -> list[ChangedFile]:
@@ -165,7 +165,7 @@ def changed_files(diff: bytes) -> list[ChangedFile]:
         added: set[int] = set()
         added_text: list[tuple[int, str]] = []
         symlink = any(line.startswith(("new file mode 120000", "new mode 120000")) for line in text[:8])
-        created = any(line.startswith("new file mode ") for line in text[:8])
+        created = any(line.startswith(("new file mode ", "rename from ", "copy from ")) for line in text[:8])
         target = None
         new_line = 0
         in_hunk = False
@@ -210,13 +210,15 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         if changed.path not in runner_output_skips if runner_output_skips is not None else not a_test:
             findings += _runner_output(changed)
         lang = scan_go_js.language(changed.path)
-        test_file = lang is not None and (a_test or scan_go_js.is_test_file(changed.path, lang))
-        # A test file of the agent's that runs in the grading (SWE-bench Pro's: all but those it
-        # restores) is read as a helper is; elsewhere the test paths are not read.
-        if lang is not None and (not test_file or runner_output_skips is not None
-                                 and changed.path not in runner_output_skips):
+        # A test file that runs in the grading is read as one (scan_go_js.JS_TEST_RULES): the
+        # language's tests outside the test paths (a coding task's `test/*.js`, which strict does
+        # not drop), and under SWE-bench Pro's strict the agent's own in them, all but those
+        # the grading restores. The coding flavor's test paths are not read: strict drops them.
+        read = (changed.path not in runner_output_skips if runner_output_skips is not None else False) if a_test else True
+        if lang is not None and read:
             findings += [Finding(rule, changed.path, line, detail) for rule, line, detail in scan_go_js.findings(
-                changed.path, lang, changed.added_text, created=changed.created, a_test=test_file)]
+                changed.path, lang, changed.added_text, created=changed.created,
+                a_test=a_test or scan_go_js.is_test_file(changed.path, lang))]
         if a_test or not changed.path.endswith(".py"):
             continue
         data = contents.get(changed.path)
