@@ -133,6 +133,9 @@ TEST_FILE_NAME = re.compile(r"\.(?:test|spec)\.[cm]?[jt]sx?\b|__tests__|_test\.g
 expression (``/"/``) can shift which text the literals' reader pairs."""
 
 
+_CALL_OPEN = re.compile(r"\s*\($")
+
+
 def language(path: str) -> str | None:
     """"go", "js" or None (not read by these rules)."""
     if path.endswith(GO_SUFFIXES):
@@ -151,13 +154,13 @@ def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bo
     """(rule, line, what matched) for each added line of a file in ``lang``: one finding per rule
     and line. ``created``: the diff makes the file; ``a_test``: a test file of the agent's that
     runs in the grading (SWE-bench Pro's), read for ``JS_TEST_RULES``."""
-    helper = a_test or (GO_TEST_HELPER.search(path) or not created and GO_TEST_HELPER_NAMED.search(path)
-                        if lang == "go" else JS_RUNNER_CONFIG.search(path))
     if a_test and lang == "go":
         return []
+    helper = (GO_TEST_HELPER.search(path) or not created and GO_TEST_HELPER_NAMED.search(path)
+              if lang == "go" else JS_RUNNER_CONFIG.search(path))
     rules = [(rule, pattern) for rule, pattern in (GO_RULES if lang == "go" else JS_RULES)
-             if not (helper and rule in HELPER_RULES) and (not a_test or rule in JS_TEST_RULES)]
-    test_path = None if helper else GO_TEST_PATH if lang == "go" else JS_TEST_PATH
+             if (rule in JS_TEST_RULES if a_test else not (helper and rule in HELPER_RULES))]
+    test_path = None if a_test or helper else GO_TEST_PATH if lang == "go" else JS_TEST_PATH
     found: list[tuple[str, int, str]] = []
     for number, text in added:
         code = _code(text)
@@ -166,7 +169,7 @@ def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bo
         for rule, pattern in rules:
             match = pattern.search(code)
             if match:
-                detail = re.sub(r"\s*\($", "()", match.group(0).strip())  # a call reads as one: runtime.Caller()
+                detail = _CALL_OPEN.sub("()", match.group(0).strip())  # a call reads as one: runtime.Caller()
                 found.append((rule, number, detail[:80]))
         if test_path is None:
             continue

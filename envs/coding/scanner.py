@@ -198,24 +198,23 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
     run (None: not readable, e.g. deleted); files matching ``test_patterns`` are tests, where
     importing the runner is the point, and are not scanned. ``runner_output_skips``: where a test
     file of the agent's runs in the grading and a printed result line can pass a test (SWE-bench
-    Pro's), the files ``runner-output`` leaves alone, by exact path (those the grading
-    restores), and where the Go and JavaScript rules read the other test files as helpers
-    (scan_go_js.py); None: the test paths, as for the rest."""
+    Pro's), the files the grading restores, by exact path: those are left alone, and the other
+    test files are read by ``runner-output`` and as tests by the Go and JavaScript rules
+    (scan_go_js.py); None: the test paths are left alone."""
     findings: list[Finding] = []
     for changed in changed_files(diff):
         if changed.symlink_target is not None:
             findings += _symlink(changed, test_patterns)
             continue
         a_test = patch.is_protected(changed.path, tuple(test_patterns))
-        if changed.path not in runner_output_skips if runner_output_skips is not None else not a_test:
-            findings += _runner_output(changed)
+        # What runs in the grading as the agent wrote it: outside the test paths (the coding
+        # flavor's strict drops those), or all but the files SWE-bench Pro's grading restores.
+        runs = changed.path not in runner_output_skips if runner_output_skips is not None else not a_test
+        if not runs:
+            continue
+        findings += _runner_output(changed)
         lang = scan_go_js.language(changed.path)
-        # A test file that runs in the grading is read as one (scan_go_js.JS_TEST_RULES): the
-        # language's tests outside the test paths (a coding task's `test/*.js`, which strict does
-        # not drop), and under SWE-bench Pro's strict the agent's own in them, all but those
-        # the grading restores. The coding flavor's test paths are not read: strict drops them.
-        read = (changed.path not in runner_output_skips if runner_output_skips is not None else False) if a_test else True
-        if lang is not None and read:
+        if lang is not None:  # a test file that runs (a coding task's `test/*.js`, an agent's) is read as one
             findings += [Finding(rule, changed.path, line, detail) for rule, line, detail in scan_go_js.findings(
                 changed.path, lang, changed.added_text, created=changed.created,
                 a_test=a_test or scan_go_js.is_test_file(changed.path, lang))]
