@@ -29,9 +29,12 @@ def planned(base_image):
 
 
 def _ours(docker_client) -> list:
-    """Every container this process owns (the owner labels name this pid)."""
+    """Every container this process owns (the owner labels name this pid). A run that ends
+    removes its containers while another one looks: one listed and gone before it is
+    inspected is not ours any more, so it is left out rather than failing the look."""
     pid = owner_labels()[LABEL_OWNER_PID]
-    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"})
+    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"},
+                                         ignore_removed=True)
 
 
 def _bridges_made(monkeypatch) -> list[str]:

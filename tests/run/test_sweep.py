@@ -71,9 +71,10 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
     )
     deadline = time.monotonic() + 120
     label = {"label": f"crucible.owner_pid={proc.pid}"}
-    while time.monotonic() < deadline and not docker_client.containers.list(filters=label):
+    # ignore_removed: a container listed and removed before it is inspected (a step's own) is not a 404
+    while time.monotonic() < deadline and not docker_client.containers.list(filters=label, ignore_removed=True):
         time.sleep(0.05)
-    assert docker_client.containers.list(filters=label), "the run never started a container"
+    assert docker_client.containers.list(filters=label, ignore_removed=True), "the run never started a container"
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert docker_client.containers.list(all=True, filters=label) == []
