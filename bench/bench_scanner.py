@@ -6,7 +6,9 @@ default test paths), and how long a scan takes.
 The repositories are local mirrors given on the command line (bare or not); nothing of them
 is kept. A commit counts when it changes at least one Python file outside the test paths (or,
 with ``--code``, any file of those suffixes, tests included: the `runner-output` rule reads any
-language's lines, and under SWE-bench Pro's strict the agent's test files too, as here).
+language's lines, and under SWE-bench Pro's strict the agent's test files too, as here; with
+``--python-tests``, one that changes a Python test file: under SWE-bench Pro's strict those run
+beside the hidden tests and are read for runner hooks and runner patching).
 
     .venv/bin/python bench/bench_scanner.py /path/to/mirror.git [...] [--commits 300]
 """
@@ -42,6 +44,8 @@ def main() -> int:
     parser.add_argument("--code", nargs="+", default=[".py"], metavar="SUFFIX",
                         help="a commit counts when it changes a file with one of these suffixes (default .py, outside "
                              "the test paths; others, tests included: e.g. .go .ts .js for `runner-output`)")
+    parser.add_argument("--python-tests", action="store_true",
+                        help="a commit counts when it changes a Python file in the test paths (conftest.py, tests/...)")
     ns = parser.parse_args()
     print(f"{'repository':34} {'commits':>8} {'flagged':>8} {'rate':>6} {'scan ms (median)':>17}")
     examples: list[str] = []
@@ -61,10 +65,16 @@ def main() -> int:
                 diff = git(repo, "diff", "--binary", "--no-renames", parents[0], commit)
             except subprocess.CalledProcessError:
                 break  # a shallow mirror's oldest commit: its parent is not there
-            wanted = scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS)
-            if not any(c.path.endswith(tuple(ns.code)) and c.added and c.symlink_target is None
-                       and (ns.code != [".py"] or not patch.is_protected(c.path, DEFAULT_TEST_PATHS))
-                       for c in scanner.changed_files(diff)):
+            changed = [c for c in scanner.changed_files(diff) if c.added and c.symlink_target is None]
+            # every Python file written, as SWE-bench Pro's strict sends them back for the scan
+            wanted = [c.path for c in changed if c.path.endswith(".py")]
+            if ns.python_tests:
+                counts = any(c.path.endswith(".py") and patch.is_protected(c.path, DEFAULT_TEST_PATHS) for c in changed)
+            else:
+                counts = any(c.path.endswith(tuple(ns.code))
+                             and (ns.code != [".py"] or not patch.is_protected(c.path, DEFAULT_TEST_PATHS))
+                             for c in changed)
+            if not counts:
                 continue
             contents = {path: blob(repo, commit, path) for path in wanted}
             began = time.perf_counter()
