@@ -46,7 +46,11 @@ def main() -> int:
                              "the test paths; others, tests included: e.g. .go .ts .js for `runner-output`)")
     parser.add_argument("--python-tests", action="store_true",
                         help="a commit counts when it changes a Python file in the test paths (conftest.py, tests/...)")
+    parser.add_argument("--test-paths", nargs="+", default=[], metavar="PATTERN",
+                        help="patterns added to the default test paths, as an instance's test trees are "
+                             "(swe_tasks/strict.py test_trees: test/units/** for ansible's)")
     ns = parser.parse_args()
+    test_paths = (*DEFAULT_TEST_PATHS, *ns.test_paths)
     print(f"{'repository':34} {'commits':>8} {'flagged':>8} {'rate':>6} {'scan ms (median)':>17}")
     examples: list[str] = []
     by_rule: collections.Counter[str] = collections.Counter()
@@ -69,17 +73,17 @@ def main() -> int:
             # every Python file written, as SWE-bench Pro's strict sends them back for the scan
             wanted = [c.path for c in changed if c.path.endswith(".py")]
             if ns.python_tests:
-                counts = any(c.path.endswith(".py") and patch.is_protected(c.path, DEFAULT_TEST_PATHS) for c in changed)
+                counts = any(c.path.endswith(".py") and patch.is_protected(c.path, test_paths) for c in changed)
             else:
                 counts = any(c.path.endswith(tuple(ns.code))
-                             and (ns.code != [".py"] or not patch.is_protected(c.path, DEFAULT_TEST_PATHS))
+                             and (ns.code != [".py"] or not patch.is_protected(c.path, test_paths))
                              for c in changed)
             if not counts:
                 continue
             contents = {path: blob(repo, commit, path) for path in wanted}
             began = time.perf_counter()
             # As SWE-bench Pro's strict reads it: the runner-output rule reads test files too.
-            findings = scanner.scan(diff, contents, DEFAULT_TEST_PATHS, runner_output_skips=())
+            findings = scanner.scan(diff, contents, test_paths, runner_output_skips=())
             seconds.append(time.perf_counter() - began)
             scanned += 1
             if findings:

@@ -218,8 +218,26 @@ def trusted_test_files(task: Any, patch: str, locked: Collection[str], written: 
 
 
 def test_patterns(task: Any) -> tuple[str, ...]:
-    """Where tests live (not scanned: importing the runner is their point)."""
-    return (*DEFAULT_TEST_PATHS, *hidden_test_files(task))
+    """Where tests live (read as tests: importing the runner is their point), the instance's test
+    files and the trees they lie in (``test_trees``) beside the usual test paths."""
+    hidden = hidden_test_files(task)
+    return (*DEFAULT_TEST_PATHS, *hidden, *test_trees(hidden))
+
+
+def test_trees(files: Sequence[str]) -> list[str]:
+    """The test trees of an instance's test files under a directory named ``test`` (which the
+    usual test paths leave out: django/test/ is library code): ansible's hidden tests lie in
+    ``test/units/...``, where the helpers beside them (``test/units/mock/procenv.py``) import
+    unittest as tests do. The directory below ``test`` names the tree (``test/units/**``, not
+    ``test/lib/``, where ansible-test's own code is), or ``test/**`` for a file right in it."""
+    trees: list[str] = []
+    for rel in files:
+        parts = rel.split("/")
+        if "test" not in parts[:-1]:
+            continue
+        at = parts.index("test")
+        trees.append("/".join(parts[:at + 2] if at + 2 < len(parts) else parts[:at + 1]) + "/**")
+    return list(dict.fromkeys(trees))
 
 
 def patch_bytes(patch: str) -> bytes:
@@ -244,8 +262,9 @@ def written_diff(raw: Mapping[str, Any], patch: str) -> str:
 
 def scan(task: Any, patch: str, contents: Mapping[str, bytes], refuse: bool) -> dict[str, Any]:
     """The scan's record (the coding flavor's shape): findings on the lines ``patch`` adds (pass
-    ``written_diff``). The agent's own test files run here, so ``runner-output`` reads them too:
-    only the files ``before_repo_set_cmd`` restores are left to the benchmark."""
+    ``written_diff``). The agent's own test files run here, so ``runner-output`` reads them too,
+    and the language rules as tests (a Python one for runner plugins, a JavaScript one for
+    patching): only the files ``before_repo_set_cmd`` restores are left to the benchmark."""
     try:
         findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task),
                                 runner_output_skips=restored_test_files(task))

@@ -38,6 +38,27 @@ def test_the_hidden_test_files_are_those_before_repo_set_cmd_restores_and_the_se
     assert strict.hidden_test_files(task) == ["tests/a.py", "web/x y.test.js", "tests/c.py"]
 
 
+def test_the_helpers_in_a_hidden_tests_tree_are_read_as_tests_and_the_code_beside_that_tree_is_not():
+    """ansible's hidden tests lie in `test/units/...`, outside the usual test paths (`test/` is
+    library code in django): the helpers beside them import unittest as tests do, and are read as
+    an agent's test files are (for runner plugins); ansible-test's own code in `test/lib/` is code."""
+    task = SimpleNamespace(before_repo_set_cmd="git checkout b -- test/units/modules/test_copy.py\n",
+                           selected_test_files_to_run=["test/units/modules/test_copy.py", "test/test_top.py"])
+    assert strict.test_trees(strict.hidden_test_files(task)) == ["test/units/**", "test/**"]
+    task.selected_test_files_to_run = ["test/units/modules/test_copy.py"]
+    helper = "import unittest\nfrom unittest import mock\n"
+    files = {"test/units/mock/procenv.py": helper, "test/units/mock/plugin.py": "def pytest_pyfunc_call(pyfuncitem):\n"
+             "    return True\n", "test/lib/ansible_test/_internal/util.py": helper}
+    patch = "".join(f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n--- /dev/null\n+++ b/{rel}\n"
+                    f"@@ -0,0 +1,{text.count(chr(10))} @@\n" + "".join(f"+{line}\n" for line in text.splitlines())
+                    for rel, text in files.items())
+    found = strict.scan(task, patch, {rel: text.encode() for rel, text in files.items()}, refuse=True)["findings"]
+    assert [(f["rule"], f["path"], f["line"]) for f in found] == [
+        ("runner-import", "test/lib/ansible_test/_internal/util.py", 1),
+        ("runner-import", "test/lib/ansible_test/_internal/util.py", 2),
+        ("runner-hook", "test/units/mock/plugin.py", 1)]
+
+
 def test_output_after_the_end_marker_is_cut_from_what_the_parser_reads_and_kept():
     token = "ab" * 16
     data = b"ok - real\n" + f"\n{token} end 1\n".encode() + b"ok - forged\n"
