@@ -85,35 +85,46 @@ IMPORT_SYSTEM = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sy
                            "sys.__stdout__", "sys.__stderr__"})
 MUTATING_METHODS = frozenset({"append", "insert", "extend", "update", "setdefault", "pop", "remove",
                               "clear", "__setitem__", "__delitem__"})
+HOOK_NAME = re.compile(r"(?<![A-Za-z0-9_])pytest_\w+")
 RUNNER_HOOKS = frozenset({
     # what runs as the test, or in its place
     "pytest_pyfunc_call", "pytest_runtest_protocol", "pytest_runtest_call", "pytest_runtest_setup",
-    "pytest_runtest_teardown", "pytest_fixture_setup",
+    "pytest_runtest_teardown", "pytest_fixture_setup", "pytest_runtestloop", "pytest_cmdline_main",
+    "pytest_cmdline_parse",
     # what a test reports
     "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_report_teststatus",
-    "pytest_report_to_serializable", "pytest_report_from_serializable",
+    "pytest_report_to_serializable", "pytest_report_from_serializable", "pytest_exception_interact",
     # which tests there are (a hidden test swapped for another, or its function for a pass)
     "pytest_collection", "pytest_collection_modifyitems", "pytest_collection_finish", "pytest_itemcollected",
     "pytest_collect_file", "pytest_pycollect_makemodule", "pytest_pycollect_makeitem",
-    "pytest_make_collect_report", "pytest_collect_directory",
+    "pytest_make_collect_report", "pytest_collect_directory", "pytest_collectreport",
 })
-"""pytest's hooks that decide what runs as a test or what it reports: a conftest, or any plugin
-object registered in the tests' process, that implements one can turn a failure into a pass
-with nothing for the named results to catch (pytest reports what its hooks made). A fix has no
-business with them; an honest conftest's ``pytest_collection_modifyitems`` that marks slow tests
-is allowed by the task (``allow_test_aware``). ``pytest_configure``, ``pytest_addoption`` and
-fixtures are what conftests are for and are left alone, and so is ``pytest_ignore_collect``
-(a conftest skipping scripts or doctests, qutebrowser's and openlibrary's: an ignored hidden
-test is missing, which never passes it)."""
-REPORT_ATTRIBUTES = frozenset({"outcome", "longrepr", "wasxfail", "runtest", "_obj"})
-"""Assigned in a test file on anything but ``self``/``cls``: a report's verdict rewritten, or a
-collected test's function swapped. Not read in code under test, where ``result.outcome = ...``
-is a library's own business and no report or collected test is within reach without a hook or
-a runner import."""
+"""pytest's hooks (its hookspec, 9.2) that can decide what runs as a test or what a test
+reports. A conftest's or a registered plugin's function, attribute or entry bound to one of
+these names is called as that hook (a ``hookimpl(specname=...)`` names it in a string), and
+pytest reports what its hooks made, with nothing for the named results to catch. The others
+cannot make a test pass: options and markers (``pytest_addoption``, ``pytest_configure``),
+session set-up and tear-down, parametrizing, headers and summaries (what they print is no
+result), and ``pytest_ignore_collect`` (a conftest skipping scripts or doctests, qutebrowser's
+and openlibrary's: an ignored hidden test is missing, which never passes it). Names of other
+plugins' hooks (``pytest_xvfb_disable``) and plugins (``pytest_codspeed``) are not pytest's. An
+honest conftest's ``pytest_collection_modifyitems`` that marks slow tests is allowed by the task
+(``allow_test_aware``)."""
+ITEM_ATTRIBUTES = frozenset({"runtest", "_obj"})
+"""A collected test's own method and function, set on anything in a test file (``self`` too:
+a function whose first parameter is named ``self`` can be handed the item)."""
 ITEM_NAMES = frozenset({"node", "item", "pyfuncitem", "_pyfuncitem", "function"})
 """``.obj`` (a collected test's function) counts only on one of these (``request.node.obj = ...``
 in an autouse fixture): ``ctx.obj = ...`` is click's everyday context object (click's tests set
-it). An item held under another name passes."""
+it). An item held under another name passes. A report's ``outcome`` is not read: no report is
+within reach but through a hook, which counts by its name."""
+PLUGGY_INTERNALS = frozenset({"add_hookcall_monitoring", "enable_tracing", "get_hookimpls", "_hookimpls",
+                              "_hookexec", "_inner_hookexec", "subset_hook_caller", "_nonwrappers", "_wrappers"})
+"""pluggy's machinery: a monitor sees (and can rewrite) each hook's result, the implementations
+listed can be swapped one by one."""
+RUNNER_PATCH_STRING = re.compile(r"^(_pytest|pluggy)(\.|$)|^pytest\.(?!ini$)\w")
+"""A dotted path into the runner in a test file's string: a patch target
+(``mock.patch("_pytest.python.Function.runtest")``, ``sys.modules["_pytest.python"]``)."""
 RUNNER_STRING = re.compile(r"^(_?pytest|unittest|pluggy)(\.|$)|^_?PYTEST|PYTEST_(CURRENT_TEST|ADDOPTS|XDIST)")
 TEST_PATH_STRING = re.compile(
     r"(^|[/\\])(tests|testdata)([/\\]|$)|conftest|(^|[/\\])test_\w*\.py|_test\.(py|go)\b|pytest\.ini"
@@ -404,14 +415,23 @@ class _Visitor(ast.NodeVisitor):
         self.findings.append(Finding(rule, self.path, getattr(node, "lineno", 1), detail))
 
     def qualified(self, node: ast.AST) -> str | None:
-        """``a.b.c`` as the module path it names (through the imports), else None."""
+        """``a.b.c`` as the module path it names (through the imports), else None. A module
+        looked up by a literal name counts as named: ``sys.modules["pytest"].raises``,
+        ``importlib.import_module("_pytest.python").Function``."""
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        root = self.aliases.get(node.id)
+        root: str | None = None
+        if isinstance(node, ast.Name):
+            root = self.aliases.get(node.id)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Attribute, ast.Name)) \
+                and self.qualified(node.value) == "sys.modules":
+            root = _literal(node.slice)
+        elif isinstance(node, ast.Call) and node.args and (
+                (isinstance(node.func, ast.Name) and node.func.id == "__import__")
+                or self.qualified(node.func) in ("importlib.import_module", "builtins.__import__")):
+            root = _literal(node.args[0])
         if root is None:
             return None
         return ".".join([root, *reversed(parts)])
@@ -421,10 +441,20 @@ class _Visitor(ast.NodeVisitor):
         for alias in node.names:
             if alias.name.split(".")[0] in RUNNER_MODULES:
                 self.add("runner-import", node, f"import {alias.name}")
+            self._hook(node, alias.asname or "", "imports as")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.module and node.level == 0 and node.module.split(".")[0] in RUNNER_MODULES:
             self.add("runner-import", node, f"from {node.module} import ...")
+        for alias in node.names:  # a hook imported into a conftest is registered from there
+            self._hook(node, alias.asname or alias.name, "imports as")
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        # SimpleNamespace(pytest_pyfunc_call=...), vars(item).update(runtest=...)
+        self._hook(node.value, node.arg or "", "binds")
+        if self.test_file and node.arg in ITEM_ATTRIBUTES:
+            self.add("runner-hook", node.value, f"{node.arg}=...")
+        self.generic_visit(node)
 
     # ---- scopes
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -434,8 +464,7 @@ class _Visitor(ast.NodeVisitor):
         self._function(node)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if node.name in RUNNER_HOOKS:  # at any depth: a plugin class's method is registered as well
-            self.add("runner-hook", node, f"def {node.name}")
+        self._hook(node, node.name, "def")  # at any depth: a plugin class's method is registered as well
         self._decorators(node.decorator_list)
         self.depth += 1
         self.generic_visit(node)
@@ -451,11 +480,13 @@ class _Visitor(ast.NodeVisitor):
             name = self.qualified(decorator.func if isinstance(decorator, ast.Call) else decorator)
             if name in ("atexit.register", "signal.signal") and self.depth == 0:
                 self.add("import-time-hook", decorator, f"@{name}")
-            for keyword in decorator.keywords if isinstance(decorator, ast.Call) else ():
-                # @hookimpl(specname="pytest_runtest_makereport"): a hook under another name
-                if keyword.arg == "specname" and not (isinstance(keyword.value, ast.Constant)
-                                                      and keyword.value.value not in RUNNER_HOOKS):
-                    self.add("runner-hook", decorator, f"specname={ast.unparse(keyword.value)[:60]}")
+
+    def _hook(self, node: ast.AST, text: str, how: str) -> None:
+        """``runner-hook`` where ``text`` (a name bound, a string) names one of RUNNER_HOOKS."""
+        for name in HOOK_NAME.findall(text):
+            if name in RUNNER_HOOKS:
+                self.add("runner-hook", node, f"{how} {name}"[:80])
+                return
 
     def _patches(self, target: str) -> bool:
         """Whether patching ``target`` (a module path) counts: anything of PATCHED_MODULES' in
@@ -487,33 +518,56 @@ class _Visitor(ast.NodeVisitor):
                 self.add("tree-walk", node, f"{name}()")
         elif isinstance(node.func, ast.Attribute) and node.func.attr in TREE_METHODS:
             self.add("tree-walk", node, f".{node.func.attr}()")
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("force_result", "force_exception"):
+        if self.test_file and isinstance(node.func, ast.Attribute) and node.func.attr in ("force_result",
+                                                                                          "force_exception"):
             self.add("runner-hook", node, f".{node.func.attr}()")  # a hook wrapper's outcome replaced
-        # setattr(...), and in a test file pytest's monkeypatch.setattr(...), whose target may be
-        # a dotted path in a string ("_pytest.runner.call_and_report")
-        setter = (node.func.id if isinstance(node.func, ast.Name)
-                  else node.func.attr if self.test_file and isinstance(node.func, ast.Attribute) else None)
-        if setter in ("setattr", "delattr") and node.args:
-            setter = ast.unparse(node.func)[:40]
-            first = node.args[0]
-            target = (first.value if not isinstance(node.func, ast.Name) and isinstance(first, ast.Constant)
-                      and isinstance(first.value, str) else self.qualified(first))
-            attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
-            if target is not None and target.split(".")[0] in PATCHED_MODULES and self._patches(target):
-                self.add("monkeypatch", node, f"{setter}({target}, ...)")
-            elif attribute in FUNCTION_INTERNALS:
-                self.add("monkeypatch", node, f"{setter}(..., {attribute!r})")
-            elif self.test_file and _item_attribute(first, attribute):
-                self.add("runner-hook", node, f"{setter}(..., {attribute!r})")
+        self._setter(node)
         self.generic_visit(node)
+
+    def _setter(self, node: ast.Call) -> None:
+        """``setattr(x, "a", v)``; in a test file also pytest's ``monkeypatch.setattr`` (its target
+        a dotted path in a string: ``monkeypatch.setattr("_pytest.runner.call_and_report", v)``),
+        ``object.__setattr__`` and ``mock.patch.object``."""
+        by_name = isinstance(node.func, ast.Name)
+        setter = (node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                  if self.test_file and isinstance(node.func, ast.Attribute) else None)
+        if setter not in (("setattr", "delattr") if by_name else ("setattr", "delattr", "__setattr__", "object")):
+            return
+        if not node.args:
+            return
+        first, shown = node.args[0], ast.unparse(node.func)[:40]
+        dotted = _literal(first) if not by_name else None
+        target: str | None
+        attribute: str | None
+        if dotted is not None:  # the dotted form: the path names the attribute, the next argument is the value
+            target, attribute, value = dotted, dotted.rsplit(".", 1)[-1], node.args[1] if len(node.args) > 1 else None
+        else:
+            target = self.qualified(first)
+            attribute = _literal(node.args[1]) if len(node.args) > 1 else None
+            value = node.args[2] if len(node.args) > 2 else None
+            if target is not None and attribute is not None:
+                target = f"{target}.{attribute}"  # setattr(sys, "meta_path", ...) patches sys.meta_path
+        if (target is not None and target.split(".")[0] in PATCHED_MODULES and self._patches(target)
+                and not (self.test_file and isinstance(value, ast.Constant))):
+            self.add("monkeypatch", node, f"{shown}({target}, ...)")
+        elif attribute in FUNCTION_INTERNALS:
+            self.add("monkeypatch", node, f"{shown}(..., {attribute!r})")
+        elif self.test_file and _item_attribute(first, attribute, value):
+            self.add("runner-hook", node, f"{shown}(..., {attribute!r})")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FRAME_ATTRIBUTES:
             self.add("stack-inspection", node, f".{node.attr}")
+        if isinstance(node.ctx, ast.Store):
+            self._hook(node, node.attr, "binds")  # plugin.pytest_pyfunc_call = ...
+        if self.test_file and node.attr in PLUGGY_INTERNALS:
+            self.add("runner-hook", node, f".{node.attr}")
         self._stack_reference(node)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store):
+            self._hook(node, node.id, "binds")  # pytest_pyfunc_call = lambda pyfuncitem: True
         self._stack_reference(node)
 
     def _stack_reference(self, node: ast.Attribute | ast.Name) -> None:
@@ -527,6 +581,14 @@ class _Visitor(ast.NodeVisitor):
             self._string(node, node.value)
 
     def _string(self, node: ast.AST, value: str) -> None:
+        self._hook(node, value[:2000], "names")  # specname="pytest_pyfunc_call", globals()[...], exec(...)
+        if self.test_file:
+            if RUNNER_PATCH_STRING.search(value):
+                self.add("monkeypatch", node, f"{value[:60]!r} (a patch target in the runner)")
+            elif value in ITEM_ATTRIBUTES:
+                self.add("runner-hook", node, f"{value!r}")
+            elif value in FUNCTION_INTERNALS:  # functools.update_wrapper(test, f, assigned=("__code__",))
+                self.add("monkeypatch", node, f"{value!r}")
         if len(value) < 500:
             if RUNNER_STRING.search(value):
                 self.add("runner-detection", node, repr(value)[:80])
@@ -553,7 +615,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     # ---- assignments
-    def _targets(self, node: ast.AST, targets: Sequence[ast.expr]) -> None:
+    def _targets(self, node: ast.AST, targets: Sequence[ast.expr], value: ast.expr | None = None) -> None:
         for target in targets:
             for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
                 if isinstance(element, ast.Attribute) and element.attr in FUNCTION_INTERNALS:
@@ -561,23 +623,29 @@ class _Visitor(ast.NodeVisitor):
                     continue
                 base = element.value if isinstance(element, ast.Subscript) else element
                 name = self.qualified(base) if isinstance(base, (ast.Attribute, ast.Name)) else None
+                # in a test file a setting given a constant is a setting (unittest.TestCase.maxDiff
+                # = None, _pytest's truncate.DEFAULT_MAX_LINES = 9999), not a patch
                 if name is not None and (name in IMPORT_SYSTEM or (isinstance(element, ast.Attribute)
-                                         and name.split(".")[0] in PATCHED_MODULES)) and self._patches(name):
+                                         and name.split(".")[0] in PATCHED_MODULES)) and self._patches(name) \
+                        and not (self.test_file and isinstance(value, ast.Constant)):
                     self.add("monkeypatch", node, f"{name} = ...")
-                elif self.test_file and isinstance(element, ast.Attribute) and _item_attribute(element.value,
-                                                                                               element.attr):
+                elif (self.test_file and isinstance(element, ast.Attribute)
+                      and _item_attribute(element.value, element.attr, value)):
                     self.add("runner-hook", node, f".{element.attr} = ...")
+                elif (self.test_file and isinstance(element, ast.Subscript) and _literal(element.slice) in
+                      (*ITEM_ATTRIBUTES, "obj") and _namespace(element.value)):
+                    self.add("runner-hook", node, f"[{_literal(element.slice)!r}] = ... (an object's namespace)")
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self._targets(node, node.targets)
+        self._targets(node, node.targets, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._targets(node, [node.target])
+        self._targets(node, [node.target], node.value)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._targets(node, [node.target])
+        self._targets(node, [node.target], node.value)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -585,16 +653,28 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _item_attribute(receiver: ast.AST, attribute: object) -> bool:
-    """Whether setting ``attribute`` on ``receiver`` rewrites a report or a collected test (in a
-    test file): REPORT_ATTRIBUTES on anything but ``self``/``cls`` (an object's own attribute is
-    its own business), ``obj`` on what ITEM_NAMES names."""
-    if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
+def _item_attribute(receiver: ast.AST, attribute: object, value: ast.expr | None = None) -> bool:
+    """Whether setting ``attribute`` on ``receiver`` swaps a collected test's function or class (in
+    a test file): ITEM_ATTRIBUTES on anything, ``__class__`` on anything but ``self``, ``obj`` on
+    what ITEM_NAMES names or on a class (``type(item).obj``) unless given a literal, which is
+    no function (``self.obj = obj``, click's ``ctx.obj``, a tree's ``node.obj = {}`` are everyday)."""
+    if attribute in ITEM_ATTRIBUTES:
+        return True
+    if attribute == "__class__":
+        return not (isinstance(receiver, ast.Name) and receiver.id == "self")
+    if attribute != "obj" or isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
         return False
-    if attribute in REPORT_ATTRIBUTES:
+    if (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "type") \
+            or (isinstance(receiver, ast.Attribute) and receiver.attr == "__class__"):
         return True
     held = receiver.attr if isinstance(receiver, ast.Attribute) else receiver.id if isinstance(receiver, ast.Name) else None
-    return attribute == "obj" and held in ITEM_NAMES
+    return held in ITEM_NAMES
+
+
+def _namespace(node: ast.AST) -> bool:
+    """``vars(x)`` or ``x.__dict__``: an object's attributes as a mapping."""
+    return ((isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars")
+            or (isinstance(node, ast.Attribute) and node.attr == "__dict__"))
 
 
 def _fold(node: ast.AST) -> str | None:
