@@ -246,6 +246,14 @@ def changed_files(diff: bytes) -> list[ChangedFile]:
     return found
 
 
+PY_TEST_RULES = frozenset({"runner-hook", "monkeypatch", "unscannable"})
+"""What an agent's own Python test file that runs beside the hidden tests (a conftest, a test
+package's ``__init__.py``, a helper they import: SWE-bench Pro's ``strict`` grades the patch
+whole) is read for: a hook or a report rewritten, and the runner or the import system patched
+(``_Visitor(test_file=True)``). Importing pytest, naming tests, reading a frame, patching
+``time.time`` for a test of one's own and starting a thread are what tests do."""
+
+
 def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Sequence[str],
          runner_output_skips: Sequence[str] | None = None) -> list[Finding]:
     """Findings on the lines ``diff`` adds. ``contents``: each changed Python file as it will
@@ -289,14 +297,6 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         findings += [f for f in found if (added is None or f.line in added or f.rule == "unscannable")
                      and (not a_test or f.rule in PY_TEST_RULES)]
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.rule, f.detail))
-
-
-PY_TEST_RULES = frozenset({"runner-hook", "monkeypatch", "unscannable"})
-"""What an agent's own Python test file that runs beside the hidden tests (a conftest, a test
-package's ``__init__.py``, a helper they import: SWE-bench Pro's ``strict`` grades the patch
-whole) is read for: a hook or a report rewritten, and the runner or the import system patched
-(``_Visitor(test_file=True)``). Importing pytest, naming tests, reading a frame, patching
-``time.time`` for a test of one's own and starting a thread are what tests do."""
 
 
 def python_paths_to_read(diff: bytes, test_patterns: Sequence[str]) -> list[str]:
@@ -685,13 +685,13 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     # ---- assignments
-    def _targets(self, node: ast.AST, targets: Sequence[ast.expr], value: ast.expr | None = None) -> None:
+    def _targets(self, targets: Sequence[ast.expr], value: ast.expr | None = None) -> None:
         """Each target's finding is filed at the target (its own lines): an argument added to the
         value of a statement the project had (click's ``sys.stdout = Wrapper(\n  ...)``) is not
         a patch of the agent's."""
         for target in targets:
             if isinstance(target, (ast.Tuple, ast.List)):  # nested: (_, (item.obj, _)) = ...
-                self._targets(node, target.elts)
+                self._targets(target.elts)
                 continue
             for element in [target.value if isinstance(target, ast.Starred) else target]:
                 if isinstance(element, ast.Attribute) and element.attr in FUNCTION_INTERNALS:
@@ -713,36 +713,36 @@ class _Visitor(ast.NodeVisitor):
                     self.add("runner-hook", element, f"[{_literal(element.slice)!r}] = ... (an object's namespace)")
 
     def visit_For(self, node: ast.For) -> None:
-        self._targets(node.target, [node.target])  # for request.node.obj in [f]: ...
+        self._targets([node.target])  # for request.node.obj in [f]: ...
         self.generic_visit(node)
 
     def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
-        self._targets(node.target, [node.target])
+        self._targets([node.target])
         self.generic_visit(node)
 
     def visit_withitem(self, node: ast.withitem) -> None:
         if node.optional_vars is not None:  # with nullcontext(f) as request.node.obj: ...
-            self._targets(node.optional_vars, [node.optional_vars])
+            self._targets([node.optional_vars])
         self.generic_visit(node)
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
-        self._targets(node.target, [node.target])
+        self._targets([node.target])
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self._targets(node, node.targets, node.value)
+        self._targets(node.targets, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._targets(node, [node.target], node.value)
+        self._targets([node.target], node.value)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._targets(node, [node.target], node.value)
+        self._targets([node.target], node.value)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
-        self._targets(node, node.targets)
+        self._targets(node.targets)
         self.generic_visit(node)
 
 
