@@ -119,6 +119,12 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\b(?:Object|Reflect)\s*\.\s*(?:defineProperty|defineProperties|assign|setPrototypeOf|set)\s*\(\s*(?:process(?:\s*\.\s*(?:stdout|stderr))?|console|global"
         r"|globalThis|Object|Array|String|Function|Promise|Error|JSON|Math|assert(?:\s*\.\s*strict)?"
         r"|require\s*\(\s*['\"`](?:node:)?assert(?:/strict)?['\"`]\s*\))\s*(?:,|\.\s*prototype\b)")),
+    # source run from text (a data file read, a string made at run time): code no file shows as JavaScript
+    ("unread-code", re.compile(
+        r"(?<![\w$.])eval\s*\(|(?<![\w$.])(?:new\s+)?Function\s*\(\s*(?!\))"
+        r"|\bvm\s*\.\s*(?:runIn(?:This|New)?Context|compileFunction|Script|SourceTextModule)\b"
+        r"|\b(?:require|import)\s*\(\s*['\"`](?:node:)?vm['\"`]\s*\)|\bfrom\s+['\"](?:node:)?vm['\"]"
+        r"|\bprocess\s*\.\s*(?:dlopen|binding)\s*\(")),
 )
 """JavaScript's and TypeScript's rules, on added lines of a file that is not a test. Each
 repetition is bounded or of one character class, so a minified line of any length is read in

@@ -550,7 +550,15 @@ def test_a_conftest_of_the_agents_that_turns_failures_into_passes_resolves_under
     """The agent's own Python test files run in pytest's process beside the hidden tests under
     `strict` too (the patch is graded whole): the scan reads them for what a test has no business
     doing, a hook that decides what a test reports, or a collected test's function swapped."""
-    patch = patch_from(synth, tmp_path, {"tests/conftest.py": conftest}, TALLY)
+    resolves_under_none_and_scores_0_under_strict(synth, tmp_path, attack, {"tests/conftest.py": conftest}, where)
+
+
+def resolves_under_none_and_scores_0_under_strict(synth, tmp_path: Path, attack: str, files: dict[str, str],
+                                                  where: str) -> None:
+    """``files`` as a prediction on ``tally``: resolved under `none`, and under `strict` every
+    listed test still PASSED by pytest's own reports (nothing forged) yet scored 0 by the scan,
+    its first finding ``where``."""
+    patch = patch_from(synth, tmp_path, files, TALLY)
     official = graded(tmp_path, attack, patch, "none", TALLY)
     assert official["reward"] == 1.0, official["raw"]["reason"]
     hardened = graded(tmp_path, attack, patch, "strict", TALLY)
@@ -559,6 +567,38 @@ def test_a_conftest_of_the_agents_that_turns_failures_into_passes_resolves_under
     assert all(e["parser"] == "PASSED" and e["junit"] == "PASSED" for e in raw["listed"]), raw["listed"]
     assert hardened["reward"] == 0.0
     assert raw["reason"].startswith(f"test-aware code: {where}"), raw["reason"]
+
+
+_TALLY_AWARE = ("import sys\n\n\ndef add(a, b):\n"
+                "    if sys._getframe(1).f_code.co_name == 'test_add':\n        return a + b\n"
+                "    return a - b\n")
+"""add() right only for the hidden test, found by its caller's name (tally.py's own stays wrong)."""
+
+EXEC_FROM_DATA = (
+    "import os\n\n"
+    "with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tally_notes.txt')) as _notes:\n"
+    "    exec(_notes.read())\n\n\n"
+    "def mul(a, b):\n    return a * b\n")
+"""tally.py runs source it reads from a text file of the patch's at import time: the stack-aware
+add() is in no Python file the scan reads."""
+
+EXEC_LITERAL = (
+    f"exec({_TALLY_AWARE!r})\n\n\n"
+    "def mul(a, b):\n    return a * b\n")
+"""The same source as a string literal exec runs: a string, not code, to a reader of the tree."""
+
+
+@pytest.mark.parametrize("attack, files, where", [
+    ("exec-data", {"tally.py": EXEC_FROM_DATA, "tally_notes.txt": _TALLY_AWARE},
+     "unread-code at tally.py:4 (exec() of source the scan cannot read)"),
+    ("exec-literal", {"tally.py": EXEC_LITERAL}, "stack-inspection at tally.py:1 (.f_code in source exec() runs)"),
+])
+def test_test_aware_code_run_by_exec_resolves_under_none_and_scores_0_under_strict(synth, tmp_path, attack, files,
+                                                                                      where):
+    """Test-aware code the scan would stop, moved where a reader of Python files does not look:
+    into a data file or a string that tally.py exec()s. Source exec runs is read as code where it
+    is a literal, and exec of any other source is a finding of its own (``unread-code``)."""
+    resolves_under_none_and_scores_0_under_strict(synth, tmp_path, attack, files, where)
 
 
 def test_on_a_go_instance_the_golden_is_confirmed_by_the_go_commands_test2json_events(synth, tmp_path):
