@@ -23,7 +23,7 @@ from typing import Iterable
 GO_SUFFIXES = (".go",)
 JS_SUFFIXES = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts")
 
-_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*+)(?:"|$)|\'((?:[^\'\\\n]|\\.)*+)(?:\'|$)|`([^`\n]*+)(?:`|$)')
+STRING = re.compile(r'"((?:[^"\\\n]|\\.)*+)(?:"|$)|\'((?:[^\'\\\n]|\\.)*+)(?:\'|$)|`([^`\n]*+)(?:`|$)')
 """One line's string literals (Go's and JavaScript's quotes, a template or raw string), their
 text in a group: one left open runs to the line's end (a template or raw string goes on), which
 also keeps the read linear (no quote is tried twice)."""
@@ -121,10 +121,15 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|require\s*\(\s*['\"`](?:node:)?assert(?:/strict)?['\"`]\s*\))\s*(?:,|\.\s*prototype\b)")),
     # source run from text (a data file read, a string made at run time): code no file shows as JavaScript
     ("unread-code", re.compile(
-        r"(?<![\w$.])eval\s*\(|(?<![\w$.])(?:new\s+)?Function\s*\(\s*(?!\))"
-        r"|\bvm\s*\.\s*(?:runIn(?:This|New)?Context|compileFunction|Script|SourceTextModule)\b"
+        r"(?<![\w$.])eval\s*+(?:/\*[^*\n]{0,80}\*/\s*)?(?:\?\.\s*)?\(|[(,]\s*eval\s*\)"  # eval(s), (0, eval)(s)
+        r"|\b(?:globalThis|window|global|self)\s*(?:\?\.|\.|\[\s*['\"`])\s*eval\b"
+        r"|(?<![\w$.{])(?:new\s+)?Function\s*\(\s*(?!\))|\)\s*\.\s*constructor\s*\(\s*(?!\))"  # (async () => {}).constructor(s)
+        r"|\bvm\s*(?:\.\s*|\[\s*['\"`])(?:runIn(?:This|New)?Context|compileFunction|SourceTextModule)\b|\bnew\s+vm\s*\.\s*Script\b"
         r"|\b(?:require|import)\s*\(\s*['\"`](?:node:)?vm['\"`]\s*\)|\bfrom\s+['\"](?:node:)?vm['\"]"
-        r"|\bprocess\s*\.\s*(?:dlopen|binding)\s*\(")),
+        r"|\bprocess\s*(?:\.\s*|\[\s*['\"`])(?:dlopen|binding)\b|\b_compile\s*\(|\bconstructor\s*\.\s*_load\s*\("
+        r"|\bimport\s*\(\s*['\"`]data:"  # a module from a data: URL
+        r"|[=:]\s*eval\s*(?:[;,)\]}]|$)|\bgetPrototypeOf\s*\(\s*async\b"  # eval taken; AsyncFunction's constructor
+        r"|\brequire\s*\(\s*['\"`]\.{1,2}/[^'\"`\n]{0,200}?\.(?![cm]?[jt]sx?['\"`]|json['\"`]|node['\"`])\w+['\"`]\s*\)")),
 )
 """JavaScript's and TypeScript's rules, on added lines of a file that is not a test. Each
 repetition is bounded or of one character class, so a minified line of any length is read in
@@ -179,7 +184,7 @@ def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bo
                 found.append((rule, number, detail[:80]))
         if test_path is None:
             continue
-        for literal in _STRING.finditer(code):
+        for literal in STRING.finditer(code):
             if test_path.search(next(text for text in literal.groups() if text is not None)):
                 found.append(("test-path", number, literal.group(0)[:80]))
                 break

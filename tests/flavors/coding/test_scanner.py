@@ -60,6 +60,14 @@ def rules(findings: list[scanner.Finding]) -> set[str]:
     return {f.rule for f in findings}
 
 
+def run_apart(program: str) -> None:
+    """``program`` in a Python of its own, with a limit far above what a linear read takes: a
+    read that backtracks or walks the file again per name runs past it."""
+    done = subprocess.run([sys.executable, "-c", program], cwd=Path(scanner.__file__).parents[2], timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 TEST_AWARE = {
     "who is calling": ("stack-inspection", BASE + '''
 def total(a, b):
@@ -410,9 +418,7 @@ def test_a_long_line_is_read_in_linear_time_whatever_it_holds():
                "for text in ['\"' + ' ' * 100000 + 'x', 'passing:' + 'x' * 100000, ('passing: ' + 'x' * 50) * 2000,\n"
                "             '\"' + ' ' * 50000 + '+ ' + ' ' * 50000 + 'x']:\n"
                "    assert scanner._pass_line(text) is None\n")
-    done = subprocess.run([sys.executable, "-c", program], cwd=Path(scanner.__file__).parents[2], timeout=60,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_apart(program)
 
 
 def test_an_escaped_backslash_is_not_an_escape(repo):
@@ -539,6 +545,12 @@ EVASIONS = [  # a review's, each written with literals
     ("src/add.ts", "import { runInThisContext } from 'node:vm'\n", 1, "unread-code"),
     ("src/add.js", "require('vm').runInNewContext(src, { module })\n", 1, "unread-code"),
     ("src/add.js", "const addon = process.dlopen(module, file)\n", 1, "unread-code"),
+    ("src/add.js", "(0, eval)(fs.readFileSync(notes, 'utf8'))\n", 1, "unread-code"),
+    ("src/add.js", "globalThis.eval(src)\n", 1, "unread-code"),
+    ("src/add.js", "const run = eval;\n", 1, "unread-code"),
+    ("src/add.js", "require('./notes.txt')\n", 1, "unread-code"),
+    ("src/add.js", "const m = await import('data:text/javascript,' + src)\n", 1, "unread-code"),
+    ("src/add.js", "const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor\n", 1, "unread-code"),
 ]
 
 
@@ -684,9 +696,7 @@ def test_a_long_go_or_javascript_line_is_read_in_linear_time():
                "         'Object.defineProperty(' * 30000]\n"
                "for lang in ('go', 'js'):\n"
                "    scan_go_js.findings('x', lang, enumerate(lines))\n")
-    done = subprocess.run([sys.executable, "-c", program], cwd=Path(scanner.__file__).parents[2], timeout=60,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_apart(program)
 
 
 def swe_change(repo: Path, files: dict[str, str], restored: tuple[str, ...] = ()) -> list[scanner.Finding]:
@@ -1008,6 +1018,33 @@ RUNNER_PLUGINS = {
             for each in request.session.items:
                 each.obj = lambda *args, **kwargs: None
         '''),
+    "an item from enumerate": (".obj = ...", '''
+        def pytest_configure(config):
+            pass
+
+
+        def _swap(session):
+            for _, each in enumerate(session.items):
+                each.obj = lambda *args, **kwargs: None
+        '''),
+    "an item as a with statement's target": (".obj = ...", '''
+        import contextlib
+
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def _settle(request):
+            with contextlib.nullcontext(request.node) as held:
+                held.obj = lambda *args, **kwargs: None
+        '''),
+    "an item from the request's namespace": (".obj = ...", '''
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def _settle(request):
+            held = vars(request)["node"]
+            held.obj = lambda *args, **kwargs: None
+        '''),
     "hooks from a file the scan does not read": ("exec() of source the scan cannot read", '''
         from pathlib import Path
 
@@ -1255,6 +1292,72 @@ UNREAD_CODE = {
         def load(blob):
             exec(marshal.loads(blob))
         '''),
+    # found by a review of the first version
+    "a parameter named exec elsewhere hides nothing here": ("unread-code", "exec() of source", '''
+        def _unused(exec=None):
+            return exec
+
+
+        def load(path):
+            exec(open(path).read())
+        '''),
+    "the builtin rebound through itself": ("unread-code", "exec() of source", '''
+        import functools
+
+        exec = functools.partial(exec)
+        exec(open("money/notes.txt").read())
+        '''),
+    "the builtins by a literal lookup": ("unread-code", "exec() of source", '''
+        import builtins
+
+        def load(text):
+            getattr(builtins, "exec")(text)
+            vars(builtins)["eval"](text)
+            __builtins__["exec"](text)
+        '''),
+    "a loader from its private module": ("unread-code", "importlib.machinery.SourceFileLoader()", '''
+        from importlib._bootstrap_external import SourceFileLoader
+
+        helpers = SourceFileLoader("helpers", "money/helpers.txt").load_module()
+        '''),
+    "a loader from a star import": ("unread-code", "importlib.machinery.SourceFileLoader()", '''
+        from importlib.machinery import *
+
+        helpers = SourceFileLoader("helpers", "money/helpers.txt").load_module()
+        '''),
+    "bytecode swapped into a function's code": ("unread-code", "bytecode built from bytes", '''
+        def patched(f, blob):
+            f.__code__.replace(co_code=blob)
+        '''),
+    "timeit running a data file's text": ("unread-code", "timeit.timeit() of source", '''
+        import timeit
+
+        def load(path):
+            timeit.timeit(open(path).read(), number=1)
+        '''),
+    "an interpreter object": ("unread-code", "code.InteractiveInterpreter()", '''
+        import code
+
+        def load(text):
+            code.InteractiveInterpreter().runsource(text)
+        '''),
+    "exec fetched by its name": ("unread-code", "operator.methodcaller('exec')", '''
+        import builtins
+        import operator
+
+        def load(text):
+            operator.methodcaller("exec", text)(builtins)
+        '''),
+    "a bytes literal whose coding cookie spells the call": ("stack-inspection", "sys._getframe() in source exec()", '''
+        exec(b"# coding: utf-7\\nimport sys; f = sys.+AF8-getframe(0)\\n")
+        '''),
+    "a literal the scan's Python cannot parse": ("unread-code", "exec() of source the scan cannot parse", '''
+        exec("Answer = lazy int\\nimport sys\\nsys._getframe(1)")
+        '''),
+    "compile's source in a mapping": ("unread-code", "compile() of source the scan cannot read", '''
+        def load(text):
+            exec(compile(**{"source": text, "filename": "<money>", "mode": "exec"}))
+        '''),
     "bytecode built from bytes": ("unread-code", "types.CodeType()", '''
         import types
 
@@ -1348,6 +1451,25 @@ HONEST_CODE_RUNNING = {
         def clone(f, **names):
             return types.FunctionType(f.__code__, {**f.__globals__, **names}, f.__name__, f.__defaults__)
         ''',
+    "a sibling .py loaded by its path, a spec with no loader": '''
+        import importlib.util
+        import os
+        from pathlib import Path
+
+        HERE = os.path.dirname(__file__)
+
+
+        def plugin():
+            return importlib.util.spec_from_file_location("plugin", os.path.join(HERE, "plugin.py"))
+
+
+        def other(root):
+            return importlib.util.spec_from_file_location("other", Path(root) / "other.py")
+
+
+        def find_spec(name):
+            return importlib.util.spec_from_loader(name, None)
+        ''',
     "a literal snippet exec runs, of nothing a fix must not do": '''
         NAMESPACE = {}
         exec("def double(x):\\n    return 2 * x\\n", NAMESPACE)
@@ -1365,3 +1487,56 @@ def test_exec_in_a_tests_own_body_is_a_tests_business_and_at_a_conftests_module_
     assert swe_change(repo, {"tests/test_snippets.py": snippet}) == []
     found = swe_change(repo, {"tests/conftest.py": "from pathlib import Path\n\nexec(Path('hooks.txt').read_text())\n"})
     assert [(f.rule, f.line) for f in found] == [("unread-code", 3)]
+
+
+@pytest.mark.parametrize("path, content, kind", [
+    ("money/blob.dat", b"PK\x03\x04\x14\x00stored\n", "a zip archive"),
+    ("money/blob.py", b"PK\x03\x04\x14\x00stored\n", "a zip archive"),
+    ("money/libfast.bin", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "a native library"),
+])
+def test_code_by_its_bytes_is_flagged_whatever_the_files_name(repo, path, content, kind):
+    """zipimport and runpy read a zip by any name (on sys.path, or run_path of a literal `.py`),
+    ctypes a library by any name: the file's bytes say what it is, from a text hunk (how a zip
+    reaches SWE-bench Pro's grading, which strips binary hunks) or a binary one (the coding
+    flavor replays those)."""
+    (repo / path).write_bytes(content)
+    git(repo, "add", "-A")
+    diff = git(repo, "diff", "--cached", "--binary", "HEAD")
+    found = scanner.scan(diff, {}, DEFAULT_TEST_PATHS)
+    assert [(f.rule, f.path) for f in found] == [("unread-code", path)], found
+    assert kind in found[0].detail
+
+
+def test_a_python_file_the_scans_python_cannot_parse_is_read_line_by_line_not_passed(repo):
+    """The grading's Python may read what the scan's cannot (a later version's syntax:
+    openlibrary's code is 3.12's): such a file is read as Go and JavaScript are, its added lines
+    for the rules' names, so newer syntax hides nothing; honest newer code is not flagged."""
+    newer = "type Seconds = int\n" if sys.version_info < (3, 12) else "Seconds = lazy int\n"  # 3.12's, or none yet
+    found = change(repo, "money/newer.py", newer + "import sys\n\ndef add(a, b):\n    return sys._getframe(1)\n"
+                   "exec(open('money/notes.txt').read())\nCASES = 'tests/data/cases.json'\n")
+    assert [(f.rule, f.line) for f in found] == [("stack-inspection", 5), ("unread-code", 6), ("test-path", 7)], found
+    assert all("read line by line" in f.detail for f in found)
+    assert change(repo, "money/newer.py", newer + "\n\ndef add(a: Seconds, b: Seconds) -> Seconds:\n"
+                  "    return a + b  # compile nothing, exec nothing\n") == []
+    conftest = newer + "def pytest_runtest_makereport(item, call):\n    return None\nimport pytest\n"
+    assert [(f.rule, f.line) for f in swe_change(repo, {"tests/conftest.py": conftest})
+            if f.path == "tests/conftest.py"] == [("runner-hook", 2)]
+
+
+def test_an_edit_to_the_literal_of_an_exec_the_project_had_is_read_where_it_is_added(repo):
+    base = "exec(\n    'x = 1'\n)\n"
+    change(repo, "money/boot.py", base)
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "boot")
+    found = change(repo, "money/boot.py", base.replace("'x = 1'", "'import sys; x = sys._getframe(1)'"))
+    assert [(f.rule, f.line) for f in found] == [("stack-inspection", 2)], found
+
+
+def test_names_given_an_item_are_found_in_one_pass_whatever_their_order():
+    """A chain of names (`n1 = n0`, ..., written last to first) is followed by what each name is
+    read by, not by walking the file again per link. Run apart, with a limit far above what a
+    linear read takes."""
+    program = ("from envs.coding import scanner\nimport ast\n"
+               "lines = ['n0 = request.node'] + [f'n{i} = n{i - 1}' for i in range(1, 6000)]\n"
+               "tree = ast.parse('\\n'.join(reversed(lines)))\n"
+               "assert 'n5999' in scanner.item_names(tree)\n")
+    run_apart(program)
