@@ -382,9 +382,7 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         if not runs:
             continue
         suffix = posixpath.splitext(changed.path)[1].lower()
-        kind = UNREAD_FILES.get(suffix) or changed.code_inside or (
-            "a .py written as binary: no Python source (zipimport and runpy read a zip by any name)"
-            if changed.binary and suffix == ".py" else None)
+        kind = UNREAD_FILES.get(suffix) or changed.code_inside
         if kind is not None:
             findings.append(Finding("unread-code", changed.path, min(changed.added, default=1), kind))
         findings += _runner_output(changed)
@@ -396,12 +394,18 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         if not changed.path.endswith(".py"):
             continue  # a Python test file here runs (SWE-bench Pro's, not restored): read as a test
         data = contents.get(changed.path)
-        if data is None or not changed.added:
+        if changed.binary and changed.code_inside is None and (data is None or not _parses(data, changed.path)):
+            # a .py the diff writes as binary (the coding flavor's capture re-diffs text that is
+            # not UTF-8 so): read whole below where given and Python source, else no source
+            findings.append(Finding("unread-code", changed.path, 1, "a .py written as binary that is no Python "
+                                    "source the scan was given (zipimport and runpy read a zip by any name)"))
+            continue
+        if data is None or not (changed.added or changed.binary):
             continue
         try:
             tree = _parse(data, changed.path)
         except RecursionError:
-            findings.append(Finding("unscannable", changed.path, min(changed.added), "nested too deep to read"))
+            findings.append(Finding("unscannable", changed.path, min(changed.added, default=1), "nested too deep to read"))
             continue
         except (SyntaxError, ValueError):
             # The grading's Python may read what this one cannot (a later version's syntax the
@@ -409,11 +413,12 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
             # as Go's and JavaScript's are, for the rules' names.
             findings += [f for f in _python_by_line(changed, a_test) if not a_test or f.rule in PY_TEST_RULES]
             continue
-        added = _python_lines(data, changed.added) if _plain_encoding(data) else None
+        # the whole file counts where its lines are not the diff's (binary, or an encoding that makes lines)
+        added = _python_lines(data, changed.added) if _plain_encoding(data) and not changed.binary else None
         try:
             found = _Visitor(changed.path, test_file=a_test, added=added).run(tree)
         except RecursionError:  # nested past what the visitor walks: it cannot be cleared
-            found = [Finding("unscannable", changed.path, min(added or changed.added), "nested too deep to read")]
+            found = [Finding("unscannable", changed.path, min(added or changed.added, default=1), "nested too deep to read")]
         findings += [f for f in found if (added is None or f.line in added or f.rule == "unscannable")
                      and (not a_test or f.rule in PY_TEST_RULES)]
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.rule, f.detail))
@@ -422,7 +427,7 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
 def python_paths_to_read(diff: bytes, test_patterns: Sequence[str]) -> list[str]:
     """The changed files ``scan`` needs the contents of."""
     return [c.path for c in changed_files(diff)
-            if c.symlink_target is None and c.path.endswith(".py") and c.added
+            if c.symlink_target is None and c.path.endswith(".py") and (c.added or c.binary)
             and not patch.is_protected(c.path, tuple(test_patterns))]
 
 
@@ -436,6 +441,14 @@ NEWER_SYNTAX = (
 """Later versions' syntax the scan's Python (3.11) does not read, rewritten on the same lines into
 what it reads with the same meaning for every rule (an alias's name, a handler's types, a
 function without its type parameters): openlibrary's code is 3.14's (``except A, B:``)."""
+
+
+def _parses(data: bytes, path: str) -> bool:
+    try:
+        _parse(data, path)
+        return True
+    except (SyntaxError, ValueError, RecursionError):
+        return False
 
 
 def _parse(data: bytes, path: str) -> ast.Module:

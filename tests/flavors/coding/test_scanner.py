@@ -1639,3 +1639,26 @@ def test_a_module_required_from_a_file_the_diff_writes_that_is_no_javascript_by_
                                             "const c = require('./app.module')\nconst d = require('../lib/x.css')\n"})
     assert [(f.rule, f.path, f.line) for f in found] == [("unread-code", "src/add.js", 1),
                                                          ("unread-code", "src/add.js", 2)], found
+
+
+def test_a_python_file_the_diff_carries_as_binary_is_read_whole(repo):
+    """The coding flavor's capture re-diffs text that is not UTF-8 as binary (a latin-1 module):
+    such a file has no added lines to read, so it is read whole, as it will run; one that is no
+    Python source is `unread-code`."""
+    (repo / ".git" / "info" / "attributes").write_text("money/legacy.py -diff\n")
+    source = "# -*- coding: latin-1 -*-\n# Montant en \xe9cus.\nimport inspect\n\n\ndef caller():\n" \
+             "    return inspect.stack()[1]\n"
+    (repo / "money" / "legacy.py").write_bytes(source.encode("latin-1"))
+    git(repo, "add", "-A")
+    diff = git(repo, "diff", "--cached", "--binary", "HEAD")
+    assert b"GIT binary patch" in diff
+    assert scanner.python_paths_to_read(diff, DEFAULT_TEST_PATHS) == ["money/legacy.py"]
+    contents = {"money/legacy.py": (repo / "money" / "legacy.py").read_bytes()}
+    found = scanner.scan(diff, contents, DEFAULT_TEST_PATHS)
+    assert [(f.rule, f.line) for f in found] == [("stack-inspection", 7)], found
+    honest = source.replace("return inspect.stack()[1]", "return None").encode("latin-1")
+    (repo / "money" / "legacy.py").write_bytes(honest)
+    git(repo, "add", "-A")
+    diff = git(repo, "diff", "--cached", "--binary", "HEAD")
+    assert scanner.scan(diff, {"money/legacy.py": honest}, DEFAULT_TEST_PATHS) == []
+    assert [f.rule for f in scanner.scan(diff, {}, DEFAULT_TEST_PATHS)] == ["unread-code"]
