@@ -35,6 +35,7 @@ import sys
 import tokenize
 import unicodedata
 import zlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Collection, Iterable, Mapping, Sequence, TypeGuard
 
@@ -403,7 +404,7 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         if data is None or not (changed.added or changed.binary):
             continue
         try:
-            tree = _parse(data, changed.path)
+            tree, rewritten = _parse(data, changed.path)
         except RecursionError:
             findings.append(Finding("unscannable", changed.path, min(changed.added, default=1), "nested too deep to read"))
             continue
@@ -419,6 +420,9 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
             found = _Visitor(changed.path, test_file=a_test, added=added).run(tree)
         except RecursionError:  # nested past what the visitor walks: it cannot be cleared
             found = [Finding("unscannable", changed.path, min(added or changed.added, default=1), "nested too deep to read")]
+        if rewritten:  # what a rewrite dropped (def f[T = sys._getframe(1)]) is read on its lines
+            found += _python_by_line(dataclasses.replace(changed, added_text=tuple(
+                (n, t) for n, t in changed.added_text if n in rewritten)), a_test)
         findings += [f for f in found if (added is None or f.line in added or f.rule == "unscannable")
                      and (not a_test or f.rule in PY_TEST_RULES)]
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.rule, f.detail))
@@ -451,19 +455,23 @@ def _parses(data: bytes, path: str) -> bool:
         return False
 
 
-def _parse(data: bytes, path: str) -> ast.Module:
+def _parse(data: bytes, path: str) -> tuple[ast.Module, set[int]]:
     """``data`` as a tree: as it stands, else with NEWER_SYNTAX rewritten line for line (so every
-    line keeps its number); the first error where neither parses."""
+    line keeps its number), with the numbers of the lines rewritten (what a rewrite drops, a type
+    parameter's bound or default, is read line by line there); the first error where neither
+    parses."""
     try:
-        return ast.parse(data, filename=path)
+        return ast.parse(data, filename=path), set()
     except SyntaxError as first:
         if not _plain_encoding(data):
             raise
         text = data.decode("utf-8", "surrogateescape")
+        rewritten: set[int] = set()
         for pattern, replacement in NEWER_SYNTAX:
+            rewritten.update(text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text))
             text = pattern.sub(replacement, text)
         try:
-            return ast.parse(text.encode("utf-8", "surrogateescape"), filename=path)
+            return ast.parse(text.encode("utf-8", "surrogateescape"), filename=path), rewritten
         except SyntaxError:
             raise first from None
 
