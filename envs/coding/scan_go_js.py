@@ -24,7 +24,7 @@ from typing import Iterable
 GO_SUFFIXES = (".go",)
 JS_SUFFIXES = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts")
 
-STRING = re.compile(r'"((?:[^"\\\n]|\\.)*+)(?:"|$)|\'((?:[^\'\\\n]|\\.)*+)(?:\'|$)|`([^`\n]*+)(?:`|$)')
+STRING = re.compile(r'"((?:[^"\\\n]|\\(?:.|$))*+)(?:"|$)|\'((?:[^\'\\\n]|\\(?:.|$))*+)(?:\'|$)|`([^`\n]*+)(?:`|$)')
 """One line's string literals (Go's and JavaScript's quotes, a template or raw string), their
 text in a group: one left open runs to the line's end (a template or raw string goes on), which
 also keeps the read linear (no quote is tried twice)."""

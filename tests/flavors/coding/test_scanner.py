@@ -2,9 +2,11 @@
 which lines, and what it leaves alone (honest code, code the project already had, tests)."""
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -1357,6 +1359,19 @@ UNREAD_CODE = {
 
         logging.config.fileConfig("money/logging.ini")
         '''),
+    # found by a third review
+    "the builtins through globals and a function's own": ("unread-code", "exec() of source", '''
+        def load(text):
+            globals()["__builtins__"]["exec"](text)
+            load.__globals__["__builtins__"]["eval"](text)
+            (lambda: 0).__builtins__["exec"](text)
+        '''),
+    "exec resolved from a colon name": ("unread-code", "pkgutil.resolve_name('builtins:exec')", '''
+        import pkgutil
+
+        def load(text):
+            pkgutil.resolve_name("builtins:exec")(text)
+        '''),
     "the builtin rebound through itself": ("unread-code", "exec() of source", '''
         import functools
 
@@ -1556,11 +1571,19 @@ def test_exec_in_a_tests_own_body_is_a_tests_business_and_at_a_conftests_module_
     assert [(f.rule, f.line) for f in found] == [("unread-code", 3)]
 
 
+def _zip_of(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
 @pytest.mark.parametrize("path, content, kind", [
     ("money/blob.dat", b"PK\x03\x04\x14\x00stored\n", "a zip archive"),
     ("money/blob.py", b"PK\x03\x04\x14\x00stored\n", "a zip archive"),
     ("money/libfast.bin", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "a native library"),
-    ("money/data.bin", bytes(range(256)) * 300 + b"PK\x05\x06" + bytes(18), "a zip archive"),  # 75 KB before it
+    ("money/data.bin", bytes(range(256)) * 300 + _zip_of({"evil.py": "import sys\n"}), "a zip archive"),  # 75 KB first
     ("money/_accel.pth", b"import sys; exec(open('money/n.txt').read())\n", "a path file"),
 ])
 def test_code_by_its_bytes_is_flagged_whatever_the_files_name(repo, path, content, kind):
@@ -1665,3 +1688,79 @@ def test_a_python_file_the_diff_carries_as_binary_is_read_whole(repo):
     diff = git(repo, "diff", "--cached", "--binary", "HEAD")
     assert scanner.scan(diff, {"money/legacy.py": honest}, DEFAULT_TEST_PATHS) == []
     assert [f.rule for f in scanner.scan(diff, {}, DEFAULT_TEST_PATHS)] == ["unread-code"]
+
+
+def test_a_zip_that_is_a_document_is_not_code_and_one_holding_python_is(repo):
+    """A `.docx` or an `.xlsx` is a zip: one that opens and holds no module Python would import is
+    a document (binary, as the coding flavor replays it); one holding a `.py` is code on sys.path."""
+    (repo / "money" / "report.docx").write_bytes(_zip_of({"word/document.xml": "<w:document/>"}))
+    (repo / "money" / "report.dat").write_bytes(_zip_of({"report/__init__.py": "import sys\n"}))
+    git(repo, "add", "-A")
+    found = scanner.scan(git(repo, "diff", "--cached", "--binary", "HEAD"), {}, DEFAULT_TEST_PATHS)
+    assert [(f.rule, f.path) for f in found] == [("unread-code", "money/report.dat")], found
+
+
+def test_honest_newer_forms_of_the_review_are_not_flagged(repo):
+    assert change(repo, "money/load.py", """\
+        import functools
+        import importlib.util
+        import os
+        import timeit
+        from pathlib import Path
+
+        try:
+            from regex import compile
+        except ImportError:
+            from re import compile
+
+        HERE = Path(__file__).parent
+        WORD = compile(r"\\w+")
+
+
+        def plugin():
+            return importlib.util.spec_from_file_location("plugin", str(HERE / "plugin.py"))
+
+
+        def other():
+            return importlib.util.spec_from_file_location("o", os.path.abspath(os.path.join(HERE, "o.py")))
+
+
+        def measure(work):
+            return timeit.timeit(functools.partial(work, 1), number=3)
+        """) == []
+    found = change(repo, "money/load.py", "import runpy\nrunpy.run_path('/tmp/gen.py')\n"
+                   "import logging.config\nlogging.config.dictConfig({'filters': {'f': {'()': 'runpy.run_path'}}})\n")
+    assert [(f.rule, f.line) for f in found] == [("unread-code", 2), ("unread-code", 4)], found
+
+
+def test_a_python_name_symlinked_to_a_file_of_another_kind_is_flagged(repo):
+    (repo / "docs").mkdir()
+    (repo / "docs" / "notes.txt").write_text("import sys\nsys._getframe(1)\n")
+    (repo / "money" / "helper.py").symlink_to("../docs/notes.txt")
+    git(repo, "add", "-A")
+    found = scanner.scan(git(repo, "diff", "--cached", "--binary", "HEAD"), {}, DEFAULT_TEST_PATHS)
+    assert [(f.rule, f.path) for f in found] == [("unread-code", "money/helper.py")], found
+
+
+def test_what_makes_the_parser_run_out_or_inflates_past_the_limit_is_a_finding_not_a_crash(repo):
+    """CPython's parser raises MemoryError on long chains (`-` * 7000); a binary literal of zeros
+    inflates a thousandfold: both are findings, never an exception out of the grading."""
+    found = change(repo, "money/deep.py", "X = " + "-" * 7000 + "1\n")
+    assert [f.rule for f in found] == ["unscannable"], found
+    found = change(repo, "money/deep.py", 'exec("' + "-" * 7000 + '1")\n')
+    assert [f.rule for f in found] == ["unread-code"], found
+    (repo / "money" / "zeros.bin").write_bytes(bytes(scanner.BINARY_LIMIT + 1))
+    git(repo, "add", "-A")
+    found = scanner.scan(git(repo, "diff", "--cached", "--binary", "HEAD"), {}, DEFAULT_TEST_PATHS)
+    assert ("unread-code", "money/zeros.bin") in [(f.rule, f.path) for f in found], found
+
+
+def test_a_line_read_python_file_flags_a_module_imported_under_another_name(repo):
+    """Read line by line, a name's uses cannot be followed through an alias (`import builtins as
+    b`, `from builtins import exec as run`): the import itself is the finding there."""
+    if sys.version_info >= (3, 12):
+        return  # the scan's Python reads 3.12's f-strings itself
+    unparsed = 'CASES = {"a": 1}\nLABEL = f"{CASES["a"]}"\n'
+    found = change(repo, "money/newest.py", unparsed + "import builtins as b\nfrom builtins import exec as run\n"
+                   "import os.path as p\n")
+    assert sorted((f.rule, f.line) for f in found) == [("unread-code", 3), ("unread-code", 4)], found
