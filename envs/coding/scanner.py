@@ -317,7 +317,6 @@ than this is taken for an archive the scan cannot read (what it holds past the l
 MAGIC = ((b"PK\x03\x04", "a zip archive (Python imports from one on sys.path, whatever its name)"),
          (b"PK\x05\x06", "a zip archive (Python imports from one on sys.path, whatever its name)"),
          (b"\x7fELF", "a native library or program (ctypes loads one, whatever its name)"))
-_B85 = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
 
 
 def _sniff(content: bytes | None, whole: bool) -> str | None:
@@ -700,30 +699,16 @@ class _Visitor(ast.NodeVisitor):
             elif _call_of(node, "getattr") and len(node.args) in (2, 3) and _literal(node.args[1]) is not None:
                 parts.append(_literal(node.args[1]) or "")  # getattr(sys, "_getframe")
                 node = node.args[0]
-            elif isinstance(node, ast.Subscript) and _literal(node.slice) is not None and _namespace(node.value) \
-                    and (isinstance(node.value, ast.Attribute) or getattr(node.value, "args", None)):
-                parts.append(_literal(node.slice) or "")  # vars(builtins)["exec"], builtins.__dict__["exec"]
-                held = node.value
-                node = held.value if isinstance(held, ast.Attribute) else held.args[0] if isinstance(held, ast.Call) else held
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                    and node.args and _literal(node.args[0]) is not None and _namespace(node.func.value) \
-                    and (isinstance(node.func.value, ast.Attribute) or getattr(node.func.value, "args", None)):
-                parts.append(_literal(node.args[0]) or "")  # vars(sys).get("_getframe")
-                held = node.func.value
-                node = held.value if isinstance(held, ast.Attribute) else held.args[0] if isinstance(held, ast.Call) else held
-            elif isinstance(node, ast.Subscript) and _literal(node.slice) is not None \
-                    and _a_namespace_of_builtins(self.qualified(node.value)):
-                parts.append(_literal(node.slice) or "")  # __builtins__["exec"], globals()["__builtins__"]["exec"]
-                node = node.value
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                    and node.args and _literal(node.args[0]) is not None \
-                    and _a_namespace_of_builtins(self.qualified(node.func.value)):
-                parts.append(_literal(node.args[0]) or "")  # __builtins__.get("exec")
-                node = node.func.value
+            elif (keyed := _keyed(node)) is not None and (_namespace_owner(keyed[0]) is not None
+                                                           or _a_namespace_of_builtins(self.qualified(keyed[0]))):
+                # vars(sys)["_getframe"], builtins.__dict__.get("exec"); __builtins__["exec"],
+                # globals()["__builtins__"]["exec"]: the key is an attribute of the mapping's owner
+                parts.append(keyed[1])
+                node = _namespace_owner(keyed[0]) or keyed[0]
             else:
                 break
         if root is not None:
-            pass
+            pass  # an object's __builtins__
         elif isinstance(node, ast.Name):
             root = self.aliases.get(node.id)
             if root is None and node.id == "__builtins__":
@@ -841,11 +826,11 @@ class _Visitor(ast.NodeVisitor):
         elif name in CODE_LOADERS:
             self._loads_code(node, name)
         elif name in NAME_LOOKUPS and node.args and (_literal(node.args[0]) or "").replace(":", ".") in (
-                *BUILTIN_RUNNERS, *CODE_RUNNERS) and (not self.test_file or self.lasting):
+                *BUILTIN_RUNNERS, *CODE_RUNNERS) and not self.in_test:
             self.add("unread-code", node, f"{name}({_literal(node.args[0])!r})")
         if (any(k.arg == "co_code" for k in node.keywords) or (_call_of(node.func, "type") and any(
                 isinstance(a, ast.Attribute) and a.attr == "__code__" for a in node.func.args))) \
-                and (not self.test_file or self.lasting):
+                and not self.in_test:
             self.add("unread-code", node, "bytecode built from bytes")
         if name is not None:
             if name in STACK_CALLS:
@@ -904,7 +889,7 @@ class _Visitor(ast.NodeVisitor):
                 isinstance(source, ast.Name) and source.id in self.functions) or (
                 isinstance(source, ast.Call) and self.qualified(source.func) == "functools.partial")):
             return  # timeit.timeit(lambda: f()), timeit.Timer(self.run), partial(f, x): a function, not text
-        if self.test_file and not self.lasting:
+        if self.in_test:
             return
         text: str | bytes | None = _literal(source) if source is not None else None
         if text is None and isinstance(source, ast.Constant) and isinstance(source.value, bytes):
@@ -938,7 +923,7 @@ class _Visitor(ast.NodeVisitor):
         "gen.py")``: a file the scan reads where the diff writes it, and flags where it is no
         Python source), or a spec with no loader or the finder's own (``spec_from_loader(name,
         None)``, ``(name, self)``: a meta path finder's everyday spec)."""
-        if self.test_file and not self.lasting:
+        if self.in_test:
             return
         where = {"runpy.run_path": 0, "importlib.machinery.SourceFileLoader": 1, "imp.load_source": 1,
                  "importlib.util.spec_from_file_location": 1, "importlib.machinery.spec_from_file_location": 1}.get(name)
@@ -991,8 +976,7 @@ class _Visitor(ast.NodeVisitor):
             self.add("runner-hook", node, f"{shown}(..., {attribute!r})", whole=True)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr == "pythonapi" and self.qualified(node) == "ctypes.pythonapi" and (not self.test_file
-                                                                                        or self.lasting):
+        if node.attr == "pythonapi" and not self.in_test and self.qualified(node) == "ctypes.pythonapi":
             self.add("unread-code", node, "ctypes.pythonapi (the interpreter's C API: PyRun_SimpleString)")
         if node.attr in FRAME_ATTRIBUTES:
             self.add("stack-inspection", node, f".{node.attr}")
@@ -1002,22 +986,13 @@ class _Visitor(ast.NodeVisitor):
                 self.add("runner-hook", node, f".{node.attr} = ...")
         if self.lasting and node.attr in PLUGGY_INTERNALS and _runner_receiver(node.value):
             self.add("runner-hook", node, f".{node.attr}")
-        self._stack_reference(node)
+        self._taken(node)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store):
             self._hook(node, node.id, "binds")  # pytest_pyfunc_call = lambda pyfuncitem: True
-        self._stack_reference(node)
-
-    def _stack_reference(self, node: ast.Attribute | ast.Name) -> None:
-        """A stack-inspecting function taken, not called here (``peek = sys._getframe``,
-        ``partial(inspect.stack)``): it is called later under another name."""
-        if id(node) not in self.called and self.qualified(node) in STACK_CALLS:
-            self.add("stack-inspection", node, f"{self.qualified(node)} (taken, to be called elsewhere)")
-        if (id(node) not in self.called and isinstance(getattr(node, "ctx", None), ast.Load)
-                and (not self.test_file or self.lasting) and self.code_runner(node) is not None):
-            self.add("unread-code", node, f"{self.code_runner(node)} (taken, to be called elsewhere)")
+        self._taken(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -1025,15 +1000,16 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _taken(self, node: ast.AST) -> None:
-        """A stack-inspecting function or a code runner looked up by a literal name and held, not
-        called here (``peek = getattr(sys, "_getframe")``, ``run = vars(builtins)["exec"]``)."""
-        if id(node) in self.called or not isinstance(node, (ast.Call, ast.Subscript)):
+        """A stack-inspecting function or a code runner taken, not called here (``peek =
+        sys._getframe``, ``partial(inspect.stack)``, ``run = exec``, ``getattr(sys, "_getframe")``,
+        ``vars(builtins)["exec"]``): it is called later under another name."""
+        if id(node) in self.called or isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
             return
         name = self.qualified(node)
         if name in STACK_CALLS:
             self.add("stack-inspection", node, f"{name} (taken, to be called elsewhere)")
-        elif name in CODE_RUNNERS and (not self.test_file or self.lasting):
-            self.add("unread-code", node, f"{name.split('.')[1]} (taken, to be called elsewhere)")
+        elif not self.in_test and (runner := self.code_runner(node)) is not None:
+            self.add("unread-code", node, f"{runner} (taken, to be called elsewhere)")
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
@@ -1044,7 +1020,7 @@ class _Visitor(ast.NodeVisitor):
             self._hook(node, value[:2000], "names")  # specname="pytest_pyfunc_call", globals()[...], exec(...)
             if len(value) < 200 and RUNNER_PATCH_STRING.search(value):
                 self.add("monkeypatch", node, f"{value[:60]!r} (a patch target in the runner)")
-        if value.replace(":", ".") in CODE_NAMES and (not self.test_file or self.lasting):
+        if value.replace(":", ".") in CODE_NAMES and not self.in_test:
             # a runner named to be looked up by a string: dictConfig's "()", pydoc.locate, resolve_name
             self.add("unread-code", node, f"{value!r} (a runner of code, named)")
         if len(value) < 500:
@@ -1521,3 +1497,22 @@ def _a_namespace_of_builtins(name: str | None) -> bool:
     """``builtins`` itself (``__builtins__`` is its dict outside ``__main__``) or a module's
     ``__dict__`` (``from builtins import __dict__ as b``): a literal key there names an attribute."""
     return name is not None and (name == "builtins" or name.endswith(".__dict__"))
+
+
+def _keyed(node: ast.AST) -> tuple[ast.AST, str] | None:
+    """``X["key"]`` or ``X.get("key")``, a literal key: (X, key)."""
+    if isinstance(node, ast.Subscript) and (key := _literal(node.slice)) is not None:
+        return node.value, key
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args \
+            and (key := _literal(node.args[0])) is not None:
+        return node.func.value, key
+    return None
+
+
+def _namespace_owner(node: ast.AST) -> ast.AST | None:
+    """Whose attributes ``node`` is as a mapping: ``x`` of ``vars(x)`` or ``x.__dict__``."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value
+    if _call_of(node, "vars") and node.args:
+        return node.args[0]
+    return None
