@@ -65,6 +65,8 @@ def main() -> int:
     client = ensure_engine(client_timeout=600)
     base = ensure_base_image(client).tag
     work = Path(tempfile.mkdtemp(prefix="bench-swe-strict-"))
+    # the runs go to a throwaway store, not the user's (its tables are what `make demo` prints)
+    os.environ.setdefault("CRUCIBLE_HOME", str(work / "home"))
     gen = swe_synth.generate(work, base, with_pytest=True, with_go=True, with_js=True)
     os.environ.update(swe_synth.env_for(gen))
     rows = []
