@@ -250,7 +250,9 @@ def patch_bytes(patch: str) -> bytes:
 
 def scan_paths(task: Any, patch: str) -> list[str]:
     try:
-        return scanner.python_paths_to_read(patch_bytes(patch), test_patterns(task))[:200]
+        # Python files only: the evaluator strips binary hunks (the shell also sends back each
+        # Python file git wrote; one past its count is unscannable in the scan)
+        return [p for p in scanner.paths_to_read(patch_bytes(patch), test_patterns(task)) if p.endswith(".py")][:200]
     except ValueError:
         return []
 

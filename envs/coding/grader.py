@@ -43,8 +43,9 @@ STAGE_OUTPUT_BYTES = 8 << 20
 TEST_OUTPUT_BYTES = 1 << 20
 RESULTS_OUTPUT_BYTES = 64 << 20
 """Where the named results are read from the output (go test -json, a parser), all of it."""
-SCAN_FILES = 200
-"""At most this many changed Python files are read for the test-awareness scan."""
+SCAN_FILES = 1000
+"""At most this many changed files are read for the test-awareness scan (Python files, binary
+files changed by a delta); each one past it is a finding (``unscannable``), never passed unread."""
 RESULTS_ROOT = "/tmp/crucible-results"
 """Prefix of the fresh directory (random suffix, outside the repo) pytest writes its JUnit report to."""
 
@@ -264,9 +265,9 @@ def _scanned_diff(diff: str) -> bytes:
 
 
 def _scan_paths(task: CodingTaskConfig, diff: str) -> list[str] | str:
-    """The changed Python files the scan reads, or why the diff could not be read."""
+    """The changed files the scan reads as staged, or why the diff could not be read."""
     try:
-        return scanner.python_paths_to_read(_scanned_diff(diff), protect.test_path_patterns(task))[:SCAN_FILES]
+        return scanner.paths_to_read(_scanned_diff(diff), protect.test_path_patterns(task))[:SCAN_FILES]
     except ValueError as exc:  # git applied it, so git can read it; recorded, never a crash
         return f"diff not read: {exc}"
 

@@ -272,6 +272,10 @@ class ChangedFile:
     literal; else None."""
     binary: bool = False
     """The diff writes the file as binary (``GIT binary patch``)."""
+    staged_size: int | None = None
+    """For a binary file whose bytes the diff does not carry (a git delta, whose base is not in
+    the diff: git writes one for a changed file where it is smaller), the size the delta says
+    the file will have (-1: not said), so its bytes are read from the staged file; else None."""
 
 
 def changed_files(diff: bytes) -> list[ChangedFile]:
@@ -305,9 +309,14 @@ def changed_files(diff: bytes) -> list[ChangedFile]:
                 continue  # "\ No newline at end of file"
         binary = any(line.startswith(("GIT binary patch", "Binary files ")) for line in text)
         if chunk.new_path != "/dev/null":
-            content = _binary_literal(text) if binary else "\n".join(t for _, t in added_text).encode("utf-8", "replace")
+            hunk = _binary_hunk(text) if binary else None
+            if binary:
+                content = hunk[1] if hunk is not None and hunk[0] == "literal" else None
+                staged_size = None if content is not None else _delta_size(hunk[1]) if hunk is not None else -1
+            else:
+                content, staged_size = "\n".join(t for _, t in added_text).encode("utf-8", "replace"), None
             found.append(ChangedFile(chunk.new_path, frozenset(added), target if symlink else None, tuple(added_text),
-                                     created, _sniff(content, whole=binary or created), binary))
+                                     created, _sniff(content, whole=binary or created), binary, staged_size))
     return found
 
 
@@ -343,15 +352,15 @@ def _a_document(content: bytes) -> bool:
     return not any(name.lower().endswith((".py", ".pyc", ".pyo", ".so", ".pyd", ".pth")) for name in names)
 
 
-def _binary_literal(lines: list[str]) -> bytes | None:
-    """The new content of a ``GIT binary patch``'s first hunk where it is a ``literal`` (base85,
-    each line led by its length, zlib-deflated); None for a delta (its base is not here) or what
-    does not decode."""
+def _binary_hunk(lines: list[str]) -> tuple[str, bytes] | None:
+    """A ``GIT binary patch``'s first hunk: ``literal`` (the new content) or ``delta`` (against
+    a base the diff does not hold), with its data decoded (base85, each line led by its length,
+    zlib-deflated, at most BINARY_LIMIT of it); None where it does not decode."""
     try:
         start = lines.index("GIT binary patch")
     except ValueError:
         return None
-    if start + 1 >= len(lines) or not lines[start + 1].startswith("literal "):
+    if start + 1 >= len(lines) or not lines[start + 1].startswith(("literal ", "delta ")):
         return None
     data = bytearray()
     for line in lines[start + 2:]:
@@ -365,9 +374,25 @@ def _binary_literal(lines: list[str]) -> bytes | None:
     try:
         inflater = zlib.decompressobj()
         content = inflater.decompress(bytes(data), BINARY_LIMIT)
-        return content if not inflater.unconsumed_tail else content + b"PK\x05\x06"  # past the limit: unread
+        content = content if not inflater.unconsumed_tail else content + b"PK\x05\x06"  # past the limit: unread
     except zlib.error:
         return None
+    return lines[start + 1].split(" ", 1)[0], content
+
+
+def _delta_size(delta: bytes) -> int:
+    """The size of what a git delta makes: the second of its two leading varints (the base's
+    size, then the result's; seven bits a byte, low first); -1 where they are cut short."""
+    sizes, value, shift = [], 0, 0
+    for byte in delta[:20]:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            sizes.append(value)
+            if len(sizes) == 2:
+                return value
+            value, shift = 0, 0
+    return -1
 
 
 PY_TEST_RULES = frozenset({"runner-hook", "monkeypatch", "unscannable", "unread-code"})
@@ -402,6 +427,13 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
             continue  # SWE-bench Pro's evaluator strips binary hunks (its strict reads git's --text diff)
         suffix = posixpath.splitext(changed.path)[1].lower()
         kind = UNREAD_FILES.get(suffix) or changed.code_inside
+        if kind is None and _reads_staged(changed) and changed.path not in contents:
+            # to be read as staged and not sent (past the grader's count of files read):
+            # nothing of it is read, so nothing of it can be cleared
+            findings.append(Finding("unscannable", changed.path, min(changed.added, default=1),
+                                    "not read: past the number of changed files the scan reads"))
+            continue
+        kind = kind or _staged_kind(changed, contents.get(changed.path))
         if kind is not None:
             findings.append(Finding("unread-code", changed.path, min(changed.added, default=1), kind))
         findings += _runner_output(changed)
@@ -446,11 +478,31 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.rule, f.detail))
 
 
-def python_paths_to_read(diff: bytes, test_patterns: Sequence[str]) -> list[str]:
-    """The changed files ``scan`` needs the contents of."""
+def paths_to_read(diff: bytes, test_patterns: Sequence[str]) -> list[str]:
+    """The changed files ``scan`` needs the contents of, as staged: Python files (the lines the
+    diff adds are read in the whole file's tree) and binary files the diff does not carry whole."""
     return [c.path for c in changed_files(diff)
-            if c.symlink_target is None and c.path.endswith(".py") and (c.added or c.binary)
-            and not patch.is_protected(c.path, tuple(test_patterns))]
+            if _reads_staged(c) and not patch.is_protected(c.path, tuple(test_patterns))]
+
+
+def _reads_staged(changed: ChangedFile) -> bool:
+    """``scan`` reads this file as staged (``contents``)."""
+    if changed.symlink_target is not None:
+        return False
+    if changed.path.endswith(".py") and (changed.added or changed.binary):
+        return True
+    return changed.staged_size is not None and changed.staged_size <= BINARY_LIMIT
+
+
+def _staged_kind(changed: ChangedFile, data: bytes | None) -> str | None:
+    """What a binary file the diff changes by a delta is, read from the staged file (``_sniff``);
+    one past BINARY_LIMIT is not read and cannot be cleared. None for a file not staged (it does
+    not run)."""
+    if changed.staged_size is None:
+        return None
+    if changed.staged_size > BINARY_LIMIT:
+        return f"a binary file the diff changes by a delta into {changed.staged_size} bytes, past what the scan reads"
+    return _sniff(data, whole=True)
 
 
 NEWER_SYNTAX = (
