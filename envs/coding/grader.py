@@ -404,7 +404,8 @@ async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: f
     if ready.end is not None:  # judged: what came before the runner's end; the rest only recorded
         cut = runner_end.split(output, *ready.end)
         output = cut.text
-        record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report}
+        record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report,
+                         **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {})}
         if cut.after.strip():
             record["after_end"] = {"bytes": len(cut.after), "tail": _tail_text(cut.after.decode("utf-8", "replace"))}
     record["output_tail"] = _tail_text(output.decode("utf-8", "replace"))

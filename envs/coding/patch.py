@@ -41,6 +41,9 @@ PYTEST_PROTECTED: tuple[str, ...] = (
     "*.egg-info/",
     "*.egg-link",
 )
+ANY_CASE = frozenset({"*.dist-info/", "*.egg-info/"})
+"""Patterns matched whatever the case: importlib.metadata lowercases a directory's name before it
+looks for ``.dist-info`` (``X.DIST-INFO/entry_points.txt`` registers a pytest plugin as well)."""
 """Test-runner configuration, start-up files, bytecode and package metadata: paths an agent
 could use to change what the hidden tests do. Patterns without a '/' match the file name at
 any depth; a pattern ending in '/' matches a directory name at any depth (all below it)."""
@@ -146,7 +149,8 @@ def is_protected(path: str, patterns: list[str] | tuple[str, ...]) -> bool:
         if "/" not in pattern and fnmatch.fnmatchcase(name, pattern):
             return True
         directory = pattern[:-1] if pattern.endswith("/") and "/" not in pattern[:-1] else None
-        if directory and any(fnmatch.fnmatchcase(d, directory) for d in dirs):
+        fold = str.lower if pattern in ANY_CASE else str
+        if directory and any(fnmatch.fnmatchcase(fold(d), directory) for d in dirs):
             return True
         if pattern.endswith("/**") and path.startswith(pattern[:-2]):
             return True

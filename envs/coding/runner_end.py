@@ -8,14 +8,15 @@ two ends with tokens the tested code is never handed on its command line or envi
 - the **shell end**: the tester prints ``<token> end <exit code>`` once the test command has
   exited (its token arrives on the tester's stdin, after "go"; envs/coding/staging.py);
 - the **runner end** (pytest): the plugin ``verdict/crucible_runner_end.py``, loaded with
-  ``-p`` from the report's directory, prints ``<token> runner-end <sha256 of the report>``
-  when pytest unconfigures, after its summary and its report are written.
+  ``-p`` from the report's directory, prints ``<token> runner-end <sha256 of the report>
+  outcomes=<its own counts>`` when pytest unconfigures, after its summary and its report are
+  written.
 
 Output after the runner end (or the shell end, where there is none) is kept in the record
 (``after_end``) and ignored: the pass pattern and the summary counts are read from what came
 before. A report whose digest is not the one pytest printed was rewritten after pytest's end
-(``check``), and a report with more passes or fewer failures than pytest's own summary is not
-pytest's (``counts``). Pure functions of the recorded output, so a stored run regrades.
+(``check``), and a report with more passes or fewer failures than the plugin counted as the
+tests reported, or than pytest's own summary, is not pytest's (``counts``). Pure functions of the recorded output, so a stored run regrades.
 
 What stays out of reach in-process (docs/integrity.md): code inside pytest's process can read
 the plugin's token from memory and rewrite the report before pytest's end; the isolated
@@ -80,6 +81,9 @@ class Split:
     shell_end: bool
     runner_report: str | None
     """The report digest pytest printed at its end ("none": it wrote no report), or None: no runner end."""
+    runner_outcomes: dict[str, int] | None = None
+    """The plugin's own count of the tests' outcomes, printed with the digest; None from a
+    plugin before it counted (a stored run), or no runner end."""
 
 
 def split(output: bytes, shell_token: str, runner_token: str) -> Split:
@@ -88,11 +92,14 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
     found = re.search(rb"\n" + re.escape(shell_token.encode()) + rb" end -?[0-9]+\n", output) if shell_token else None
     if found:
         text, after, shell_end = output[:found.start()], output[found.end():], True
-    runner = re.search(rb"\n" + re.escape(runner_token.encode()) + rb" runner-end ([0-9a-f]{64}|none)\n",
+    runner = re.search(rb"\n" + re.escape(runner_token.encode())
+                       + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?\n",
                        text) if runner_token else None
     if runner is None:
         return Split(text, after, shell_end, None)
-    return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode())
+    outcomes = None if runner.group(2) is None else {
+        kind: int(n) for kind, n in re.findall(r"([a-z]+):([0-9]+)", runner.group(2).decode())}
+    return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode(), outcomes)
 
 
 def summary_counts(text: str) -> dict[str, int] | None:
@@ -121,21 +128,24 @@ def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult
         return None
     if printed != named.get("sha256"):
         return TAMPERED_REPORT
-    return counts(tests, summary_counts(output))
+    own = end.get("runner_outcomes")
+    return ((counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
+            or counts(tests, summary_counts(output), "pytest's own summary"))
 
 
-def counts(tests: Sequence[TestResult], summary: Mapping[str, int] | None) -> str | None:
-    """The report against pytest's own summary. Only the directions a forger moves are
-    checked (an honest report merges a call failure and a teardown error into one ERROR, so
-    exact equality would fail honest runs): no more passes than pytest counted, and failures
-    in the report when pytest counted any."""
+def counts(tests: Sequence[TestResult], summary: Mapping[str, int] | None, witness: str) -> str | None:
+    """The report against a count of the outcomes (``witness``: the plugin's, made as each test
+    reported; pytest's printed summary). Only the directions a forger moves are checked (an
+    honest report merges a call failure and a teardown error into one ERROR, so exact equality
+    would fail honest runs): no more passes than counted, and failures in the report when any
+    were counted."""
     if summary is None:
         return None
     passed = sum(t.status == "PASSED" for t in tests)
     counted = summary.get("passed", 0) + summary.get("xpassed", 0)
     if passed > counted:
-        return f"tampered: the report has {passed} passed, pytest's own summary {counted}"
+        return f"tampered: the report has {passed} passed, {witness} {counted}"
     bad = summary.get("failed", 0) + summary.get("error", 0) + summary.get("errors", 0)
     if bad and not any(t.status in ("FAILED", "ERROR") for t in tests):
-        return f"tampered: pytest's own summary counts {bad} failed or errors, the report none"
+        return f"tampered: {witness} has {bad} failed or errors, the report none"
     return None

@@ -29,6 +29,8 @@ import base64
 import codecs
 import fnmatch
 import io
+import itertools
+import pickletools
 import posixpath
 import re
 import sys
@@ -55,6 +57,8 @@ RULES = {
     "runner-hook": "implements a test runner's hook or rewrites what a test reports (a plugin in the tests' process)",
     "unscannable": "is nested too deep for the scan to read, so nothing in it can be cleared",
     "unread-code": "runs code the scan cannot read (source exec'd from data, bytecode, a native module, an archive)",
+    "always-equal": "makes a value equal to anything (``__eq__`` that answers True whatever it is given), "
+                    "so every `assert result == expected` passes",
 }
 """Each rule, as the reason a finding gives (``docs/integrity.md`` lists them with examples)."""
 
@@ -167,6 +171,23 @@ and openlibrary's: an ignored hidden test is missing, which never passes it). Na
 plugins' hooks (``pytest_xvfb_disable``) and plugins (``pytest_codspeed``) are not pytest's. An
 honest conftest's ``pytest_collection_modifyitems`` that marks slow tests is allowed by the task
 (``allow_test_aware``)."""
+PYTEST_HOOKS = frozenset({
+    *RUNNER_HOOKS, "pytest_addhooks", "pytest_addoption", "pytest_assertion_pass", "pytest_assertrepr_compare",
+    "pytest_collectstart", "pytest_configure", "pytest_deselected", "pytest_enter_pdb",
+    "pytest_fixture_post_finalizer", "pytest_generate_tests", "pytest_ignore_collect", "pytest_internalerror",
+    "pytest_keyboard_interrupt", "pytest_leave_pdb", "pytest_load_initial_conftests", "pytest_make_parametrize_id",
+    "pytest_markeval_namespace", "pytest_plugin_registered", "pytest_report_collectionfinish",
+    "pytest_report_header", "pytest_runtest_logfinish", "pytest_runtest_logstart", "pytest_sessionfinish",
+    "pytest_sessionstart", "pytest_terminal_summary", "pytest_unconfigure", "pytest_warning_recorded",
+    "pytest_warning_captured", "pytest_logwarning", "pytest_namespace"})
+"""Every hook of pytest's (its hookspec, 9.2, and earlier names). Code under test has no business
+binding any: a module of the package's that pytest loads as a plugin (through an entry point, a
+``-p``, a ``pytest_plugins``) is handed pytest's own objects by its hooks, with no name for the
+scan to read: a ``pytest_sessionfinish`` that rewrites the JUnit report at ``config.option.xmlpath``
+and a ``pytest_terminal_summary`` that moves failures into ``terminalreporter.stats["passed"]``
+made a report and a summary that agreed (a review's attack), and a ``pytest_ignore_collect`` left
+the module that reads the hidden data uncollected. A project that is a pytest plugin allows it
+per task. In a test file, only RUNNER_HOOKS count (an honest conftest configures and reports)."""
 ITEM_ATTRIBUTES = frozenset({"runtest", "_obj"})
 """A collected test's own method and function, set on anything in a test file (``self`` too:
 a function whose first parameter is named ``self`` can be handed the item)."""
@@ -331,13 +352,95 @@ MAGIC = ((b"PK\x03\x04", "a zip archive (Python imports from one on sys.path, wh
 def _sniff(content: bytes | None, whole: bool) -> str | None:
     """What ``content`` is by its bytes, where that is code the scan cannot read: a zip's local
     header or end record anywhere (zipimport reads from the end), an ELF header at the start of a
-    whole file."""
+    whole file, a pickle that calls a runner when loaded (``_pickle_call``) anywhere."""
     if not content:
         return None
     for magic, what in MAGIC:
         if (content.startswith(magic) if magic == b"\x7fELF" else magic in content) and (whole or magic != b"\x7fELF"):
             return None if magic != b"\x7fELF" and _a_document(content) else what
+    called = _pickle_call(content)
+    return f"a pickle that calls {called} when loaded" if called is not None else None
+
+
+PICKLE_MODULES = frozenset({
+    "builtins", "__builtin__", "os", "posix", "nt", "subprocess", "sys", "importlib", "runpy", "inspect",
+    "pickle", "_pickle", "marshal", "types", "ctypes", "code", "codeop", "gc", "pytest", "_pytest", "unittest",
+    "pluggy", "pdb", "bdb", "timeit", "cProfile", "profile", "trace", "operator", "functools", "pathlib", "io", "_io",
+    "shutil", "tempfile", "threading", "_thread", "multiprocessing", "atexit", "signal", "socket", "zipimport",
+    "pkgutil", "doctest", "logging", "site", "sysconfig", "traceback", "warnings", "faulthandler"})
+"""Modules a pickle has no business calling into: loading one runs what its ``GLOBAL``/``INST``/
+``STACK_GLOBAL`` names with the arguments it holds (``builtins.exec`` of a source, ``getattr`` to
+reach anything, ``os.system``), so a pickle the diff writes, or a literal it unpickles, is code
+the scan cannot read. An honest pickle names data classes (``datetime``, ``collections``, the
+project's own, whose code is read) and ``copyreg._reconstructor``."""
+PICKLE_SAFE_BUILTINS = frozenset({
+    "set", "frozenset", "bytearray", "bytes", "complex", "slice", "range", "object", "list", "dict", "tuple",
+    "int", "float", "str", "bool", "Ellipsis", "NotImplemented", "xrange", "unicode", "long"})
+"""The builtins an honest pickle names: the containers and numbers Python's pickler writes by name."""
+PICKLE_NAMES = frozenset({
+    "exec", "eval", "compile", "getattr", "setattr", "delattr", "__import__", "open", "vars", "globals", "system",
+    "popen", "Popen", "run", "call", "check_call", "check_output", "spawnv", "execv", "_getframe", "stack",
+    "currentframe", "import_module", "run_path", "run_module", "loads", "load", "methodcaller", "attrgetter",
+    "partial", "register", "settrace", "setprofile", "get_objects", "get_referrers"})
+"""Where a ``STACK_GLOBAL``'s module is a memo reference (the pickler writes a repeated module
+name once), the names that count whatever the module."""
+_PICKLE_TEXT_GLOBAL = re.compile(rb"([ci])([A-Za-z_][\w.]{0,99}+)\n([A-Za-z_][\w.]{0,99}+)\n")
+_PICKLE_STACK_GLOBAL = re.compile(
+    rb"(?:\x8c([\x01-\x64])([\w.]{1,100}+)|h[\s\S]|j[\s\S]{4})\x94?\x8c([\x01-\x64])([\w.]{1,100}+)\x94?\x93")
+_PICKLE_CALLS = frozenset({"REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"})
+
+
+def _pickle_call(content: bytes) -> str | None:
+    """The first runner a pickle anywhere in ``content`` names and calls (``module.name``): a
+    ``GLOBAL`` (text protocols), an ``INST`` after a mark, or a ``STACK_GLOBAL`` after two short
+    strings, from which the bytes read as pickle opcodes up to a call (``_calls_on``)."""
+    data = content[:BINARY_LIMIT]
+    tried = 0
+    for match in _PICKLE_TEXT_GLOBAL.finditer(data):
+        module, name = match.group(2).decode(), match.group(3).decode()
+        if not _pickle_runner(module, name):
+            continue
+        if match.group(1) == b"i" and b"(" in data[max(0, match.start() - 4096):match.start()]:
+            return f"{module}.{name}"  # INST is the call itself, on what follows its mark
+        tried += 1
+        if match.group(1) == b"c" and (tried > PICKLE_TRIES or _calls_on(data, match.start())):
+            return f"{module}.{name}"
+    for match in _PICKLE_STACK_GLOBAL.finditer(data):
+        name = match.group(4)
+        if len(name) != match.group(3)[0]:
+            continue
+        known = match.group(1) is not None and len(match.group(2)) == match.group(1)[0]
+        module = match.group(2).decode() if known else ""
+        if not (_pickle_runner(module, name.decode()) if known else name.decode() in PICKLE_NAMES):
+            continue
+        tried += 1
+        if tried > PICKLE_TRIES or _calls_on(data, match.start()):
+            return f"{module or '(a module named before)'}.{name.decode()}"
     return None
+
+
+PICKLE_TRIES = 32
+"""How many globals naming a runner are read on as pickles in one file; past that many (no
+honest file has them: a crafted one makes each read cost) the file is not cleared."""
+
+
+def _calls_on(data: bytes, start: int) -> bool:
+    """Whether the bytes from ``start`` read as pickle opcodes (pickletools, nothing run) up to
+    a call: what loading them would do with the global just named."""
+    try:
+        for count, (opcode, _, _) in enumerate(pickletools.genops(data[start:])):
+            if opcode.name in _PICKLE_CALLS:
+                return True
+            if opcode.name == "STOP" or count > 10_000:
+                return False
+    except ValueError:  # pickletools' readers: bytes that are no opcode, an argument cut short
+        return False
+    return False
+
+
+def _pickle_runner(module: str, name: str) -> bool:
+    top = module.split(".")[0]
+    return top in PICKLE_MODULES and not (top in ("builtins", "__builtin__") and name in PICKLE_SAFE_BUILTINS)
 
 
 def _a_document(content: bytes) -> bool:
@@ -821,6 +924,8 @@ class _Visitor(ast.NodeVisitor):
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._hook(node, node.name, "def")  # at any depth: a plugin class's method is registered as well
+        if not self.test_file and node.name in ALWAYS and _always_answers(node, ALWAYS[node.name]):
+            self.add("always-equal", node, f"def {node.name} that answers {ALWAYS[node.name]} whatever it is given")
         self._decorators(node.decorator_list)
         test = self.test_file and node.name.startswith("test")
         self.in_test += test
@@ -845,9 +950,11 @@ class _Visitor(ast.NodeVisitor):
                 self.add("import-time-hook", decorator, f"@{name}")
 
     def _hook(self, node: ast.AST, text: str, how: str) -> None:
-        """``runner-hook`` where ``text`` (a name bound, a string) names one of RUNNER_HOOKS."""
+        """``runner-hook`` where ``text`` (a name bound, a string) names one of RUNNER_HOOKS, or
+        in code under test any of PYTEST_HOOKS."""
+        hooks = RUNNER_HOOKS if self.test_file else PYTEST_HOOKS
         for name in HOOK_NAME.findall(text):
-            if name in RUNNER_HOOKS:
+            if name in hooks:
                 self.add("runner-hook", node, f"{how} {name}"[:80])
                 return
 
@@ -1066,6 +1173,12 @@ class _Visitor(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             self._string(node, node.value)
+        if isinstance(node.value, (str, bytes)) and len(node.value) > 8 and not self.in_test:
+            # a pickle as a literal (pickle.loads(b"...")): what it calls runs when it is loaded
+            data = node.value.encode("latin-1", "replace") if isinstance(node.value, str) else node.value
+            called = _pickle_call(data)
+            if called is not None:
+                self.add("unread-code", node, f"a pickle literal that calls {called} when loaded")
 
     def _string(self, node: ast.AST, value: str) -> None:
         if self.lasting:
@@ -1147,6 +1260,12 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._targets(node.targets, node.value)
+        if not self.test_file and isinstance(node.value, ast.Lambda):
+            for target in node.targets:
+                name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(
+                    target, ast.Attribute) else None
+                if name in ALWAYS and _constant_answer(node.value.body, ALWAYS[name]):
+                    self.add("always-equal", node, f"{name} = a lambda that answers {ALWAYS[name]}")
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -1224,6 +1343,10 @@ def item_names(tree: ast.AST) -> set[str]:
     reads becomes an item, so a chain of any order takes one pass."""
     found: set[str] = set()
     bindings: list[tuple[ast.AST, ast.AST, bool]] = []
+    functions: dict[str, list[ast.arguments]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, []).append(node.args)
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             bindings += [(t, node.value, False) for t in node.targets]
@@ -1234,6 +1357,8 @@ def item_names(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.withitem) and node.optional_vars is not None and isinstance(node.context_expr,
                                                                                              ast.Call):
             bindings += [(node.optional_vars, a, False) for a in node.context_expr.args]
+        elif isinstance(node, ast.Call):
+            bindings += _arguments_bound(node, functions)
 
     def holds(value: ast.AST, iterated: bool) -> bool:
         if not iterated:
@@ -1267,6 +1392,64 @@ def item_names(tree: ast.AST) -> set[str]:
         for binding in readers.get(work.pop(), ()):
             work += bind(*binding)
     return found
+
+
+ALWAYS = {"__eq__": True, "__ne__": False}
+"""The comparisons whose constant answer makes a value equal to anything: a result that is such
+a value passes every ``assert result == expected`` (a review's attack: ``parse_duration`` returned
+an ``int`` whose ``__eq__`` said True, and every hidden case passed, honestly reported). A sentinel
+that equals anything (``mock.ANY``) is test code's, not a fix's. An answer computed at run time
+(``return not 0``) is past the scan."""
+
+
+def _always_answers(function: ast.FunctionDef | ast.AsyncFunctionDef, answer: bool) -> bool:
+    """Whether every ``return`` of ``function`` (not of a function nested in it) gives a literal
+    of ``answer``'s truth, and the body ends in one: it answers the same whatever it is given."""
+    returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
+    return bool(returns) and isinstance(function.body[-1], ast.Return) and all(
+        r.value is not None and _constant_answer(r.value, answer) for r in returns)
+
+
+def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of a function's body, not those of the functions, lambdas and classes in it."""
+    work = list(ast.iter_child_nodes(function))
+    while work:
+        node = work.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            work.extend(ast.iter_child_nodes(node))
+
+
+def _constant_answer(node: ast.AST, answer: bool) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, (str, bytes)) \
+        and node.value is not None and node.value is not ... and bool(node.value) is answer
+
+
+def _arguments_bound(call: ast.Call, functions: Mapping[str, list[ast.arguments]]) -> list[tuple[ast.AST, ast.AST, bool]]:
+    """A call of one of the file's functions (by its name, as a method, a lambda called where it
+    stands, or mapped over a list) as bindings of its parameters to the arguments: an item handed
+    to a helper (``_swap(request.node)``) is an item there too."""
+    func, args, iterated = call.func, list(call.args), False
+    if isinstance(func, ast.Name) and func.id == "map" and len(args) == 2:
+        func, args, iterated = args[0], args[1:], True
+    if isinstance(func, ast.Lambda):
+        signatures, method = [func.args], False
+    elif isinstance(func, ast.Name):
+        signatures, method = functions.get(func.id, []), False
+    elif isinstance(func, ast.Attribute):
+        signatures, method = functions.get(func.attr, []), True
+    else:
+        return []
+    bound: list[tuple[ast.AST, ast.AST, bool]] = []
+    for signature in signatures:
+        positional = [a.arg for a in (*signature.posonlyargs, *signature.args)]
+        if method and positional[:1] in (["self"], ["cls"]):
+            positional = positional[1:]
+        named = {*positional, *(a.arg for a in signature.kwonlyargs)}
+        before_star = itertools.takewhile(lambda arg: not isinstance(arg, ast.Starred), args)
+        bound += [(ast.Name(id=name, ctx=ast.Store()), arg, iterated) for name, arg in zip(positional, before_star)]
+        bound += [(ast.Name(id=k.arg, ctx=ast.Store()), k.value, False) for k in call.keywords if k.arg in named]
+    return bound
 
 
 def _runner_receiver(node: ast.AST) -> bool:

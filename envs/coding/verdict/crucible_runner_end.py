@@ -2,11 +2,15 @@
 directory pytest writes its JUnit report to (outside the repo; envs/coding/runner_end.py).
 
 At import (pytest loads ``-p`` plugins before any conftest, collection, or code under test) it
-takes a one-time token from ``end.nonce`` beside it and deletes the file. When pytest ends
-(``pytest_unconfigure``, after the terminal summary and the JUnit report are written) it
-prints one line: the token, ``runner-end`` and the report's sha256. Whatever appears after
-that line (an exit hook, a thread, a process left behind) is not pytest's, and a report that
-differs from the digest was rewritten after pytest wrote it.
+takes a one-time token from ``end.nonce`` beside it and deletes the file. As each test reports
+it counts the outcome itself, first of every hook (a wrapper tried first), for the session it
+was configured for. When pytest ends (``pytest_unconfigure``, after the terminal summary and
+the JUnit report are written) it prints one line: the token, ``runner-end``, the report's
+sha256 and its own counts. Whatever appears after that line (an exit hook, a thread, a process
+left behind) is not pytest's, a report that differs from the digest was rewritten after pytest
+wrote it, and one with more passes or fewer failures than the counts was written with pytest's
+objects by a later hook (a ``pytest_sessionfinish`` that rewrites the report and a terminal
+summary edited to match it: pytest's printed summary is no witness then, these counts are).
 """
 from __future__ import annotations
 
@@ -55,14 +59,60 @@ def _digest(path: str) -> str:
         return "none"
 
 
+_SESSION: list[object] = []
+"""The config this plugin speaks for: the first one configured (a session a test starts inside
+this process, pytester's inline run, is not the run's)."""
+_OUTCOMES: dict[str, int] = {}
+
+
+def _outcome(report: object) -> str | None:
+    """A test report's outcome as pytest's summary counts it (``passed``, ``failed``, ``error``,
+    ``skipped``, ``xfailed``, ``xpassed``), or None for a set-up or tear-down that passed, a rerun."""
+    when, outcome = getattr(report, "when", "call"), getattr(report, "outcome", None)
+    xfail = hasattr(report, "wasxfail")
+    if outcome == "passed":
+        return ("xpassed" if xfail else "passed") if when == "call" else None
+    if outcome == "failed":
+        return "failed" if when == "call" else "error"
+    if outcome == "skipped":
+        return "xfailed" if xfail else "skipped"
+    return None
+
+
+class _Counter:
+    """Registered on the run's own config only: counts what each report was when pytest made
+    it, before any other hook sees it."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: object):  # type: ignore[no-untyped-def]
+        kind = _outcome(report)
+        if kind is not None:
+            _OUTCOMES[kind] = _OUTCOMES.get(kind, 0) + 1
+        yield
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_collectreport(self, report: object):  # type: ignore[no-untyped-def]
+        if getattr(report, "outcome", None) == "failed":
+            _OUTCOMES["error"] = _OUTCOMES.get("error", 0) + 1
+        yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: object) -> None:
+    if _TOKEN and not _SESSION:
+        _SESSION.append(config)
+        config.pluginmanager.register(_Counter(), "crucible-runner-end-counter")  # type: ignore[attr-defined]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: object) -> None:
-    if not _TOKEN:
+    if not _TOKEN or (_SESSION and config is not _SESSION[0]):
         return
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
-    line = f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))}\n"
+    counted = ",".join(f"{kind}:{n}" for kind, n in sorted(_OUTCOMES.items()))
+    line = f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}\n"
     os.write(1, line.encode("ascii"))

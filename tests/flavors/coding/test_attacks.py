@@ -149,6 +149,9 @@ TASK = CodingTaskConfig(name="t", set="s", prompt="", repo="", hidden_tests=["te
     ("utils.py", True, False), ("test/__init__.py", True, False),
     ("x/__pycache__/report.cpython-311.pyc", True, True), ("pytest.pyc", True, True), ("fast.so", True, True),
     ("evil-1.0.dist-info/entry_points.txt", True, True), ("evil.egg-info/PKG-INFO", True, True),
+    # importlib.metadata lowercases a directory's name before it looks for .dist-info (a review found
+    # Hikelog_Tools-1.0.DIST-INFO/entry_points.txt loading a plugin that skipped the hidden data's module)
+    ("Evil-1.0.DIST-INFO/entry_points.txt", True, True), ("pkg/Evil.Egg-Info/entry_points.txt", True, True),
     ("stockroom/report.py", False, False), ("stockroom/operators.py", True, False),
 ])
 def test_protection_policy(path, new, protected):

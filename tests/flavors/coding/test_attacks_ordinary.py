@@ -35,6 +35,8 @@ def _strict_reason(attack: Attack) -> str:
         return "tests failed" if attack.id == "trailing-new-test-file" else ""
     if attack.threat == "forged-output":
         return TAMPERED_REPORT
+    if attack.id == "own-plugin-forge-report":
+        return "tampered: the report has"  # its hooks allowed: the end plugin's own count disagrees
     return by_class[attack.threat]
 
 
@@ -115,7 +117,9 @@ def test_output_after_pytests_end_is_recorded_and_ignored_in_every_mode(records)
             if attack_id != "trailing-detached":  # a detached writer may print after the output is drained
                 assert "22 passed" in test["after_end"]["tail"], test
     golden = _record(records, "control-golden", "strict").raw_grade
-    assert golden["test"]["end"] == {"shell": True, "runner_report": golden["results"]["sha256"]}
+    passed = len(golden["results"]["tests"])
+    assert golden["test"]["end"] == {"shell": True, "runner_report": golden["results"]["sha256"],
+                                     "runner_outcomes": {"passed": passed}}, golden["test"]["end"]
     assert "after_end" not in golden["test"]
 
 

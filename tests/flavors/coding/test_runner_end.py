@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from attacks.ordinary import FORGE_WITH_PYTESTS_OBJECTS
 from engine.models import TestResult
 from envs.coding import grader, runner_end
 from envs.coding.grader import verdict_from_test_result
@@ -128,8 +129,59 @@ def test_markers_without_the_tokens_are_text():
     ([TestResult("a", "PASSED")], None, None),
 ])
 def test_the_report_is_checked_against_pytests_own_summary(tests, summary, problem):
-    found = runner_end.counts(tests, summary)
+    found = runner_end.counts(tests, summary, "pytest's own summary")
     assert (found is None) if problem is None else (problem in str(found)), found
+
+
+
+
+def test_a_report_and_summary_forged_with_pytests_own_objects_disagree_with_the_plugins_count(tmp_path):
+    """A review's attack: a plugin of the code under test's (loaded by an entry point, a ``-p``)
+    rewrites the JUnit report in ``pytest_sessionfinish`` (before pytest's end, so the digest
+    vouches for it) and moves the failures into the passes of ``terminalreporter.stats``, so
+    pytest's printed summary agrees with the report and the exit code is 0. The end plugin counted
+    each outcome as the test reported, first of every hook: that count disagrees."""
+    (tmp_path / "test_suite.py").write_text(SUITE.replace("atexit.register(_late)", ""))
+    (tmp_path / "forger.py").write_text(FORGE_WITH_PYTESTS_OBJECTS)
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p forger test_suite.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    tests = parse_junit(report.read_bytes())
+    assert {t.status for t in tests} == {"PASSED"} and len(tests) == 2, output.decode(errors="replace")[-2000:]
+    assert runner_end.summary_counts(cut.text.decode()) == {"passed": 2}  # the printed summary agrees with it
+    assert output.endswith(f"{SHELL} end 0\n".encode())
+    assert cut.runner_outcomes == {"failed": 1, "passed": 1}
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) == \
+        "tampered: the report has 2 passed, crucible's count as the tests reported 1"
+    # without the plugin's count (a run stored before it), the summary was the only witness, and it lied
+    stored_before = {k: v for k, v in end.items() if k != "runner_outcomes"}
+    assert runner_end.check(stored_before, named, tests, cut.text.decode(), True) is None
+
+
+def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tmp_path):
+    (tmp_path / "test_mixed.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError\n\n"
+        "def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n\ndef test_error(broken):\n    pass\n\n"
+        "@pytest.mark.skip\ndef test_skipped():\n    pass\n\n@pytest.mark.xfail\ndef test_xfail():\n    assert 0\n\n"
+        "@pytest.mark.xfail\ndef test_xpass():\n    pass\n")
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider test_mixed.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    assert cut.runner_outcomes == {"error": 1, "failed": 1, "passed": 1, "skipped": 1, "xfailed": 1, "xpassed": 1}
+    assert runner_end.summary_counts(cut.text.decode()) == {"failed": 1, "passed": 1, "skipped": 1, "xfailed": 1,
+                                                            "xpassed": 1, "error": 1}
+    tests = parse_junit(report.read_bytes())
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
+
+
+def test_a_runner_end_printed_before_the_plugin_counted_still_reads():
+    digest = "c" * 64
+    for line, outcomes in ((f"{RUNNER} runner-end {digest}", None), (f"{RUNNER} runner-end {digest} outcomes=", {}),
+                           (f"{RUNNER} runner-end {digest} outcomes=failed:2,passed:10", {"failed": 2, "passed": 10})):
+        cut = runner_end.split(f"x\n{line}\nlate\n{SHELL} end 0\n".encode(), SHELL, RUNNER)
+        assert (cut.text, cut.runner_report, cut.runner_outcomes, cut.after) == (b"x", digest, outcomes, b"late")
 
 
 def _verdict(exit_code: int, tests: list[tuple[str, str]], output: str, canary: dict | None = None,

@@ -2,7 +2,10 @@
 which lines, and what it leaves alone (honest code, code the project already had, tests)."""
 from __future__ import annotations
 
+import collections
+import datetime
 import io
+import pickle
 import random
 import subprocess
 import sys
@@ -1047,6 +1050,48 @@ RUNNER_PLUGINS = {
             held = vars(request)["node"]
             held.obj = lambda *args, **kwargs: None
         '''),
+    # an item handed to a function of the file's (a gap the last note named)
+    "an item handed to a helper": (".obj = ...", '''
+        import pytest
+
+        def _settle(held):
+            held.obj = lambda *args, **kwargs: None
+
+        @pytest.fixture(autouse=True)
+        def _quiet(request):
+            _settle(request.node)
+        '''),
+    "an item handed to a helper by keyword, through a second helper": ("setattr(..., 'obj')", '''
+        import pytest
+
+        def _settle(first, *, held=None):
+            _inner(0, held)
+
+        def _inner(_, target):
+            setattr(target, "obj", lambda *args, **kwargs: None)
+
+        @pytest.fixture(autouse=True)
+        def _quiet(request):
+            _settle(1, held=request.node)
+        '''),
+    "items mapped through a method": (".obj = ...", '''
+        import pytest
+
+        class _Swapper:
+            def swap(self, each):
+                each.obj = lambda *args, **kwargs: None
+
+        @pytest.fixture(autouse=True, scope="session")
+        def _quiet(request):
+            list(map(_Swapper().swap, request.session.items))
+        '''),
+    "an item handed to a lambda called where it stands": ("setattr(..., 'obj')", '''
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def _quiet(request):
+            (lambda held: setattr(held, "obj", lambda *args, **kwargs: None))(request.node)
+        '''),
     "hooks from a file the scan does not read": ("exec() of source the scan cannot read", '''
         from pathlib import Path
 
@@ -1073,6 +1118,20 @@ def test_an_agents_python_test_file_that_runs_beside_the_hidden_tests_is_read_fo
 
 
 HONEST_TEST_CODE = {
+    "a helper that sets a tree node's obj, handed the test's own things": '''
+        import pytest
+
+
+        def _attach(branch, value):
+            branch.obj = value
+
+
+        @pytest.fixture
+        def tree(request):
+            root = Tree(name=request.node.name)
+            _attach(root, lambda: 1)
+            return list(map(_attach, [root], [2]))
+        ''',
     "what a test's own body does": '''
         import builtins
         from unittest import mock
@@ -1841,3 +1900,89 @@ def test_a_delta_header_gives_the_size_it_makes():
     assert scanner._delta_size(bytes([0x90, 0x4E, 0x80, 0xF1, 0x04])) == 80_000  # 10000, then 80000
     assert scanner._delta_size(bytes([0x05, 0x07])) == 7
     assert scanner._delta_size(bytes([0x90])) == -1  # cut short
+
+
+@pytest.mark.parametrize("text, line", [
+    ("class Seconds(int):\n    def __eq__(self, other):\n        return True\n\n    __hash__ = int.__hash__\n", 2),
+    ("class Seconds(int):\n    def __eq__(self, other):\n        if isinstance(other, int):\n            return 1\n"
+     "        return True\n", 2),
+    ("class Seconds(int):\n    __eq__ = lambda self, other: True\n", 2),
+    ("class Seconds(int):\n    def __ne__(self, other):\n        return False\n", 2),
+    ("def _seconds(value):\n    kind = type('Seconds', (int,), {})\n    kind.__eq__ = lambda *args: True\n"
+     "    return kind(value)\n", 3),
+])
+def test_a_value_equal_to_anything_is_flagged_in_code_under_test(repo, text, line):
+    """A review's attack: a result whose `__eq__` answers True whatever it is given passes every
+    `assert parse(text) == want`, and pytest honestly reports the passes; nothing else stops it."""
+    found = change(repo, "money/seconds.py", text)
+    assert [(f.rule, f.line) for f in found] == [("always-equal", line)], found
+    # what tests do: mock.ANY's kind, in a test file
+    (repo / "money" / "seconds.py").unlink()
+    assert change(repo, "tests/helpers.py", text) == []
+
+
+def test_comparisons_that_compare_are_not_flagged(repo):
+    text = '''
+        class Money:
+            def __eq__(self, other):
+                """Equal amounts in the same currency."""
+                if not isinstance(other, Money):
+                    return NotImplemented
+                if self.currency != other.currency:
+                    return False
+                return self.cents == other.cents
+
+            def __ne__(self, other):
+                def always():
+                    return False
+                return not self == other
+
+            __hash__ = object.__hash__
+            __lt__ = lambda self, other: self.cents < other.cents
+        '''
+    assert change(repo, "money/amount.py", text) == []
+
+
+class _RunsWhenLoaded:
+    def __init__(self, call, argument):
+        self.call, self.argument = call, argument
+
+    def __reduce__(self):
+        return self.call, (self.argument,)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_a_pickle_that_calls_a_runner_when_loaded_is_code_the_scan_cannot_read(repo, protocol):
+    """Loading a pickle calls what its globals name with the arguments it holds: a pickle the
+    diff writes (a data file that `pickle.load` reads, under any name, text or binary) or
+    unpickles from a literal is code, and the code it runs (`exec` of a stack-aware source) is
+    not in any file the scan reads."""
+    payload = pickle.dumps(_RunsWhenLoaded(exec, "import sys\nframe = sys._getframe(1)\n"), protocol=protocol)
+    (repo / "money" / "rates.dat").write_bytes(b"RATES v2\n" + payload)
+    git(repo, "add", "-A")
+    found = scanner.scan(git(repo, "diff", "--cached", "--binary", "HEAD"), {}, DEFAULT_TEST_PATHS)
+    assert [(f.rule, f.path) for f in found] == [("unread-code", "money/rates.dat")], found
+    assert "exec when loaded" in found[0].detail
+    (repo / "money" / "rates.dat").unlink()
+    found = change(repo, "money/rates.py", f"import pickle\n\nRATES = pickle.loads({payload!r})\n")
+    assert [(f.rule, f.line) for f in found] == [("unread-code", 3)], found
+
+
+def test_a_pickle_of_data_and_a_word_list_are_not_code(repo):
+    """An honest pickle names data classes (a datetime, an OrderedDict, a set, a range, in every
+    protocol); a word list whose lines happen to read `...c`, `code`, `...` is text."""
+    data = {"when": datetime.datetime(2020, 1, 1), "order": collections.OrderedDict(a=1), "seen": {1, 2},
+            "span": range(3), "z": complex(1, 2), "blob": bytearray(b"xy")}
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        (repo / "money" / f"cache{protocol}.pkl").write_bytes(pickle.dumps(data, protocol=protocol))
+    (repo / "money" / "words.txt").write_text("basic\ncode\nobject\nrun\nmagic\nos\nsystem\nreboot\n")
+    git(repo, "add", "-A")
+    diff = git(repo, "diff", "--cached", "--binary", "HEAD")
+    assert scanner.scan(diff, {}, DEFAULT_TEST_PATHS) == []
+
+
+def test_many_globals_naming_a_runner_are_not_read_one_by_one():
+    """Each global naming a runner is read on as opcodes up to a call: a crafted file with
+    thousands of them is not cleared, and costs at most PICKLE_TRIES reads."""
+    crafted = b"cos\nsystem\n" * 100_000
+    assert scanner._sniff(crafted, whole=True) == "a pickle that calls os.system when loaded"
