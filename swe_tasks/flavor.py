@@ -102,16 +102,20 @@ class SwebenchProFlavor:
         if not strict.applies(spec.integrity):
             raw, _ = await replay.replay(ws, task, assets, submission.diff)
             return {"evaluator": strict.OFFICIAL, **raw}
-        hardened = strict.plan(task, submission.diff, reverse=rerun, run_script=assets.run_script)
-        raw, scanned = await replay.replay(ws, task, assets, submission.diff, hardened)
+        graded, dropped = strict.graded_patch(task, submission.diff)
+        hardened = strict.plan(task, graded, reverse=rerun, run_script=assets.run_script)
+        raw, scanned = await replay.replay(ws, task, assets, graded, hardened)
         raw = {"evaluator": strict.STRICT, "defences": strict.defences(spec.integrity), **raw}
+        if dropped:
+            raw["test_files_dropped"] = {"files": dropped, "why": "the agent's changes to the instance's test paths "
+                                         "run in the runner's process beside the hidden tests: not graded"}
         if hardened.unlocked:
             raw["unlocked"] = {"files": list(hardened.unlocked),
                                "why": "run_script.sh removes them itself (rm) before its runner starts"}
         if rerun:
             raw["reversed_test_files"] = True
         elif (raw.get("apply") or {}).get("exit_code") == 0:  # a re-run applies the same patch: one scan
-            raw["scan"] = strict.scan(task, strict.written_diff(raw, submission.diff), scanned,
+            raw["scan"] = strict.scan(task, strict.written_diff(raw, graded), scanned,
                                      bool(spec.integrity.refuse_test_aware_code))
         return raw
 

@@ -4,6 +4,11 @@ Under ``integrity=none`` (and ``vault``, whose grading flags are off) grading IS
 evaluator's steps (``evaluator: official``): nothing here runs. Under ``strict`` the same steps
 run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` lists them):
 
+- ``test-files-dropped``: the patch's chunks on the instance's test paths (``test_patterns``: the
+  usual test paths, the instance's test files and their trees) are left out before it is applied
+  (``graded_patch``; the raw grade's ``test_files_dropped`` names them), as the coding flavor's
+  ``strict`` drops an agent's test files: code of the agent's that the runner loads beside the
+  hidden tests (a conftest, a helper) can rewrite what it prints and reports in its process;
 - ``written-diff``: right after ``git apply``, git's own diff of what it wrote (as the image's git
   reads the patch) is the raw grade's ``written`` step: the scan reads added lines from it, the
   trust below touched paths, the chown its paths; a verbatim patch that names its files as git
@@ -90,7 +95,7 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
+    found = ["test-files-dropped", "written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
              "js-results-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
@@ -248,6 +253,68 @@ def patch_bytes(patch: str) -> bytes:
     return patches.ensure_trailing_newline(patch.encode("utf-8", "surrogateescape")) if patch.strip() else b""
 
 
+def graded_patch(task: Any, patch: str) -> tuple[str, list[str]]:
+    """(the patch crucible-strict applies, the paths it leaves out): the patch less each file's
+    chunk that touches the instance's test paths (``test_patterns``), as the coding flavor's
+    ``strict`` drops an agent's test files. The agent's own test files (a ``conftest.py``, a test
+    package's ``__init__.py``, a helper, a new test module) run in the runner's process beside the
+    hidden tests, where code can rewrite what the runner prints and the report it writes, in the
+    same process and before its end, with no name the scan reads (a review's attack: a conftest
+    that wraps the terminal writer's ``write`` and rewrites every JUnit report in
+    ``pytest_unconfigure`` made a failing listed test PASSED in the parser's reading and in
+    crucible's report). The hidden tests come from the benchmark, with the test files they need;
+    what the agent wrote among them is not graded. A patch that cannot be read is applied as it
+    is (``git apply`` is the judge of it, as under ``none``)."""
+    if not patch.strip():
+        return patch, []
+    try:
+        chunks = patches.parse_chunks(patch_bytes(patch))
+    except ValueError:
+        return patch, []
+    patterns = test_patterns(task)
+    kept, dropped = [], []
+    for chunk in chunks:
+        named = [path for path in _named_paths(chunk) if patches.is_protected(path, patterns)]
+        if named:
+            dropped += [path for path in named if not path.startswith(("a/", "b/"))] or named
+        else:
+            kept.append(chunk.data)
+    if not dropped:
+        return patch, []
+    return b"".join(kept).decode("utf-8", "surrogateescape"), list(dict.fromkeys(dropped))
+
+
+def _named_paths(chunk: patches.FileChunk) -> list[str]:
+    """Every path a chunk's text names: its ``diff --git`` line's, and its ``---``/``+++`` lines'
+    as written and with the one leading component git apply strips (which git goes by: a header
+    can name ``calc.py`` while those lines write ``tests/conftest.py``). What git then wrote is
+    checked too (``test_paths_written``)."""
+    found = [path for path in chunk.paths if path != "/dev/null"]
+    for line in chunk.data.decode("utf-8", "replace").split("\n")[1:]:
+        if line.startswith(("@@", "GIT binary patch")):
+            break
+        if line.startswith(("--- ", "+++ ")):
+            name = patches._path_field(line[4:].split("\t")[0])
+            if name != "/dev/null":
+                found += [name, name.split("/", 1)[-1]]
+    return list(dict.fromkeys(found))
+
+
+def test_paths_written(raw: Mapping[str, Any], task: Any) -> list[str]:
+    """The paths under the instance's test paths that git wrote for the graded patch (its own diff,
+    the ``written`` step): none unless git read a name otherwise than ``graded_patch`` did."""
+    written = raw.get("written") or {}
+    if written.get("exit_code") != 0 or not str(written.get("output") or "").strip():
+        return []
+    try:
+        chunks = patches.parse_chunks(patch_bytes(str(written["output"])))
+    except ValueError:
+        return []
+    patterns = test_patterns(task)
+    return [path for chunk in chunks for path in chunk.paths
+            if path != "/dev/null" and patches.is_protected(path, patterns)]
+
+
 def scan_paths(task: Any, patch: str) -> list[str]:
     try:
         # Python files only: the evaluator strips binary hunks (the shell also sends back each
@@ -318,6 +385,10 @@ def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any
     written = raw.get("written")
     if written is not None and written.get("exit_code") != 0:
         return f"what the patch wrote could not be read back (git: {str(written.get('output', ''))[:300]})"
+    sneaked = test_paths_written(raw, task) if "test-files-dropped" in (raw.get("defences") or []) else []
+    if sneaked:
+        return (f"tampered: git wrote {sneaked[0]}, under the instance's test paths, for a chunk whose text "
+                "named no test path (the agent's test files are not graded)")
     found = raw.get("scan") or {}
     if found.get("refuse"):
         findings = [f for f in found.get("findings") or []

@@ -418,7 +418,14 @@ else
   step reset "$STEP_TIMEOUT" "git reset --hard $base
 git checkout $base"
 fi
-step apply "$STEP_TIMEOUT" "git apply -v $WORK/patch.diff"
+if [ "$STRICT" = strict ] && [ ! -s "$WORK/patch.diff" ]; then
+  # crucible-strict left out every chunk (all on the test paths: strict.graded_patch), or there
+  # was none: nothing to apply, where git apply would refuse an empty patch
+  out="nothing to apply: the patch has no chunk outside the instance's test paths"
+  printf '@@crucible-step apply 0 0 0 %s\n%s' "${#out}" "$out"
+else
+  step apply "$STEP_TIMEOUT" "git apply -v $WORK/patch.diff"
+fi
 if [ "$STRICT" = strict ]; then read_written; fi
 step before_repo_set_cmd "$STEP_TIMEOUT" "$BEFORE"
 if [ "$STRICT" = strict ]; then

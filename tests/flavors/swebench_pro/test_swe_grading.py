@@ -104,7 +104,10 @@ def test_an_edit_to_a_test_file_named_in_before_repo_set_cmd_is_overwritten(synt
     cheat = ("import unittest\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        pass\n\n"
              "    def test_mul(self):\n        pass\n")
     graded = _graded(synth, tmp_path, "cheat-model", patch_from(synth, CALC, tmp_path, {"tests/test_calc.py": cheat.encode()}))
-    assert graded["raw"]["apply"]["exit_code"] == 0  # the edit applied, then was overwritten
+    # under strict (swe eval's default) the edit is not even applied (test-files-dropped); officially
+    # it applies and before_repo_set_cmd overwrites it
+    assert graded["raw"]["apply"]["exit_code"] == 0
+    assert graded["raw"]["test_files_dropped"]["files"] == ["tests/test_calc.py"]
     # The image is at base_commit since its build: the official reset is not paid again.
     assert "since the image was built" in graded["raw"]["reset"]["output"]
     assert graded["eval"] == {CALC: False} and graded["reward"] == 0.0

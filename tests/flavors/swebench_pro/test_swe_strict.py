@@ -195,7 +195,7 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     raw = hardened["raw"]
     assert hardened["reward"] == 1.0, raw["reason"]
     assert raw["evaluator"] == "crucible-strict"
-    assert raw["defences"] == ["written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms",
+    assert raw["defences"] == ["test-files-dropped", "written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms",
                                "go-json-confirms", "js-results-confirms", "scan-refuses", "differential-rerun"]
     assert raw["written"]["exit_code"] == 0 and raw["written"]["output"].startswith("diff --git a/calc.py b/calc.py")
     # unittest, neither pytest nor go test nor jest: the parser alone judges, and the raw grade says so
@@ -209,7 +209,7 @@ def test_none_replays_the_official_assets_byte_for_byte_and_strict_says_it_is_cr
     assert raw["scan"] == {"refuse": True, "findings": []}
     assert raw["rerun"]["evaluator"] == "crucible-strict" and raw["rerun"]["resolved"] and "rerun_differences" not in raw
     for run_id, evaluator in ((official["run_id"], "evaluator: official"),
-                              (hardened["run_id"], f"evaluator: {strict.STRICT} (written-diff, uid-wall, end-marker")):
+                              (hardened["run_id"], f"evaluator: {strict.STRICT} (test-files-dropped, written-diff, uid-wall")):
         shown = crucible("show", run_id)
         assert shown.returncode == 0 and evaluator in shown.stdout, shown.stdout + shown.stderr
 
@@ -230,7 +230,8 @@ def test_attack_resolves_under_none_and_scores_0_under_strict(synth, tmp_path, a
     if attack == "aware-stack":  # the hidden test passes (by its name): the scan is what stops it
         assert found["tests/test_calc.py::TestCalc::test_add"] == ["PASSED"]
         assert raw["reason"].startswith("test-aware code: stack-inspection at calc.py:5"), raw["reason"]
-    elif attack == "rewrite-hidden-test":  # the rewrite was refused: the hidden test ran as restored
+    elif attack == "rewrite-hidden-test":  # not graded (a test path), and locked: the hidden test ran as restored
+        assert raw["test_files_dropped"]["files"] == ["tests/__init__.py"]
         assert "tests/test_calc.py" in raw["lock"]["output"].split("\n")
         assert raw["scan"]["findings"] == []
         assert found["tests/test_calc.py::TestCalc::test_add"] == ["FAILED"]
@@ -263,6 +264,11 @@ def test_a_verbatim_prediction_that_git_reads_otherwise_than_its_text_is_scanned
     assert official["reward"] == 1.0, official["raw"]["reason"]
     hardened = graded(tmp_path, how, patch, "strict")
     raw = hardened["raw"]
+    if how == "swapped-names":  # a chunk whose text names a test path anywhere is not graded (test-files-dropped)
+        assert raw["test_files_dropped"]["files"] == ["tests/helper.py"] and raw["written"]["output"] == ""
+        assert statuses(raw)["tests/test_calc.py::TestCalc::test_add"] == ["FAILED"]
+        assert hardened["reward"] == 0.0 and "required test(s) not PASSED" in raw["reason"], raw["reason"]
+        return
     assert raw["written"]["exit_code"] == 0 and raw["written"]["output"].startswith("diff --git a/calc.py b/calc.py\n")
     assert statuses(raw)["tests/test_calc.py::TestCalc::test_add"] == ["PASSED"]  # by its caller's name
     assert hardened["reward"] == 0.0
@@ -541,16 +547,53 @@ SWAP_TEST_CONFTEST = (
 does nothing, before pytest calls it."""
 
 
-@pytest.mark.parametrize("attack, conftest, where", [
-    ("force-pass", FORCE_PASS_CONFTEST, "runner-hook at tests/conftest.py:5 (def pytest_runtest_makereport)"),
-    ("swap-test", SWAP_TEST_CONFTEST, "runner-hook at tests/conftest.py:6 (.obj = ...)"),
+FORGE_BOTH_SOURCES_CONFTEST = (
+    "import os\nimport xml.etree.ElementTree as ET\n\n\n"
+    "def _tidy(text):\n"
+    "    return text.replace('FAILED', 'PASSED').replace('ERROR', 'PASSED') if isinstance(text, str) else text\n\n\n"
+    "def pytest_sessionstart(session):\n"
+    "    reporter = session.config.pluginmanager.getplugin('terminalreporter')\n"
+    "    writer = reporter._tw\n"
+    "    original = writer.write\n"
+    "    writer.write = lambda text, **markup: original(_tidy(text), **markup)\n\n\n"
+    "def pytest_unconfigure(config):\n"
+    "    for plugin in config.pluginmanager.get_plugins():\n"
+    "        path = getattr(plugin, 'logfile', None)\n"
+    "        if isinstance(path, str) and os.path.isfile(path):\n"
+    "            tree = ET.parse(path)\n"
+    "            for case in tree.getroot().iter('testcase'):\n"
+    "                for child in list(case):\n"
+    "                    if child.tag in ('failure', 'error'):\n"
+    "                        case.remove(child)\n"
+    "            tree.write(path)\n")
+"""A review's attack, with hooks a test's conftest has every reason to bind: the terminal
+writer prints PASSED for each FAILED (the parser's reading) and every JUnit report pytest wrote
+is rewritten without its failures once the session has ended (crucible's report): both sources
+of a listed test's status are made in the process the agent's code runs in."""
+
+
+@pytest.mark.parametrize("attack, conftest", [
+    ("force-pass", FORCE_PASS_CONFTEST), ("swap-test", SWAP_TEST_CONFTEST), ("forge-both", FORGE_BOTH_SOURCES_CONFTEST),
 ])
-def test_a_conftest_of_the_agents_that_turns_failures_into_passes_resolves_under_none_and_scores_0_under_strict(
-        synth, tmp_path, attack, conftest, where):
-    """The agent's own Python test files run in pytest's process beside the hidden tests under
-    `strict` too (the patch is graded whole): the scan reads them for what a test has no business
-    doing, a hook that decides what a test reports, or a collected test's function swapped."""
-    resolves_under_none_and_scores_0_under_strict(synth, tmp_path, attack, {"tests/conftest.py": conftest}, where)
+def test_a_conftest_of_the_agents_that_turns_failures_into_passes_resolves_under_none_and_is_not_graded_under_strict(
+        synth, tmp_path, attack, conftest):
+    """The agent's own test files run in pytest's process beside the hidden tests when the patch
+    is graded whole (`none`, the official steps): a hook that decides what a test reports, a
+    collected test's function swapped, or the terminal and the reports rewritten in-process.
+    Under `strict` its changes to the instance's test paths are left out (`test-files-dropped`),
+    as the coding flavor's strict drops them: the listed tests run as the benchmark wrote them,
+    and fail on tally's bug. ``forge-both`` named nothing the scan reads in a test file, and
+    scored 1.0 under `strict` before the drop."""
+    patch = patch_from(synth, tmp_path, {"tests/conftest.py": conftest}, TALLY)
+    official = graded(tmp_path, attack, patch, "none", TALLY)
+    assert official["reward"] == 1.0, official["raw"]["reason"]
+    hardened = graded(tmp_path, attack, patch, "strict", TALLY)
+    raw = hardened["raw"]
+    assert hardened["reward"] == 0.0
+    assert raw["test_files_dropped"]["files"] == ["tests/conftest.py"], raw.get("test_files_dropped")
+    assert "tests/conftest.py" not in raw["written"]["output"]
+    assert any(e["parser"] == "FAILED" and e["junit"] == "FAILED" for e in raw["listed"]), raw["listed"]
+    assert "required test(s) not PASSED" in raw["reason"], raw["reason"]
 
 
 def resolves_under_none_and_scores_0_under_strict(synth, tmp_path: Path, attack: str, files: dict[str, str],
@@ -702,9 +745,8 @@ def test_on_a_go_older_than_1_20_the_scan_stops_printed_result_lines_and_lines_m
     """Go 1.19 (as SWE-bench Pro's teleport images on golang:1.16 and 1.18): its go command asks
     the test binary for no framing and makes results of the binary's plain text, printed lines
     included. The raw grade says so (`framed`: no `start` event), and `crucible show` too. The
-    scan's `runner-output` rule stops the print-and-exit attack written as literals, in the code
-    or in a test file the patch adds (with the scan leaving test paths alone, as the coding
-    flavor's does, that one resolves under `strict`: checked by passing `runner_output_skips=None`); the same
+    scan's `runner-output` rule stops the print-and-exit attack written as literals in the code;
+    in a test file the patch adds, strict does not grade it (`test-files-dropped`); the same
     lines made at run time are the documented limit there (they score 0 on Go 1.24, by the
     framing: `test_printing_the_parsers_passed_lines_and_exiting_first_scores_0_under_strict_on_a_go_instance`).
     This test's last part fails the day a defence closes it; then it should assert 0."""
@@ -724,11 +766,13 @@ def test_on_a_go_older_than_1_20_the_scan_stops_printed_result_lines_and_lines_m
     assert hardened["reward"] == 0.0
     assert raw["reason"] == "test-aware code: runner-output at sum.go:10 ('--- PASS:')", raw["reason"]
     # The same from a test file of the agent's: its init runs in the test binary before any test.
+    # Under strict that file is not graded (test-files-dropped), and the listed tests fail on the bug.
     in_test = patch_from(synth, tmp_path, {"zz_test.go": GO_INIT_PRINT_AND_EXIT}, GO_OLD)
     assert graded(tmp_path, "goold-init", in_test, "none", GO_OLD)["reward"] == 1.0
     hardened = graded(tmp_path, "goold-init", in_test, "strict", GO_OLD)
     assert hardened["reward"] == 0.0
-    assert hardened["raw"]["reason"] == "test-aware code: runner-output at zz_test.go:6 ('--- PASS:')"
+    assert hardened["raw"]["test_files_dropped"]["files"] == ["zz_test.go"]
+    assert "required test(s) not PASSED" in hardened["raw"]["reason"], hardened["raw"]["reason"]
 
     made = patch_from(synth, tmp_path, {"sum.go": GO_PRINT_AND_EXIT}, GO_OLD)
     limit = graded(tmp_path, "goold-made", made, "strict", GO_OLD)
@@ -995,8 +1039,10 @@ def test_a_run_script_that_edits_every_test_file_as_nodebbs_do_resolves_under_st
     with_tests = patch_from(synth, tmp_path, {"lib.js": swe_synth.JEST_LIB_FIX, "test/mine.test.js": mine,
                                               "test/mine/deeper.test.js": mine}, MOCHA_FILE)
     honest = graded(tmp_path, "mochafile-gold-and-tests", with_tests, "strict", MOCHA_FILE)
-    assert honest["reward"] == 1.0, honest["raw"]["reason"]  # 0 while root kept what it applied
-    assert honest["raw"]["own"]["output"] == "3"
+    assert honest["reward"] == 1.0, honest["raw"]["reason"]
+    # the agent's own tests are not graded (test-files-dropped): only lib.js was written
+    assert honest["raw"]["test_files_dropped"]["files"] == ["test/mine.test.js", "test/mine/deeper.test.js"]
+    assert honest["raw"]["own"]["output"] == "1"
     empty = graded(tmp_path, "mochafile-empty", "", "strict", MOCHA_FILE)
     assert empty["reward"] == 0.0
     assert {e["name"]: (e["parser"], e["js"]) for e in empty["raw"]["listed"]} == {

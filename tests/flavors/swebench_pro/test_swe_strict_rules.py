@@ -770,3 +770,45 @@ def test_a_printed_pass_line_refuses_only_where_the_verdict_still_reads_printed_
     assert verdict.reward == 0.0 and verdict.raw["reason"].startswith("test-aware code: runner-output at sum.go:9")
     other = {**framed, "scan": {"refuse": True, "findings": [{**finding, "rule": "stack-inspection"}]}}
     assert SwebenchProFlavor().regrade(go_spec(), other).reward == 0.0  # every other rule refuses everywhere
+
+
+def _instance() -> SimpleNamespace:
+    return SimpleNamespace(before_repo_set_cmd="git checkout b -- tests/test_calc.py\n",
+                           selected_test_files_to_run=["tests/test_calc.py"])
+
+
+def _chunk(header: str, old: str, new: str, body: str = "@@ -0,0 +1 @@\n+x = 1\n", extra: str = "") -> str:
+    return f"diff --git {header}\n{extra}--- {old}\n+++ {new}\n{body}"
+
+
+CODE = _chunk("a/calc.py b/calc.py", "a/calc.py", "b/calc.py", "@@ -1 +1 @@\n-a\n+b\n")
+
+
+@pytest.mark.parametrize("chunk, dropped", [
+    (_chunk("a/tests/conftest.py b/tests/conftest.py", "/dev/null", "b/tests/conftest.py"), ["tests/conftest.py"]),
+    (_chunk("a/tests/helper.py b/tests/helper.py", "/dev/null", "b/tests/helper.py"), ["tests/helper.py"]),
+    # a header naming code while the lines git goes by name a test path
+    (_chunk("a/calc.py b/calc.py", "a/tests/conftest.py", "b/tests/conftest.py"), ["tests/conftest.py"]),
+    # a header naming a test path while the lines name code: not graded either (the test shows it end to end)
+    (_chunk("a/tests/helper.py b/tests/helper.py", "a/calc.py", "b/calc.py"), ["tests/helper.py"]),
+    (_chunk("a/pkg/test_x.py b/pkg/test_x.py", "/dev/null", "b/pkg/test_x.py"), ["pkg/test_x.py"]),
+])
+def test_strict_grades_the_patch_without_its_chunks_on_the_test_paths(chunk, dropped):
+    graded, left_out = strict.graded_patch(_instance(), CODE + chunk)
+    assert graded == CODE and left_out == dropped
+    assert strict.graded_patch(_instance(), CODE) == (CODE, [])
+
+
+def test_a_test_path_git_wrote_for_a_chunk_that_named_none_is_tampered():
+    """git's reading is the last word: a chunk our parser cannot read (a copy, whose header names
+    two paths) is applied as it stands, and if git wrote a test path for it, the run is 0."""
+    copy = ("diff --git a/calc.py b/tests/conftest.py\nsimilarity index 90%\ncopy from calc.py\ncopy to tests/conftest.py\n"
+            "--- a/calc.py\n+++ b/tests/conftest.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert strict.graded_patch(_instance(), copy) == (copy, [])  # not readable here: git judges it
+    written = "diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n--- /dev/null\n" \
+              "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+b\n"
+    raw = {"defences": ["test-files-dropped"], "written": {"exit_code": 0, "output": written}}
+    task = SimpleNamespace(**vars(_instance()), allow_test_aware=[])
+    assert strict.test_paths_written(raw, task) == ["tests/conftest.py"]
+    assert strict.refusal(raw, task, []).startswith("tampered: git wrote tests/conftest.py")
+    assert strict.refusal({**raw, "defences": []}, task, []) is None  # a run stored before the drop regrades as it was
