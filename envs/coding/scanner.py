@@ -545,6 +545,10 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
             findings += [Finding(rule, changed.path, line, detail) for rule, line, detail in scan_go_js.findings(
                 changed.path, lang, changed.added_text, created=changed.created,
                 a_test=a_test or scan_go_js.is_test_file(changed.path, lang), written=written)]
+        if scan_go_js.MANIFEST.search(changed.path) and not (a_test or scan_go_js.is_test_file(changed.path, "js")):
+            # package.json, .mocharc, .npmrc: a file they name is loaded as a require of it would be
+            findings += [Finding(rule, changed.path, line, detail) for rule, line, detail in scan_go_js.manifest_findings(
+                changed.path, changed.added_text, created=changed.created, written=written)]
         if not changed.path.endswith(".py"):
             continue  # a Python test file here runs (SWE-bench Pro's, not restored): read as a test
         data = contents.get(changed.path)

@@ -556,6 +556,21 @@ EVASIONS = [  # a review's, each written with literals
     ("src/add.js", "const run = eval;\n", 1, "unread-code"),
     ("src/add.js", "const m = await import('data:text/javascript,' + src)\n", 1, "unread-code"),
     ("src/add.js", "const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor\n", 1, "unread-code"),
+    # the Function constructor and eval reached without their names called
+    ("src/add.js", "const shout = Function('s', src)\n", 1, "unread-code"),  # without new: caught before too
+    ("src/add.js", "const shout = Reflect.construct(Function, ['s', src])\n", 1, "unread-code"),
+    ("src/add.js", "Reflect.apply(eval, undefined, [src])\n", 1, "unread-code"),
+    ("src/add.js", "const f = Reflect.apply(Function, null, ['s', src])\n", 1, "unread-code"),
+    ("src/add.ts", "const f = globalThis.Function('s', src)\n", 1, "unread-code"),
+    ("src/add.js", "const f = window['Function'](src)\n", 1, "unread-code"),
+    ("src/add.js", "const f = Function.prototype.constructor('s', src)\n", 1, "unread-code"),
+    ("src/add.js", "const f = Function.apply(null, ['s', src])\n", 1, "unread-code"),
+    ("src/add.js", "const f = Function.call(null, 's', src)\n", 1, "unread-code"),
+    ("src/add.js", "const f = new (Function)('s', src)\n", 1, "unread-code"),
+    ("src/add.js", "const f = [].constructor.constructor(src)\n", 1, "unread-code"),
+    ("src/add.js", "const f = Object.constructor(src)\n", 1, "unread-code"),
+    ("src/add.ts", "const Make = Function;\n", 1, "unread-code"),
+    ("src/add.js", "setTimeout(eval, 0, src)\n", 1, "unread-code"),
 ]
 
 
@@ -627,7 +642,11 @@ def test_honest_go_and_javascript_is_not_flagged(repo):
     assert change(repo, "src/equal.js", "exports.deepEqual = deepEqual\nmodule.exports.strictEqual = strictEqual\n"
                   "this.deepEqual = fn\n") == []
     assert change(repo, "src/calc.ts", "let onDone: Function | null = null\nconst total = model.evaluate(expr)\n"
-                  "const r = interpreter.eval(ast)\nconst noop = new Function()\n") == []
+                  "const r = interpreter.eval(ast)\nconst noop = new Function()\n"
+                  "const out = Reflect.apply(fn, this, args)\nconst src = Reflect.apply(Function.prototype.toString, fn, [])\n"
+                  "export type Callback = Function\nfunction run(cb: Function) { return cb instanceof Function }\n"
+                  "const call = Function.call.bind(Function.prototype.call)\nconst copy = new this.constructor(a)\n"
+                  "const props = { onClick: { type: Function, required: true }, label: [String, Function] }\n") == []
 
 
 def test_go_and_javascript_tests_are_not_read_and_a_go_helper_package_only_for_what_it_is_for(repo):
@@ -698,9 +717,32 @@ def test_a_long_go_or_javascript_line_is_read_in_linear_time():
     program = ("from envs.coding import scan_go_js\n"
                "lines = ['new Error(' * 30000, 'process.argv' + ' x' * 100000, '\"' + '\\\\\"' * 100000,\n"
                "         'os.Args' * 30000 + '\"', '\\'' + 'a' * 200000, 'import ' + 'a.' * 100000 + ' \"testing',\n"
-               "         'Object.defineProperty(' * 30000]\n"
+               "         'Object.defineProperty(' * 30000, 'Reflect.apply(' * 30000, 'x = ' * 30000 + 'Function',\n"
+               "         '(Function ' * 30000, '.constructor ' * 20000, 'type' + ' ' * 100000]\n"
                "for lang in ('go', 'js'):\n"
                "    scan_go_js.findings('x', lang, enumerate(lines))\n")
+    run_apart(program)
+
+
+def test_a_long_manifest_line_is_read_in_linear_time():
+    """A package.json's, a .mocharc's or an .npmrc's line of 100,000 characters, crafted against the
+    readers of its strings and preloads (escaped quotes, keys without values, a string never
+    closed), each read in well under a second; so is a created package.json of 5,000 exports,
+    each entry found at its line."""
+    program = ("import time\nfrom envs.coding import scan_go_js\n"
+               "lines = ['\"' + '\\\\\"' * 50000, '\"a\": ' * 20000, '\"main\": \"' + 'a' * 100000, '--require ' * 20000,\n"
+               "         \"'\" + \"\\\\'\" * 50000, '\"a\": \"b\", ' * 10000, ' ' * 100000 + ':']\n"
+               "for path in ('package.json', '.mocharc.yml', '.npmrc'):\n"
+               "    for line in lines:\n"
+               "        for created in (False, True):\n"
+               "            began = time.perf_counter()\n"
+               "            scan_go_js.manifest_findings(path, [(1, line)], created, frozenset({'notes.txt'}))\n"
+               "            assert time.perf_counter() - began < 1, (path, line[:20])\n"
+               "wide = [(n, f'\"./a{n}\": \"./b{n}\",') for n in range(1, 5000)] + [(5000, '\"./a\": \"./b\"}}')]\n"
+               "began = time.perf_counter()\n"
+               "found = scan_go_js.manifest_findings('package.json', [(0, '{\"exports\": {')] + wide, True,\n"
+               "                                     frozenset(f'b{n}' for n in range(5000)))\n"
+               "assert time.perf_counter() - began < 1 and len(found) == 4999\n")
     run_apart(program)
 
 
@@ -1728,6 +1770,78 @@ def test_a_module_required_from_a_file_the_diff_writes_that_is_no_javascript_by_
                                             "const c = require('./app.module')\nconst d = require('../lib/x.css')\n"})
     assert [(f.rule, f.path, f.line) for f in found] == [("unread-code", "src/add.js", 1),
                                                          ("unread-code", "src/add.js", 2)], found
+
+
+def test_a_package_json_naming_a_file_the_diff_writes_that_is_no_javascript_by_its_name_is_flagged(repo):
+    """A package's entry points load as a require does: a test's ``require('../lib')`` of the
+    package's directory runs its ``main``, and its ``exports`` and ``imports`` answer for it, so
+    one naming a file the diff writes that is no JavaScript by its name (``notes.txt``, an
+    extensionless ``helpers``, which Node loads before ``helpers.js``) is source the scan never
+    reads. Found at the field's line, in a created package.json read as JSON (however nested) and
+    in a modified one read line by line."""
+    found = swe_change(repo, {"lib/notes.txt": "module.exports = 1\n", "lib/helpers": "module.exports = 2\n",
+                              "lib/package.json": """\
+        {
+          "name": "lib",
+          "main": "notes.txt",
+          "exports": {
+            ".": {"import": "./index.mjs", "require": "./helpers"},
+            "./package.json": "./package.json"
+          },
+          "imports": {"#cases": {"node": "./notes.txt", "default": "./cases.js"}}
+        }
+        """})
+    assert [(f.rule, f.path, f.line) for f in found] == [("unread-code", "lib/package.json", 3),
+                                                         ("unread-code", "lib/package.json", 5),
+                                                         ("unread-code", "lib/package.json", 8)], found
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lib")
+    found = swe_change(repo, {"lib/package.json": (repo / "lib" / "package.json").read_text().replace(
+        '"./package.json": "./package.json"', '"./package.json": "./package.json",\n    "./cases": ".\\/helpers"'),
+        "lib/helpers": "module.exports = 3\n"})
+    assert [(f.rule, f.path, f.line) for f in found] == [("unread-code", "lib/package.json", 7)], found
+
+
+def test_a_runner_preload_naming_a_file_the_diff_writes_that_is_no_javascript_by_its_name_is_flagged(repo):
+    """mocha's ``require``, ``file`` and ``spec`` options (in a .mocharc, a JavaScript one too, or
+    package.json's ``mocha``) and npm's ``node-options`` (``--require``, ``--import``) load a file
+    into the tests' process as a require does."""
+    found = swe_change(repo, {"setup.txt": "module.exports = 1\n", "hooks": "module.exports = 2\n",
+                              ".mocharc.yml": "reporter: dot\nrequire:\n  - ./setup.txt\nignore: hooks\n",
+                              ".npmrc": "engine-strict=true\nnode-options=--import ./hooks\n",
+                              "package.json": '{\n  "mocha": {"file": ["hooks"]}\n}\n',
+                              "lib/.mocharc.cjs": "module.exports = {\n  require: ['../setup.txt'],\n}\n"})
+    assert [(f.rule, f.path, f.line) for f in found] == [("unread-code", ".mocharc.yml", 3), ("unread-code", ".npmrc", 2),
+                                                         ("unread-code", "lib/.mocharc.cjs", 2),
+                                                         ("unread-code", "package.json", 2)], found
+
+
+def test_a_package_json_naming_javascript_or_a_program_is_not_flagged(repo):
+    """The everyday entry points: JavaScript by its name, a file the diff does not write, an
+    exports map of .js and .mjs files, a stylesheet exported under its own name (only an import
+    that names it loads it), a pattern, a JSON file. A ``bin`` script is a program npm runs in a
+    process of its own, never required into the runner's: extensionless, with a shebang, is its
+    usual form. A package.json under the tests' directories is the tests'."""
+    found = swe_change(repo, {
+        "lib/index.js": "module.exports = 1\n", "lib/dist/x.cjs": "module.exports = 2\n", "bin/tool": "#!/usr/bin/env node\n",
+        "lib/dist/style.css": "a {}\n", "lib/notes.txt": "no code\n",
+        "lib/package.json": """\
+        {
+          "main": "lib/index.js",
+          "bin": {"tool": "../bin/tool"},
+          "exports": {".": {"import": "./index.mjs", "require": "./dist/x.cjs"}, "./style.css": "./dist/style.css",
+                      "./features/*": "./features/*.js", "./package.json": "./package.json"},
+          "files": ["notes.txt"],
+          "scripts": {"build": "cp notes.txt dist/"}
+        }
+        """,
+        "package.json": '{\n  "main": "index.js",\n  "bin": "./bin/tool",\n  "types": "./lib/notes.txt"\n}\n',
+        "test/mocks/plugin/package.json": '{"main": "../../../lib/notes.txt"}\n'})
+    assert [f for f in found if f.rule == "unread-code"] == [], found
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lib")
+    found = swe_change(repo, {"lib/notes.txt": "more\n", "bin/tool": "#!/usr/bin/env node\nmain()\n", "lib/package.json": (
+        repo / "lib" / "package.json").read_text().replace('"bin": {"tool": "../bin/tool"}',
+                                                           '"bin": {\n    "tool": "../bin/tool"\n  },\n  "man": "./notes.txt"')})
+    assert [f for f in found if f.rule == "unread-code"] == [], found
 
 
 def test_a_python_file_the_diff_carries_as_binary_is_read_whole(repo):
