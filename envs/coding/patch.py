@@ -41,12 +41,12 @@ PYTEST_PROTECTED: tuple[str, ...] = (
     "*.egg-info/",
     "*.egg-link",
 )
-ANY_CASE = frozenset({"*.dist-info/", "*.egg-info/"})
-"""Patterns matched whatever the case: importlib.metadata lowercases a directory's name before it
-looks for ``.dist-info`` (``X.DIST-INFO/entry_points.txt`` registers a pytest plugin as well)."""
 """Test-runner configuration, start-up files, bytecode and package metadata: paths an agent
 could use to change what the hidden tests do. Patterns without a '/' match the file name at
 any depth; a pattern ending in '/' matches a directory name at any depth (all below it)."""
+ANY_CASE = frozenset({"*.dist-info/", "*.egg-info/"})
+"""Patterns matched whatever the case: importlib.metadata lowercases a directory's name before it
+looks for ``.dist-info`` (``X.DIST-INFO/entry_points.txt`` registers a pytest plugin as well)."""
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,9 @@ def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult
     if printed != named.get("sha256"):
         return TAMPERED_REPORT
     own = end.get("runner_outcomes")
+    if own and own.get("outranked"):
+        return ("tampered: a hook wrapper registered after pytest's configure ran before crucible's count of the "
+                "outcomes (it could change each report before the count saw it)")
     return ((counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
             or counts(tests, summary_counts(output), "pytest's own summary"))
 

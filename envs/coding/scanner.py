@@ -367,7 +367,8 @@ PICKLE_MODULES = frozenset({
     "pickle", "_pickle", "marshal", "types", "ctypes", "code", "codeop", "gc", "pytest", "_pytest", "unittest",
     "pluggy", "pdb", "bdb", "timeit", "cProfile", "profile", "trace", "operator", "functools", "pathlib", "io", "_io",
     "shutil", "tempfile", "threading", "_thread", "multiprocessing", "atexit", "signal", "socket", "zipimport",
-    "pkgutil", "doctest", "logging", "site", "sysconfig", "traceback", "warnings", "faulthandler"})
+    "pkgutil", "doctest", "logging", "site", "sysconfig", "traceback", "warnings", "faulthandler", "imp", "_imp",
+    "_operator", "_functools", "_frozen_importlib", "_frozen_importlib_external", "zipfile"})
 """Modules a pickle has no business calling into: loading one runs what its ``GLOBAL``/``INST``/
 ``STACK_GLOBAL`` names with the arguments it holds (``builtins.exec`` of a source, ``getattr`` to
 reach anything, ``os.system``), so a pickle the diff writes, or a literal it unpickles, is code
@@ -384,7 +385,9 @@ PICKLE_NAMES = frozenset({
     "partial", "register", "settrace", "setprofile", "get_objects", "get_referrers"})
 """Where a ``STACK_GLOBAL``'s module is a memo reference (the pickler writes a repeated module
 name once), the names that count whatever the module."""
-_PICKLE_TEXT_GLOBAL = re.compile(rb"([ci])([A-Za-z_][\w.]{0,99}+)\n([A-Za-z_][\w.]{0,99}+)\n")
+_PICKLE_TEXT_GLOBAL = re.compile(rb"(?=([ci])([A-Za-z_][\w.]{0,99}+)\n([A-Za-z_][\w.]{0,99}+)\n)")
+"""A text protocol's ``GLOBAL`` or ``INST``, at every position (a lookahead: one that starts inside
+another, ``Kicos``, is found too)."""
 _PICKLE_STACK_GLOBAL = re.compile(
     rb"(?:\x8c([\x01-\x64])([\w.]{1,100}+)|h[\s\S]|j[\s\S]{4})\x94?\x8c([\x01-\x64])([\w.]{1,100}+)\x94?\x93")
 _PICKLE_CALLS = frozenset({"REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"})
@@ -400,8 +403,9 @@ def _pickle_call(content: bytes) -> str | None:
         module, name = match.group(2).decode(), match.group(3).decode()
         if not _pickle_runner(module, name):
             continue
-        if match.group(1) == b"i" and b"(" in data[max(0, match.start() - 4096):match.start()]:
-            return f"{module}.{name}"  # INST is the call itself, on what follows its mark
+        if match.group(1) == b"i" and name in PICKLE_NAMES and b"(" in data[max(0, match.start() - 4096):match.start()]:
+            return f"{module}.{name}"  # INST is the call itself, on what follows its mark: a runner's name
+            # (text reads as one often: "int\nbase64_decode\n" in C, "print\nstatements\n")
         tried += 1
         if match.group(1) == b"c" and (tried > PICKLE_TRIES or _calls_on(data, match.start())):
             return f"{module}.{name}"

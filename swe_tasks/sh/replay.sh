@@ -141,7 +141,7 @@ written_index() {  # WRITTEN's bytes as they lie on disk (no filter, eol or attr
   } | git update-index -z --index-info
 }
 read_written() {  # what git apply wrote, as git reads the patch here: WRITTEN, and git's own diff of it
-  local field rel start rc=0 out='' objects
+  local field rel start rc=0 out='' objects unread=''
   local -a fields=()
   WRITTEN=() REMOVED=()
   now_us; start=$NOW
@@ -149,7 +149,7 @@ read_written() {  # what git apply wrote, as git reads the patch here: WRITTEN, 
   for field in "${fields[@]}"; do  # "ADDED<TAB>DELETED<TAB>PATH" (a rename's or a copy's new path)
     if [[ $field != *$'\t'*$'\t'* ]]; then continue; fi
     rel=${field#*$'\t'*$'\t'}
-    case $rel in ''|.git|.git/*|/*|*$'\n'*) continue ;; esac
+    case $rel in *$'\n'*) unread=1; continue ;; ''|.git|.git/*|/*) continue ;; esac
     if through_symlink "$rel"; then continue; fi
     if [ -e "$rel" ] || [ -L "$rel" ]; then WRITTEN+=("$rel"); else REMOVED+=("$rel"); fi
   done
@@ -166,6 +166,9 @@ read_written() {  # what git apply wrote, as git reads the patch here: WRITTEN, 
     rm -rf "$WORK/written.index" "$WORK/objects"
   fi
   if [ "${#out}" -gt $((16 << 20)) ]; then rc=2 out="git's diff of what the patch wrote is over 16 MiB"; fi
+  # a name holding a newline cannot be listed one per line, so its file would go unread (unscanned,
+  # untrusted): not read back is not graded
+  if [ -n "$unread" ]; then rc=2 out="git wrote a path whose name holds a newline: what it holds is not read"; fi
   now_us
   printf '@@crucible-step written %s 0 %s %s\n%s' "$rc" "$(( (NOW - start) / 1000 ))" "$(LC_ALL=C; echo "${#out}")" "$out"
 }

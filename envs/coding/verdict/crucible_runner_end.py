@@ -3,8 +3,8 @@ directory pytest writes its JUnit report to (outside the repo; envs/coding/runne
 
 At import (pytest loads ``-p`` plugins before any conftest, collection, or code under test) it
 takes a one-time token from ``end.nonce`` beside it and deletes the file. As each test reports
-it counts the outcome itself, first of every hook (a wrapper tried first), for the session it
-was configured for. When pytest ends (``pytest_unconfigure``, after the terminal summary and
+it counts the outcome itself, in a wrapper tried first (and says so where a wrapper registered
+later ran before it), for the session it was configured for. When pytest ends (``pytest_unconfigure``, after the terminal summary and
 the JUnit report are written) it prints one line: the token, ``runner-end``, the report's
 sha256 and its own counts. Whatever appears after that line (an exit hook, a thread, a process
 left behind) is not pytest's, a report that differs from the digest was rewritten after pytest
@@ -81,13 +81,21 @@ def _outcome(report: object) -> str | None:
 
 class _Counter:
     """Registered on the run's own config only: counts what each report was when pytest made
-    it, before any other hook sees it."""
+    it, before any other hook of the report sees it. A wrapper registered later and tried first
+    would run before this one (pluggy calls the last registered first): each report checks that
+    this one is still the outermost, and a count that was not is marked ``outranked``."""
+
+    def __init__(self, hook: object) -> None:
+        self.hook = hook
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: object):  # type: ignore[no-untyped-def]
         kind = _outcome(report)
         if kind is not None:
             _OUTCOMES[kind] = _OUTCOMES.get(kind, 0) + 1
+        impls: list[object] = getattr(self.hook, "get_hookimpls", list)()
+        if impls and getattr(impls[-1], "plugin", self) is not self:
+            _OUTCOMES["outranked"] = 1
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -101,7 +109,8 @@ class _Counter:
 def pytest_configure(config: object) -> None:
     if _TOKEN and not _SESSION:
         _SESSION.append(config)
-        config.pluginmanager.register(_Counter(), "crucible-runner-end-counter")  # type: ignore[attr-defined]
+        counter = _Counter(config.hook.pytest_runtest_logreport)  # type: ignore[attr-defined]
+        config.pluginmanager.register(counter, "crucible-runner-end-counter")  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(trylast=True)

@@ -159,6 +159,40 @@ def test_a_report_and_summary_forged_with_pytests_own_objects_disagree_with_the_
     assert runner_end.check(stored_before, named, tests, cut.text.decode(), True) is None
 
 
+OUTRANKER = '''
+import pytest
+
+
+class _Flip:
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            report.outcome = "passed"
+        yield
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    config.pluginmanager.register(_Flip(), "flip")
+'''
+
+
+def test_a_wrapper_registered_after_the_count_that_runs_before_it_is_tampered(tmp_path):
+    """A review's attack on the count: pluggy calls the last registered first, so a wrapper tried
+    first and registered after the end plugin's counter changed each report before the count saw
+    it. The counter checks that it is still the outermost at every report."""
+    (tmp_path / "test_suite.py").write_text(SUITE.replace("atexit.register(_late)", ""))
+    (tmp_path / "outranker.py").write_text(OUTRANKER)
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p outranker test_suite.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    tests = parse_junit(report.read_bytes())
+    assert {t.status for t in tests} == {"PASSED"}, output.decode(errors="replace")[-2000:]
+    assert cut.runner_outcomes == {"outranked": 1, "passed": 2}
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True).startswith("tampered: a hook wrapper")
+
+
 def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tmp_path):
     (tmp_path / "test_mixed.py").write_text(
         "import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError\n\n"

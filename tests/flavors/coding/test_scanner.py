@@ -2100,3 +2100,11 @@ def test_many_globals_naming_a_runner_are_not_read_one_by_one():
     thousands of them is not cleared, and costs at most PICKLE_TRIES reads."""
     crafted = b"cos\nsystem\n" * 100_000
     assert scanner._sniff(crafted, whole=True) == "a pickle that calls os.system when loaded"
+
+
+def test_a_pickle_global_inside_another_match_is_found_and_text_that_reads_as_inst_is_not():
+    """A review: a harmless `i...` match swallowed the GLOBAL after it (`Kicos`), and C or prose
+    whose lines read as an INST of a module named `nt` flagged ordinary files."""
+    assert scanner._sniff(b"Kicos\nsystem\n(S'echo ran'\ntR0.", whole=True) == "a pickle that calls os.system when loaded"
+    for text in (b"call(x)\nuse print\nstatements\n", b"static\nint\nbase64_stream_decode\n\t(void)", b"(\nint\nftresize\n"):
+        assert scanner._sniff(text, whole=True) is None, text

@@ -275,6 +275,19 @@ def test_a_verbatim_prediction_that_git_reads_otherwise_than_its_text_is_scanned
     assert raw["reason"].startswith("test-aware code: stack-inspection at calc.py:5"), raw["reason"]
 
 
+def test_a_file_whose_name_holds_a_newline_is_not_read_back_so_not_graded(synth, tmp_path):
+    """git's own diff of what it wrote is listed one name per line: a name holding a newline went
+    unlisted, so its code went unscanned (a review: `lib/impl<newline>x.py` with a hook in it,
+    imported by a computed name). Under strict such a write is not read back, and not graded."""
+    patch = patch_from(synth, tmp_path, {"calc.py": STACK_AWARE, "pkg/impl\nx.py": "x = 1\n"})
+    assert '"b/pkg/impl\\nx.py"' in patch  # git quotes the name
+    hardened = graded(tmp_path, "newline-name", patch, "strict")
+    raw = hardened["raw"]
+    assert raw["written"]["exit_code"] != 0 and "newline" in raw["written"]["output"]
+    assert hardened["reward"] == 0.0 and raw["reason"].startswith("what the patch wrote could not be read back"), \
+        raw["reason"]
+
+
 def test_a_process_left_running_by_the_tests_is_killed_at_run_scripts_end_and_recorded(synth, tmp_path):
     patch = patch_from(synth, tmp_path, {"calc.py": LEFT_RUNNING})
     hardened = graded(tmp_path, "left-running", patch, "strict")
