@@ -95,8 +95,8 @@ def defences(integrity: Any) -> list[str]:
     """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
     if not applies(integrity):
         return []
-    found = ["test-files-dropped", "written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms", "go-json-confirms",
-             "js-results-confirms",
+    found = ["test-files-dropped", "written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms",
+             "go-json-confirms", "js-results-confirms",
              "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
     return found + (["differential-rerun"] if integrity.differential_rerun else [])
 
@@ -294,7 +294,7 @@ def _named_paths(chunk: patches.FileChunk) -> list[str]:
         if line.startswith(("@@", "GIT binary patch")):
             break
         if line.startswith(("--- ", "+++ ")):
-            name = patches._path_field(line[4:].split("\t")[0])
+            name = patches.path_field(line[4:].split("\t")[0])
             if name != "/dev/null":
                 found += [name, name.split("/", 1)[-1]]
     return list(dict.fromkeys(found))

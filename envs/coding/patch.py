@@ -99,7 +99,8 @@ def unquote(text: str) -> tuple[str, str]:
     raise ValueError(f"unterminated quoted path: {text[:80]!r}")
 
 
-def _path_field(value: str) -> str:
+def path_field(value: str) -> str:
+    """A path as a diff line writes it: C-quoted where git quoted it, else as it stands."""
     return unquote(value)[0] if value.startswith('"') else value
 
 
@@ -115,15 +116,15 @@ def chunk_paths(chunk: bytes) -> FileChunk:
         if line.startswith(("@@", "GIT binary patch", "--- ", "+++ ")):
             break
         if line.startswith("rename from "):
-            rename_from = _path_field(line[len("rename from "):])
+            rename_from = path_field(line[len("rename from "):])
         elif line.startswith("rename to "):
-            rename_to = _path_field(line[len("rename to "):])
+            rename_to = path_field(line[len("rename to "):])
     if rename_from is not None and rename_to is not None:
         return FileChunk(chunk, rename_from, rename_to)
     rest = lines[0][len("diff --git "):]
     if rest.startswith('"'):
         old, rest = unquote(rest)
-        return FileChunk(chunk, _strip_prefix(old, "a/"), _strip_prefix(_path_field(rest.lstrip(" ")), "b/"))
+        return FileChunk(chunk, _strip_prefix(old, "a/"), _strip_prefix(path_field(rest.lstrip(" ")), "b/"))
     # Not a rename: "a/P b/P" with the same P twice, so P's length is fixed by the line's.
     size = (len(rest) - 5) // 2
     path = rest[2:2 + size]

@@ -16,7 +16,8 @@ Output after the runner end (or the shell end, where there is none) is kept in t
 (``after_end``) and ignored: the pass pattern and the summary counts are read from what came
 before. A report whose digest is not the one pytest printed was rewritten after pytest's end
 (``check``), and a report with more passes or fewer failures than the plugin counted as the
-tests reported, or than pytest's own summary, is not pytest's (``counts``). Pure functions of the recorded output, so a stored run regrades.
+tests reported, or than pytest's own summary, is not pytest's (``counts``). Pure functions of
+the recorded output, so a stored run regrades.
 
 What stays out of reach in-process (docs/integrity.md): code inside pytest's process can read
 the plugin's token from memory and rewrite the report before pytest's end; the isolated

@@ -4,8 +4,9 @@ directory pytest writes its JUnit report to (outside the repo; envs/coding/runne
 At import (pytest loads ``-p`` plugins before any conftest, collection, or code under test) it
 takes a one-time token from ``end.nonce`` beside it and deletes the file. As each test reports
 it counts the outcome itself, in a wrapper tried first (and says so where a wrapper registered
-later ran before it), for the session it was configured for. When pytest ends (``pytest_unconfigure``, after the terminal summary and
-the JUnit report are written) it prints one line: the token, ``runner-end``, the report's
+later ran before it), for the session it was configured for. When pytest ends
+(``pytest_unconfigure``, after the terminal summary and the JUnit report are written) it prints
+one line: the token, ``runner-end``, the report's
 sha256 and its own counts. Whatever appears after that line (an exit hook, a thread, a process
 left behind) is not pytest's, a report that differs from the digest was rewritten after pytest
 wrote it, and one with more passes or fewer failures than the counts was written with pytest's
