@@ -405,7 +405,9 @@ async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: f
         cut = runner_end.split(output, *ready.end)
         output = cut.text
         record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report,
-                         **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {})}
+                         **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {}),
+                         **({"runner_not_passed": sorted(cut.runner_not_passed)}
+                            if cut.runner_not_passed is not None else {})}
         if cut.after.strip():
             record["after_end"] = {"bytes": len(cut.after), "tail": _tail_text(cut.after.decode("utf-8", "replace"))}
     record["output_tail"] = _tail_text(output.decode("utf-8", "replace"))
@@ -504,7 +506,8 @@ def verdict_from_test_result(
     named_only = bool((raw or {}).get("named_results_only"))
     # The report against pytest's own end and summary (envs/coding/runner_end.py), before the
     # canary's failure is taken out of either.
-    unbelieved = runner_end.check(test.get("end"), named, tests, output_tail, named_only)
+    as_reported = _named_tests((raw or {}).get("results"))[0] if (raw or {}).get("renamed") else None
+    unbelieved = runner_end.check(test.get("end"), named, tests, output_tail, named_only, as_reported)
     exit_code = test_exit_code
     test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
     if tests is not None and results_problem is None and canary and "nodeid" in canary:

@@ -9,14 +9,15 @@ two ends with tokens the tested code is never handed on its command line or envi
   exited (its token arrives on the tester's stdin, after "go"; envs/coding/staging.py);
 - the **runner end** (pytest): the plugin ``verdict/crucible_runner_end.py``, loaded with
   ``-p`` from the report's directory, prints ``<token> runner-end <sha256 of the report>
-  outcomes=<its own counts>`` when pytest unconfigures, after its summary and its report are
-  written.
+  outcomes=<its own counts> not-passed=<a digest of each test it saw not pass>`` when pytest
+  unconfigures, after its summary and its report are written.
 
 Output after the runner end (or the shell end, where there is none) is kept in the record
 (``after_end``) and ignored: the pass pattern and the summary counts are read from what came
 before. A report whose digest is not the one pytest printed was rewritten after pytest's end
 (``check``), and a report with more passes or fewer failures than the plugin counted as the
-tests reported, or than pytest's own summary, is not pytest's (``counts``). Pure functions of
+tests reported, or than pytest's own summary (``counts``), or a PASSED for a test the plugin saw
+not pass (``swapped``), is not pytest's. Pure functions of
 the recorded output, so a stored run regrades.
 
 What stays out of reach in-process (docs/integrity.md): code inside pytest's process can read
@@ -25,6 +26,7 @@ verdict is the answer to that.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
@@ -85,6 +87,13 @@ class Split:
     runner_outcomes: dict[str, int] | None = None
     """The plugin's own count of the tests' outcomes, printed with the digest; None from a
     plugin before it counted (a stored run), or no runner end."""
+    runner_not_passed: frozenset[str] | None = None
+    """The ``key`` of each test the plugin saw not pass; None from a plugin before it named them."""
+
+
+def key(name: str) -> str:
+    """A test's name as the plugin's end line names a node id (the plugin's own ``key``)."""
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def split(output: bytes, shell_token: str, runner_token: str) -> Split:
@@ -94,13 +103,16 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
     if found:
         text, after, shell_end = output[:found.start()], output[found.end():], True
     runner = re.search(rb"\n" + re.escape(runner_token.encode())
-                       + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?\n",
+                       + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?"
+                       rb"(?: not-passed=((?:[0-9a-f]{12},?)*))?\n",
                        text) if runner_token else None
     if runner is None:
         return Split(text, after, shell_end, None)
     outcomes = None if runner.group(2) is None else {
         kind: int(n) for kind, n in re.findall(r"([a-z]+):([0-9]+)", runner.group(2).decode())}
-    return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode(), outcomes)
+    not_passed = None if runner.group(3) is None else frozenset(runner.group(3).decode().split(",")) - {""}
+    return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode(), outcomes,
+                 not_passed)
 
 
 def summary_counts(text: str) -> dict[str, int] | None:
@@ -112,10 +124,12 @@ def summary_counts(text: str) -> dict[str, int] | None:
 
 
 def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult] | None,
-          output: str, vouched_only: bool) -> str | None:
+          output: str, vouched_only: bool, as_reported: Sequence[TestResult] | None = None) -> str | None:
     """Why the named results of a pytest run cannot be believed, or None. ``end``: the test
     record's ``end`` (absent on runs graded before it existed: nothing to check);
-    ``vouched_only``: a report pytest's own end did not vouch for is refused too."""
+    ``vouched_only``: a report pytest's own end did not vouch for is refused too;
+    ``as_reported``: the same results under the names pytest ran them by (a re-run's random
+    names, before they are mapped back to the task's), default ``tests``."""
     if end is None or not named or named.get("format") != "pytest":
         return None
     printed = end.get("runner_report")
@@ -133,8 +147,28 @@ def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult
     if own and own.get("outranked"):
         return ("tampered: a hook wrapper registered after pytest's configure ran before crucible's count of the "
                 "outcomes (it could change each report before the count saw it)")
-    return ((counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
+    return (swapped(tests, as_reported, end.get("runner_not_passed"))
+            or (counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
             or counts(tests, summary_counts(output), "pytest's own summary"))
+
+
+def swapped(tests: Sequence[TestResult], as_reported: Sequence[TestResult] | None,
+            not_passed: Sequence[str] | None) -> str | None:
+    """A test the report says PASSED that the plugin saw fail, error, skip or xfail: its
+    report was changed after pytest made it (a failure swapped with an unlisted test's pass
+    keeps every count). Only that direction: a name the plugin and the report spell apart
+    (a method inherited from another module's class) is then not checked, never refused.
+    ``as_reported`` (the names pytest ran, in ``tests``' order) are the names looked up;
+    ``tests``' are the names told."""
+    if not_passed is None:
+        return None
+    seen = set(not_passed)
+    ran = as_reported if as_reported is not None and len(as_reported) == len(tests) else tests
+    forged = [told.name for told, run in zip(tests, ran) if run.status == "PASSED" and key(run.name) in seen]
+    if not forged:
+        return None
+    more = f" (and {len(forged) - 1} more)" if len(forged) > 1 else ""
+    return f"tampered: the report has {forged[0]} PASSED, crucible's count saw it not pass{more}"
 
 
 def counts(tests: Sequence[TestResult], summary: Mapping[str, int] | None, witness: str) -> str | None:

@@ -7,11 +7,13 @@ it counts the outcome itself, in a wrapper tried first (and says so where a wrap
 later ran before it), for the session it was configured for. When pytest ends
 (``pytest_unconfigure``, after the terminal summary and the JUnit report are written) it prints
 one line: the token, ``runner-end``, the report's
-sha256 and its own counts. Whatever appears after that line (an exit hook, a thread, a process
+sha256, its own counts and which tests did not pass (short digests of their node ids). Whatever appears after that line (an exit hook, a thread, a process
 left behind) is not pytest's, a report that differs from the digest was rewritten after pytest
 wrote it, and one with more passes or fewer failures than the counts was written with pytest's
 objects by a later hook (a ``pytest_sessionfinish`` that rewrites the report and a terminal
-summary edited to match it: pytest's printed summary is no witness then, these counts are).
+summary edited to match it: pytest's printed summary is no witness then, these counts are), and
+one that says PASSED for a test this plugin saw fail was too (a failure swapped with a pass
+keeps the counts).
 """
 from __future__ import annotations
 
@@ -64,6 +66,14 @@ _SESSION: list[object] = []
 """The config this plugin speaks for: the first one configured (a session a test starts inside
 this process, pytester's inline run, is not the run's)."""
 _OUTCOMES: dict[str, int] = {}
+_NOT_PASSED: set[str] = set()
+"""The short digests (``key``) of the node ids a report said did not pass: failed, errored,
+skipped or xfailed at any phase, or failed to collect."""
+
+
+def key(nodeid: str) -> str:
+    """A test's node id as the end line names it: short, and the same for the report's name."""
+    return hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def _outcome(report: object) -> str | None:
@@ -94,6 +104,8 @@ class _Counter:
         kind = _outcome(report)
         if kind is not None:
             _OUTCOMES[kind] = _OUTCOMES.get(kind, 0) + 1
+        if getattr(report, "outcome", None) in ("failed", "skipped"):
+            _NOT_PASSED.add(key(str(getattr(report, "nodeid", ""))))
         impls: list[object] = getattr(self.hook, "get_hookimpls", list)()
         if impls and getattr(impls[-1], "plugin", self) is not self:
             _OUTCOMES["outranked"] = 1
@@ -103,6 +115,7 @@ class _Counter:
     def pytest_collectreport(self, report: object):  # type: ignore[no-untyped-def]
         if getattr(report, "outcome", None) == "failed":
             _OUTCOMES["error"] = _OUTCOMES.get("error", 0) + 1
+            _NOT_PASSED.add(key(str(getattr(report, "nodeid", ""))))
         yield
 
 
@@ -124,5 +137,6 @@ def pytest_unconfigure(config: object) -> None:
         except (OSError, ValueError, AttributeError):
             pass
     counted = ",".join(f"{kind}:{n}" for kind, n in sorted(_OUTCOMES.items()))
-    line = f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}\n"
+    line = (f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}"
+            f" not-passed={','.join(sorted(_NOT_PASSED))}\n")
     os.write(1, line.encode("ascii"))

@@ -37,6 +37,8 @@ def _strict_reason(attack: Attack) -> str:
         return TAMPERED_REPORT
     if attack.id == "own-plugin-forge-report":
         return "tampered: the report has"  # its hooks allowed: the end plugin's own count disagrees
+    if attack.id == "own-plugin-swap-report":  # every count agrees; the plugin saw which tests failed
+        return "tampered: the report has tests/test_cases.py::test_cases["
     return by_class[attack.threat]
 
 
@@ -119,7 +121,8 @@ def test_output_after_pytests_end_is_recorded_and_ignored_in_every_mode(records)
     golden = _record(records, "control-golden", "strict").raw_grade
     passed = len(golden["results"]["tests"])
     assert golden["test"]["end"] == {"shell": True, "runner_report": golden["results"]["sha256"],
-                                     "runner_outcomes": {"passed": passed}}, golden["test"]["end"]
+                                     "runner_outcomes": {"passed": passed}, "runner_not_passed": []}, \
+        golden["test"]["end"]
     assert "after_end" not in golden["test"]
 
 

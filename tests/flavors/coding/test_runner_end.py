@@ -159,6 +159,60 @@ def test_a_report_and_summary_forged_with_pytests_own_objects_disagree_with_the_
     assert runner_end.check(stored_before, named, tests, cut.text.decode(), True) is None
 
 
+SWAP_STATUSES = '''import re
+
+
+def pytest_sessionfinish(session):
+    path = session.config.option.xmlpath
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    failure = re.search(r"<failure\\b.*?</failure>", text, flags=re.S).group(0)
+    text = text.replace(failure, "")
+    # the failure moves to the test that passed: every count stays as pytest counted it
+    text = re.sub(r'(<testcase [^>]*name="test_one"[^>]*?)\\s*/>', lambda m: m.group(1) + ">" + failure + "</testcase>",
+                  text)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+'''
+
+
+def test_a_failure_swapped_with_a_pass_keeps_every_count_and_is_named_by_the_plugins_record(tmp_path):
+    """A review's gap in the count: compared in total, a plugin that moves a listed test's
+    failure onto a test that passed keeps the passes and the failures as counted. The end plugin
+    names the tests it saw not pass (short digests of their node ids), so the report's PASSED
+    for one of them is refused, under the name the task knows it by."""
+    (tmp_path / "test_suite.py").write_text(SUITE.replace("atexit.register(_late)", ""))
+    (tmp_path / "swapper.py").write_text(SWAP_STATUSES)
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p swapper test_suite.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    tests = parse_junit(report.read_bytes())
+    assert {t.name: t.status for t in tests} == {"test_suite.py::test_one": "FAILED", "test_suite.py::test_two": "PASSED"}, \
+        output.decode(errors="replace")[-2000:]
+    assert cut.runner_outcomes == {"failed": 1, "passed": 1}
+    assert cut.runner_not_passed == {runner_end.key("test_suite.py::test_two")}
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) is None  # the counts alone agree
+    end["runner_not_passed"] = sorted(cut.runner_not_passed)
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) == \
+        "tampered: the report has test_suite.py::test_two PASSED, crucible's count saw it not pass"
+    told = [TestResult(t.name.replace("test_suite", "test_task"), t.status) for t in tests]
+    assert runner_end.check(end, named, told, cut.text.decode(), True, as_reported=tests) == \
+        "tampered: the report has test_task.py::test_two PASSED, crucible's count saw it not pass"
+
+
+def test_the_plugins_digest_of_a_name_is_the_graders():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("end_plugin", ROOT / "envs/coding/verdict/crucible_runner_end.py")
+    assert spec is not None and spec.loader is not None
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)  # no end.nonce beside it: it takes no token and speaks for no run
+    for name in ("t.py::test_a", "tests/test_ü.py::TestC::test_m[a-b\\x00]", "t.py::test_\udcff"):
+        assert plugin.key(name) == runner_end.key(name)
+
+
 OUTRANKER = '''
 import pytest
 
@@ -208,6 +262,9 @@ def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tm
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
     end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
+    assert cut.runner_not_passed == {runner_end.key(f"test_mixed.py::test_{n}") for n in ("bad", "error", "skipped", "xfail")}
+    end["runner_not_passed"] = sorted(cut.runner_not_passed)
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
 
 
 def test_a_runner_end_printed_before_the_plugin_counted_still_reads():
@@ -216,6 +273,10 @@ def test_a_runner_end_printed_before_the_plugin_counted_still_reads():
                            (f"{RUNNER} runner-end {digest} outcomes=failed:2,passed:10", {"failed": 2, "passed": 10})):
         cut = runner_end.split(f"x\n{line}\nlate\n{SHELL} end 0\n".encode(), SHELL, RUNNER)
         assert (cut.text, cut.runner_report, cut.runner_outcomes, cut.after) == (b"x", digest, outcomes, b"late")
+        assert cut.runner_not_passed is None
+    line = f"{RUNNER} runner-end {digest} outcomes=failed:2 not-passed={'1' * 12},{'2' * 12}"
+    cut = runner_end.split(f"x\n{line}\n\n{SHELL} end 1\n".encode(), SHELL, RUNNER)
+    assert cut.runner_not_passed == {"1" * 12, "2" * 12} and cut.runner_outcomes == {"failed": 2}
 
 
 def _verdict(exit_code: int, tests: list[tuple[str, str]], output: str, canary: dict | None = None,
