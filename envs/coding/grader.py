@@ -41,6 +41,9 @@ TIMEOUT_RESERVE = 5.0
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
 TEST_OUTPUT_BYTES = 1 << 20
+PYTEST_OUTPUT_BYTES = 8 << 20
+"""Under the end plugin, whose line names each test that passed (11 bytes a test): it is at the
+end, and the last half of what is kept holds it for a suite of some 360,000 tests."""
 RESULTS_OUTPUT_BYTES = 64 << 20
 """Where the named results are read from the output (go test -json, a parser), all of it."""
 SCAN_FILES = 1000
@@ -391,7 +394,8 @@ async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: f
     # A little of the grade budget is kept back, so a slow suite ends as "test timeout" here
     # rather than as the engine cancelling the whole grade.
     limit = min(float(task.test_timeout or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
-    keep = RESULTS_OUTPUT_BYTES if ready.results_format in ("go", "parser") else TEST_OUTPUT_BYTES
+    keep = (RESULTS_OUTPUT_BYTES if ready.results_format in ("go", "parser")
+            else PYTEST_OUTPUT_BYTES if ready.results_format == "pytest" else TEST_OUTPUT_BYTES)
     tokens = " ".join(ready.end or ()).encode()
     done = await staging.run(ready.tester, b"go\n" + tokens + b"\n", limit, keep)
     if not done.delivered:  # an infrastructure failure, never a score
@@ -406,8 +410,7 @@ async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: f
         output = cut.text
         record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report,
                          **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {}),
-                         **({"runner_not_passed": sorted(cut.runner_not_passed)}
-                            if cut.runner_not_passed is not None else {})}
+                         **({"runner_passed": sorted(cut.runner_passed)} if cut.runner_passed is not None else {})}
         if cut.after.strip():
             record["after_end"] = {"bytes": len(cut.after), "tail": _tail_text(cut.after.decode("utf-8", "replace"))}
     record["output_tail"] = _tail_text(output.decode("utf-8", "replace"))

@@ -9,15 +9,15 @@ two ends with tokens the tested code is never handed on its command line or envi
   exited (its token arrives on the tester's stdin, after "go"; envs/coding/staging.py);
 - the **runner end** (pytest): the plugin ``verdict/crucible_runner_end.py``, loaded with
   ``-p`` from the report's directory, prints ``<token> runner-end <sha256 of the report>
-  outcomes=<its own counts> not-passed=<a digest of each test it saw not pass>`` when pytest
+  outcomes=<its own counts> passed=<a digest of each test it saw pass>`` when pytest
   unconfigures, after its summary and its report are written.
 
 Output after the runner end (or the shell end, where there is none) is kept in the record
 (``after_end``) and ignored: the pass pattern and the summary counts are read from what came
 before. A report whose digest is not the one pytest printed was rewritten after pytest's end
 (``check``), and a report with more passes or fewer failures than the plugin counted as the
-tests reported, or than pytest's own summary (``counts``), or a PASSED for a test the plugin saw
-not pass (``swapped``), is not pytest's. Pure functions of
+tests reported, or than pytest's own summary (``counts``), or a PASSED for a test the plugin did
+not see pass (``unseen_passes``), is not pytest's. Pure functions of
 the recorded output, so a stored run regrades.
 
 What stays out of reach in-process (docs/integrity.md): code inside pytest's process can read
@@ -87,13 +87,14 @@ class Split:
     runner_outcomes: dict[str, int] | None = None
     """The plugin's own count of the tests' outcomes, printed with the digest; None from a
     plugin before it counted (a stored run), or no runner end."""
-    runner_not_passed: frozenset[str] | None = None
-    """The ``key`` of each test the plugin saw not pass; None from a plugin before it named them."""
+    runner_passed: frozenset[str] | None = None
+    """The ``key`` of each test the plugin saw pass (and never not pass); None from a plugin
+    before it named them."""
 
 
 def key(name: str) -> str:
     """A test's name as the plugin's end line names a node id (the plugin's own ``key``)."""
-    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def split(output: bytes, shell_token: str, runner_token: str) -> Split:
@@ -104,15 +105,17 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
         text, after, shell_end = output[:found.start()], output[found.end():], True
     runner = re.search(rb"\n" + re.escape(runner_token.encode())
                        + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?"
-                       rb"(?: not-passed=((?:[0-9a-f]{12},?)*))?\n",
+                       rb"(?: passed=([0-9a-f,]*))?\n",
                        text) if runner_token else None
     if runner is None:
         return Split(text, after, shell_end, None)
     outcomes = None if runner.group(2) is None else {
         kind: int(n) for kind, n in re.findall(r"([a-z]+):([0-9]+)", runner.group(2).decode())}
-    not_passed = None if runner.group(3) is None else frozenset(runner.group(3).decode().split(",")) - {""}
+    passed = None if runner.group(3) is None else frozenset(runner.group(3).decode().split(",")) - {""}
+    if passed is not None and any(len(k) != 10 for k in passed):
+        passed = frozenset()  # not the plugin's: no test vouched for
     return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode(), outcomes,
-                 not_passed)
+                 passed)
 
 
 def summary_counts(text: str) -> dict[str, int] | None:
@@ -147,28 +150,28 @@ def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult
     if own and own.get("outranked"):
         return ("tampered: a hook wrapper registered after pytest's configure ran before crucible's count of the "
                 "outcomes (it could change each report before the count saw it)")
-    return (swapped(tests, as_reported, end.get("runner_not_passed"))
+    return (unseen_passes(tests, as_reported, end.get("runner_passed"))
             or (counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
             or counts(tests, summary_counts(output), "pytest's own summary"))
 
 
-def swapped(tests: Sequence[TestResult], as_reported: Sequence[TestResult] | None,
-            not_passed: Sequence[str] | None) -> str | None:
-    """A test the report says PASSED that the plugin saw fail, error, skip or xfail: its
-    report was changed after pytest made it (a failure swapped with an unlisted test's pass
-    keeps every count). Only that direction: a name the plugin and the report spell apart
-    (a method inherited from another module's class) is then not checked, never refused.
-    ``as_reported`` (the names pytest ran, in ``tests``' order) are the names looked up;
-    ``tests``' are the names told."""
-    if not_passed is None:
+def unseen_passes(tests: Sequence[TestResult], as_reported: Sequence[TestResult] | None,
+                  passed: Sequence[str] | None) -> str | None:
+    """A test the report says PASSED that the plugin did not see pass: its report was changed or
+    made up after pytest made it (a failure swapped with an unlisted test's pass keeps every
+    count; so does a pass written under the task's own name beside a failure under the random
+    one). The plugin names each test as this grader reads its JUnit entry
+    (``crucible_runner_end.reported_name``). ``as_reported``: the names pytest ran, in
+    ``tests``' order, looked up; ``tests``' names are the ones told."""
+    if passed is None:
         return None
-    seen = set(not_passed)
+    seen = set(passed)
     ran = as_reported if as_reported is not None and len(as_reported) == len(tests) else tests
-    forged = [told.name for told, run in zip(tests, ran) if run.status == "PASSED" and key(run.name) in seen]
+    forged = [told.name for told, run in zip(tests, ran) if run.status == "PASSED" and key(run.name) not in seen]
     if not forged:
         return None
     more = f" (and {len(forged) - 1} more)" if len(forged) > 1 else ""
-    return f"tampered: the report has {forged[0]} PASSED, crucible's count saw it not pass{more}"
+    return f"tampered: the report has {forged[0]} PASSED, and crucible's record of the run has no pass of it{more}"
 
 
 def counts(tests: Sequence[TestResult], summary: Mapping[str, int] | None, witness: str) -> str | None:

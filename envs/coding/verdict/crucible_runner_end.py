@@ -7,18 +7,19 @@ it counts the outcome itself, in a wrapper tried first (and says so where a wrap
 later ran before it), for the session it was configured for. When pytest ends
 (``pytest_unconfigure``, after the terminal summary and the JUnit report are written) it prints
 one line: the token, ``runner-end``, the report's
-sha256, its own counts and which tests did not pass (short digests of their node ids). Whatever appears after that line (an exit hook, a thread, a process
+sha256, its own counts and which tests passed (short digests of their names). Whatever appears after that line (an exit hook, a thread, a process
 left behind) is not pytest's, a report that differs from the digest was rewritten after pytest
 wrote it, and one with more passes or fewer failures than the counts was written with pytest's
 objects by a later hook (a ``pytest_sessionfinish`` that rewrites the report and a terminal
 summary edited to match it: pytest's printed summary is no witness then, these counts are), and
-one that says PASSED for a test this plugin saw fail was too (a failure swapped with a pass
-keeps the counts).
+one that says PASSED for a test this plugin did not see pass was too (a failure swapped with a
+pass keeps the counts).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 
 import pytest
@@ -66,14 +67,67 @@ _SESSION: list[object] = []
 """The config this plugin speaks for: the first one configured (a session a test starts inside
 this process, pytester's inline run, is not the run's)."""
 _OUTCOMES: dict[str, int] = {}
+_PASSED: set[str] = set()
 _NOT_PASSED: set[str] = set()
-"""The short digests (``key``) of the node ids a report said did not pass: failed, errored,
-skipped or xfailed at any phase, or failed to collect."""
+"""The names (as crucible's grader reads them from the JUnit report) that a report said passed,
+and that one said did not: failed, errored, skipped or xfailed at any phase, or failed to collect."""
 
 
-def key(nodeid: str) -> str:
-    """A test's node id as the end line names it: short, and the same for the report's name."""
-    return hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+def key(name: str) -> str:
+    """A test's name as the end line carries it: short, and the grader's for the same name."""
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+
+
+def reported_name(report: object, prefix: str | None = None) -> str:
+    """The name crucible's grader gives this report's JUnit entry (envs/coding/results.py
+    ``parse_junit``): the entry's classname, name and file made as pytest's own junitxml makes
+    them, then read back as the grader reads them. The node id where junitxml has no such parts."""
+    nodeid = str(getattr(report, "nodeid", ""))
+    try:
+        from _pytest import junitxml
+
+        names = junitxml.mangle_test_address(nodeid)
+        location = getattr(report, "location", None)
+        file = str(location[0]) if location else ""
+        classname = ".".join([prefix, *names[:-1]] if prefix else names[:-1])
+        name = str(junitxml.bin_xml_escape(names[-1]))
+    except Exception:  # a pytest without these: the node id, which is the grader's name for most tests
+        return nodeid
+    return _junit_node_id(classname, name, file)
+
+
+# The three below are envs/coding/results.py's, kept in step by tests/flavors/coding/test_runner_end.py.
+def _junit_node_id(classname: str, name: str, file: str | None) -> str:
+    if file:
+        exact = _node_id_from_file(classname, name, file)
+        if exact is not None:
+            return exact
+    return _guess_node_id(classname, name)
+
+
+def _node_id_from_file(classname: str, name: str, file: str) -> str | None:
+    dotted = re.sub(r"\.py$", "", file.replace("/", "."))
+    if not classname and name == dotted:
+        return file
+    if classname == dotted:
+        return f"{file}::{name}"
+    if classname.startswith(dotted + "."):
+        classes = classname[len(dotted) + 1:].split(".")
+        return "::".join([file, *classes, name])
+    return None
+
+
+def _guess_node_id(classname: str, name: str) -> str:
+    if not classname:
+        return name.replace(".", "/") + ".py" if name else name
+    parts = classname.split(".")
+    module_end = len(parts)
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index].startswith("test") or parts[index].endswith("_test"):
+            module_end = index + 1
+            break
+    path = "/".join(parts[:module_end]) + ".py"
+    return "::".join([path, *parts[module_end:], name])
 
 
 def _outcome(report: object) -> str | None:
@@ -96,16 +150,19 @@ class _Counter:
     would run before this one (pluggy calls the last registered first): each report checks that
     this one is still the outermost, and a count that was not is marked ``outranked``."""
 
-    def __init__(self, hook: object) -> None:
+    def __init__(self, hook: object, prefix: str | None) -> None:
         self.hook = hook
+        self.prefix = prefix
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: object):  # type: ignore[no-untyped-def]
         kind = _outcome(report)
         if kind is not None:
             _OUTCOMES[kind] = _OUTCOMES.get(kind, 0) + 1
-        if getattr(report, "outcome", None) in ("failed", "skipped"):
-            _NOT_PASSED.add(key(str(getattr(report, "nodeid", ""))))
+        if kind in ("passed", "xpassed"):
+            _PASSED.add(reported_name(report, self.prefix))
+        elif getattr(report, "outcome", None) in ("failed", "skipped"):
+            _NOT_PASSED.add(reported_name(report, self.prefix))
         impls: list[object] = getattr(self.hook, "get_hookimpls", list)()
         if impls and getattr(impls[-1], "plugin", self) is not self:
             _OUTCOMES["outranked"] = 1
@@ -115,7 +172,7 @@ class _Counter:
     def pytest_collectreport(self, report: object):  # type: ignore[no-untyped-def]
         if getattr(report, "outcome", None) == "failed":
             _OUTCOMES["error"] = _OUTCOMES.get("error", 0) + 1
-            _NOT_PASSED.add(key(str(getattr(report, "nodeid", ""))))
+            _NOT_PASSED.add(reported_name(report, self.prefix))
         yield
 
 
@@ -123,7 +180,8 @@ class _Counter:
 def pytest_configure(config: object) -> None:
     if _TOKEN and not _SESSION:
         _SESSION.append(config)
-        counter = _Counter(config.hook.pytest_runtest_logreport)  # type: ignore[attr-defined]
+        prefix = getattr(getattr(config, "option", None), "junitprefix", None)
+        counter = _Counter(config.hook.pytest_runtest_logreport, prefix)  # type: ignore[attr-defined]
         config.pluginmanager.register(counter, "crucible-runner-end-counter")  # type: ignore[attr-defined]
 
 
@@ -138,5 +196,5 @@ def pytest_unconfigure(config: object) -> None:
             pass
     counted = ",".join(f"{kind}:{n}" for kind, n in sorted(_OUTCOMES.items()))
     line = (f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}"
-            f" not-passed={','.join(sorted(_NOT_PASSED))}\n")
+            f" passed={','.join(sorted({key(name) for name in _PASSED - _NOT_PASSED}))}\n")
     os.write(1, line.encode("ascii"))

@@ -13,6 +13,7 @@ import pytest
 
 from attacks.harness import MODES, AttackRunner, assert_strict_held, why
 from attacks.ordinary import ATTACKS, BY_ID, CONTROLS, DEFENDED, TASK, Attack
+from envs.coding import runner_end
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -37,7 +38,7 @@ def _strict_reason(attack: Attack) -> str:
         return TAMPERED_REPORT
     if attack.id == "own-plugin-forge-report":
         return "tampered: the report has"  # its hooks allowed: the end plugin's own count disagrees
-    if attack.id == "own-plugin-swap-report":  # every count agrees; the plugin saw which tests failed
+    if attack.id == "own-plugin-swap-report":  # every count agrees; the plugin saw which tests passed
         return "tampered: the report has tests/test_cases.py::test_cases["
     return by_class[attack.threat]
 
@@ -120,9 +121,10 @@ def test_output_after_pytests_end_is_recorded_and_ignored_in_every_mode(records)
                 assert "22 passed" in test["after_end"]["tail"], test
     golden = _record(records, "control-golden", "strict").raw_grade
     passed = len(golden["results"]["tests"])
-    assert golden["test"]["end"] == {"shell": True, "runner_report": golden["results"]["sha256"],
-                                     "runner_outcomes": {"passed": passed}, "runner_not_passed": []}, \
-        golden["test"]["end"]
+    assert golden["test"]["end"] == {
+        "shell": True, "runner_report": golden["results"]["sha256"], "runner_outcomes": {"passed": passed},
+        # each test the plugin saw pass, named as the report names it (the re-run's random names unmapped)
+        "runner_passed": sorted(runner_end.key(t["name"]) for t in golden["results"]["tests"])}, golden["test"]["end"]
     assert "after_end" not in golden["test"]
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from attacks.ordinary import FORGE_WITH_PYTESTS_OBJECTS
 from engine.models import TestResult
-from envs.coding import grader, runner_end
+from envs.coding import grader, results, runner_end
 from envs.coding.grader import verdict_from_test_result
 from envs.coding.results import parse_junit
 
@@ -179,8 +179,8 @@ def pytest_sessionfinish(session):
 def test_a_failure_swapped_with_a_pass_keeps_every_count_and_is_named_by_the_plugins_record(tmp_path):
     """A review's gap in the count: compared in total, a plugin that moves a listed test's
     failure onto a test that passed keeps the passes and the failures as counted. The end plugin
-    names the tests it saw not pass (short digests of their node ids), so the report's PASSED
-    for one of them is refused, under the name the task knows it by."""
+    names the tests it saw pass (short digests of their names as the grader reads them), so the
+    report's PASSED for another is refused, under the name the task knows it by."""
     (tmp_path / "test_suite.py").write_text(SUITE.replace("atexit.register(_late)", ""))
     (tmp_path / "swapper.py").write_text(SWAP_STATUSES)
     output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p swapper test_suite.py")
@@ -189,16 +189,110 @@ def test_a_failure_swapped_with_a_pass_keeps_every_count_and_is_named_by_the_plu
     assert {t.name: t.status for t in tests} == {"test_suite.py::test_one": "FAILED", "test_suite.py::test_two": "PASSED"}, \
         output.decode(errors="replace")[-2000:]
     assert cut.runner_outcomes == {"failed": 1, "passed": 1}
-    assert cut.runner_not_passed == {runner_end.key("test_suite.py::test_two")}
+    assert cut.runner_passed == {runner_end.key("test_suite.py::test_one")}
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
     end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None  # the counts alone agree
-    end["runner_not_passed"] = sorted(cut.runner_not_passed)
-    assert runner_end.check(end, named, tests, cut.text.decode(), True) == \
-        "tampered: the report has test_suite.py::test_two PASSED, crucible's count saw it not pass"
+    end["runner_passed"] = sorted(cut.runner_passed)
+    forged = "tampered: the report has {} PASSED, and crucible's record of the run has no pass of it"
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) == forged.format("test_suite.py::test_two")
+    # named as the task knows it (a re-run's random names mapped back), looked up as pytest ran it
     told = [TestResult(t.name.replace("test_suite", "test_task"), t.status) for t in tests]
     assert runner_end.check(end, named, told, cut.text.decode(), True, as_reported=tests) == \
-        "tampered: the report has test_task.py::test_two PASSED, crucible's count saw it not pass"
+        forged.format("test_task.py::test_two")
+    # a pass written under the task's name beside the failure under the random one: never ran
+    made_up = [TestResult("test_suite.py::test_one", "FAILED"), TestResult("test_task.py::test_two", "PASSED")]
+    assert runner_end.check(end, named, made_up, cut.text.decode(), True) == forged.format("test_task.py::test_two")
+
+
+SHAPES = {
+    "tests/pkg/__init__.py": "",
+    "tests/pkg/test_shapes.py": '''import unittest
+
+import pytest
+
+
+class TestC:
+    def test_m(self):
+        pass
+
+    class TestD:
+        def test_nested(self):
+            pass
+
+        def test_nested_fail(self):
+            assert 0
+
+
+@pytest.mark.parametrize("x", ["a[b]", "c::d", "e/f", "\u00fc \u00f1", "g.h", "sp ace", "x-y", "\\x01"])
+def test_p(x):
+    pass
+
+
+@pytest.mark.parametrize("x", [1, 2])
+class TestParam:
+    def test_q(self, x):
+        assert x == 1
+
+
+class TestU(unittest.TestCase):
+    def test_sub(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertLess(i, 2)
+
+    def test_ok(self):
+        pass
+
+
+@pytest.mark.skip
+def test_skipped():
+    pass
+
+
+@pytest.mark.xfail(strict=True)
+def test_xpass_strict():
+    pass
+
+
+def add(a, b):
+    """
+    >>> add(1, 2)
+    3
+    """
+    return a + b
+''',
+    "tests/base.py": "class BaseT:\n    def test_inherited(self):\n        pass\n",
+    "tests/test_sub.py": ("import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nfrom base import BaseT\n\n\n"
+                          "class TestSub(BaseT):\n    pass\n"),
+    "tests/test_broken.py": "def test_x(:\n",
+}
+
+
+@pytest.mark.parametrize("options", ["", "--junitprefix=pre"], ids=["plain", "prefixed"])
+def test_the_plugin_names_each_test_as_the_grader_reads_its_junit_entry(tmp_path, options):
+    """What the plugin saw pass is looked up by the names the grader reads from the report, so
+    the plugin must name every test the same (a name it spelled apart would refuse an honest
+    run): classes in classes, parameters with brackets, ``::``, slashes, dots and non-ASCII,
+    a method inherited from another module (its JUnit ``file`` is the base's), unittest's
+    subTest, doctests, a collection error, skips and a strict xpass, with and without a prefix."""
+    for path, text in SHAPES.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider --doctest-modules "
+                                           f"--continue-on-collection-errors {options} tests")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    tests = parse_junit(report.read_bytes())
+    passed = {t.name for t in tests if t.status == "PASSED"}
+    inherited = "TestSub::test_inherited"  # under a prefix every name is guessed from its classname alike
+    assert any(name.endswith(inherited) for name in passed) and len(passed) >= 14, output.decode(errors="replace")[-2000:]
+    assert not any(name.endswith(("test_nested_fail", "test_q[2]", "TestU::test_sub", "test_skipped", "xpass_strict"))
+                   for name in passed), passed
+    assert cut.runner_passed == {runner_end.key(name) for name in passed}
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes,
+           "runner_passed": sorted(cut.runner_passed or ())}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
 
 
 def test_the_plugins_digest_of_a_name_is_the_graders():
@@ -206,11 +300,14 @@ def test_the_plugins_digest_of_a_name_is_the_graders():
 
     spec = importlib.util.spec_from_file_location("end_plugin", ROOT / "envs/coding/verdict/crucible_runner_end.py")
     assert spec is not None and spec.loader is not None
-    os.environ.pop("PYTEST_CURRENT_TEST", None)
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)  # no end.nonce beside it: it takes no token and speaks for no run
-    for name in ("t.py::test_a", "tests/test_ü.py::TestC::test_m[a-b\\x00]", "t.py::test_\udcff"):
+    for name in ("t.py::test_a", "tests/test_\u00fc.py::TestC::test_m[a-b\\x00]", "t.py::test_\udcff"):
         assert plugin.key(name) == runner_end.key(name)
+    for classname, name, file in (("", "tests.test_broken", "tests/test_broken.py"), ("a.test_b.C", "t[1]", "a/test_b.py"),
+                                  ("a.test_b.C", "t", "a/base.py"), ("pre.a.test_b", "t", "a/test_b.py"),
+                                  ("a.b.test_c", "t", None)):
+        assert plugin._junit_node_id(classname, name, file) == results._junit_node_id(classname, name, file)
 
 
 OUTRANKER = '''
@@ -262,8 +359,8 @@ def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tm
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
     end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
-    assert cut.runner_not_passed == {runner_end.key(f"test_mixed.py::test_{n}") for n in ("bad", "error", "skipped", "xfail")}
-    end["runner_not_passed"] = sorted(cut.runner_not_passed)
+    assert cut.runner_passed == {runner_end.key(f"test_mixed.py::test_{n}") for n in ("ok", "xpass")}
+    end["runner_passed"] = sorted(cut.runner_passed)
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
 
 
@@ -273,10 +370,10 @@ def test_a_runner_end_printed_before_the_plugin_counted_still_reads():
                            (f"{RUNNER} runner-end {digest} outcomes=failed:2,passed:10", {"failed": 2, "passed": 10})):
         cut = runner_end.split(f"x\n{line}\nlate\n{SHELL} end 0\n".encode(), SHELL, RUNNER)
         assert (cut.text, cut.runner_report, cut.runner_outcomes, cut.after) == (b"x", digest, outcomes, b"late")
-        assert cut.runner_not_passed is None
-    line = f"{RUNNER} runner-end {digest} outcomes=failed:2 not-passed={'1' * 12},{'2' * 12}"
+        assert cut.runner_passed is None
+    line = f"{RUNNER} runner-end {digest} outcomes=failed:2 passed={'1' * 10},{'2' * 10}"
     cut = runner_end.split(f"x\n{line}\n\n{SHELL} end 1\n".encode(), SHELL, RUNNER)
-    assert cut.runner_not_passed == {"1" * 12, "2" * 12} and cut.runner_outcomes == {"failed": 2}
+    assert cut.runner_passed == {"1" * 10, "2" * 10} and cut.runner_outcomes == {"failed": 2}
 
 
 def _verdict(exit_code: int, tests: list[tuple[str, str]], output: str, canary: dict | None = None,
