@@ -263,40 +263,67 @@ def graded_patch(task: Any, patch: str) -> tuple[str, list[str]]:
     that wraps the terminal writer's ``write`` and rewrites every JUnit report in
     ``pytest_unconfigure`` made a failing listed test PASSED in the parser's reading and in
     crucible's report). The hidden tests come from the benchmark, with the test files they need;
-    what the agent wrote among them is not graded. A patch that cannot be read is applied as it
-    is (``git apply`` is the judge of it, as under ``none``)."""
+    what the agent wrote among them is not graded.
+
+    Read as git apply reads it: text before the first ``diff --git`` (a mail's headers and
+    message, as ``git format-patch`` writes them) is kept and ignored, header lines may end in
+    CR (a patch saved with CRLF line ends), and a copy names the path it writes. A patch that
+    cannot be read so (no ``diff --git`` at all, a preamble git could read as a patch of its
+    own, a chunk that names no path) is applied as it is: ``git apply`` is the judge of it, as
+    under ``none``, and a test path git then writes is refused (``test_paths_written``)."""
     if not patch.strip():
         return patch, []
-    try:
-        chunks = patches.parse_chunks(patch_bytes(patch))
-    except ValueError:
+    data = patch_bytes(patch)
+    start = 0 if data.startswith(patches.HEADER) else data.find(b"\n" + patches.HEADER) + 1
+    if (start == 0 and not data.startswith(patches.HEADER)) or _READS_AS_A_PATCH.search(data[:start]):
         return patch, []
     patterns = test_patterns(task)
-    kept, dropped = [], []
-    for chunk in chunks:
-        named = [path for path in _named_paths(chunk) if patches.is_protected(path, patterns)]
+    kept, dropped = [data[:start]], []
+    for chunk in patches.split_chunks(data[start:]):
+        names = _named_paths(chunk)
+        if not names:
+            return patch, []
+        named = [path for path in names if patches.is_protected(path, patterns)]
         if named:
             dropped += [path for path in named if not path.startswith(("a/", "b/"))] or named
         else:
-            kept.append(chunk.data)
+            kept.append(chunk)
     if not dropped:
         return patch, []
     return b"".join(kept).decode("utf-8", "surrogateescape"), list(dict.fromkeys(dropped))
 
 
-def _named_paths(chunk: patches.FileChunk) -> list[str]:
-    """Every path a chunk's text names: its ``diff --git`` line's, and its ``---``/``+++`` lines'
-    as written and with the one leading component git apply strips (which git goes by: a header
-    can name ``calc.py`` while those lines write ``tests/conftest.py``). What git then wrote is
-    checked too (``test_paths_written``)."""
-    found = [path for path in chunk.paths if path != "/dev/null"]
-    for line in chunk.data.decode("utf-8", "replace").split("\n")[1:]:
-        if line.startswith(("@@", "GIT binary patch")):
+_READS_AS_A_PATCH = re.compile(rb"(?m)^(?:--- |\+\+\+ |@@ |\*\*\* |Index: |diff )")
+"""A line before the first ``diff --git`` that git apply (or patch) could take for part of a
+patch of its own (a traditional unified or context diff)."""
+_NAMING = ("rename from ", "rename to ", "copy from ", "copy to ")
+
+
+def _named_paths(chunk: bytes) -> list[str]:
+    """Every path a chunk's text names: its ``diff --git`` line's, its rename and copy lines',
+    and its ``---``/``+++`` lines' as written and with the one leading component git apply
+    strips (which git goes by: a header can name ``calc.py`` while those lines write
+    ``tests/conftest.py``), each line less a CR at its end, as git reads it. What git then
+    wrote is checked too (``test_paths_written``)."""
+    header: list[str] = []
+    for line in chunk.decode("utf-8", "surrogateescape").split("\n"):
+        line = line[:-1] if line.endswith("\r") else line
+        if header and line.startswith(("@@", "GIT binary patch")):
             break
+        header.append(line)
+    try:
+        found = [path for path in patches.chunk_paths("\n".join(header).encode("utf-8", "surrogateescape")).paths
+                 if path != "/dev/null"]
+    except ValueError:  # a copy's header names two paths; its copy lines name them
+        found = []
+    for line in header[1:]:
         if line.startswith(("--- ", "+++ ")):
             name = patches.path_field(line[4:].split("\t")[0])
             if name != "/dev/null":
                 found += [name, name.split("/", 1)[-1]]
+        for word in _NAMING:
+            if line.startswith(word):
+                found.append(patches.path_field(line[len(word):]))
     return list(dict.fromkeys(found))
 
 

@@ -799,12 +799,72 @@ def test_strict_grades_the_patch_without_its_chunks_on_the_test_paths(chunk, dro
     assert strict.graded_patch(_instance(), CODE) == (CODE, [])
 
 
+def _git(repo: Path, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True, check=False)
+
+
+def _repo(tmp_path: Path, end: bytes = b"\n") -> Path:
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_bytes(b"a" + end)
+    (repo / "tests" / "test_calc.py").write_bytes(b"t" + end)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.email=c@c", "-c", "user.name=c", "commit", "-qm", "base")
+    return repo
+
+
+def _written(repo: Path, graded: str) -> list[str]:
+    """What the image's way of applying (``git apply -v``) writes for ``graded``, by git's status."""
+    done = _git(repo, "apply", "-v", "-", data=graded.encode("utf-8", "surrogateescape"))
+    assert done.returncode == 0, done.stderr.decode()
+    return sorted(line[3:] for line in _git(repo, "status", "--porcelain", "-uall").stdout.decode().splitlines())
+
+
+MAIL = ("From 0f0f Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\nDate: Tue, 1 Dec 2026 10:00:00 +0000\n"
+        "Subject: [PATCH] Fix calc\n\nThe fix, with a test.\n---\n calc.py | 2 +-\n tests/conftest.py | 1 +\n"
+        " 2 files changed\n\n")
+CONFTEST = _chunk("a/tests/conftest.py b/tests/conftest.py", "/dev/null", "b/tests/conftest.py",
+                  extra="new file mode 100644\n")
+
+
+@pytest.mark.parametrize("shape", ["mail", "crlf", "copy"])
+def test_strict_drops_test_path_chunks_from_patches_git_reads_in_other_shapes(tmp_path, shape):
+    """Shapes git apply reads that the chunk parser did not, so the whole patch went to git and
+    an honest one that added its own tests scored 0 as tampered: a ``git format-patch`` mail
+    (headers and message before the first ``diff --git``, a signature after), a patch saved with
+    CRLF line ends (applied to a CRLF file: git reads its header lines less the CR), and a copy
+    (its header names two paths; ``copy to`` names the one written). Checked against real git."""
+    end = b"\r\n" if shape == "crlf" else b"\n"
+    repo = _repo(tmp_path, end)
+    if shape == "mail":
+        patch = MAIL + CODE + CONFTEST + "-- \n2.39.2\n\n"
+    elif shape == "crlf":
+        patch = (CODE + CONFTEST).replace("\n", "\r\n")
+    else:
+        patch = CODE + ("diff --git a/calc.py b/tests/conftest.py\nsimilarity index 50%\ncopy from calc.py\n"
+                        "copy to tests/conftest.py\n--- a/calc.py\n+++ b/tests/conftest.py\n@@ -1 +1 @@\n-a\n+b\n")
+    graded, left_out = strict.graded_patch(_instance(), patch)
+    assert left_out == ["tests/conftest.py"]
+    assert _written(repo, graded) == ["calc.py"]
+    assert (repo / "calc.py").read_bytes() == b"b" + end
+    # the whole patch, as under none, is what git would have written the test path from
+    _git(repo, "checkout", "-q", ".")
+    assert _written(repo, patch) == ["calc.py", "tests/conftest.py"]
+
+
+def test_a_preamble_git_could_read_as_a_patch_leaves_the_patch_to_git():
+    traditional = "--- a/tests/conftest.py\n+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    patch = "notes\n" + traditional + CODE
+    assert strict.graded_patch(_instance(), patch) == (patch, [])
+
+
 def test_a_test_path_git_wrote_for_a_chunk_that_named_none_is_tampered():
-    """git's reading is the last word: a chunk our parser cannot read (a copy, whose header names
-    two paths) is applied as it stands, and if git wrote a test path for it, the run is 0."""
-    copy = ("diff --git a/calc.py b/tests/conftest.py\nsimilarity index 90%\ncopy from calc.py\ncopy to tests/conftest.py\n"
-            "--- a/calc.py\n+++ b/tests/conftest.py\n@@ -1 +1 @@\n-a\n+b\n")
-    assert strict.graded_patch(_instance(), copy) == (copy, [])  # not readable here: git judges it
+    """git's reading is the last word: a patch our parser cannot read (here a traditional diff
+    before the first ``diff --git``) is applied as it stands, and if git wrote a test path for
+    it, the run is 0."""
+    unread = "--- a/tests/conftest.py\n+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+b\n" + CODE
+    assert strict.graded_patch(_instance(), unread) == (unread, [])  # not readable here: git judges it
     written = "diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n--- /dev/null\n" \
               "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+b\n"
     raw = {"defences": ["test-files-dropped"], "written": {"exit_code": 0, "output": written}}
