@@ -178,11 +178,24 @@ class _Counter:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: object) -> None:
+    if not _TOKEN and (getattr(config, "workerinput", None) or {}).get(_HIDE_IN_WORKERS):
+        _hide_running_test()  # a pytest-xdist worker of a run that hides it: the token was the controller's
     if _TOKEN and not _SESSION:
         _SESSION.append(config)
         prefix = getattr(getattr(config, "option", None), "junitprefix", None)
         counter = _Counter(config.hook.pytest_runtest_logreport, prefix)  # type: ignore[attr-defined]
         config.pluginmanager.register(counter, "crucible-runner-end-counter")  # type: ignore[attr-defined]
+
+
+_HIDE_IN_WORKERS = "crucible_hide_running_test"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """pytest-xdist's, in the controller as it starts each worker: a worker loads this plugin
+    too but finds the token taken, so it is told here (its ``workerinput``) to hide the id."""
+    if _TOKEN and "hide-running-test" in _ASKED:
+        node.workerinput[_HIDE_IN_WORKERS] = True  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(trylast=True)

@@ -115,6 +115,27 @@ def test_strict_keeps_the_running_tests_id_from_the_code_under_test(tmp_path, hi
     assert b"runner-end" in output
 
 
+@pytest.mark.parametrize("hidden", [True, False], ids=["hidden", "published"])
+def test_the_running_tests_id_is_kept_from_pytest_xdists_workers_too(tmp_path, hidden):
+    """Under pytest-xdist the tests run in worker processes, which load the end plugin but find
+    its token taken: the controller tells each worker to hide the id as it starts it. The
+    plugin's record of what passed is made in the controller, from the workers' reports."""
+    (tmp_path / "test_name.py").write_text(ASKS_ITS_NAME + "\n\ndef test_two():\n    pass\n")
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -n 2 test_name.py",
+                                 hide_running_test=hidden)
+    tests = parse_junit(report.read_bytes())
+    assert {r.name: r.status for r in tests} == {
+        "test_name.py::test_the_running_tests_id_is_not_published": "PASSED" if hidden else "FAILED",
+        "test_name.py::test_two": "PASSED"}, output.decode(errors="replace")[-2000:]
+    assert b"bringing up nodes" in output  # it did run in workers
+    cut = runner_end.split(output, SHELL, RUNNER)
+    assert cut.runner_passed == {runner_end.key(t.name) for t in tests if t.status == "PASSED"}
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes,
+           "runner_passed": sorted(cut.runner_passed or ())}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
+
+
 def test_markers_without_the_tokens_are_text():
     forged = f"x\n{'c' * 32} runner-end none\n1 passed\n{'d' * 32} end 0\n".encode()
     cut = runner_end.split(forged, SHELL, RUNNER)
