@@ -78,17 +78,18 @@ def key(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
-def reported_name(report: object, prefix: str | None = None) -> str:
+def reported_name(report: object, prefix: str | None = None, with_file: bool = True) -> str:
     """The name crucible's grader gives this report's JUnit entry (envs/coding/results.py
     ``parse_junit``): the entry's classname, name and file made as pytest's own junitxml makes
-    them, then read back as the grader reads them. The node id where junitxml has no such parts."""
+    them, then read back as the grader reads them (``with_file``: the report's family writes
+    ``file``, as xunit1 does). The node id where junitxml has no such parts."""
     nodeid = str(getattr(report, "nodeid", ""))
     try:
         from _pytest import junitxml
 
         names = junitxml.mangle_test_address(nodeid)
         location = getattr(report, "location", None)
-        file = str(location[0]) if location else ""
+        file = str(location[0]) if location and with_file else ""
         classname = ".".join([prefix, *names[:-1]] if prefix else names[:-1])
         name = str(junitxml.bin_xml_escape(names[-1]))
     except Exception:  # a pytest without these: the node id, which is the grader's name for most tests
@@ -150,9 +151,10 @@ class _Counter:
     would run before this one (pluggy calls the last registered first): each report checks that
     this one is still the outermost, and a count that was not is marked ``outranked``."""
 
-    def __init__(self, hook: object, prefix: str | None) -> None:
+    def __init__(self, hook: object, prefix: str | None, with_file: bool) -> None:
         self.hook = hook
         self.prefix = prefix
+        self.with_file = with_file
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: object):  # type: ignore[no-untyped-def]
@@ -160,9 +162,9 @@ class _Counter:
         if kind is not None:
             _OUTCOMES[kind] = _OUTCOMES.get(kind, 0) + 1
         if kind in ("passed", "xpassed"):
-            _PASSED.add(reported_name(report, self.prefix))
+            _PASSED.add(reported_name(report, self.prefix, self.with_file))
         elif getattr(report, "outcome", None) in ("failed", "skipped"):
-            _NOT_PASSED.add(reported_name(report, self.prefix))
+            _NOT_PASSED.add(reported_name(report, self.prefix, self.with_file))
         impls: list[object] = getattr(self.hook, "get_hookimpls", list)()
         if impls and getattr(impls[-1], "plugin", self) is not self:
             _OUTCOMES["outranked"] = 1
@@ -172,7 +174,7 @@ class _Counter:
     def pytest_collectreport(self, report: object):  # type: ignore[no-untyped-def]
         if getattr(report, "outcome", None) == "failed":
             _OUTCOMES["error"] = _OUTCOMES.get("error", 0) + 1
-            _NOT_PASSED.add(reported_name(report, self.prefix))
+            _NOT_PASSED.add(reported_name(report, self.prefix, self.with_file))
         yield
 
 
@@ -183,7 +185,11 @@ def pytest_configure(config: object) -> None:
     if _TOKEN and not _SESSION:
         _SESSION.append(config)
         prefix = getattr(getattr(config, "option", None), "junitprefix", None)
-        counter = _Counter(config.hook.pytest_runtest_logreport, prefix)  # type: ignore[attr-defined]
+        try:  # the grader forces xunit1; a task's own -o after it wins, and xunit2 writes no file
+            with_file = config.getini("junit_family") == "xunit1"  # type: ignore[attr-defined]
+        except (ValueError, AttributeError):
+            with_file = True
+        counter = _Counter(config.hook.pytest_runtest_logreport, prefix, with_file)  # type: ignore[attr-defined]
         config.pluginmanager.register(counter, "crucible-runner-end-counter")  # type: ignore[attr-defined]
 
 

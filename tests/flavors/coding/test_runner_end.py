@@ -287,16 +287,21 @@ def add(a, b):
     "tests/test_sub.py": ("import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nfrom base import BaseT\n\n\n"
                           "class TestSub(BaseT):\n    pass\n"),
     "tests/test_broken.py": "def test_x(:\n",
+    "tests/odd.dir/test_dotted.py": "def test_in_a_dotted_directory():\n    pass\n",
+    "tests/check_named.py": "def test_outside_the_default_patterns():\n    pass\n",
+    "pytest.ini": "[pytest]\npython_files = test_*.py check_*.py\n",
 }
 
 
-@pytest.mark.parametrize("options", ["", "--junitprefix=pre"], ids=["plain", "prefixed"])
+@pytest.mark.parametrize("options", ["", "--junitprefix=pre", "-o junit_family=xunit2"],
+                         ids=["plain", "prefixed", "xunit2"])
 def test_the_plugin_names_each_test_as_the_grader_reads_its_junit_entry(tmp_path, options):
     """What the plugin saw pass is looked up by the names the grader reads from the report, so
     the plugin must name every test the same (a name it spelled apart would refuse an honest
     run): classes in classes, parameters with brackets, ``::``, slashes, dots and non-ASCII,
     a method inherited from another module (its JUnit ``file`` is the base's), unittest's
-    subTest, doctests, a collection error, skips and a strict xpass, with and without a prefix."""
+    subTest, doctests, a collection error, skips and a strict xpass, with and without a prefix,
+    and in the family (xunit2) a task's own ``-o`` can choose, which writes no ``file``."""
     for path, text in SHAPES.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text, encoding="utf-8")
