@@ -92,7 +92,7 @@ class GateRole:
 
 
 LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only", "hide_running_test",
-                         "randomise_test_names")
+                         "randomise_test_names", "tests_in_one_process")
 """Integrity flags added after specs were first stored: each is left out of the stored spec
 while off, so a mode that does not turn it on keeps its spec hashes."""
 

@@ -188,6 +188,12 @@ class IntegrityConfig:
     process environment (``PYTEST_CURRENT_TEST``), where code can read which hidden case is
     asking and answer that case from its data, with no name the scan could read. No verdict
     needs it; the end plugin (envs/coding/verdict/crucible_runner_end.py) turns it off."""
+    tests_in_one_process: bool = False
+    """pytest-xdist does not distribute the tests (the end plugin clears its options before its
+    own configure reads them): in a worker, a hook the code under test registers on the worker's
+    Config (found among live objects, its name made at run time) turns each failure into a pass
+    before the report is sent on, where no count of the end plugin's sees it first. The tests
+    run in pytest's own process, slower where a task counted on the workers."""
     randomise_test_names: bool = False
     """Each grading writes the hidden pytest modules with their test functions, methods and
     classes under fresh random names pytest still collects (``test_x<hex>``, ``TestX<hex>``),

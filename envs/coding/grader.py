@@ -82,7 +82,8 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
     end = None if gates_itself else (secrets.token_hex(16), secrets.token_hex(16))
     if end is not None:  # the shell's and pytest's ends marked (envs/coding/runner_end.py)
         shown = shown or command  # the record shows the task's command, not the report's plumbing
-        command = runner_end.wrap(command, results_dir, hide_running_test=bool(integrity.hide_running_test))
+        command = runner_end.wrap(command, results_dir, hide_running_test=bool(integrity.hide_running_test),
+                                  one_process=bool(getattr(integrity, "tests_in_one_process", False)))
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
                                     hidden=entries, command=command, user=user, verdict=verdict, support=support,

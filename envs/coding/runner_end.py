@@ -53,19 +53,26 @@ HIDE_RUNNING_TEST = "hide-running-test"
 """The word after the token in the plugin's ``end.nonce``: hide the running test's id."""
 
 
-def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = False) -> str:
+ONE_PROCESS = "one-process"
+"""The word after the token that asks the plugin to keep pytest-xdist from distributing the tests."""
+
+
+def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = False, one_process: bool = False) -> str:
     """The tester's script around the task's ``command``: for pytest (``results_dir``), the
     report's directory with the plugin and its one-time token, then the command in a subshell
     (its own ``exit`` ends only that), then the shell end. The tokens are the tester's shell
     variables ``crucible_end`` and ``crucible_runner`` (read from its stdin, never exported).
     ``hide_running_test``: the plugin keeps pytest from publishing the running test's id in
-    the environment (``PYTEST_CURRENT_TEST``)."""
+    the environment (``PYTEST_CURRENT_TEST``); ``one_process``: it keeps pytest-xdist from running
+    the tests in workers, where no count of its sees a report first."""
     prefix = ""
+    words = "".join(f" {word}" for word, asked in ((HIDE_RUNNING_TEST, hide_running_test), (ONE_PROCESS, one_process))
+                    if asked)
     if results_dir is not None:
         folder = shlex.quote(results_dir)
         report = shlex.quote(f"{results_dir}/junit.xml")
         prefix = (f"mkdir -m 700 {folder}\n"
-                  f"printf '%s{' ' + HIDE_RUNNING_TEST if hide_running_test else ''}\\n' \"$crucible_runner\" "
+                  f"printf '%s{words}\\n' \"$crucible_runner\" "
                   f"> {folder}/end.nonce\n"
                   f"cat > {folder}/{PLUGIN}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source()}CRUCIBLE_RUNNER_END\n"
                   f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'

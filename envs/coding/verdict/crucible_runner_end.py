@@ -178,15 +178,33 @@ class _Counter:
         yield
 
 
+def _in_this_process(config: object) -> None:
+    """pytest-xdist would run the tests in worker processes, each a pytest of its own that
+    sends its reports here: there the code under test registers a hook (on the worker's Config,
+    found among live objects) that makes a failure a pass before the report is sent, and this
+    count, the summary and the report all see the pass (a review's attack). No worker holds a
+    token to count with, so the tests run here, where the count sees each report first. Done
+    before xdist's own configure (tried last) reads these options."""
+    option = getattr(config, "option", None)
+    if option is None or not any(getattr(option, name, None) for name in ("numprocesses", "tx", "distload")) \
+            and getattr(option, "dist", "no") in ("no", None):
+        return
+    option.dist, option.tx, option.numprocesses = "no", [], 0
+    if hasattr(option, "distload"):
+        option.distload = False
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: object) -> None:
     if not _TOKEN and (getattr(config, "workerinput", None) or {}).get(_HIDE_IN_WORKERS):
         _hide_running_test()  # a pytest-xdist worker of a run that hides it: the token was the controller's
     if _TOKEN and not _SESSION:
         _SESSION.append(config)
+        if "one-process" in _ASKED:
+            _in_this_process(config)
         prefix = getattr(getattr(config, "option", None), "junitprefix", None)
         try:  # the grader forces xunit1; a task's own -o after it wins, and xunit2 writes no file
-            with_file = config.getini("junit_family") == "xunit1"  # type: ignore[attr-defined]
+            with_file = str(config.getini("junit_family")) in ("xunit1", "legacy")  # type: ignore[attr-defined]
         except (ValueError, AttributeError):
             with_file = True
         counter = _Counter(config.hook.pytest_runtest_logreport, prefix, with_file)  # type: ignore[attr-defined]

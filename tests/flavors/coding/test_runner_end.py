@@ -40,13 +40,13 @@ def test_two():
 
 
 def run_wrapped(tmp_path: Path, command: str, pytest_report: bool = True,
-                hide_running_test: bool = False) -> tuple[bytes, Path]:
+                hide_running_test: bool = False, one_process: bool = False) -> tuple[bytes, Path]:
     """The tester's script as grading builds it, run by bash with the tokens on its stdin."""
     results = tmp_path / "results"
     script = ('IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
               'read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n'
               + runner_end.wrap(command, str(results) if pytest_report else None,
-                                hide_running_test=hide_running_test))
+                                hide_running_test=hide_running_test, one_process=one_process))
     done = subprocess.run(["bash", "-c", script], input=f"go\n{SHELL} {RUNNER}\n".encode(), cwd=tmp_path,
                           capture_output=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""})
     return done.stdout, results / "junit.xml"
@@ -293,8 +293,9 @@ def add(a, b):
 }
 
 
-@pytest.mark.parametrize("options", ["", "--junitprefix=pre", "-o junit_family=xunit2"],
-                         ids=["plain", "prefixed", "xunit2"])
+@pytest.mark.parametrize("options", ["", "--junitprefix=pre", "-o junit_family=xunit2",
+                                     "--junitprefix=pre -o junit_family=xunit2"],
+                         ids=["plain", "prefixed", "xunit2", "prefixed-xunit2"])
 def test_the_plugin_names_each_test_as_the_grader_reads_its_junit_entry(tmp_path, options):
     """What the plugin saw pass is looked up by the names the grader reads from the report, so
     the plugin must name every test the same (a name it spelled apart would refuse an honest
@@ -368,6 +369,62 @@ def test_a_wrapper_registered_after_the_count_that_runs_before_it_is_tampered(tm
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
     end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
     assert runner_end.check(end, named, tests, cut.text.decode(), True).startswith("tampered: a hook wrapper")
+
+
+IN_A_WORKER = '''import gc
+
+
+class _Helper:
+    pass
+
+
+def _flip(self, report):
+    if report.failed:
+        report.outcome, report.longrepr = "passed", None
+
+
+_flip.tryfirst = True
+setattr(_Helper, "py" + "test_run" + "test_log" + "report", _flip)  # no hook named in the source
+
+for _obj in gc.get_objects():
+    if type(_obj).__name__ == "Con" + "fig" and hasattr(_obj, "plugin" + "manager"):
+        if hasattr(_obj, "worker" + "input"):  # only in an xdist worker, where no count is
+            getattr(_obj, "plugin" + "manager").register(_Helper(), "helper")
+        break
+
+
+def parse(text):
+    return int(text)
+'''
+
+
+@pytest.mark.parametrize("one_process", [True, False], ids=["one-process", "distributed"])
+def test_xdists_workers_do_not_run_the_tests_where_no_count_sees_their_reports(tmp_path, one_process):
+    """A review's attack: under pytest-xdist (``-n 2``) the tests ran in worker processes, where
+    the code under test registered a hook (on the worker's Config, found among live objects,
+    its name built at run time) that made each failure a pass before the worker sent the report
+    on: the count, pytest's summary and the report all had the pass, and every check agreed.
+    Under strict (``tests_in_one_process``) the end plugin turns the distribution off: the tests
+    run in its own process, counted first."""
+    (tmp_path / "hikelog").mkdir()
+    (tmp_path / "hikelog" / "__init__.py").write_text(IN_A_WORKER)
+    (tmp_path / "test_parse.py").write_text("from hikelog import parse\n\n\ndef test_int():\n"
+                                            "    assert parse('3') == 3\n\n\ndef test_float():\n"
+                                            "    assert parse('1.5') == 1.5\n")
+    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -n 2 test_parse.py",
+                                 one_process=one_process)
+    cut = runner_end.split(output, SHELL, RUNNER)
+    tests = parse_junit(report.read_bytes())
+    named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
+    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes,
+           "runner_passed": sorted(cut.runner_passed or ())}
+    assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
+    if one_process:
+        assert {t.name: t.status for t in tests} == {"test_parse.py::test_float": "FAILED",
+                                                     "test_parse.py::test_int": "PASSED"}, output.decode(errors="replace")[-2000:]
+        assert cut.runner_outcomes == {"failed": 1, "passed": 1} and b"bringing up nodes" not in output
+    else:  # what it won: every check agrees with the forged pass
+        assert {t.status for t in tests} == {"PASSED"} and b"bringing up nodes" in output, output.decode(errors="replace")[-2000:]
 
 
 def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tmp_path):
