@@ -56,6 +56,29 @@ JS_TEST_FILE = re.compile(
 """Where a JavaScript project keeps its tests: importing the runner is their point."""
 
 _RUNNERS_JS = r"(?:mocha|jest|@jest/[\w-]+|vitest|ospec|node:test|jasmine|ava|tap|@playwright/test)(?:/[^'\"`]*)?"
+_FN_LITERAL = (r"(?:async\s*+)?(?:function\b\s*+\*?\s*+[\w$]*\s*+\([^()\n]{0,80}\)|class\b[^{}\n]{0,80}?)\s*+\{[^{}\n]{0,80}\}"
+               r"|(?:async\s*+)?(?:\([^()\n]{0,80}\)|[\w$]+)\s*+=>\s*+(?:\{[^{}\n]{0,80}\}|[^(){}\n;,]{0,80}?)")
+"""A function, generator or class written as a literal on the line (a body with no braces inside
+it, an arrow's expression with no parentheses): its ``.constructor`` is the Function
+constructor, ``AsyncFunction``'s or ``GeneratorFunction``'s, each of which makes a function of a
+string."""
+_BUILTIN_FUNCTION = (
+    r"(?:(?<![\w$)\]])\[[^\[\]\n]{0,80}\]|'[^'\n]{0,80}'|\"[^\"\n]{0,80}\"|\(\s*+\{\s*+\}\s*+\)"
+    r"|(?<![\w$.])(?:Object|Array|String|Number|Boolean|Symbol|Promise|RegExp|Date|Error|Map|Set|WeakMap|WeakSet"
+    r"|JSON|Math|Reflect|Function|Buffer|BigInt|Intl|Atomics|console)(?:\s*+\.\s*+prototype)?)"
+    r"\s*+\.\s*+(?!prototype\b|constructor\b)[\w$]+"
+    r"|(?<![\w$.])(?:parseInt|parseFloat|isNaN|isFinite|setTimeout|setInterval|setImmediate|queueMicrotask"
+    r"|structuredClone|encodeURIComponent|decodeURIComponent|encodeURI|decodeURI|escape|unescape|require|fetch"
+    r"|atob|btoa)")
+"""A builtin function by its name: a literal's method (``[].filter``, ``''.trim``), a builtin's
+own or its prototype's (``Array.prototype.map``, ``JSON.parse``, ``console.log``), a global
+function (``parseInt``). Its ``.constructor`` is the Function constructor, as a function
+literal's is; a function of the project's own (``add.constructor``) is past a line's reading."""
+_CONSTRUCTOR = (r"\s*+(?:(?:\?\.|\.)\s*+(?:__proto__\s*+\.\s*+)?constructor\b(?!\s*+(?:\?\.|\.)\s*+name\b)"
+                r"|(?:\?\.)?\s*+\[\s*+['\"`]constructor['\"`]\s*+\])")
+"""What follows such a function to take its constructor: ``.constructor`` (not its ``.name``,
+a string), through ``__proto__``, or ``['constructor']``."""
+_MODULE = r"""(?:\bmodule\s*+\.\s*+constructor|\brequire\s*+\(\s*+['"`](?:node:)?module['"`]\s*+\))"""
 
 GO_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # the testing package in code that is not a test: the only reason is to find or drive the runner
@@ -143,7 +166,24 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\bprocess\s*(?:\.\s*|\[\s*['\"`])(?:dlopen|binding)\b|(?:\b[Mm]odule|\bmod|\))\s*\.\s*_compile\s*\("
         r"|\bconstructor\s*\.\s*_load\s*\("
         r"|(?:(?<![=!<>])=|:)\s*eval\s*(?:[;,)\]}]|$)|\bgetPrototypeOf\s*\(\s*async\b"  # eval taken; AsyncFunction's constructor
-        r"|\bimport\s*\(\s*['\"`]data:")),  # a module from a data: URL
+        r"|\bimport\s*\(\s*['\"`]data:"  # a module from a data: URL
+        # the Function constructor held under a name before it is called: a function literal's or a
+        # builtin function's constructor taken (not its `.name`), destructured from one, or the
+        # prototype of a function literal
+        rf"|(?<![\w$)\]])(?<!instanceof )(?<![=!]= )(?<![=!]=)\(\s*+(?:{_FN_LITERAL})\s*+\){_CONSTRUCTOR}"
+        rf"|\b(?:function\b\s*+\*?\s*+[\w$]*\s*+\([^()\n]{{0,80}}\)|class\b[^{{}}\n]{{0,80}}?)\s*+\{{[^{{}}\n]{{0,80}}\}}{_CONSTRUCTOR}"
+        rf"|(?:{_BUILTIN_FUNCTION}){_CONSTRUCTOR}"
+        rf"|\{{[^{{}}\n]{{0,80}}?\bconstructor\b[^{{}}\n]{{0,80}}\}}\s*+=\s*+\(?\s*+(?:{_FN_LITERAL}|{_BUILTIN_FUNCTION})"
+        rf"|\bgetPrototypeOf\s*+\(\s*+\(?\s*+(?:{_FN_LITERAL})"
+        r"|\b(?:call|apply|bind)\s*+\(\s*+Function\b(?!\s*+(?:\?\.|\.|\[))"  # Function.prototype.bind.call(Function, ...)
+        # node's module system compiling source: a Module made (`new module.constructor()`), its
+        # `_compile` or `wrap`, a loader's hooks registered (their `load` returns any source)
+        rf"|\b(?:new|extends)\s++\(?\s*+{_MODULE}|(?:{_MODULE}|\bModule)\s*+\.\s*+(?:prototype\s*+\.\s*+)?(?:_compile|wrap|_load)\b"
+        r"|(?<!\bthis)\.\s*+_compile\s*+\(|\[\s*+['\"`]_compile['\"`]"
+        rf"|(?:\b[Mm]odule|{_MODULE})\s*+\.\s*+register(?:Hooks)?\s*+\("
+        # a worker thread run from a string (worker_threads' `eval: true`)
+        r"|\bWorker\s*+\([^\n]{0,300}?[{,]\s*+['\"]?eval['\"]?\s*+:(?!\s*+false\b)"
+        r"|(?:^|[{,])\s*+['\"]?eval['\"]?\s*+:\s*+(?:true|!0)\b|\.\s*+eval\s*+=\s*+(?:true|!0)\b")),
 )
 """JavaScript's and TypeScript's rules, on added lines of a file that is not a test. Each
 repetition is bounded or of one character class, so a minified line of any length is read in

@@ -571,6 +571,49 @@ EVASIONS = [  # a review's, each written with literals
     ("src/add.js", "const f = Object.constructor(src)\n", 1, "unread-code"),
     ("src/add.ts", "const Make = Function;\n", 1, "unread-code"),
     ("src/add.js", "setTimeout(eval, 0, src)\n", 1, "unread-code"),
+    # the Function constructor held under a name before it is called
+    ("src/add.js", "const C = (() => {}).constructor\nconst env = C('return process.env')()\n", 1, "unread-code"),
+    ("src/add.js", "const C = (() => {}).constructor; C('return process.env')()\n", 1, "unread-code"),
+    ("src/add.js", "const F = Object.getPrototypeOf(function(){}).constructor\n", 1, "unread-code"),
+    ("src/add.ts", "const G = Object.getPrototypeOf(function* () {}).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = Reflect.getPrototypeOf(() => 0).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const A = (async () => {}).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const A = (async function () {}).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const G = (function* () {}).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const G = function* () {}.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = (x => x).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = (() => 0)['constructor']\n", 1, "unread-code"),
+    ("src/add.js", "const F = (() => 0).__proto__.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = (class {}).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = [].filter.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = ''.trim.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = Array.prototype.map.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = JSON.parse.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = console.log?.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = parseInt.constructor\n", 1, "unread-code"),
+    ("src/add.js", "const { constructor: F } = () => 0\n", 1, "unread-code"),
+    ("src/add.js", "const { constructor } = function () {}\n", 1, "unread-code"),
+    ("src/add.js", "const { constructor: F } = [].map\n", 1, "unread-code"),
+    ("src/add.js", "const f = Function.prototype.bind.call(Function, null, src)\n", 1, "unread-code"),
+    # node's module system compiling source
+    ("src/add.js", "const m = new module.constructor()\nm._compile(src, 'add.js')\n", 1, "unread-code"),
+    ("src/add.js", "new module.constructor()._compile(src, name)\n", 1, "unread-code"),
+    ("src/add.js", "const M = require('module')\nconst m = new M(file)\nm._compile(src, file)\n", 3, "unread-code"),
+    ("src/add.js", "m['_compile'](src, file)\n", 1, "unread-code"),
+    ("src/add.js", "module.constructor.prototype._compile.call(m, src, file)\n", 1, "unread-code"),
+    ("src/add.js", "const C = class extends module.constructor {}\n", 1, "unread-code"),
+    ("src/add.js", "const m = new (require('node:module'))(file)\n", 1, "unread-code"),
+    ("src/add.js", "const code = Module.wrap(src)\n", 1, "unread-code"),
+    ("src/add.js", "const code = require('module').wrap(src)\n", 1, "unread-code"),
+    ("src/add.js", "Module._load(file, module)\n", 1, "unread-code"),
+    ("src/add.mjs", "module.registerHooks({ load })\n", 1, "unread-code"),
+    ("src/add.mjs", "module.register('./hooks.mjs', import.meta.url)\n", 1, "unread-code"),
+    # a worker thread run from a string
+    ("src/add.js", "const w = new Worker(src, { eval: true })\n", 1, "unread-code"),
+    ("src/add.js", "const w = new worker_threads.Worker(src, { workerData, eval: true })\n", 1, "unread-code"),
+    ("src/add.js", "const w = new Worker(src, {\n  eval: true,\n})\n", 2, "unread-code"),
+    ("src/add.js", "const opts = { eval: !0 }\n", 1, "unread-code"),
+    ("src/add.js", "opts.eval = true\n", 1, "unread-code"),
 ]
 
 
@@ -649,6 +692,40 @@ def test_honest_go_and_javascript_is_not_flagged(repo):
                   "const props = { onClick: { type: Function, required: true }, label: [String, Function] }\n") == []
 
 
+def test_honest_constructor_module_and_worker_use_is_not_flagged(repo):
+    """`.constructor` is everyday JavaScript: a class's constructor, an object's own read for its
+    name, compared, or called with `new` to copy it; so are the `module` builtin's other members
+    and a worker started from a file. Only a function literal's or a builtin function's
+    constructor is the Function constructor by the line's text."""
+    assert change(repo, "src/shape.ts", """\
+        import { builtinModules, createRequire } from "node:module"
+        import { Worker } from "node:worker_threads"
+        export class Shape {
+          constructor(readonly name: string) {}
+          clone(): Shape {
+            const copy = new (this.constructor as any)(this.name)
+            return new this.constructor(this.name)
+          }
+          kind(obj: object, err: Error) {
+            const n = obj.constructor.name + err.constructor.name + this.constructor.name
+            const plain = obj.constructor === Object || Object.getPrototypeOf(obj).constructor.name === "Object"
+            const C = Object.getPrototypeOf(obj).constructor
+            const { constructor } = this
+            const isAsync = fn instanceof (async () => {}).constructor
+            const asyncName = (async () => {}).constructor.name
+            expect(err.constructor).toBe(TypeError)
+            return items.map((x) => getPrototypeOf(x).constructor).filter((x) => x.constructor !== Array)
+          }
+        }
+        const require = createRequire(import.meta.url)
+        const worker = new Worker(new URL("./sqlworker.js", import.meta.url), { type: "module", workerData })
+        const other = new Worker(path.join(__dirname, "w.js"), { eval: false })
+        const compiled = this._compile(template)
+        const { evaluate } = opts
+        if (require.main === module) main(module.exports)
+        """) == []
+
+
 def test_go_and_javascript_tests_are_not_read_and_a_go_helper_package_only_for_what_it_is_for(repo):
     """A test file (Go's `_test.go`, JavaScript's `test/`, `*.spec.ts`, a runner's config) imports
     its runner by nature. A Go package of test helpers (`testutil/`, `testing/`) imports the
@@ -718,7 +795,9 @@ def test_a_long_go_or_javascript_line_is_read_in_linear_time():
                "lines = ['new Error(' * 30000, 'process.argv' + ' x' * 100000, '\"' + '\\\\\"' * 100000,\n"
                "         'os.Args' * 30000 + '\"', '\\'' + 'a' * 200000, 'import ' + 'a.' * 100000 + ' \"testing',\n"
                "         'Object.defineProperty(' * 30000, 'Reflect.apply(' * 30000, 'x = ' * 30000 + 'Function',\n"
-               "         '(Function ' * 30000, '.constructor ' * 20000, 'type' + ' ' * 100000]\n"
+               "         '(Function ' * 30000, '.constructor ' * 20000, 'type' + ' ' * 100000,\n"
+               "         '(async (a) => ' * 20000, '(function* f() {' * 20000, '{ constructor ' * 20000 + '} = ',\n"
+               "         \"'\" * 100000 + '.a', '[' * 100000 + '].a', 'Worker(' * 30000, '(class ' * 30000]\n"
                "for lang in ('go', 'js'):\n"
                "    scan_go_js.findings('x', lang, enumerate(lines))\n")
     run_apart(program)
