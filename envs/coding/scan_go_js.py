@@ -57,7 +57,7 @@ JS_TEST_FILE = re.compile(
 
 _RUNNERS_JS = r"(?:mocha|jest|@jest/[\w-]+|vitest|ospec|node:test|jasmine|ava|tap|@playwright/test)(?:/[^'\"`]*)?"
 _FN_LITERAL = (r"(?:async\s*+)?(?:function\b\s*+\*?\s*+[\w$]*\s*+\([^()\n]{0,80}\)|class\b[^{}\n]{0,80}?)\s*+\{[^{}\n]{0,80}\}"
-               r"|(?:async\s*+)?(?:\([^()\n]{0,80}\)|[\w$]+)\s*+=>\s*+(?:\{[^{}\n]{0,80}\}|[^(){}\n;,]{0,80}?)")
+               r"|(?:async\s*+)?(?:\([^()\n]{0,80}\)(?:\s*+:[^=(){}\n]{0,80}?)?|[\w$]+)\s*+=>\s*+(?:\{[^{}\n]{0,80}\}|[^(){}\n;,]{0,80}?)")
 """A function, generator or class written as a literal on the line (a body with no braces inside
 it, an arrow's expression with no parentheses): its ``.constructor`` is the Function
 constructor, ``AsyncFunction``'s or ``GeneratorFunction``'s, each of which makes a function of a
@@ -74,6 +74,10 @@ _BUILTIN_FUNCTION = (
 own or its prototype's (``Array.prototype.map``, ``JSON.parse``, ``console.log``), a global
 function (``parseInt``). Its ``.constructor`` is the Function constructor, as a function
 literal's is; a function of the project's own (``add.constructor``) is past a line's reading."""
+_BUILTIN_CLASS = (r"(?<![\w$.])(?:Object|Array|String|Number|Boolean|Symbol|Promise|RegExp|Date|Error|Map|Set"
+                  r"|Function)")
+"""A builtin constructor: its prototype is ``Function.prototype``, whose ``constructor`` is the
+Function constructor."""
 _CONSTRUCTOR = (r"\s*+(?:(?:\?\.|\.)\s*+(?:__proto__\s*+\.\s*+)?constructor\b(?!\s*+(?:\?\.|\.)\s*+name\b)"
                 r"|(?:\?\.)?\s*+\[\s*+['\"`]constructor['\"`]\s*+\])")
 """What follows such a function to take its constructor: ``.constructor`` (not its ``.name``,
@@ -174,7 +178,7 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"|\b(?:function\b\s*+\*?\s*+[\w$]*\s*+\([^()\n]{{0,80}}\)|class\b[^{{}}\n]{{0,80}}?)\s*+\{{[^{{}}\n]{{0,80}}\}}{_CONSTRUCTOR}"
         rf"|(?:{_BUILTIN_FUNCTION}){_CONSTRUCTOR}"
         rf"|\{{[^{{}}\n]{{0,80}}?\bconstructor\b[^{{}}\n]{{0,80}}\}}\s*+=\s*+\(?\s*+(?:{_FN_LITERAL}|{_BUILTIN_FUNCTION})"
-        rf"|\bgetPrototypeOf\s*+\(\s*+\(?\s*+(?:{_FN_LITERAL})"
+        rf"|\bgetPrototypeOf\s*+\(\s*+(?:\(?\s*+(?:{_FN_LITERAL})|(?:{_BUILTIN_FUNCTION}|{_BUILTIN_CLASS})\s*+\))"
         r"|\b(?:call|apply|bind)\s*+\(\s*+Function\b(?!\s*+(?:\?\.|\.|\[))"  # Function.prototype.bind.call(Function, ...)
         # node's module system compiling source: a Module made (`new module.constructor()`), its
         # `_compile` or `wrap`, a loader's hooks registered (their `load` returns any source)
@@ -183,7 +187,9 @@ JS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"|(?:\b[Mm]odule|{_MODULE})\s*+\.\s*+register(?:Hooks)?\s*+\("
         # a worker thread run from a string (worker_threads' `eval: true`)
         r"|\bWorker\s*+\([^\n]{0,300}?[{,]\s*+['\"]?eval['\"]?\s*+:(?!\s*+false\b)"
-        r"|(?:^|[{,])\s*+['\"]?eval['\"]?\s*+:\s*+(?:true|!0)\b|\.\s*+eval\s*+=\s*+(?:true|!0)\b")),
+        r"|(?:^|[{,])\s*+['\"]?eval['\"]?\s*+:\s*+(?:true|!0)\b|\.\s*+eval\s*+=\s*+(?:true|!0)\b"
+        r"|\bWorker\s*+\(\s*+(?:new\s++URL\s*+\(\s*+)?['\"`]data:"  # or from a data: URL
+        r"|\bgetBuiltinModule\s*+\(\s*+['\"`](?:node:)?(?:vm|module)['\"`]")),  # vm or module without an import
 )
 """JavaScript's and TypeScript's rules, on added lines of a file that is not a test. Each
 repetition is bounded or of one character class, so a minified line of any length is read in

@@ -595,6 +595,9 @@ EVASIONS = [  # a review's, each written with literals
     ("src/add.js", "const { constructor } = function () {}\n", 1, "unread-code"),
     ("src/add.js", "const { constructor: F } = [].map\n", 1, "unread-code"),
     ("src/add.js", "const f = Function.prototype.bind.call(Function, null, src)\n", 1, "unread-code"),
+    ("src/add.ts", "const F = ((): void => {}).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = Object.getPrototypeOf(Array).constructor\n", 1, "unread-code"),
+    ("src/add.js", "const F = Object.getPrototypeOf(JSON.parse).constructor\n", 1, "unread-code"),
     # node's module system compiling source
     ("src/add.js", "const m = new module.constructor()\nm._compile(src, 'add.js')\n", 1, "unread-code"),
     ("src/add.js", "new module.constructor()._compile(src, name)\n", 1, "unread-code"),
@@ -614,6 +617,8 @@ EVASIONS = [  # a review's, each written with literals
     ("src/add.js", "const w = new Worker(src, {\n  eval: true,\n})\n", 2, "unread-code"),
     ("src/add.js", "const opts = { eval: !0 }\n", 1, "unread-code"),
     ("src/add.js", "opts.eval = true\n", 1, "unread-code"),
+    ("src/add.mjs", "const w = new Worker(new URL('data:text/javascript,' + src))\n", 1, "unread-code"),
+    ("src/add.js", "const vm = process.getBuiltinModule('node:vm')\n", 1, "unread-code"),
 ]
 
 
