@@ -801,8 +801,9 @@ def test_a_long_go_or_javascript_line_is_read_in_linear_time():
                "         'os.Args' * 30000 + '\"', '\\'' + 'a' * 200000, 'import ' + 'a.' * 100000 + ' \"testing',\n"
                "         'Object.defineProperty(' * 30000, 'Reflect.apply(' * 30000, 'x = ' * 30000 + 'Function',\n"
                "         '(Function ' * 30000, '.constructor ' * 20000, 'type' + ' ' * 100000,\n"
-               "         '(async (a) => ' * 20000, '(function* f() {' * 20000, '{ constructor ' * 20000 + '} = ',\n"
-               "         \"'\" * 100000 + '.a', '[' * 100000 + '].a', 'Worker(' * 30000, '(class ' * 30000]\n"
+               "         '(async (a) => ' * 20000 + '.constructor', '(function* f() {' * 20000 + '.constructor',\n"
+               "         '{ constructor ' * 20000 + '} = ', \"'\" * 100000 + '.a.constructor', '[' * 100000 + '].a.constructor',\n"
+               "         'Worker(' * 30000, '(class ' * 30000 + 'constructor', 'getPrototypeOf(' * 30000]\n"
                "for lang in ('go', 'js'):\n"
                "    scan_go_js.findings('x', lang, enumerate(lines))\n")
     run_apart(program)
