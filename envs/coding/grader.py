@@ -83,7 +83,7 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
     if end is not None:  # the shell's and pytest's ends marked (envs/coding/runner_end.py)
         shown = shown or command  # the record shows the task's command, not the report's plumbing
         command = runner_end.wrap(command, results_dir, hide_running_test=bool(integrity.hide_running_test),
-                                  one_process=bool(getattr(integrity, "tests_in_one_process", False)))
+                                  one_process=bool(integrity.tests_in_one_process))
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
                                     hidden=entries, command=command, user=user, verdict=verdict, support=support,

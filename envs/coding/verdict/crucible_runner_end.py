@@ -186,8 +186,9 @@ def _in_this_process(config: object) -> None:
     token to count with, so the tests run here, where the count sees each report first. Done
     before xdist's own configure (tried last) reads these options."""
     option = getattr(config, "option", None)
-    if option is None or not any(getattr(option, name, None) for name in ("numprocesses", "tx", "distload")) \
-            and getattr(option, "dist", "no") in ("no", None):
+    distributed = any(getattr(option, name, None) for name in ("numprocesses", "tx", "distload")) \
+        or getattr(option, "dist", "no") not in ("no", None)
+    if option is None or not distributed:
         return
     option.dist, option.tx, option.numprocesses = "no", [], 0
     if hasattr(option, "distload"):
