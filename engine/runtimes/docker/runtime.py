@@ -5,6 +5,14 @@ never through its IP address. The container's PID 1 is docker-init (``init=True`
 with ``sleep infinity`` under it, so removal is immediate instead of waiting out the
 stop timeout that a bare ``sleep infinity`` (which ignores SIGTERM) costs.
 
+The runtime owns what the container runs, whatever image it is: ``sleep infinity`` is the
+*entrypoint*, not the command, so an image's own ``ENTRYPOINT`` never wraps it (709 of
+SWE-bench Pro's 731 base images set ``ENTRYPOINT ["/bin/bash"]``, which ran ``/bin/bash sleep
+infinity`` and exited at once; an entrypoint script that ``exec "$@"`` would run its set-up
+first), the image's ``CMD`` is dropped with it (Docker keeps an image's CMD only under the
+image's own entrypoint), and its ``HEALTHCHECK`` is off (a probe the image defines would
+run inside the task). The image's ``USER`` does not matter: every exec names its uid.
+
 Teardown: leaving the ``async with`` block removes the container with ``force=True``
 on every path — normal exit, exception, asyncio cancellation, KeyboardInterrupt — from
 a ``finally`` that cancellation cannot cut short. SIGTERM reaches that ``finally``
@@ -47,6 +55,8 @@ log = logging.getLogger(__name__)
 
 HOSTS = Path(__file__).with_name("hosts")
 """/etc/hosts of a workspace without network (as Docker writes it for mode none: localhost only)."""
+KEEPER = ("sleep", "infinity")
+"""What the container runs under docker-init, as its entrypoint (the module's docstring)."""
 _MODE_DIR = 1 << 31  # Go's os.ModeDir / os.ModeSymlink, as the archive API reports them
 _MODE_SYMLINK = 1 << 27
 _MAX_LINK_HOPS = 16
@@ -184,7 +194,8 @@ class DockerWorkspace(StartedOnce):
         self._created = True
         try:
             container = client.containers.create(
-                self.image, ["sleep", "infinity"], name=self.name, init=True, detach=True,
+                self.image, entrypoint=list(KEEPER), command=[], healthcheck={"test": ["NONE"]},
+                name=self.name, init=True, detach=True,
                 network_mode="bridge" if self.network else "none", labels=labels,
                 # No network: NetworkDisabled as well as mode none. Docker then makes no network
                 # sandbox for the container (none still gets one: two re-execs of dockerd, the
@@ -254,12 +265,30 @@ class DockerWorkspace(StartedOnce):
         stdin: bytes | None = None,
         max_output: int = 1 << 20,
     ) -> ExecResult:
-        return await run_exec(
-            self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
-            env=self.default_env(user) if env is None else dict(env),
-            timeout=self.runtime.default_exec_timeout if timeout is None else timeout,
-            stdin=stdin, max_output=max_output, backstop_grace=self.backstop_grace,
-        )
+        try:
+            return await run_exec(
+                self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
+                env=self.default_env(user) if env is None else dict(env),
+                timeout=self.runtime.default_exec_timeout if timeout is None else timeout,
+                stdin=stdin, max_output=max_output, backstop_grace=self.backstop_grace,
+            )
+        except WorkspaceError as exc:
+            raise await self._with_container_state(exc) from exc
+
+    async def _with_container_state(self, exc: WorkspaceError) -> WorkspaceError:
+        """``exc``, saying so where the container itself has stopped: the daemon's own words
+        for an exec into a dead container ("task ... not found") name neither it nor why."""
+        try:
+            attrs = await asyncio.to_thread(self.runtime.client.api.inspect_container, self._running_id())
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            return exc
+        state = attrs.get("State") or {}
+        if state.get("Running", True):
+            return exc
+        why = f"exit code {state.get('ExitCode')}" + (", killed for memory" if state.get("OOMKilled") else "")
+        if state.get("Error"):
+            why += f", {state['Error']}"
+        return WorkspaceError(f"{exc} (container {self.name} of {self.image} has stopped: {why})")
 
     async def open_process(
         self,
