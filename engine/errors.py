@@ -35,6 +35,11 @@ class BuildError(CrucibleError):
     phase = "build"
 
 
+class BaseImageMissing(BuildError):
+    """The image a Dockerfile builds FROM is not here and could not be pulled: the flavor that
+    named it may add where such images come from (``ImageInputs.missing_base_hint``)."""
+
+
 class WorkspaceError(CrucibleError):
     phase = "provision"
 

@@ -81,6 +81,9 @@ class ImageInputs:
     dockerfile: str
     context_dir: str
     build_args: dict[str, str] = field(default_factory=dict)
+    missing_base_hint: str = ""
+    """What to tell a user whose base image is neither here nor pullable (the flavor knows
+    where its images come from; the engine does not). Not an input of the image."""
 
 
 @dataclass(frozen=True)

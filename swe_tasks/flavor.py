@@ -61,7 +61,13 @@ class SwebenchProFlavor:
         context.mkdir(parents=True, exist_ok=True)
         args = {"BASE": base, "INSTANCE_ID": task.instance_id, "SYSTEM_PACKAGES": "", "INSTALL_CMD": "",
                 "REPO_DIR": task.workdir, "BASELINE_REF": task.base_commit}
-        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), args))
+        where = ("its base_image" if task.base_image else
+                 f"the registry {task.registry} (CRUCIBLE_SWEBENCH_PRO_REGISTRY)")
+        hint = (f"instance {task.instance_id}'s image comes from {where}; with no registry reachable, "
+                "load the image here and map instances to local images with CRUCIBLE_SWEBENCH_PRO_BASE_IMAGES "
+                "(a JSON file: instance_id -> image) or task.base_image=")
+        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), args,
+                                                        missing_base_hint=hint))
 
     def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:
         env = spec.env

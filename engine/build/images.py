@@ -10,6 +10,7 @@ on this host, build it once (an fcntl lock keyed by the input hash).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import stat
@@ -24,10 +25,12 @@ import requests
 from docker.utils.build import exclude_paths
 
 from engine.util import paths
-from engine.errors import BuildError, UserError
+from engine.errors import BaseImageMissing, BuildError, UserError
 from engine.interfaces import Store
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
 from engine.plan.repos import file_lock
+
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 """``ca_bundle=AUTO``: forward the host's bundle ($SSL_CERT_FILE, else $REQUESTS_CA_BUNDLE)."""
@@ -215,15 +218,37 @@ class ContentAddressedBuilder:
         if found is None and name in self._planned:
             return f"inputs:{self._planned[name]}"  # what it resolves to once built (its label)
         if found is None:
-            raise BuildError(
-                f"base image {name} is not present (no registry is used): "
-                "build it first, e.g. `crucible doctor --fix` for the offline base"
-            )
+            found = self._pull(name)
         # An image crucible made is identified by its inputs, not its ID: a bootstrapped
         # base's bytes differ on every machine (timestamps), its recipe does not, so the
         # same task plans to the same tag everywhere.
         made_from = ((found.get("Config") or {}).get("Labels") or {}).get("crucible.input_hash")
         return f"inputs:{made_from}" if made_from else found["Id"]
+
+    def _pull(self, name: str) -> dict:
+        """``name`` pulled from its registry (once across processes), or ``BaseImageMissing``
+        saying plainly that it is not here and why no registry gave it."""
+        from engine.build.baseimage import BaseRecipe
+
+        if name == BaseRecipe().tag:  # made here, by debootstrap: no registry has it
+            raise BaseImageMissing(f"base image {name} is not present: `crucible doctor --fix` bootstraps it")
+        with file_lock(f"pull-{sha256_hex(name)[:24]}"):
+            found = image_info(self.client, name)  # another process may have pulled it
+            if found is not None:
+                return found
+            log.info("base image %s is not present: pulling it", name)
+            try:
+                self.client.images.pull(name)
+            except (docker.errors.DockerException, requests.RequestException) as exc:
+                why = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+                raise BaseImageMissing(
+                    f"base image {name} is not present and could not be pulled from its registry "
+                    f"({str(why).splitlines()[0]}): pull or `docker load` it where a registry is reachable"
+                ) from exc
+            found = image_info(self.client, name)
+        if found is None:
+            raise BaseImageMissing(f"base image {name} was pulled but the engine does not list it")
+        return found
 
     # -- building -------------------------------------------------------------------
 

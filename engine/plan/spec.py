@@ -20,7 +20,7 @@ from engine.build.layer import PURPOSE as LAYER_PURPOSE
 from engine.build.layer import layer_inputs
 from engine.config.plugins import instantiate, plugin_class
 from engine.config.schema import CrucibleConfig
-from engine.errors import ConfigError
+from engine.errors import BaseImageMissing, ConfigError
 from engine.interfaces import ImageBuilder, PlanContext
 from engine.models import ImageRef, RunSpec
 from engine.plan import lock
@@ -155,7 +155,12 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
                       integrity=cfg.integrity)
     planned = flavor.plan_task(task, ctx)
     inputs = planned.image
-    image = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), "task")
+    try:
+        image = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), "task")
+    except BaseImageMissing as exc:
+        if not inputs.missing_base_hint:
+            raise
+        raise BaseImageMissing(f"{exc}; {inputs.missing_base_hint}") from exc
     agent_image = _agent_layer(cfg, builder, image)
     planned_task = planned.task
     if use_lock and not (planned_task.fail_to_pass or planned_task.pass_to_pass):
