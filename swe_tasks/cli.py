@@ -2,7 +2,11 @@
 would, through crucible's batch runner (images cached, runs stored, resumed by spec hash).
 
 Writes ``eval_results.json`` (instance_id -> resolved, exactly the official file) and
-``report.json`` (a SWE-bench-style summary) into ``--output``; prints progress as runs end.
+``report.json`` (a SWE-bench-style summary) into ``--output`` (default: .); with ``--output``,
+also what ``swe_bench_pro_eval.py`` writes per instance, from each run's record: under
+``DIR/<instance_id>/`` the files ``<prefix>_patch.diff``, ``<prefix>_stdout.log``,
+``<prefix>_stderr.log`` and, where the parser left an output, ``<prefix>_output.json`` and
+``<prefix>_entryscript.sh`` (crucible's replayed steps as shell). Prints progress as runs end.
 """
 from __future__ import annotations
 
@@ -13,9 +17,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from engine.errors import ConfigError, UserError
+from swe_tasks import replay, strict
 from swe_tasks.predictions import Prediction, read_predictions
 
 USAGE = "crucible swe eval PREDICTIONS [--instances ID_OR_GLOB ...] [--workers N] [--output DIR] [--set SET] [overrides]"
@@ -41,7 +46,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="config overrides (runtime=, integrity=, ...)")
     parser.add_argument("--instances", nargs="+", default=[], help="instance ids or globs to grade")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--output", type=Path, default=None, help="where eval_results.json goes (default: .)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="where eval_results.json goes (default: .) and, given, the official per-instance files")
     parser.add_argument("--set", default="swebench_pro", help="the task set the instances are in")
     return parser.parse_args(argv)
 
@@ -51,11 +57,16 @@ def evaluate(ns: argparse.Namespace) -> int:
     from engine.run.session import housekeeping
     from engine.util import paths
 
+    given = [o for o in ns.overrides if o.lstrip("+~").split("=")[0] in ("model", "agent", "agent.name")]
+    if given:  # each prediction names its own (prefix, model_name_or_path): an override would be lost
+        raise UserError(f"crucible swe eval: {given[0]} is not taken: the predictions name the agent and the model")
     predictions, sha = read_predictions(ns.predictions)
     if ns.instances:
         predictions = [p for p in predictions if any(fnmatch.fnmatchcase(p.instance_id, g) for g in ns.instances)]
     if not predictions:
         raise ConfigError(f"predictions {ns.predictions}: no prediction selected")
+    for pred in predictions if ns.output is not None else []:
+        instance_dir(ns.output, pred.instance_id)
     jobs, session, skipped = _jobs(predictions, ns, sha)
     for iid in skipped:
         print(f"warning: instance {iid} is not in task set {ns.set}; skipped", file=sys.stderr)
@@ -64,9 +75,12 @@ def evaluate(ns: argparse.Namespace) -> int:
         raise ConfigError(f"none of the predictions' instances is in task set {ns.set}{hint}")
     housekeeping(session.store)
     total, done, started = len(jobs), [0], time.monotonic()
+    by_id = {p.instance_id: p for p in predictions}
 
     def progress(job: Any, record: Any) -> None:
         done[0] += 1
+        if ns.output is not None:  # as each instance ends, as the official script writes them
+            write_instance(ns.output, by_id[job.label], record)
         outcome = _outcome(record)
         print(f"[{done[0]}/{total}] {job.label} {outcome}{' (store)' if job.from_store else ''} "
               f"{time.monotonic() - started:.1f}s", flush=True)
@@ -82,8 +96,105 @@ def evaluate(ns: argparse.Namespace) -> int:
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"resolved {report['resolved_instances']} of {len(results)} "
           f"({report['resolved_instances'] / max(1, len(results)):.2%}); errors {report['error_instances']}; "
-          f"wrote {out / 'eval_results.json'}")
+          f"wrote {out / 'eval_results.json'}" + (f" and {out}/<instance_id>/" if ns.output is not None else ""))
     return 0
+
+
+OFFICIAL_FILES = ("patch.diff", "stdout.log", "stderr.log", "output.json", "entryscript.sh")
+"""What swe_bench_pro_eval.py leaves per instance, each as ``<prefix>_<name>``."""
+SHELL_STEPS = ("reset", "apply", "before_repo_set_cmd")
+"""Steps whose recorded command is the shell that ran (run_script.sh's too, under the official
+evaluator); crucible-strict's own steps are recorded as what they did, in words."""
+
+
+def write_instance(out: Path, pred: Prediction, record: Any) -> None:
+    """The official evaluator's files for one instance in ``out/<instance_id>/``; those of the
+    prediction's prefix that this run has none of are removed (left from an earlier call, they
+    would be read as this one's)."""
+    folder = instance_dir(out, pred.instance_id)
+    files = instance_files(pred, record)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in OFFICIAL_FILES:
+            path = folder / f"{pred.prefix}_{name}"
+            if name in files:
+                path.write_bytes(files[name])
+            else:
+                path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--output {out}: instance {pred.instance_id}: {exc.strerror or exc}") from exc
+
+
+def instance_dir(out: Path, instance_id: str) -> Path:
+    """``out/<instance_id>``, as the official script joins them; an id that would lead elsewhere
+    is refused (checked before any run, so a batch never stops half-written)."""
+    if instance_id in (".", "..") or "/" in instance_id or "\0" in instance_id:
+        raise ConfigError(f"instance {instance_id!r}: not a directory name under --output")
+    return out / instance_id
+
+
+def instance_files(pred: Prediction, record: Any) -> dict[str, bytes]:
+    """``OFFICIAL_FILES`` as the official script writes them, from the run's record. The patch
+    always (as given, before binary hunks are stripped); the two logs once run_script.sh ran
+    (empty where it left no file, as the script's local-docker mode writes them); the parser's
+    output (``json.dump``, default separators) and the entry script only where the parser left
+    an output, as the script saves neither when output.json is missing."""
+    files = {"patch.diff": pred.patch.encode()}
+    raw = record.raw_grade if isinstance(record.raw_grade, Mapping) else {}
+    logs = (raw.get("run_script") or {}).get("logs")
+    if isinstance(logs, Mapping):
+        for stream in ("stdout", "stderr"):
+            files[f"{stream}.log"] = str((logs.get(stream) or {}).get("text", "")).encode()
+    parsed = raw.get("parser") or {}
+    if not parsed.get("error") and isinstance(parsed.get("tests"), list):
+        files["output.json"] = json.dumps({"tests": parsed["tests"]}).encode()
+        workdir = str(((record.spec or {}).get("task") or {}).get("workdir") or "/app")
+        files["entryscript.sh"] = entry_script(raw, workdir).encode()
+    return files
+
+
+def entry_script(raw: Mapping[str, Any], workdir: str) -> str:
+    """The steps crucible replayed, shaped as the official entry script (create_entryscript):
+    the ENV exports, ``cd`` into the repo, each recorded step in the order it ran, the parser's
+    line. Under the official evaluator every line is the command that ran; under crucible-strict
+    its own steps (and run_script.sh's changed run) are comments saying what was done. The
+    comment above each step is its recorded outcome."""
+    evaluator = str(raw.get("evaluator") or strict.OFFICIAL)
+    lines = [f"# crucible's replay of swe_bench_pro_eval.py's entry script for {raw.get('instance_id')}, "
+             f"evaluator {evaluator}.",
+             "# Run as one exec (swe_tasks/sh/replay.sh) as root in a fresh container, after the image's git",
+             "# history was put back from its vault; each step under its own limit, a failed one not stopping",
+             "# the next; the parser ran host-side on the two files. Commented steps are not shell that ran.",
+             *[str(line) for line in raw.get("env_exports") or []], f"cd {workdir}"]
+    for name in replay.STEPS:
+        step = raw.get(name)
+        if not isinstance(step, Mapping):
+            continue
+        lines.append(f"# {name}: {_step_outcome(step)}{_note(raw, name)}")
+        command = [] if step.get("command") in (None, "", name) else str(step["command"]).split("\n")
+        ran = name in SHELL_STEPS or (name == "run_script" and evaluator == strict.OFFICIAL)
+        lines += command if ran else [f"#   {line}" for line in command]
+    parsed = raw.get("parser") or {}
+    lines += [f"# parser: exit {parsed.get('exit_code')}, {len(parsed.get('tests') or [])} test(s)", replay.PARSER_COMMAND]
+    return "\n".join(lines) + "\n"
+
+
+def _step_outcome(step: Mapping[str, Any]) -> str:
+    said = f"exit {step.get('exit_code')}" + (" (timed out)" if step.get("timed_out") else "")
+    said += f", {step.get('seconds')} s" if step.get("seconds") is not None else ""
+    first = str(step.get("output") or "").strip().split("\n")[0][:200]
+    return f"{said}: {first}" if first else said
+
+
+def _note(raw: Mapping[str, Any], name: str) -> str:
+    """What the step's inputs were, where crucible's differ from the prediction as given."""
+    if name != "apply":
+        return ""
+    notes = ["binary hunks stripped first"] if raw.get("binary_hunks_stripped") else []
+    dropped = (raw.get("test_files_dropped") or {}).get("files") or []
+    if dropped:
+        notes.append(f"the patch without its chunks on the test paths {', '.join(map(str, dropped[:5]))}")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _outcome(record: Any) -> str:
@@ -110,9 +221,11 @@ def _jobs(predictions: list[Prediction], ns: argparse.Namespace, sha: str):
             skipped.append(pred.instance_id)
             continue
         cfg = compose_config([f"task={option}", "agent=swe_prediction", *ns.overrides])
-        for key, value in (("name", pred.model_name_or_path), ("patch", pred.model_patch),
-                           ("source", source), ("source_sha256", sha)):
-            OmegaConf.update(cfg, f"agent.{key}", encode_text(value), merge=False)
+        # names hold no "${" (read_predictions): set as they are, so the store says them as given
+        OmegaConf.update(cfg, "model", pred.model, merge=False)
+        for key, value in (("name", pred.agent), ("patch", encode_text(pred.patch)),
+                           ("source", encode_text(source)), ("source_sha256", sha)):
+            OmegaConf.update(cfg, f"agent.{key}", value, merge=False)
         typed = to_typed(cfg)
         session = session or session_for(typed)
         planned = plan(typed, builder=session.builder)

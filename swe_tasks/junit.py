@@ -63,7 +63,7 @@ def plugin_program(results_dir: str) -> str:
 def shown(work: str) -> str:
     """What the recorded run_script command shows for the environment added."""
     return (f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{work}/pyresults" '
-            f"(and {work}/pyresults linked into HOME's user site-packages) ")
+            f"(and {work}/pyresults named by a .pth in HOME's user site-packages and each venv's on PATH) ")
 
 
 STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped before its end, "
@@ -75,16 +75,56 @@ STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped b
           "unreadable": "the JUnit reports could not be read (no mkdir, cat or wc in the image?)"}
 
 
-def record(expected: bool, reports: Sequence[tuple[str, bytes | None]], results_dir: str) -> dict[str, Any]:
+MAX_PYTHONS = 64
+"""Interpreters recorded at most (sh/replay.sh lists each python on run_script.sh's PATH)."""
+
+
+def pythons(listing: str) -> list[dict[str, str]]:
+    """sh/replay.sh's ``pythons`` lines (``PYTHON<TAB>VENV<TAB>SITE``) as records: each python
+    run_script.sh may start (on its PATH, a pytest's ``#!`` interpreter, a ``bin/`` the script
+    names), the venv it belongs to (empty: none, so the user site-packages and PYTHONPATH carry
+    the plugin) and the venv's site-packages whose .pth names the plugin's directory, or why not (``!...``)."""
+    found = []
+    for line in listing.splitlines()[:MAX_PYTHONS]:
+        python, _, rest = line.partition("\t")
+        venv, _, site = rest.partition("\t")
+        entry = {"python": python, "venv": venv}
+        if site.startswith("!"):
+            entry["not_placed"] = site[1:]
+        elif site:
+            entry["site"] = site
+        found.append(entry)
+    return found
+
+
+def _where_placed(found: Sequence[Mapping[str, str]]) -> str:
+    """The interpreters the plugin was put in reach of, for a run whose pytest wrote no report."""
+    venvs = [f"{p['python']} (venv {p['venv']}: {p.get('site') or 'not placed, ' + p.get('not_placed', '')})"
+             for p in found if p.get("venv")]
+    plain = sorted({p["python"] for p in found if not p.get("venv")})
+    said = venvs + ([f"{', '.join(plain)} (user site-packages, PYTHONPATH)"] if plain else [])
+    return ("; the plugin was put where these interpreters load it: " + "; ".join(said) +
+            ", so the tests ran under another python, or one started with -I/-s or a PYTHONNOUSERSITE")\
+        if said else "; no python was found on run_script.sh's PATH"
+
+
+def record(expected: bool, reports: Sequence[tuple[str, bytes | None]], results_dir: str,
+           found_pythons: Sequence[Mapping[str, str]] | None = None) -> dict[str, Any]:
     """The raw grade's ``junit``: whether this instance's tests are pytest (so a report is
-    required), where the reports were written, and their tests (merged: the worst status of a
-    test named by more than one) or why there are none."""
+    required), where the reports were written, the interpreters the plugin was put in reach of
+    (``pythons``), and their tests (merged: the worst status of a test named by more than one)
+    or why there are none."""
     found: dict[str, Any] = {"expected": expected, "path": f"{results_dir}/{REPORTS}/pytest-*.xml",
                              "reports": len(reports)}
+    if found_pythons is not None:
+        found["pythons"] = [dict(p) for p in found_pythons]
     bad = [state for state, data in reports if state != "file" or data is None]
     if bad or not reports:
         state = bad[0] if bad else "absent"
-        return {**found, "state": state, "error": STATES.get(state, f"the JUnit reports were not read ({state})")}
+        error = STATES.get(state, f"the JUnit reports were not read ({state})")
+        if state == "absent" and found_pythons is not None:
+            error += _where_placed(found_pythons)
+        return {**found, "state": state, "error": error}
     tests: list[TestResult] = []
     digests = []
     for _, data in reports:

@@ -12,6 +12,7 @@ two files, so an image needs only bash and git.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import subprocess
@@ -33,6 +34,16 @@ WORK = "/workspace"
 VAULT = "/var/lib/crucible/vault/repo.git"
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 TAIL = 4000
+STEPS = ("reset", "apply", "written", "before_repo_set_cmd", "own", "lock", "edit", "home", "run_script")
+"""The steps sh/replay.sh may record, in the order it runs them (the raw grade keeps no order:
+the store writes its JSON with sorted keys). All but reset, apply, before_repo_set_cmd and
+run_script are crucible-strict's."""
+PARSER_COMMAND = f"python {WORK}/parser.py {WORK}/stdout.log {WORK}/stderr.log {WORK}/output.json"
+"""The official entry script's last line; crucible runs the parser host-side instead (run_parser)."""
+KEPT_LOG = 512 << 10
+"""Of each of the two files the parser read, the raw grade keeps this many bytes at most (the
+first quarter and the rest from the end): enough for `crucible swe eval --output` to write the
+official per-instance logs of an ordinary run without a sweep's store growing by its logs."""
 
 
 def strip_binary_hunks(patch: str) -> str:
@@ -79,7 +90,9 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     (swe_tasks/strict.py); None: the official evaluator's steps exactly."""
     started = time.monotonic()
     stripped = strip_binary_hunks(patch)
-    raw: dict[str, Any] = {"instance_id": task.instance_id, "binary_hunks_stripped": stripped != patch}
+    raw: dict[str, Any] = {"instance_id": task.instance_id, "binary_hunks_stripped": stripped != patch,
+                           # pinned assets' lines (env_sha256), not the graded code's: their size is the asset's
+                           "env_exports": list(assets.env_lines)}
     args = official_args(task, assets)
     stdin = stripped.encode()
     commands = official_commands(task)
@@ -125,6 +138,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     if "run_script" not in records:
         raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
                          f"{result.text()[-500:]}")
+    pythons = junit.pythons(str((records.pop("pythons", None) or {}).get("output", "")))
     for name, record in records.items():
         raw[name] = {"command": commands.get(name, name), **record}
     stdout: bytes | None
@@ -140,7 +154,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
         raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
                                           "bytes": len(out_after) + len(err_after)}
-        raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir)
+        raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir, pythons)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
         raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir,
                                                     strict.trusted_test_files(task, stripped, _locked(raw),
@@ -149,7 +163,8 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
             stdout = gojson.reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True
-    raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
+    raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr),
+                             logs={"stdout": kept_log(stdout, "stdout.log"), "stderr": kept_log(stderr, "stderr.log")})
     raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
     raw["seconds"] = round(time.monotonic() - started, 3)
     return raw, scanned
@@ -224,6 +239,22 @@ async def _read(ws: Workspace, name: str) -> bytes | None:
 def _locked(raw: Mapping[str, Any]) -> set[str]:
     """The files the lock step made root's (its output lists them, relative to the workdir)."""
     return {line for line in str((raw.get("lock") or {}).get("output", "")).split("\n") if line}
+
+
+def kept_log(data: bytes | None, name: str) -> dict[str, Any] | None:
+    """One file the parser read, as the raw grade keeps it (None: there was none): its size and
+    sha256, and its text, whole up to ``KEPT_LOG`` bytes; past that its first quarter and its
+    end, with one line between saying how many bytes were left out (``left_out``)."""
+    if data is None:
+        return None
+    kept, left_out = data, 0
+    if len(data) > KEPT_LOG:
+        head, tail = KEPT_LOG // 4, KEPT_LOG - KEPT_LOG // 4
+        left_out = len(data) - head - tail
+        kept = (data[:head] + f"\n[crucible: {left_out} bytes of {name} left out here]\n".encode()
+                + data[-tail:])
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "left_out": left_out,
+            "text": kept.decode("utf-8", "replace")}
 
 
 def _tail(data: bytes | None) -> str:

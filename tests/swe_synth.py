@@ -35,6 +35,7 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -116,6 +117,35 @@ ENV SWE_SYNTH_IMAGE=1
 COPY app /app
 WORKDIR /app
 """
+
+ENTRYPOINTS = {
+    "": "",
+    # as 709 of the official 731 base Dockerfiles end
+    "bash": 'ENTRYPOINT ["/bin/bash"]\n',
+    # an entrypoint script of the usual shape: set-up, then exec "$@"; it marks that it ran, and
+    # the instance's run script refuses to run where it did (the official evaluator overrides the
+    # entrypoint, `docker run --entrypoint /bin/bash`, so its set-up never runs there either)
+    "script": 'COPY entrypoint.sh /usr/local/bin/entrypoint.sh\n'
+              'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]\nCMD ["bash"]\n',
+}
+"""An instance image's last lines, by ``Instance.entrypoint``."""
+
+ENTRYPOINT_SCRIPT = """#!/bin/sh
+set -e
+touch /tmp/swe-synth-entrypoint-ran
+exec "$@"
+"""
+
+VENV_TOOLCHAIN_DOCKERFILE = """\
+ARG TOOLCHAIN
+FROM ${TOOLCHAIN}
+RUN set -eu; python3 -m venv --without-pip /opt/venv; \\
+    echo /usr/lib/python3/dist-packages > "$(echo /opt/venv/lib/python3.*/site-packages)/debian-dist.pth"
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin VIRTUAL_ENV=/opt/venv
+"""
+"""Over the toolchain image: a venv first on PATH, as images whose Python is a venv have it. A venv
+ignores the user site-packages (its pyvenv.cfg says include-system-site-packages = false); pytest
+comes from Debian's dist-packages through a .pth file of the venv's own, as an installed one would."""
 
 PY_RUN_SCRIPT = r"""#!/bin/bash
 ### synthetic run script: unittest over the selected files (comma-joined in $1)
@@ -329,6 +359,8 @@ class Instance:
     """Which toolchain image it builds on: ``base`` (python3, pytest, node), ``go``, ``go-1.19`` or ``js``."""
     selected: list[str] = field(default_factory=list)
     """``selected_test_files_to_run`` where not every file of the test patch (then those, sorted)."""
+    entrypoint: str = ""
+    """The image's own entrypoint (``ENTRYPOINTS``): none, ``bash`` or ``script``."""
 
 
 TALLY = "instance_synth__tally-3333333333333333333333333333333333333333-vnan"
@@ -692,6 +724,29 @@ def instances() -> list[Instance]:
     ]
 
 
+BASH_ENTRY = "instance_synth__bashentry-cccccccccccccccccccccccccccccccccccccccc-vnan"
+SCRIPT_ENTRY = "instance_synth__scriptentry-dddddddddddddddddddddddddddddddddddddddd-vnan"
+VENV_LEDGER = "instance_synth__venvledger-eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-vnan"
+
+ENTRY_RUN_SCRIPT = PY_RUN_SCRIPT.replace(
+    "set -e\n", "set -e\n[ ! -e /tmp/swe-synth-entrypoint-ran ] || { echo 'the image entrypoint ran' >&2; exit 3; }\n", 1)
+
+
+def real_shape_instances() -> list[Instance]:
+    """Instances in the shapes of the official images that the others do not have: ``calc`` in
+    an image whose entrypoint is ``/bin/bash``, and in one whose entrypoint script runs its set-up
+    and ``exec "$@"``; ``ledger`` (ansible-test's environment rebuilt from HOME and PATH) in an
+    image whose Python is a venv first on PATH, with ``/bin/bash`` as its entrypoint."""
+    calc = instances()[0]
+    made = []
+    for iid, entrypoint in ((BASH_ENTRY, "bash"), (SCRIPT_ENTRY, "script")):
+        made.append(dataclasses.replace(calc, instance_id=iid, repo=f"synth/{entrypoint}entry", row={},
+                                        run_script=ENTRY_RUN_SCRIPT, entrypoint=entrypoint))
+    made.append(dataclasses.replace(units_instance(), instance_id=VENV_LEDGER, repo="synth/venvledger", row={},
+                                    toolchain="venv", entrypoint="bash"))
+    return made
+
+
 def _git(repo: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "synth", "GIT_AUTHOR_EMAIL": "s@x", "GIT_COMMITTER_NAME": "synth",
            "GIT_COMMITTER_EMAIL": "s@x", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
@@ -799,13 +854,30 @@ def build_js_toolchain(toolchain: str, work: Path) -> str:
     return tag
 
 
+def build_toolchain(base_image: str, work: Path) -> str:
+    """The toolchain image (python3, pytest, node) over ``base_image``: apt in the build uses the
+    host's network; tagged by its inputs, so built once."""
+    tag = "crucible-test/swe-toolchain:" + hashlib.sha256((base_image + TOOLCHAIN_DOCKERFILE).encode()).hexdigest()[:16]
+    (work / "toolchain").mkdir(parents=True, exist_ok=True)
+    _docker_build(tag, TOOLCHAIN_DOCKERFILE, work / "toolchain", {"BASE": base_image})
+    return tag
+
+
+def build_venv_toolchain(toolchain: str, work: Path) -> str:
+    """The venv toolchain image over ``toolchain`` (nothing fetched)."""
+    tag = "crucible-test/swe-venv-toolchain:" + hashlib.sha256(
+        json.dumps([toolchain, VENV_TOOLCHAIN_DOCKERFILE]).encode()).hexdigest()[:16]
+    ctx = work / "venv-toolchain"
+    ctx.mkdir(parents=True, exist_ok=True)
+    _docker_build(tag, VENV_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
+    return tag
+
+
 def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
     """The toolchain image over the offline base (and the Go one over it, where an instance
     needs it), then one instance image per instance (its /app with history): tags named by
     their inputs, so a second session builds nothing."""
-    toolchain = "crucible-test/swe-toolchain:" + hashlib.sha256((base_image + TOOLCHAIN_DOCKERFILE).encode()).hexdigest()[:16]
-    (work / "toolchain").mkdir(parents=True, exist_ok=True)
-    _docker_build(toolchain, TOOLCHAIN_DOCKERFILE, work / "toolchain", {"BASE": base_image})
+    toolchain = build_toolchain(base_image, work)
     toolchains = {"base": toolchain}
     if any(inst.toolchain == "go" for inst in insts):
         toolchains["go"] = build_go_toolchain(toolchain, work)
@@ -813,25 +885,32 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
         toolchains["go-1.19"] = build_old_go_toolchain(toolchain, work)
     if any(inst.toolchain == "js" for inst in insts):
         toolchains["js"] = build_js_toolchain(toolchain, work)
+    if any(inst.toolchain == "venv" for inst in insts):
+        toolchains["venv"] = build_venv_toolchain(toolchain, work)
     for inst in insts:
         ctx = work / "images" / inst.instance_id
-        digest = hashlib.sha256(json.dumps([toolchains[inst.toolchain], INSTANCE_DOCKERFILE, inst.row, inst.files_base,
-                                            inst.files_fix, inst.files_tests]).encode()).hexdigest()[:16]
+        dockerfile = INSTANCE_DOCKERFILE + ENTRYPOINTS[inst.entrypoint]
+        digest = hashlib.sha256(json.dumps([toolchains[inst.toolchain], dockerfile, ENTRYPOINT_SCRIPT, inst.row,
+                                            inst.files_base, inst.files_fix, inst.files_tests]).encode()).hexdigest()[:16]
         inst.image = f"crucible-test/swe-instance:{digest}"
         ctx.mkdir(parents=True, exist_ok=True)
         if not (ctx / "app").exists():
             subprocess.run(["cp", "-a", str(work / "repos" / inst.instance_id), str(ctx / "app")], check=True)
-        _docker_build(inst.image, INSTANCE_DOCKERFILE, ctx, {"TOOLCHAIN": toolchains[inst.toolchain]})
+        (ctx / "entrypoint.sh").write_text(ENTRYPOINT_SCRIPT)
+        (ctx / "entrypoint.sh").chmod(0o755)
+        _docker_build(inst.image, dockerfile, ctx, {"TOOLCHAIN": toolchains[inst.toolchain]})
 
 
 def generate(work: Path, base_image: str | None, with_pytest: bool = False,
-             with_go: bool = False, with_js: bool = False) -> dict[str, Path | list[Instance]]:
+             with_go: bool = False, with_js: bool = False,
+             real_shapes: bool = False) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``tally`` and ``ledger`` too; ``with_go``: the Go ``go_sum``,
     ``go_piped``, ``go_listed`` and ``go_old`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout``,
-    ``mocha_file`` and ``ospec`` too."""
-    insts = (instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
+    ``mocha_file`` and ``ospec`` too; ``real_shapes``: only ``real_shape_instances`` (entrypoints, a venv)."""
+    insts = real_shape_instances() if real_shapes else (
+             instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
              + ([go_instance(), go_instance(piped=True), go_instance(listed=True), go_instance(old=True)]
                 if with_go else [])
              + ([jest_instance(), jest_instance(own_json=True), mocha_instance(), mocha_file_instance(),

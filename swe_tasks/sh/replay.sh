@@ -16,8 +16,9 @@
 # never parsed). RESULTS_DIR (fresh, outside WORKDIR): made root's (711) with a directory r/ of
 # TEST_UID's in it. PY_PLUGIN non-empty (swe_tasks/junit.py, run_script.sh runs pytest): the
 # plugin written root's to WORK/pyresults/crucible_junit.py beside its entry point
-# (crucible_junit-0.dist-info), that directory appended to PYTHONPATH and linked into HOME's
-# user site-packages for each python3.X, so every pytest session of the tests autoloads it and
+# (crucible_junit-0.dist-info), that directory appended to PYTHONPATH and named by a .pth in HOME's
+# user site-packages for each python3.X and in the site-packages of each venv a python on PATH
+# belongs to (recorded as the step `pythons`), so every pytest session of the tests autoloads it and
 # writes RESULTS_DIR/r/pytest-*.xml; after the kill each is read as TEST_UID (a symlink swapped
 # in leads nowhere the tests could not read) if it is a regular file and not a symlink, and sent
 # back after the run_script record:
@@ -371,11 +372,73 @@ install_pytest_plugin() {  # HOME: the plugin and its entry point root's; HOME's
    printf '%s' "$PY_PLUGIN" > "$dir/crucible_junit.py"
    printf 'Metadata-Version: 2.1\nName: crucible-junit\nVersion: 0\n' > "$dir/crucible_junit-0.dist-info/METADATA"
    printf '[pytest11]\ncrucible_junit = crucible_junit\n' > "$dir/crucible_junit-0.dist-info/entry_points.txt")
-  for minor in 6 7 8 9 10 11 12 13 14; do
-    site=$1/.local/lib/python3.$minor/site-packages
-    mkdir -p "$site" && ln -s "$dir/crucible_junit.py" "$dir/crucible_junit-0.dist-info" "$site/"
+  # A .pth line puts the plugin's directory on sys.path wherever site-packages is read (written by
+  # the shell itself: no process per directory, where links cost two each).
+  mkdir -p "$1"/.local/lib/python3.{6..14}/site-packages || return 0
+  for minor in {6..14}; do
+    printf '%s\n' "$dir" > "$1/.local/lib/python3.$minor/site-packages/crucible_junit.pth"
   done
-  chown -hR "$TEST_UID:$TEST_UID" "$1/.local"  # the tests' own (pip --user installs there); the targets stay root's
+  chown -hR "$TEST_UID:$TEST_UID" "$1/.local"  # the tests' own (pip --user installs there); the plugin stays root's
+  plugin_in_venvs "$dir"
+}
+python_candidates() {  # each python run_script.sh may start: on PATH, a pytest's interpreter, a bin/ the script names
+  local dir exe line bin
+  local -a dirs
+  IFS=: read -r -a dirs <<< "$PATH"
+  shopt -s nullglob
+  for dir in "${dirs[@]}"; do
+    [ -n "$dir" ] || continue
+    for exe in "$dir"/python "$dir"/python3 "$dir"/python3.[0-9] "$dir"/python3.[0-9][0-9]; do
+      if [ -f "$exe" ] && [ -x "$exe" ]; then printf '%s\n' "$exe"; fi
+    done
+    for exe in "$dir"/pytest "$dir"/py.test; do  # a console script names its interpreter on its #! line
+      line=''
+      if [ -f "$exe" ]; then read -r line < "$exe" || true; fi
+      line=${line#\#!}; line=${line# }; line=${line%% *}
+      if [[ "$line" == /*/python* ]]; then printf '%s\n' "$line"; fi
+    done
+  done
+  # `. /opt/venv/bin/activate`, `/opt/venv/bin/pytest`: a venv the script itself turns to
+  while IFS= read -r bin; do
+    for exe in "${bin%/*}"/python "${bin%/*}"/python3 "${bin%/*}"/python3.[0-9] "${bin%/*}"/python3.[0-9][0-9]; do
+      if [ -f "$exe" ] && [ -x "$exe" ]; then printf '%s\n' "$exe"; fi
+    done
+  done < <(grep -oE '(/[A-Za-z0-9_.@+-]+)+/bin/(python[0-9.]*|pytest|py\.test|activate)' "$WORK/run_script.sh" 2>/dev/null)
+  shopt -u nullglob
+}
+plugin_in_venvs() {  # DIR: a .pth naming DIR in the site-packages of each venv a candidate python belongs to
+  local dir=$1 exe bin venv site out='' start n
+  local -A seen=() placed=()
+  now_us; start=$NOW
+  while IFS= read -r exe; do
+    if [ -n "${seen[$exe]:-}" ]; then continue; fi
+    seen[$exe]=1
+    # A venv is a pyvenv.cfg beside the interpreter as started or one directory up (Python's own
+    # rule, symlinks not followed); it ignores the user site-packages, and ansible-test's rebuilt
+    # environment drops PYTHONPATH: its own site-packages is where pytest will look.
+    bin=${exe%/*} venv=''
+    if [ -f "$bin/pyvenv.cfg" ]; then venv=$bin; elif [ -f "${bin%/*}/pyvenv.cfg" ]; then venv=${bin%/*}; fi
+    if [ -z "$venv" ]; then out+="$exe"$'\t\t\n'; continue; fi
+    n=0
+    shopt -s nullglob
+    for site in "$venv"/lib/python3.*/site-packages; do
+      n=$((n + 1))
+      if [ -z "${placed[$site]:-}" ]; then
+        # a link planted there (a venv in the tree the patch writes) is not written through
+        rm -f "$site/crucible_junit.pth" 2>/dev/null
+        if { printf '%s\n' "$dir" > "$site/crucible_junit.pth"; } 2>/dev/null; then
+          placed[$site]=ok
+        else
+          placed[$site]="!$site could not be written"
+        fi
+      fi
+      if [ "${placed[$site]}" = ok ]; then out+="$exe"$'\t'"$venv"$'\t'"$site"$'\n'; else out+="$exe"$'\t'"$venv"$'\t'"${placed[$site]}"$'\n'; fi
+    done
+    shopt -u nullglob
+    if [ "$n" = 0 ]; then out+="$exe"$'\t'"$venv"$'\t'"!$venv has no lib/python3.*/site-packages"$'\n'; fi
+  done < <(python_candidates)
+  now_us
+  printf '@@crucible-step pythons 0 0 %s %s\n%s' "$(( (NOW - start) / 1000 ))" "$(LC_ALL=C; echo "${#out}")" "$out"
 }
 send_reports() {  # KIND GLOB: each report read after the kill as TEST_UID: regular files, not symlinks, 64 MiB in all
   local kind=$1 report state size total=0 count=0
