@@ -42,7 +42,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Collection, Iterable, Mapping, Sequence, TypeGuard
 
-from envs.coding import patch, scan_go_js
+from envs.coding import patch, scan_exit, scan_go_js
 
 RULES = {
     "runner-import": "imports the test runner (pytest, unittest, ...) from code that is not a test",
@@ -796,6 +796,10 @@ class _Visitor(ast.NodeVisitor):
         ``exec = print`` calls the builtin first)."""
         self.star_modules: list[str] = []
         """Modules imported whole (``from importlib.machinery import *``): a bare name may be theirs."""
+        self.module: ast.Module | None = None
+        """The file's tree, where an exit hook registered at import time may be cleared by what
+        it does (``scan_exit``); None in source exec runs, where none is (its names are the file's)."""
+        self.clears_exit_hooks = True
 
     def run(self, tree: ast.AST) -> list[Finding]:
         for node in ast.walk(tree):  # aliases first: an import below its use still names it
@@ -809,6 +813,7 @@ class _Visitor(ast.NodeVisitor):
                     else:
                         self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         self.module_bound.update(_module_bindings(tree))
+        self.module = tree if isinstance(tree, ast.Module) and self.clears_exit_hooks else None
         self.functions |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         if self.test_file:
             self.items |= item_names(tree)
@@ -934,7 +939,7 @@ class _Visitor(ast.NodeVisitor):
         self._hook(node, node.name, "def")  # at any depth: a plugin class's method is registered as well
         if not self.test_file and node.name in ALWAYS and _always_answers(node, ALWAYS[node.name]):
             self.add("always-equal", node, f"def {node.name} that answers {ALWAYS[node.name]} whatever it is given")
-        self._decorators(node.decorator_list)
+        self._decorators(node)
         test = self.test_file and node.name.startswith("test")
         self.in_test += test
         self.depth += 1
@@ -951,11 +956,20 @@ class _Visitor(ast.NodeVisitor):
         self.scopes.pop()
         self.depth -= 1
 
-    def _decorators(self, decorators: list[ast.expr]) -> None:
-        for decorator in decorators:
+    def _decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for decorator in node.decorator_list:
             name = self.qualified(decorator.func if isinstance(decorator, ast.Call) else decorator)
             if name in ("atexit.register", "signal.signal") and self.depth == 0:
-                self.add("import-time-hook", decorator, f"@{name}")
+                why = self._exit_hook(node) if name == "atexit.register" else ""
+                if why is not None:
+                    self.add("import-time-hook", decorator, f"@{name}" + (f": {why}" if why else ""))
+
+    def _exit_hook(self, hook: ast.Call | ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+        """Why an exit hook registered at import time is a finding, None where what it does is
+        cleanup the scan reads (``scan_exit``); "" (no reason but the hook) in source exec runs."""
+        if self.module is None:
+            return ""
+        return scan_exit.refusal(self.module, hook, self.qualified)
 
     def _hook(self, node: ast.AST, text: str, how: str) -> None:
         """``runner-hook`` where ``text`` (a name bound, a string) names one of RUNNER_HOOKS, or
@@ -1004,7 +1018,9 @@ class _Visitor(ast.NodeVisitor):
                 self.add("stack-inspection", node, f"{name}()")
                 self.called.add(id(node.func))
             elif name in IMPORT_TIME_CALLS and self.depth == 0:
-                self.add("import-time-hook", node, f"{name}() at import time")
+                why = self._exit_hook(node) if name == "atexit.register" else ""
+                if why is not None:
+                    self.add("import-time-hook", node, f"{name}() at import time" + (f": {why}" if why else ""))
             elif name in STREAM_CALLS and self.depth == 0:
                 self.add("import-time-hook", node, f"{name}() at import time")
             elif ("." in name and name.rsplit(".", 1)[1] in MUTATING_METHODS
@@ -1074,6 +1090,7 @@ class _Visitor(ast.NodeVisitor):
             self.add("unread-code", node, f"{runner}() of source the scan cannot parse", whole=True)
             return
         inner = _Visitor(self.path, test_file=self.test_file)
+        inner.clears_exit_hooks = False
         inner.aliases, inner.scopes, inner.star_modules = dict(self.aliases), list(self.scopes), list(self.star_modules)
         inner.module_bound = {name: 0 for name, line in self.module_bound.items() if line < node.lineno}
         inner.depth, inner.in_test, inner.items = self.depth, self.in_test, set(self.items)
