@@ -52,6 +52,17 @@ class SwebenchProSource:
                 chosen[row.instance_id] = self._option(set_name, row.fields, mapping.get(row.instance_id, ""))
         return chosen
 
+    def missing(self, set_name: str, name: str) -> tuple[str, list[str]]:
+        """Why ``name`` (an instance id, or a glob of ids) is not among the set's options, and
+        the arguments that would change it (``engine.config.sources.why_missing``)."""
+        if self.dataset is None:
+            return "has no dataset", ["dataset"]
+        found = [row for row in rows.read_rows(self.dataset) if fnmatch.fnmatchcase(row.instance_id, name)]
+        if not found:
+            return f"finds no instance {name} in the dataset {self.dataset}", ["dataset"]
+        return (f"selects no instance {name} of the dataset {self.dataset} "
+                "(by its instances, repos and languages)", ["instances", "repos", "languages"])
+
     def _selected(self, fields: Mapping[str, Any]) -> bool:
         iid = fields["instance_id"]
         return ((not self.instances or any(fnmatch.fnmatchcase(iid, p) for p in self.instances))

@@ -34,6 +34,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE.strip())
+        print(usage())
         return 0
     command, rest = argv[0], argv[1:]
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
@@ -75,6 +76,33 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `crucible query ... | head` closed the pipe: not an error
         sys.stderr.close()
         return 0
+
+
+def usage() -> str:
+    """The usage, the commands plug-in packages add included (their ``help`` lines, read from
+    their config files: engine/cli/plugins.py)."""
+    from engine.cli.plugins import commands
+
+    listed, _, note = USAGE.strip().rpartition("\n\n")
+    try:
+        added = commands()
+    except CrucibleError as exc:  # a broken plug-in file must not hide the usage
+        return f"{listed}\n    (plug-in commands not listed: {exc})\n\n{note}"
+    return "\n".join([listed, *(_usage_line(name, line) for name, line in added.items())]) + f"\n\n{note}"
+
+
+def _usage_line(name: str, help_line: str) -> str:
+    """``crucible <help_line>`` as the built-in lines stand: the description at column 41, on a
+    line of its own where the usage is longer (the usage and the description are apart by three
+    spaces or more in ``help``)."""
+    text = help_line.strip() or f"{name}   (its conf/command/{name}.yaml has no help line)"
+    usage_part, *description = re.split(r"\s{3,}", text, maxsplit=1)
+    head = f"    crucible {usage_part}"
+    if not description:
+        return head
+    if len(head) < 40:
+        return f"{head:<41}{description[0]}"
+    return f"{head}\n{'':41}{description[0]}"
 
 
 def _plugin_command(command: str, rest: list[str], builtin: list[str]) -> int:

@@ -1,28 +1,43 @@
 """Commands that plug-in packages add: ``conf/command/<name>.yaml`` names a class by
 ``_target_`` (crucible's packages, or ``$CRUCIBLE_PLUGIN_PACKAGES``) whose ``run(argv) -> int``
-is ``crucible <name> ...``; its ``help`` line joins the usage. The engine knows no command of
-a flavor's by name (``crucible swe eval`` is swe_tasks')."""
+is ``crucible <name> ...``; its ``help`` line (the usage, then the description after three
+spaces or more) joins ``crucible --help``, read from the file alone: the engine knows no command
+of a flavor's by name (``crucible swe eval`` is swe_tasks') and imports none to list them."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from engine.errors import ConfigError
 
 
 def commands() -> dict[str, str]:
     """Plug-in command name -> its help line."""
-    from engine.config.compose import group_options, option_file
+    return {name: str(_load(path).get("help", "")) for name, path in sorted(_command_files().items())}
 
-    found = {}
-    for name in group_options("command"):
-        path = option_file("command", name)
-        if path is not None:
-            found[name] = str(_load(path).get("help", ""))
+
+def _command_files() -> dict[str, Path]:
+    """Each command's file, the first on the config path winning (as ``option_file`` picks).
+    Commands are written files, never a task source's options: none is run to find them."""
+    from engine.config.compose import written_config_dirs
+
+    found: dict[str, Path] = {}
+    for root in written_config_dirs():
+        base = root / "command"
+        if base.is_dir():
+            for path in sorted(base.glob("*.yaml")):
+                if not path.stem.startswith(("_", "base_")):
+                    found.setdefault(path.stem, path)
     return found
 
 
 def _load(path) -> dict:
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    data = OmegaConf.to_container(OmegaConf.load(path))
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path))
+    except (OmegaConfBaseException, OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a command is a mapping with _target_")
     return data
@@ -30,10 +45,9 @@ def _load(path) -> dict:
 
 def run_command(name: str, argv: list[str]) -> int | None:
     """Run plug-in command ``name``; None when there is no such command."""
-    from engine.config.compose import option_file
     from engine.config.plugins import plugin_class
 
-    path = option_file("command", name)
+    path = _command_files().get(name)
     if path is None:
         return None
     target = _load(path).get("_target_")

@@ -46,8 +46,14 @@ def config_dirs() -> list[Path]:
     dirs holding the options of their task sources (``engine.config.sources``)."""
     from engine.config.sources import generated_dirs
 
-    extra = [Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p]
-    return [CONF_DIR, *extra, *generated_dirs([CONF_DIR, *extra])]
+    written = written_config_dirs()
+    return [*written, *generated_dirs(written)]
+
+
+def written_config_dirs() -> list[Path]:
+    """conf/ and the dirs of $CRUCIBLE_CONFIG_PATH: the config files as written, no task source
+    run (what lists plug-in commands needs, so ``--help`` loads no flavor's source)."""
+    return [CONF_DIR, *(Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p)]
 
 
 def searchpath_override() -> list[str]:
@@ -114,6 +120,8 @@ def _expand_globs(overrides: list[str]) -> list[str]:
         if key in GROUPS and isinstance(parsed._value, Glob):
             matches = _matching(key, parsed._value)
             if not matches:
+                for pattern in parsed._value.include:
+                    _from_a_source(key, pattern, f"{text!r} selects nothing")
                 raise ConfigError(
                     f"{text!r} selects nothing; {key} options are: {', '.join(group_options(key)) or '(none)'}"
                 )
@@ -405,9 +413,21 @@ def _check_options(overrides: list[str]) -> None:
         if key in GROUPS and not parsed.is_sweep_override() and not parsed.is_delete():
             value = parsed.value()
             if isinstance(value, str) and value not in group_options(key) and not value.startswith("base_"):
+                _from_a_source(key, value)
                 known = group_options(key)
                 hint = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
                 raise ConfigError(f"unknown {key} '{value}' (no conf/{key}/{value}.yaml); available: {hint}")
+
+
+def _from_a_source(group: str, value: str, selection: str | None = None) -> None:
+    """Raise the one line that says why task ``value`` is not there, where its set is a task
+    source's (``sources.why_missing``: an empty set says why it is empty, and what to set)."""
+    from engine.config.sources import why_missing
+
+    if group == "task":
+        why = why_missing(written_config_dirs(), value)
+        if why is not None:
+            raise ConfigError(f"{selection or f'unknown task {value}'}: {why}")
 
 
 def _first_line(exc: BaseException) -> str:

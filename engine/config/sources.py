@@ -9,7 +9,11 @@ class implements ``TaskSource``:
 - ``fingerprint()``: cheap, and different whenever ``options`` would be (a dataset's hash);
 - ``options(set_name)``: option name -> that option's config (what its YAML file would hold;
   OmegaConf reads ``${...}`` in it as an interpolation, so a source whose data may hold that
-  text encodes it and its flavor decodes it at plan time, as ``swe_tasks.rows`` does).
+  text encodes it and its flavor decodes it at plan time, as ``swe_tasks.rows`` does);
+- optionally ``missing(set_name, name)``: why ``name`` is not among the options (``has no
+  dataset``), and which of its arguments would change that, so a task asked for by name is one
+  line that says why it is not there (``why_missing``), naming the variable each argument is
+  read from where that variable is unset.
 
 The options are written once per fingerprint as ordinary YAML files under
 ``$CRUCIBLE_HOME/cache/task-sources/<hash>/task/<set>/``, and that folder joins the config
@@ -44,6 +48,10 @@ class TaskSource(Protocol):
         """Option name -> its config (``name``/``set`` included). Raises ConfigError (one line
         naming the row and the field at fault)."""
 
+    # Optional: def missing(self, set_name: str, name: str) -> tuple[str, Sequence[str]]:
+    # why option ``name`` is not among ``options(set_name)``, as a clause whose subject is the
+    # source ("has no dataset"), and the arguments (keys of _source.yaml) that would change it.
+
 
 def generated_root() -> Path:
     return paths.cache_dir() / "task-sources"
@@ -58,6 +66,56 @@ def source_files(roots: list[Path]) -> list[tuple[str, Path]]:
             for path in sorted(base.rglob(SOURCE_FILE)):
                 found.append((path.parent.relative_to(base).as_posix(), path))
     return found
+
+
+def why_missing(roots: list[Path], option: str) -> str | None:
+    """Why task ``option`` (``set/name``, or ``set/<glob>``) is not there, where its set is one a
+    task source makes: the set is empty, or has no such option; in the source's words (its
+    ``missing``), with the unset variables its arguments are read from. None where no source
+    makes the set, or where a glob meets a set that has options (``selects nothing`` says it)."""
+    for set_name, path in source_files(roots):
+        name = option[len(set_name) + 1:] if option.startswith(f"{set_name}/") else ""
+        if not name or "/" in name:
+            continue  # a source's options are plain names, right under its set
+        made = _generated_dir(set_name, path)
+        count = len(list((made / "task" / set_name).glob("*.yaml"))) if made is not None else 0
+        if count and any(c in name for c in "*?["):
+            return None
+        target, kwargs = _load(path)
+        missing = getattr(_source(target, kwargs, path), "missing", None)
+        if callable(missing):
+            reason, arguments = missing(set_name, name)
+        else:
+            reason, arguments = ("makes no options" if not count else f"makes no option {name}"), ()
+        head = f"task set {set_name} is empty" if not count else f"task set {set_name} has no {name}"
+        return f"{head}: its source ({target}) {reason}{_unset_hint(path, list(arguments))}"
+    return None
+
+
+def _unset_hint(path: Path, arguments: list[str]) -> str:
+    """``; set VAR`` for each of ``arguments`` that _source.yaml reads from a variable now unset
+    or empty (``dataset: ${oc.env:CRUCIBLE_SWEBENCH_PRO_DATASET,""}``)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (OmegaConfBaseException, OSError, ValueError):
+        return ""  # read once already (``_load``); a hint is no reason to fail here
+    values = raw if isinstance(raw, dict) else {}
+    unset = [name for argument in arguments for name in _ENV_REF.findall(str(values.get(argument, "")))
+             if not os.environ.get(name)]
+    return f"; set {' or '.join(dict.fromkeys(unset))}" if unset else ""
+
+
+def _source(target: str, kwargs: dict[str, Any], path: Path) -> TaskSource:
+    from engine.config.plugins import plugin_class
+
+    cls = plugin_class(target, where=f"task source {path}")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
 
 
 def generated_dirs(roots: list[Path]) -> list[Path]:
@@ -131,15 +189,10 @@ def _resolve(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _generated_dir(set_name: str, path: Path) -> Path | None:
-    from engine.config.plugins import plugin_class
     from engine.plan.spec import engine_version
 
     target, kwargs = _load(path)
-    cls = plugin_class(target, where=f"task source {path}")
-    try:
-        source: TaskSource = cls(**kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    source = _source(target, kwargs, path)
     identity = json.dumps([set_name, target, kwargs, source.fingerprint(), engine_version(target)],
                           sort_keys=True, default=str)
     digest = hashlib.sha256(identity.encode()).hexdigest()[:24]

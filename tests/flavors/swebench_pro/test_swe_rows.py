@@ -3,6 +3,7 @@ formats, instances selected by id, glob, repo or language with no YAML per insta
 row or a missing asset as one line, and the pure parts of the evaluator replay."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -49,6 +50,63 @@ def test_jsonl_csv_and_parquet_read_the_same_rows(synth, tmp_path):
     assert calc["selected_test_files_to_run"] == ["tests/test_calc.py"]
 
 
+def renamed(row: dict, names: dict[str, str]) -> dict:
+    return {names.get(key, key): value for key, value in row.items()}
+
+
+UPPER = {"fail_to_pass": "FAIL_TO_PASS", "pass_to_pass": "PASS_TO_PASS", "instance_id": "Instance_Id"}
+
+
+def test_the_official_field_names_are_read_in_any_case_in_every_format(synth, tmp_path):
+    """The official script's docstring writes FAIL_TO_PASS/PASS_TO_PASS: the same fields."""
+    expected = rows.read_rows(synth["dataset"])
+    upper = tmp_path / "upper.jsonl"
+    upper.write_text("".join(json.dumps(renamed(json.loads(line), UPPER)) + "\n"
+                             for line in synth["dataset"].read_text().splitlines()))
+    with duckdb.connect() as con:
+        for fmt in ("parquet", "csv"):
+            con.execute(f"copy (select * from read_json('{upper}', format='newline_delimited')) to "
+                        f"'{tmp_path}/upper.{fmt}' ({'format parquet' if fmt == 'parquet' else 'header'})")
+    assert "FAIL_TO_PASS" in (tmp_path / "upper.csv").read_text().splitlines()[0]
+    for path in (upper, tmp_path / "upper.parquet", tmp_path / "upper.csv"):
+        assert rows.read_rows(path) == expected, path
+
+
+def test_a_field_given_in_two_cases_with_different_values_is_one_line_naming_the_row_and_the_field(synth, tmp_path):
+    row = json.loads(synth["dataset"].read_text().splitlines()[0])
+    same = tmp_path / "same.jsonl"
+    same.write_text(json.dumps({**row, "FAIL_TO_PASS": json.dumps(json.loads(row["fail_to_pass"].replace("'", '"')))})
+                    + "\n")  # the same names, written otherwise: one field
+    assert rows.read_rows(same)[0].fields["fail_to_pass"] == ["tests/test_calc.py::TestCalc::test_add"]
+    words = (f"instance {CALC}: field fail_to_pass is given as fail_to_pass and as FAIL_TO_PASS, "
+             "with different values")
+    differ = {**row, "FAIL_TO_PASS": "['tests/test_calc.py::TestCalc::test_mul']"}
+    jsonl = tmp_path / "differ.jsonl"
+    jsonl.write_text(json.dumps(differ) + "\n")
+    csv_path = tmp_path / "differ.csv"
+    with csv_path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(differ))
+        writer.writeheader()
+        writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in differ.items()})
+    # DuckDB writes no two names apart only by case: a name of the same length, patched in the file's bytes
+    parquet = tmp_path / "differ.parquet"
+    staged = tmp_path / "staged.jsonl"
+    staged.write_text(json.dumps(renamed(differ, {"FAIL_TO_PASS": "FAIL_TO_PASX"})) + "\n")
+    with duckdb.connect() as con:
+        con.execute(f"copy (select * from read_json('{staged}', format='newline_delimited')) to '{parquet}' "
+                    "(format parquet)")
+    data = parquet.read_bytes()
+    assert b"FAIL_TO_PASX" in data
+    parquet.write_bytes(data.replace(b"FAIL_TO_PASX", b"FAIL_TO_PASS"))
+    for path in (jsonl, csv_path, parquet):
+        with pytest.raises(ConfigError, match=words):
+            rows.read_rows(path)
+    env = {**swe_synth.env_for(synth), "CRUCIBLE_SWEBENCH_PRO_DATASET": str(jsonl)}
+    proc = crucible("build", f"task=swebench_pro/{CALC}", "--dry-run", env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and words in lines[0], proc.stderr
+
+
 @pytest.mark.parametrize("field, value, words", [
     ("fail_to_pass", "['a', ", "field fail_to_pass is not a Python list literal"),
     ("base_commit", "HEAD", "field base_commit 'HEAD' is not a commit SHA"),
@@ -79,6 +137,38 @@ def test_instances_are_selected_by_id_and_glob_with_no_yaml_per_instance(synth, 
     assert combinations([f"task=swebench_pro/{CALC}"]) == [[f"task=swebench_pro/{CALC}"]]
     with pytest.raises(ConfigError, match="selects nothing"):
         combinations(["task=glob(swebench_pro/*nothing*)"])
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_an_instance_asked_for_with_the_dataset_unset_says_the_set_is_empty_and_what_to_set(synth):
+    env = {**swe_synth.env_for(synth), "CRUCIBLE_SWEBENCH_PRO_DATASET": ""}
+    line = one_line_error(crucible("check", f"task=swebench_pro/{CALC}", env=env))
+    assert line == (f"crucible check: unknown task swebench_pro/{CALC}: task set swebench_pro is empty: its source "
+                    "(swe_tasks.source.SwebenchProSource) has no dataset; set CRUCIBLE_SWEBENCH_PRO_DATASET")
+    line = one_line_error(crucible("check", "task=glob(swebench_pro/*calc*)", env=env))
+    assert line.endswith("selects nothing: task set swebench_pro is empty: its source "
+                         "(swe_tasks.source.SwebenchProSource) has no dataset; set CRUCIBLE_SWEBENCH_PRO_DATASET"), line
+
+
+def test_an_instance_the_dataset_lacks_is_one_line_naming_the_dataset(synth, tmp_path):
+    missing = CALC.replace("calc", "calx")
+    line = one_line_error(crucible("check", f"task=swebench_pro/{missing}", env=swe_synth.env_for(synth)))
+    assert line == (f"crucible check: unknown task swebench_pro/{missing}: task set swebench_pro has no {missing}: "
+                    f"its source (swe_tasks.source.SwebenchProSource) finds no instance {missing} in the dataset "
+                    f"{synth['dataset']}")
+    conf = tmp_path / "conf"  # a set of the js rows only: calc is in the dataset, not in the set
+    (conf / "task" / "swe_js").mkdir(parents=True)
+    (conf / "task" / "swe_js" / "_source.yaml").write_text(
+        "_target_: swe_tasks.source.SwebenchProSource\n"
+        f"dataset: {synth['dataset']}\nassets: {synth['assets']}\nlanguages: [js]\n")
+    line = one_line_error(crucible("check", f"task=swe_js/{CALC}", env=swe_synth.env_for(synth), conf=conf))
+    assert line.endswith(f"task set swe_js has no {CALC}: its source (swe_tasks.source.SwebenchProSource) selects "
+                         f"no instance {CALC} of the dataset {synth['dataset']} (by its instances, repos and languages)")
 
 
 def test_the_instance_image_builds_from_its_own_image_or_a_stand_in(synth, monkeypatch, tmp_path):
