@@ -1,16 +1,21 @@
 """SWE-bench Pro grading: crucible's replay vs the official evaluator's steps by hand, and
 predictions-mode throughput.
 
-1. Grading one instance (the synthetic Python one, gold patch): crucible's grading path (a
-   FRESH grading container from the task image + ``SwebenchProFlavor.grade``: history out of
-   the vault, every official step as its own exec with its own timeout, the parser host-side)
-   against the official steps as ``swe_bench_pro_eval.py`` runs them with local Docker: one
-   ``docker run`` of the instance image with the workspace mounted and the entry script (ENV
-   exports, reset, checkout, ``git apply -v``, the last before_repo_set_cmd line, run_script.sh
-   with stdout/stderr apart, parser.py in the container). Same patch, same image lineage
-   (crucible's task image is built FROM the instance image), trials interleaved; the outcome
-   must be identical. Ratio = crucible median / official median, to the verdict (the
-   container's removal is off both critical paths; shown too); fails above 1.2.
+1. Grading one instance, gold patch, on two synthetic instances (``calc``: unittest; ``tally``:
+   pytest, so strict's JUnit report too): the official steps as ``swe_bench_pro_eval.py`` runs
+   them with local Docker (one ``docker run`` of the instance image with the workspace mounted
+   and the entry script: ENV exports, reset, checkout, ``git apply -v``, the last
+   before_repo_set_cmd line, run_script.sh with stdout/stderr apart, parser.py in the
+   container), against crucible's grading path under ``none`` (the official steps replayed in a
+   fresh grading container) and ``strict`` (crucible-strict's defences and the differential
+   re-run in a second fresh container beside the first). crucible's side twice: as a run grades
+   (its runner starts and prepares the grading containers while the agent works,
+   ``Trial.start_ahead``, so the clock runs from the submission to the verdict) and cold (the
+   containers' start inside the clock, as the official ``docker run`` has its own). Same patch,
+   same image lineage (crucible's task image is built FROM the instance image), trials
+   interleaved; the outcome must be identical. Ratio = median / the official median, to the
+   verdict (removal is off every critical path; shown too). Fails where crucible as a run
+   grades passes 1.2 under strict or 1.0 under none, or none cold passes 1.0.
 2. ``crucible swe eval`` with 2 workers over the synthetic instances (a new model name per
    trial so nothing comes from the store): instances per minute.
 
@@ -28,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +46,11 @@ from engine.cli.doctor import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402
 
 LIMIT = 1.2
+"""crucible-strict (its differential re-run included) over the official steps, by medians."""
+LIMIT_NONE = 1.0
+"""crucible under ``none`` (the official steps, replayed) over the official steps by hand."""
 CALC = "instance_synth__calc-1111111111111111111111111111111111111111-vnan"
+TALLY = swe_synth.TALLY
 
 
 def entryscript(row: dict, assets: Path) -> str:
@@ -86,20 +96,37 @@ def official(client, image: str, row: dict, assets: Path) -> tuple[float, float,
         return verdict, time.perf_counter() - started, required <= passed
 
 
-def crucible_grading(plan, session, flavor, patch: str) -> tuple[float, float, bool]:
-    """crucible's grading: a fresh container + the flavor's grade, as the runner does it:
-    (seconds to the verdict, seconds with the container removed, resolved)."""
+def crucible_grading(plan, session, flavor, patch: str, ahead: bool) -> tuple[float, float, bool]:
+    """crucible's grading: the fresh grading container(s) the flavor asks for (two under strict:
+    the differential re-run beside the first) and the flavor's grade: (seconds to the verdict,
+    seconds with the containers removed, resolved). ``ahead``: as a run grades, the containers
+    started and prepared before the clock (``Trial.start_ahead`` does so while the agent works,
+    so a run waits for neither), the clock running from the submission; else cold, their start
+    inside the clock, as the official ``docker run`` has its own."""
+    from contextlib import AsyncExitStack
+
     from engine.models import CapturedSubmission
 
-    async def grade():
-        async with session.runtime.provision(plan.image, run_id=f"bench-{uuid.uuid4().hex[:8]}", network=False,
-                                             purpose="grade") as ws:
-            verdict = await flavor.grade(ws, plan.spec, CapturedSubmission(diff=patch))
-            return verdict, time.perf_counter() - started
+    async def grade() -> tuple[Any, float, float]:
+        count = flavor.grading_workspaces(plan.spec)
+        async with AsyncExitStack() as stack:
+            began = time.perf_counter()
+            workspaces = [session.runtime.provision(plan.image, run_id=f"bench-{uuid.uuid4().hex[:8]}",
+                                                    network=False, purpose="grade") for _ in range(count)]
+            await asyncio.gather(*(stack.enter_async_context(ws) for ws in workspaces))
+            await flavor.prepare_grading(workspaces[0], plan.spec)
+            for index, ws in enumerate(workspaces[1:], 1):
+                await flavor.prepare_extra_grading(ws, plan.spec, index)
+            if ahead:
+                began = time.perf_counter()
+            submission = CapturedSubmission(diff=patch)
+            verdict = await (flavor.grade_many(workspaces, plan.spec, submission) if count > 1
+                             else flavor.grade(workspaces[0], plan.spec, submission))
+            to_verdict = time.perf_counter() - began
+        return verdict, to_verdict, time.perf_counter() - began
 
-    started = time.perf_counter()
-    verdict, to_verdict = asyncio.run(grade())
-    return to_verdict, time.perf_counter() - started, verdict.reward == 1.0
+    verdict, to_verdict, with_removal = asyncio.run(grade())
+    return to_verdict, with_removal, verdict.reward == 1.0
 
 
 def throughput(gen: dict, trials: int) -> list[float]:
@@ -121,6 +148,63 @@ def throughput(gen: dict, trials: int) -> list[float]:
     return rates
 
 
+SIDES = {
+    "official": "official steps by hand (docker run + entry script)",
+    "none": "crucible none, as a run grades (started ahead)",
+    "strict": "crucible strict, as a run grades (started ahead)",
+    "none-cold": "crucible none, cold",
+    "strict-cold": "crucible strict, cold (two containers)",
+}
+TARGETS = {"none": LIMIT_NONE, "strict": LIMIT, "none-cold": LIMIT_NONE}
+"""Where a target applies: crucible's grading as its runner grades, and ``none`` cold as well."""
+
+
+def measure(client, gen: dict, iid: str, trials: int) -> tuple[list[tuple], dict[str, float]]:
+    """One instance: the official steps by hand and crucible under ``none`` and ``strict`` (as
+    a run grades, and cold), interleaved after one warm-up each; the table's rows and each
+    side's ratio of medians to the official steps, to the verdict."""
+    from engine.config.compose import compose_config, to_typed
+    from engine.config.plugins import instantiate
+    from engine.plan.spec import plan as make_plan
+    from engine.run.session import session_for
+
+    row = next(i.row for i in gen["instances"] if i.instance_id == iid)
+    stand_in = next(i.image for i in gen["instances"] if i.instance_id == iid)
+    modes = {}
+    for mode in ("none", "strict"):
+        typed = to_typed(compose_config([f"task=swebench_pro/{iid}", f"integrity={mode}"]))
+        session = session_for(typed)
+        planned = make_plan(typed, builder=session.builder)
+        session.builder.ensure(planned.image)
+        modes[mode] = (planned, session, instantiate(typed.flavor, where="flavor"))
+    runs: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
+
+    def once(side: str) -> tuple[float, float]:
+        if side == "official":
+            *seconds, resolved = official(client, stand_in, row, Path(gen["assets"]))
+        else:
+            mode, _, cold = side.partition("-")
+            *seconds, resolved = crucible_grading(*modes[mode], row["patch"], ahead=not cold)
+        assert resolved, f"{side} did not resolve the gold patch of {iid}"
+        return seconds[0], seconds[1]
+
+    for side in runs:  # one warm-up each: imports, first connections, page cache
+        once(side)
+    for trial in range(trials):
+        order = list(runs) if trial % 2 == 0 else list(runs)[::-1]  # no side always first
+        for side in order:
+            runs[side].append(once(side))
+    table = []
+    for index, what in ((0, "to the verdict"), (1, "removed too")):
+        floor = statistics.median(t[index] for t in runs["official"])
+        for side, found in runs.items():
+            values = [r[index] for r in found]
+            table.append((iid.split("__")[1][:12], f"{SIDES[side]}, {what}", round(statistics.median(values), 3),
+                          round(statistics.median(values) / floor, 2), f"{min(values):.3f}..{max(values):.3f}"))
+    floor = statistics.median(t[0] for t in runs["official"])
+    return table, {side: statistics.median(t[0] for t in runs[side]) / floor for side in SIDES if side != "official"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=5)
@@ -130,50 +214,23 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-swe-"))
     # the runs go to a throwaway store, not the user's (its tables are what `make demo` prints)
     os.environ.setdefault("CRUCIBLE_HOME", str(work / "home"))
-    gen = swe_synth.generate(work, base)
+    gen = swe_synth.generate(work, base, with_pytest=True)
     os.environ.update(swe_synth.env_for(gen))
-    from engine.config.compose import compose_config, to_typed
-    from engine.config.plugins import instantiate
-    from engine.plan.spec import plan as make_plan
-    from engine.run.session import session_for
-
-    typed = to_typed(compose_config([f"task=swebench_pro/{CALC}"]))
-    session = session_for(typed)
-    planned = make_plan(typed, builder=session.builder)
-    session.builder.ensure(planned.image)
-    flavor = instantiate(typed.flavor, where="flavor")
-    row = next(i.row for i in gen["instances"] if i.instance_id == CALC)
-    stand_in = next(i.image for i in gen["instances"] if i.instance_id == CALC)
-    ours: list[tuple[float, float]] = []
-    theirs: list[tuple[float, float]] = []
-    crucible_grading(planned, session, flavor, row["patch"])  # one warm-up each: imports, first connections
-    official(client, stand_in, row, Path(gen["assets"]))
-    for _ in range(ns.trials):
-        *seconds, resolved = official(client, stand_in, row, Path(gen["assets"]))
-        theirs.append((seconds[0], seconds[1]))
-        assert resolved, "the official steps did not resolve the gold patch"
-        *seconds, resolved = crucible_grading(planned, session, flavor, row["patch"])
-        ours.append((seconds[0], seconds[1]))
-        assert resolved, "crucible did not resolve the gold patch"
+    table, failed = [], []
+    for iid in (CALC, TALLY):
+        rows, ratios = measure(client, gen, iid, ns.trials)
+        table += rows
+        for side, limit in TARGETS.items():
+            if ratios[side] > limit:
+                failed.append(f"{iid}: {SIDES[side]} is {ratios[side]:.2f}x the official steps (limit {limit})")
+    print(f"{ns.trials} trials each (after one warm-up), interleaved, medians; outcome identical (resolved)")
+    print(format_table(["instance", "grading", "median s", "x official", "min..max s"], table))
     rates = throughput(gen, max(1, ns.trials // 2))
-    table = []
-    for index, what in ((0, "to the verdict"), (1, "container removed too")):
-        floor = statistics.median(t[index] for t in theirs)
-        for name, runs in (("official steps by hand (docker run + entry script)", theirs),
-                           ("crucible (fresh grading container + replay)", ours)):
-            values = [r[index] for r in runs]
-            table.append((f"{name}, {what}", round(statistics.median(values), 3),
-                          round(statistics.median(values) / floor, 2), f"{min(values):.3f}..{max(values):.3f}"))
-    print(f"instance {CALC}, task image {planned.image.tag}, {ns.trials} trials each (after one warm-up), "
-          "medians; outcome identical (resolved)")
-    print(format_table(["grading", "median s", "x official", "min..max s"], table))
     print(f"crucible swe eval --workers 2 over {len(gen['instances'])} instances: "
           f"{statistics.median(rates):.1f} instances/min (median of {len(rates)})")
-    ratio = statistics.median(t[0] for t in ours) / statistics.median(t[0] for t in theirs)
-    if ratio > LIMIT:
-        print(f"FAIL: crucible's grading is {ratio:.2f}x the official steps (limit {LIMIT})")
-        return 1
-    return 0
+    for line in failed:
+        print(f"FAIL: {line}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
