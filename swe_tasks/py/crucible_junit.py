@@ -1,9 +1,10 @@
 # crucible-strict's pytest plugin in run_script.sh's pytest processes (swe_tasks/junit.py): a
 # root-owned copy, found by pytest's plugin autoload (the `pytest11` entry point of the
-# `crucible_junit-0.dist-info` beside it) on two paths: the tests' user site-packages
-# (HOME/.local/lib/python3.X/site-packages, which a runner that rebuilds the environment from
-# nothing but HOME and PATH keeps: ansible-test's does) and PYTHONPATH (where a venv has no user
-# site). A process without either never sees it: nothing fails to import. swe_tasks/junit.py's
+# `crucible_junit-0.dist-info` beside it) on three paths: PYTHONPATH, a .pth in the tests' user
+# site-packages (HOME/.local/lib/python3.X/site-packages, which a runner that rebuilds the
+# environment from nothing but HOME and PATH keeps: ansible-test's does), and a .pth in the
+# site-packages of each venv a python on the run script's PATH belongs to (a venv ignores the
+# user site). A process without any never sees it: nothing fails to import. swe_tasks/junit.py's
 # plugin_program puts the results' directory in RESULTS below. Each pytest session (not xdist's
 # workers: their controller reports) gets a second JUnit report of its own, besides whatever
 # --junitxml the run asks for: RESULTS/pytest-<pid>-<us>.xml, xunit1 (it names each case's
