@@ -30,6 +30,10 @@ class SweCommand:
     """The ``crucible swe`` command (``conf/command/swe.yaml``)."""
 
     def run(self, argv: list[str]) -> int:
+        if argv[:1] in (["-h"], ["--help"], ["help"]):  # asked for: the usage on stdout, exit 0
+            print(f"usage: {USAGE}\n\ngrade SWE-bench Pro predictions as the official evaluator does "
+                  "(crucible swe eval --help: its options)")
+            return 0
         if len(argv) < 2 or argv[0] != "eval":
             raise UserError(f"usage: {USAGE}")
         return evaluate(_parse(argv[1:]))

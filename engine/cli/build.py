@@ -5,8 +5,7 @@ already in the cache; without ``--dry-run``, build the missing ones (once each).
 """
 from __future__ import annotations
 
-from engine.config.compose import combinations, compose_config, to_typed
-from engine.errors import UserError
+from engine.config.compose import combinations, compose_config, no_task_selected, to_typed
 from engine.models import ImageRef
 from engine.run.session import Session, housekeeping, open_store, session_for
 from engine.plan.spec import plan
@@ -15,7 +14,7 @@ from engine.util.tables import format_table
 
 def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
     if not any(o.startswith("task=") for o in overrides):
-        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+        raise no_task_selected()
     store = open_store()
     housekeeping(store)
     images: dict[str, tuple[ImageRef, list[str]]] = {}

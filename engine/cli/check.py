@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 
 from engine.util import paths
-from engine.config.compose import combinations, compose_config, to_typed
+from engine.config.compose import combinations, compose_config, no_task_selected, to_typed
 from engine.errors import ConfigError
 from engine.config.plugins import instantiate
 from engine.interfaces import Flavor
@@ -69,7 +69,7 @@ def plan_jobs(overrides: list[str], *, use_lock: bool = True) -> tuple[list[Job]
             batch = BatchJob(planned, config=cfg, label=f"{planned.spec.task_id} {role}")
             jobs.append(Job(planned.spec.task_id, role, gate.reward, flavor, batch))
     if session is None:
-        raise ConfigError("no task selected")
+        raise no_task_selected()
     return jobs, session
 
 

@@ -10,8 +10,8 @@
                       [--prompt-file F] [--install CMD] [--packages P ...] [--test-command C]
                                          a task from an upstream fix: repo, YAML, lock, gate
     crucible build [overrides] [--dry-run]
-    crucible query "SQL" [--json|--csv]
-    crucible show RUN_ID
+    crucible query "SQL" [--json|--csv] [--store PATH]
+    crucible show RUN_ID [--store PATH]  a run: spec, verdict, steps, tests, then its whole diff
     crucible rerun RUN_ID [--into DIR]   the same spec as a new run (no rebuild), both verdicts;
                                          exit 1: a deterministic agent's verdict changed,
                                          exit 4: the spec plans differently now (nothing run)
@@ -22,7 +22,7 @@
                                          remove task images / local templates no stored run
                                          refers to (never one in use, never the base image)
     crucible report [--sweep ID] [--agent A] [--model M] [--task GLOB] [--since 7d]
-                    [--compare SWEEP_A SWEEP_B] [--format table|markdown|csv|json]
+                    [--compare SWEEP_A SWEEP_B] [--format table|markdown|csv|json] [--store PATH]
     crucible doctor [--fix]
 
 User mistakes end in one line on stderr and a non-zero exit, never a traceback.
@@ -125,6 +125,32 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     return OneLineParser(prog=f"crucible {prog}", description=description)
 
 
+def _require_task(overrides: list[str]) -> None:
+    """A command that takes tasks says how to choose one, and which sets there are, without one."""
+    if not any(o.startswith("task=") for o in overrides):
+        from engine.config.compose import no_task_selected
+
+        raise no_task_selected()
+
+
+def _parse_reading(parser: argparse.ArgumentParser, args: list[str]) -> argparse.Namespace:
+    """``args`` parsed for a command that reads the store (query, show, report), with its
+    ``--store PATH``, also taken as ``store=PATH`` (as ``crucible run`` takes it); ``ns.store``
+    is None for the default store."""
+    parser.add_argument("--store", metavar="PATH",
+                        help="the store to read, as run's store=PATH (default: $CRUCIBLE_STORE, "
+                             "else $CRUCIBLE_HOME/store.duckdb); it must exist")
+    overrides = [a.partition("=")[2] for a in args if a.startswith("store=")]
+    ns = parser.parse_args([a for a in args if not a.startswith("store=")])
+    given = [*overrides, *([ns.store] if ns.store is not None else [])]
+    if len(set(given)) > 1:
+        raise UserError(f"two stores given ({', '.join(given)}): a command reads one")
+    if given and not given[0]:
+        raise UserError("--store: give the store's path")
+    ns.store = given[0] if given else None
+    return ns
+
+
 # ---------------------------------------------------------------- run (Hydra app)
 def cmd_run(args: list[str]) -> int:
     from engine.cli.run import run_hydra
@@ -143,8 +169,7 @@ def cmd_check(args: list[str]) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--lock", action="store_true", help="derive and write each task's lock first (crucible lock)")
     ns = parser.parse_args(args)
-    if not any(o.startswith("task=") for o in ns.overrides):
-        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    _require_task(ns.overrides)
     if ns.lock:
         from engine.cli.lock import run_lock
 
@@ -163,8 +188,7 @@ def cmd_lock(args: list[str]) -> int:
                         help="run each side N more times; tests whose status differs are flaky and left out")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
     ns = parser.parse_args(args)
-    if not any(o.startswith("task=") for o in ns.overrides):
-        raise UserError("no task selected: add task=<set>/<name> or task='glob(<set>/*)'")
+    _require_task(ns.overrides)
     return run_lock(ns.overrides, check=max(0, ns.check), parallel=max(1, ns.jobs))
 
 
@@ -216,8 +240,8 @@ def cmd_query(args: list[str]) -> int:
     fmt = parser.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
-    ns = parser.parse_args(args)
-    columns, rows = open_store().query(ns.sql)
+    ns = _parse_reading(parser, args)
+    columns, rows = open_store(ns.store).query(ns.sql)
     print(to_json(columns, rows) if ns.json else to_csv(columns, rows) if ns.csv else format_table(columns, rows), end="" if ns.csv else "\n")
     return 0
 
@@ -226,11 +250,11 @@ def cmd_query(args: list[str]) -> int:
 def cmd_show(args: list[str]) -> int:
     from engine.run.session import open_housekept_store as open_store
 
-    parser = _parser("show", "one run: spec, status, verdict, steps, timings")
+    parser = _parser("show", "one run: spec, status, verdict, steps, timings, tests, raw grade, then its diff")
     parser.add_argument("run_id")
     parser.add_argument("--json", action="store_true")
-    ns = parser.parse_args(args)
-    store = open_store()
+    ns = _parse_reading(parser, args)
+    store = open_store(ns.store)
     record = store.get_run(ns.run_id)
     if record is None:
         raise UserError(f"no run '{ns.run_id}' in the store")
@@ -264,8 +288,20 @@ def cmd_show(args: list[str]) -> int:
     lines.extend(_explained(record))
     lines.extend(_terminals_shown(store, record.run_id))
     lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
+    lines.extend(_diff_shown(record.diff))
     print("\n".join(lines))
     return 0
+
+
+def _diff_shown(diff: str | None) -> list[str]:
+    """The submission as captured, last and whole (it is the user's terminal, and a diff cut
+    short is no diff to apply); one line where there is none."""
+    if diff is None:
+        return ["diff       none: no submission was captured"]
+    if not diff.strip():
+        return ["diff       empty: the submission changed nothing"]
+    text = diff[:-1] if diff.endswith("\n") else diff
+    return [f"diff ({len(text.splitlines())} lines):", text]
 
 
 def _explained(record) -> list[str]:
@@ -405,9 +441,9 @@ def cmd_report(args: list[str]) -> int:
     parser.add_argument("--compare", nargs=2, metavar=("SWEEP_A", "SWEEP_B"), help="the tasks that flipped")
     parser.add_argument("--k", help="pass@k for these k (comma list); default: every k the attempts allow")
     parser.add_argument("--format", choices=FORMATS, default="table")
-    ns = parser.parse_args(args)
+    ns = _parse_reading(parser, args)
     filters = filters_from_args(sweeps=ns.sweep, agents=ns.agent, models=ns.model, tasks=ns.task, since=ns.since)
-    report = build_report(open_housekept_store(), filters, compare=tuple(ns.compare) if ns.compare else None,
+    report = build_report(open_housekept_store(ns.store), filters, compare=tuple(ns.compare) if ns.compare else None,
                           ks=parse_ks(ns.k))
     print(render(report, ns.format), end="" if ns.format == "csv" else "\n")
     return 0

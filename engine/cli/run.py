@@ -22,7 +22,7 @@ from engine.run.progress import USER_ERROR_MARKER, SweepProgress, mark_job
 
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                      "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
-_NO_VALIDATION = {"--help", "-h", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
+_NO_VALIDATION = {"--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
 _outcome: dict = {}
 
 
@@ -77,6 +77,11 @@ def _validate(overrides: list[str]) -> tuple[list[tuple[list[str], object]], str
 
 def run_hydra(args: list[str]) -> int:
     flags, overrides = split_args(args)
+    if {"-h", "--help"} & set(flags):  # crucible's own help: Hydra's needs a task= to compose first
+        from engine.cli.run_help import run_help
+
+        print(run_help(), end="")
+        return 0
     multirun = "-m" in flags or "--multirun" in flags
     runs_jobs = not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags
     composed: list[tuple[list[str], object]] = []

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -63,10 +64,11 @@ def searchpath_override() -> list[str]:
     return ["hydra.searchpath=[" + ",".join(f"file://{p.resolve()}" for p in extra) + "]"]
 
 
-def group_options(group: str) -> list[str]:
-    """Every option of a group, nested folders included (``sample/a``); schemas excluded."""
+def group_options(group: str, roots: list[Path] | None = None) -> list[str]:
+    """Every option of a group, nested folders included (``sample/a``); schemas excluded.
+    ``roots``: the config dirs to look in (default ``config_dirs()``, task sources run)."""
     found: set[str] = set()
-    for root in config_dirs():
+    for root in config_dirs() if roots is None else roots:
         base = root / group
         if base.is_dir():
             for path in base.rglob("*.yaml"):
@@ -74,6 +76,30 @@ def group_options(group: str) -> list[str]:
                 if not any(part.startswith(("_", "base_")) for part in option.split("/")):
                     found.add(option)
     return sorted(found)
+
+
+def task_sets() -> list[str]:
+    """The task sets (``sample``, ``sdlc/hard``): folders under ``task/`` of the config dirs as
+    written that hold a task file or a task source's ``_source.yaml``. No source is run, so
+    help and hints cost nothing and a source whose dataset is unset is still listed."""
+    from engine.config.sources import SOURCE_FILE
+
+    found: set[str] = set()
+    for root in written_config_dirs():
+        base = root / "task"
+        for path in base.rglob("*.yaml") if base.is_dir() else []:
+            folder = path.parent.relative_to(base).as_posix()
+            hidden = path.stem.startswith(("_", "base_")) and path.name != SOURCE_FILE
+            if folder != "." and not hidden and not any(p.startswith(("_", "base_")) for p in folder.split("/")):
+                found.add(folder)
+    return sorted(found)
+
+
+def no_task_selected() -> ConfigError:
+    """What every command that needs a task says without one: how to choose one, and the sets."""
+    sets = ", ".join(task_sets()) or "(none: add a folder of task YAMLs under conf/task/)"
+    return ConfigError(f"no task selected: add task=SET/NAME, or task='glob(SET/*)' for a whole set; "
+                       f"task sets: {sets}")
 
 
 def option_file(group: str, option: str) -> Path | None:
@@ -185,7 +211,9 @@ def _combinations(overrides: list[str]) -> list[list[str]]:
 def covering(combos: list[list[str]]) -> list[int]:
     """Indexes of a few of ``combos`` (the cartesian product ``combinations`` made) that
     together use every value of every sweep axis at least once: what must be composed to know
-    every choice of a sweep is valid, without composing the whole product."""
+    every choice of a sweep is valid, without composing the whole product. The first one at
+    least, even with no override at all (``crucible run`` alone must be composed, to say what
+    it lacks)."""
     seen: set[tuple[int, str]] = set()
     chosen = []
     for index, combo in enumerate(combos):
@@ -193,7 +221,7 @@ def covering(combos: list[list[str]]) -> list[int]:
         if new:
             chosen.append(index)
             seen |= new
-    return chosen
+    return chosen if chosen or not combos else [0]
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
@@ -367,8 +395,27 @@ def _compose(overrides: list[str], *, resolve: bool = True) -> DictConfig:
                 return unresolved
         except (HydraException, OmegaConfBaseException, ValueError) as exc:
             raise ConfigError(describe(exc, overrides)) from exc
+        except yaml.YAMLError as exc:  # a config file that is not YAML: Hydra lets PyYAML's error through
+            raise ConfigError(yaml_error(exc)) from exc
         finally:
             GlobalHydra.instance().clear()
+
+
+def yaml_error(exc: yaml.YAMLError) -> str:
+    """PyYAML's multi-line error as one line: the file, line and column (1-based, as editors
+    count) where the parser gave up, what it found, and where the construct it was reading
+    began (an unclosed bracket's line) when that is elsewhere."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return f"YAML error: {_first_line(exc)}"
+    problem = getattr(exc, "problem", None) or "YAML syntax error"
+    text = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}: YAML syntax error: {problem}"
+    context, begun = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and begun is not None and (begun.line, begun.column) != (mark.line, mark.column):
+        text += f" ({context} from line {begun.line + 1}, column {begun.column + 1})"
+    if "'\\t'" in problem:
+        text += "; YAML indents with spaces, never tabs"
+    return text
 
 
 def to_typed(cfg: DictConfig):
@@ -445,6 +492,8 @@ def describe(exc: BaseException, overrides: list[str]) -> str:
     text = " | ".join(str(e) for e in chain)
     full_key = re.search(r"full_key:\s*(\S+)", text)
     if m := re.search(r"You must specify '(\w+)'", text):
+        if m.group(1) == "task":
+            return str(no_task_selected())
         return f"no {m.group(1)} selected: add {m.group(1)}=<option> (e.g. {m.group(1)}={(group_options(m.group(1)) or ['...'])[0]})"
     if m := re.search(r"Could not override '([^']+)'", text):
         return f"unknown config key '{m.group(1)}' (from override '{_override_for(m.group(1), overrides)}')"

@@ -6,7 +6,7 @@ Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Dict, List, Optional, cast
 
 from omegaconf import MISSING
@@ -365,8 +365,12 @@ def typed(cfg) -> CrucibleConfig:
     node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     data = {k: node[k] for k in node if k not in ("hydra", "flavor", "task")}
     flavor_node, task_node = node.get("flavor"), node.get("task")
-    if flavor_node is None or task_node is None:
-        raise ConfigError(f"no {'flavor' if flavor_node is None else 'task'} selected")
+    if task_node is None:
+        from engine.config.compose import no_task_selected
+
+        raise no_task_selected()
+    if flavor_node is None:
+        raise ConfigError("no flavor selected")
     placeholders = {"flavor": None, "task": None}  # typed below, by the flavor's own schemas
     merged = OmegaConf.merge(structured(CrucibleConfig), _typed_groups(data), placeholders)
     top = cast(CrucibleConfig, OmegaConf.to_object(merged))
@@ -375,9 +379,41 @@ def typed(cfg) -> CrucibleConfig:
     where = f"task {task_node.get('set', '?')}/{task_node.get('name', '?')}"
     try:
         top.task = as_schema(cls.task_schema, task_node, "task")
+        refuse_nonpositive_timeouts(top.task, "task")
     except ConfigError as exc:
         raise ConfigError(f"{where} (flavor {top.flavor.name}): {exc}") from exc
+    for part in fields(top):  # the task's own limits are checked above, naming the task
+        if part.name != "task":
+            refuse_nonpositive_timeouts(getattr(top, part.name), part.name, all_limits=part.name == "timeouts")
     return top
+
+
+def is_timeout_key(name: str) -> bool:
+    """Whether a schema field is a time limit by its name (``test_timeout``, ``timeout_seconds``,
+    ``wall_timeout``): the rule plug-ins' schemas follow too, so the engine checks a flavor's or
+    an agent's limits without knowing them. Every field of ``Timeouts`` is one as well."""
+    return "timeout" in name
+
+
+def refuse_nonpositive_timeouts(node: Any, where: str, *, all_limits: bool = False) -> None:
+    """Raise ConfigError ``timeouts.agent must be positive, got -1`` for a time limit that is
+    zero or negative (or NaN) anywhere in the typed ``node`` (nested dataclasses and lists of
+    them included): such a limit would end every run at once, as a timeout, never as the
+    mistake it is. None stays allowed where a schema gives it a meaning (``wall_timeout``)."""
+    from engine.errors import ConfigError
+
+    if not is_dataclass(node) or isinstance(node, type):
+        return
+    for f in fields(node):
+        value, key = getattr(node, f.name), f"{where}.{f.name}"
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for index, item in enumerate(items):
+            at = f"{key}[{index}]" if items is value else key
+            if is_dataclass(item):
+                refuse_nonpositive_timeouts(item, at, all_limits=isinstance(item, Timeouts))
+            elif (all_limits or is_timeout_key(f.name)) and isinstance(item, (int, float)) \
+                    and not isinstance(item, bool) and not item > 0:  # NaN is not > 0 either
+                raise ConfigError(f"{at} must be positive, got {item:g}")
 
 
 def _typed_groups(data: dict) -> dict:

@@ -131,7 +131,7 @@ def build_report(store, filters: Filters, *, compare: tuple[str, str] | None = N
     if compare is not None:
         if filters.sweeps:
             raise UserError("--compare names its two sweeps; drop --sweep")
-        sweep_a, sweep_b = resolve_sweeps(store, compare)
+        sweep_a, sweep_b = resolve_sweeps(store, compare, "--compare")
         rows_a = load_runs(store, _with_sweep(filters, sweep_a))
         rows_b = load_runs(store, _with_sweep(filters, sweep_b))
         for sweep, rows in ((sweep_a, rows_a), (sweep_b, rows_b)):

@@ -93,15 +93,24 @@ def load_runs(store, filters: Filters) -> list[RunRow]:
                    unpriced_steps=int(row[14])) for row in rows]
 
 
-def resolve_sweeps(store, sweeps: tuple[str, ...]) -> tuple[str, ...]:
-    """Sweep ids as given, with ``last`` replaced by the most recently started sweep."""
-    if not any(s in LATEST for s in sweeps):
+def resolve_sweeps(store, sweeps: tuple[str, ...], option: str = "--sweep") -> tuple[str, ...]:
+    """Sweep ids as given, with ``last`` replaced by the most recently started sweep.
+
+    Raises UserError naming the sweep (and ``option``, where it was given) when the store has
+    no run of it: a mistyped id would otherwise be a report of nothing that exits 0."""
+    if not sweeps:
         return sweeps
     _, rows = store.query("SELECT sweep_id FROM runs WHERE sweep_id IS NOT NULL "
-                          "GROUP BY sweep_id ORDER BY max(started_at) DESC LIMIT 1")
-    if not rows:
-        raise UserError("--sweep last: the store has no sweep yet")
-    return tuple(rows[0][0] if s in LATEST else s for s in sweeps)
+                          "GROUP BY sweep_id ORDER BY max(started_at) DESC")
+    known = [row[0] for row in rows]
+    if not known:
+        raise UserError(f"{option} {sweeps[0]}: the store has no sweep yet (crucible run -m makes one)")
+    resolved = tuple(known[0] if s in LATEST else s for s in sweeps)
+    for given, sweep in zip(sweeps, resolved):
+        if sweep not in known:
+            raise UserError(f"{option} {given}: no such sweep in the store (the latest is {known[0]}; "
+                            f"{option} last names it)")
+    return resolved
 
 
 def _int(value) -> int | None:

@@ -32,19 +32,21 @@ class Session:
     runtime: "Runtime"
 
 
-def open_store(path: str | None = None):
+def open_store(path: str | None = None, *, create: bool = True):
     """The store at ``path`` (None: the default), opened once now: a path that cannot be a
-    store is one ConfigError naming it, before the command starts any work."""
+    store is one ConfigError naming it, before the command starts any work (and, with
+    ``create=False``, a path where there is no store yet)."""
     from engine.store.duckdb import DuckDBStore
 
-    return DuckDBStore(path).validate()
+    return DuckDBStore(path).validate(create=create)
 
 
 def open_housekept_store(path: str | None = None):
     """The store, after housekeeping: what commands that read results open (query, show,
     report), so that after a ``kill -9`` the next such command already shows no run stuck
-    "running" and leaves no orphaned container."""
-    store = open_store(path)
+    "running" and leaves no orphaned container. A ``path`` given (``--store``) must hold a
+    store already: a reader never makes one up; the default store is made on first use."""
+    store = open_store(path, create=not path)
     housekeeping(store)
     return store
 

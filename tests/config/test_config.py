@@ -235,3 +235,107 @@ def test_a_sweeps_parallelism_is_no_part_of_its_jobs_configs(monkeypatch):
     composed, _ = _validate([*sweep, "seed=22"])
     assert [cfg.seed for _, cfg in composed if cfg is not None] == [22, 22]
     assert all("hydra.launcher.n_jobs=2" in combo for combo, _ in composed)  # still the sweep's
+
+
+# ---------------------------------------------------------------- what a new user stumbled on (issue 39)
+
+@pytest.mark.parametrize("overrides, message", [
+    (["timeouts.agent=-1"], "timeouts.agent must be positive, got -1"),
+    (["timeouts.setup=0"], "timeouts.setup must be positive, got 0"),
+    (["timeouts.grade=-0.5"], "timeouts.grade must be positive, got -0.5"),
+    (["timeouts.capture=nan"], "timeouts.capture must be positive, got nan"),
+    (["env.bash_timeout=0"], "env.bash_timeout must be positive, got 0"),
+    (["runtime.api_timeout=-1"], "runtime.api_timeout must be positive, got -1"),
+    (["runtime=local", "runtime.install_timeout=0"], "runtime.install_timeout must be positive, got 0"),
+    (["agent=integration_test", "agent.timeout_seconds=0"], "agent.timeout_seconds must be positive, got 0"),
+    (["agent=tool_calling", "agent.request_timeout=-2"], "agent.request_timeout must be positive, got -2"),
+    (["agent=tool_calling", "agent.wall_timeout=0"], "agent.wall_timeout must be positive, got 0"),
+    (["agent=claude_code", "agent.wall_timeout=-5"], "agent.wall_timeout must be positive, got -5"),  # a plug-in's schema
+    (["task=sdlc/last_page", "+task.judge.request_timeout=0"],
+     "task sdlc/last_page (flavor sdlc): task.judge.request_timeout must be positive, got 0"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_a_timeout_of_zero_or_less_is_refused_naming_the_key_and_value(overrides, message):
+    task = [] if any(o.startswith("task=") for o in overrides) else ["task=sample/last_page"]
+    with pytest.raises(ConfigError) as refused:
+        to_typed(compose_config([*task, *overrides]))
+    assert str(refused.value) == message
+
+
+def test_a_timeout_of_zero_in_a_task_file_is_refused_naming_the_task(extra_conf):
+    write_task(extra_conf, "zero_timeout", GOOD_TASK.format(name="zero_timeout") + "test_timeout: 0\n")
+    with pytest.raises(ConfigError) as refused:
+        to_typed(compose_config(["task=broken/zero_timeout"]))
+    assert str(refused.value) == "task broken/zero_timeout (flavor coding): task.test_timeout must be positive, got 0"
+
+
+@pytest.mark.parametrize("key", ["test_timeout", "step_timeout"])
+def test_swebench_pro_task_timeouts_are_refused_by_the_same_rule(key):
+    """The engine knows no flavor's keys: the rule is the field's name, so a SWE-bench Pro row's
+    limits are refused as a coding task's are (composing one needs a dataset, hence the schema)."""
+    from engine.config.schema import refuse_nonpositive_timeouts
+    from swe_tasks.schema import SwebenchProTaskConfig
+
+    row = dict(name="i", set="swebench_pro", prompt="p", instance_id="i", repo="r", base_commit="c", patch="",
+               problem_statement="p", assets="/a")
+    refuse_nonpositive_timeouts(SwebenchProTaskConfig(**row), "task")  # its defaults are fine
+    with pytest.raises(ConfigError, match=rf"^task\.{key} must be positive, got -1$"):
+        refuse_nonpositive_timeouts(SwebenchProTaskConfig(**row, **{key: -1.0}), "task")
+
+
+@pytest.mark.parametrize("command", [["run", "agent=noop"], ["check"], ["build", "--dry-run"]])
+def test_a_negative_timeout_is_one_line_from_the_commands(command):
+    proc = run_cli(*command, "task=sample/last_page", "timeouts.agent=-1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [f"crucible {command[0]}: timeouts.agent must be positive, got -1"]
+
+
+BROKEN_YAML = {
+    # An unclosed flow sequence: the parser gives up on the next line, where the next key starts.
+    "unclosed": ("name: unclosed\nset: broken\nprompt: [fix the\nrepo: generated://sample\n",
+                 "line 4, column 5: YAML syntax error: expected ',' or ']', but got ':' "
+                 "(while parsing a flow sequence from line 3, column 9)"),
+    "tab": ("name: tab\nset: broken\n\tprompt: p\n",
+            "line 3, column 1: YAML syntax error: found character '\\t' that cannot start any token; "
+            "YAML indents with spaces, never tabs"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN_YAML))
+@pytest.mark.parametrize("command", [["run", "agent=noop"], ["run", "-m", "agent=noop,integration_test"], ["check"],
+                                     ["build", "--dry-run"]], ids=["run", "sweep", "check", "build"])
+def test_a_task_yaml_with_a_syntax_error_is_one_line_naming_file_line_and_column(extra_conf, command, kind):
+    text, where = BROKEN_YAML[kind]
+    write_task(extra_conf, kind, text)
+    proc = run_cli(*command, f"task=broken/{kind}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    path = extra_conf / "task" / "broken" / f"{kind}.yaml"
+    assert proc.stderr.splitlines() == [f"crucible {command[0]}: {path}, {where}"]
+
+
+def test_a_syntax_error_in_one_task_of_a_glob_names_that_file(extra_conf):
+    write_task(extra_conf, "a_good", GOOD_TASK.format(name="a_good"))
+    write_task(extra_conf, "b_tab", BROKEN_YAML["tab"][0].replace("name: tab", "name: b_tab"))
+    with pytest.raises(ConfigError, match=r"/task/broken/b_tab\.yaml, line 3, column 1: YAML syntax error"):
+        for combo in combinations(["task=glob(broken/*)"]):
+            compose_config(combo)
+
+
+def task_set_folders() -> list[str]:
+    """The task sets, counted independently of crucible: folders right under each config dir's
+    task/ that hold a YAML file (a task, or a task source's _source.yaml)."""
+    dirs = [ROOT / "conf", *(Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p)]
+    return sorted({d.name for root in dirs if (root / "task").is_dir() for d in (root / "task").iterdir()
+                   if d.is_dir() and any(d.glob("*.yaml"))})
+
+
+@pytest.mark.parametrize("command", [["check"], ["run", "agent=noop"], ["run"], ["run", "-m", "agent=noop,integration_test"],
+                                     ["build", "--dry-run"], ["lock"]], ids=" ".join)
+def test_a_missing_task_says_how_to_choose_one_and_lists_the_sets(extra_conf, command):
+    write_task(extra_conf, "fine", GOOD_TASK.format(name="fine"))
+    (extra_conf / "task" / "empty_set").mkdir()  # no task in it: no set to choose
+    proc = run_cli(*command)
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    sets = task_set_folders()
+    assert {"sample", "sdlc", "toy", "broken"} <= set(sets)  # conf/'s, the fixtures' and this test's own
+    assert proc.stderr.splitlines() == [f"crucible {command[0]}: no task selected: add task=SET/NAME, or "
+                                        f"task='glob(SET/*)' for a whole set; task sets: {', '.join(sets)}"]

@@ -5,7 +5,10 @@ import json
 import math
 import os
 import socket
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -262,3 +265,37 @@ def test_report_command_rejects_bad_options_in_one_line(store, capsys):
     assert main(["report", "--compare", "S0", "S1", "--sweep", "S1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("crucible report: ") for line in err)
+
+
+def report_cli(*args: str) -> subprocess.CompletedProcess:
+    """``crucible report`` as a user runs it, on the store the ``store`` fixture filled (its
+    $CRUCIBLE_HOME is in this process's environment, which the child inherits)."""
+    return subprocess.run([sys.executable, "-m", "engine.cli", "report", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--sweep", "NOSUCH"], "--sweep NOSUCH: no such sweep in the store (the latest is S1; --sweep last names it)"),
+    (["--sweep", "S1,NOSUCH"], "--sweep NOSUCH: no such sweep in the store (the latest is S1; --sweep last names it)"),
+    (["--compare", "S0", "NOSUCH"], "--compare NOSUCH: no such sweep in the store (the latest is S1; "
+                                    "--compare last names it)"),
+])
+def test_a_sweep_the_store_lacks_exits_non_zero_naming_it(store, args, line):
+    proc = report_cli(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [f"crucible report: {line}"]
+    assert proc.stdout == ""
+    assert report_cli("--sweep", "S1").returncode == 0  # a sweep the store has still reports
+
+
+def test_sweep_last_in_a_store_without_sweeps_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "home"))
+    no_sweep = DuckDBStore()
+    no_sweep.write_run_record(run("single", task="t1", model=None, attempt=0, reward=1.0, agent="noop", sweep=None),
+                              None)
+    no_sweep.ingest_pending()
+    proc = report_cli("--sweep", "last")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == ["crucible report: --sweep last: the store has no sweep yet "
+                                        "(crucible run -m makes one)"]
+    assert report_cli().returncode == 0  # the run outside any sweep is still reported without --sweep
