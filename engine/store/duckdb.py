@@ -36,6 +36,7 @@ Slowest stage::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -86,10 +87,17 @@ class DuckDBStore:
         # gave (store=, $CRUCIBLE_STORE) in a directory that does not exist is a mistake.
         self.is_default = not path and not os.environ.get("CRUCIBLE_STORE")
         self.lock_timeout = lock_timeout
+        # Each store its own spool: a reader of another store (query --store B) ingests what
+        # waits in its spool, so one shared spool would commit A's records into B. The store in
+        # $CRUCIBLE_HOME has the spool directory itself (where earlier versions spooled).
+        self.spool = paths.spool_dir() if self.path == paths.home() / "store.duckdb" else \
+            paths.spool_dir() / "stores" / hashlib.sha256(str(self.path).encode()).hexdigest()[:16]
 
-    def validate(self) -> DuckDBStore:
-        """Open the store once, now (creating a missing file), so that a path that cannot be
-        a store fails before a command starts work it could not record.
+    def validate(self, *, create: bool = True) -> DuckDBStore:
+        """Open the store once, now (creating a missing file, unless ``create`` is False: a
+        reader given a path, where a missing file is a typo that would show an empty store),
+        so that a path that cannot be a store fails before a command starts work it could not
+        record.
 
         Raises ConfigError ``store PATH: what is wrong`` (one line). A file that is not a
         DuckDB database is recognised by its header before anything is written beside it,
@@ -107,6 +115,8 @@ class DuckDBStore:
                 what = "is not a directory" if path.parent.exists() else "does not exist"
                 raise bad(f"its directory {path.parent} {what}")
             path.parent.mkdir(parents=True, exist_ok=True)
+        if not create and not path.exists():
+            raise bad("does not exist (query, show and report read a store, never create one)")
         if path.exists():
             try:
                 with open(path, "rb") as f:
@@ -140,13 +150,13 @@ class DuckDBStore:
         document = self._document("run", record.to_dict(), next_seq())
         name = spool_name("run", record.run_id, document["record_seq"], record.status)
         if record.status not in FINAL_RUN_STATUSES:
-            spool_file = atomic_write_json(paths.spool_dir() / name, document)
+            spool_file = atomic_write_json(self.spool / name, document)
             if run_dir is not None:
                 atomic_write_json(Path(run_dir) / "record.json", document)
             return spool_file
         if run_dir is not None:
             atomic_write_json(Path(run_dir) / "record.json", document)
-        return atomic_write_json(paths.spool_dir() / name, document)
+        return atomic_write_json(self.spool / name, document)
 
     def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:
         """Write the record durably (beside the run and in the spool), then ingest the spool.
@@ -165,7 +175,7 @@ class DuckDBStore:
         document = self._document("build", dataclasses.asdict(record), next_seq())
         atomic_write_json(paths.builds_dir() / f"{safe_name(record.build_id)}.json", document)
         spool_file = atomic_write_json(
-            paths.spool_dir() / spool_name("build", record.build_id, document["record_seq"]), document
+            self.spool / spool_name("build", record.build_id, document["record_seq"]), document
         )
         if ingest:
             self._ingest_or_explain(f"build {record.build_id}", spool_file)
@@ -174,7 +184,7 @@ class DuckDBStore:
         """Spool one terminal event of ``run_id`` (engine/store/terminals.py), then ingest it.
         Raises StoreError as ``record_run`` does; the event then waits in the spool."""
         document = self._document("terminal", {**event, "run_id": event.get("run_id") or run_id}, next_seq())
-        spool_file = atomic_write_json(paths.spool_dir() / spool_name("terminal", run_id, document["record_seq"]),
+        spool_file = atomic_write_json(self.spool / spool_name("terminal", run_id, document["record_seq"]),
                                        document)
         self._ingest_or_explain(f"a terminal event of run {run_id}", spool_file)
         return spool_file
@@ -202,7 +212,7 @@ class DuckDBStore:
         file that is gone was committed by someone else.
         """
         self._ensure_schema()
-        spool = paths.spool_dir()
+        spool = self.spool
         sweep_stale_tmp(spool)
         remaining = set(pending_files(spool))
         committed = 0
@@ -385,8 +395,7 @@ class DuckDBStore:
             self.ingest_pending()
         return [r.run_id for r in orphans]
 
-    @staticmethod
-    def _respool_final_record(record: RunRecord) -> bool:
+    def _respool_final_record(self, record: RunRecord) -> bool:
         """Whether the run's own ``record.json`` already holds its final record, spooled again.
 
         The record goes to the run directory first and to the spool second; a process killed
@@ -404,7 +413,7 @@ class DuckDBStore:
                 or not isinstance(document.get("record_seq"), int)):
             return False
         name = spool_name("run", record.run_id, document["record_seq"], document["status"])
-        atomic_write_json(paths.spool_dir() / name, document)
+        atomic_write_json(self.spool / name, document)
         return True
 
     # ---- connections -------------------------------------------------------------------

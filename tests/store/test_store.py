@@ -446,3 +446,17 @@ def test_an_orphan_whose_run_dir_holds_its_final_record_is_recovered_not_marked_
     stored = store.get_run("finished-then-killed")
     assert (stored.status, stored.reward, stored.error) == ("completed", 1.0, None)
     assert json.loads((run_dir / "record.json").read_text())["status"] == "completed"
+
+
+def test_a_reader_of_another_store_never_ingests_this_stores_waiting_records(store, tmp_path):
+    """Records wait in their own store's spool: a reader of another store (``query --store B``,
+    which ingests first) leaves them for the store they were written for. One shared spool
+    committed them into whichever store was read first."""
+    store.write_run_record(make_run("waits-for-a"), None)  # spooled only, as a running sweep leaves it
+    other = DuckDBStore(tmp_path / "other.duckdb").validate()
+    assert other.spool != store.spool
+    other.ingest_pending()
+    assert other.get_run("waits-for-a") is None
+    assert len(pending_files(store.spool)) == 1
+    store.ingest_pending()
+    assert store.get_run("waits-for-a") is not None and pending_files(store.spool) == []

@@ -17,7 +17,6 @@ from engine.errors import ConfigError
 from engine.models import RunRecord, TerminalRecord
 from engine.store.duckdb import DuckDBStore
 from engine.store.terminals import TerminalLog, TerminalPolicy
-from engine.util import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,10 +77,10 @@ def test_an_end_that_matches_no_terminal_is_set_aside_with_the_reason(store):
     asyncio.run(log.end("", state="closing", reason="done", owner="x", tmux_server="nowhere", tmux_session="s"))
 
     assert states(store) == {}
-    rejected = paths.spool_dir() / "rejected"
+    rejected = store.spool / "rejected"
     reasons = [p.read_text() for p in rejected.glob("*.reason.txt")]
     assert len(reasons) == 1 and "terminal end event matches no terminal" in reasons[0]
-    assert [p for p in paths.spool_dir().glob("*.json")] == []  # nothing blocks the spool
+    assert [p for p in store.spool.glob("*.json")] == []  # nothing blocks the spool
 
 
 def test_a_terminal_left_running_by_an_ended_run_is_stale_and_an_end_after_that_still_counts(store):
