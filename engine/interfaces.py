@@ -432,6 +432,22 @@ class TaskAuthoring(Protocol):
         for a fix that cannot become a task (e.g. its split leaves a side empty)."""
 
 
+@runtime_checkable
+class AdvisesAuthors(Protocol):
+    """What a flavor tells a task's author in ``crucible check``'s output (optional): what
+    fixes a failed gate side, and what is worth knowing of a task even when it ships.
+
+    ``spec`` is the gate side's run spec, ``raw`` its raw grade. Neither method raises."""
+
+    def remedy(self, spec: RunSpec, raw: Mapping[str, Any]) -> str | None:
+        """The command or change that fixes this failed side, where the flavor knows one
+        (e.g. "run `crucible lock task=SET/NAME`"); None otherwise."""
+
+    def notes(self, spec: RunSpec, raw: Mapping[str, Any]) -> list[str]:
+        """One line each, on the task whether or not it ships: a prompt still as generated,
+        a defence its config turns off (and why)."""
+
+
 class Store(Protocol):
     def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:
         """Durably write the run's record beside its outputs, then ingest it (retried);

@@ -130,7 +130,8 @@ class RunSpec:
         """The spec as stored and hashed. Keys added after specs were first stored are left
         out while empty (no agent image, an agent declaring no image needs), so every spec
         that does not use them keeps the hash it always had (integrity flags added later, while
-        off, likewise: a mode that does not turn one on means what it always meant)."""
+        off, likewise: a mode that does not turn one on means what it always meant; and task
+        keys whose schema field is marked ``omit_default``, while they hold their default)."""
         data = dataclasses.asdict(self)
         if data["agent_image"] is None:
             del data["agent_image"]
@@ -141,6 +142,13 @@ class RunSpec:
         agent = data.get("agent")
         if isinstance(agent, dict) and isinstance(agent.get("image"), dict) and not any(agent["image"].values()):
             del agent["image"]
+        if dataclasses.is_dataclass(self.task) and isinstance(data.get("task"), dict):
+            # A task key a flavor's schema marks so (``metadata={"spec": "omit_default"}``, added
+            # after specs were stored) is left out while it holds its default, likewise.
+            for task_field in dataclasses.fields(self.task):
+                if (task_field.metadata.get("spec") == "omit_default"
+                        and data["task"].get(task_field.name) == task_field.default):
+                    del data["task"][task_field.name]
         return data
 
     @property

@@ -7,6 +7,9 @@ with validation warnings, a grading error or any other status fails the gate.
 Verdicts are cached like Nix outputs: a spec that already has a completed run with a
 deterministic agent is not run again (the table says "store"); ``--rebuild`` runs anyway,
 ``--check N`` runs each spec N more times and fails on any differing verdict.
+
+A flavor that advises authors (``AdvisesAuthors``) adds a ``note`` line per task for what is
+worth knowing even of a task that ships, and names the fix on a FAIL line where it knows one.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from engine.util import paths
 from engine.config.compose import combinations, compose_config, no_task_selected, to_typed
 from engine.errors import ConfigError
 from engine.config.plugins import instantiate
-from engine.interfaces import Flavor
+from engine.interfaces import AdvisesAuthors, Flavor
 from engine.models import RunRecord
 from engine.run.batch import BatchJob, run_batch
 from engine.run.session import Session, housekeeping, require_integrity, session_for
@@ -90,6 +93,20 @@ def _failures(job: Job) -> list[str]:
     return problems
 
 
+def _notes(job: Job) -> list[str]:
+    """What the flavor says the task's author should know, whether or not the task ships."""
+    if not isinstance(job.flavor, AdvisesAuthors) or not job.records:
+        return []
+    return job.flavor.notes(job.batch.plan.spec, job.records[-1].raw_grade or {})
+
+
+def _remedy(job: Job, record: RunRecord) -> str | None:
+    """The flavor's fix for this failed side (a command to run), where it knows one."""
+    if not isinstance(job.flavor, AdvisesAuthors):
+        return None
+    return job.flavor.remedy(job.batch.plan.spec, record.raw_grade or {})
+
+
 def _raw_summary(job: Job, record: RunRecord) -> str:
     """What the flavor says of the raw grade (the reason, the test command's exit code and
     last lines of output), indented under the FAIL line."""
@@ -119,9 +136,13 @@ def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, pa
                      round(seconds, 2), source, "FAIL" if any(_failures(j) for j in mine) else "ok"))
         failed += [(job, problem) for job in mine for problem in _failures(job)]
     echo(format_table(["task", *role_names, "seconds", "verdicts from", "gate"], rows))
+    for task_id, roles in sorted(by_task.items()):
+        for note in dict.fromkeys(n for job in roles.values() for n in _notes(job)):
+            echo(f"note {task_id}: {note}")
     for job, problem in failed:
         record = job.records[-1]
-        echo(f"FAIL {job.task_id} ({job.role}, agent {record.agent}): {problem}")
+        fix = _remedy(job, record)
+        echo(f"FAIL {job.task_id} ({job.role}, agent {record.agent}): {problem}{f'; {fix}' if fix else ''}")
         echo(f"      raw grade: {_raw_summary(job, record)}")
         echo(f"      run {record.run_id}, logs in {record.run_dir}")
     if failed:

@@ -40,6 +40,9 @@ def run_task_new(task_id: str, *, repo: str, fix: str, base: str | None, tests: 
                           repos_dir=paths.sub("task-repos"))
     written = authoring.new_task(request)
     echo(f"wrote {written}")
+    if prompt is None:  # UpstreamFix: no prompt = the fix commit's message
+        echo(f"note: the prompt is the fix's commit message, which usually names the fix: write the task's own "
+             f"in {written} or give --prompt-file (check notes it until then)")
     from engine.cli.check import run_check
     from engine.cli.lock import run_lock
 

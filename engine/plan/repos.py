@@ -149,17 +149,31 @@ OPEN_REPOS_MAX = 16
 _OPEN_REPOS_LOCK = threading.Lock()
 
 
+def gitpython_repo(repo_path: Path):
+    """GitPython's ``Repo`` at ``repo_path``, bare where git reads it as bare.
+
+    GitPython decides bareness from ``core.bare`` alone, so a bare repository without a
+    ``config`` file (a mirror copied without it) is taken for the ``.git`` of a work tree in
+    its parent, and its object lookups run there: a short SHA is "not found", a full one
+    "dubious ownership". git itself reads a repository it finds at the path, not under
+    ``.git``, as bare; GIT_DIR points GitPython's git commands at it, as git would."""
+    import git as gitpython
+
+    repo = gitpython.Repo(repo_path)
+    if not repo.bare and Path(repo.git_dir).resolve() == repo_path.resolve():
+        repo.git.update_environment(GIT_DIR=os.fspath(repo.git_dir))
+    return repo
+
+
 def _open_repo(repo_path: Path):
     """One GitPython ``Repo`` per repository and process, kept open: its object lookups go
     through one ``git cat-file`` process it starts once, not one per ref (8 plans pin 24 refs).
     Keyed by the directory's inode too, so a repo regenerated at the same path is opened anew.
     Refs are read from disk at every ``rev_parse``: a moved ref is seen at once."""
-    import git as gitpython
-
     key = (str(repo_path), os.stat(repo_path).st_ino)
     repo = _OPEN_REPOS.pop(key, None)
     if repo is None:
-        repo = gitpython.Repo(repo_path)
+        repo = gitpython_repo(repo_path)
         while len(_OPEN_REPOS) >= OPEN_REPOS_MAX:  # a long-lived process meets many repos
             _OPEN_REPOS.pop(next(iter(_OPEN_REPOS))).close()  # the least recently used
     _OPEN_REPOS[key] = repo  # (re)inserted last: dict order is recency
@@ -191,7 +205,7 @@ def read_blobs(repo_path: Path, sha: str, rel_paths: list[str]) -> dict[str, byt
     (one ``cat-file --batch`` for all of them). Raises PlanError naming a missing one."""
     import git as gitpython
 
-    with gitpython.Repo(repo_path) as repo:
+    with gitpython_repo(repo_path) as repo:
         try:
             tree = repo.commit(sha).tree
         except (gitpython.BadName, ValueError) as exc:

@@ -15,7 +15,9 @@ around it. The canary raises the bar; only a verdict from outside the tested pro
 end it.
 
 Only for pytest commands that take the test files (``{test_files}``): other runners get no
-canary (recorded as such).
+canary (recorded as such; ``crucible check`` notes a pytest command that lacks only them).
+Passing the canary some other way (appended to a command that names its own paths, or to a
+``make`` target) would guess at the command's shape, so the author is told instead.
 """
 from __future__ import annotations
 
@@ -41,6 +43,17 @@ class Canary:
     def record(self) -> dict:
         """What the raw grade keeps, so the verdict can be judged again from the record."""
         return {"nodeid": self.nodeid}
+
+
+NOT_WANTED = "the test command is not a pytest run over {test_files}"
+"""What the raw grade records (``canary.skipped``) where ``wanted`` says no."""
+
+
+def lacks_test_files(test_command: str) -> bool:
+    """A pytest run that would take a canary but for its missing ``{test_files}``: the
+    grader passes the canary to pytest among the test files, and a command naming its own
+    paths has nowhere to put it (what ``crucible check`` notes)."""
+    return "{test_files}" not in test_command and re.search(r"\bpytest\b", test_command) is not None
 
 
 def wanted(test_command: str) -> bool:

@@ -18,7 +18,7 @@ from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, UpstreamFix, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
 from engine.plan import repos
-from envs.coding import grader, hidden, repo, rerun, scanner, testnames
+from envs.coding import advice, grader, hidden, repo, rerun, scanner, testnames
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
@@ -243,6 +243,12 @@ class CodingFlavor:
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
         return grader.regrade(raw, spec.task)
+
+    def remedy(self, spec: RunSpec, raw: Mapping[str, Any]) -> str | None:
+        return advice.remedy(spec, raw)
+
+    def notes(self, spec: RunSpec, raw: Mapping[str, Any]) -> list[str]:
+        return advice.notes(spec, raw)
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         """The reason, the diff's apply result and the test command's exit code and last

@@ -226,7 +226,7 @@ async def grade(
         elif integrity.canary and isolates(task, integrity):
             raw["canary"] = {"skipped": "isolated verdict: no code under test runs in pytest's process"}
         elif integrity.canary:
-            raw["canary"] = {"skipped": "the test command is not a pytest run over {test_files}"}
+            raw["canary"] = {"skipped": canaries.NOT_WANTED}
         owned: Mapping[str, bytes] = dict(staged)  # what lands in the repo, and so is handed to uid 1000
         if ready.isolation is not None:
             raw["isolated"] = ready.isolation.record()
@@ -574,6 +574,10 @@ def _named_tests(named: Mapping | None) -> tuple[list[TestResult] | None, str | 
     return [TestResult(str(t["name"]), str(t["status"])) for t in named.get("tests") or []], None
 
 
+TESTS_SKIPPED = "tests skipped (a task whose tests skip or xfail lists fail_to_pass/pass_to_pass)"
+"""The reason of a plain judgement (no lists) that met a skip or an xfail."""
+
+
 def _judge_plain(tests: Sequence[TestResult], exit_code: int | None) -> str:
     """No lists: the named-results form of the default pass pattern."""
     statuses = {t.status for t in tests}
@@ -582,7 +586,7 @@ def _judge_plain(tests: Sequence[TestResult], exit_code: int | None) -> str:
     if "SKIPPED" in statuses:
         # Code under test calling pytest.skip() where it would fail must not pass; a task whose
         # tests legitimately skip or xfail names its tests (fail_to_pass / pass_to_pass, a lock).
-        return "tests skipped (a task whose tests skip or xfail lists fail_to_pass/pass_to_pass)"
+        return TESTS_SKIPPED
     if "PASSED" not in statuses:
         return "no tests ran"
     return "tests passed"

@@ -80,6 +80,12 @@ class CodingTaskConfig(TaskConfig):
     outside the repo as another uid with the grader's own options (``test_command`` unused),
     so no code under test can forge the verdict (envs/coding/isolated.py); otherwise
     ``test_command`` runs them in the repo and the scenarios are called in-process."""
+    prompt_from_commit: str = field(default="", metadata={"spec": "omit_default"})
+    """Written by ``crucible task new`` when the prompt is the fix's commit message (no
+    ``--prompt-file``): the sha256 of that prompt. While ``prompt`` still hashes to it,
+    ``crucible check`` says the prompt is still the commit message (which usually names the
+    fix); editing the prompt ends that, and the key may then be deleted. Never changes a
+    verdict, so the spec leaves it out while empty (every other task keeps its spec hash)."""
     system_packages: List[str] = field(default_factory=list)
     install: str = ""
     workdir: str = "/app"

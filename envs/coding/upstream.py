@@ -15,6 +15,7 @@ the repo goes to the user's task-repo directory and the YAML names it by path.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -62,6 +63,11 @@ def new_task(fix: UpstreamFix) -> Path:
     yaml_path.parent.mkdir(parents=True, exist_ok=True)
     yaml_path.write_text(_task_yaml(fix, name, set_name, target, prompt, fix_sha, base_sha, sorted(tests)))
     return yaml_path
+
+
+def prompt_digest(prompt: str) -> str:
+    """What ``prompt_from_commit`` records: a prompt still equal to it is still the message."""
+    return hashlib.sha256(prompt.encode()).hexdigest()
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
@@ -161,5 +167,9 @@ def _task_yaml(fix: UpstreamFix, name: str, set_name: str, repo: Path, prompt: s
         lines.append(f"install: {quoted(fix.install)}")
     if fix.tests:
         lines.append(f"test_paths: [{', '.join(quoted(t) for t in fix.tests)}]")
+    if fix.prompt is None:
+        # The commit message usually names the fix: check says so until the prompt is edited.
+        lines.append("# the prompt is the fix's commit message: write the task's own (an issue's words)")
+        lines.append(f"prompt_from_commit: {quoted(prompt_digest(prompt))}")
     lines.append(f"prompt: {quoted(prompt)}")
     return "\n".join(lines) + "\n"

@@ -320,6 +320,20 @@ def test_a_syntax_error_in_one_task_of_a_glob_names_that_file(extra_conf):
             compose_config(combo)
 
 
+def test_a_task_yaml_from_an_earlier_version_says_its_defaults_list_is_no_longer_needed(extra_conf):
+    """Task YAMLs once began with a defaults list naming a base config that no longer exists."""
+    write_task(extra_conf, "old", "defaults: [/task/base_task@_here_, _self_]\n" + GOOD_TASK.format(name="old"))
+    proc = run_cli("build", "--dry-run", "task=broken/old")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    path = extra_conf / "task" / "broken" / "old.yaml"
+    assert proc.stderr.splitlines() == [
+        f"crucible build: {path}: its defaults list (/task/base_task@_here_) is from an earlier crucible and no "
+        "longer needed: delete it (a task's schema now comes from its flavor)"]
+    # Without the list the same task composes: the list was the only thing wrong.
+    write_task(extra_conf, "old", GOOD_TASK.format(name="old"))
+    assert compose_config(["task=broken/old"]).task.name == "old"
+
+
 def task_set_folders() -> list[str]:
     """The task sets, counted independently of crucible: folders right under each config dir's
     task/ that hold a YAML file (a task, or a task source's _source.yaml)."""

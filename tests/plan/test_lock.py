@@ -187,11 +187,42 @@ def test_task_new_makes_a_shipping_locked_task_from_an_upstream_fix(tmp_path, do
     # Hand count: the fix's new test fails before and passes after; the deleted legacy test is gone.
     assert data["fail_to_pass"] == ["tests/test_calc.py::test_two"] and data["pass_to_pass"] == []
     assert data["pins"]["baseline"] == base
+    yaml_path = conf / "task" / "up" / "add.yaml"
+    # No --prompt-file: the prompt is the commit message, which names the fix; said when the
+    # task is written and noted by check. The default test command names no {test_files},
+    # so under strict (the default) the task has no canary: noted too, with why.
+    prompt_note = "note up/add: prompt is still the fix's commit message"
+    canary_note = ("note up/add: no canary (raw_grade.canary.skipped): the test command has no {test_files}, "
+                   "where the grader adds its canary test to pytest's arguments")
+    assert f"note: the prompt is the fix's commit message, which usually names the fix: write the task's own " \
+           f"in {yaml_path}" in proc.stdout
+    assert prompt_note in proc.stdout and canary_note in proc.stdout
+    yaml_path.write_text(yaml_path.read_text().replace('prompt: "Fix add, which subtracted',
+                                                       'prompt: "add(1, 1) gives 0, not 2.'))
+    edited = crucible(conf, "check", "task=up/add")
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert prompt_note not in edited.stdout and canary_note in edited.stdout
     # A fix that cannot be split is one line, nothing run.
     only_tests = commit(repo, {"tests/test_calc.py": b"def test_nothing():\n    pass\n"}, "tests only")
     refused = crucible(conf, "task", "new", "up/tests_only", "--repo", str(repo), "--fix", only_tests)
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1
     assert "so the golden would be empty" in refused.stderr
+
+
+def test_a_hand_written_task_whose_suite_skips_fails_the_gate_naming_the_lock_command(tmp_path, docker_client,
+                                                                                     base_image):
+    repo = task_repo(tmp_path, STEADY_SUITE)  # a skip and an xfail, and no lock
+    conf = tmp_path / "conf"
+    (conf / "task" / "lk").mkdir(parents=True)
+    (conf / "task" / "lk" / "calc.yaml").write_text(
+        f"name: calc\nset: lk\nrepo: {repo}\ntest_command: python3 -m pytest -q -p no:cacheprovider tests\n"
+        "prompt: p\nsystem_packages: [python3, python3-pytest]\n")
+    proc = crucible(conf, "check", "task=lk/calc")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fail = [line for line in proc.stdout.splitlines() if line.startswith("FAIL lk/calc (golden")]
+    assert fail == ["FAIL lk/calc (golden, agent integration_test): reward 0.0 (expected 1.0); run "
+                    "`crucible lock task=lk/calc` to list the task's tests (fail_to_pass/pass_to_pass)"], proc.stdout
+    assert "tests skipped (a task whose tests skip or xfail" in proc.stdout  # the reason, on the raw grade's line
 
 
 def test_lists_on_a_task_that_reads_no_named_results_are_one_line(tmp_path, docker_client, base_image):

@@ -125,3 +125,62 @@ def test_task_new_finds_a_fix_reachable_only_from_a_tag(tmp_path):
     assert yaml_path.is_file()
     assert sorted(git(task_repo, "for-each-ref", "--format=%(refname)").split()) == [
         "refs/heads/add_baseline", "refs/heads/add_golden", "refs/heads/add_test"]  # the tag is not kept
+
+
+@pytest.mark.parametrize("length", [12, 40], ids=["short_sha", "full_sha"])
+def test_task_new_reads_a_bare_mirror_without_a_config_file_as_bare(tmp_path, length):
+    """GitPython takes such a mirror for a work tree's .git: a short SHA came out "not found",
+    a full one "owned by another user"."""
+    repo, base, fix = upstream(tmp_path)
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "clone", "-q", "--mirror", str(repo), str(mirror))
+    (mirror / "config").unlink()
+    yaml_path = new_task(request(tmp_path, mirror, fix[:length]))
+    task_repo = tmp_path / "repos" / "up" / "add"
+    assert git(task_repo, "rev-parse", "add_baseline") == base
+    assert git(task_repo, "diff", "--name-only", "add_baseline", "add_golden").splitlines() == ["CHANGES.md", "pkg/calc.py"]
+    assert f"# fix {fix}, base {base}" in yaml_path.read_text()
+
+
+def test_a_prompt_taken_from_the_fix_commit_is_noted_until_the_author_edits_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from engine.config.compose import compose_config, to_typed
+    from envs.coding import advice
+
+    repo, _, fix = upstream(tmp_path)
+    yaml_path = new_task(request(tmp_path, repo, fix))
+    monkeypatch.setenv("CRUCIBLE_CONFIG_PATH", str(tmp_path / "conf"))
+
+    def notes() -> list[str]:
+        task = to_typed(compose_config(["task=up/add"])).task
+        return advice.notes(SimpleNamespace(task=task, task_id=task.id), {})  # type: ignore[arg-type]
+
+    assert notes() == ["prompt is still the fix's commit message, which usually names the fix: write the task's "
+                       "own `prompt:` in its YAML (an issue's words)"]
+    text = yaml_path.read_text()
+    yaml_path.write_text(text.replace('prompt: "Fix add, which subtracted', 'prompt: "add(1, 1) is 0; it should be 2.'))
+    assert notes() == []  # the marker stays in the YAML, but no longer matches the prompt
+    # A prompt the author gave is no commit message: no marker at all.
+    given = new_task(request(tmp_path, repo, fix, task_id="up/given", repos_dir=tmp_path / "repos2",
+                             prompt="add(1, 1) is 0."))
+    assert "prompt_from_commit" not in given.read_text() and "prompt_from_commit" in text
+
+
+def test_a_key_that_never_changes_a_verdict_stays_out_of_the_spec_while_empty():
+    """prompt_from_commit is marked so: every task without it keeps the spec hash it had."""
+    import dataclasses
+
+    from engine.config.schema import (DockerRuntimeConfig, EnvConfig, FlavorConfig, IntegrityConfig,
+                                      NoopAgentConfig, Timeouts)
+    from engine.models import RunSpec
+    from envs.coding.schema import CodingTaskConfig
+
+    task = CodingTaskConfig(name="t", set="s", prompt="p", repo="r", test_command="pytest", id="s/t")
+    spec = RunSpec(engine_version="0", task=task, env=EnvConfig(), flavor=FlavorConfig(), agent=NoopAgentConfig(),
+                   model=None, integrity=IntegrityConfig(), runtime=DockerRuntimeConfig(), image={},
+                   timeouts=Timeouts(), seed=0, attempt=0)
+    assert "prompt_from_commit" not in spec.to_dict()["task"] and "test_command" in spec.to_dict()["task"]
+    marked = dataclasses.replace(spec, task=dataclasses.replace(task, prompt_from_commit="ab" * 32))
+    assert marked.to_dict()["task"]["prompt_from_commit"] == "ab" * 32
+    assert marked.spec_hash != spec.spec_hash
