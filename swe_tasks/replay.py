@@ -154,7 +154,8 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
         raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
                                           "bytes": len(out_after) + len(err_after)}
-        raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir, pythons)
+        raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir,
+                                           pythons if pytest else None)
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
         raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir,
                                                     strict.trusted_test_files(task, stripped, _locked(raw),
