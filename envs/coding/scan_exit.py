@@ -20,11 +20,17 @@ Anything else is not cleared, and the finding names it: a print, a write, a stre
 (``sys.stdout``), ``os.write``, ``os._exit``, a subprocess, a file opened at exit, a loop, an
 import at exit, a name imported from elsewhere, what a call returns (``getattr``, ``partial``),
 a method of an object the module did not open, data the module did not make, a handle whose
-attributes the module sets (``_log.close = forge``). In a module that binds names at run time
-(``globals()``, ``vars()``, ``exec``, ``eval``, a star import, ``sys.modules``) nothing is cleared.
+attributes the module sets (``_log.close = forge``), a handle on the process's output however
+its literal is spelled (a descriptor, also in a name; ``b"/dev/stdout"``, ``//dev``, a climb with
+``..``, ``os.path.join`` of literals into /proc; ``closefd=``, ``opener=``). In a module that binds
+names at run time (``globals()``, ``vars()``, ``exec``, ``eval``, a star import, ``sys.modules``),
+reaches an ``__dict__``, or sets attributes of a name that may be a module (an import, or a name
+bound to another name, an attribute or an item: ``_o = os; _o.remove = os._exit``, which the
+monkeypatch rule does not read either) nothing is cleared.
 
 Out of reach: code elsewhere that sets a cleared hook's handle's attributes or rebinds the names
-it reads (``core.TMP = X()`` from another module). That is no new way in: a module runs code at
+it reads (``core.TMP = X()``, or ``_o = os; _o.remove = ...`` from another module of the patch).
+That is no new way in: a module runs code at
 exit with no hook at all (an object's ``__del__``, ``weakref.finalize``, a file's own close at
 shutdown), and a hook registered from a function is not flagged (``trailing-atexit`` in
 docs/integrity.md). The rule catches the hook in plain sight; what stands against code at exit
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import posixpath
 from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 Qualify = Callable[[ast.AST], "str | None"]
@@ -99,7 +106,9 @@ class _Reader:
         self.dynamic: str | None = None
         self.followed: list[int] = []
         self.evaluating: set[str] = set()
+        self._aliases_set: set[str] = set()
         self._collect(tree)
+        self.dynamic = self.dynamic or self._alias_refusal()
 
     # ---- what the module binds
     def _collect(self, tree: ast.Module) -> None:
@@ -113,19 +122,39 @@ class _Reader:
                 self.dynamic = f"the module binds names at run time ({node.id})"
             elif isinstance(node, ast.Attribute) and node.attr == "modules" and self.qualified(node) == "sys.modules":
                 self.dynamic = "the module reaches sys.modules"
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                    and isinstance(node.value, ast.Name):
-                self.mutated.add(node.value.id)
-            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and (
+            if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+                self.dynamic = "the module reaches an object's __dict__"
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                self._set_on(node.value)
+            if isinstance(node, ast.Call) and node.args and (
                     (isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"))
                     or (isinstance(node.func, ast.Attribute) and node.func.attr in ("__setattr__", "__delattr__"))):
-                self.mutated.add(node.args[0].id)
+                self._set_on(node.args[0])
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 declared = {n for s in _own_nodes(node) if isinstance(s, ast.Global) for n in s.names}
                 if declared:  # what the function binds of these is the module's
                     own = frozenset(_names_bound(node) - declared)
                     for inner in _own_nodes(node):
                         self._bind(inner, declared, own)
+
+    def _set_on(self, target: ast.AST) -> None:
+        """An attribute of ``target`` is set or deleted: a handle's method is then the module's
+        own (``_log.close = forge``); and where ``target`` may be a module (an import, or a name
+        bound to another name, an attribute or an item: ``_o = os; _o.remove = os._exit``), no
+        call the hook makes is known to be the standard library's, so nothing is cleared."""
+        if not isinstance(target, ast.Name):
+            self.dynamic = f"the module sets an attribute of {ast.unparse(target)[:40]}"
+            return
+        self.mutated.add(target.id)
+        self._aliases_set.add(target.id)
+
+    def _alias_refusal(self) -> str | None:
+        for name in sorted(self._aliases_set):
+            for kind, value, _ in self._of_module(name):
+                if kind == "import" or (kind == "value" and isinstance(value, (ast.Name, ast.Attribute, ast.Subscript,
+                                                                                ast.Starred, ast.NamedExpr))):
+                    return f"the module sets attributes of {name}, which may be a module"
+        return None
 
     def _bind(self, node: ast.AST, only: set[str] | None, local: frozenset[str]) -> None:
         def add(name: str, kind: str, what: ast.AST) -> None:
@@ -402,6 +431,20 @@ class _Reader:
             self.evaluating.discard(name)
         return None if None in kinds else "handle" if "handle" in kinds else "data"
 
+    def _may_be_output(self, where: ast.AST | None) -> bool:
+        """``open``'s target read as far as the module spells it: a literal, a name bound once
+        to one, or ``os.path.join`` of literals (``open(_FD)``, ``open(b"//dev/stdout")``,
+        ``os.path.join("/proc", "self", "fd", "1")``)."""
+        if isinstance(where, ast.Name):
+            bound = self._of_module(where.id)
+            where = bound[0][1] if len(bound) == 1 and bound[0][0] == "value" else where
+        if isinstance(where, ast.Constant):
+            return _output_literal(where.value)
+        if isinstance(where, ast.Call) and self.qualified(where.func) == "os.path.join" and where.args:
+            parts = [a.value for a in where.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            return len(parts) == len(where.args) and _output_literal(posixpath.join(*parts))
+        return False
+
     def _made(self, node: ast.Call, scope: Mapping[str, Kind | None]) -> Kind | None:
         if any(self.value(v, scope) is None for v in (*node.args, *(k.value for k in node.keywords))):
             return None
@@ -411,14 +454,28 @@ class _Reader:
         if name in HANDLE_CALLS:
             where = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("file", "filename")),
                                                         None)
-            if isinstance(where, ast.Constant) and (isinstance(where.value, int) or (
-                    isinstance(where.value, str) and where.value.startswith(OUTPUT_PATHS))):
+            if self._may_be_output(where) or any(k.arg in ("closefd", "opener") for k in node.keywords):
                 return None  # open(1, "w"), FileHandler("/dev/stdout"): the output itself
             return "handle"
         if name is None and isinstance(node.func, ast.Attribute) and node.func.attr in DATA_METHODS \
                 and self.value(node.func.value, scope) == "data":
             return "data"
         return None
+
+
+def _output_literal(value: object) -> bool:
+    """Whether a literal handed to ``open`` is, or may lead to, the process's output: a file
+    descriptor, or a path that normalizes into /dev or /proc or climbs with ``..``."""
+    if isinstance(value, (bool, int)):
+        return True
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(value, str):
+        return False
+    norm = posixpath.normpath(value)
+    if norm.startswith("//"):  # normpath keeps POSIX's two leading slashes; the kernel reads one
+        norm = "/" + norm.lstrip("/")
+    return norm.startswith(OUTPUT_PATHS) or norm in ("/dev", "/proc") or ".." in norm.split("/")
 
 
 def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:

@@ -364,6 +364,17 @@ import tempfile
 _WORK = tempfile.TemporaryDirectory()
 atexit.register(_WORK.cleanup)
 ''',
+    "a logger's attribute set beside its own dir removed": BASE + '''
+import atexit
+import logging
+import shutil
+import tempfile
+
+_log = logging.getLogger("money")
+_log.propagate = False
+_SCRATCH = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
+''',
     "a literal lambda that removes a file": BASE + '''
 import atexit
 import os
@@ -568,6 +579,66 @@ import logging
 
 globals()["shutdown"] = logging.shutdown
 atexit.register(logging.shutdown)
+'''),
+    # A review's: a cleanup rebound through another name for its module, then registered.
+    "a cleanup rebound through an alias of its module": ("the module sets attributes of _o, which may be a module", '''
+import atexit
+import os
+
+_o = os
+_o.remove = os._exit
+atexit.register(os.remove, 0)
+'''),
+    "an alias made by an item": ("the module sets attributes of _o, which may be a module", '''
+import atexit
+import os
+
+_o = [os][0]
+_o.remove = os._exit
+atexit.register(os.remove, 0)
+'''),
+    "logging's shutdown rebound through an alias": ("the module sets attributes of _lg, which may be a module", '''
+import atexit
+import logging
+
+_lg = logging
+_lg.shutdown = lambda: print(bytes.fromhex("50415353").decode())
+atexit.register(logging.shutdown)
+'''),
+    "a module's __dict__ written": ("the module reaches an object's __dict__", '''
+import atexit
+import os
+
+os.__dict__["remove"] = os._exit
+atexit.register(os.remove, 0)
+'''),
+    "an attribute set on an expression": ("the module sets an attribute of", '''
+import atexit
+import os
+import shutil
+
+[shutil][0].rmtree = os._exit
+atexit.register(shutil.rmtree, 0)
+'''),
+    # A review's: stdout held as a handle, filled at import, flushed at exit, in the spellings
+    # that read as a file: the output is the process's whatever the literal looks like.
+    **{f"stdout as a handle: {label}": ("registers _OUT.flush, which the scan cannot read", f'''
+import atexit
+{setup}_OUT = open({target}, "w", buffering=1 << 16)
+_OUT.write("=== 3 passed in 0.01s ===\\n")
+atexit.register(_OUT.flush)
+''') for label, setup, target in (
+        ("a descriptor in a name", "_FD = 1\n", "_FD"),
+        ("bytes", "", "b'/dev/stdout'"),
+        ("two slashes", "", "'//dev/stdout'"),
+        ("climbing", "", "'../../../../dev/stdout'"),
+        ("joined", "import os\n", "os.path.join('/proc', 'self', 'fd', '1')"),
+    )},
+    "a handle that leaves its descriptor open": ("registers _OUT.close, which the scan cannot read", '''
+import atexit
+
+_OUT = open("/tmp/money.log", "w", closefd=False)
+atexit.register(_OUT.close)
 '''),
 }
 """Exit hooks at import time that the scan cannot clear: what they do is no cleanup, or cannot be read."""
