@@ -447,6 +447,10 @@ class AdvisesAuthors(Protocol):
         """One line each, on the task whether or not it ships: a prompt still as generated,
         a defence its config turns off (and why)."""
 
+    def lock_refusal(self, spec: RunSpec) -> str | None:
+        """Why ``crucible lock`` can derive no test lists for the planned task (its grading
+        reads no named test results), in one line naming what to change; None where it can."""
+
 
 class Store(Protocol):
     def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:

@@ -57,6 +57,8 @@ class ImageRef:
     base: str = ""
     purpose: str = ""
     inputs: dict = field(default_factory=dict, hash=False, compare=False)
+    arg_roles: tuple[tuple[str, str], ...] = field(default=(), hash=False, compare=False)
+    """``ImageInputs.arg_roles``, carried to the builder that names a failed step by them."""
 
 
 @dataclass
@@ -84,6 +86,10 @@ class ImageInputs:
     missing_base_hint: str = ""
     """What to tell a user whose base image is neither here nor pullable (the flavor knows
     where its images come from; the engine does not). Not an input of the image."""
+    arg_roles: dict[str, str] = field(default_factory=dict)
+    """What a build arg is to the task's author (``INSTALL_CMD`` -> "the task's `install:`
+    step"): a build step that fails while using it is named so, with its value, where
+    Docker would name only its shell text. Not an input of the image."""
 
 
 @dataclass(frozen=True)

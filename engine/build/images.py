@@ -320,7 +320,7 @@ class ContentAddressedBuilder:
             raise BuildError(f"inputs of {ref.tag} changed since it was planned; plan again")
         last_error = self._stream_build(ref, log_path)
         if last_error is not None:
-            raise BuildError(f"build of {ref.tag} failed: {last_error} (log: {log_path})")
+            raise BuildError(_failure(ref, last_error, log_path))
         found = image_info(self.client, ref.tag)
         if found is None:
             raise BuildError(f"build of {ref.tag} ended without the image (log: {log_path})")
@@ -355,3 +355,48 @@ class ContentAddressedBuilder:
                 log.write(f"ERROR: {exc}\n")
                 raise BuildError(f"build of {ref.tag} failed: {exc} (log: {log_path})") from exc
         return None
+
+
+TAIL_LINES = 20
+"""How many of a failed step's last output lines a build error shows (the log has them all)."""
+
+_NONZERO = re.compile(r"returned a non-zero code: (\d+)\s*$")
+_STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NOISE = (" ---> ", "Removing intermediate container", "ERROR: ")
+
+
+def _failure(ref: ImageRef, error: str, log_path: Path) -> str:
+    """What a failed build tells a person. Where a RUN step exited non-zero, Docker's line
+    repeats the step's whole shell text (1.5 KB for Dockerfile.hud) and says nothing of why:
+    instead one line names the step (by the build arg it runs, where the flavor named one:
+    ``ImageRef.arg_roles``) and its exit code, and the step's last lines of output follow."""
+    code = _NONZERO.search(error)
+    if code is None:
+        return f"build of {ref.tag} failed: {error} (log: {log_path})"
+    step, instruction, output = _last_step(log_path)
+    used = set(_VAR.findall(instruction))
+    values = dict(ref.build_args)
+    roles = [f"{role} `{values[arg]}`" for arg, role in ref.arg_roles if arg in used and values.get(arg)]
+    where = f"build step {step} of {ref.tag}"
+    head = (f"{' or '.join(roles)} failed with exit code {code.group(1)} ({where}; log: {log_path})" if roles
+            else f"{where} failed with exit code {code.group(1)} (log: {log_path})")
+    if not output:
+        return f"{head}; it printed nothing"
+    return "\n    ".join([f"{head}; its last lines:", *output])
+
+
+def _last_step(log_path: Path) -> tuple[str, str, list[str]]:
+    """The last step a build log shows started: its number (``12/15``), its instruction, and
+    the last ``TAIL_LINES`` lines it printed (Docker's own bookkeeping lines left out)."""
+    try:
+        lines = [_ANSI.sub("", line).rstrip() for line in log_path.read_text(errors="replace").splitlines()]
+    except OSError:
+        return "?", "", []
+    starts = [i for i, line in enumerate(lines) if _STEP.match(line)]
+    if not starts:
+        return "?", "", []
+    found = _STEP.match(lines[starts[-1]])
+    assert found is not None  # matched above
+    output = [line for line in lines[starts[-1] + 1:] if line.strip() and not line.startswith(_NOISE)]
+    return found.group(1), found.group(2), output[-TAIL_LINES:]

@@ -5,6 +5,7 @@ already in the cache; without ``--dry-run``, build the missing ones (once each).
 """
 from __future__ import annotations
 
+from engine.errors import BuildError
 from engine.config.compose import combinations, compose_config, no_task_selected, to_typed
 from engine.models import ImageRef
 from engine.run.session import Session, housekeeping, open_store, session_for
@@ -30,7 +31,11 @@ def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
         assert session is not None  # images has entries only once a session planned them
         status = session.builder.status(ref)
         if not dry_run and status == "missing":
-            record = session.builder.ensure(ref, store)
+            try:
+                record = session.builder.ensure(ref, store)
+            except BuildError as exc:  # named by the tasks it is for, as a batch names it
+                raise BuildError(f"task{'s' if len(set(tasks)) > 1 else ''} {', '.join(sorted(set(tasks)))}: "
+                                 f"{exc}") from exc
             status = f"built in {record.seconds:.1f}s"
         rows.append((tag, ref.input_hash[:16], status, ", ".join(sorted(set(tasks)))))
     echo(format_table(["image", "input hash", "status", "for tasks"], rows))

@@ -86,11 +86,30 @@ def _failures(job: Job) -> list[str]:
             problems.append(f"reward {record.reward} (expected {expected})")
         if record.warnings:  # the golden's replay warns when a validation step failed
             problems.append(f"validation warnings: {'; '.join(record.warnings)}")
-    rewards = {r.reward for r in job.records if r.status == "completed"}
-    if len(job.records) > 1 and (len(rewards) > 1 or any(r.status != "completed" for r in job.records)):
-        problems.append(f"not reproducible: verdicts differ across {len(job.records)} runs: "
-                        f"{[r.reward if r.status == 'completed' else r.status for r in job.records]}")
+    if len(job.records) > 1 and not _agree(job):
+        problems.append(f"not reproducible: verdicts differ across {len(job.records)} runs: {_verdicts(job)}")
     return problems
+
+
+def _verdicts(job: Job) -> list[float | str | None]:
+    """Each run's verdict: its reward, or its status where it did not complete."""
+    return [r.reward if r.status == "completed" else r.status for r in job.records]
+
+
+def _agree(job: Job) -> bool:
+    """Whether every run of the side completed with one reward (a failure is no verdict)."""
+    return all(r.status == "completed" for r in job.records) and len(set(_verdicts(job))) == 1
+
+
+def _repeats(task_id: str, roles: dict[str, Job]) -> str:
+    """One line of what ``--check N`` ran for a task: per side, how many runs (a verdict taken
+    from the store counts as one) and whether they agreed, so a pass says it was repeated."""
+    sides = []
+    for role, job in roles.items():
+        said = f"all {_verdicts(job)[0]}" if _agree(job) else f"verdicts differ: {_verdicts(job)}"
+        stored = ", the first from the store" if job.from_store else ""
+        sides.append(f"{role} {len(job.records)} runs{stored}, {said}")
+    return f"repeats {task_id}: {'; '.join(sides)}"
 
 
 def _notes(job: Job) -> list[str]:
@@ -136,6 +155,9 @@ def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, pa
                      round(seconds, 2), source, "FAIL" if any(_failures(j) for j in mine) else "ok"))
         failed += [(job, problem) for job in mine for problem in _failures(job)]
     echo(format_table(["task", *role_names, "seconds", "verdicts from", "gate"], rows))
+    if check:
+        for task_id, roles in sorted(by_task.items()):
+            echo(_repeats(task_id, roles))
     for task_id, roles in sorted(by_task.items()):
         for note in dict.fromkeys(n for job in roles.values() for n in _notes(job)):
             echo(f"note {task_id}: {note}")

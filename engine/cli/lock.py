@@ -2,7 +2,9 @@
 
 For every selected task, the flavor's golden and baseline are run (planned as if the task had
 no lock; ``--check N`` runs each N more times) and the named test results of the two sides
-give the fail-to-pass and pass-to-pass lists (``engine.plan.lock.derive_lists``). They go into
+give the fail-to-pass and pass-to-pass lists (``engine.plan.lock.derive_lists``). A task whose
+grading reads no named results (the flavor says so: ``AdvisesAuthors.lock_refusal``) is one
+line before anything runs. They go into
 the task's lock file with the resolved SHAs and the image's input hash. A task whose F2P comes
 out empty is not shippable: nothing is written for it, and the command fails.
 """
@@ -12,6 +14,7 @@ import asyncio
 
 from engine.cli.check import Job, plan_jobs
 from engine.errors import ConfigError
+from engine.interfaces import AdvisesAuthors
 from engine.plan import lock
 from engine.run.batch import run_batch
 from engine.run.session import housekeeping
@@ -36,6 +39,10 @@ def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2, echo=pr
             raise ConfigError(f"task '{task_id}' lists fail_to_pass/pass_to_pass itself: a lock would not be used")
         if lock.lock_path(task_id) is None:
             raise ConfigError(f"task '{task_id}' has no config file to put a lock beside")
+        flavor = roles["golden"].flavor
+        refused = flavor.lock_refusal(roles["golden"].batch.plan.spec) if isinstance(flavor, AdvisesAuthors) else None
+        if refused:  # said before anything runs: every run would end in "read no named test results"
+            raise ConfigError(refused)
     housekeeping(session.store)
     asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "lock", parallel=parallel,
                           reuse=True, repeats=check))

@@ -177,7 +177,7 @@ def _job(cfg) -> None:
     from omegaconf import OmegaConf
 
     from engine.config.compose import to_typed
-    from engine.errors import UserError
+    from engine.errors import BuildError, UserError
     from engine.run.batch import BatchJob, run_batch
     from engine.run.session import housekeeping, session_for
     from engine.plan.spec import plan
@@ -200,6 +200,13 @@ def _job(cfg) -> None:
         print(f"crucible run: {exc}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code
         mark_job(run_dir, USER_ERROR_MARKER, str(exc))  # a sweep's summary reports it
+        return
+    except BuildError as exc:
+        # No run started, so none records it: said here (the step and its last output), not
+        # as Hydra's traceback.
+        print(f"crucible run: {exc}", file=sys.stderr)
+        _outcome["exit_code"] = 1
+        mark_job(run_dir, USER_ERROR_MARKER, str(exc).splitlines()[0])
         return
     print_record(record)
     _outcome["exit_code"] = 0 if record.status == "completed" else 1

@@ -161,6 +161,8 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
         if not inputs.missing_base_hint:
             raise
         raise BaseImageMissing(f"{exc}; {inputs.missing_base_hint}") from exc
+    if inputs.arg_roles:
+        image = dataclasses.replace(image, arg_roles=tuple(sorted(inputs.arg_roles.items())))
     agent_image = _agent_layer(cfg, builder, image)
     planned_task = planned.task
     if use_lock and not (planned_task.fail_to_pass or planned_task.pass_to_pass):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from engine.errors import BuildError
 from engine.models import RunRecord
 from engine.plan.spec import Plan
 
@@ -102,7 +103,12 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     serving.add_done_callback(lambda f: f.cancelled() or f.exception())  # awaited by every run
     ensured = {}
     for image in {image.tag: image for job in pending for image in job.plan.images}.values():
-        ensured[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+        try:
+            ensured[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+        except BuildError as exc:
+            # The builder knows images, not tasks: the user fixes a task, so it is named first.
+            tasks = sorted({job.plan.spec.task_id for job in pending if image in job.plan.images})
+            raise BuildError(f"task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}: {exc}") from exc
     runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured,
                     serving=serving)
 

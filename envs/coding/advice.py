@@ -1,7 +1,7 @@
 """What the coding flavor tells a task's author in ``crucible check``'s output
 (``engine.interfaces.AdvisesAuthors``): the command that fixes a gate side failed by skips,
 a prompt still as ``crucible task new`` took it from the fix's commit, a canary the test
-command leaves no room for. Pure functions of the planned task and one raw grade."""
+command leaves no room for, a lock asked of a task whose grading names no tests. Pure functions of the planned task and one raw grade."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -30,3 +30,18 @@ def notes(spec: RunSpec, raw: Mapping[str, Any]) -> list[str]:
         found.append("no canary (raw_grade.canary.skipped): the test command has no {test_files}, where the "
                      "grader adds its canary test to pytest's arguments; put {test_files} in test_command for one")
     return found
+
+
+def lock_refusal(spec: RunSpec) -> str | None:
+    task, integrity = spec.task, spec.integrity
+    if grader.isolates(task, integrity):
+        # The isolated verdict's pytest runs outside the repo and is judged by its launcher,
+        # per scenario: there are no per-test results to split into lists, and none needed.
+        return (f"task '{task.id}' reads no named test results (isolated_verdict: true under "
+                f"integrity={integrity.mode}: its launcher judges the scenarios), so there are no tests to lock; "
+                "it needs none: `crucible check` gates it as it is (a lock is for a task whose results name each "
+                "test: results.format pytest, go or parser, without isolated_verdict)")
+    if grader.declared_format(task) == "none":
+        return (f"task '{task.id}' reads no named test results (results.format {task.results.format!r} for "
+                f"`{task.test_command}`), so there are no tests to lock: set results.format (pytest, go, parser)")
+    return None

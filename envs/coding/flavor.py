@@ -98,7 +98,9 @@ class CodingFlavor:
             "BASELINE_REF": task.refs.baseline,
         }
         context = _baseline_context(repo_path, task, ctx.cache_dir)
-        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), build_args))
+        roles = {"INSTALL_CMD": "the `install:` step", "SYSTEM_PACKAGES": "the `system_packages` install"}
+        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), build_args,
+                                                        arg_roles=roles))
 
     # ------------------------------------------------------------ run
     def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:
@@ -249,6 +251,9 @@ class CodingFlavor:
 
     def notes(self, spec: RunSpec, raw: Mapping[str, Any]) -> list[str]:
         return advice.notes(spec, raw)
+
+    def lock_refusal(self, spec: RunSpec) -> str | None:
+        return advice.lock_refusal(spec)
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         """The reason, the diff's apply result and the test command's exit code and last

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import re
 import uuid
 from pathlib import Path
 
@@ -212,7 +213,8 @@ def test_concurrent_ensure_of_one_tag_builds_it_once(docker_client, builder, bas
 @pytest.mark.slow
 def test_failing_run_step_raises_build_error_naming_the_log(builder, base_image, built_tags, tmp_path):
     # The failing step comes first, so no intermediate image is left behind.
-    failing = f"ARG BASE\nFROM ${{BASE}}\nRUN echo about-to-fail {uuid.uuid4().hex} && exit 7\n"
+    marker = uuid.uuid4().hex
+    failing = f"ARG BASE\nFROM ${{BASE}}\nRUN echo about-to-fail {marker} && exit 7\n"
     dockerfile, context = make_context(tmp_path, dockerfile=failing)
     ref = builder.plan(dockerfile, context, {"BASE": base_image}, "test")
     built_tags.append(ref.tag)
@@ -223,9 +225,14 @@ def test_failing_run_step_raises_build_error_naming_the_log(builder, base_image,
         builder.ensure(ref, store)
     _, rows = store.query(f"select cache_hit, error from builds where input_hash = '{ref.input_hash}'")
     assert rows == [(False, str(caught.value))]  # the failure is recorded, not lost
-    log_path = Path(str(caught.value).split("(log: ")[1].rstrip(")"))
+    head, *tail = str(caught.value).splitlines()
+    log_path = Path(head.split("(log: ")[1].split(")")[0])
     assert log_path.is_file() and "about-to-fail" in log_path.read_text()
-    assert "returned a non-zero code: 7" in str(caught.value)
+    # The step and its exit code on one line, then what the step printed (not Docker's line,
+    # which repeats the step's shell text).
+    assert re.fullmatch(rf"build step \d+/\d+ of {re.escape(ref.tag)} failed with exit code 7 "
+                        rf"\(log: {re.escape(str(log_path))}\); its last lines:", head), head
+    assert tail == [f"    about-to-fail {marker}"]
     assert builder.status(ref) == "missing"
 
 

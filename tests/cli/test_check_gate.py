@@ -59,6 +59,11 @@ def test_check_n_reruns_deterministic_tasks_and_passes_on_the_sample_set(sample_
         "GROUP BY spec_hash"
     )[1]
     assert len(per_spec) == 8 and all(count >= 4 for _, count in per_spec)
+    # The output says what was repeated: per task and side, the runs and that they agreed
+    # (the module's first check stored each verdict, so the fourth run comes from the store).
+    repeats = sorted(line for line in proc.stdout.splitlines() if line.startswith("repeats "))
+    assert repeats == [f"repeats {task}: golden 4 runs, the first from the store, all 1.0; "
+                       "baseline 4 runs, the first from the store, all 0.0" for task in sorted(table_rows(proc.stdout))]
 
 
 @pytest.mark.parametrize("task, problem, raw_grade", [
@@ -89,6 +94,11 @@ def test_check_n_catches_a_flaky_task_and_names_it(docker_client):
     proc = crucible("check", "task=fixtures/flaky", "--check", "3")
     assert proc.returncode == 1, proc.stdout
     assert "FAIL fixtures/flaky" in proc.stdout
+    repeats = [line for line in proc.stdout.splitlines() if line.startswith("repeats fixtures/flaky: ")]
+    assert len(repeats) == 1 and "golden 4 runs" in repeats[0] and "baseline 4 runs" in repeats[0], proc.stdout
+    # The coin may come out constant on a side; the line says the runs differ exactly where the
+    # gate found them not reproducible.
+    assert ("verdicts differ: [" in repeats[0]) == ("not reproducible" in proc.stdout), proc.stdout
 
 
 def test_a_broken_validation_fails_the_gate_even_when_the_golden_scores(docker_client, tmp_path):
@@ -106,3 +116,25 @@ def test_a_broken_validation_fails_the_gate_even_when_the_golden_scores(docker_c
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert proc.returncode == 1, proc.stdout
     assert "validation warnings" in proc.stdout and "no_such_tool" in proc.stdout
+
+
+@pytest.mark.parametrize("command", [["check"], ["run", "agent=noop"]])
+def test_a_failed_install_step_is_one_line_naming_task_and_step_then_the_builds_last_lines(docker_client, base_image,
+                                                                                          tmp_path, command):
+    conf = tmp_path / "task" / "fixtures"
+    conf.mkdir(parents=True)
+    good = (ROOT / "tests" / "conf" / "task" / "fixtures" / "good.yaml").read_text()
+    (conf / "install_fails.yaml").write_text(
+        good.replace("name: good", "name: install_fails")
+        + "refs: {baseline: good_baseline, test: good_test, golden: good_golden}\n"
+        + "install: \"echo boom >&2; exit 3\"\n")
+    env = {**os.environ, "CRUCIBLE_CONFIG_PATH": f"{FIXTURES}:{tmp_path}"}
+    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", *command, "task=fixtures/install_fails"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert "Traceback" not in proc.stderr and len(lines) == 2, proc.stderr
+    assert "task fixtures/install_fails: the `install:` step `echo boom >&2; exit 3` failed with exit code 3" in lines[0]
+    assert "/builds/" in lines[0] and lines[0].endswith("its last lines:")
+    assert "set -eu" not in proc.stderr  # not Docker's line, which repeats the step's whole shell text
+    assert lines[1] == "    boom"  # what the step printed, which only the build log had

@@ -235,3 +235,26 @@ def test_lists_on_a_task_that_reads_no_named_results_are_one_line(tmp_path, dock
     proc = crucible(conf, "check", "task=lk/calc")
     assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
     assert "task 'lk/calc' lists fail_to_pass/pass_to_pass but reads no named test results" in proc.stderr
+
+
+@pytest.mark.parametrize("task", ["sample/last_page", "sample/query_ops"])
+def test_lock_on_a_sample_task_says_in_one_line_that_it_reads_no_named_results(task, tmp_path):
+    # The sample tasks' verdicts are isolated: refused before anything is built or run.
+    proc = crucible(tmp_path, "lock", f"task={task}", timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"task '{task}' reads no named test results (isolated_verdict: true under integrity=strict" in proc.stderr
+    assert "`crucible check` gates it as it is" in proc.stderr and not proc.stdout
+    assert not (ROOT / "conf" / "task" / f"{task}.lock").exists()
+
+
+def test_lock_on_a_task_with_no_results_format_names_the_setting(tmp_path):
+    conf = tmp_path / "conf"
+    (conf / "task" / "lk").mkdir(parents=True)
+    repo = task_repo(tmp_path, STEADY_SUITE)
+    (conf / "task" / "lk" / "calc.yaml").write_text(
+        f"name: calc\nset: lk\nrepo: {repo}\ntest_command: make test\nprompt: p\n"
+        "system_packages: [python3, python3-pytest]\n")
+    proc = crucible(conf, "lock", "task=lk/calc", "integrity=vault", timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert ("task 'lk/calc' reads no named test results (results.format 'auto' for `make test`), so there are no "
+            "tests to lock: set results.format (pytest, go, parser)") in proc.stderr
