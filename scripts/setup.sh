@@ -11,7 +11,10 @@ command -v git >/dev/null 2>&1 || need_pkgs+=(git)
 command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
 command -v bwrap >/dev/null 2>&1 || need_pkgs+=(bubblewrap)
 command -v shellcheck >/dev/null 2>&1 || need_pkgs+=(shellcheck)  # tests/test_shell_scripts.py
-command -v docker-registry >/dev/null 2>&1 || need_pkgs+=(docker-registry)  # tests/build/test_base_pull.py: a registry on 127.0.0.1
+command -v docker-registry >/dev/null 2>&1 || need_pkgs+=(docker-registry)
+command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)  # OpenSSH as the reference client of a run's ssh endpoint
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)  # crucible view's browser tests (tests/view)
+command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)  # tests/build/test_base_pull.py: a registry on 127.0.0.1
 [ "$(dpkg-query -W -f='${db:Status-Status}' python3-pytest 2>/dev/null)" = installed ] || need_pkgs+=(python3-pytest)  # runtime=local: the sample tasks' system_packages
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_pkgs[*]}"
