@@ -27,6 +27,7 @@ from engine.models import (
     RunRecord,
     RunSpec,
     Step,
+    TaskLimits,
     TerminalRecord,
     Verdict,
 )
@@ -42,11 +43,20 @@ host-side endpoints as unix sockets (its MCP server, ``mcp.sock``), reached with
 network, read-only inside."""
 
 
+@dataclass(frozen=True)
+class TtySize:
+    """A terminal's size in character cells, for ``open_process(tty=...)`` and ``Process.resize``."""
+
+    cols: int
+    rows: int
+
+
 @runtime_checkable
 class Process(Protocol):
     """A running command with streaming stdin/stdout, for SSH sessions and tmux.
 
-    stdout and stderr are merged unless the backend says otherwise.
+    stdout and stderr are merged (``read``) unless it was opened with ``separate_stderr``;
+    with a ``tty`` both go to the terminal, so ``read`` gives everything it shows.
     """
 
     async def write(self, data: bytes) -> None:
@@ -54,7 +64,8 @@ class Process(Protocol):
         its stdin was closed."""
 
     async def close_stdin(self) -> None:
-        """Send EOF on stdin. A second call (or one after the stdin broke) does nothing."""
+        """Send EOF on stdin (on a terminal: type the EOF character, ^D). A second call (or one
+        after the stdin broke) does nothing."""
 
     async def read(self, n: int = 65536) -> bytes:
         """Next chunk of output; b"" at end of stream."""
@@ -64,6 +75,14 @@ class Process(Protocol):
 
     async def kill(self) -> None:
         """SIGKILL the whole process group. Idempotent."""
+
+    async def read_stderr(self, n: int = 65536) -> bytes:
+        """Next chunk of stderr when opened with ``separate_stderr`` (b"" at its end); without it
+        (stderr is in ``read``'s stream) b"" at once. Never raises for a process that has exited."""
+
+    async def resize(self, size: TtySize) -> None:
+        """Set the terminal's size (the command gets SIGWINCH) when opened with a ``tty``;
+        without one it does nothing. Never raises for a process that has exited."""
 
 
 @runtime_checkable
@@ -109,8 +128,17 @@ class Workspace(Protocol):
         user: int = ROOT_UID,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        tty: TtySize | None = None,
+        separate_stderr: bool = False,
     ) -> Process:
-        """Start ``argv`` with streaming stdin/stdout (merged). For SSH and tmux."""
+        """Start ``argv`` with streaming stdin/stdout (merged). For SSH and tmux.
+
+        ``separate_stderr``: stderr is its own stream (``Process.read_stderr``), not in ``read``'s.
+        ``tty``: the command runs on a fresh terminal of that size (its controlling terminal,
+        owned by ``user``; stdin, stdout and stderr all are the terminal, so ``separate_stderr``
+        does not apply), resized with ``Process.resize``; what is written is typed on it, and
+        what it shows (echo included, lines ending CR LF) is ``read``. Raises ``WorkspaceError``
+        when the backend cannot start it, ``ValueError`` for an empty ``argv`` or a size < 1."""
 
     async def read_file(self, path: str) -> bytes:
         """Whole file, read as root. Raises FileNotFoundError, IsADirectoryError."""
@@ -142,10 +170,13 @@ class Runtime(Protocol):
         images; a runtime without Docker brings its own templates)."""
 
     def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None) -> Workspace:
+                  bridge: str | None = None, limits: TaskLimits | None = None) -> Workspace:
         """A not-yet-started workspace; entering its context starts it. ``purpose`` is
         'agent' or 'grade' (a label for reaping and debugging). ``bridge``: a host directory
-        that appears read-only at ``BRIDGE_PATH`` inside (the host must be the runtime's)."""
+        that appears read-only at ``BRIDGE_PATH`` inside (the host must be the runtime's).
+        ``limits``: a task's cpus and memory, over the runtime's own (passed only when the
+        spec has some; a runtime whose ``limits_resources`` is not True cannot apply them, and
+        the run's warnings say so)."""
 
 
 class ImageBuilder(Protocol):
@@ -285,6 +316,18 @@ class ToolSet(Protocol):
         """Run one tool call: (text, is_error). Never raises for the agent's mistakes."""
 
 
+@runtime_checkable
+class RecordsServedCalls(Protocol):
+    """What an agent working from outside crucible adds (optional; agent ``external``): the run
+    serves it ``served_tools(tools)`` instead of the flavor's tools (each call recorded, tools of
+    its own added), and its SSH server reports each command or session to ``record_step``, since
+    such an agent records no steps of its own."""
+
+    def served_tools(self, tools: ToolSet) -> ToolSet: ...
+
+    def record_step(self, step: Step) -> None: ...
+
+
 @dataclass(frozen=True)
 class PlanContext:
     """What the engine hands a flavor at plan time."""
@@ -311,6 +354,9 @@ class PlannedTask:
 
     task: "TaskConfig"
     image: ImageInputs
+    limits: TaskLimits | None = None
+    """The task's own limits (agent and grading time, cpus, memory, network), where it names
+    any: planning folds them into the spec, the runtime applies them (``TaskLimits``)."""
 
 
 class Flavor(Protocol):
@@ -466,6 +512,9 @@ class Store(Protocol):
 
     def completed_runs_for(self, spec_hashes: list[str]) -> dict[str, RunRecord]: ...
 
+    def link_sweep_run(self, sweep_id: str, run_id: str) -> None:
+        """Record that sweep ``sweep_id`` reused the completed run ``run_id`` (``resume=true``)."""
+
     def query(self, sql: str) -> tuple[list[str], list[tuple]]: ...
 
 
@@ -475,6 +524,7 @@ __all__ = [
     "UpstreamFix",
     "ROOT_UID",
     "RunServices",
+    "RecordsServedCalls",
     "GradesInMany",
     "Agent",
     "AgentContext",
@@ -483,7 +533,9 @@ __all__ = [
     "GateRole",
     "PlanContext",
     "PlannedTask",
+    "TaskLimits",
     "ToolSet",
+    "TtySize",
     "ImageBuilder",
     "Process",
     "Runtime",

@@ -5,7 +5,16 @@ streamable-HTTP session manager, in a Starlette app run by uvicorn inside the ca
 event loop. One server per run, bound to 127.0.0.1 on an ephemeral port (we bind the
 socket ourselves, so there is no race for the port) or to a unix socket (``uds=``, for
 coding CLIs inside a container: bind-mount the socket, no network needed). Every request
-must carry ``Authorization: Bearer <token>``, the per-run token; others get 401.
+must carry ``Authorization: Bearer <token>``, the per-run token (others get 401), and a
+foreign ``Host`` or ``Origin`` gets 403 (engine/capabilities/mcp_guard.py).
+
+A tool call whose request carries a progress token gets a progress notification every
+``ServeOptions.progress_every`` seconds while it runs, so a client that resets its timeout
+on progress waits as long as the call takes. A client's ``notifications/cancelled`` cancels
+the call (the SDK cancels its handler), which kills the command in the workspace. Leaving the
+block answers every call still in flight ("cancelled: the server is shutting down", its
+command killed), ends every session's streams, then stops uvicorn: ~0.2 s, and nothing
+printed.
 
     async with serve_mcp(tools, token=token) as url:
         ...  # agents connect to url with the token
@@ -18,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 import socket
@@ -29,18 +37,23 @@ import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
 from starlette.routing import Mount
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engine.capabilities.mcp_calls import InFlight, end_sessions, report_progress
+from engine.capabilities.mcp_guard import RequestGuard
+from engine.capabilities.call_journal import CallJournal
+from engine.capabilities.serving import SERVE_OPTIONS, bind_tcp
 from engine.errors import AgentError
+from engine.models import Step
 
 MCP_PATH = "/mcp"
 MCP_SOCKET = "mcp.sock"
 """The server's unix socket in a workspace's bridge (``BRIDGE_PATH``): HTTP, path ``/mcp/``, the
 run's bearer token, for agents working inside a workspace without a network."""
-SHUTDOWN_GRACE = 2  # seconds; an int, as uvicorn types timeout_graceful_shutdown
+SHUTDOWN_GRACE = 1  # seconds; an int, as uvicorn types timeout_graceful_shutdown
+"""What uvicorn gives connections still open once every session was ended (none, normally)."""
 STARTUP_TIMEOUT = 10.0
+
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +76,13 @@ class ToolProvider(Protocol):
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]: ...
 
 
-def build_server(tools: ToolProvider, name: str = "crucible") -> Server:
-    """The low-level MCP server exposing ``tools``."""
+def build_server(tools: ToolProvider, name: str = "crucible", *, in_flight: InFlight | None = None,
+                 progress_every: float | None = None) -> Server:
+    """The low-level MCP server exposing ``tools``; its calls tracked in ``in_flight``, each
+    reporting progress every ``progress_every`` seconds when the client asked for it."""
     server: Server = Server(name)
+    calls = in_flight if in_flight is not None else InFlight()
+    every = progress_every if progress_every is not None else SERVE_OPTIONS.get().progress_every
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
@@ -76,30 +93,18 @@ def build_server(tools: ToolProvider, name: str = "crucible") -> Server:
 
     @server.call_tool()
     async def call_tool(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        text, is_error = await tools.call(tool, dict(arguments or {}))
+        ctx = server.request_context
+        token = ctx.meta.progressToken if ctx.meta is not None else None
+        ticker = (asyncio.ensure_future(report_progress(ctx.session, token, ctx.request_id, every))
+                  if token is not None and every > 0 else None)
+        try:
+            text, is_error = await calls.run(tools.call(tool, dict(arguments or {})))
+        finally:
+            if ticker is not None:
+                ticker.cancel()
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=is_error)
 
     return server
-
-
-class BearerAuth:
-    """ASGI middleware: 401 unless ``Authorization: Bearer <token>`` matches (constant time)."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        if not token:
-            raise ValueError("an MCP server needs a non-empty bearer token")
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                response = JSONResponse({"error": "unauthorized"}, status_code=401,
-                                        headers={"WWW-Authenticate": "Bearer"})
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class _QuietServer(uvicorn.Server):
@@ -110,7 +115,7 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
-def _bind(uds: str | None) -> tuple[socket.socket, str]:
+def _bind(uds: str | None, host: str = "127.0.0.1") -> tuple[socket.socket, str]:
     if uds is not None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(uds)
@@ -118,10 +123,12 @@ def _bind(uds: str | None) -> tuple[socket.socket, str]:
         sock.bind(uds)
         os.chmod(uds, 0o666)  # the token, not file permissions, is the gate (uids differ in containers)
         return sock, f"http://localhost{MCP_PATH}/"
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}{MCP_PATH}/"
+    try:
+        sock = bind_tcp(host)
+    except OSError as exc:
+        raise AgentError(f"the MCP server cannot listen on {host}: {exc}") from exc
+    shown = f"[{host}]" if ":" in host else host
+    return sock, f"http://{shown}:{sock.getsockname()[1]}{MCP_PATH}/"
 
 
 @contextlib.asynccontextmanager
@@ -130,11 +137,17 @@ async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
     """Serve ``tools`` until the block exits; yields the URL (with ``uds``, reach it over that
     socket). ``also_uds``: the same server listens on that unix socket too (a workspace's
     bridge: agents inside a workspace without a network reach it there)."""
-    manager = StreamableHTTPSessionManager(app=build_server(tools, name), session_idle_timeout=None)
+    options = SERVE_OPTIONS.get()
+    in_flight = InFlight()
+    manager = StreamableHTTPSessionManager(app=build_server(tools, name, in_flight=in_flight),
+                                           session_idle_timeout=None)
     app = Starlette(routes=[Mount(MCP_PATH, app=manager.handle_request)])
-    sock, url = _bind(uds)
+    sock, url = _bind(uds, options.host)
     sockets = [sock] + ([_bind(also_uds)[0]] if also_uds else [])
-    config = uvicorn.Config(BearerAuth(app, token), lifespan="off", log_level="warning",
+    port = None if uds is not None else sock.getsockname()[1]
+    guard = RequestGuard(app, token, bound="localhost" if uds is not None else options.host, port=port,
+                         allowed_origins=options.allowed_origins)
+    config = uvicorn.Config(guard, lifespan="off", log_level="warning",
                             timeout_graceful_shutdown=SHUTDOWN_GRACE, access_log=False)
     server = _QuietServer(config)
     try:
@@ -144,6 +157,7 @@ async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
                 await _until_started(server, task)
                 yield url
             finally:
+                await end_sessions(manager, in_flight)
                 await _stop(server, task)
     finally:
         for each in sockets:
@@ -226,6 +240,10 @@ class McpService:
             raise AgentError("the MCP server stopped before it started")
         return self._url.result()
 
+    def calls(self) -> list[Step]:
+        """The tool calls served so far, those still running among them (``CallJournal``)."""
+        return self._tools.journal.steps()
+
     async def stop(self) -> None:
         """Refuse further tool calls and ask the server to stop. Returns at once, the server
         draining in the background, unless a tool call is still running: then it waits until
@@ -273,6 +291,7 @@ class _LateTools:
         self.ready: asyncio.Future | None = None
         self.closed = False
         self.running = 0
+        self.journal = CallJournal()
 
     def specs(self) -> list[dict]:
         return self.bound.specs() if self.bound is not None else []
@@ -281,6 +300,7 @@ class _LateTools:
         if self.bound is None or self.closed:
             return "Error: the task's tools are not available now (the agent's turn is not on)", True
         self.running += 1
+        started = self.journal.started(name, arguments)
         try:
             if self.ready is not None:
                 try:
@@ -291,6 +311,10 @@ class _LateTools:
                     return "Error: the workspace could not be set up; no tool can run", True
                 except Exception:
                     return "Error: the workspace could not be set up; no tool can run", True
-            return await self.bound.call(name, arguments)
+            text, is_error = await self.bound.call(name, arguments)
+            self.journal.ended(started, text, is_error)
+            return text, is_error
         finally:
+            self.journal.forget(started)
             self.running -= 1
+

@@ -24,6 +24,7 @@ import contextlib
 import json
 import secrets
 import shlex
+import signal
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
@@ -104,7 +105,8 @@ async def run_bash(conn: asyncssh.SSHClientConnection, command: str, timeout: fl
 
     The text is what the MCP bash tool returns for the same command, so a step reads the
     same whichever capability staged it: the output (stdout and stderr merged), then
-    ``[exit code N]`` when N is not 0. A timeout closes the session (the server then kills
+    ``[exit code N]`` when N is not 0 (128 + N for a session killed by signal N, which the server
+reports as an exit signal). A timeout closes the session (the server then kills
     the command's process group) and returns 124 with a "timed out" note instead. Raises
     ``AgentError`` when no session can be opened.
     """
@@ -134,7 +136,17 @@ async def _collect(process: asyncssh.SSHClientProcess, output: BoundedBuffer) ->
         output.add(chunk)
     await process.wait_closed()
     status = process.exit_status
+    if process.exit_signal is not None:
+        return _signal_code(process.exit_signal[0])
     return NO_STATUS_EXIT_CODE if status is None or status < 0 else status
+
+
+def _signal_code(name: str) -> int:
+    """A command killed by signal ``name`` as the MCP bash tool reports it: 128 + its number."""
+    try:
+        return 128 + signal.Signals[f"SIG{name}"].value
+    except KeyError:
+        return NO_STATUS_EXIT_CODE
 
 
 def _text(output: BoundedBuffer, mark: bytes, completed: bool = True) -> str:

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Callable
 
 from engine.agents import AgentContext, AgentOutcome
 from engine.errors import CrucibleError
-from engine.interfaces import Flavor, GradesInMany, RunServices, TerminalSink, Workspace, capabilities_used
+from engine.interfaces import (Flavor, GradesInMany, RecordsServedCalls, RunServices, TerminalSink, Workspace,
+                               capabilities_used)
 from engine.models import CapturedSubmission, RunRecord, Verdict
 from engine.config.plugins import instantiate
 from engine.plan.spec import Plan, make_agent
@@ -88,9 +89,11 @@ class Runner:
         now, ahead of ``execute(..., ahead=)``: a batch does this while the run waits for a
         slot. Its images must exist (a batch ensures them before anything fans out)."""
         bridge = _new_bridge()
-        grading = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade")
+        grading = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade",
+                                         **limited(plan.spec))
         agent = self.runtime.provision(plan.agent_workspace_image, run_id=run_id,
-                                       network=plan.spec.integrity.agent_network, purpose="agent", bridge=bridge)
+                                       network=plan.spec.integrity.agent_network, purpose="agent", bridge=bridge,
+                                       **limited(plan.spec))
         # The agent's first: it is the first one a run waits for.
         agent_started = asyncio.ensure_future(agent.__aenter__())
         grading_started = asyncio.ensure_future(grading.__aenter__())
@@ -118,7 +121,8 @@ class Runner:
         """The further fresh grading workspaces of a ``GradesInMany`` flavor, each starting."""
         extra = []
         for _ in range(flavor.grading_workspaces(plan.spec) - 1 if isinstance(flavor, GradesInMany) else 0):
-            workspace = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade")
+            workspace = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade",
+                                               **limited(plan.spec))
             extra.append((workspace, asyncio.ensure_future(workspace.__aenter__())))
         return extra
 
@@ -230,7 +234,7 @@ class Runner:
             # itself must not change how the hidden tests run.
             if parts.grading_started is None:  # not started ahead of the run
                 parts.grading = self.runtime.provision(plan.image, run_id=record.run_id, network=False,
-                                                       purpose="grade")
+                                                       purpose="grade", **limited(spec))
                 parts.grading_started = asyncio.ensure_future(parts.grading.__aenter__())
                 # A flavor that grades in more than one fresh workspace (a differential re-run)
                 # gets the others started now too, together with the first: their start-up is
@@ -289,7 +293,7 @@ class Runner:
                 # The agent's image: its declared needs layered over the task image (grading's).
                 workspace = self.runtime.provision(plan.agent_workspace_image, run_id=record.run_id,
                                                    network=spec.integrity.agent_network, purpose="agent",
-                                                   bridge=parts.bridge)
+                                                   bridge=parts.bridge, **limited(spec))
                 ws = await workspace.__aenter__()
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
@@ -311,6 +315,7 @@ class Runner:
             with phase.timed("agent"):
                 outcome = await _agent_outcome(agent_run, timeouts.agent, mcp, parts.ssh)
             record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+            record.warnings = [*limit_warnings(spec, self.runtime), *record.warnings]
             record.final_answer = outcome.answer or None
             if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
                 raise asyncio.TimeoutError  # its steps are recorded; the run is a timeout, never graded
@@ -320,6 +325,32 @@ class Runner:
             return submission
         finally:
             parts.agent_closed = asyncio.ensure_future(workspace.close())
+
+
+def limited(spec) -> dict:
+    """``provision``'s ``limits`` for a spec whose task names its own (``TaskLimits``); nothing
+    otherwise, so a runtime from before task limits provisions as it always did."""
+    return {"limits": spec.limits} if getattr(spec, "limits", None) is not None else {}
+
+
+LIMIT_NOTICE = "task limit: "
+"""How a task-limit warning begins: a notice of what the run withheld, not a failed step (the
+shipping gate, which fails a golden with warnings, passes over these)."""
+
+
+def limit_warnings(spec, runtime) -> list[str]:
+    """One line each for a task limit the run does not give: a network the integrity mode
+    withholds, cpus or memory a runtime without cgroups cannot set."""
+    limits, found = getattr(spec, "limits", None), list[str]()
+    if limits is None:
+        return found
+    if limits.network and not spec.integrity.agent_network:
+        found.append(f"{LIMIT_NOTICE}the task allows the agent internet access; integrity {spec.integrity.mode} "
+                     "gives it no network")
+    if (limits.cpus or limits.memory_bytes) and not getattr(runtime, "limits_resources", False):
+        found.append(f"{LIMIT_NOTICE}the task's cpus/memory are not applied: runtime "
+                     f"{getattr(runtime, 'name', spec.runtime.name)} sets no cgroups")
+    return found
 
 
 async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpService | None",
@@ -332,6 +363,8 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpServi
     ``set_up``: the setup already under way (or done) since the run waited for its slot.
     ``mcp`` None / ``serve_ssh`` False: the agent connects to neither, so neither is served."""
     tools = flavor.tools(ws, spec)
+    # An outside agent records no steps itself: the servers record them for it.
+    observed = agent if isinstance(agent, RecordsServedCalls) else None
     setup = set_up if set_up is not None else asyncio.ensure_future(
         asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
     agent_run: asyncio.Future | None = None
@@ -341,7 +374,7 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpServi
         if mcp is not None:
             from engine.capabilities.mcp_server import MCP_SOCKET
 
-            capabilities["mcp"] = await mcp.serve(tools, ready=setup)
+            capabilities["mcp"] = await mcp.serve(observed.served_tools(tools) if observed else tools, ready=setup)
             auth["mcp"] = auth["mcp_socket"] = mcp.token
             if ws.bridge is not None:  # the same MCP server, from inside the workspace, with no network
                 capabilities["mcp_socket"] = f"{ws.bridge}/{MCP_SOCKET}"
@@ -352,7 +385,9 @@ async def _setup_beside_agent(flavor, agent, ws: Workspace, spec, mcp: "McpServi
 
             # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
             # key is handed to the engine-side agent only, never into the workspace.
-            endpoint = await ssh.enter_async_context(ssh_server(ws, user=tools.user, cwd=tools.workdir, ready=setup))
+            endpoint = await ssh.enter_async_context(ssh_server(
+                ws, user=tools.user, cwd=tools.workdir, ready=setup,
+                on_step=observed.record_step if observed else None))
             capabilities["ssh"], auth["ssh"] = endpoint.url, endpoint.credential()
         ctx = AgentContext(spec=spec, capabilities=capabilities, capability_auth=auth,
                            validation=spec.task.validation or [], prompt=spec.task.prompt,
@@ -375,11 +410,14 @@ def _observed(fut: asyncio.Future) -> asyncio.Future:
 
 async def _agent_outcome(agent_run: asyncio.Future, timeout: float, mcp: "McpService | None",
                          ssh: contextlib.AsyncExitStack) -> AgentOutcome:
-    """The agent's outcome, its turn bounded by ``timeout`` from the end of setup."""
+    """The agent's outcome, its turn bounded by ``timeout`` from the end of setup. An agent
+    stopped by its timeout says nothing of its steps: the MCP server's calls stand for them,
+    the ones still in flight included (their effects may be in the captured diff)."""
     try:
         return await asyncio.wait_for(asyncio.shield(agent_run), timeout)
     except asyncio.TimeoutError:
-        return AgentOutcome(stop_reason="timeout", warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+        return AgentOutcome(stop_reason="timeout", steps=mcp.calls() if mcp is not None else [],
+                            warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
     finally:
         await _cancelled(agent_run)
         await ssh.aclose()  # kills any session still running: nothing may change the workspace now

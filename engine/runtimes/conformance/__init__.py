@@ -22,7 +22,7 @@ names capabilities in ``needs``; a runtime whose probe lacks one has the check s
 #   _exec.py              exec: exit code and streams, user, cwd, env, timeouts, cancels, output, stdin
 #   _files.py             write_file / read_file
 #   _network.py           isolation: loopback only, network=True, the read-only bridge
-#   _open_process.py      open_process: streams, close_stdin, wait, kill
+#   _open_process.py      open_process: streams, close_stdin, wait, kill; stderr kept apart; a tty
 #   _cleanup.py           nothing left behind, however a workspace's block ends
 #   _backend_specific.py  checks only probes with a capability get (Docker's init and labels, the backstop)
 #   __init__.py (here)    the public API, the runner (run_check, run_conformance) and the by-hand entry
@@ -95,6 +95,8 @@ from engine.runtimes.conformance._open_process import (
     check_open_process_streams_stdin_to_merged_output,
     check_after_close_stdin_a_write_fails_and_a_second_close_does_nothing,
     check_open_process_kill_ends_the_whole_group,
+    check_open_process_can_keep_stderr_apart,
+    check_open_process_with_a_tty_gives_the_command_a_sized_terminal_it_owns,
 )
 from engine.runtimes.conformance._cleanup import (
     Boom,
@@ -144,6 +146,8 @@ __all__ = [
     "check_open_process_streams_stdin_to_merged_output",
     "check_after_close_stdin_a_write_fails_and_a_second_close_does_nothing",
     "check_open_process_kill_ends_the_whole_group",
+    "check_open_process_can_keep_stderr_apart",
+    "check_open_process_with_a_tty_gives_the_command_a_sized_terminal_it_owns",
     # _cleanup
     "Boom",
     "check_close_is_idempotent",

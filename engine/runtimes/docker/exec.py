@@ -60,13 +60,14 @@ async def sdk_call(what: str, fn: Callable[..., T], *args: object, **kwargs: obj
 
 
 def start_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
-               env: Mapping[str, str], stdin: bool) -> tuple[str, HijackedStream]:
-    """Create and start an exec; return its id and its hijacked stream (blocking)."""
+               env: Mapping[str, str], stdin: bool, tty: bool = False) -> tuple[str, HijackedStream]:
+    """Create and start an exec; return its id and its hijacked stream (blocking). With ``tty``
+    the stream is the terminal's raw bytes, not Docker's multiplexed frames."""
     created = api.exec_create(
-        container_id, list(argv), stdout=True, stderr=True, stdin=stdin, tty=False,
+        container_id, list(argv), stdout=True, stderr=True, stdin=stdin, tty=tty,
         user=docker_user(user), workdir=cwd, environment=[f"{k}={v}" for k, v in env.items()],
     )
-    sock = api.exec_start(created["Id"], socket=True, tty=False)
+    sock = api.exec_start(created["Id"], socket=True, tty=tty)
     return created["Id"], HijackedStream(sock)
 
 

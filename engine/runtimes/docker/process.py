@@ -4,19 +4,32 @@ The command runs as ``/bin/sh -c 'echo $$; exec timeout 0 ...'``: the pid line l
 ``kill`` reach the process group through another exec, and ``timeout 0`` (no deadline)
 is there only because GNU timeout makes itself a process-group leader, so the group
 holds the command and everything it spawns.
+
+With a ``tty`` the exec gets Docker's terminal (``tty=True``: one raw stream, no frames) and
+the wrapper sets its size with ``stty`` before the command starts, so the first thing the
+command sees is the asked size (``exec_resize`` after the start would race it); there
+``timeout`` is left out (it would take the command out of the terminal's foreground group)
+and the exec's own session is the group. ``separate_stderr`` routes stderr frames to their
+own queue (``read_stderr``); both queues share the backpressure credits, so a caller that
+asks for it must read both.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
 from typing import Mapping, Sequence
 
+from engine.errors import WorkspaceError
+from engine.interfaces import TtySize
 from engine.runtimes.docker.exec import kill_group, sdk_call, start_exec
-from engine.runtimes.docker.stream import STDERR, Demuxer, HijackedStream, PidLine
+from engine.runtimes.docker.stream import STDERR, STDOUT, Demuxer, HijackedStream, PidLine
 
 PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
+TTY_WRAPPER = ("/bin/sh", "-c", 'stty rows "$1" cols "$2" 2>/dev/null; shift 2; echo $$; exec "$@"',
+               "crucible-process")
 _QUEUED_CHUNKS = 64
 """Output chunks buffered ahead of the reader; past that the daemon connection applies backpressure."""
 _EOF = None
@@ -25,12 +38,18 @@ _EOF = None
 class DockerProcess:
     """Implements ``engine.interfaces.Process`` over one exec's hijacked connection."""
 
-    def __init__(self, api, container_id: str, exec_id: str, stream: HijackedStream) -> None:
+    def __init__(self, api, container_id: str, exec_id: str, stream: HijackedStream, *,
+                 tty: bool = False, separate_stderr: bool = False) -> None:
         self._api, self._container_id, self._exec_id = api, container_id, exec_id
         self._stream = stream
+        self._tty, self._separate = tty, separate_stderr and not tty
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._err_chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._err_pending = b""
+        self._err_eof = not self._separate
+        self._tty_eof = False
         self._credits = threading.Semaphore(_QUEUED_CHUNKS)
         self._pid: asyncio.Future[int | None] = loop.create_future()
         self._eof: asyncio.Future[None] = loop.create_future()
@@ -49,13 +68,19 @@ class DockerProcess:
 
     @classmethod
     async def start(cls, api, container_id: str, argv: Sequence[str], *, user: int,
-                    cwd: str | None, env: Mapping[str, str]) -> "DockerProcess":
+                    cwd: str | None, env: Mapping[str, str], tty: TtySize | None = None,
+                    separate_stderr: bool = False) -> "DockerProcess":
         if not argv:
             raise ValueError("open_process needs a non-empty argv")
-        exec_id, stream = await sdk_call("exec (process)", start_exec, api, container_id,
-                                         [*PROCESS_WRAPPER, *argv], user=user, cwd=cwd,
-                                         env=env, stdin=True)
-        return cls(api, container_id, exec_id, stream)
+        if tty is not None and (tty.cols < 1 or tty.rows < 1):
+            raise ValueError(f"a terminal needs at least 1x1 cells, got {tty}")
+        wrapped = [*PROCESS_WRAPPER, *argv] if tty is None else [*TTY_WRAPPER, str(tty.rows), str(tty.cols), *argv]
+        exec_id, stream = await sdk_call("exec (process)", start_exec, api, container_id, wrapped, user=user,
+                                         cwd=cwd, env=env, stdin=True, tty=tty is not None)
+        process = cls(api, container_id, exec_id, stream, tty=tty is not None, separate_stderr=separate_stderr)
+        if tty is not None:
+            await process.resize(tty)  # where the image has no stty, the size comes a moment late
+        return process
 
     # -- threads ---------------------------------------------------------------------------
 
@@ -65,12 +90,16 @@ class DockerProcess:
         except RuntimeError:
             pass  # the loop is closed; nobody will read
 
-    def _push(self, chunk: bytes | None) -> None:
+    def _push(self, chunk: bytes | None, queue: "asyncio.Queue[bytes | None] | None" = None) -> None:
         # Wait for a free slot so an unread process cannot grow host memory without bound.
         while not self._credits.acquire(timeout=0.2):
             if self._aborted.is_set() or self._loop.is_closed():
                 return
-        self._call(self._chunks.put_nowait, chunk)
+        self._call((self._chunks if queue is None else queue).put_nowait, chunk)
+
+    def _frames(self, demux: Demuxer, chunk: bytes) -> "list[tuple[int, bytes]]":
+        """A terminal's stream has no frames: all of it is what the terminal shows."""
+        return [(STDOUT, chunk)] if self._tty else list(demux.feed(chunk))
 
     def _read_loop(self) -> None:
         demux, pid_line = Demuxer(), PidLine()
@@ -81,7 +110,10 @@ class DockerProcess:
         early_stderr: list[bytes] = []
         try:
             while not self._aborted.is_set() and (chunk := self._stream.recv()):
-                for stream_id, payload in demux.feed(chunk):
+                for stream_id, payload in self._frames(demux, chunk):
+                    if self._separate and stream_id == STDERR:
+                        self._push(payload, self._err_chunks)
+                        continue
                     if not pid_line.done and stream_id == STDERR:
                         early_stderr.append(payload)
                         continue
@@ -104,6 +136,9 @@ class DockerProcess:
             self._call(_settle, self._eof, None)
             self._credits.release()  # the end marker always gets through
             self._call(self._chunks.put_nowait, _EOF)
+            if self._separate:
+                self._credits.release()
+                self._call(self._err_chunks.put_nowait, _EOF)
             self._stream.close()
 
     def _write_loop(self) -> None:
@@ -151,8 +186,11 @@ class DockerProcess:
     # -- Process ---------------------------------------------------------------------------
 
     async def write(self, data: bytes) -> None:
-        if self._exited:
-            raise BrokenPipeError("the process has exited")
+        if self._tty and not self._pid.done():
+            # The terminal echoes what is typed: typed before the wrapper's pid line, it would come first.
+            await asyncio.shield(self._pid)
+        if self._exited or self._tty_eof:
+            raise BrokenPipeError("the process has exited" if self._exited else "the terminal's input was closed")
         done = self._enqueue(bytes(data))
         if done is None:
             raise BrokenPipeError(f"process stdin is {self._stdin_ended}")
@@ -160,6 +198,12 @@ class DockerProcess:
 
     async def close_stdin(self) -> None:
         if self._exited:
+            return
+        if self._tty:  # a terminal's EOF is the EOF character typed (a half-close would hang it up)
+            if self._stdin_ended is None and not self._tty_eof:
+                with contextlib.suppress(BrokenPipeError):
+                    await self.write(b"\x04")
+                self._tty_eof = True
             return
         done = self._enqueue(None)
         if done is None:
@@ -181,6 +225,27 @@ class DockerProcess:
             self._pending = chunk
         out, self._pending = self._pending[:n], self._pending[n:]
         return out
+
+    async def read_stderr(self, n: int = 65536) -> bytes:
+        if not self._err_pending:
+            if self._err_eof:
+                return b""
+            chunk = await self._err_chunks.get()
+            self._credits.release()
+            if chunk is _EOF:
+                self._err_eof = True
+                return b""
+            self._err_pending = chunk
+        out, self._err_pending = self._err_pending[:n], self._err_pending[n:]
+        return out
+
+    async def resize(self, size: TtySize) -> None:
+        if not self._tty or self._exited or size.cols < 1 or size.rows < 1:
+            return
+        try:
+            await sdk_call("exec resize", self._api.exec_resize, self._exec_id, height=size.rows, width=size.cols)
+        except WorkspaceError:
+            pass  # it exited meanwhile: nothing to resize
 
     async def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout

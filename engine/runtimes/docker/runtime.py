@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import EngineUnavailable, WorkspaceError
-from engine.interfaces import BRIDGE_PATH, ROOT_UID
-from engine.models import ExecResult, ImageRef
+from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
+from engine.models import ExecResult, ImageRef, TaskLimits
 from engine.run.reaper import LABEL_PURPOSE, LABEL_RUN_ID, owner_labels
 from engine.runtimes.docker.exec import (
     BACKSTOP_GRACE,
@@ -111,17 +111,25 @@ class DockerRuntime:
 
         return ContentAddressedBuilder(ca_bundle=ca_bundle or AUTO)
 
-    def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None) -> "DockerWorkspace":
-        tag = image.tag if isinstance(image, ImageRef) else str(image)
-        return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge)
+    limits_resources = True
+    """A task's cpus and memory (``TaskLimits``) are applied: the container's cgroup."""
 
-    def host_config(self) -> dict:
+    def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str,
+                  bridge: str | None = None, limits: TaskLimits | None = None) -> "DockerWorkspace":
+        tag = image.tag if isinstance(image, ImageRef) else str(image)
+        return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge,
+                               limits=limits)
+
+    def host_config(self, task: TaskLimits | None = None) -> dict:
+        """The container's resource limits: the runtime's own (``runtime.memory``/``cpus``), a
+        task's own (``TaskLimits``) over them."""
         limits: dict = {}
-        if self.memory:
-            limits["mem_limit"] = self.memory
-        if self.cpus:
-            limits["nano_cpus"] = int(float(self.cpus) * 1e9)
+        memory = task.memory_bytes if task is not None and task.memory_bytes else self.memory
+        cpus = task.cpus if task is not None and task.cpus else self.cpus
+        if memory:
+            limits["mem_limit"] = memory
+        if cpus:
+            limits["nano_cpus"] = int(float(cpus) * 1e9)
         if self.pids_limit:
             limits["pids_limit"] = int(self.pids_limit)
         return limits
@@ -149,8 +157,9 @@ class DockerWorkspace(StartedOnce):
     backstop_grace = BACKSTOP_GRACE
 
     def __init__(self, runtime: DockerRuntime, image: str, *, run_id: str, network: bool, purpose: str,
-                 bridge_dir: str | None = None) -> None:
+                 bridge_dir: str | None = None, limits: TaskLimits | None = None) -> None:
         self.runtime = runtime
+        self.limits = limits
         self.image = image
         self.run_id = run_id
         self.network = bool(network)
@@ -204,7 +213,7 @@ class DockerWorkspace(StartedOnce):
                 # /etc/hosts then, so localhost's is bound in (HOSTS).
                 network_disabled=not self.network,
                 volumes=self._volumes(),
-                **self.runtime.host_config(),
+                **self.runtime.host_config(self.limits),
             )
             self.container_id = container.id
             self._path = _image_path(container.attrs) or DEFAULT_PATH
@@ -297,10 +306,13 @@ class DockerWorkspace(StartedOnce):
         user: int = ROOT_UID,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        tty: TtySize | None = None,
+        separate_stderr: bool = False,
     ) -> DockerProcess:
         process = await DockerProcess.start(
             self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
-            env=self.default_env(user) if env is None else dict(env),
+            env=self.default_env(user) if env is None else dict(env), tty=tty,
+            separate_stderr=separate_stderr,
         )
         self._processes.append(process)
         return process

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import IntegrityUnavailable, WorkspaceError
-from engine.interfaces import BRIDGE_PATH, ROOT_UID
-from engine.models import ExecResult, ImageRef
+from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
+from engine.models import ExecResult, ImageRef, TaskLimits
 from engine.runtimes.docker.exec import default_env
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.runtimes.lifecycle import StartedOnce
@@ -86,8 +86,12 @@ class LocalRuntime:
         self.install_timeout = float(install_timeout)
         self.name = name
 
+    limits_resources = False
+    """A task's cpus and memory (``TaskLimits``) cannot be applied: bubblewrap sets up no
+    cgroups (only its network, which planning folds into ``network``); the run's warnings say so."""
+
     def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None) -> "LocalWorkspace":
+                  bridge: str | None = None, limits: TaskLimits | None = None) -> "LocalWorkspace":
         if not isinstance(image, ImageRef):
             raise WorkspaceError(f"runtime=local provisions from a planned ImageRef, got {image!r}")
         return LocalWorkspace(self, image, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge)
@@ -286,9 +290,12 @@ class LocalWorkspace(StartedOnce):
         user: int = ROOT_UID,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        tty: TtySize | None = None,
+        separate_stderr: bool = False,
     ) -> LocalProcess:
         process = await LocalProcess.start(self._running_pid(), argv, user=int(user), cwd=cwd or self.workdir,
-                                           env=self.default_env(user) if env is None else dict(env))
+                                           env=self.default_env(user) if env is None else dict(env),
+                                           tty=tty, separate_stderr=separate_stderr)
         self._processes.append(process)
         return process
 
