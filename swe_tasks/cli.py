@@ -58,6 +58,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def evaluate(ns: argparse.Namespace) -> int:
     from engine.run.batch import run_batch
+    from engine.run.progress import TaskProgress
     from engine.run.session import housekeeping
     from engine.util import paths
 
@@ -89,8 +90,9 @@ def evaluate(ns: argparse.Namespace) -> int:
         print(f"[{done[0]}/{total}] {job.label} {outcome}{' (store)' if job.from_store else ''} "
               f"{time.monotonic() - started:.1f}s", flush=True)
 
-    asyncio.run(run_batch([j for j in jobs], session, root=paths.runs_dir() / "swe-eval",
-                          parallel=max(1, ns.workers), reuse=True, on_record=progress))
+    with TaskProgress("swe eval", total) as shown:  # on stderr; the per-instance lines on stdout
+        asyncio.run(run_batch([j for j in jobs], session, root=paths.runs_dir() / "swe-eval",
+                              parallel=max(1, ns.workers), reuse=True, on_record=progress, progress=shown))
     results = {job.label: _outcome(job.records[0]) == "resolved" for job in jobs}
     out = ns.output or Path(".")
     out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,12 @@ and the forwarded CA bundle, and names the image ``crucible/<purpose>:<hash[:24]
 ``ensure`` builds only when no image has that tag: a cache hit is one inspect and never
 reaches the daemon's builder. Concurrent ``ensure`` calls for one tag, from any process
 on this host, build it once (an fcntl lock keyed by the input hash).
+
+Every image built carries labels: its input hash, its purpose, and the store it was built for
+(``crucible.store``, its path), so that ``crucible gc`` of one store on an engine shared with
+others leaves their images alone. Labels are no input: the tag, and so every cache hit, is
+the same whichever store builds it. On a terminal a build shows its steps as they start and
+where its full log is (``$CRUCIBLE_HOME/builds/<input hash>.log``).
 """
 from __future__ import annotations
 
@@ -37,6 +43,9 @@ AUTO = "auto"
 
 CA_FILE = "crucible-ca.pem"
 """Where the forwarded CA bundle lands in every build context (empty when none)."""
+
+STORE_LABEL = "crucible.store"
+"""The image label naming the store (its path) a build was made for."""
 
 _PURPOSE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
@@ -275,7 +284,7 @@ class ContentAddressedBuilder:
                 return self._record(store, ref, started, t0, found=found, cache_hit=True)
             log_path = paths.builds_dir() / f"{ref.input_hash}.log"
             try:
-                found = self._build(ref, log_path)
+                found = self._build(ref, log_path, store_label(store))
             except BuildError as exc:
                 self._record(store, ref, started, t0, found=None, cache_hit=False, log_path=log_path, error=str(exc))
                 raise
@@ -312,13 +321,21 @@ class ContentAddressedBuilder:
             store.record_build(record, ingest=not cache_hit)
         return record
 
-    def _build(self, ref: ImageRef, log_path: Path) -> dict:
+    def _build(self, ref: ImageRef, log_path: Path, store: str) -> dict:
         # The context may have changed since plan(); building it under the old tag would
         # poison the cache, so re-plan (cheap next to a build) and refuse on a mismatch.
         again = self.plan(Path(ref.dockerfile), Path(ref.context_dir), dict(ref.build_args), ref.purpose)
         if again.input_hash != ref.input_hash:
             raise BuildError(f"inputs of {ref.tag} changed since it was planned; plan again")
-        last_error = self._stream_build(ref, log_path)
+        from engine.run.progress import BuildProgress
+
+        shown = BuildProgress(ref.tag, log_path)
+        try:
+            last_error = self._stream_build(ref, log_path, store, shown)
+        except BuildError as exc:
+            shown.done(str(exc))
+            raise
+        shown.done(last_error)
         if last_error is not None:
             raise BuildError(_failure(ref, last_error, log_path))
         found = image_info(self.client, ref.tag)
@@ -326,8 +343,9 @@ class ContentAddressedBuilder:
             raise BuildError(f"build of {ref.tag} ended without the image (log: {log_path})")
         return found
 
-    def _stream_build(self, ref: ImageRef, log_path: Path) -> str | None:
-        """Run the build, writing every line to ``log_path``; the error line, if any."""
+    def _stream_build(self, ref: ImageRef, log_path: Path, store: str, shown) -> str | None:
+        """Run the build, writing every line to ``log_path`` (and showing its steps); the error
+        line, if any."""
         with open(log_path, "w") as log:
             log.write(f"# crucible build {ref.tag} at {_now()}\n# inputs {canonical_json(ref.inputs)}\n")
             try:
@@ -336,7 +354,8 @@ class ContentAddressedBuilder:
                     dockerfile=ref.dockerfile,
                     tag=ref.tag,
                     buildargs=dict(ref.build_args),
-                    labels={"crucible.input_hash": ref.input_hash, "crucible.purpose": ref.purpose},
+                    labels={"crucible.input_hash": ref.input_hash, "crucible.purpose": ref.purpose,
+                            STORE_LABEL: store},
                     network_mode=self.network_mode,
                     rm=True,
                     forcerm=True,
@@ -351,10 +370,18 @@ class ContentAddressedBuilder:
                     line = chunk.get("stream") or chunk.get("status") or ""
                     log.write(line if line.endswith("\n") else line + "\n")
                     log.flush()
+                    shown.output(line)
             except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
                 log.write(f"ERROR: {exc}\n")
                 raise BuildError(f"build of {ref.tag} failed: {exc} (log: {log_path})") from exc
         return None
+
+
+def store_label(store: Store | None) -> str:
+    """What ``crucible.store`` says of a build for ``store``: its path (the default store's when
+    the build has none)."""
+    path = getattr(store, "path", None)  # DuckDBStore's; the Store protocol reads and writes only
+    return str(path if path is not None else paths.store_path())
 
 
 TAIL_LINES = 20

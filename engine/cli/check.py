@@ -25,7 +25,9 @@ from engine.config.plugins import instantiate
 from engine.interfaces import AdvisesAuthors, Flavor
 from engine.models import RunRecord
 from engine.run.batch import BatchJob, run_batch
+from engine.run.progress import TaskProgress
 from engine.run.session import Session, housekeeping, require_integrity, session_for
+from engine.run.trial import LIMIT_NOTICE
 from engine.plan.spec import plan
 from engine.util.tables import format_table
 
@@ -84,8 +86,9 @@ def _failures(job: Job) -> list[str]:
             problems.append(f"status {record.status} in {record.error_phase}: {record.error}")
         elif record.reward != expected:
             problems.append(f"reward {record.reward} (expected {expected})")
-        if record.warnings:  # the golden's replay warns when a validation step failed
-            problems.append(f"validation warnings: {'; '.join(record.warnings)}")
+        warnings = [w for w in record.warnings or [] if not w.startswith(LIMIT_NOTICE)]  # notices, not failures
+        if warnings:  # the golden's replay warns when a validation step failed
+            problems.append(f"validation warnings: {'; '.join(warnings)}")
     if len(job.records) > 1 and not _agree(job):
         problems.append(f"not reproducible: verdicts differ across {len(job.records)} runs: {_verdicts(job)}")
     return problems
@@ -139,8 +142,9 @@ def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, pa
     # before the first plan: a path that cannot be a store is one line before anything runs.
     jobs, session = plan_jobs(overrides)
     housekeeping(session.store)
-    asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "check", parallel=parallel,
-                          reuse=not rebuild, repeats=check))
+    with TaskProgress("check", len(jobs) * (1 + check)) as progress:  # on stderr; the verdicts below on stdout
+        asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "check",
+                              parallel=parallel, reuse=not rebuild, repeats=check, progress=progress))
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:
         by_task.setdefault(job.task_id, {})[job.role] = job

@@ -19,8 +19,12 @@ referenced the same way, by runs whose ``image_tag`` is ``local/task:<hash[:24]>
 is removed under its build lock, so never while it is being built. Templates still being
 built (``.stage-*``) are the reaper's.
 
-gc reads the store it is given (the default one for the CLI): images referred to only by
-runs in another store are collected. An image built for a run that is not stored yet
+gc reads the store it is given (the default one for the CLI), and collects only what that
+store's builds made: every image crucible builds is labelled with its store's path
+(``crucible.store``, engine/build/images.py), and an image another store built is not touched
+(listed "not touched: built by another store (PATH)"), since this store cannot know which of
+its runs still use it. An image made before builds were labelled has no such label, and is
+judged by this store's runs alone. An image built for a run that is not stored yet
 (``crucible build`` ahead of runs, or a run in its first instant) is unreferenced too, so
 the CLI keeps anything younger than ``--min-age`` (an hour by default): a gc beside a
 sweep that is starting does not take its freshly built images.
@@ -44,6 +48,7 @@ from pathlib import Path
 import docker
 import requests
 
+from engine.build.images import STORE_LABEL
 from engine.util import paths
 from engine.errors import BuildError
 from engine.plan.repos import file_lock
@@ -53,6 +58,7 @@ AGENT_LAYERS = "crucible/agent:*"
 """Agent-declared image layers over a task image (``spec.agent_image``), collected alike."""
 LOCAL_PREFIX = "local/task:"
 BASE_PURPOSE = "base"
+NOT_OURS = "not touched: built by another store"
 
 
 @dataclass
@@ -95,9 +101,11 @@ def referenced_tags(store) -> set[str]:
 
 
 # ---------------------------------------------------------------- docker images
-def image_items(usage: dict, referenced: set[str], match: str, min_age: float = 0.0) -> list[Item]:
+def image_items(usage: dict, referenced: set[str], match: str, min_age: float = 0.0,
+                store: str | None = None) -> list[Item]:
     """The unreferenced ``crucible/task`` tags matching ``match``, each kept or to go.
-    ``usage`` is the daemon's ``df``: images with their unique sizes, and the containers."""
+    ``usage`` is the daemon's ``df``: images with their unique sizes, and the containers.
+    ``store``: this store's path; an image labelled with another store's is not touched."""
     users: dict[str, list[str]] = {}  # image ID -> names of the containers using it
     for container in usage.get("Containers") or []:
         users.setdefault(container["ImageID"], []).append((container.get("Names") or ["?"])[0].lstrip("/"))
@@ -113,8 +121,11 @@ def image_items(usage: dict, referenced: set[str], match: str, min_age: float = 
         unique = image["Size"] - shared if shared >= 0 else image["Size"]
         for tag in unreferenced:
             item = Item(name=tag, kind="image", size=0 if others else unique, where=image["Id"])
-            if (image.get("Labels") or {}).get("crucible.purpose") == BASE_PURPOSE:
+            labels = image.get("Labels") or {}
+            if labels.get("crucible.purpose") == BASE_PURPOSE:
                 item.keep = "the base image"
+            elif store is not None and labels.get(STORE_LABEL) not in (None, store):
+                item.keep = f"{NOT_OURS} ({labels[STORE_LABEL]})"
             elif time.time() - float(image.get("Created") or 0) < min_age:
                 item.keep = f"younger than {min_age:.0f} s (--min-age): a run may be about to use it"
             elif users.get(image["Id"]):
@@ -196,7 +207,8 @@ def collect(store, client: docker.DockerClient | None, *, dry_run: bool = False,
     ``client`` None: no Docker engine, templates only."""
     referenced = referenced_tags(store)
     usage = _disk_usage(client) if client is not None else {}
-    items = image_items(usage, referenced, match, min_age) + template_items(referenced, match, min_age)
+    items = (image_items(usage, referenced, match, min_age, str(getattr(store, "path", "")) or None)
+             + template_items(referenced, match, min_age))
     report = GcReport(dry_run=dry_run, referenced=len(referenced))
     for item in items:
         if item.keep is None and not dry_run:
@@ -225,6 +237,9 @@ def render(report: GcReport) -> list[str]:
     summary = (f"{verb} {images} image tag(s) and {len(report.removed) - images} local template(s), "
                f"{'would free at least' if report.dry_run else 'freed'} {report.freed} bytes ({_human(report.freed)}); "
                f"{report.referenced} image tag(s) referenced by stored runs are kept")
+    foreign = sum(1 for item in report.kept if item.keep and item.keep.startswith(NOT_OURS))
+    if foreign:
+        summary += f"; {foreign} image tag(s) built by another store are not touched (gc of that store collects them)"
     lines.append(summary + ("; nothing was removed (--dry-run)" if report.dry_run else ""))
     return lines
 

@@ -17,6 +17,7 @@ from engine.errors import ConfigError
 from engine.interfaces import AdvisesAuthors
 from engine.plan import lock
 from engine.run.batch import run_batch
+from engine.run.progress import TaskProgress
 from engine.run.session import housekeeping
 from engine.util import paths
 from engine.util.tables import format_table
@@ -44,8 +45,9 @@ def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2, echo=pr
         if refused:  # said before anything runs: every run would end in "read no named test results"
             raise ConfigError(refused)
     housekeeping(session.store)
-    asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "lock", parallel=parallel,
-                          reuse=True, repeats=check))
+    with TaskProgress("lock", len(jobs) * (1 + check)) as progress:  # on stderr; the table below on stdout
+        asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "lock",
+                              parallel=parallel, reuse=True, repeats=check, progress=progress))
     rows, failed = [], 0
     for task_id, roles in sorted(by_task.items()):
         problem = _problem(roles)

@@ -23,6 +23,24 @@
                                          refers to (never one in use, never the base image)
     crucible report [--sweep ID] [--agent A] [--model M] [--task GLOB] [--since 7d]
                     [--compare SWEEP_A SWEEP_B] [--format table|markdown|csv|json] [--store PATH]
+                    [--plot FILE.png|FILE.svg [--plot-kind pass_rate|cost|stages]]
+    crucible view [--port N] [--host H] [--store PATH]
+                                         a read-only web viewer of the store on 127.0.0.1
+                                         (runs, a run's trajectory and diff, sweeps, builds)
+    crucible view --bundle DIR [--store PATH]
+                                         the same pages as a static site (DIR/index.html)
+    crucible export --format parquet|jsonl DIR [--store PATH]
+                                         every table of the store as files, with a manifest
+    crucible export --predictions FILE | --swebench-report FILE --sweep ID|last [--agent A] [--model M]
+                                         a sweep's patches as SWE-bench predictions (JSONL), or
+                                         its verdicts as a SWE-bench-style report (JSON)
+    crucible export --trajectories ATIF DIR [--task GLOB] [--sweep ID|last] [--store PATH]
+                                         every run's steps as Harbor's ATIF, DIR/<run_id>.json
+    crucible import DIR [--store PATH]   load an export into a store; rows already there stay once
+    crucible serve [--host ADDR] [--allow-origin URL] [--progress-every S] task=... [overrides]
+                                         a task's run for any outside agent: prints its MCP URL
+                                         and token and an ssh command line, waits, then grades
+    crucible finish RUN_ID               end a served run's turn (it captures and grades)
     crucible doctor [--fix]
 
 User mistakes end in one line on stderr and a non-zero exit, never a traceback.
@@ -31,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import logging
 import os
 import re
@@ -59,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
                 "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
-                "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task, "terminals": cmd_terminals}
+                "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task, "terminals": cmd_terminals,
+                "serve": cmd_serve, "finish": cmd_finish, "view": cmd_view, "export": cmd_export,
+                "import": cmd_import}
     try:
         if command not in handlers:
             return _plugin_command(command, rest, list(handlers))
@@ -246,155 +265,29 @@ def cmd_query(args: list[str]) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- show
+# ---------------------------------------------------------------- show / terminals
 def cmd_show(args: list[str]) -> int:
-    from engine.run.session import open_housekept_store as open_store
+    from engine.cli.show import run_show
 
     parser = _parser("show", "one run: spec, status, verdict, steps, timings, tests, raw grade, then its diff")
     parser.add_argument("run_id")
     parser.add_argument("--json", action="store_true")
     ns = _parse_reading(parser, args)
-    store = open_store(ns.store)
-    record = store.get_run(ns.run_id)
-    if record is None:
-        raise UserError(f"no run '{ns.run_id}' in the store")
-    if ns.json:
-        print(json.dumps(record.to_dict(), indent=2, default=str))
-        return 0
-    lines = [
-        f"run        {record.run_id}",
-        f"task       {record.task_id}    agent {record.agent}" + (f"    model {record.model}" if record.model else ""),
-        f"status     {record.status}" + (f" in {record.error_phase}: {record.error}" if record.error else ""),
-        f"reward     {record.reward}    stop {record.stop_reason}",
-        f"integrity  asked {record.integrity_requested}, got {record.integrity_obtained}",
-        f"spec       {record.spec_hash}",
-        f"image      {record.image_tag}",
-        f"started    {record.started_at}    ended {record.ended_at}",
-        "timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
-        f"run dir    {record.run_dir}",
-    ]
-    if record.final_answer:
-        lines.append("answer     " + "\n           ".join(record.final_answer.splitlines()[:SHOWN_ANSWER_LINES])
-                     + ("\n           ..." if len(record.final_answer.splitlines()) > SHOWN_ANSWER_LINES else ""))
-    if record.warnings:
-        lines.append("warnings   " + "\n           ".join(record.warnings))
-    if record.violations:
-        lines.append("violations " + ", ".join(record.violations))
-    lines.append(f"steps ({len(record.steps)}):")
-    for step in record.steps:
-        flag = "ERR" if step.is_error else "ok "
-        lines.append(f"  {step.idx:>3} {flag} {step.capability or ''}:{step.tool}  {json.dumps(step.arguments)[:100]}")
-    lines.extend(_test_summary(record.tests))
-    lines.extend(_explained(record))
-    lines.extend(_terminals_shown(store, record.run_id))
-    lines.append("raw grade: " + json.dumps(record.raw_grade, indent=2, default=str)[:4000])
-    lines.extend(_diff_shown(record.diff))
-    print("\n".join(lines))
-    return 0
+    return run_show(ns.run_id, store_path=ns.store, as_json=ns.json)
 
 
-def _diff_shown(diff: str | None) -> list[str]:
-    """The submission as captured, last and whole (it is the user's terminal, and a diff cut
-    short is no diff to apply); one line where there is none."""
-    if diff is None:
-        return ["diff       none: no submission was captured"]
-    if not diff.strip():
-        return ["diff       empty: the submission changed nothing"]
-    text = diff[:-1] if diff.endswith("\n") else diff
-    return [f"diff ({len(text.splitlines())} lines):", text]
-
-
-def _explained(record) -> list[str]:
-    """What the run's flavor says of its raw grade (``Flavor.explain``, as ``crucible check``
-    prints it: for sdlc, the PR and the github_* calls); nothing when there is no grade or the
-    flavor cannot be loaded here (then the raw grade below still says everything)."""
-    from engine.config.plugins import plugin_class
-
-    part = dict((record.spec or {}).get("flavor") or {})
-    if not record.raw_grade or not part.get("_target_"):
-        return []
-    try:
-        flavor = plugin_class(part.pop("_target_"), where="flavor")(**part)
-        explained = [str(line) for line in flavor.explain(record.raw_grade)]
-    except Exception:  # a flavor removed or changed since the run: show the raw grade alone
-        return []
-    return ["verdict    " + "\n           ".join(explained)] if explained else []
-
-
-def _terminals_shown(store, run_id: str) -> list[str]:
-    """Each terminal of the run (closed ones too: ``show`` is the run's whole story) and its
-    final snapshot, as the pane showed it when the run ended."""
-    lines = []
-    for terminal in store.terminals(run_id, include_closed=True):
-        lines.append(_terminal_line(terminal, prefix="terminal   "))
-        final = store.terminal_snapshots(terminal.terminal_id, final_only=True)
-        shown = final or store.terminal_snapshots(terminal.terminal_id)[-1:]
-        if shown:
-            lines.append(f"{'final' if final else 'last'} snapshot ({shown[-1].taken_at}):")
-            lines.extend("  " + line for line in shown[-1].text.splitlines())
-    return lines
-
-
-def _terminal_line(terminal, *, prefix: str = "") -> str:
-    when = (f"closed {terminal.closed_at} ({terminal.closed_by})" if terminal.closed_at
-            else f"closes_at {terminal.closes_at}" if terminal.closes_at else f"started {terminal.started_at}")
-    reason = f"  ({terminal.end_reason})" if terminal.end_reason and terminal.end_reason != "done" else ""
-    return (f"{prefix}{terminal.terminal_id}  {terminal.state:<9} run {terminal.run_id}  "
-            f"tmux {terminal.tmux_server}:{terminal.tmux_session}  {when}{reason}")
-
-
-# ---------------------------------------------------------------- terminals
 def cmd_terminals(args: list[str]) -> int:
-    from engine.run.session import open_housekept_store as open_store
+    from engine.cli.show import run_terminals
 
     if args[:1] == ["dismiss"]:
         parser = _parser("terminals dismiss", "close an ended terminal now: it leaves the listing")
         parser.add_argument("terminal_id")
-        ns = parser.parse_args(args[1:])
-        print(f"dismissed {open_store().dismiss_terminal(ns.terminal_id)}")
-        return 0
+        return run_terminals(dismiss=parser.parse_args(args[1:]).terminal_id)
     parser = _parser("terminals", "the terminals of coding CLIs run in tmux (those not closed, unless --all)")
     parser.add_argument("run_id", nargs="?")
     parser.add_argument("--all", action="store_true", help="closed ones too (retention over, or dismissed)")
     ns = parser.parse_args(args)
-    store = open_store()
-    run_id = None
-    if ns.run_id:
-        record = store.get_run(ns.run_id)
-        if record is None:
-            raise UserError(f"no run '{ns.run_id}' in the store")
-        run_id = record.run_id
-    terminals = store.terminals(run_id, include_closed=ns.all)
-    print("\n".join(_terminal_line(t) for t in terminals) if terminals else "no terminals")
-    return 0
-
-
-SHOWN_NOT_PASSED = 20
-SHOWN_ANSWER_LINES = 40
-"""The agent's answer in ``show``, at most this many lines (``--json`` has all of it)."""
-
-
-def _test_summary(tests: list) -> list[str]:
-    """``tests      15: 12 PASSED, 1 FAILED, 2 SKIPPED`` and the first tests that did not pass
-    (failures and errors before skips, then by name); nothing for a run without named tests."""
-    from engine.models import TEST_STATUSES  # loaded already: the store built the record from it
-
-    if not tests:
-        return []
-    counts: dict[str, int] = {}
-    for test in tests:
-        counts[test.status] = counts.get(test.status, 0) + 1
-
-    def rank(status: str) -> tuple[int, str]:  # TEST_STATUSES' order, then anything else by name
-        return (TEST_STATUSES.index(status) if status in TEST_STATUSES else len(TEST_STATUSES), status)
-
-    lines = [f"tests      {len(tests)}: " + ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=rank))]
-    not_passed = sorted((t for t in tests if t.status != "PASSED"),
-                        key=lambda t: (t.status == "SKIPPED", rank(t.status), t.name))
-    lines.extend(f"  {t.status:<8} {t.name}" for t in not_passed[:SHOWN_NOT_PASSED])
-    if len(not_passed) > SHOWN_NOT_PASSED:
-        lines.append(f"  ... and {len(not_passed) - SHOWN_NOT_PASSED} more that did not pass")
-    return lines
+    return run_terminals(run_id=ns.run_id, include_closed=ns.all)
 
 
 # ---------------------------------------------------------------- rerun
@@ -441,12 +334,110 @@ def cmd_report(args: list[str]) -> int:
     parser.add_argument("--compare", nargs=2, metavar=("SWEEP_A", "SWEEP_B"), help="the tasks that flipped")
     parser.add_argument("--k", help="pass@k for these k (comma list); default: every k the attempts allow")
     parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also draw the report into this file")
+    parser.add_argument("--plot-kind", choices=("pass_rate", "cost", "stages"), default="pass_rate")
     ns = _parse_reading(parser, args)
+    plot_format = _plot_format(ns.plot, ns.compare)
     filters = filters_from_args(sweeps=ns.sweep, agents=ns.agent, models=ns.model, tasks=ns.task, since=ns.since)
-    report = build_report(open_housekept_store(ns.store), filters, compare=tuple(ns.compare) if ns.compare else None,
-                          ks=parse_ks(ns.k))
+    store = open_housekept_store(ns.store)
+    report = build_report(store, filters, compare=tuple(ns.compare) if ns.compare else None, ks=parse_ks(ns.k))
+    if plot_format:
+        from engine.report.plots import load_stage_times, plot
+
+        timings = load_stage_times(store, report.filters) if ns.plot_kind == "stages" else []
+        _write_file(ns.plot, plot(ns.plot_kind, report, timings, plot_format), "--plot")
     print(render(report, ns.format), end="" if ns.format == "csv" else "\n")
     return 0
+
+
+def _plot_format(path: str | None, compare) -> str | None:
+    """``--plot FILE``'s format from its extension; checked before the store is read."""
+    if path is None:
+        return None
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    if extension not in ("png", "svg"):
+        raise UserError(f"--plot {path}: name a .png or .svg file")
+    if compare:
+        raise UserError("--plot draws the summary of one set of runs; drop --compare")
+    return extension
+
+
+def _write_file(path: str, data: bytes, option: str) -> None:
+    try:
+        with open(path, "wb") as handle:
+            handle.write(data)
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write it ({exc.strerror})") from exc
+
+
+# ---------------------------------------------------------------- view
+def cmd_view(args: list[str]) -> int:
+    from engine.run.session import open_housekept_store
+
+    parser = _parser("view", "a local, read-only web viewer of the store (docs/view.md)")
+    parser.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--bundle", metavar="DIR", help="write the pages as a static site into DIR instead of serving")
+    ns = _parse_reading(parser, args)
+    if not 0 <= ns.port <= 65535:
+        raise UserError(f"--port {ns.port}: give a port from 1 to 65535, or 0 for a free one")
+    path = open_housekept_store(ns.store).path  # validated, schema current; then only read, per request
+    if ns.bundle:
+        from pathlib import Path
+
+        from engine.view.bundle import write_bundle
+
+        count = write_bundle(path, Path(ns.bundle))
+        print(f"crucible view: {count} page(s) written; open {Path(ns.bundle).resolve() / 'index.html'}")
+        return 0
+    from engine.view.app import serve
+
+    serve(path, ns.host, ns.port)
+    return 0
+
+
+# ---------------------------------------------------------------- export / import
+def cmd_export(args: list[str]) -> int:
+    if any(a == "--trajectories" or a.startswith("--trajectories=") for a in args):
+        from engine.store.atif import run_export_trajectories  # every run's steps as ATIF
+
+        return run_export_trajectories(args)
+    from engine.cli.export import run_export
+
+    return run_export(args)
+
+
+def cmd_import(args: list[str]) -> int:
+    from engine.cli.export import run_import
+
+    return run_import(args)
+
+
+# ---------------------------------------------------------------- serve / finish
+def cmd_serve(args: list[str]) -> int:
+    from engine.cli.serve import run_serve
+
+    parser = _parser("serve", "serve a task's run to an outside agent over MCP and SSH, then grade it")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address the MCP endpoint listens on (default 127.0.0.1: loopback only)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="URL",
+                        help="a browser origin allowed to call the MCP endpoint besides its own (repeatable)")
+    parser.add_argument("--progress-every", type=float, default=10.0, metavar="S",
+                        help="seconds between progress notifications of a long tool call (default 10)")
+    ns, overrides = parser.parse_known_args(args)
+    flags = [o for o in overrides if o.startswith("-")]
+    if flags:
+        raise UserError(f"unknown option {flags[0]} (serve takes --host, --allow-origin, --progress-every)")
+    _require_task(overrides)
+    return run_serve(ns, overrides)
+
+
+def cmd_finish(args: list[str]) -> int:
+    from engine.cli.serve import run_finish
+
+    parser = _parser("finish", "end a served run's turn: it captures and grades")
+    parser.add_argument("run_id")
+    return run_finish(parser.parse_args(args).run_id)
 
 
 # ---------------------------------------------------------------- doctor

@@ -192,7 +192,7 @@ def _job(cfg) -> None:
         if typed.sweep_id is None:
             housekeeping(session.store)
         planned = plan(typed, builder=session.builder)
-        if typed.resume and already_done(planned, session, run_dir):
+        if typed.resume and already_done(planned, session, run_dir, typed.sweep_id):
             return
         job = BatchJob(planned, run_dir=run_dir)  # Hydra saved its config in run_dir/.hydra
         record = asyncio.run(run_batch([job], session, sweep_id=typed.sweep_id))[0].records[0]

@@ -109,14 +109,15 @@ def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
     require_integrity(session.runtime, planned.spec.integrity)
     (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
     (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(combo)))
-    if typed.resume and already_done(planned, session, job_dir):
+    if typed.resume and already_done(planned, session, job_dir, sweep_id):
         return None, session
     return BatchJob(planned, run_dir=job_dir, config=cfg), session
 
 
-def already_done(planned: Plan, session: Session, job_dir: Path) -> bool:
-    """Whether the spec already has a completed run (for ``resume=true``): if so, says so and
-    marks the job skipped (for the progress display and the summary)."""
+def already_done(planned: Plan, session: Session, job_dir: Path, sweep_id: str | None = None) -> bool:
+    """Whether the spec already has a completed run (for ``resume=true``): if so, says so, marks
+    the job skipped (for the progress display and the summary) and links the run to
+    ``sweep_id`` in the store, so the sweep's report counts it as the sweep's own."""
     spec_hash = planned.spec.spec_hash
     done = session.store.completed_run_for(spec_hash)
     if done is None:
@@ -124,6 +125,8 @@ def already_done(planned: Plan, session: Session, job_dir: Path) -> bool:
     line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
             f"completed run {done.run_id} (resume=true)")
     print(line)
+    if sweep_id is not None:
+        session.store.link_sweep_run(sweep_id, done.run_id)
     mark_job(job_dir, SKIPPED_MARKER, line)
     return True
 

@@ -13,7 +13,9 @@ from engine.errors import UserError
 from engine.report.stats import SUCCESS
 
 LATEST = ("last", "latest")
-"""``--sweep last`` names the sweep that started most recently."""
+"""``--sweep last`` names the sweep that started most recently. A sweep's runs are those it ran
+and those it reused (``resume=true``, table ``sweep_runs``): the report of a resumed sweep
+covers the whole sweep, not only the part the resume ran."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,9 @@ class Filters:
         """The SQL condition (literals quoted here: ``Store.query`` takes no parameters)."""
         clauses = []
         if self.sweeps:
-            clauses.append(f"sweep_id IN ({_literals(self.sweeps)})")
+            # A sweep's runs: those it ran, and the earlier ones it reused (resume=true).
+            clauses.append(f"(sweep_id IN ({_literals(self.sweeps)}) OR run_id IN "
+                           f"(SELECT run_id FROM sweep_runs WHERE sweep_id IN ({_literals(self.sweeps)})))")
         if self.agents:
             clauses.append(f"agent IN ({_literals(self.agents)})")
         if self.models:  # "-" selects runs without a model (integration_test, noop)
@@ -100,8 +104,9 @@ def resolve_sweeps(store, sweeps: tuple[str, ...], option: str = "--sweep") -> t
     no run of it: a mistyped id would otherwise be a report of nothing that exits 0."""
     if not sweeps:
         return sweeps
-    _, rows = store.query("SELECT sweep_id FROM runs WHERE sweep_id IS NOT NULL "
-                          "GROUP BY sweep_id ORDER BY max(started_at) DESC")
+    # A resumed sweep that reused every run ran none of its own: its links date it.
+    _, rows = store.query("SELECT sweep_id FROM (SELECT sweep_id, started_at AS seen FROM runs WHERE sweep_id IS NOT NULL "
+                          "UNION ALL SELECT sweep_id, linked_at FROM sweep_runs) GROUP BY sweep_id ORDER BY max(seen) DESC")
     known = [row[0] for row in rows]
     if not known:
         raise UserError(f"{option} {sweeps[0]}: the store has no sweep yet (crucible run -m makes one)")

@@ -31,6 +31,7 @@ from engine.models import RunRecord
 from engine.plan.spec import Plan
 
 if TYPE_CHECKING:
+    from engine.run.progress import TaskProgress
     from engine.run.session import Session
 
 CONFIG_FILE = Path(".hydra") / "config.yaml"
@@ -75,10 +76,11 @@ class BatchJob:
 async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None = None, parallel: int = 2,
                     reuse: bool = False, repeats: int = 0, sweep_id: str | None = None,
                     on_record: Callable[[BatchJob, RunRecord], None] | None = None,
-                    slots: RunSlots | None = None) -> list[BatchJob]:
+                    slots: RunSlots | None = None, progress: TaskProgress | None = None) -> list[BatchJob]:
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``slots`` allow, shared with other batches); returns them with their records.
-    ``reuse``: a spec with a completed run in the store is not run again."""
+    ``reuse``: a spec with a completed run in the store is not run again. ``progress`` is told
+    as each run starts and ends (an answer from the store counts as skipped)."""
     # The verdict cache first, in one read: what it answers needs no image and no runner.
     done = session.store.completed_runs_for([job.plan.spec.spec_hash for job in jobs]) if reuse else {}
     for job in jobs:
@@ -86,6 +88,10 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
         if cached is not None:
             job.records.append(cached)
             job.from_store = True
+            if progress is not None:
+                progress.finished(cached.status, was_running=False, from_store=True)
+            if sweep_id is not None:  # the sweep's report counts the run it reused
+                session.store.link_sweep_run(sweep_id, cached.run_id)
             if on_record is not None:
                 on_record(job, cached)
     pending = [job for job in jobs if not job.from_store or repeats]
@@ -118,6 +124,8 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
             ahead = runner.start_ahead(job.plan, run_id)
             try:
                 async with _Slot(slots.running) as slot:
+                    if progress is not None:
+                        progress.running()
                     where = run_dir or (root or _default_root()) / run_id
                     where.mkdir(parents=True, exist_ok=True)
                     if job.config is not None:
@@ -132,6 +140,8 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
             except BaseException:
                 await ahead.discard()  # a run that never began (or failed to): nothing of it stays
                 raise
+        if progress is not None:
+            progress.finished(record.status)
         job.records.append(record)
         if on_record is not None:
             on_record(job, record)

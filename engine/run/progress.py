@@ -8,13 +8,16 @@ not run (``user_error.txt``, ``skipped.txt``). It never opens the DuckDB store, 
 sweep workers need for themselves, and it re-reads a record only while its job is
 unfinished and the file has changed, so a poll of a large sweep stays cheap.
 
-On a terminal the line is redrawn in place (to stderr, cursor back at column 0, so a
-worker's output line simply overwrites it). Elsewhere, or with ``CI`` set, a plain line
-is printed at most every ``every_s`` seconds, only when something changed, and once at
-the end: quiet in CI logs.
+The same line serves every command that runs many runs (``check``, ``lock``, ``swe eval``:
+``TaskProgress``, fed by the batch as runs start and end) and image builds show their steps
+(``BuildProgress``). On a terminal rich draws them on stderr (``LiveLine``: a bar and the
+line, redrawn in place, with what else is printed scrolling above it). Elsewhere, or with
+``CI`` set, a plain line is printed at most every ``every_s`` seconds, only when something
+changed, and once at the end: quiet in CI logs, and parsable.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -22,7 +25,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 USER_ERROR_MARKER = "user_error.txt"
 """A job that failed before its run started (bad config, ...) writes its one-line reason here."""
@@ -72,29 +78,126 @@ def job_state(job_dir: Path) -> str | None:
     return "failed" if status in FAILED_STATUSES else "running"
 
 
-class SweepProgress:
-    """Polls a sweep's job directories and prints its progress (use as a context manager)."""
+class _Progress:
+    """What every progress display shares: the line (counts, elapsed, ETA), when it is shown,
+    and the thread that shows it (use as a context manager). Subclasses say what the counts are."""
 
-    def __init__(self, sweep_dir: Path, total: int, *, label: str = "", stream: TextIO | None = None,
-                 interactive: bool | None = None, every_s: float = 10.0, poll_s: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.sweep_dir = Path(sweep_dir)
+    quiet_until_started = False
+    """Plain lines (not on a terminal) only once a run has started."""
+
+    def __init__(self, title: str, total: int, *, stream: TextIO | None = None, interactive: bool | None = None,
+                 every_s: float = 10.0, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+        self.title = title
         self.total = total
-        self.label = label or self.sweep_dir.name
         self.stream = stream or sys.stderr
         self.interactive = _is_interactive(self.stream) if interactive is None else interactive
         self.every_s = every_s
         self.poll_s = poll_s
         self.clock = clock
         self.started = clock()
-        self._final: dict[str, str] = {}  # job -> state that can no longer change
-        self._seen: dict[str, tuple[tuple[int, int], str | None]] = {}  # job -> (record inode+mtime, state)
+        self._live: LiveLine | None = None
         self._last_line: str | None = None
         self._last_print = float("-inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # ---- polling -----------------------------------------------------------------------
+    def poll(self) -> Counts:
+        raise NotImplementedError
+
+    # ---- the line ----------------------------------------------------------------------
+
+    def line(self, counts: Counts) -> str:
+        elapsed = self.clock() - self.started
+        executed = counts.completed + counts.failed
+        remaining = counts.total - counts.finished
+        if remaining <= 0:
+            eta = "done"
+        elif executed:
+            eta = "ETA " + _clock(elapsed / executed * remaining)
+        else:
+            eta = "ETA --"
+        parts = [f"{counts.finished}/{counts.total} done", f"{counts.completed} completed", f"{counts.failed} failed"]
+        if counts.skipped:
+            parts.append(f"{counts.skipped} skipped")
+        parts += [f"{counts.running} running", f"{counts.waiting} waiting"]
+        return f"{self.title}: " + ", ".join(parts) + f" | {_clock(elapsed)} elapsed, {eta}"
+
+    def tick(self, *, final: bool = False) -> str | None:
+        """Poll and show the line if due; returns the line shown, or None."""
+        counts = self.poll()
+        line = self.line(counts)
+        now = self.clock()
+        if self.interactive:
+            if not (final or line != self._last_line or now - self._last_print >= 1.0):
+                return None
+            if self._live is None:
+                self._live = LiveLine(self.stream)
+            if not self._live.show(line, counts.finished, counts.total, final=final):
+                self._stop.set()
+        else:
+            # The elapsed clock alone is no news: compare the counts part of the line.
+            changed = line.split(" | ")[0] != (self._last_line or "").split(" | ")[0]
+            if not final and not (changed and now - self._last_print >= self.every_s):
+                return None
+            if not final and self.quiet_until_started and not (counts.running or counts.finished):
+                return None  # images are still being built: a build that fails is one error, alone
+            self._write(line + "\n")
+        self._last_line, self._last_print = line, now
+        return line
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream must never fail the work
+            self._stop.set()
+
+    # ---- the thread --------------------------------------------------------------------
+
+    def start(self):
+        self._thread = threading.Thread(target=self._loop, name="crucible-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, *, final: bool = True) -> None:
+        """Stop the thread and show the final line (``final`` False: none, the work failed and
+        its error is what the user reads)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            if final or self._live is not None:  # a live line is left as it was last drawn
+                self.tick(final=True)
+        finally:
+            if self._live is not None:
+                self._live.close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.tick()
+            except Exception:  # a display problem must never fail the work
+                continue
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.stop(final=exc_type is None or exc_type is KeyboardInterrupt)
+
+
+class SweepProgress(_Progress):
+    """Polls a sweep's job directories and shows its progress (use as a context manager)."""
+
+    def __init__(self, sweep_dir: Path, total: int, *, label: str = "", stream: TextIO | None = None,
+                 interactive: bool | None = None, every_s: float = 10.0, poll_s: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.sweep_dir = Path(sweep_dir)
+        self.label = label or self.sweep_dir.name
+        super().__init__(f"sweep {self.label}", total, stream=stream, interactive=interactive, every_s=every_s,
+                         poll_s=poll_s, clock=clock)
+        self._final: dict[str, str] = {}  # job -> state that can no longer change
+        self._seen: dict[str, tuple[tuple[int, int], str | None]] = {}  # job -> (record inode+mtime, state)
 
     def poll(self) -> Counts:
         states: dict[str, int] = {"completed": 0, "failed": 0, "skipped": 0, "running": 0}
@@ -124,76 +227,127 @@ class SweepProgress:
         self._seen[job.name] = (version, state)
         return state
 
-    # ---- the line ----------------------------------------------------------------------
 
-    def line(self, counts: Counts) -> str:
-        elapsed = self.clock() - self.started
-        executed = counts.completed + counts.failed
-        remaining = counts.total - counts.finished
-        if remaining <= 0:
-            eta = "done"
-        elif executed:
-            eta = "ETA " + _clock(elapsed / executed * remaining)
-        else:
-            eta = "ETA --"
-        parts = [f"{counts.finished}/{counts.total} done", f"{counts.completed} completed", f"{counts.failed} failed"]
-        if counts.skipped:
-            parts.append(f"{counts.skipped} skipped")
-        parts += [f"{counts.running} running", f"{counts.waiting} waiting"]
-        return f"sweep {self.label}: " + ", ".join(parts) + f" | {_clock(elapsed)} elapsed, {eta}"
+class TaskProgress(_Progress):
+    """The progress of runs in this process (``check``, ``lock``, ``swe eval``): told by the
+    batch as each run starts (``running``) and ends (``finished``), from any thread."""
 
-    def tick(self, *, final: bool = False) -> str | None:
-        """Poll and print if due; returns the line printed, or None."""
-        counts = self.poll()
-        line = self.line(counts)
-        now = self.clock()
-        if self.interactive:
-            if final or line != self._last_line or now - self._last_print >= 1.0:
-                self._write("\r\x1b[K" + line + ("\n" if final else "\r"))
-            else:
-                return None
-        else:
-            # The elapsed clock alone is no news: compare the counts part of the line.
-            changed = line.split(" | ")[0] != (self._last_line or "").split(" | ")[0]
-            if not final and not (changed and now - self._last_print >= self.every_s):
-                return None
-            self._write(line + "\n")
-        self._last_line, self._last_print = line, now
-        return line
+    quiet_until_started = True
 
-    def _write(self, text: str) -> None:
+    def __init__(self, title: str, total: int, **kwargs) -> None:
+        super().__init__(title, total, **kwargs)
+        self._counts = {"completed": 0, "failed": 0, "skipped": 0, "running": 0}
+        self._lock = threading.Lock()
+
+    def running(self) -> None:
+        with self._lock:
+            self._counts["running"] += 1
+
+    def finished(self, status: str, *, was_running: bool = True, from_store: bool = False) -> None:
+        """A run ended with ``status`` (``from_store``: a verdict the store answered, counted skipped)."""
+        state = "skipped" if from_store else "completed" if status == "completed" else "failed"
+        with self._lock:
+            self._counts[state] += 1
+            if was_running:
+                self._counts["running"] = max(0, self._counts["running"] - 1)
+
+    def poll(self) -> Counts:
+        with self._lock:
+            return Counts(total=self.total, **self._counts)
+
+
+class LiveLine:
+    """One status line with a bar, drawn by rich on a terminal and redrawn in place; what else
+    goes to the same console (a build's steps) scrolls above it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+        from rich.table import Column
+
+        # Folded, never cut: the ETA is at the line's end, and a narrow terminal still shows it.
+        text = TextColumn("{task.description}", table_column=Column(no_wrap=False, overflow="fold"))
+        # Lines printed to stdout go above the live line when both are this terminal; piped
+        # elsewhere, stdout stays untouched (what tests and scripts read).
+        self.progress = Progress(BarColumn(bar_width=24), text, console=console(stream), auto_refresh=False,
+                                 transient=False, redirect_stdout=_same_terminal(stream), redirect_stderr=False)
+        self.task = self.progress.add_task("", total=None)
+        self.started = False
+
+    def show(self, line: str, done: int, total: int, *, final: bool = False) -> bool:
+        """Draw ``line``; False when the stream is gone (the display then stops, the work goes on)."""
         try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed or broken stream must never fail the sweep
-            self._stop.set()
+            self.progress.update(self.task, description=line, completed=done, total=max(total, 1))
+            if not self.started:
+                self.progress.start()  # draws the line it has just been given
+                self.started = True
+            self.progress.refresh()
+            return True
+        except (OSError, ValueError):
+            return False
 
-    # ---- the thread --------------------------------------------------------------------
+    def close(self) -> None:
+        if self.started:
+            self.started = False
+            with contextlib.suppress(OSError, ValueError):
+                self.progress.stop()
 
-    def start(self) -> "SweepProgress":
-        self._thread = threading.Thread(target=self._loop, name="crucible-progress", daemon=True)
-        self._thread.start()
-        return self
 
-    def stop(self) -> None:
-        """Stop the thread and print the final line."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self.tick(final=True)
+class BuildProgress:
+    """An image build's steps as they happen, on a terminal: where its full log is, then each
+    ``Step N/M`` line as Docker starts it. Elsewhere nothing (a failed build's error names its log)."""
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            try:
-                self.tick()
-            except Exception:  # a display problem must never fail the sweep
-                continue
+    def __init__(self, tag: str, log_path: Path, *, stream: TextIO | None = None,
+                 interactive: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.interactive = _is_interactive(self.stream) if interactive is None else interactive
+        self.tag = tag
+        if self.interactive:
+            self._print(f"[bold]building[/] {_escape(tag)}  (full log: {_escape(str(log_path))})")
 
-    def __enter__(self) -> "SweepProgress":
-        return self.start()
+    def output(self, line: str) -> None:
+        """One line of the build's output: shown if it starts a step."""
+        if self.interactive and line.startswith("Step "):
+            self._print(f"  {self.tag.split(':')[-1][:12]}  {_escape(line.rstrip())}")
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def done(self, error: str | None) -> None:
+        if self.interactive:
+            self._print(f"  {self.tag.split(':')[-1][:12]}  " + (f"[red]failed[/]: {_escape(error)}" if error else "built"))
+
+    def _print(self, markup: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            console(self.stream).print(markup, highlight=False, soft_wrap=True)
+
+
+def _escape(text: str) -> str:
+    """Docker's text as text, never as rich markup (``COPY [/a, /b]`` would be a closing tag)."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+_CONSOLES: dict[int, tuple[TextIO, "Console"]] = {}
+_CONSOLES_LOCK = threading.Lock()
+
+
+def console(stream: TextIO) -> "Console":
+    """The one rich console of ``stream``: a build's steps printed while a progress line is
+    live go through the console that draws it, so they scroll above it instead of tearing it."""
+    from rich.console import Console
+
+    with _CONSOLES_LOCK:
+        known = _CONSOLES.get(id(stream))
+        if known is None or known[0] is not stream:
+            known = (stream, Console(file=stream, force_terminal=True, stderr=stream is sys.stderr))
+            _CONSOLES[id(stream)] = known
+        return known[1]
+
+
+def _same_terminal(stream: TextIO) -> bool:
+    try:
+        return sys.stdout.isatty() and os.path.samefile(f"/proc/self/fd/{sys.stdout.fileno()}",
+                                                        f"/proc/self/fd/{stream.fileno()}")
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _is_interactive(stream: TextIO) -> bool:

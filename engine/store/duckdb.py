@@ -10,7 +10,8 @@ Connections are opened per operation and never cached, so a forked child (a swee
 worker) never shares one with its parent.
 
 Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``,
-``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``terminals``, ``terminal_snapshots``, ``meta``. The questions
+``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``terminals``, ``terminal_snapshots``,
+``sweep_runs`` (the earlier runs a resumed sweep reused), ``meta``. The questions
 users ask are one short query each:
 
 Pass rate per agent and model::
@@ -61,7 +62,7 @@ from engine.store.files import (
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
 from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
-from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, UPGRADES, record_from_rows, to_db_ts
+from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, UPGRADES, from_db_ts, record_from_rows, to_db_ts
 
 log = logging.getLogger("crucible.store")
 
@@ -188,6 +189,17 @@ class DuckDBStore:
                                        document)
         self._ingest_or_explain(f"a terminal event of run {run_id}", spool_file)
         return spool_file
+
+    def link_sweep_run(self, sweep_id: str, run_id: str) -> None:
+        """Record that sweep ``sweep_id`` reused the completed run ``run_id`` instead of running its
+        spec again (``resume=true``): the sweep's report then counts it. Spooled first, like a
+        run record, so a sweep's workers (which do not share a store handle) link alike; a link
+        left in the spool by a busy store is committed by the next ingest."""
+        document = self._document("sweep_run", {"sweep_id": sweep_id, "run_id": run_id, "reused": True,
+                                                "linked_at": datetime.now(timezone.utc).isoformat()}, next_seq())
+        spool_file = atomic_write_json(self.spool / spool_name("sweep_run", f"{sweep_id}-{run_id}",
+                                                               document["record_seq"]), document)
+        self._ingest_or_explain(f"the link of run {run_id} to sweep {sweep_id}", spool_file)
 
     @staticmethod
     def _document(kind: str, data: dict, seq: int) -> dict:
@@ -367,6 +379,19 @@ class DuckDBStore:
         return result
 
     # ---- orphans -----------------------------------------------------------------------
+
+    def housekeeping_due(self) -> tuple[bool, bool]:
+        """Whether ``mark_orphaned_runs`` and ``housekeep_terminals`` would find anything to do,
+        read in one turn: every command housekeeps first, and each turn costs an ATTACH and the
+        log's replay (~5 ms of a ~0.1 s `crucible query`, bench/bench_cli_startup.py). A run is due
+        exactly when ``mark_orphaned_runs`` would take it: running here, its owner not alive."""
+        self.ingest_pending()
+        with self._connect(read_only=True) as con:
+            owners = con.execute("SELECT owner_pid, started_at FROM runs WHERE status = 'running' AND owner_host = ? "
+                                 "AND owner_pid IS NOT NULL", [this_host()]).fetchall()
+            terminals_due = terminal_rows.needs_housekeeping(con)
+        runs_due = any(not process_alive(pid, _epoch(from_db_ts(started))) for pid, started in owners)
+        return runs_due, terminals_due
 
     def mark_orphaned_runs(self) -> list[str]:
         """Runs left "running" by a dead process on this host become "error"; returns their ids.

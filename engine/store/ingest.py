@@ -3,7 +3,8 @@
 Any number of processes may ingest the same spool at once. Correctness rests on two
 rules: a record replaces the stored one only if it ranks higher — (final status over
 "running", then newer sequence) — and child rows (steps, subscores, test results, stage
-timings) are deleted and re-inserted in the same transaction as their run row.
+timings) are deleted and re-inserted in the same transaction as their run row. A sweep's
+link to a run it reused (``sweep_runs``) is keyed by the pair and written once.
 """
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ from engine.store.schema import (
     BUILD_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    SWEEP_RUN_COLUMNS,
     TEST_COLUMNS,
     RunRows,
     build_from_dict,
     build_row,
     insert_sql,
     run_rows,
+    sweep_run_row,
 )
 
 # Errors caused by a record's content: retrying cannot help, so the record is set aside.
@@ -46,12 +49,13 @@ ROWS_PER_INSERT = 200
 @dataclasses.dataclass
 class IngestItem:
     path: Path
-    kind: str  # "run" | "build" | "terminal"
+    kind: str  # "run" | "build" | "terminal" | "sweep_run"
     key: str
     rank: tuple[int, int]
     """(1 for a final status else 0, record_seq): the higher rank wins."""
     run: RunRows | None = None
     build: tuple | None = None
+    """A ``builds`` row, or (kind "sweep_run") a ``sweep_runs`` row."""
     terminal: dict | None = None
     """A terminal event (engine/store/terminals.py), applied in sequence order, never deduplicated."""
 
@@ -77,6 +81,9 @@ def load_spool_file(path: Path) -> IngestItem | None:
         if data.get("record_kind") == "terminal":
             check_event(data)
             return IngestItem(path, "terminal", str(data.get("run_id") or ""), (1, seq), terminal=data)
+        if data.get("record_kind") == "sweep_run":
+            row = sweep_run_row(data, seq)
+            return IngestItem(path, "sweep_run", f"{row[0]}/{row[1]}", (1, seq), build=row)
         if data.get("record_kind") == "build":
             record = build_from_dict(data)
             return IngestItem(path, "build", record.build_id, (1, seq), build=build_row(record, seq))
@@ -116,6 +123,7 @@ def _apply_batch(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) -> Non
     try:
         _upsert_runs(con, _outranking(con, "runs", "run_id", "status", runs))
         _upsert_builds(con, _outranking(con, "builds", "build_id", None, builds))
+        _link_sweep_runs(con, list(_winners([i for i in items if i.kind == "sweep_run"]).values()))
         apply_events(con, [i.terminal for i in items if i.terminal is not None])
         con.execute("COMMIT")
     except _DATA_ERRORS:
@@ -169,6 +177,16 @@ def _upsert_builds(con, items: list[IngestItem]) -> None:
         builds = [i.build for i in items if i.build is not None]
         assert len(builds) == len(items)  # items of kind "build" all carry their row
         _insert_many(con, "builds", BUILD_COLUMNS, builds)
+
+
+def _link_sweep_runs(con, items: list[IngestItem]) -> None:
+    """Each (sweep, run) pair once: a link spooled twice (a retried ingest) changes nothing."""
+    rows = [i.build for i in items if i.build is not None]
+    if not rows:
+        return
+    stored = set(con.execute("SELECT sweep_id, run_id FROM sweep_runs WHERE list_contains(?, sweep_id || '/' || run_id)",
+                             [[f"{r[0]}/{r[1]}" for r in rows]]).fetchall())
+    _insert_many(con, "sweep_runs", SWEEP_RUN_COLUMNS, [r for r in rows if (r[0], r[1]) not in stored])
 
 
 def _insert_many(con, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:

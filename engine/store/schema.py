@@ -4,7 +4,9 @@ One row in ``runs`` per run id (every scalar of ``RunRecord``; spec, raw grade a
 timings as JSON; violations and warnings as lists), child rows in ``steps``,
 ``subscores``, ``test_results`` and ``stage_timings``, one row in ``builds`` per build id,
 one in ``terminals`` per terminal of a run (a coding CLI's TUI in tmux) with its
-``terminal_snapshots``.
+``terminal_snapshots``, and one in ``sweep_runs`` per earlier run a sweep reused instead of
+running it again (``resume=true``): a run belongs to the sweep it ran in (``runs.sweep_id``)
+and to every sweep that reused it, so a resumed sweep's report covers the whole sweep.
 Timestamps are stored as UTC ``TIMESTAMP`` and come back as ISO 8601 strings with ``+00:00``.
 
 ``test_results`` holds a graded run's named tests, one row each, so the tests that flip
@@ -24,12 +26,13 @@ from typing import Any
 
 from engine.models import BuildRecord, RunRecord, Step, TestResult
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
 DDL's IF NOT EXISTS (its runs have no test rows, as their records had no tests) and is
 marked 2, so that an older crucible, which would drop the tests of what it ingests, stops.
 3: ``runs.final_answer`` added (``UPGRADES``: older runs keep NULL, as they stored none).
-4: ``terminals`` and ``terminal_snapshots`` added (engine/store/terminals.py)."""
+4: ``terminals`` and ``terminal_snapshots`` added (engine/store/terminals.py).
+5: ``sweep_runs`` added (the runs a ``resume=true`` sweep reused; older sweeps linked none)."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -62,6 +65,9 @@ DDL = [
         closed_by VARCHAR, last_snapshot_at TIMESTAMP, record_seq BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS terminal_snapshots (
         terminal_id VARCHAR NOT NULL, seq BIGINT NOT NULL, taken_at TIMESTAMP, final BOOLEAN, text TEXT)""",
+    """CREATE TABLE IF NOT EXISTS sweep_runs (
+        sweep_id VARCHAR NOT NULL, run_id VARCHAR NOT NULL, reused BOOLEAN NOT NULL, linked_at TIMESTAMP,
+        record_seq BIGINT NOT NULL)""",
 ]
 
 UPGRADES = [
@@ -80,6 +86,7 @@ RUN_COLUMNS = (
 TEST_COLUMNS = ("run_id", "name", "status")
 STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))
 BUILD_COLUMNS = tuple(f.name for f in dataclasses.fields(BuildRecord)) + ("record_seq",)
+SWEEP_RUN_COLUMNS = ("sweep_id", "run_id", "reused", "linked_at", "record_seq")
 _JSON_RUN_FIELDS = ("spec", "raw_grade", "timings")
 
 
@@ -158,6 +165,14 @@ def build_row(record: BuildRecord, seq: int) -> tuple:
     values = dataclasses.asdict(record)
     values.update(started_at=to_db_ts(record.started_at), inputs=_json(record.inputs), record_seq=seq)
     return tuple(values[c] for c in BUILD_COLUMNS)
+
+
+def sweep_run_row(data: dict, seq: int) -> tuple:
+    """A ``sweep_runs`` row from its spool document. Raises KeyError/TypeError/ValueError."""
+    sweep_id, run_id = data["sweep_id"], data["run_id"]
+    if not (isinstance(sweep_id, str) and sweep_id and isinstance(run_id, str) and run_id):
+        raise ValueError("a sweep link needs a sweep_id and a run_id")
+    return sweep_id, run_id, bool(data.get("reused", True)), to_db_ts(data.get("linked_at")), seq
 
 
 def build_from_dict(data: dict) -> BuildRecord:

@@ -22,7 +22,6 @@ still ``running`` whose run has ended: nothing will end it any more).
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
@@ -135,6 +134,8 @@ class TerminalLog:
                            {"taken_at": ended, "final": True, "text": final_text}})
 
     async def _write(self, event: dict) -> None:
+        import asyncio  # here: the store imports this module, and query/show/report need no asyncio (~0.02 s)
+
         try:
             await asyncio.to_thread(self.store.record_terminal_event, self.run_id, event)
         except StoreError as exc:

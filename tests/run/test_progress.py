@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,8 @@ def test_plain_lines_come_at_most_every_interval_and_only_with_news_then_once_at
     assert out.getvalue().count("\n") == 4 and "\r" not in out.getvalue()
 
 
-def test_on_a_terminal_one_line_is_redrawn_in_place(tmp_path, clock):
+def test_on_a_terminal_one_line_is_redrawn_in_place(tmp_path, clock, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the terminal's width, as rich reads it
     sweep, out = tmp_path / "sweep", io.StringIO()
     progress = SweepProgress(sweep, 2, label="S", stream=out, interactive=True, clock=clock)
     progress.tick()
@@ -69,14 +71,16 @@ def test_on_a_terminal_one_line_is_redrawn_in_place(tmp_path, clock):
     clock.now += 0.1
     assert progress.tick() is None  # nothing new, and the clock shows whole seconds
     record(sweep, 1, "error")
-    progress.tick(final=True)
-    writes = out.getvalue().split("\r\x1b[K")[1:]
-    assert [w.split(" | ")[0] for w in writes] == [
+    progress.stop()
+    # rich draws it: each redraw returns to the line's start and clears it; one newline, at the end.
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    frames = list(dict.fromkeys(f[f.index("sweep S"):].split(" | ")[0] for f in re.split(r"[\r\n]", text) if "sweep S" in f))
+    assert frames == [
         "sweep S: 0/2 done, 0 completed, 0 failed, 0 running, 2 waiting",
         "sweep S: 1/2 done, 1 completed, 0 failed, 0 running, 1 waiting",
         "sweep S: 2/2 done, 1 completed, 1 failed, 0 running, 0 waiting",
     ]
-    assert all(w.endswith("\r") for w in writes[:-1]) and writes[-1].endswith("done\n")
+    assert text.count("\n") == 1 and text.rstrip().endswith("done")
 
 
 class FakeTerminal(io.StringIO):
