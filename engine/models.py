@@ -107,6 +107,29 @@ while off, so a mode that does not turn it on keeps its spec hashes."""
 
 
 @dataclass(frozen=True)
+class TaskLimits:
+    """A task's own limits (a Harbor ``task.toml``'s ``[agent]``/``[verifier]``/``[environment]``),
+    named by its flavor at plan time (``PlannedTask.limits``). Planning folds them into the run
+    spec (``RunSpec.limits``, and the timeouts and the agent's network they set): the task's
+    value wins over the run's config, whose values stay the limits of tasks that name none.
+    None = the run's own. Network only ever narrows: ``network=True`` gives the agent none
+    under a mode without ``agent_network`` (``strict``), and the run's warnings say so."""
+
+    agent_timeout: float | None = None
+    """Seconds of the agent's turn (``timeouts.agent``)."""
+    grade_timeout: float | None = None
+    """Seconds of grading (``timeouts.grade``)."""
+    cpus: float | None = None
+    """CPUs of every workspace of the run (the agent's and grading's), where the runtime can
+    limit them (docker: ``nano_cpus``; local: not at all, said in the run's warnings)."""
+    memory_bytes: int | None = None
+    """Memory of every workspace of the run (docker: ``mem_limit``)."""
+    network: bool | None = None
+    """Whether the agent may have a network: False takes it away in every mode, True gives it
+    only where the integrity mode does."""
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """Everything that can change a verdict, pinned at plan time. Frozen; hashed whole.
 
@@ -131,6 +154,8 @@ class RunSpec:
     """The image the agent works in when it declares needs (``agent.image``): ``tag`` and
     ``input_hash`` of a layer over ``image``. None = it works in ``image``. ``image`` is
     always the task image, the one grading uses."""
+    limits: TaskLimits | None = None
+    """The task's own limits (``TaskLimits``), as its flavor planned them; None = the run's."""
 
     def to_dict(self) -> dict:
         """The spec as stored and hashed. Keys added after specs were first stored are left
@@ -141,6 +166,8 @@ class RunSpec:
         data = dataclasses.asdict(self)
         if data["agent_image"] is None:
             del data["agent_image"]
+        if data.get("limits") is None:
+            data.pop("limits", None)
         integrity = data.get("integrity")
         for flag in LATER_INTEGRITY_FLAGS:
             if isinstance(integrity, dict) and integrity.get(flag) is False:

@@ -22,7 +22,7 @@ from engine.config.plugins import instantiate, plugin_class
 from engine.config.schema import CrucibleConfig
 from engine.errors import BaseImageMissing, ConfigError
 from engine.interfaces import ImageBuilder, PlanContext
-from engine.models import ImageRef, RunSpec
+from engine.models import ImageRef, RunSpec, TaskLimits
 from engine.plan import lock
 from engine.util import paths
 
@@ -167,6 +167,7 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
     planned_task = planned.task
     if use_lock and not (planned_task.fail_to_pass or planned_task.pass_to_pass):
         planned_task = _locked(planned_task)
+    timeouts, integrity = folded_limits(cfg.timeouts, cfg.integrity, planned.limits)
     spec = RunSpec(
         engine_version=engine_version(cfg.flavor._target_, cfg.agent._target_),
         task=planned_task,
@@ -174,15 +175,34 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None
         flavor=cfg.flavor,
         agent=agent,
         model=model,
-        integrity=cfg.integrity,
+        integrity=integrity,
         runtime=cfg.runtime,
         image={"tag": image.tag, "input_hash": image.input_hash},
-        timeouts=cfg.timeouts,
+        timeouts=timeouts,
         seed=cfg.seed,
         attempt=cfg.attempt,
         agent_image=None if agent_image is None else {"tag": agent_image.tag, "input_hash": agent_image.input_hash},
+        limits=planned.limits,
     )
     return Plan(spec=spec, image=image, agent_image=agent_image)
+
+
+def folded_limits(timeouts: Any, integrity: Any, limits: TaskLimits | None) -> tuple[Any, Any]:
+    """The run's timeouts and integrity with a task's own limits over them: the task's times
+    win over the run's config (``timeouts.agent=`` on the command line included: the task's
+    author knows what it needs, and one config then runs a dataset of tasks, each under its own
+    limit); its network only ever narrows the mode's (``allow_internet = true`` never gives
+    ``strict``'s agent a network). Its cpus and memory stay in ``RunSpec.limits``, for the
+    runtime. All of it is in the spec, so its hash covers every limit."""
+    if limits is None:
+        return timeouts, integrity
+    times = {key: float(value) for key, value in (("agent", limits.agent_timeout), ("grade", limits.grade_timeout))
+             if value is not None}
+    if times:
+        timeouts = dataclasses.replace(timeouts, **times)
+    if limits.network is False and integrity.agent_network:
+        integrity = dataclasses.replace(integrity, agent_network=False)
+    return timeouts, integrity
 
 
 def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRef) -> ImageRef | None:

@@ -335,11 +335,11 @@ def test_a_task_yaml_from_an_earlier_version_says_its_defaults_list_is_no_longer
 
 
 def task_set_folders() -> list[str]:
-    """The task sets, counted independently of crucible: folders right under each config dir's
-    task/ that hold a YAML file (a task, or a task source's _source.yaml)."""
+    """The task sets, counted independently of crucible: folders under each config dir's task/, at
+    any depth (``harbor/dataset``), that hold a YAML file (a task, or a task source's _source.yaml)."""
     dirs = [ROOT / "conf", *(Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p)]
-    return sorted({d.name for root in dirs if (root / "task").is_dir() for d in (root / "task").iterdir()
-                   if d.is_dir() and any(d.glob("*.yaml"))})
+    return sorted({y.parent.relative_to(root / "task").as_posix() for root in dirs if (root / "task").is_dir()
+                   for y in (root / "task").rglob("*.yaml") if y.parent != root / "task"})
 
 
 @pytest.mark.parametrize("command", [["check"], ["run", "agent=noop"], ["run"], ["run", "-m", "agent=noop,integration_test"],
