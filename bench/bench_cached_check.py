@@ -5,11 +5,17 @@ are a function of) warm, and with it emptied before each run.
     .venv/bin/python bench/bench_cached_check.py [--task 'glob(sample/*)'] [--trials 7]
 
 The verdicts are made once first (in a throwaway CRUCIBLE_HOME; the images are the shared
-ones), so every timed check runs nothing. Trials alternate between the three.
+ones), so every timed check runs nothing. Trials alternate between the three. Peak RSS is
+each process's own (``wait4``). Then one more warm check runs in-process under
+``bench/stages.py`` for the breakdown (compose, session, plan, ...).
+
+Exits non-zero when the warm check's median over ``python3 -c pass`` is past TARGET_S or its
+median peak RSS past TARGET_RSS_MB (issue 38's targets).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -21,15 +27,36 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
+TARGET_S = 0.3
+"""The warm check's median over a bare interpreter, at most."""
+TARGET_RSS_MB = 80.0
+"""The warm check's median peak RSS, at most."""
+RSS: dict[str, list[float]] = {}
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    began = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - began
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {proc.stdout[-600:]} {proc.stderr[-600:]}")
+def timed(argv: list[str], env: dict[str, str], name: str = "") -> float:
+    """Wall seconds of one whole process; its own peak RSS (MB, from ``wait4``) kept under ``name``."""
+    with tempfile.TemporaryFile() as out:
+        began = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - began
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            out.seek(0)
+            raise SystemExit(f"{' '.join(argv)} failed: {out.read()[-1200:].decode(errors='replace')}")
+    if name:
+        RSS.setdefault(name, []).append(usage.ru_maxrss / 1024)
     return seconds
+
+
+def stages(argv: list[str], env: dict[str, str]) -> dict:
+    """One warm check in-process under bench/stages.py: seconds and peak RSS per stage."""
+    proc = subprocess.run([PYTHON, str(ROOT / "bench" / "stages.py"), *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"stages of {argv} failed: {proc.stderr[-800:]}")
+    return json.loads(proc.stderr.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -52,21 +79,38 @@ def main() -> int:
         results: dict[str, list[float]] = {"python3 -c pass": [], "check, eval cache warm": [],
                                            "check, eval cache empty": []}
         for _ in range(ns.trials):
-            results["python3 -c pass"].append(timed([PYTHON, "-c", "pass"], env))
-            results["check, eval cache warm"].append(timed(check, env))
-            shutil.rmtree(Path(home) / "cache" / "eval", ignore_errors=True)
-            results["check, eval cache empty"].append(timed(check, env))
+            for name in results:
+                if name == "check, eval cache empty":
+                    shutil.rmtree(Path(home) / "cache" / "eval", ignore_errors=True)
+                results[name].append(timed([PYTHON, "-c", "pass"] if name == "python3 -c pass" else check, env, name))
             timed(check, env)  # warm it again for the next trial's warm run
+        breakdown = [stages(check[3:], env) for _ in range(3)]
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    floor = statistics.median(results["python3 -c pass"])
+    med = statistics.median
+    floor = med(results["python3 -c pass"])
     print(f"crucible check task={ns.task}, every verdict from the store, {ns.trials} trials each, "
-          "whole processes, medians (perf_counter)")
-    print(f"{'what':<28}{'median s':>10}{'- python s':>12}   min..max s")
+          f"whole processes, medians (perf_counter; peak RSS from wait4); load average {os.getloadavg()[0]:.2f}")
+    print(f"{'what':<28}{'median s':>10}{'- python s':>12}   {'min..max s':<14}{'peak RSS MB':>12}")
     for name, values in results.items():
-        median = statistics.median(values)
-        print(f"{name:<28}{median:>10.3f}{median - floor:>12.3f}   {min(values):.3f}..{max(values):.3f}")
-    return 0
+        median = med(values)
+        print(f"{name:<28}{median:>10.3f}{median - floor:>12.3f}   {min(values):.3f}..{max(values):.3f}  "
+              f"{med(RSS[name]):>10.1f}")
+    print("\nwhere a warm check's time goes, in-process (bench/stages.py, median of 3; RSS: peak when the stage first ended)")
+    names = list(dict.fromkeys(k for b in breakdown for k in b["seconds"]))
+    for name in names:
+        rss_at = [b["rss_mb"][name] for b in breakdown if name in b["rss_mb"]]
+        print(f"  {name:<36}{med(b['seconds'].get(name, 0.0) for b in breakdown):>8.3f} s"
+              + (f"{med(rss_at):>9.1f} MB" if rss_at else ""))
+    print(f"  {'interpreter start and exit (python3 -c pass)':<36}{floor:>8.3f} s")
+    warm, rss = med(results["check, eval cache warm"]) - floor, med(RSS["check, eval cache warm"])
+    failed = [f"warm check {warm:.3f} s over python (target <= {TARGET_S} s)"] * (warm > TARGET_S) + \
+             [f"warm check peak RSS {rss:.1f} MB (target <= {TARGET_RSS_MB:.0f} MB)"] * (rss > TARGET_RSS_MB)
+    for line in failed:
+        print(f"FAIL: {line}")
+    if not failed:
+        print(f"ok: warm check {warm:.3f} s over python (<= {TARGET_S}), peak RSS {rss:.1f} MB (<= {TARGET_RSS_MB:.0f})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ built before timing (a cached build is what every real run after the first sees)
 Trials alternate between the three so drift on the machine hits all of them alike.
 
     .venv/bin/python bench/bench_golden.py [--task sample/last_page] [--trials 5]
+
+Exits non-zero when a median ratio is past its target (issue 38): in-process at most
+TARGET_INPROCESS x the floor, the whole command at most TARGET_CLI x. The CLI's start-up is
+broken down by processes timed beside the trials: a bare interpreter, one that imports the
+run command's modules, and the rest of the command outside the in-process run.
 """
 from __future__ import annotations
 
@@ -29,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+TARGET_INPROCESS = 1.3
+TARGET_CLI = 2.0
 
 
 def golden_patch(repo: Path, task) -> bytes:
@@ -94,6 +102,19 @@ def cli_trial(task_option: str, seed: int) -> float:
     return seconds
 
 
+def startup_trial(code: str) -> float:
+    """Wall seconds of one interpreter running ``code`` (the CLI's start-up, piece by piece)."""
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+STARTUP = {
+    "interpreter (python3 -c pass)": "pass",
+    "+ import the run command (engine.cli.main, engine.cli.run)": "import engine.cli.main, engine.cli.run",
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--task", default="sample/last_page")
@@ -115,6 +136,7 @@ def main() -> int:
     run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "bench"
 
     floor, inproc, cli, stages = [], [], [], []
+    startup: dict[str, list[float]] = {name: [] for name in STARTUP}
     floor_trial(planned.image.tag, planned.spec.task, patch)  # warm the page cache, not timed
     for trial in range(ns.trials):
         floor.append(floor_trial(planned.image.tag, planned.spec.task, patch))
@@ -122,22 +144,37 @@ def main() -> int:
         inproc.append(seconds)
         stages.append(timings)
         cli.append(cli_trial(ns.task, seed=10_000 + trial))
+        for name, code in STARTUP.items():
+            startup[name].append(startup_trial(code))
 
     med = statistics.median
     f = med(floor)
     rows = [("floor: docker run (apply + test)", f, 1.0), ("crucible in-process (spec -> stored verdict)", med(inproc), med(inproc) / f),
             ("crucible CLI (whole command)", med(cli), med(cli) / f)]
     print(f"task {ns.task}, image {planned.image.tag}, {ns.trials} trials each, medians (resolution: perf_counter, ~1 us; "
-          f"spread below)")
+          f"spread below); load average {os.getloadavg()[0]:.2f}")
     print(f"{'pipeline':48} {'median s':>9} {'x floor':>8}   min..max s")
     for (name, value, ratio), samples in zip(rows, (floor, inproc, cli)):
         print(f"{name:48} {value:9.3f} {ratio:8.2f}   {min(samples):.3f}..{max(samples):.3f}")
     print("\nin-process stages (median s):")
     for stage in stages[0]:
         print(f"  {stage:10} {med(s.get(stage, 0.0) for s in stages):.3f}")
+    print("\nthe whole command beyond the in-process run (median s):")
+    interpreter, imported = (med(v) for v in startup.values())
+    print(f"  {'interpreter start (python3 -c pass)':58} {interpreter:.3f}")
+    print(f"  {'importing the run command (engine.cli.main, engine.cli.run)':58} {imported - interpreter:.3f}")
+    print(f"  {'the rest: compose, plan, session, pre-flight, exit':58} {med(cli) - med(inproc) - imported:.3f}")
     if ns.json:
-        ns.json.write_text(json.dumps({"floor": floor, "inprocess": inproc, "cli": cli, "stages": stages}, indent=2))
-    return 0
+        ns.json.write_text(json.dumps({"floor": floor, "inprocess": inproc, "cli": cli, "stages": stages,
+                                       "startup": startup}, indent=2))
+    failed = [f"in-process {med(inproc) / f:.2f}x the floor (target <= {TARGET_INPROCESS}x)"] * \
+        (med(inproc) / f > TARGET_INPROCESS) + \
+        [f"the whole command {med(cli) / f:.2f}x the floor (target <= {TARGET_CLI}x)"] * (med(cli) / f > TARGET_CLI)
+    for line in failed:
+        print(f"FAIL: {line}")
+    if not failed:
+        print(f"ok: in-process <= {TARGET_INPROCESS}x, the whole command <= {TARGET_CLI}x the floor")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ joblib   the same sweep through Hydra's joblib launcher (`hydra/launcher=joblib`
 Each trial uses a new seed, so nothing is answered from the store. Trials alternate.
 
     .venv/bin/python bench/bench_sweep.py [--trials 3]
+
+Exits non-zero when the default sweep's median ratio to its floor (each trial's own) is past
+TARGET (issue 38). Each default sweep is broken down from its run records: before its first run
+started (start-up, composes, plans), from then to its last run's end, and after it (summary, exit).
 """
 from __future__ import annotations
 
@@ -27,6 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+TARGET = 1.5
+PHASES: list[tuple[float, float, float]] = []
+"""Per default sweep: seconds before its first run started, its runs' span, after the last ended."""
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
 
 
@@ -41,13 +48,24 @@ def floors(planned: list, patches: list[bytes]) -> float:
 
 
 def sweep(seed: int, *extra: str) -> float:
-    began = time.perf_counter()
+    began, wall_began = time.perf_counter(), time.time()
     proc = subprocess.run([sys.executable, "-m", "engine.cli", *SWEEP, f"seed={seed}", *extra], cwd=ROOT,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - began
     if proc.returncode != 0 or "8 run(s) stored" not in proc.stdout:
         raise SystemExit(f"sweep failed: {proc.stdout[-1500:]} {proc.stderr[-1500:]}")
+    if not extra:
+        PHASES.append(_phases(seed, wall_began, seconds))
     return seconds
+
+
+def _phases(seed: int, wall_began: float, seconds: float) -> tuple[float, float, float]:
+    """(before the first run started, the runs' span, after the last run ended), from the records."""
+    from engine.store.duckdb import DuckDBStore
+
+    _, rows = DuckDBStore().query(f"SELECT epoch(min(started_at)), epoch(max(ended_at)) FROM runs WHERE seed = {seed}")
+    first, last = rows[0]
+    return first - wall_began, last - first, wall_began + seconds - last
 
 
 def main() -> int:
@@ -87,7 +105,8 @@ def main() -> int:
     # a machine whose speed drifts over minutes (a shared host's) moves both alike.
     paired = {name: statistics.median(v / f for v, f in zip(timings[name], timings["floor"]))
               for name in ("sweep", "joblib")}
-    print(f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter)")
+    print(f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter); "
+          f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'pipeline':44} {'median s':>9} {'x floor':>8}   min..max s")
     for name, label in (("floor", "floor: 8 docker runs, 2 at a time"),
                         ("sweep", "crucible run -m (in-process, default)"),
@@ -99,6 +118,13 @@ def main() -> int:
           + ", ".join(f"{name} {ratio:.2f}" for name, ratio in paired.items()))
     print("per trial (floor s, sweep s, ratio): " + "; ".join(
         f"{f:.2f} {s:.2f} {s / f:.2f}" for f, s in zip(timings["floor"], timings["sweep"])))
+    before, span, after = (statistics.median(p[i] for p in PHASES) for i in range(3))
+    print(f"the default sweep (median s): before its first run started {before:.2f} (start-up, composes, plans), "
+          f"first run's start to last run's end {span:.2f}, after it {after:.2f} (summary, exit)")
+    if paired["sweep"] > TARGET:
+        print(f"FAIL: the sweep is {paired['sweep']:.2f}x its floor (target <= {TARGET}x)")
+        return 1
+    print(f"ok: the sweep is {paired['sweep']:.2f}x its floor (<= {TARGET}x)")
     return 0
 
 

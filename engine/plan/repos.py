@@ -143,6 +143,41 @@ def has_commit(repo_path: Path, sha: str) -> bool:
     return _commit_sha(repo_path, sha) is not None
 
 
+def pin_all(repo_path: Path, refs: dict[str, str], *, task_id: str) -> dict[str, str]:
+    """Each role's ref resolved to its commit SHA, as ``pin`` resolves it, by one ``git rev-parse``
+    for all of them: a plan pins three refs, and GitPython (whose kept ``git cat-file`` spares a
+    process per ref) costs ~0.1 s to import, most of a check answered from the store
+    (bench/bench_cached_check.py). Where that call cannot answer for every ref (one not found,
+    a repository git refuses), each is resolved by ``pin``, whose error names what is wrong."""
+    shas = _rev_parse_commits(repo_path, list(refs.values()))
+    if shas is None:
+        return {role: pin(repo_path, ref, task_id=task_id, role=role) for role, ref in refs.items()}
+    return dict(zip(refs, shas, strict=True))
+
+
+def has_commits(repo_path: Path, shas: list[str]) -> bool:
+    """Whether every one of ``shas`` is a commit in the repository (one ``git rev-parse``)."""
+    return _rev_parse_commits(repo_path, shas) is not None or all(has_commit(repo_path, sha) for sha in shas)
+
+
+def _rev_parse_commits(repo_path: Path, revs: list[str]) -> list[str] | None:
+    """``rev^{commit}`` of every rev (the commit it names, its object looked up), in order; None
+    when git does not answer for all of them (then the caller asks one by one). ``--`` after
+    them: never read as paths. A rev that git would take for an option is left to the caller."""
+    if not revs or any(rev.startswith("-") or not rev for rev in revs):
+        return None
+    try:
+        proc = subprocess.run(["git", "-C", str(repo_path), "rev-parse", *(f"{rev}^{{commit}}" for rev in revs), "--"],
+                              capture_output=True, text=True, env={**os.environ, **_GIT_ENV})
+    except OSError:
+        return None
+    lines = proc.stdout.split()
+    if proc.returncode != 0 or len(lines) != len(revs) + 1 or lines[-1] != "--":
+        return None
+    shas = lines[:-1]
+    return shas if all(len(sha) == 40 for sha in shas) else None
+
+
 _OPEN_REPOS: dict[tuple[str, int], Any] = {}
 OPEN_REPOS_MAX = 16
 """Repositories kept open per process (each holds a ``git cat-file`` child)."""

@@ -77,11 +77,18 @@ def housekeeping(store, *, terminals: bool = True) -> None:
         reap_orphan_bridges()
     except Exception as exc:
         log.debug("bridge reaper skipped: %s", exc)
-    try:
-        store.mark_orphaned_runs()
+    try:  # one read turn says what is due, not one per chore (a store that cannot say: both are)
+        runs_due, terminals_due = store.housekeeping_due() if hasattr(store, "housekeeping_due") else (True, True)
     except Exception as exc:
-        log.debug("orphaned-run sweep skipped: %s", exc)
-    if not terminals:  # the caller does it and reports it (crucible gc)
+        log.debug("housekeeping read skipped: %s", exc)
+        runs_due = terminals_due = True
+    if runs_due:  # then the terminals too: a run it ends (or recovers) may leave one to mark stale
+        terminals_due = True
+        try:
+            store.mark_orphaned_runs()
+        except Exception as exc:
+            log.debug("orphaned-run sweep skipped: %s", exc)
+    if not terminals or not terminals_due:  # gc does it itself, and reports it
         return
     try:  # after the runs: a terminal whose run was just marked dead becomes stale now
         store.housekeep_terminals()

@@ -314,7 +314,9 @@ async def _both(first, second) -> tuple[Verdict, Verdict]:
 def _pins(task: CodingTaskConfig, repo_path: Path, recorded: Mapping[str, str] | None) -> dict[str, str]:
     refs = {"baseline": task.refs.baseline, "test": task.refs.test, "golden": task.refs.golden}
     if not recorded:
-        return {role: repos.pin(repo_path, ref, task_id=task.id, role=role) for role, ref in refs.items()}
+        return repos.pin_all(repo_path, refs, task_id=task.id)
+    if repos.has_commits(repo_path, list(recorded.values())):  # one git call; else say which is missing
+        return dict(recorded)
     for role, sha in recorded.items():
         if not repos.has_commit(repo_path, sha):
             raise ConfigError(f"task '{task.id}': pinned {role} commit {sha[:12]} is not in {task.repo}")

@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from omegaconf import MISSING
-
-from engine.config.schema import TaskConfig
+from engine.config.schema import MISSING, TaskConfig
 
 
 @dataclass

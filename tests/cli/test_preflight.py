@@ -19,7 +19,7 @@ import pytest
 from engine.models import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("mcp", "docker", "hydra", "omegaconf", "asyncssh", "httpx", "uvicorn", "starlette", "pydantic", "duckdb")
+HEAVY = ("mcp", "docker", "hydra", "omegaconf", "asyncssh", "httpx", "uvicorn", "starlette", "pydantic", "duckdb", "asyncio")
 """Packages query/show/report must not import when there is nothing to reap (``duckdb``: its
 Python layer; the store uses the C extension ``_duckdb``)."""
 

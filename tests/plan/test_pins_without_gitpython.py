@@ -1,0 +1,60 @@
+"""Planning pins refs and reads the hidden change with the git CLI (one process per call), not
+GitPython, whose import alone was ~0.05-0.1 s of a check answered from the store: the answers
+must be the very ones GitPython gave, and a wrong ref must still be named."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.plan import repos
+from git_repos import commit, git
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("pins") / "r"
+    path.mkdir()
+    git(path, "init", "-q")
+    commit(path, {"a.py": b"x = 1\n"}, "base")
+    git(path, "branch", "baseline")
+    git(path, "tag", "-a", "v1", "-m", "an annotated tag: peeled to its commit")
+    commit(path, {"a.py": b"x = 2\n"}, "fix")
+    git(path, "branch", "golden")
+    return path
+
+
+def test_one_git_call_pins_every_ref_as_gitpython_does(repo):
+    refs = {"baseline": "baseline", "golden": "golden", "test": "v1"}
+    pinned = repos.pin_all(repo, refs, task_id="t")
+    assert pinned == {role: repos._commit_sha(repo, ref) for role, ref in refs.items()}
+    assert pinned["test"] == pinned["baseline"]  # the tag's commit, not the tag object
+
+
+def test_a_ref_not_in_the_repo_is_named_as_before(repo):
+    with pytest.raises(ConfigError, match="golden ref 'nope' not found"):
+        repos.pin_all(repo, {"baseline": "baseline", "golden": "nope"}, task_id="t")
+
+
+def test_recorded_pins_are_checked_in_one_call_and_a_missing_one_is_told(repo):
+    sha = repos.pin(repo, "golden", task_id="t", role="golden")
+    assert repos.has_commits(repo, [sha, repos.pin(repo, "baseline", task_id="t", role="baseline")])
+    assert not repos.has_commits(repo, [sha, "0" * 40])
+
+
+def test_planning_a_coding_task_imports_neither_gitpython_nor_omegaconf():
+    code = ("import sys; import envs.coding.flavor, envs.coding.hidden, engine.plan.repos; "
+            "print(sorted(m for m in ('git', 'omegaconf') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_schemas_missing_marker_is_omegaconfs():
+    import omegaconf
+
+    from engine.config.schema import MISSING
+
+    assert MISSING == omegaconf.MISSING
