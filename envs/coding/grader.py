@@ -28,7 +28,7 @@ from engine.models import CapturedSubmission, TestResult, Verdict
 from engine.config.schema import IntegrityConfig
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
-from envs.coding import isolated, patch, protect, rerun, results, runner_end, scanner, staging
+from envs.coding import audit, isolated, patch, protect, rerun, results, runner_end, scanner, staging
 from envs.coding.hidden import HiddenFile
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
@@ -83,7 +83,8 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
     if end is not None:  # the shell's and pytest's ends marked (envs/coding/runner_end.py)
         shown = shown or command  # the record shows the task's command, not the report's plumbing
         command = runner_end.wrap(command, results_dir, hide_running_test=bool(integrity.hide_running_test),
-                                  one_process=bool(integrity.tests_in_one_process))
+                                  one_process=bool(integrity.tests_in_one_process),
+                                  audit=bool(integrity.refuse_test_aware_code))
     try:
         ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
                                     hidden=entries, command=command, user=user, verdict=verdict, support=support,
@@ -241,6 +242,8 @@ async def grade(
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
                 raw["durations"]["hidden"] = round(hidden_seconds, 4)
+                if integrity.refuse_test_aware_code:  # what the audit counts as the agent's (envs/coding/audit.py)
+                    raw["audit_scope"] = audit.scope(_scanned_diff(submission.diff))
                 if scanning:
                     began = time.monotonic()
                     raw["scan"] = await _scan(ws, task, integrity, submission.diff, wanted, sent)
@@ -412,6 +415,8 @@ async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: f
         record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report,
                          **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {}),
                          **({"runner_passed": sorted(cut.runner_passed)} if cut.runner_passed is not None else {})}
+        if cut.runner_audit is not None:  # the runtime audit's record (envs/coding/audit.py), kept whole
+            record["audit"] = cut.runner_audit
         if cut.after.strip():
             record["after_end"] = {"bytes": len(cut.after), "tail": _tail_text(cut.after.decode("utf-8", "replace"))}
     record["output_tail"] = _tail_text(output.decode("utf-8", "replace"))
@@ -504,7 +509,8 @@ def verdict_from_test_result(
     the task does not allow (``allowed``) scores 0. From ``raw``: the test run's end markers
     (``raw["test"]["end"]``, envs/coding/runner_end.py) vouch for a pytest report or show it
     rewritten, and ``named_results_only`` (strict) refuses a text-only verdict and a report no
-    end marker vouched for."""
+    end marker vouched for; the runtime audit's record there (``raw["test"]["audit"]``, strict)
+    makes a pass tampered where it found what the task does not allow (envs/coding/audit.py)."""
     test = (raw or {}).get("test") or {}
     tests, results_problem = _named_tests(named)
     named_only = bool((raw or {}).get("named_results_only"))
@@ -558,6 +564,8 @@ def verdict_from_test_result(
             reason = _judge_text(test_exit_code, output_tail, tests_ran_regex)
     else:
         reason = _judge_text(test_exit_code, output_tail, tests_ran_regex)
+    if reason == "tests passed":  # a failing verdict keeps its own reason; the audit refuses a pass
+        reason = audit.tampered(test.get("audit"), allowed, (raw or {}).get("audit_scope")) or reason
     reward = 1.0 if reason == "tests passed" else 0.0
     verdict_raw = {**(raw or {}), "reason": reason}
     if detail:

@@ -10,7 +10,8 @@ two ends with tokens the tested code is never handed on its command line or envi
 - the **runner end** (pytest): the plugin ``verdict/crucible_runner_end.py``, loaded with
   ``-p`` from the report's directory, prints ``<token> runner-end <sha256 of the report>
   outcomes=<its own counts> passed=<a digest of each test it saw pass>`` when pytest
-  unconfigures, after its summary and its report are written.
+  unconfigures, after its summary and its report are written (under ``strict`` also
+  ``audit=<the runtime audit's record>``, judged by envs/coding/audit.py).
 
 Output after the runner end (or the shell end, where there is none) is kept in the record
 (``after_end``) and ignored: the pass pattern and the summary counts are read from what came
@@ -26,8 +27,11 @@ verdict is the answer to that.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import re
+import zlib
 import shlex
 from dataclasses import dataclass
 from functools import cache
@@ -45,8 +49,15 @@ _COUNT = re.compile(r"([0-9]+) ([a-z]+)")
 
 
 @cache
-def plugin_source() -> str:
-    return (Path(__file__).parent / "verdict" / f"{PLUGIN}.py").read_text(encoding="utf-8")
+def plugin_source(name: str = PLUGIN) -> str:
+    return (Path(__file__).parent / "verdict" / f"{name}.py").read_text(encoding="utf-8")
+
+
+AUDIT = "audit"
+"""The word after the token that asks the plugin for the runtime audit (``verdict/crucible_audit.py``,
+written beside it; envs/coding/audit.py judges what it records)."""
+AUDIT_MODULES = ("crucible_audit", "crucible_provenance")
+"""The audit's modules, written beside the plugin when it is asked for."""
 
 
 HIDE_RUNNING_TEST = "hide-running-test"
@@ -57,17 +68,19 @@ ONE_PROCESS = "one-process"
 """The word after the token that asks the plugin to keep pytest-xdist from distributing the tests."""
 
 
-def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = False, one_process: bool = False) -> str:
+def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = False, one_process: bool = False,
+         audit: bool = False) -> str:
     """The tester's script around the task's ``command``: for pytest (``results_dir``), the
     report's directory with the plugin and its one-time token, then the command in a subshell
     (its own ``exit`` ends only that), then the shell end. The tokens are the tester's shell
     variables ``crucible_end`` and ``crucible_runner`` (read from its stdin, never exported).
     ``hide_running_test``: the plugin keeps pytest from publishing the running test's id in
     the environment (``PYTEST_CURRENT_TEST``); ``one_process``: it keeps pytest-xdist from running
-    the tests in workers, where no count of its sees a report first."""
+    the tests in workers, where no count of its sees a report first; ``audit``: it installs the
+    runtime audit hook before any code under test loads, and prints what it recorded."""
     prefix = ""
-    words = "".join(f" {word}" for word, asked in ((HIDE_RUNNING_TEST, hide_running_test), (ONE_PROCESS, one_process))
-                    if asked)
+    words = "".join(f" {word}" for word, asked in ((HIDE_RUNNING_TEST, hide_running_test), (ONE_PROCESS, one_process),
+                                                  (AUDIT, audit)) if asked)
     if results_dir is not None:
         folder = shlex.quote(results_dir)
         report = shlex.quote(f"{results_dir}/junit.xml")
@@ -75,6 +88,8 @@ def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = Fal
                   f"printf '%s{words}\\n' \"$crucible_runner\" "
                   f"> {folder}/end.nonce\n"
                   f"cat > {folder}/{PLUGIN}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source()}CRUCIBLE_RUNNER_END\n"
+                  + "".join(f"cat > {folder}/{name}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source(name)}"
+                            "CRUCIBLE_RUNNER_END\n" for name in (AUDIT_MODULES if audit else ())) +
                   f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
                   f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '
                   f'-o junit_family=xunit1 -p {PLUGIN}"\n')
@@ -97,6 +112,9 @@ class Split:
     runner_passed: frozenset[str] | None = None
     """The ``key`` of each test the plugin saw pass (and never not pass); None from a plugin
     before it named them."""
+    runner_audit: dict | None = None
+    """What the runtime audit recorded (``{"events", "dropped"}``, envs/coding/audit.py), or None:
+    not asked, or no runner end; ``{"error": ...}`` where its record could not be read."""
 
 
 def key(name: str) -> str:
@@ -112,7 +130,7 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
         text, after, shell_end = output[:found.start()], output[found.end():], True
     runner = re.search(rb"\n" + re.escape(runner_token.encode())
                        + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?"
-                       rb"(?: passed=([0-9a-f,]*))?\n",
+                       rb"(?: passed=([0-9a-f,]*))?(?: audit=([A-Za-z0-9+/=]*))?\n",
                        text) if runner_token else None
     if runner is None:
         return Split(text, after, shell_end, None)
@@ -122,7 +140,18 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
     if passed is not None and any(len(k) != 10 for k in passed):
         passed = frozenset()  # not the plugin's: no test vouched for
     return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode(), outcomes,
-                 passed)
+                 passed, None if runner.group(4) is None else _audit_record(runner.group(4)))
+
+
+def _audit_record(encoded: bytes) -> dict:
+    """The audit's record from the end line (base64 of zlib'd JSON), or why it could not be read."""
+    try:
+        record = json.loads(zlib.decompress(base64.b64decode(encoded), bufsize=1 << 16))
+    except (ValueError, zlib.error):
+        return {"error": "the audit's record could not be read"}
+    if not isinstance(record, dict) or not isinstance(record.get("events"), list):
+        return {"error": "the audit's record is not an event list"}
+    return record
 
 
 def summary_counts(text: str) -> dict[str, int] | None:

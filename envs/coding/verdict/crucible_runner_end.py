@@ -13,7 +13,9 @@ wrote it, and one with more passes or fewer failures than the counts was written
 objects by a later hook (a ``pytest_sessionfinish`` that rewrites the report and a terminal
 summary edited to match it: pytest's printed summary is no witness then, these counts are), and
 one that says PASSED for a test this plugin did not see pass was too (a failure swapped with a
-pass keeps the counts).
+pass keeps the counts). Asked for ``audit`` (``strict``), it installs the runtime audit
+(``crucible_audit`` beside it) before anything else can run, and its end line carries the audit's
+record (``audit=``).
 """
 from __future__ import annotations
 
@@ -50,9 +52,23 @@ def _hide_running_test() -> None:
     os.environ.pop("PYTEST_CURRENT_TEST", None)
 
 
+def _start_audit() -> list:
+    """The runtime audit (``crucible_audit`` beside this file, loaded by its path so no module of
+    the repo can stand in for it), its hook installed now: before any conftest or code under test."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("crucible_audit", os.path.join(_HERE, "crucible_audit.py"))
+    if spec is None or spec.loader is None:
+        return []
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [module.install(os.getcwd(), _HERE)]
+
+
 _TOKEN, _ASKED = _take_token()
 if "hide-running-test" in _ASKED:
     _hide_running_test()
+_AUDIT = _start_audit() if "audit" in _ASKED else []
 
 
 def _digest(path: str) -> str:
@@ -210,6 +226,30 @@ def pytest_configure(config: object) -> None:
             with_file = True
         counter = _Counter(config.hook.pytest_runtest_logreport, prefix, with_file)  # type: ignore[attr-defined]
         config.pluginmanager.register(counter, "crucible-runner-end-counter")  # type: ignore[attr-defined]
+        if _AUDIT:
+            _watch(config, _AUDIT[0])
+
+
+def _watch(config: object, audit: object) -> None:
+    """The audit's checks at pytest's steps: the test files pytest collects by, each collected
+    test's provenance, and before each test the framework against its snapshot."""
+    try:
+        audit.patterns = [*config.getini("python_files"), "conftest.py"]  # type: ignore[attr-defined]
+    except (ValueError, AttributeError):
+        pass
+
+    class Watch:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items: list) -> None:
+            audit.check_framework()  # type: ignore[attr-defined]
+            audit.collected_items(items)  # type: ignore[attr-defined]
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_protocol(self, item: object):  # type: ignore[no-untyped-def]
+            audit.before_test(item)  # type: ignore[attr-defined]
+            yield
+
+    config.pluginmanager.register(Watch(), f"crucible-{os.urandom(6).hex()}")  # type: ignore[attr-defined]
 
 
 _HIDE_IN_WORKERS = "crucible_hide_running_test"
@@ -233,6 +273,17 @@ def pytest_unconfigure(config: object) -> None:
         except (OSError, ValueError, AttributeError):
             pass
     counted = ",".join(f"{kind}:{n}" for kind, n in sorted(_OUTCOMES.items()))
+    audited = ""
+    if _AUDIT:
+        _AUDIT[0].check_framework()
+        ran = sum(n for kind, n in _OUTCOMES.items() if kind in ("passed", "failed", "xpassed", "xfailed", "skipped"))
+        if ran and not _AUDIT[0].seen:
+            _AUDIT[0].note("framework-patch", None, "the audit's checks never ran before a test (unregistered)")
+        audited = f" audit={_AUDIT[0].dump()}"
     line = (f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}"
-            f" passed={','.join(sorted({key(name) for name in _PASSED - _NOT_PASSED}))}\n")
+            f" passed={','.join(sorted({key(name) for name in _PASSED - _NOT_PASSED}))}{audited}\n")
     os.write(1, line.encode("ascii"))
+
+
+if _AUDIT:  # this module whole now: its functions and counts snapshotted, so a replaced one is a patch
+    _AUDIT[0].watch_module(__name__)
