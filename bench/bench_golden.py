@@ -82,10 +82,10 @@ def _repo(task) -> Path:
 
 
 def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
 
     began = time.perf_counter()
-    record = asyncio.run(run_batch([BatchJob(planned)], session, root=run_root))[0].records[0]
+    record = asyncio.run(run_one(planned, session, root=run_root))
     seconds = time.perf_counter() - began
     if record.status != "completed" or record.reward != 1.0:
         raise SystemExit(f"in-process golden run failed: {record.status} {record.error} {record.raw_grade}")

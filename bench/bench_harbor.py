@@ -67,7 +67,8 @@ def floor_image(folder: Path, *, no_cache: bool = False) -> str:
     """The bare build: the task's Dockerfile with FROM mapped as crucible maps it, no tail, its
     environment/ as the context (and the forwarded CA bundle pip needs here). Cached by Docker."""
     from engine.build.images import CA_FILE, default_ca_bundle
-    from engine.plan.spec import _offline_base
+    from engine.build.baseimage import offline_base
+    from engine.runtimes.docker.daemon import ensure_engine
     from envs.harbor import folder as harbor_folder
     from envs.harbor.image import BASE_ARG, _dockerfile_text
 
@@ -81,7 +82,7 @@ def floor_image(folder: Path, *, no_cache: bool = False) -> str:
     tag = f"crucible-bench/harbor-floor:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     subprocess.run(["docker", "build", "-q", "--network", "host", *(["--no-cache"] if no_cache else []),
                     "-f", str(context / "Dockerfile.floor"),
-                    "--build-arg", f"{BASE_ARG}={_offline_base()}", "-t", tag, str(context)],
+                    "--build-arg", f"{BASE_ARG}={offline_base(ensure_engine())}", "-t", tag, str(context)],
                    check=True, capture_output=True)
     shutil.rmtree(context, ignore_errors=True)
     return tag

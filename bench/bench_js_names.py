@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402
+from envs.integrity.sources import jsresults as js_source  # noqa: E402
 from swe_tasks import jsresults  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "crucible-bench" / "js"
@@ -146,7 +147,7 @@ def run_runner(project: Path, home: Path, results: Path, *argv: str) -> tuple[st
                           env={"PATH": "/usr/bin:/bin", "HOME": str(results), "LANG": "C.UTF-8"})
     reports = [p.read_bytes() for p in sorted((results / "r").glob("js-*.json"))]
     assert reports, f"{argv[0]} wrote no results under the hook: " + done.stderr[-2000:]
-    tests = jsresults.merged(t for report in reports for t in jsresults.tests_in(report))
+    tests = js_source.merged(t for report in reports for t in js_source.tests_in(report))
     # As if the project were the images' /app (parsers strip "/app/" from paths, some crudely).
     for test in tests:
         test["file"] = APP + test["file"].removeprefix(str(project))

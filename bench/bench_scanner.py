@@ -1,4 +1,4 @@
-"""False positives of the test-awareness scanner (envs/coding/scanner.py) on honest changes:
+"""False positives of the test-awareness scanner (envs/integrity/scan/) on honest changes:
 the recent non-merge commits of real Python projects, each scanned as if an agent had made it
 (the commit's diff against its parent, the changed files as the commit has them, the
 default test paths), and how long a scan takes.
@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envs.coding import patch, scanner  # noqa: E402
+from envs.coding import patch  # noqa: E402
 from envs.coding.protect import DEFAULT_TEST_PATHS  # noqa: E402
+from envs.integrity.scan import diffs, scanner  # noqa: E402
 
 
 def git(repo: str, *args: str) -> bytes:
@@ -69,7 +70,7 @@ def main() -> int:
                 diff = git(repo, "diff", "--binary", "--no-renames", parents[0], commit)
             except subprocess.CalledProcessError:
                 break  # a shallow mirror's oldest commit: its parent is not there
-            changed = [c for c in scanner.changed_files(diff) if c.added and c.symlink_target is None]
+            changed = [c for c in diffs.changed_files(diff) if c.added and c.symlink_target is None]
             # every Python file written, as SWE-bench Pro's strict sends them back for the scan
             wanted = [c.path for c in changed if c.path.endswith(".py")]
             if ns.python_tests:

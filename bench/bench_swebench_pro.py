@@ -10,7 +10,7 @@ predictions-mode throughput.
    fresh grading container) and ``strict`` (crucible-strict's defences and the differential
    re-run in a second fresh container beside the first). crucible's side twice: as a run grades
    (its runner starts and prepares the grading containers while the agent works,
-   ``Trial.start_ahead``, so the clock runs from the submission to the verdict) and cold (the
+   ``Runner.start_ahead``, so the clock runs from the submission to the verdict) and cold (the
    containers' start inside the clock, as the official ``docker run`` has its own). Same patch,
    same image lineage (crucible's task image is built FROM the instance image), trials
    interleaved; the outcome must be identical. Ratio = median / the official median, to the
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
 from engine.build.baseimage import ensure_base_image  # noqa: E402
-from engine.cli.doctor import ensure_engine  # noqa: E402
+from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402
 
 LIMIT = 1.2
@@ -100,7 +100,7 @@ def crucible_grading(plan, session, flavor, patch: str, ahead: bool) -> tuple[fl
     """crucible's grading: the fresh grading container(s) the flavor asks for (two under strict:
     the differential re-run beside the first) and the flavor's grade: (seconds to the verdict,
     seconds with the containers removed, resolved). ``ahead``: as a run grades, the containers
-    started and prepared before the clock (``Trial.start_ahead`` does so while the agent works,
+    started and prepared before the clock (``Runner.start_ahead`` does so while the agent works,
     so a run waits for neither), the clock running from the submission; else cold, their start
     inside the clock, as the official ``docker run`` has its own."""
     from contextlib import AsyncExitStack

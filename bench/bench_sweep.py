@@ -79,7 +79,8 @@ def main() -> int:
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
     from bench_golden import golden_patch
 
-    from engine.config.compose import compose_config, group_options, to_typed
+    from engine.config.compose import compose_config, to_typed
+    from engine.config.tree import group_options
     from engine.plan.repos import resolve_repo
     from engine.plan.spec import plan
     from engine.run.session import session_for

@@ -21,10 +21,10 @@ Check = Callable[[object], str | None]
 
 def golden_run(session, planned, run_root: Path, check: Check | None = None) -> tuple[float, dict]:
     """One golden run of ``planned``: its wall seconds and its record's stage timings."""
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
 
     began = time.perf_counter()
-    record = asyncio.run(run_batch([BatchJob(planned)], session, root=run_root))[0].records[0]
+    record = asyncio.run(run_one(planned, session, root=run_root))
     seconds = time.perf_counter() - began
     if record.status != "completed" or record.reward != 1.0:
         raise SystemExit(f"golden run failed under {planned.spec.integrity.mode}: {record.status} "

@@ -14,23 +14,10 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
-from engine.errors import AgentError
-from engine.models import (
-    BuildRecord,
-    CapturedSubmission,
-    ExecResult,
-    GateRole,
-    ImageInputs,
-    ImageRef,
-    RunRecord,
-    RunSpec,
-    Step,
-    TaskLimits,
-    TerminalRecord,
-    Verdict,
-)
+from engine.models import (BuildRecord, CapturedSubmission, ExecResult, GateRole, ImageInputs, ImageRef, RunRecord,
+                           RunSpec, Step, TaskLimits, TerminalRecord, UpstreamFix, Verdict)
 
 if TYPE_CHECKING:
     from engine.config.schema import EnvConfig, IntegrityConfig, TaskConfig
@@ -184,6 +171,10 @@ class ImageBuilder(Protocol):
     """The base this builder builds every image FROM whatever a plan asks (a runtime's own
     templates), or None: the plan's choice stands."""
 
+    def fallback_base(self) -> str:
+        """What to build FROM when neither this builder, the env nor ``build.base`` names a
+        base (Docker's: the bootstrapped offline base, made now if missing)."""
+
     def plan(self, dockerfile: "Path", context_dir: "Path", build_args: Mapping[str, str], purpose: str) -> ImageRef:
         """Compute the input-addressed tag without building anything. A base that this
         builder planned but has not built yet (the task image under an agent's layer) counts
@@ -193,7 +184,7 @@ class ImageBuilder(Protocol):
     def status(self, ref: ImageRef) -> str:
         """'cached' or 'missing' (one inspect)."""
 
-    def ensure(self, ref: ImageRef, store: "Store | None" = None) -> BuildRecord:
+    def ensure(self, ref: ImageRef, store: "RecordsBuilds | None" = None) -> BuildRecord:
         """Build ``ref`` unless an image with its tag exists (then no build reaches the
         daemon); record the build in ``store``. Raises BuildError naming the build log."""
 
@@ -208,32 +199,13 @@ class Agent(Protocol):
     takes_model: bool
     deterministic: bool
     capabilities: "tuple[str, ...] | Callable[[RunSpec], tuple[str, ...]]"
-    """The run's capabilities it connects to (of ``CAPABILITIES``), or a function of the run's
-    spec saying so (``integration_test``: ssh only for a task whose golden steps use it): the run
+    """The run's capabilities it connects to (of ``engine.capabilities.CAPABILITIES``), or a
+    function of the run's spec saying so (``integration_test``: ssh only for a task whose golden steps use it): the run
     serves only these, so an agent that declares none (``noop``, an agent working through its
     workspace alone) gets no servers, and does not wait for their code to load. A plug-in that
     declares nothing gets all."""
 
     async def run(self, ctx: "AgentContext") -> "AgentOutcome": ...
-
-
-CAPABILITIES = ("mcp", "ssh")
-"""What a run can serve its agent: the task's tools over MCP (from the host, and as a unix
-socket inside the workspace), and ssh/2 onto the workspace's shell."""
-
-
-def capabilities_used(agent: object, spec: RunSpec) -> frozenset[str]:
-    """The capabilities ``agent`` declares it connects to in the run ``spec``; all of them where
-    it declares none (a plug-in written before agents could say). Raises AgentError for a name
-    not served."""
-    declared = getattr(agent, "capabilities", CAPABILITIES)
-    if callable(declared):
-        declared = declared(spec)
-    unknown = sorted(set(declared) - set(CAPABILITIES))
-    if unknown:
-        raise AgentError(f"agent {getattr(agent, 'name', type(agent).__name__)!r} declares capabilities "
-                         f"{unknown}, not among {list(CAPABILITIES)}")
-    return frozenset(declared)
 
 
 @dataclass
@@ -309,10 +281,10 @@ class ToolSet(Protocol):
     user: int
     workdir: str
 
-    def specs(self) -> list[dict]:
+    def specs(self) -> list[dict[str, Any]]:
         """MCP tool descriptions: ``{name, description, inputSchema}``."""
 
-    async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """Run one tool call: (text, is_error). Never raises for the agent's mistakes."""
 
 
@@ -401,7 +373,10 @@ class Flavor(Protocol):
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         """A few lines saying why a raw grade came out as it did (the reason, the test
-        command's exit code, the last lines of its output): what ``crucible check`` prints."""
+        command's exit code, the last lines of its output): what ``crucible check`` prints.
+        It reads every top-level key of ``raw`` but those the flavor names, each with why, in an
+        optional ``explain_omits: ClassVar[Mapping[str, str]]`` (``crucible selfcheck`` checks:
+        engine/cli/selfcheck, which holds every flavor to this Protocol)."""
 
 
 @runtime_checkable
@@ -432,7 +407,7 @@ class GradesInMany(Protocol):
 class RunServices(Protocol):
     """What a flavor that runs a per-run service beside the workspace adds (optional).
 
-    ``services`` is entered once per run, before the agent's workspace is provisioned, and
+    ``services`` is entered once per run, before the task's setup in the agent's workspace, and
     left after grading, whatever happened (so grading may still use what it holds, e.g. a
     mock remote's repository). ``bridge_dir`` is the HOST side of the agent workspace's
     bridge: what the service puts there (a unix socket, a small client script) appears
@@ -441,31 +416,6 @@ class RunServices(Protocol):
     """
 
     def services(self, spec: RunSpec, bridge_dir: str) -> AbstractAsyncContextManager[None]: ...
-
-
-@dataclass(frozen=True)
-class UpstreamFix:
-    """``crucible task new``: a task to be made from one upstream fix commit."""
-
-    task_id: str
-    """``SET/NAME``."""
-    repo: str
-    """A local path or git URL holding ``fix``."""
-    fix: str
-    base: str | None
-    """The commit the task starts from; None = the fix's first parent."""
-    tests: Sequence[str]
-    """Which of the fix's paths are its test change (globs); empty = the flavor's defaults."""
-    prompt: str | None
-    """The task's prompt; None = the fix commit's message."""
-    install: str
-    packages: Sequence[str]
-    test_command: str | None
-    """None = the flavor's default for the project."""
-    conf_dir: Path
-    """The config dir the task's YAML goes under (``<conf_dir>/task/SET/NAME.yaml``)."""
-    repos_dir: Path
-    """Where the task's own repo is written (``<repos_dir>/SET/NAME``)."""
 
 
 @runtime_checkable
@@ -498,14 +448,22 @@ class AdvisesAuthors(Protocol):
         reads no named test results), in one line naming what to change; None where it can."""
 
 
+class RecordsBuilds(Protocol):
+    """Where ``ImageBuilder.ensure`` records its builds: a ``Store``, or a run's stand-in that
+    keeps them for its early writes (``engine.run.records.BuildRecords``)."""
+
+    def record_build(self, record: BuildRecord, *, ingest: bool = True) -> None: ...
+
+
 class Store(Protocol):
+
     def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:
         """Durably write the run's record beside its outputs, then ingest it (retried);
         ``ingest=False`` leaves it for the next ingest (every read ingests first)."""
 
     def record_build(self, record: BuildRecord, *, ingest: bool = True) -> None: ...
 
-    def record_terminal_event(self, run_id: str, event: dict) -> Any:
+    def record_terminal_event(self, run_id: str, event: dict[str, Any]) -> Any:
         """Spool and ingest one event of a run's terminal (engine/store/terminals.py)."""
 
     def completed_run_for(self, spec_hash: str) -> RunRecord | None: ...
@@ -515,32 +473,5 @@ class Store(Protocol):
     def link_sweep_run(self, sweep_id: str, run_id: str) -> None:
         """Record that sweep ``sweep_id`` reused the completed run ``run_id`` (``resume=true``)."""
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]: ...
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]: ...
 
-
-__all__ = [
-    "AGENT_UID",
-    "TaskAuthoring",
-    "UpstreamFix",
-    "ROOT_UID",
-    "RunServices",
-    "RecordsServedCalls",
-    "GradesInMany",
-    "Agent",
-    "AgentContext",
-    "AgentOutcome",
-    "Flavor",
-    "GateRole",
-    "PlanContext",
-    "PlannedTask",
-    "TaskLimits",
-    "ToolSet",
-    "TtySize",
-    "ImageBuilder",
-    "Process",
-    "Runtime",
-    "Store",
-    "TerminalSink",
-    "Workspace",
-    "AsyncIterator",
-]

@@ -8,7 +8,8 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 RUN_STATUSES = ("running", "completed", "error", "canceled", "timeout")
 PHASES = ("plan", "build", "provision", "setup", "agent", "capture", "grade", "store")
@@ -56,7 +57,7 @@ class ImageRef:
     build_args: tuple[tuple[str, str], ...] = ()
     base: str = ""
     purpose: str = ""
-    inputs: dict = field(default_factory=dict, hash=False, compare=False)
+    inputs: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     arg_roles: tuple[tuple[str, str], ...] = field(default=(), hash=False, compare=False)
     """``ImageInputs.arg_roles``, carried to the builder that names a failed step by them."""
 
@@ -70,7 +71,7 @@ class BuildRecord:
     cache_hit: bool
     seconds: float
     size_bytes: int | None
-    inputs: dict
+    inputs: dict[str, Any]
     log_path: str | None
     started_at: str
     error: str | None = None
@@ -98,12 +99,6 @@ class GateRole:
 
     agent: str
     reward: float
-
-
-LATER_INTEGRITY_FLAGS = ("refuse_test_aware_code", "differential_rerun", "named_results_only", "hide_running_test",
-                         "randomise_test_names", "tests_in_one_process")
-"""Integrity flags added after specs were first stored: each is left out of the stored spec
-while off, so a mode that does not turn it on keeps its spec hashes."""
 
 
 @dataclass(frozen=True)
@@ -146,42 +141,33 @@ class RunSpec:
     model: str | None
     integrity: Any
     runtime: Any
-    image: dict
+    image: dict[str, Any]
     timeouts: Any
     seed: int
     attempt: int
-    agent_image: dict | None = None
+    agent_image: dict[str, Any] | None = None
     """The image the agent works in when it declares needs (``agent.image``): ``tag`` and
     ``input_hash`` of a layer over ``image``. None = it works in ``image``. ``image`` is
     always the task image, the one grading uses."""
     limits: TaskLimits | None = None
     """The task's own limits (``TaskLimits``), as its flavor planned them; None = the run's."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The spec as stored and hashed. Keys added after specs were first stored are left
         out while empty (no agent image, an agent declaring no image needs), so every spec
-        that does not use them keeps the hash it always had (integrity flags added later, while
-        off, likewise: a mode that does not turn one on means what it always meant; and task
-        keys whose schema field is marked ``omit_default``, while they hold their default)."""
+        that does not use them keeps the hash it always had; so is a field of the task's or the
+        integrity schema marked ``omit_default`` (``metadata={"spec": "omit_default"}``) while it
+        holds its default: a task key added later, a flavor's defence while off."""
         data = dataclasses.asdict(self)
         if data["agent_image"] is None:
             del data["agent_image"]
         if data.get("limits") is None:
             data.pop("limits", None)
-        integrity = data.get("integrity")
-        for flag in LATER_INTEGRITY_FLAGS:
-            if isinstance(integrity, dict) and integrity.get(flag) is False:
-                del integrity[flag]
         agent = data.get("agent")
         if isinstance(agent, dict) and isinstance(agent.get("image"), dict) and not any(agent["image"].values()):
             del agent["image"]
-        if dataclasses.is_dataclass(self.task) and isinstance(data.get("task"), dict):
-            # A task key a flavor's schema marks so (``metadata={"spec": "omit_default"}``, added
-            # after specs were stored) is left out while it holds its default, likewise.
-            for task_field in dataclasses.fields(self.task):
-                if (task_field.metadata.get("spec") == "omit_default"
-                        and data["task"].get(task_field.name) == task_field.default):
-                    del data["task"][task_field.name]
+        for part in ("task", "integrity"):
+            _omit_defaults(getattr(self, part), data.get(part))
         return data
 
     @property
@@ -190,14 +176,27 @@ class RunSpec:
 
     @property
     def task_id(self) -> str:
-        return self.task.id
+        return str(self.task.id)
 
     @property
     def agent_name(self) -> str:
-        return self.agent.name
+        return str(self.agent.name)
 
 
-def spec_hash_of(spec: dict) -> str:
+def _omit_defaults(typed: Any, stored: Any) -> None:
+    """Drop from ``stored`` (``typed`` as a dict) each field ``typed``'s schema marks
+    ``omit_default`` while it holds its default."""
+    if not (dataclasses.is_dataclass(typed) and isinstance(stored, dict)):
+        return
+    for part in dataclasses.fields(typed):
+        if part.metadata.get("spec") != "omit_default" or part.name not in stored:
+            continue
+        default = part.default_factory() if part.default_factory is not dataclasses.MISSING else part.default
+        if stored[part.name] == default:
+            del stored[part.name]
+
+
+def spec_hash_of(spec: dict[str, Any]) -> str:
     """The hash of a spec as stored (``RunSpec.to_dict``)."""
     return sha256_hex(canonical_json(spec))
 
@@ -235,7 +234,7 @@ class CapturedSubmission:
     """What the agent changed that it must not, dropped from the submission and recorded
     (coding: protected paths under integrity=strict)."""
     kind: str = "diff"
-    data: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     """Anything else the flavor's grader needs, as plain data (so a stored run regrades)."""
 
 
@@ -258,7 +257,7 @@ class TestResult:
 class Verdict:
     reward: float
     subscores: dict[str, float] = field(default_factory=dict)
-    raw: dict = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
     """The raw grade: apply output, exit code, test output tail, durations, reason."""
     tests: list[TestResult] = field(default_factory=list)
     """Every named test result the grade read (empty where the flavor reads none); a pure
@@ -319,7 +318,7 @@ class TerminalSnapshot:
 class RunRecord:
     run_id: str
     spec_hash: str
-    spec: dict
+    spec: dict[str, Any]
     status: str
     task_id: str
     agent: str
@@ -335,7 +334,7 @@ class RunRecord:
     ended_at: str | None = None
     reward: float | None = None
     subscores: dict[str, float] = field(default_factory=dict)
-    raw_grade: dict = field(default_factory=dict)
+    raw_grade: dict[str, Any] = field(default_factory=dict)
     tests: list[TestResult] = field(default_factory=list)
     diff: str | None = None
     violations: list[str] = field(default_factory=list)
@@ -354,13 +353,38 @@ class RunRecord:
     """The agent's last answer in its own words (a model's final reply, a coding CLI's result
     event or the answer block its TUI showed last); None when it gave none. Never graded."""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
         data = dict(data)
         data["steps"] = [Step(**s) for s in data.get("steps", [])]
         data["tests"] = [TestResult(**t) for t in data.get("tests", [])]
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class UpstreamFix:
+    """``crucible task new``: a task to be made from one upstream fix commit."""
+
+    task_id: str
+    """``SET/NAME``."""
+    repo: str
+    """A local path or git URL holding ``fix``."""
+    fix: str
+    base: str | None
+    """The commit the task starts from; None = the fix's first parent."""
+    tests: Sequence[str]
+    """Which of the fix's paths are its test change (globs); empty = the flavor's defaults."""
+    prompt: str | None
+    """The task's prompt; None = the fix commit's message."""
+    install: str
+    packages: Sequence[str]
+    test_command: str | None
+    """None = the flavor's default for the project."""
+    conf_dir: Path
+    """The config dir the task's YAML goes under (``<conf_dir>/task/SET/NAME.yaml``)."""
+    repos_dir: Path
+    """Where the task's own repo is written (``<repos_dir>/SET/NAME``)."""

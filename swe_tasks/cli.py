@@ -212,7 +212,8 @@ def _outcome(record: Any) -> str:
 def _jobs(predictions: list[Prediction], ns: argparse.Namespace, sha: str):
     from omegaconf import OmegaConf
 
-    from engine.config.compose import compose_config, group_options, to_typed
+    from engine.config.compose import compose_config, to_typed
+    from engine.config.tree import group_options
     from engine.plan.spec import plan
     from engine.run.batch import BatchJob
     from engine.run.session import require_integrity, session_for

@@ -15,11 +15,15 @@ from typing import Any, ClassVar, Mapping, Sequence
 from engine.errors import ConfigError, GradeError, SetupError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, TestResult, Verdict
-from envs.coding import repo, scanner
-from envs.coding.results import merge_worst
+from envs.coding import repo
+from envs.coding.defences import CodingIntegrity
 from envs.coding.tools import CodingTools
+from envs.integrity import sources
+from envs.integrity.scan import model
+from envs.integrity.sources.base import merge_worst
 from swe_tasks import gojson, jsresults, junit, replay, strict
 from swe_tasks.assets import read_assets
+from swe_tasks.defences import SwebenchIntegrity
 from swe_tasks.rows import decode_text
 from swe_tasks.schema import SwebenchProTaskConfig
 
@@ -32,8 +36,11 @@ root-only, so no agent working under the uid wall can write it."""
 
 class SwebenchProFlavor:
     task_schema: ClassVar[type] = SwebenchProTaskConfig
+    integrity_schema: ClassVar[type] = SwebenchIntegrity
     roles: ClassVar[Mapping[str, GateRole]] = {"golden": GateRole("integration_test", 1.0),
                                                "baseline": GateRole("noop", 0.0)}
+    explain_omits: ClassVar[Mapping[str, str]] = {"seconds": "how long grading took: no part of the verdict"}
+    """Raw-grade keys ``explain`` leaves out, with why (the flavor self-check holds it to the rest)."""
 
     def __init__(self, name: str = "swebench_pro") -> None:
         self.name = name
@@ -41,9 +48,9 @@ class SwebenchProFlavor:
     def plan_task(self, task: SwebenchProTaskConfig, ctx: PlanContext) -> PlannedTask:
         task = _decoded(task)
         for index, allowance in enumerate(task.allow_test_aware):
-            if allowance.rule not in scanner.RULES or not allowance.reason.strip():
+            if allowance.rule not in model.RULES or not allowance.reason.strip():
                 raise ConfigError(f"instance {task.instance_id}: allow_test_aware[{index}] needs a scanner rule "
-                                  f"({', '.join(scanner.RULES)}) and a reason")
+                                  f"({', '.join(model.RULES)}) and a reason")
         assets = read_assets(task.assets, task.instance_id)
         recorded = dict(ctx.pins or {})
         task.pins = {"baseline": task.base_commit, **assets.pins()}
@@ -91,7 +98,9 @@ class SwebenchProFlavor:
             return CapturedSubmission(diff=(await ws.read_file(PREDICTION_PATH)).decode("utf-8"), kind="prediction")
         except FileNotFoundError:
             pass
-        integrity = dataclasses.replace(spec.integrity, restore_test_paths=False, drop_protected=False)
+        # coding's capture with none of its test-path defences: before_repo_set_cmd restores those paths
+        integrity = CodingIntegrity(mode=spec.integrity.mode, uid_wall=spec.integrity.uid_wall,
+                                    agent_network=spec.integrity.agent_network, vault=spec.integrity.vault)
         return await repo.capture_diff(ws, spec.task, integrity, timeout=float(spec.timeouts.capture))
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
@@ -180,26 +189,8 @@ class SwebenchProFlavor:
         findings = (raw.get("scan") or {}).get("findings") or []
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "
-                         + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
-        found = raw.get("junit") or {}
-        if found.get("expected"):
-            lines.append(f"pytest's JUnit reports ({found.get('path')}): " + (
-                str(found["error"]) if found.get("error")
-                else f"{len(found.get('tests') or [])} test(s) from {found.get('reports', 1)} session(s)"))
-        events = raw.get("go_json") or {}
-        if events.get("expected") or events.get("why_not"):
-            lines.append(f"go test -json events ({events.get('how')}): " + str(
-                events.get("error") or events.get("why_not") or f"{len(events.get('tests') or [])} test(s)")
-                + ("; unframed: a go command older than 1.20 reads result lines from the test binary's text, "
-                   "printed ones included" if events.get("framed") is False else ""))
-        js = raw.get("js_results") or {}
-        if js.get("expected"):
-            lines.append(f"{' and '.join(js.get('runners') or [])}'s own results ({js.get('path')}): " + str(
-                js.get("error") or f"{len(js.get('tests') or [])} test(s) from {js.get('reports')} run(s)"))
-        for key, source in (("mapped", "the JUnit report"), ("js_mapped", "the runner's own results")):
-            unmapped = [e["name"] for e in raw.get("listed") or [] if str(e.get(key, "")).startswith("unmapped")]
-            if unmapped:
-                lines.append(f"listed tests not found in {source} ({len(unmapped)}): " + ", ".join(unmapped[:5]))
+                         + "; ".join(model.Finding(**f).describe() for f in findings[:5]))
+        lines += sources.explain(raw)  # each result source's record: pytest's, go's, a JS runner's, the parser's
         if raw.get("unlocked"):
             lines.append(f"hidden test files left unlocked, as {raw['unlocked']['why']}: "
                          + ", ".join(raw["unlocked"]["files"][:5]))
@@ -216,16 +207,20 @@ class SwebenchProFlavor:
             lines.append(f"output after run_script.sh's end (recorded, not parsed): {after['bytes']} bytes")
         if raw.get("rerun_differences"):
             lines.append("differential re-run disagrees: " + "; ".join(raw["rerun_differences"][:5]))
-        for step in ("reset", "apply", "before_repo_set_cmd", "run_script"):
+        lines.append(f"{raw.get('instance_id')}: resolved {raw.get('resolved')}, share passed of fail-to-pass "
+                     f"{raw.get('f2p')}, of pass-to-pass {raw.get('p2p')}; run_script.sh's environment: "
+                     f"{'; '.join(raw.get('env_exports') or []) or 'none'}; binary hunks stripped: "
+                     f"{raw.get('binary_hunks_stripped')}")
+        again = raw.get("rerun") or {}
+        if again:
+            lines.append(f"differential re-run: resolved {again.get('resolved')}, reason: {again.get('reason')}")
+        for step in ("reset", "apply", "own", "written", "lock", "before_repo_set_cmd", "run_script"):
             info = raw.get(step) or {}
             if info:
                 lines.append(f"{step}: exit {info.get('exit_code')}{' (timed out)' if info.get('timed_out') else ''}")
         apply = raw.get("apply") or {}
         if apply.get("exit_code") not in (0, None):
             lines += ["git apply output:", *str(apply.get("output", "")).strip().splitlines()[-8:]]
-        parsed = raw.get("parser") or {}
-        if parsed.get("error"):
-            lines.append(f"parser: {parsed['error']}")
         run = raw.get("run_script") or {}
         for stream in ("stdout_tail", "stderr_tail"):
             text = str(run.get(stream) or "").strip()

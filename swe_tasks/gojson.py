@@ -18,9 +18,10 @@ turned up, which the tested code decides by ending the run early):
   result lines from plain text again, printed ones included); it turns that one argument back,
   where the go command asked for framing itself (before Go 1.20 none is asked for, and the events
   are made from plain text: printed lines count there, as under ``none``).
-  The official parser then reads the text rebuilt from the stream (``reconstruct``: each event's
-  ``Output`` in order, lines that are no event kept verbatim), so it sees what it would have seen
-  (with one difference: under ``-json`` the test binary is always verbose, as with ``-v``);
+  The official parser then reads the text rebuilt from the stream (``reconstruct`` in
+  envs/integrity/sources/gojson.py, beside ``named_results``: each event's ``Output`` in order,
+  lines that are no event kept verbatim), so it sees what it would have seen (with one
+  difference: under ``-json`` the test binary is always verbose, as with ``-v``);
 - ``own``: run_script.sh passes ``-json`` itself (its parser reads events): only the -exec
   program is added (a ``-v`` beside its ``-json`` would unframe the binary's lines too; ``go
   list`` does not know ``-exec``), nothing rebuilt, the events read as they are;
@@ -41,19 +42,16 @@ they judge, so a stored run regrades.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any, Mapping
 
-from engine.models import TestResult
 from engine.util import shell
-from envs.coding.results import merge_worst
+from envs.integrity.sources.gojson import named_results
 
 _GO_TEST = re.compile(rb"(?<![\w.-])go\s+test(?![\w-])")
 _JSON_FLAG = re.compile(rb"(?<![\w-])--?json(?![\w-])")
 _OTHER_JSON_COMMANDS = re.compile(rb"(?<![\w.-])go\s+(list|vet|build|install|mod|work|env|version)(?![\w-])")
 """go subcommands that know ``-json`` too: GOFLAGS applies a flag to every command that knows it."""
-_STATUS = {"pass": "PASSED", "fail": "FAILED", "skip": "SKIPPED"}
 
 
 def _code_lines(run_script: bytes) -> list[bytes]:
@@ -98,52 +96,6 @@ def wrap_program() -> str:
     """The ``go`` put first on run_script.sh's PATH under ``wrapped`` (sh/go_wrap.sh, its comments
     left out), which sh/replay.sh writes root's into the grading's work directory."""
     return "#!/bin/bash\n" + shell.script(__file__, "go_wrap.sh")
-
-
-def is_event(line: bytes) -> dict[str, Any] | None:
-    """The test2json event on ``line`` (a JSON object with a string ``Action``), or None."""
-    if not line.lstrip().startswith(b"{"):
-        return None
-    try:
-        found = json.loads(line)
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and isinstance(found.get("Action"), str) else None
-
-
-def reconstruct(stream: bytes) -> bytes:
-    """The text the go command would have written without ``-json``: each event's ``Output``
-    in order, every line that is not an event kept as it is (run_script.sh's own echo, a filter's
-    output). Output split over several events (a long line) joins up again."""
-    out: list[bytes] = []
-    for line in stream.splitlines(keepends=True):
-        event = is_event(line)
-        if event is None:
-            out.append(line)
-        elif isinstance(event.get("Output"), str):
-            out.append(event["Output"].encode("utf-8", "surrogateescape"))
-    return b"".join(out)
-
-
-def named_results(stream: bytes) -> tuple[list[TestResult], int, bool]:
-    """(each test's status from the ``pass``/``fail``/``skip`` events that name it, the worst
-    where a name comes from more than one package; how many events there were; whether a
-    ``start`` event was among them: the go command writes one before it runs each package's
-    test binary since Go 1.20, the release whose binary frames its result lines. An older go
-    command writes none, asks for no framing, and makes results of the binary's plain text)."""
-    found: list[TestResult] = []
-    events = 0
-    started = False
-    for line in stream.splitlines():
-        event = is_event(line)
-        if event is None:
-            continue
-        events += 1
-        started = started or (event["Action"] == "start" and "Test" not in event)
-        test, status = event.get("Test"), _STATUS.get(event["Action"])
-        if isinstance(test, str) and test and status:
-            found.append(TestResult(test, status))
-    return merge_worst(found), events, started
 
 
 def record(mode: str, stdout: bytes | None) -> dict[str, Any]:

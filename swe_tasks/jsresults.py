@@ -58,9 +58,12 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
+from engine.errors import GradeError
 from engine.util import shell
+from envs.integrity import sources
+from envs.integrity.sources.jsresults import JsTest, merged
 
 _JEST = re.compile(rb"(?<![\w.@-])jest(?![\w.-])")
 _MOCHA = re.compile(rb"(?<![\w.@-])_?mocha(?![\w.-])")
@@ -70,8 +73,6 @@ _JEST_ONLY_FLAGS = re.compile(rb"--(passWithNoTests|testPathPattern|testNamePatt
                               rb"logHeapUsage|testTimeout|detectOpenHandles|forceExit|json|ci|coverage)(?![\w-])")
 """Flags of jest's CLI that no other JavaScript runner in the benchmark's run scripts is given
 through a package's test script (mocha's and tutanota's own take other spellings)."""
-_STATUS = {"passed": "PASSED", "failed": "FAILED"}
-"""The runners' statuses; every other one (pending, skipped, todo, disabled, focused) is SKIPPED."""
 REPORTS = "r"
 """Where in the grading's results directory the runners' results are written (the tests' uid's directory)."""
 HOOK = "results-hook.js"
@@ -131,64 +132,6 @@ STATES = {"absent": "{runners} wrote no results (it did not run, was stopped, or
           "unreadable": "the results of {runners} could not be read (no mkdir, cat or wc in the image?)"}
 
 
-def _jest_tests(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """jest's results in either shape: ``--json``'s (``testResults[].name``, ``assertionResults``)
-    or the aggregated results a processor gets (``testFilePath``, ``testResults``)."""
-    found = []
-    for suite in data["testResults"]:
-        if not isinstance(suite, dict):
-            raise ValueError("a testResults entry is not an object")
-        path = suite.get("name", suite.get("testFilePath"))
-        cases = suite.get("assertionResults", suite.get("testResults")) or []
-        if not isinstance(path, str) or not isinstance(cases, list):
-            raise ValueError("a test file's results have no path or no list of tests")
-        for case in cases:
-            if not (isinstance(case, dict) and isinstance(case.get("title"), str)
-                    and isinstance(case.get("ancestorTitles"), list)
-                    and all(isinstance(a, str) for a in case["ancestorTitles"])):
-                raise ValueError(f"a test in {path} has no title or ancestorTitles")
-            found.append({"file": path, "ancestors": list(case["ancestorTitles"]), "title": case["title"],
-                          "status": _STATUS.get(str(case.get("status")), "SKIPPED")})
-    return found
-
-
-def _mocha_tests(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """mocha's runner events as the hook writes them: ``tests[]`` of ``{file, titlePath, status}``
-    (a failed hook is a ``fail`` too: it names no test of the task)."""
-    found = []
-    for test in data["tests"]:
-        path = test.get("file") if isinstance(test, dict) else None
-        titles = test.get("titlePath") if isinstance(test, dict) else None
-        if not (isinstance(titles, list) and titles and all(isinstance(t, str) for t in titles)):
-            raise ValueError("a mocha test has no titlePath")
-        found.append({"file": path if isinstance(path, str) else "", "ancestors": titles[:-1], "title": titles[-1],
-                      "status": _STATUS.get(str(test.get("status")), "SKIPPED")})
-    return found
-
-
-def tests_in(report: bytes) -> list[dict[str, Any]]:
-    """Each test in one results file: ``{file, ancestors, title, status}``. Raises ValueError for
-    what is neither jest's results nor the hook's record of mocha's."""
-    data = json.loads(report)
-    if isinstance(data, dict) and data.get("runner") == "mocha" and isinstance(data.get("tests"), list):
-        return _mocha_tests(data)
-    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
-        raise ValueError("neither jest's results (no testResults list) nor mocha's (no tests list)")
-    return _jest_tests(data)
-
-
-def merged(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per test (file, ancestors, title) over every run: FAILED if any run failed it,
-    else PASSED if any passed it, else SKIPPED (a run whose name filter left it out reports it pending)."""
-    rank = {"FAILED": 2, "PASSED": 1, "SKIPPED": 0}
-    found: dict[tuple[str, tuple[str, ...], str], str] = {}
-    for test in tests:
-        key = (str(test["file"]), tuple(test["ancestors"]), str(test["title"]))
-        if key not in found or rank[test["status"]] > rank[found[key]]:
-            found[key] = str(test["status"])
-    return [{"file": f, "ancestors": list(a), "title": t, "status": s} for (f, a, t), s in sorted(found.items())]
-
-
 def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], results_dir: str,
            hidden: Sequence[str] = ()) -> dict[str, Any]:
     """The raw grade's ``js_results``: which runners the instance runs (``runs``; any makes their
@@ -205,14 +148,14 @@ def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], res
         state = bad[0] if bad else "absent"
         why = STATES.get(state, "the results of {runners} were not read (" + state + ")")
         return {**found, "reports": len(reports), "error": why.format(runners=named)}
-    tests: list[dict[str, Any]] = []
+    tests: list[JsTest] = []
     digests = []
     for _, data in reports:
         assert data is not None
         digests.append(hashlib.sha256(data).hexdigest())
         try:
-            tests += tests_in(data)
-        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
+            tests += sources.get("js-results").parse(data)
+        except GradeError as exc:
             return {**found, "reports": len(reports), "error": f"a results file of {named} is not one: {exc}"}
         if len(tests) > MAX_TESTS:
             return {**found, "reports": len(reports), "error": f"the results of {named} name over {MAX_TESTS} tests, refused"}

@@ -17,7 +17,7 @@ regular files, not symlinks, and merged: a test in several reports counts by its
 
 A listed test (fail_to_pass / pass_to_pass) then passes only if the parser says PASSED AND the
 reports say passed for the same test. Names are mapped (``map_name``) from the parser's
-pytest node ids to the reports' (``envs.coding.results.parse_junit``): exactly, or where
+pytest node ids to the reports' (the ``junit`` result source, envs/integrity/sources/junit.py): exactly, or where
 pytest's rootdir differs from the parser's base, by the one report id whose file path ends with
 "/" + the name's (or the other way round) and whose part after the first ``::`` is the same;
 anything else is recorded as unmapped and counts as not passed. A pytest instance without a
@@ -34,7 +34,8 @@ from typing import Any, Mapping, Sequence
 
 from engine.errors import GradeError
 from engine.models import TestResult
-from envs.coding import results
+from envs.integrity import sources
+from envs.integrity.sources.base import MAX_REPORT_BYTES, merge_worst
 
 REPORTS = "r"
 """The reports' directory inside the grading's results directory (that one root's, ``r/`` the tests')."""
@@ -70,7 +71,7 @@ STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped b
                     "or did not load crucible's plugin)",
           "symlink": "a JUnit report's path is a symlink, refused",
           "not-a-file": "a JUnit report's path is not a regular file, refused",
-          "too-large": f"the JUnit reports are over {results.MAX_REPORT_BYTES} bytes, refused",
+          "too-large": f"the JUnit reports are over {MAX_REPORT_BYTES} bytes, refused",
           "too-many": f"pytest wrote over {MAX_FILES} JUnit reports, refused",
           "unreadable": "the JUnit reports could not be read (no mkdir, cat or wc in the image?)"}
 
@@ -131,11 +132,11 @@ def record(expected: bool, reports: Sequence[tuple[str, bytes | None]], results_
         assert data is not None
         digests.append(hashlib.sha256(data).hexdigest())
         try:
-            tests += results.parse_junit(data)
+            tests += sources.get("junit").parse(data)
         except GradeError as exc:
             return {**found, "state": "file", "error": str(exc)}
     return {**found, "state": "file", "sha256": digests,
-            "tests": [{"name": t.name, "status": t.status} for t in results.merge_worst(tests)]}
+            "tests": [{"name": t.name, "status": t.status} for t in merge_worst(tests)]}
 
 
 def map_name(name: str, report: Sequence[str]) -> tuple[str | None, str]:

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.util import shell
+from envs.integrity.sources.gojson import reconstruct
 from swe_tasks import edits, gojson, jsresults, junit, strict
 from swe_tasks.assets import Assets
 from swe_tasks.schema import SwebenchProTaskConfig
@@ -162,7 +163,7 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
                                                                                strict.written_diff(raw, ""))
                                                     if runners else [])
         if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
-            stdout = gojson.reconstruct(stdout)
+            stdout = reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True
     raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr),
                              logs={"stdout": kept_log(stdout, "stdout.log"), "stderr": kept_log(stderr, "stderr.log")})

@@ -37,7 +37,7 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
   ``run_script.after_end`` and never parsed;
 - ``worst-status``: a name the parser reports with two statuses counts by its worst (officially
   one PASSED line is enough, so a printed PASSED line beside the real FAILED one wins);
-- ``scan``: the test-awareness scan (envs/coding/scanner.py) of the Python files the patch
+- ``scan``: the test-awareness scan (envs/integrity/scan/) of the Python files the patch
   changes, as they stand after apply and before_repo_set_cmd; a finding the task does not allow
   (``allow_test_aware``) scores 0 under ``refuse_test_aware_code``;
 - ``junit-confirms``: where the instance's run_script.sh runs pytest (or ``ansible-test units``),
@@ -71,10 +71,12 @@ from typing import Any, Collection, Mapping, Sequence
 from engine.interfaces import AGENT_UID
 from engine.models import TestResult
 from envs.coding import patch as patches
-from envs.coding import rerun, scanner
+from envs.coding import rerun
 from envs.coding.grader import RESULTS_ROOT
 from envs.coding.protect import DEFAULT_TEST_PATHS
-from envs.coding.results import merge_worst
+from envs.integrity.scan import model, scanner
+from envs.integrity.sources.base import merge_worst
+from swe_tasks import defences as swe_defences
 from swe_tasks import edits, jsresults
 
 OFFICIAL = "official"
@@ -92,13 +94,9 @@ def applies(integrity: Any) -> bool:
 
 
 def defences(integrity: Any) -> list[str]:
-    """What a crucible-strict grading applies, by name (recorded in the raw grade)."""
-    if not applies(integrity):
-        return []
-    found = ["test-files-dropped", "written-diff", "uid-wall", "end-marker", "worst-status", "junit-confirms",
-             "go-json-confirms", "js-results-confirms",
-             "scan-refuses" if integrity.refuse_test_aware_code else "scan-recorded"]
-    return found + (["differential-rerun"] if integrity.differential_rerun else [])
+    """What a crucible-strict grading applies, by name (recorded in the raw grade): the
+    catalogue's grading defences on under ``integrity`` (swe_tasks/defences.py)."""
+    return swe_defences.grading(integrity) if applies(integrity) else []
 
 
 @dataclass(frozen=True)
@@ -420,16 +418,16 @@ def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any
     if found.get("refuse"):
         findings = [f for f in found.get("findings") or []
                     if f.get("rule") != "runner-output" or reads_printed_results(raw, listed)]
-        refused, _ = scanner.judge(findings, allowances(task))
+        refused, _ = model.judge(findings, allowances(task))
         if refused:
-            first = scanner.Finding(**refused[0]).describe()
+            first = model.Finding(**refused[0]).describe()
             more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
             return f"test-aware code: {first}{more}"
     return None
 
 
-def allowances(task: Any) -> list[scanner.Allowance]:
-    return [scanner.Allowance(a.rule, a.path, a.reason) for a in getattr(task, "allow_test_aware", None) or []]
+def allowances(task: Any) -> list[model.Allowance]:
+    return [model.Allowance(a.rule, a.path, a.reason) for a in getattr(task, "allow_test_aware", None) or []]
 
 
 def differences(first: Mapping[str, Any], second: Mapping[str, Any], listed: Sequence[str]) -> list[str]:

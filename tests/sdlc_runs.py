@@ -22,10 +22,10 @@ def planned(task: str, *overrides: str, validation: list[dict] | None = None, ch
 
 
 def real_run(run_dir, task: str, *overrides: str, validation: list[dict] | None = None, change=None):
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
 
     session, plan = planned(task, *overrides, validation=validation, change=change)
-    return asyncio.run(run_batch([BatchJob(plan, run_dir=run_dir)], session))[0].records[0]
+    return asyncio.run(run_one(plan, session, run_dir=run_dir))
 
 
 def golden_parts(task: str) -> tuple[list[dict], list[dict], list[dict]]:

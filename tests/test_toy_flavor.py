@@ -8,9 +8,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from toy_flavor.flavor import ToyFlavor
+
+from engine.config.schema import IntegrityConfig
+from engine.models import RunSpec
+from envs.integrity import docs
+from envs.integrity.catalogue import Defence, register, unregister
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -90,3 +97,73 @@ def test_a_flavor_that_grades_in_many_workspaces_gets_each_fresh_prepared_and_re
     for host in hosts:
         with pytest.raises(docker.errors.NotFound):
             docker_client.containers.get(host)
+
+
+# ---------------------------------------------------------------- a defence declared here only
+ONE_LINE = Defence(
+    "answer_on_one_line", threat="a right answer padded with lines for whoever reads the answer file next",
+    adds="a right answer of more than one line scores 0 (a toy defence, declared in this test only)",
+    judging=lambda raw: ("tampered: the answer spans more than one line"
+                         if len(str(raw.get("answer", "")).strip().splitlines()) > 1 else None))
+
+
+@dataclass
+class OneLineIntegrity(IntegrityConfig):
+    """The toy flavor's integrity schema (none of its own) and this test's defence."""
+
+    answer_on_one_line: bool = ONE_LINE.field()
+
+
+class OneLineToy(ToyFlavor):
+    """The toy flavor with the defence above: nothing outside this file names it."""
+
+    integrity_schema = OneLineIntegrity
+
+
+@pytest.fixture
+def one_line_toy(monkeypatch):
+    monkeypatch.setenv("CRUCIBLE_CONFIG_PATH", str(TESTS / "conf"))
+    monkeypatch.setenv("CRUCIBLE_PLUGIN_PACKAGES", f"toy_flavor:{__name__}")
+    register("toy_one_line", OneLineIntegrity)
+    yield
+    unregister("toy_one_line")
+
+
+def _typed(mode: str, *overrides: str):
+    """The toy task's config typed as planning types it (``schema.typed``, not the evaluation
+    cache, which keys on the flavor's package and not on this test's class)."""
+    from engine.config.compose import compose_config
+    from engine.config.schema import typed
+
+    return typed(compose_config(["task=toy/life", f"integrity={mode}", *overrides]))
+
+
+def _spec(flavor_cfg, integrity) -> RunSpec:
+    cfg = _typed("none")
+    return RunSpec(engine_version="test", task=cfg.task, env=cfg.env, flavor=flavor_cfg, agent=cfg.agent, model=None,
+                   integrity=integrity, runtime=cfg.runtime, image={}, timeouts=cfg.timeouts, seed=0, attempt=0)
+
+
+def test_a_defence_declared_in_a_test_is_catalogued_applied_under_strict_only_and_changes_the_spec_hash(one_line_toy):
+    tables = docs.render(["toy_one_line"])
+    row = next(line for line in tables["catalogue"].splitlines() if "`answer_on_one_line`" in line)
+    assert row.startswith("| toy_one_line | `answer_on_one_line` | strict |"), row
+    assert "`answer_on_one_line`" in tables["modes"].splitlines()[-1].split("|")[-2]  # the strict column
+    assert "answer_on_one_line" not in docs.render()["catalogue"]  # the shipped catalogue is the shipped flavors'
+    padded = {"answer": "42\n(and 42 is the answer to the next task too)", "exit_code": 0}
+    for mode in ("none", "vault", "strict"):
+        plain = _typed(mode)
+        cfg = _typed(mode, f"flavor._target_={__name__}.OneLineToy")
+        on = mode == "strict"
+        assert cfg.integrity.answer_on_one_line is on
+        verdict = OneLineToy().regrade(_spec(cfg.flavor, cfg.integrity), padded)
+        assert (verdict.reward, verdict.raw["reason"]) == (
+            (0.0, "tampered: the answer spans more than one line") if on else (1.0, "right answer"))
+        assert OneLineToy().regrade(_spec(cfg.flavor, cfg.integrity), {"answer": "42", "exit_code": 0}).reward == 1.0
+        # The same run spec but for the new defence: its hash moves only where the defence is on.
+        with_it, without = _spec(plain.flavor, cfg.integrity), _spec(plain.flavor, plain.integrity)
+        assert (with_it.spec_hash != without.spec_hash) is on, mode
+        assert ("answer_on_one_line" in with_it.to_dict()["integrity"]) is on
+    off = _typed("strict", f"flavor._target_={__name__}.OneLineToy", "integrity.defences.answer_on_one_line=false")
+    assert off.integrity.answer_on_one_line is False
+    assert OneLineToy().regrade(_spec(off.flavor, off.integrity), padded).reward == 1.0

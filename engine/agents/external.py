@@ -20,7 +20,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from engine.config.schema import AgentConfig
 from engine.errors import AgentError
@@ -135,10 +135,10 @@ class RecordedTools:
         self.inner, self.agent = inner, agent
         self.user, self.workdir = inner.user, inner.workdir
 
-    def specs(self) -> list[dict]:
+    def specs(self) -> list[dict[str, Any]]:
         return [*self.inner.specs(), dict(FINISH_SPEC)]
 
-    async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         started_at, began = datetime.now(timezone.utc).isoformat(), time.perf_counter()
 
         def record(result: str | None, is_error: bool, note: str | None = None) -> None:

@@ -101,7 +101,7 @@ class IntegrationTestAgent:
         step.seconds = time.monotonic() - began
         return step
 
-    async def _over_ssh(self, channels: "_Channels", name: str, arguments: Mapping) -> tuple[str, bool]:
+    async def _over_ssh(self, channels: "_Channels", name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """A bash step over SSH: (result text, is_error); refused, unexecuted, unless well formed."""
         if name != "bash":
             return f"rejected: ssh carries shell commands only (tool 'bash'), not '{name}' (not executed)", True

@@ -30,6 +30,7 @@ import contextlib
 import os
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Iterator
 
 from engine.agents import AgentContext, AgentOutcome
 from engine.agents import pricing
@@ -54,6 +55,9 @@ from engine.agents.providers.transport import with_retries
 from engine.errors import AgentError
 from engine.models import Step
 from engine.config.schema import ToolCallingAgentConfig
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 DEFAULT_WALL_TIMEOUT = 1800.0
 
@@ -146,7 +150,7 @@ class _Loop:
         self.outcome.steps.append(step)
 
     @contextlib.contextmanager
-    def recorded_if_cancelled(self, step: Step, began: float, what: str):
+    def recorded_if_cancelled(self, step: Step, began: float, what: str) -> Iterator[None]:
         """A step cut off by the wall clock is kept, marked as such."""
         try:
             yield
@@ -166,7 +170,7 @@ class _Loop:
             tools = [ToolSpec(t.name, t.description or "", dict(t.inputSchema)) for t in listed]
             await self.converse(session, tools)
 
-    async def converse(self, session, tools: list[ToolSpec]) -> None:
+    async def converse(self, session: ClientSession, tools: list[ToolSpec]) -> None:
         known = {t.name for t in tools}
         messages: list[Message] = [UserText(self.ctx.prompt)]
         unusable_streak = 0
@@ -221,7 +225,7 @@ class _Loop:
         self.record(step)
         return reply
 
-    async def tool_step(self, session, known: set[str], call: ToolCall) -> tuple[ToolResult, bool]:
+    async def tool_step(self, session: ClientSession, known: set[str], call: ToolCall) -> tuple[ToolResult, bool]:
         """Run one tool call; (its result for the model, whether the call was usable)."""
         arguments = call.arguments if call.arguments is not None else call.raw
         step = Step(idx=0, kind="tool_call", capability="mcp", tool=call.name, arguments=arguments, started_at=_now())

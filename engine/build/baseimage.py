@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 import docker
 
@@ -61,26 +61,29 @@ class BaseRecipe:
         )
 
 
-def _client(client: docker.DockerClient | None) -> docker.DockerClient:
-    if client is not None:
-        return client
-    from engine.cli.doctor import ensure_engine
-
-    return ensure_engine(client_timeout=600)
-
-
-def base_image_status(client: docker.DockerClient | None = None, recipe: BaseRecipe = BaseRecipe()) -> str:
+def base_image_status(client: docker.DockerClient, recipe: BaseRecipe = BaseRecipe()) -> str:
     """'present' or 'missing'. One inspect."""
-    return "present" if image_info(_client(client), recipe.tag) else "missing"
+    return "present" if image_info(client, recipe.tag) else "missing"
 
 
-def ensure_base_image(client: docker.DockerClient | None = None, recipe: BaseRecipe = BaseRecipe()) -> ImageRef:
+_OFFLINE: dict[str, str] = {}
+"""The recipe's input hash -> its tag, once made present in this process."""
+
+
+def offline_base(client: docker.DockerClient, recipe: BaseRecipe = BaseRecipe()) -> str:
+    """The bootstrapped base's tag, made if missing: once per process (an inspect each time
+    otherwise)."""
+    if recipe.input_hash not in _OFFLINE:
+        _OFFLINE[recipe.input_hash] = ensure_base_image(client, recipe).tag
+    return _OFFLINE[recipe.input_hash]
+
+
+def ensure_base_image(client: docker.DockerClient, recipe: BaseRecipe = BaseRecipe()) -> ImageRef:
     """The base image's ref, bootstrapping and importing it first if it is missing (~1 min).
 
     Raises ``UserError`` when this host cannot bootstrap (not root, no debootstrap) and
     ``BuildError`` when debootstrap or the import fails.
     """
-    client = _client(client)
     if image_info(client, recipe.tag):
         return recipe.ref()
     _require_bootstrap_tools()
@@ -169,7 +172,7 @@ def _import(client: docker.DockerClient, recipe: BaseRecipe, rootfs: Path) -> No
         raise BuildError(f"docker import finished without {recipe.tag}")
 
 
-def _chunks(stream) -> Iterator[bytes]:
+def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
     # A generator body makes requests send chunked transfer encoding in fixed-size blocks.
     for block in iter(lambda: stream.read(_CHUNK), b""):
         yield block

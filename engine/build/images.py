@@ -24,7 +24,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import docker
 import requests
@@ -32,9 +32,13 @@ from docker.utils.build import exclude_paths
 
 from engine.util import paths
 from engine.errors import BaseImageMissing, BuildError, UserError
-from engine.interfaces import Store
+from engine.interfaces import RecordsBuilds
+
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
 from engine.plan.repos import file_lock
+
+if TYPE_CHECKING:
+    from engine.build.progress import BuildProgress
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +70,17 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def image_info(client: docker.DockerClient, tag: str) -> dict | None:
+def image_info(client: docker.DockerClient, tag: str) -> dict[str, Any] | None:
     """The image's inspect data, or None. One API call."""
     try:
-        return client.api.inspect_image(tag)
+        info: dict[str, Any] = client.api.inspect_image(tag)  # the engine's JSON
     except docker.errors.ImageNotFound:
         return None
     except docker.errors.APIError as exc:
         raise BuildError(f"cannot inspect image {tag}: {exc.explanation or exc}") from exc
     except requests.RequestException as exc:
         raise BuildError(f"cannot inspect image {tag}: Docker engine unreachable ({type(exc).__name__})") from exc
+    return info
 
 
 def sent_files(context_dir: Path, dockerfile: Path) -> list[str]:
@@ -98,7 +103,7 @@ def sent_files(context_dir: Path, dockerfile: Path) -> list[str]:
     return sorted(exclude_paths(str(context_dir), patterns, dockerfile=inside))
 
 
-def _file_entry(root: Path, rel: str) -> list:
+def _file_entry(root: Path, rel: str) -> list[str]:
     path = root / rel
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode):
@@ -128,6 +133,10 @@ def _from_images(dockerfile_text: str, build_args: Mapping[str, str]) -> list[st
     return images
 
 
+BUILD_TIMEOUT = 3600.0
+"""A build's budget, and its engine client's read timeout (a long step sends nothing)."""
+
+
 class ContentAddressedBuilder:
     """Plans input-addressed image tags and builds them at most once.
 
@@ -140,16 +149,12 @@ class ContentAddressedBuilder:
 
     def __init__(
         self,
-        client: docker.DockerClient | None = None,
+        client: docker.DockerClient,
         *,
         ca_bundle: str | None = AUTO,
         network_mode: str = "host",
-        build_timeout: float = 3600,
+        build_timeout: float = BUILD_TIMEOUT,
     ) -> None:
-        if client is None:
-            from engine.cli.doctor import ensure_engine
-
-            client = ensure_engine(client_timeout=build_timeout)
         self.client = client
         self.ca_bundle = default_ca_bundle() if ca_bundle == AUTO else ca_bundle
         self.network_mode = network_mode
@@ -159,6 +164,12 @@ class ContentAddressedBuilder:
         """base name -> what it resolved to (its inputs or its ID), once per builder."""
         """tag -> input hash of every image this builder planned: a base named here (an agent
         layer's task image) is known by its inputs before it is built."""
+
+    def fallback_base(self) -> str:
+        """The bootstrapped offline base, made now if missing (``engine.build.baseimage``)."""
+        from engine.build.baseimage import offline_base
+
+        return offline_base(self.client)
 
     # -- planning -------------------------------------------------------------------
 
@@ -234,7 +245,7 @@ class ContentAddressedBuilder:
         made_from = ((found.get("Config") or {}).get("Labels") or {}).get("crucible.input_hash")
         return f"inputs:{made_from}" if made_from else found["Id"]
 
-    def _pull(self, name: str) -> dict:
+    def _pull(self, name: str) -> dict[str, Any]:
         """``name`` pulled from its registry (once across processes), or ``BaseImageMissing``
         saying plainly that it is not here and why no registry gave it."""
         from engine.build.baseimage import BaseRecipe
@@ -268,7 +279,7 @@ class ContentAddressedBuilder:
     def dry_run(self, refs: Sequence[ImageRef]) -> list[tuple[ImageRef, str]]:
         return [(ref, self.status(ref)) for ref in refs]
 
-    def ensure(self, ref: ImageRef, store: Store | None = None) -> BuildRecord:
+    def ensure(self, ref: ImageRef, store: RecordsBuilds | None = None) -> BuildRecord:
         """Build ``ref`` unless an image with its tag exists; record the build in ``store``.
 
         A cache hit is a single inspect. Raises ``BuildError`` (naming the build log) when
@@ -292,12 +303,12 @@ class ContentAddressedBuilder:
 
     @staticmethod
     def _record(
-        store: Store | None,
+        store: RecordsBuilds | None,
         ref: ImageRef,
         started: str,
         t0: float,
         *,
-        found: dict | None,
+        found: dict[str, Any] | None,
         cache_hit: bool,
         log_path: Path | None = None,
         error: str | None = None,
@@ -321,13 +332,13 @@ class ContentAddressedBuilder:
             store.record_build(record, ingest=not cache_hit)
         return record
 
-    def _build(self, ref: ImageRef, log_path: Path, store: str) -> dict:
+    def _build(self, ref: ImageRef, log_path: Path, store: str) -> dict[str, Any]:
         # The context may have changed since plan(); building it under the old tag would
         # poison the cache, so re-plan (cheap next to a build) and refuse on a mismatch.
         again = self.plan(Path(ref.dockerfile), Path(ref.context_dir), dict(ref.build_args), ref.purpose)
         if again.input_hash != ref.input_hash:
             raise BuildError(f"inputs of {ref.tag} changed since it was planned; plan again")
-        from engine.run.progress import BuildProgress
+        from engine.build.progress import BuildProgress
 
         shown = BuildProgress(ref.tag, log_path)
         try:
@@ -343,7 +354,7 @@ class ContentAddressedBuilder:
             raise BuildError(f"build of {ref.tag} ended without the image (log: {log_path})")
         return found
 
-    def _stream_build(self, ref: ImageRef, log_path: Path, store: str, shown) -> str | None:
+    def _stream_build(self, ref: ImageRef, log_path: Path, store: str, shown: BuildProgress) -> str | None:
         """Run the build, writing every line to ``log_path`` (and showing its steps); the error
         line, if any."""
         with open(log_path, "w") as log:
@@ -366,7 +377,7 @@ class ContentAddressedBuilder:
                 for chunk in stream:
                     if "error" in chunk:
                         log.write(f"ERROR: {chunk['error']}\n")
-                        return chunk["error"].strip().splitlines()[-1]
+                        return str(chunk["error"]).strip().splitlines()[-1]
                     line = chunk.get("stream") or chunk.get("status") or ""
                     log.write(line if line.endswith("\n") else line + "\n")
                     log.flush()
@@ -377,7 +388,7 @@ class ContentAddressedBuilder:
         return None
 
 
-def store_label(store: Store | None) -> str:
+def store_label(store: RecordsBuilds | None) -> str:
     """What ``crucible.store`` says of a build for ``store``: its path (the default store's when
     the build has none)."""
     path = getattr(store, "path", None)  # DuckDBStore's; the Store protocol reads and writes only

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Coroutine
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -35,7 +35,7 @@ class InFlight:
         self.idle = asyncio.Event()
         self.idle.set()
 
-    async def run(self, call: Any) -> tuple[str, bool]:
+    async def run(self, call: Coroutine[Any, Any, tuple[str, bool]]) -> tuple[str, bool]:
         """``call`` (a coroutine) to its end, or cancelled (its command killed) at shutdown."""
         if self.closing.is_set():
             call.close()
@@ -63,7 +63,7 @@ class InFlight:
                 self.idle.set()
 
 
-async def _settled(fut: asyncio.Future) -> None:
+async def _settled(fut: asyncio.Future[Any]) -> None:
     with contextlib.suppress(BaseException):
         await fut
 

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import socket
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Iterator, Protocol
 
 import mcp.types as types
 import uvicorn
@@ -71,7 +71,7 @@ logging.getLogger("mcp.server.streamable_http").addFilter(_DropClosedStreamNoise
 
 
 class ToolProvider(Protocol):
-    def specs(self) -> list[dict]: ...
+    def specs(self) -> list[dict[str, Any]]: ...
 
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]: ...
 
@@ -84,14 +84,14 @@ def build_server(tools: ToolProvider, name: str = "crucible", *, in_flight: InFl
     calls = in_flight if in_flight is not None else InFlight()
     every = progress_every if progress_every is not None else SERVE_OPTIONS.get().progress_every
 
-    @server.list_tools()
+    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]  # the SDK leaves its decorators unannotated
     async def list_tools() -> list[types.Tool]:
         return [
             types.Tool(name=s["name"], description=s.get("description", ""), inputSchema=s["inputSchema"])
             for s in tools.specs()
         ]
 
-    @server.call_tool()
+    @server.call_tool()  # type: ignore[untyped-decorator]  # the SDK leaves its decorators unannotated
     async def call_tool(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         ctx = server.request_context
         token = ctx.meta.progressToken if ctx.meta is not None else None
@@ -111,7 +111,7 @@ class _QuietServer(uvicorn.Server):
     """uvicorn without its signal handlers: the engine, not one run's server, owns Ctrl-C."""
 
     @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[override]
+    def capture_signals(self) -> Iterator[None]:
         yield
 
 
@@ -168,7 +168,7 @@ async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
                     os.unlink(path)
 
 
-async def _stop(server: uvicorn.Server, task: asyncio.Task) -> None:
+async def _stop(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
     """Ask uvicorn to stop (it gives open streams SHUTDOWN_GRACE), then insist: a server slow
     to stop must not turn a finished run into a timeout."""
     server.should_exit = True
@@ -187,7 +187,7 @@ async def _stop(server: uvicorn.Server, task: asyncio.Task) -> None:
     task.result()  # an error the server stopped with is an error of the run
 
 
-async def _until_started(server: uvicorn.Server, task: asyncio.Task) -> None:
+async def _until_started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STARTUP_TIMEOUT
     while not server.started:
@@ -219,7 +219,7 @@ class McpService:
         self.token, self.name, self.uds, self.also_uds = token, name, uds, also_uds
         self._tools = _LateTools()
         self._stop = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._url: asyncio.Future[str] | None = None
 
     def start(self) -> None:
@@ -227,14 +227,15 @@ class McpService:
             self._url = asyncio.get_running_loop().create_future()
             self._task = asyncio.create_task(self._serve(), name=f"mcp-service-{self.name}")
 
-    async def serve(self, tools: ToolProvider, *, ready: asyncio.Future | None = None) -> str:
+    async def serve(self, tools: ToolProvider, *, ready: asyncio.Future[Any] | None = None) -> str:
         """Bind ``tools`` and return the URL once the server listens. With ``ready``, a tool call
         waits until that future is done, and fails if it failed (the workspace is being set up
         while an agent connects). Raises ``AgentError``."""
         self._tools.bound, self._tools.ready = tools, ready
         self.start()
         assert self._task is not None and self._url is not None
-        await asyncio.wait({self._task, self._url}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {self._task, self._url}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if not self._url.done():
             self._task.result()  # the server's own error (AgentError from serve_mcp)
             raise AgentError("the MCP server stopped before it started")
@@ -288,12 +289,12 @@ class _LateTools:
 
     def __init__(self) -> None:
         self.bound: ToolProvider | None = None
-        self.ready: asyncio.Future | None = None
+        self.ready: asyncio.Future[Any] | None = None
         self.closed = False
         self.running = 0
         self.journal = CallJournal()
 
-    def specs(self) -> list[dict]:
+    def specs(self) -> list[dict[str, Any]]:
         return self.bound.specs() if self.bound is not None else []
 
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:

@@ -6,14 +6,14 @@ planning (git), the store and engine checks and the first containers' start inst
 delaying the first runs. Once per process; a batch that finds it not started starts it.
 Nothing that only reads results (a check answered from the store, ``query``) ever loads it.
 asyncssh (~0.3 s more) is not loaded here: few agents connect over ssh (``Agent.capabilities``),
-so a run whose agent does imports it then, in a thread (engine/run/trial.py).
+so a run whose agent does imports it then, in a thread (engine/run/agent_turn.py).
 """
 from __future__ import annotations
 
 import concurrent.futures
 import threading
 
-_loading: concurrent.futures.Future | None = None
+_loading: concurrent.futures.Future[None] | None = None
 _lock = threading.Lock()
 
 
@@ -21,14 +21,14 @@ def _load() -> None:
     import engine.capabilities.mcp_server  # noqa: F401
 
 
-def serving_loaded() -> concurrent.futures.Future:
+def serving_loaded() -> concurrent.futures.Future[None]:
     """The import of what serves runs' capabilities, started now in a daemon thread unless
     it already was. Its failure is only a hint: a run imports them again itself, and then
     the real error is the run's."""
     global _loading
     with _lock:
         if _loading is None:
-            loading: concurrent.futures.Future = concurrent.futures.Future()
+            loading: concurrent.futures.Future[None] = concurrent.futures.Future()
 
             def load() -> None:
                 try:

@@ -131,7 +131,7 @@ reports as an exit signal). A timeout closes the session (the server then kills
     return (text if code == 0 else _join(text, f"[exit code {code}]")), code
 
 
-async def _collect(process: asyncssh.SSHClientProcess, output: BoundedBuffer) -> int:
+async def _collect(process: asyncssh.SSHClientProcess[bytes], output: BoundedBuffer) -> int:
     while chunk := await process.stdout.read(65536):
         output.add(chunk)
     await process.wait_closed()

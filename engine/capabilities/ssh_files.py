@@ -22,7 +22,7 @@ import posixpath
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import asyncssh
 from asyncssh import FXF_APPEND, FXF_CREAT, FXF_EXCL, FXF_READ, FXF_TRUNC, FXF_WRITE, SFTPAttrs, SFTPName
@@ -59,8 +59,8 @@ class Transfer:
 class WorkspaceSFTP(asyncssh.SFTPServer):
     """An ``SFTPServer`` whose file system is ``ws`` as uid ``user`` (see the module doc)."""
 
-    def __init__(self, chan: asyncssh.SSHServerChannel, ws: Workspace, *, user: int, cwd: str,
-                 ready: "asyncio.Future | None" = None,
+    def __init__(self, chan: asyncssh.SSHServerChannel[bytes], ws: Workspace, *, user: int, cwd: str,
+                 ready: "asyncio.Future[Any] | None" = None,
                  on_exit: Callable[["WorkspaceSFTP"], None] | None = None) -> None:
         super().__init__(chan)
         self.ws, self.user, self.cwd, self._ready, self._on_exit = ws, user, cwd, ready, on_exit

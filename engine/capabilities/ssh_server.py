@@ -48,7 +48,7 @@ import secrets
 import signal
 import time
 from datetime import datetime, timezone
-from typing import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 import asyncssh
 
@@ -86,7 +86,7 @@ if logging.getLogger("asyncssh").level == logging.NOTSET:
 class _KeyOnlyAuth(asyncssh.SSHServer):
     """Accepts exactly one username with exactly one public key; every other method is off."""
 
-    def __init__(self, username: str, authorized: asyncssh.SSHKey, connections: set) -> None:
+    def __init__(self, username: str, authorized: asyncssh.SSHKey, connections: set[asyncssh.SSHServerConnection]) -> None:
         self._username = username
         self._authorized = authorized.public_data
         self._connections = connections
@@ -115,14 +115,14 @@ class _Sessions:
     """Runs each SSH session as a workspace process and tracks what must die at shutdown."""
 
     def __init__(self, ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None,
-                 ready: "asyncio.Future | None" = None, on_step: "Callable[[Step], None] | None" = None) -> None:
+                 ready: "asyncio.Future[Any] | None" = None, on_step: "Callable[[Step], None] | None" = None) -> None:
         self.ws, self.user, self.cwd, self.ready, self.on_step = ws, user, cwd, ready, on_step
         self.env = dict(env) if env is not None else None
         self.running: set[Process] = set()
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
         self.steps = 0
 
-    async def handle(self, channel: asyncssh.SSHServerProcess) -> None:
+    async def handle(self, channel: asyncssh.SSHServerProcess[bytes]) -> None:
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
@@ -132,7 +132,7 @@ class _Sessions:
             if task is not None:
                 self.tasks.discard(task)
 
-    def argv(self, channel: asyncssh.SSHServerProcess, status: str) -> list[str]:
+    def argv(self, channel: asyncssh.SSHServerProcess[bytes], status: str) -> list[str]:
         """The session's command under the signal-reporting wrapper, with the client's safe env."""
         command = ["bash", "-l"] if channel.command is None else ["bash", "-c", channel.command]
         passed = client_env(channel.env, channel.get_terminal_type())
@@ -140,7 +140,7 @@ class _Sessions:
             command = ["env", *(f"{name}={value}" for name, value in passed.items()), *command]
         return ["/bin/sh", "-c", shell.script(__file__, "session.sh"), "crucible-ssh", status, *command]
 
-    async def _session(self, channel: asyncssh.SSHServerProcess) -> None:
+    async def _session(self, channel: asyncssh.SSHServerProcess[bytes]) -> None:
         if channel.subsystem is not None:
             _fail(channel, f"crucible: subsystem {channel.subsystem!r} is not offered", 1)
             return
@@ -154,7 +154,7 @@ class _Sessions:
                 result=output.value().decode("utf-8", "replace"), is_error=code != 0,
                 started_at=_iso(started), seconds=time.time() - started, note=note))
 
-    async def _run(self, channel: asyncssh.SSHServerProcess, output: BoundedBuffer) -> tuple[int | None, str | None]:
+    async def _run(self, channel: asyncssh.SSHServerProcess[bytes], output: BoundedBuffer) -> tuple[int | None, str | None]:
         """Run the session to its end: (exit code or None, a note for its step: how it ended
         when not by an exit code, ``NOT_STARTED`` when nothing ran)."""
         if self.ready is not None:  # the task is still being set up: a session waits for it
@@ -216,7 +216,7 @@ class _Sessions:
         await asyncio.gather(*(_kill_quietly(p) for p in list(self.running)))
         self.running.clear()
 
-    def files(self, chan: asyncssh.SSHServerChannel) -> WorkspaceSFTP:
+    def files(self, chan: asyncssh.SSHServerChannel[bytes]) -> WorkspaceSFTP:
         """An SFTP server (also behind scp, both protocols) for one session: in the workspace."""
         return WorkspaceSFTP(chan, self.ws, user=self.user, cwd=self.cwd, ready=self.ready, on_exit=self._files_done)
 
@@ -248,7 +248,7 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
 
-def _fail(channel: asyncssh.SSHServerProcess, message: str, code: int = START_FAILED) -> None:
+def _fail(channel: asyncssh.SSHServerProcess[bytes], message: str, code: int = START_FAILED) -> None:
     """Tell the client why on its stderr channel, and end the session with ``code``."""
     if channel.is_closing():
         return
@@ -263,7 +263,7 @@ async def _kill_quietly(process: Process) -> None:
         log.debug("could not kill an ssh session's process: %s", exc)
 
 
-async def _relay(channel: asyncssh.SSHServerProcess, process: Process, output: BoundedBuffer, *,
+async def _relay(channel: asyncssh.SSHServerProcess[bytes], process: Process, output: BoundedBuffer, *,
                  tty: bool) -> int | None:
     """Stream both ways until the command exits (its exit code) or the channel closes (None)."""
     forwarded = _Counter()
@@ -294,7 +294,7 @@ class _Counter:
     value = 0
 
 
-async def _drain(outbound: asyncio.Task, errbound: asyncio.Task, forwarded: _Counter) -> None:
+async def _drain(outbound: asyncio.Task[None], errbound: asyncio.Task[None], forwarded: _Counter) -> None:
     """After the command's exit, forward the output still queued, then stop.
 
     Background children may hold the output open forever, so this ends after DRAIN_GRACE
@@ -311,7 +311,7 @@ async def _drain(outbound: asyncio.Task, errbound: asyncio.Task, forwarded: _Cou
             return
 
 
-async def _pump_in(channel: asyncssh.SSHServerProcess, process: Process, *, tty: bool) -> None:
+async def _pump_in(channel: asyncssh.SSHServerProcess[bytes], process: Process, *, tty: bool) -> None:
     while True:
         try:
             data = await channel.stdin.read(READ_CHUNK)
@@ -333,7 +333,7 @@ async def _pump_in(channel: asyncssh.SSHServerProcess, process: Process, *, tty:
             return  # the command exited without reading all its input: its business
 
 
-async def _pump_out(read: Callable[[int], Awaitable[bytes]], writer: asyncssh.SSHWriter, forwarded: _Counter,
+async def _pump_out(read: Callable[[int], Awaitable[bytes]], writer: asyncssh.SSHWriter[bytes], forwarded: _Counter,
                     output: BoundedBuffer) -> None:
     while chunk := await read(READ_CHUNK):
         writer.write(chunk)  # raises BrokenPipeError once the channel is closed
@@ -344,7 +344,7 @@ async def _pump_out(read: Callable[[int], Awaitable[bytes]], writer: asyncssh.SS
 
 @contextlib.asynccontextmanager
 async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None = None,
-                    ready: "asyncio.Future | None" = None,
+                    ready: "asyncio.Future[Any] | None" = None,
                     on_step: "Callable[[Step], None] | None" = None) -> AsyncIterator[SSHEndpoint]:
     """Serve SSH sessions into ``ws`` (as uid ``user``, in ``cwd``) until the block exits.
 
@@ -382,7 +382,7 @@ async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str
         await _shutdown(acceptor, connections, sessions)
 
 
-async def _shutdown(acceptor: asyncssh.SSHAcceptor, connections: set, sessions: _Sessions) -> None:
+async def _shutdown(acceptor: asyncssh.SSHAcceptor, connections: set[asyncssh.SSHServerConnection], sessions: _Sessions) -> None:
     """Stop accepting, kill every running session's process group, close every connection."""
     acceptor.close()
     await sessions.kill_all()

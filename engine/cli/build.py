@@ -5,15 +5,18 @@ already in the cache; without ``--dry-run``, build the missing ones (once each).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from engine.errors import BuildError
-from engine.config.compose import combinations, compose_config, no_task_selected, to_typed
+from engine.config.compose import combinations, compose_config, to_typed
+from engine.config.tree import no_task_selected
 from engine.models import ImageRef
 from engine.run.session import Session, housekeeping, open_store, session_for
 from engine.plan.spec import plan
 from engine.util.tables import format_table
 
 
-def run_build(overrides: list[str], *, dry_run: bool, echo=print) -> int:
+def run_build(overrides: list[str], *, dry_run: bool, echo: Callable[[str], object] = print) -> int:
     if not any(o.startswith("task=") for o in overrides):
         raise no_task_selected()
     store = open_store()

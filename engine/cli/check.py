@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from typing import Callable
 
 
 from engine.util import paths
-from engine.config.compose import combinations, compose_config, no_task_selected, to_typed
+from engine.config.compose import combinations, compose_config, to_typed
+from engine.config.tree import no_task_selected
 from engine.errors import ConfigError
 from engine.config.plugins import instantiate
 from engine.interfaces import AdvisesAuthors, Flavor
@@ -27,7 +29,7 @@ from engine.models import RunRecord
 from engine.run.batch import BatchJob, run_batch
 from engine.run.progress import TaskProgress
 from engine.run.session import Session, housekeeping, require_integrity, session_for
-from engine.run.trial import LIMIT_NOTICE
+from engine.run.records import LIMIT_NOTICE
 from engine.plan.spec import plan
 from engine.util.tables import format_table
 
@@ -137,7 +139,7 @@ def _raw_summary(job: Job, record: RunRecord) -> str:
 
 
 def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, parallel: int = 2,
-              echo=print) -> int:
+              echo: Callable[[str], object] = print) -> int:
     # The configured store (store=; one for every combination) is opened by the first session,
     # before the first plan: a path that cannot be a store is one line before anything runs.
     jobs, session = plan_jobs(overrides)

@@ -14,31 +14,13 @@ import time
 from typing import Callable
 
 import docker
-import requests
 
+from engine.errors import CrucibleError
+from engine.runtimes.docker import daemon
+from engine.runtimes.docker.daemon import DEFAULT_SOCKET, DOCKERD_LOG, ENGINE_START_TIMEOUT, HINT, ensure_engine
 from engine.util import paths
-from engine.errors import CrucibleError, EngineUnavailable
-
-DOCKERD_LOG = "/var/log/crucible-dockerd.log"
-ENGINE_START_TIMEOUT = 60.0
-_DEFAULT_SOCKET = "unix:///var/run/docker.sock"
-_HINT = "run `crucible doctor --fix` (or start dockerd)"
 
 Echo = Callable[[str], None]
-
-
-def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
-    """A client for a reachable engine; ``client_timeout`` is its per-request read timeout.
-
-    Raises ``EngineUnavailable`` (one line, with the fix) when no engine answers.
-    """
-    where = os.environ.get("DOCKER_HOST", _DEFAULT_SOCKET)
-    try:
-        client = docker.from_env(timeout=client_timeout)
-        client.ping()
-    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
-        raise EngineUnavailable(f"Docker engine unreachable at {where}: {_HINT}") from exc
-    return client
 
 
 def run_doctor(fix: bool, echo: Echo = print) -> int:
@@ -76,20 +58,13 @@ def _apt_install(package: str) -> None:
         subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _ping(timeout: float = 5) -> docker.DockerClient | None:
-    try:
-        return ensure_engine(client_timeout=timeout)
-    except EngineUnavailable:
-        return None
-
-
 def _check_engine(fix: bool, report: _Report) -> docker.DockerClient | None:
-    if (client := _ping()) is not None:
+    if (client := daemon.ping()) is not None:
         report.line("ok", "engine", f"Docker {client.version().get('Version', '?')}")
         return ensure_engine()
-    where = os.environ.get("DOCKER_HOST", _DEFAULT_SOCKET)
+    where = os.environ.get("DOCKER_HOST", DEFAULT_SOCKET)
     if not fix:
-        report.line("FAIL", "engine", f"Docker engine unreachable at {where}: {_HINT}")
+        report.line("FAIL", "engine", f"Docker engine unreachable at {where}: {HINT}")
         return None
     client, detail = _fix_engine(where)
     report.line("fixed" if client else "FAIL", "engine", detail)
@@ -98,7 +73,7 @@ def _check_engine(fix: bool, report: _Report) -> docker.DockerClient | None:
 
 def _fix_engine(where: str) -> tuple[docker.DockerClient | None, str]:
     """Install and start a local dockerd; the client and what was done (or why not)."""
-    why_not = _can_install() or (None if where == _DEFAULT_SOCKET else f"DOCKER_HOST={where} is not local")
+    why_not = _can_install() or (None if where == DEFAULT_SOCKET else f"DOCKER_HOST={where} is not local")
     if why_not:
         return None, f"Docker engine unreachable at {where}; cannot fix: {why_not}"
     done = []
@@ -106,43 +81,15 @@ def _fix_engine(where: str) -> tuple[docker.DockerClient | None, str]:
         if shutil.which("dockerd") is None:
             _apt_install("docker.io")
             done.append("installed docker.io")
-        if not _dockerd_running():
-            _start_dockerd()
+        if not daemon.dockerd_running():
+            daemon.start_dockerd()
             done.append("started dockerd")
     except (subprocess.CalledProcessError, OSError) as exc:
         return None, f"could not install or start dockerd: {_short(exc)}"
-    client = _wait_for_engine(ENGINE_START_TIMEOUT)
+    client = daemon.wait_for_engine(ENGINE_START_TIMEOUT)
     if client is None:
         return None, f"dockerd did not answer within {ENGINE_START_TIMEOUT:.0f} s; see {DOCKERD_LOG}"
     return client, f"{', '.join(done) or 'waited for dockerd'} (log: {DOCKERD_LOG})"
-
-
-def _start_dockerd() -> None:
-    # A new session, stdin closed and output to a log: the daemon outlives this command
-    # and its terminal (what `nohup ... &` does in a shell).
-    with open(DOCKERD_LOG, "a") as log:
-        subprocess.Popen(
-            ["dockerd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def _dockerd_running() -> bool:
-    """Whether a dockerd (perhaps still starting) owns the default pid file."""
-    try:
-        pid = int(open("/var/run/docker.pid").read().strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _wait_for_engine(timeout: float) -> docker.DockerClient | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _ping(timeout=5) is not None:
-            return ensure_engine()
-        time.sleep(0.5)
-    return None
 
 
 def _check_debootstrap(fix: bool, report: _Report) -> None:
@@ -200,5 +147,7 @@ def _check_store(report: _Report) -> None:
 
 def _short(exc: BaseException) -> str:
     if isinstance(exc, subprocess.CalledProcessError) and exc.stderr:
-        return exc.stderr.decode(errors="replace").strip().splitlines()[-1]
+        stderr: bytes = exc.stderr
+        return stderr.decode(errors="replace").strip().splitlines()[-1]
+
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

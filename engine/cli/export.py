@@ -3,12 +3,19 @@
     crucible export --format parquet|jsonl DIR        every table of the store, and a manifest
     crucible export --predictions FILE --sweep ID     a sweep's patches as SWE-bench predictions
     crucible export --swebench-report FILE --sweep ID a sweep's verdicts as a SWE-bench report
+    crucible export --trajectories ATIF DIR           every run's steps as ATIF trajectories
     crucible import DIR                               an export into this store, nothing twice
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+    from engine.store.duckdb import DuckDBStore
 
 from engine.errors import UserError
 
@@ -46,7 +53,7 @@ def run_export(args: list[str]) -> int:
     return _export_sweep(store, ns)
 
 
-def _export_sweep(store, ns) -> int:
+def _export_sweep(store: DuckDBStore, ns: argparse.Namespace) -> int:
     from engine.report.query import filters_from_args
     from engine.report.swebench import predictions_jsonl, sweep_instances, swebench_report
 
@@ -60,6 +67,23 @@ def _export_sweep(store, ns) -> int:
         report = swebench_report(instances)
         _write(ns.swebench_report, json.dumps(report, indent=2) + "\n", "--swebench-report")
         print(f"wrote {ns.swebench_report}: resolved {report['resolved_instances']} of {report['total_instances']}")
+    return 0
+
+
+def run_export_trajectories(args: list[str]) -> int:
+    """``crucible export --trajectories ATIF DIR [--task GLOB] [--sweep ID|last]``."""
+    from engine.cli.main import _parse_reading, _parser
+    from engine.run.session import open_housekept_store
+    from engine.store.atif import FORMATS, SCHEMA_VERSION, export_trajectories
+
+    parser = _parser("export", "every run's steps as trajectories in Harbor's ATIF (docs/harbor.md)")
+    parser.add_argument("--trajectories", choices=FORMATS, required=True)
+    parser.add_argument("directory", metavar="DIR")
+    parser.add_argument("--task", action="append", default=[], metavar="GLOB", help="only these tasks")
+    parser.add_argument("--sweep", metavar="ID", help="only this sweep's runs (last = the latest)")
+    ns = _parse_reading(parser, args)
+    count = export_trajectories(open_housekept_store(ns.store), Path(ns.directory), tasks=ns.task, sweep=ns.sweep)
+    print(f"wrote {count} trajectory file(s) ({SCHEMA_VERSION}) into {ns.directory}")
     return 0
 
 
@@ -80,7 +104,7 @@ def run_import(args: list[str]) -> int:
     return 0
 
 
-def _reading_store(path: str | None):
+def _reading_store(path: str | None) -> DuckDBStore:
     from engine.run.session import open_housekept_store
 
     return open_housekept_store(path)

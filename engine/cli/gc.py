@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import docker
 import requests
@@ -52,6 +53,10 @@ from engine.build.images import STORE_LABEL
 from engine.util import paths
 from engine.errors import BuildError
 from engine.plan.repos import file_lock
+
+if TYPE_CHECKING:
+    from engine.interfaces import Store
+    from engine.store.duckdb import DuckDBStore
 
 TASK_IMAGES = "crucible/task:*"
 AGENT_LAYERS = "crucible/agent:*"
@@ -91,7 +96,7 @@ class GcReport:
         return max(images, self.layers_dropped) + templates
 
 
-def referenced_tags(store) -> set[str]:
+def referenced_tags(store: Store) -> set[str]:
     """Every image tag a stored run refers to (the spool is ingested first, so runs that are
     recorded but not yet in the database count too)."""
     _, rows = store.query("SELECT DISTINCT image_tag FROM runs WHERE image_tag IS NOT NULL UNION "
@@ -101,7 +106,7 @@ def referenced_tags(store) -> set[str]:
 
 
 # ---------------------------------------------------------------- docker images
-def image_items(usage: dict, referenced: set[str], match: str, min_age: float = 0.0,
+def image_items(usage: dict[str, Any], referenced: set[str], match: str, min_age: float = 0.0,
                 store: str | None = None) -> list[Item]:
     """The unreferenced ``crucible/task`` tags matching ``match``, each kept or to go.
     ``usage`` is the daemon's ``df``: images with their unique sizes, and the containers.
@@ -200,7 +205,7 @@ def _candidate(name: str, family: str, match: str) -> bool:
     return fnmatch.fnmatchcase(name, family) and fnmatch.fnmatchcase(name, match)
 
 
-def collect(store, client: docker.DockerClient | None, *, dry_run: bool = False, match: str = "*",
+def collect(store: Store, client: docker.DockerClient | None, *, dry_run: bool = False, match: str = "*",
             min_age: float = 0.0) -> GcReport:
     """Remove (with ``dry_run``: only list) what no run in ``store`` refers to, among the names
     matching ``match`` (a glob over ``crucible/task:...`` and ``local/task:...``).
@@ -222,9 +227,10 @@ def collect(store, client: docker.DockerClient | None, *, dry_run: bool = False,
     return report
 
 
-def _disk_usage(client: docker.DockerClient) -> dict:
+def _disk_usage(client: docker.DockerClient) -> dict[str, Any]:
     try:
-        return client.df()
+        usage: dict[str, Any] = client.df()
+        return usage
     except (docker.errors.APIError, requests.RequestException) as exc:
         raise BuildError(f"cannot list images: Docker engine unreachable or failing ({exc})") from exc
 
@@ -257,7 +263,7 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def collect_terminals(store, *, dry_run: bool) -> list[str]:
+def collect_terminals(store: DuckDBStore, *, dry_run: bool) -> list[str]:
     """Terminals past their retention window (``closes_at``): closed, their periodic snapshots
     removed and their final ones kept; with ``dry_run`` only counted."""
     if dry_run:
@@ -272,8 +278,10 @@ def collect_terminals(store, *, dry_run: bool) -> list[str]:
             "past their retention window (periodic snapshots removed, final snapshots kept)"]
 
 
-def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0, echo=print) -> int:
-    from engine.cli.doctor import ensure_engine
+def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0,
+           echo: Callable[[str], object] = print) -> int:
+
+    from engine.runtimes.docker.daemon import ensure_engine
     from engine.run.session import housekeeping, open_store
 
     store = open_store()

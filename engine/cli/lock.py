@@ -11,6 +11,7 @@ out empty is not shippable: nothing is written for it, and the command fails.
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 from engine.cli.check import Job, plan_jobs
 from engine.errors import ConfigError
@@ -26,7 +27,8 @@ SIDES = ("baseline", "golden")
 """The gate roles a lock is derived from: what fails before the fix, what passes after it."""
 
 
-def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2, echo=print) -> int:
+def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2,
+             echo: Callable[[str], object] = print) -> int:
     jobs, session = plan_jobs(overrides, use_lock=False)
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:

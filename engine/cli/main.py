@@ -3,6 +3,8 @@
     crucible run [-m] [overrides]        a run, or a Hydra multirun sweep (joblib, parallel)
     crucible check [overrides]           the shipping gate: golden 1.0, baseline 0.0
     crucible check --lock [overrides]    derive each task's named tests first (crucible lock)
+    crucible selfcheck [overrides] [--rebuild]
+                                         the flavor contract on the selected tasks' flavors
     crucible lock [overrides] [--check N]
                                          run golden and baseline, write the task's lock file:
                                          fail-to-pass / pass-to-pass lists, SHAs, image hash
@@ -12,6 +14,9 @@
     crucible build [overrides] [--dry-run]
     crucible query "SQL" [--json|--csv] [--store PATH]
     crucible show RUN_ID [--store PATH]  a run: spec, verdict, steps, tests, then its whole diff
+    crucible regrade [RUN_ID ...] [--all] [--json]
+                                         stored runs judged again by today's code: stored
+                                         verdict beside today's; exit 1 where one differs
     crucible rerun RUN_ID [--into DIR]   the same spec as a new run (no rebuild), both verdicts;
                                          exit 1: a deterministic agent's verdict changed,
                                          exit 4: the spec plans differently now (nothing run)
@@ -55,6 +60,7 @@ import re
 import signal
 import sys
 import threading
+from types import FrameType
 from typing import NoReturn
 
 from engine.errors import CrucibleError, UserError
@@ -62,7 +68,7 @@ from engine.errors import CrucibleError, UserError
 USAGE = __doc__
 
 
-def _sigterm_as_interrupt(signum, frame):  # so `finally` blocks remove containers on kill
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> NoReturn:  # so `finally` blocks remove containers on kill
     raise KeyboardInterrupt
 
 
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
                 "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task, "terminals": cmd_terminals,
                 "serve": cmd_serve, "finish": cmd_finish, "view": cmd_view, "export": cmd_export,
-                "import": cmd_import}
+                "import": cmd_import, "selfcheck": cmd_selfcheck, "regrade": cmd_regrade}
     try:
         if command not in handlers:
             return _plugin_command(command, rest, list(handlers))
@@ -138,7 +144,7 @@ def _plugin_command(command: str, rest: list[str], builtin: list[str]) -> int:
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     class OneLineParser(argparse.ArgumentParser):
-        def error(self, message):
+        def error(self, message: str) -> NoReturn:
             raise UserError(message)
 
     return OneLineParser(prog=f"crucible {prog}", description=description)
@@ -147,7 +153,7 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 def _require_task(overrides: list[str]) -> None:
     """A command that takes tasks says how to choose one, and which sets there are, without one."""
     if not any(o.startswith("task=") for o in overrides):
-        from engine.config.compose import no_task_selected
+        from engine.config.tree import no_task_selected
 
         raise no_task_selected()
 
@@ -195,6 +201,12 @@ def cmd_check(args: list[str]) -> int:
         if run_lock(ns.overrides, check=ns.check, parallel=max(1, ns.jobs)) != 0:
             return 1
     return run_check(ns.overrides, rebuild=ns.rebuild, check=ns.check, parallel=max(1, ns.jobs))
+
+
+def cmd_selfcheck(args: list[str]) -> int:
+    from engine.cli.selfcheck import main as selfcheck
+
+    return selfcheck(args)
 
 
 # ---------------------------------------------------------------- lock
@@ -276,6 +288,17 @@ def cmd_show(args: list[str]) -> int:
     return run_show(ns.run_id, store_path=ns.store, as_json=ns.json)
 
 
+def cmd_regrade(args: list[str]) -> int:
+    from engine.cli.regrade import run_regrade
+
+    parser = _parser("regrade", "stored runs judged again by today's code, beside their stored verdicts")
+    parser.add_argument("run_ids", nargs="*")
+    parser.add_argument("--all", action="store_true", help="every completed run in the store")
+    parser.add_argument("--json", action="store_true")
+    ns = _parse_reading(parser, args)
+    return run_regrade(ns.run_ids, every=ns.all, store_path=ns.store, as_json=ns.json)
+
+
 def cmd_terminals(args: list[str]) -> int:
     from engine.cli.show import run_terminals
 
@@ -350,7 +373,7 @@ def cmd_report(args: list[str]) -> int:
     return 0
 
 
-def _plot_format(path: str | None, compare) -> str | None:
+def _plot_format(path: str | None, compare: list[str] | None) -> str | None:
     """``--plot FILE``'s format from its extension; checked before the store is read."""
     if path is None:
         return None
@@ -399,7 +422,7 @@ def cmd_view(args: list[str]) -> int:
 # ---------------------------------------------------------------- export / import
 def cmd_export(args: list[str]) -> int:
     if any(a == "--trajectories" or a.startswith("--trajectories=") for a in args):
-        from engine.store.atif import run_export_trajectories  # every run's steps as ATIF
+        from engine.cli.export import run_export_trajectories  # every run's steps as ATIF
 
         return run_export_trajectories(args)
     from engine.cli.export import run_export

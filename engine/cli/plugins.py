@@ -6,6 +6,8 @@ of a flavor's by name (``crucible swe eval`` is swe_tasks') and imports none to 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
 
 from engine.errors import ConfigError
 
@@ -18,7 +20,7 @@ def commands() -> dict[str, str]:
 def _command_files() -> dict[str, Path]:
     """Each command's file, the first on the config path winning (as ``option_file`` picks).
     Commands are written files, never a task source's options: none is run to find them."""
-    from engine.config.compose import written_config_dirs
+    from engine.config.tree import written_config_dirs
 
     found: dict[str, Path] = {}
     for root in written_config_dirs():
@@ -30,7 +32,8 @@ def _command_files() -> dict[str, Path]:
     return found
 
 
-def _load(path) -> dict:
+def _load(path: Path) -> dict[Any, Any]:  # a YAML mapping: its keys are whatever the file says
+
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 

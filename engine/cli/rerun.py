@@ -21,18 +21,22 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 from omegaconf import OmegaConf
 
 from engine.util import paths
 from engine.errors import ConfigError, UserError
 from engine.models import RunRecord
-from engine.run.batch import BatchJob, run_batch
-from engine.run.trial import new_run_id
+from engine.run.batch import run_one
+from engine.run.records import new_run_id
 from engine.run.session import Session, open_housekept_store, require_integrity, session_for
 from engine.config.plugins import plugin_class
 from engine.plan.spec import Plan, replan
 from engine.util.tables import format_table
+
+if TYPE_CHECKING:
+    from engine.store.duckdb import DuckDBStore
 
 CONFIG_FILES = (Path(".hydra") / "config.yaml", Path("config.yaml"))
 """Where a run directory keeps its config: Hydra's runs, then ``crucible check``'s."""
@@ -56,7 +60,7 @@ class Rerun:
 
 
 # ---------------------------------------------------------------- the run directory
-def stored_run(store, run_id: str) -> RunRecord:
+def stored_run(store: DuckDBStore, run_id: str) -> RunRecord:
     record = store.get_run(run_id)
     if record is None:
         raise UserError(f"no run '{run_id}' in the store")
@@ -87,7 +91,7 @@ def config_file(record: RunRecord) -> Path:
     return found
 
 
-def session_from(config: Path, store) -> Session:
+def session_from(config: Path, store: DuckDBStore) -> Session:
     """The builder and runtime the saved config names, storing into ``store``."""
     from engine.config.schema import typed as to_typed
 
@@ -110,7 +114,7 @@ def same_plan(record: RunRecord, run_dir: Path, session: Session) -> Plan:
     return planned
 
 
-def drift(stored: dict, now: dict) -> str:
+def drift(stored: dict[str, Any], now: dict[str, Any]) -> str:
     """What differs between the stored spec and the one planned now, most telling first."""
     changed = _changed_paths(stored, now)
     reasons = []
@@ -129,7 +133,7 @@ def drift(stored: dict, now: dict) -> str:
     return "; ".join(reasons) or "the stored spec hash does not match its spec"
 
 
-def _changed_paths(old, new, prefix: str = "") -> list[str]:
+def _changed_paths(old: Any, new: Any, prefix: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
         for key in sorted(set(old) | set(new), key=str):
@@ -138,7 +142,7 @@ def _changed_paths(old, new, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
-def _get(spec: dict | None, dotted: str):
+def _get(spec: Any, dotted: str) -> Any:
     for key in dotted.split("."):
         spec = spec.get(key) if isinstance(spec, dict) else None
     return spec
@@ -169,8 +173,7 @@ def rerun(run_id: str, *, into: str | None = None) -> Rerun:
     require_integrity(session.runtime, planned.spec.integrity)
     new_id = new_run_id()
     run_dir = new_run_dir(Path(original.run_dir), config, into, new_id, original)
-    job = BatchJob(planned, run_dir=run_dir, run_id=new_id, label=f"rerun of {original.run_id}")
-    record = asyncio.run(run_batch([job], session))[0].records[0]
+    record = asyncio.run(run_one(planned, session, run_dir=run_dir, run_id=new_id))
     deterministic = bool(getattr(plugin_class(planned.spec.agent._target_, where="agent"), "deterministic", False))
     return Rerun(original=original, record=record, deterministic=deterministic)
 
@@ -214,7 +217,8 @@ def conclusion(result: Rerun) -> tuple[str, int]:
     return f"{who} is not deterministic: reward {old.reward} then {new.reward} (reported, not compared)", 0
 
 
-def run_rerun(run_id: str, *, into: str | None = None, echo=print) -> int:
+def run_rerun(run_id: str, *, into: str | None = None, echo: Callable[[str], object] = print) -> int:
+
     result = rerun(run_id, into=into)
     echo(side_by_side(result))
     line, code = conclusion(result)

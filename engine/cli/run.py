@@ -13,17 +13,23 @@ import asyncio
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 from uuid import uuid4
 
 from engine.util import paths
-from engine.config.compose import CONF_DIR, combinations, compose_config, covering, expand_globs, searchpath_override
+from engine.config.compose import combinations, compose_config, covering, expand_globs
+from engine.config.tree import CONF_DIR, searchpath_override
 from engine.cli.sweep import Sweep, already_done, parallelism, print_record, uses_hydra_launcher
 from engine.run.progress import USER_ERROR_MARKER, SweepProgress, mark_job
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                      "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 _NO_VALIDATION = {"--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
-_outcome: dict = {}
+_outcome: dict[str, int] = {}
 
 
 def split_args(args: list[str]) -> tuple[list[str], list[str]]:
@@ -41,7 +47,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[str]]:
     return flags, overrides
 
 
-def _preflight_agent(cfg) -> None:
+def _preflight_agent(cfg: DictConfig) -> None:
     """Build the agent once here, so a missing API key is one line, not one error run per job."""
     from engine.config.compose import to_typed
     from engine.errors import AgentError, ConfigError
@@ -90,7 +96,7 @@ def run_hydra(args: list[str]) -> int:
         overrides = expand_globs(overrides)
         composed, store = _validate(overrides)
         if runs_jobs:
-            from engine.cli.doctor import ensure_engine
+            from engine.runtimes.docker.daemon import ensure_engine
             from engine.run.session import open_store
 
             open_store(store)  # a store= that cannot be one: one line now, before anything runs
@@ -172,13 +178,13 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
     return 1 if failed_jobs else 0
 
 
-def _job(cfg) -> None:
+def _job(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     from engine.config.compose import to_typed
     from engine.errors import BuildError, UserError
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
     from engine.run.session import housekeeping, session_for
     from engine.plan.spec import plan
     from engine.run.sweep_guard import guard_worker
@@ -194,8 +200,8 @@ def _job(cfg) -> None:
         planned = plan(typed, builder=session.builder)
         if typed.resume and already_done(planned, session, run_dir, typed.sweep_id):
             return
-        job = BatchJob(planned, run_dir=run_dir)  # Hydra saved its config in run_dir/.hydra
-        record = asyncio.run(run_batch([job], session, sweep_id=typed.sweep_id))[0].records[0]
+        # Hydra saved its config in run_dir/.hydra
+        record = asyncio.run(run_one(planned, session, run_dir=run_dir, sweep_id=typed.sweep_id))
     except UserError as exc:
         print(f"crucible run: {exc}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code

@@ -7,7 +7,7 @@ so it costs nothing and always works; ``--hydra-help`` still shows Hydra's own f
 """
 from __future__ import annotations
 
-from engine.config.compose import CONF_DIR, group_options, task_sets, written_config_dirs
+from engine.config.tree import CONF_DIR, group_options, task_sets, written_config_dirs
 
 CHOSEN_GROUPS = {"agent": "", "integrity": "", "runtime": "", "flavor": " (a task of another flavor names its own)",
                  "env": ""}

@@ -20,7 +20,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable
 
 from engine.errors import UserError
 from engine.util import paths
@@ -31,6 +31,7 @@ KNOWN_HOSTS_FILE = "ssh_known_hosts"
 FINISH_SIGNAL = signal.SIGUSR1
 
 if TYPE_CHECKING:
+    from engine.agents.external import Endpoints, Reception
     from engine.models import RunRecord
 
 
@@ -40,9 +41,9 @@ def run_serve(ns: argparse.Namespace, overrides: list[str]) -> int:
     from engine.cli.sweep import print_record
     from engine.config.compose import compose_config, to_typed
     from engine.plan.spec import plan
-    from engine.run.batch import BatchJob
+    from engine.run.batch import run_one
     from engine.run.session import housekeeping, require_integrity, session_for
-    from engine.run.trial import new_run_id
+    from engine.run.records import new_run_id
 
     chosen = [o for o in overrides if o.partition("=")[0].lstrip("+~") == "agent" and o.partition("=")[2] != "external"]
     if chosen:
@@ -62,17 +63,14 @@ def run_serve(ns: argparse.Namespace, overrides: list[str]) -> int:
     housekeeping(session.store)
     require_integrity(session.runtime, typed.integrity)
     planned = plan(typed, builder=session.builder)
-    job = BatchJob(planned, run_dir=run_dir, config=cfg, run_id=run_id, label="serve")
     print(f"serving {planned.spec.task_id} as run {run_id}: provisioning ...", flush=True)
-    record = asyncio.run(_served(job, session, reception))
+    record = asyncio.run(_served(run_one(planned, session, run_dir=run_dir, config=cfg, run_id=run_id), reception))
     print_record(record)
     return 0 if record.status == "completed" else 1
 
 
-async def _served(job, session, reception) -> "RunRecord":
+async def _served(run: Awaitable[RunRecord], reception: Reception) -> RunRecord:
     """The run, with Ctrl-C and SIGUSR1 ending the agent's turn (a second Ctrl-C cancels it)."""
-    from engine.run.batch import run_batch
-
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
@@ -87,7 +85,7 @@ async def _served(job, session, reception) -> "RunRecord":
     loop.add_signal_handler(signal.SIGINT, finish, "Ctrl-C")
     loop.add_signal_handler(FINISH_SIGNAL, finish, "crucible finish")
     try:
-        return (await run_batch([job], session, parallel=1))[0].records[0]
+        return await run
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
     finally:
@@ -95,7 +93,7 @@ async def _served(job, session, reception) -> "RunRecord":
         loop.remove_signal_handler(FINISH_SIGNAL)
 
 
-def announce(endpoints, run_dir: Path, run_id: str, host: str) -> None:
+def announce(endpoints: Endpoints, run_dir: Path, run_id: str, host: str) -> None:
     """Print how to reach the run and write it all as ``serve.json`` (with the SSH key files)."""
     info = served_info(endpoints, run_dir, run_id)
     _private(run_dir / SERVE_FILE, json.dumps(info, indent=2) + "\n")
@@ -111,9 +109,9 @@ def announce(endpoints, run_dir: Path, run_id: str, host: str) -> None:
     print("\n".join(lines), flush=True)
 
 
-def served_info(endpoints, run_dir: Path, run_id: str) -> dict:
+def served_info(endpoints: Endpoints, run_dir: Path, run_id: str) -> dict[str, Any]:
     """``serve.json``: the endpoints, with the SSH key and known-hosts files written beside it."""
-    info: dict = {
+    info: dict[str, Any] = {
         "run_id": run_id, "run_dir": str(run_dir), "pid": os.getpid(), "host": socket.gethostname(),
         "mcp": {"url": endpoints.mcp_url, "token": endpoints.mcp_token,
                 "headers": {"Authorization": f"Bearer {endpoints.mcp_token}"}},

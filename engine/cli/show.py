@@ -3,8 +3,13 @@ run in tmux, printed for a person (``show --json`` for a program)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from engine.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.models import RunRecord, TerminalRecord, TestResult
+    from engine.store.duckdb import DuckDBStore
 
 
 def run_show(run_id: str, *, store_path: str | None, as_json: bool) -> int:
@@ -61,7 +66,7 @@ def _diff_shown(diff: str | None) -> list[str]:
     return [f"diff ({len(text.splitlines())} lines):", text]
 
 
-def _explained(record) -> list[str]:
+def _explained(record: RunRecord) -> list[str]:
     """What the run's flavor says of its raw grade (``Flavor.explain``, as ``crucible check``
     prints it: for sdlc, the PR and the github_* calls); nothing when there is no grade or the
     flavor cannot be loaded here (then the raw grade below still says everything)."""
@@ -78,7 +83,7 @@ def _explained(record) -> list[str]:
     return ["verdict    " + "\n           ".join(explained)] if explained else []
 
 
-def _terminals_shown(store, run_id: str) -> list[str]:
+def _terminals_shown(store: DuckDBStore, run_id: str) -> list[str]:
     """Each terminal of the run (closed ones too: ``show`` is the run's whole story) and its
     final snapshot, as the pane showed it when the run ended."""
     lines = []
@@ -92,7 +97,7 @@ def _terminals_shown(store, run_id: str) -> list[str]:
     return lines
 
 
-def _terminal_line(terminal, *, prefix: str = "") -> str:
+def _terminal_line(terminal: TerminalRecord, *, prefix: str = "") -> str:
     when = (f"closed {terminal.closed_at} ({terminal.closed_by})" if terminal.closed_at
             else f"closes_at {terminal.closes_at}" if terminal.closes_at else f"started {terminal.started_at}")
     reason = f"  ({terminal.end_reason})" if terminal.end_reason and terminal.end_reason != "done" else ""
@@ -123,7 +128,8 @@ SHOWN_ANSWER_LINES = 40
 """The agent's answer in ``show``, at most this many lines (``--json`` has all of it)."""
 
 
-def _test_summary(tests: list) -> list[str]:
+def _test_summary(tests: list[TestResult]) -> list[str]:
+
     """``tests      15: 12 PASSED, 1 FAILED, 2 SKIPPED`` and the first tests that did not pass
     (failures and errors before skips, then by name); nothing for a run without named tests."""
     from engine.models import TEST_STATUSES  # loaded already: the store built the record from it

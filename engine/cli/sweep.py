@@ -54,7 +54,7 @@ class Sweep:
     def __init__(self, composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path,
                  parallel: int) -> None:
         self.composed, self.sweep_id, self.sweep_dir, self.parallel = composed, sweep_id, sweep_dir, parallel
-        self.sessions: dict[tuple, Session] = {}
+        self.sessions: dict[tuple[object, ...], Session] = {}
         self.first: list[tuple[BatchJob | None, Session]] = []
 
     def plan_first(self) -> None:
@@ -69,7 +69,7 @@ class Sweep:
 
     async def _run(self) -> int:
         slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
-        running: list[asyncio.Task] = []
+        running: list[asyncio.Task[list[BatchJob]]] = []
 
         def start(job: BatchJob | None, session: Session) -> None:
             if job is not None:
@@ -97,7 +97,7 @@ class Sweep:
 
 
 def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
-              sessions: dict[tuple, Session]) -> tuple[BatchJob | None, Session]:
+              sessions: dict[tuple[object, ...], Session]) -> tuple[BatchJob | None, Session]:
     """One job's plan (None when ``resume=true`` finds it done), with the session it runs in."""
     combo = [o for o in combo if not o.lstrip("+~").startswith("hydra")]
     cfg = compose_config(combo) if cfg is None else cfg

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from engine.config.compose import config_dirs, option_file
+from engine.config.tree import config_dirs, option_file
 from engine.config.plugins import flavor_class
 from engine.errors import ConfigError
-from engine.interfaces import TaskAuthoring, UpstreamFix
+from engine.interfaces import TaskAuthoring
+from engine.models import UpstreamFix
 from engine.util import paths
 
 
 def run_task_new(task_id: str, *, repo: str, fix: str, base: str | None, tests: list[str], prompt_file: str | None,
                  install: str, packages: list[str], test_command: str | None, flavor: str, conf_dir: str | None,
-                 check: int, parallel: int, echo=print) -> int:
+                 check: int, parallel: int, echo: Callable[[str], object] = print) -> int:
     authoring = _authoring(flavor)
     conf = Path(conf_dir).resolve() if conf_dir else config_dirs()[-1]
     if conf not in [d.resolve() for d in config_dirs()]:

@@ -22,92 +22,29 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from engine.util import paths
+from engine.config.describe import describe, first_line, yaml_error
+from engine.config.tree import CONF_DIR, GROUPS, config_dirs, group_options, searchpath_override, written_config_dirs
 from engine.errors import ConfigError
+from engine.util import paths
+from engine.util.codehash import engine_version
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Glob, Override
 
-CONF_DIR = paths.PROJECT_ROOT / "conf"
-GROUPS = ("env", "flavor", "agent", "integrity", "runtime", "task")
+    from engine.config.schema import CrucibleConfig
+
+T = TypeVar("T")
+
 
 # Hydra's compose API works through one process-wide GlobalHydra: two threads composing
 # at once make the second fail with "GlobalHydra is already initialized".
 _COMPOSE_LOCK = threading.Lock()
-
-
-def config_dirs() -> list[Path]:
-    """conf/ first, then extra dirs from $CRUCIBLE_CONFIG_PATH (colon-separated), then the
-    dirs holding the options of their task sources (``engine.config.sources``)."""
-    from engine.config.sources import generated_dirs
-
-    written = written_config_dirs()
-    return [*written, *generated_dirs(written)]
-
-
-def written_config_dirs() -> list[Path]:
-    """conf/ and the dirs of $CRUCIBLE_CONFIG_PATH: the config files as written, no task source
-    run (what lists plug-in commands needs, so ``--help`` loads no flavor's source)."""
-    return [CONF_DIR, *(Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p)]
-
-
-def searchpath_override() -> list[str]:
-    extra = config_dirs()[1:]
-    if not extra:
-        return []
-    return ["hydra.searchpath=[" + ",".join(f"file://{p.resolve()}" for p in extra) + "]"]
-
-
-def group_options(group: str, roots: list[Path] | None = None) -> list[str]:
-    """Every option of a group, nested folders included (``sample/a``); schemas excluded.
-    ``roots``: the config dirs to look in (default ``config_dirs()``, task sources run)."""
-    found: set[str] = set()
-    for root in config_dirs() if roots is None else roots:
-        base = root / group
-        if base.is_dir():
-            for path in base.rglob("*.yaml"):
-                option = path.relative_to(base).with_suffix("").as_posix()
-                if not any(part.startswith(("_", "base_")) for part in option.split("/")):
-                    found.add(option)
-    return sorted(found)
-
-
-def task_sets() -> list[str]:
-    """The task sets (``sample``, ``sdlc/hard``): folders under ``task/`` of the config dirs as
-    written that hold a task file or a task source's ``_source.yaml``. No source is run, so
-    help and hints cost nothing and a source whose dataset is unset is still listed."""
-    from engine.config.sources import SOURCE_FILE
-
-    found: set[str] = set()
-    for root in written_config_dirs():
-        base = root / "task"
-        for path in base.rglob("*.yaml") if base.is_dir() else []:
-            folder = path.parent.relative_to(base).as_posix()
-            hidden = path.stem.startswith(("_", "base_")) and path.name != SOURCE_FILE
-            if folder != "." and not hidden and not any(p.startswith(("_", "base_")) for p in folder.split("/")):
-                found.add(folder)
-    return sorted(found)
-
-
-def no_task_selected() -> ConfigError:
-    """What every command that needs a task says without one: how to choose one, and the sets."""
-    sets = ", ".join(task_sets()) or "(none: add a folder of task YAMLs under conf/task/)"
-    return ConfigError(f"no task selected: add task=SET/NAME, or task='glob(SET/*)' for a whole set; "
-                       f"task sets: {sets}")
-
-
-def option_file(group: str, option: str) -> Path | None:
-    for root in config_dirs():
-        candidate = root / group / f"{option}.yaml"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _parse(overrides: list[str]) -> list[Override]:
@@ -117,7 +54,7 @@ def _parse(overrides: list[str]) -> list[Override]:
     try:
         return OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
-        raise ConfigError(f"bad override: {_first_line(exc)}") from exc
+        raise ConfigError(f"bad override: {first_line(exc)}") from exc
 
 
 def _matching(group: str, glob: Glob) -> list[str]:
@@ -181,7 +118,7 @@ def _single_value(text: str) -> bool:
     return _SINGLE_VALUE.fullmatch(text) is not None
 
 
-def _evaluated(what: str, overrides: list[str], evaluate: Callable[[list[str]], list], *, item: type) -> list:
+def _evaluated(what: str, overrides: list[str], evaluate: Callable[[list[str]], list[T]], *, item: type) -> list[T]:
     """``evaluate(overrides)``, through the evaluation cache (keyed like composes, by ``what``
     too): a list of ``item``s, answered from the cache when nothing it depends on changed."""
     key = _cache_key([f"\0{what}", *overrides])
@@ -314,7 +251,6 @@ def _cache_key(overrides: list[str]) -> str:
     dirs' files (names and contents), the variables they read with ``oc.env``, and the code
     registering the schemas (``engine_version``)."""
     from engine.config.sources import generated_key, is_generated
-    from engine.plan.spec import engine_version
 
     digest = hashlib.sha256(f"{EVAL_CACHE_VERSION}\0{engine_version()}\0".encode())
     digest.update(json.dumps(overrides).encode())
@@ -401,24 +337,7 @@ def _compose(overrides: list[str], *, resolve: bool = True) -> DictConfig:
             GlobalHydra.instance().clear()
 
 
-def yaml_error(exc: yaml.YAMLError) -> str:
-    """PyYAML's multi-line error as one line: the file, line and column (1-based, as editors
-    count) where the parser gave up, what it found, and where the construct it was reading
-    began (an unclosed bracket's line) when that is elsewhere."""
-    mark = getattr(exc, "problem_mark", None)
-    if mark is None:
-        return f"YAML error: {_first_line(exc)}"
-    problem = getattr(exc, "problem", None) or "YAML syntax error"
-    text = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}: YAML syntax error: {problem}"
-    context, begun = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-    if context and begun is not None and (begun.line, begun.column) != (mark.line, mark.column):
-        text += f" ({context} from line {begun.line + 1}, column {begun.column + 1})"
-    if "'\\t'" in problem:
-        text += "; YAML indents with spaces, never tabs"
-    return text
-
-
-def to_typed(cfg: DictConfig):
+def to_typed(cfg: DictConfig) -> CrucibleConfig:
     """The config as typed dataclasses, converted once at the edge (``schema.typed``): the
     task through its flavor's own schema, so a misspelled task key fails here, by name.
     Cached like composes (~0.15 s of OmegaConf merges each): keyed by the config itself and
@@ -426,7 +345,6 @@ def to_typed(cfg: DictConfig):
     import pickle
 
     from engine.config.schema import typed
-    from engine.plan.spec import engine_version
 
     container = OmegaConf.to_container(cfg, resolve=True)
     targets = [str((container.get(part) or {}).get("_target_", "")) if isinstance(container, dict) else ""
@@ -436,7 +354,8 @@ def to_typed(cfg: DictConfig):
                          + json.dumps(container, sort_keys=True, default=str).encode()).hexdigest()[:32]
     cached = paths.cache_dir() / "eval" / f"{key}.typed.pickle"
     try:
-        return pickle.loads(cached.read_bytes())
+        loaded: CrucibleConfig = pickle.loads(cached.read_bytes())
+        return loaded
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         pass  # not there, torn, or from code that has changed shape: convert again
     try:
@@ -477,52 +396,3 @@ def _from_a_source(group: str, value: str, selection: str | None = None) -> None
             raise ConfigError(f"{selection or f'unknown task {value}'}: {why}")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def describe(exc: BaseException, overrides: list[str]) -> str:
-    """One line that says what was wrong and where (key, file, override)."""
-    chain: list[BaseException] = []
-    node: BaseException | None = exc
-    while node is not None and len(chain) < 6:
-        chain.append(node)
-        node = node.__cause__ or node.__context__
-    text = " | ".join(str(e) for e in chain)
-    full_key = re.search(r"full_key:\s*(\S+)", text)
-    if m := re.search(r"You must specify '(\w+)'", text):
-        if m.group(1) == "task":
-            return str(no_task_selected())
-        return f"no {m.group(1)} selected: add {m.group(1)}=<option> (e.g. {m.group(1)}={(group_options(m.group(1)) or ['...'])[0]})"
-    if m := re.search(r"In '([^']+)': Could not load 'task/base_task'", text):
-        # Task YAMLs written before the flavors carried the task schemas began with
-        # `defaults: [/task/base_task@_here_, _self_]`; that config is gone, its job done by the flavor.
-        task_file = option_file(*m.group(1).split("/", 1)) if "/" in m.group(1) else None
-        return (f"{task_file or m.group(1)}: its defaults list (/task/base_task@_here_) is from an earlier crucible "
-                "and no longer needed: delete it (a task's schema now comes from its flavor)")
-    if m := re.search(r"Could not override '([^']+)'", text):
-        return f"unknown config key '{m.group(1)}' (from override '{_override_for(m.group(1), overrides)}')"
-    if m := re.search(r"Key '([^']+)' not in '(\w+)'", text) or re.search(r"Key '([^']+)' is not in struct", text):
-        where = full_key.group(1) if full_key else m.group(1)
-        return f"unknown config key '{where}'{_file_hint(where)}"
-    if m := re.search(r"Error merging override (\S+)", text):
-        return f"bad value in override '{m.group(1)}': {_leaf_message(chain)}"
-    if full_key:
-        return f"bad config value at '{full_key.group(1)}'{_file_hint(full_key.group(1))}: {_leaf_message(chain)}"
-    return f"config error: {_leaf_message(chain)}"
-
-
-def _leaf_message(chain: list[BaseException]) -> str:
-    return _first_line(chain[-1])
-
-
-def _override_for(key: str, overrides: list[str]) -> str:
-    return next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), key)
-
-
-def _file_hint(full_key: str) -> str:
-    group = full_key.split(".", 1)[0]
-    if group not in GROUPS:
-        return ""
-    return f" (in a conf/{group}/ option)"

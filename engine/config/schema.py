@@ -7,7 +7,12 @@ Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Dict, List, Optional, cast
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, TypeVar, cast
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+T = TypeVar("T")
 
 MISSING = "???"
 """OmegaConf's marker of a value still to be given (``omegaconf.MISSING``, the same string): spelt here,
@@ -71,7 +76,7 @@ class FlavorConfig:
 
 @dataclass
 class AgentImageConfig:
-    """What an agent needs in the image it works in (``engine/build/layer.py``): a layer
+    """What an agent needs in the image it works in (``engine/plan/layer.py``): a layer
     crucible builds over the task image, whose inputs (these fields, the files' contents, the
     task image's tag) name it. Grading never sees it: the hidden tests run on the task image."""
 
@@ -155,63 +160,21 @@ class ToolCallingAgentConfig(AgentConfig):
 
 @dataclass
 class IntegrityConfig:
+    """What the engine itself enforces of an integrity mode (``conf/integrity/``): the agent's
+    uid and network. Everything else a mode does is a flavor's defence: the flavor's
+    ``integrity_schema`` (a subclass of this; this one when it names none) declares each as a
+    field whose metadata says which modes turn it on (``modes``) and whether the run spec keeps
+    it while off (``spec: omit_default`` when not), as envs/integrity/catalogue.py makes them.
+    ``typed`` gives each its mode's value and then the user's override from ``defences``."""
+
     mode: str = MISSING
-    vault: bool = True
-    """History moved to a root-only vault; the agent gets a fresh one-commit repo."""
     uid_wall: bool = True
     """Agent tool calls run as uid 1000."""
     agent_network: bool = False
-    drop_protected: bool = True
-    """Agent changes to protected paths are dropped from the graded diff and recorded."""
-    restore_test_paths: bool = True
-    """The agent's changes to the task's test paths (the hidden change's paths and the task's
-    ``test_paths``) are dropped from the graded diff and recorded: grading sees the tests as
-    the test ref has them. Off only in ``none``, which measures what no defence gives."""
-    canary: bool = True
-    """Grading runs a test that must fail beside the hidden tests (pytest commands): a run
-    whose canary is not reported failed was tampered with from inside (envs/coding/canary.py)."""
-    refuse_test_aware_code: bool = False
-    """Code the agent added that knows it is being tested (inspects its caller, looks for the
-    test runner, patches it or the standard library, hooks exit or starts threads at import,
-    reads test paths) fails the run unless the task allows that finding. The scan runs and is
-    recorded in every mode (envs/coding/scanner.py); this decides whether it costs the run."""
-    differential_rerun: bool = False
-    """The hidden tests run a second time, in another fresh grading workspace, with the hidden
-    files under other, random names (mapped back to the task's test ids) and the test modules
-    in another order: the two verdicts must agree, or the run scores 0 as tampered, both kept
-    in the raw grade. Code that passes only where a hidden test or its data has the name the
-    task gives it (found by a fixed path, a table keyed on names) loses the re-run. (The first
-    grading's file names are random too under ``randomise_test_names``.)"""
-    isolate_verdict: bool = False
-    """For a task with ``isolated_verdict``: pytest runs outside the repo as its own uid and
-    each scenario runs as the agent's uid, so no code under test shares pytest's process
-    (envs/coding/isolated.py). Off, the same hidden tests call their scenarios in-process."""
-    hide_running_test: bool = False
-    """pytest does not publish the running test's id to the code under test: it puts it in the
-    process environment (``PYTEST_CURRENT_TEST``), where code can read which hidden case is
-    asking and answer that case from its data, with no name the scan could read. No verdict
-    needs it; the end plugin (envs/coding/verdict/crucible_runner_end.py) turns it off."""
-    tests_in_one_process: bool = False
-    """pytest-xdist does not distribute the tests (the end plugin clears its options before its
-    own configure reads them): in a worker, a hook the code under test registers on the worker's
-    Config (found among live objects, its name made at run time) turns each failure into a pass
-    before the report is sent on, where no count of the end plugin's sees it first. The tests
-    run in pytest's own process, slower where a task counted on the workers."""
-    randomise_test_names: bool = False
-    """Each grading writes the hidden pytest modules with their test functions, methods and
-    classes under fresh random names pytest still collects (``test_x<hex>``, ``TestX<hex>``),
-    and the hidden test modules and data files the differential re-run would rename under
-    fresh random file names (the first grading included; each grading its own), mapped back to
-    the task's test ids in the named results: code under test cannot recognise a hidden test
-    by its name (a caller's frame, a class name, its module's file) nor find it or its data by
-    a fixed path. Only names nothing else in the test ref names, and that the module refers
-    to plainly (envs/coding/testnames.py, rerun.py). Nothing to do where the verdict is
-    isolated behind a uid wall (no code under test in pytest's process)."""
-    named_results_only: bool = False
-    """A verdict comes from named test results only: a task that reads none (``results.format
-    none``: the exit code and a pattern over text the tested code can print) is refused at
-    plan time and scores 0 if it reaches grading, and a pytest run whose report pytest's own
-    end marker does not vouch for scores 0 (envs/coding/grader.py)."""
+    defences: Dict[str, bool] = field(default_factory=dict, metadata={"spec": "omit_default"})
+    """Overrides of the flavor's defences by name (``integrity.defences.canary=false``); a name
+    the flavor does not declare fails at compose time. Empty once typed: the values are then the
+    schema's own fields."""
 
 
 @dataclass
@@ -292,6 +255,7 @@ def register() -> None:
     if _registered:
         return
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
     _registered = True
     cs = ConfigStore.instance()
@@ -300,7 +264,9 @@ def register() -> None:
     cs.store(group="agent", name="base_noop", node=NoopAgentConfig)
     cs.store(group="agent", name="base_integration_test", node=IntegrationTestAgentConfig)
     cs.store(group="agent", name="base_tool_calling", node=ToolCallingAgentConfig)
-    cs.store(group="integrity", name="base_integrity", node=IntegrityConfig)
+    integrity = OmegaConf.structured(IntegrityConfig)
+    OmegaConf.set_struct(integrity.defences, False)  # any name here; the flavor's schema checks it (with_defences)
+    cs.store(group="integrity", name="base_integrity", node=integrity)
     cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
     cs.store(group="runtime", name="base_local", node=LocalRuntimeConfig)
 
@@ -314,7 +280,7 @@ _GROUP_SCHEMAS: dict[str, list[type[Any]]] = {
 }
 
 
-def _schema_for(group: str, node: dict):
+def _schema_for(group: str, node: Any) -> type[Any]:  # node: the group's config node
     candidates = _GROUP_SCHEMAS[group]
     if len(candidates) == 1:
         return candidates[0]
@@ -341,10 +307,10 @@ def _plugin_agent_schema(target: str) -> type:
     return schema
 
 
-_STRUCTURED: dict[type, Any] = {}
+_STRUCTURED: dict[type, DictConfig] = {}
 
 
-def structured(schema: type):
+def structured(schema: type) -> DictConfig:
     """``OmegaConf.structured(schema)``, made once per schema and process (about half of what
     typing a config costs): safe to share, as ``OmegaConf.merge`` copies its first argument."""
     from omegaconf import OmegaConf
@@ -354,9 +320,13 @@ def structured(schema: type):
     return _STRUCTURED[schema]
 
 
-def typed(cfg) -> CrucibleConfig:
+def typed(cfg: Any, *, stored: bool = False) -> CrucibleConfig:  # a DictConfig, or a plain container of one
+
     """A composed (or saved) config as typed dataclasses: the engine's groups through their
-    registered schemas, ``flavor`` and ``task`` through the schemas the flavor class names.
+    registered schemas, ``flavor`` and ``task`` through the schemas the flavor class names,
+    ``integrity`` through the flavor's ``integrity_schema`` (``with_defences``). ``stored``: the
+    parts of a stored run spec (``RunSpec.to_dict``), whose integrity lists the defences as
+    resolved, an omitted one off.
 
     Raises ``ConfigError`` in one line naming the key (``task.hiden_tests``) and the task.
     """
@@ -369,16 +339,19 @@ def typed(cfg) -> CrucibleConfig:
     data = {k: node[k] for k in node if k not in ("hydra", "flavor", "task")}
     flavor_node, task_node = node.get("flavor"), node.get("task")
     if task_node is None:
-        from engine.config.compose import no_task_selected
+        from engine.config.tree import no_task_selected
 
         raise no_task_selected()
     if flavor_node is None:
         raise ConfigError("no flavor selected")
     placeholders = {"flavor": None, "task": None}  # typed below, by the flavor's own schemas
+    flat = _flat_defences(data)
     merged = OmegaConf.merge(structured(CrucibleConfig), _typed_groups(data), placeholders)
     top = cast(CrucibleConfig, OmegaConf.to_object(merged))
     cls = flavor_class(str(flavor_node.get("_target_", "")))
     top.flavor = as_schema(getattr(cls, "config_schema", FlavorConfig), flavor_node, "flavor")
+    top.integrity = with_defences(getattr(cls, "integrity_schema", IntegrityConfig), top.integrity, top.flavor.name,
+                                  flat=flat, stored=stored)
     where = f"task {task_node.get('set', '?')}/{task_node.get('name', '?')}"
     try:
         top.task = as_schema(cls.task_schema, task_node, "task")
@@ -389,6 +362,49 @@ def typed(cfg) -> CrucibleConfig:
         if part.name != "task":
             refuse_nonpositive_timeouts(getattr(top, part.name), part.name, all_limits=part.name == "timeouts")
     return top
+
+
+def _flat_defences(data: dict[Any, Any]) -> dict[str, Any]:
+    """Take out of ``data["integrity"]`` (a config node) the keys ``IntegrityConfig`` does not
+    have: a defence's value where the integrity part is as a run spec stores it, or a config
+    saved before the defences were the flavor's (every switch listed beside ``mode``)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    node = data.get("integrity")
+    if not isinstance(node, (dict, DictConfig)):
+        return {}
+    part = cast(dict[str, Any], OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else dict(node))
+    own = {f.name for f in fields(IntegrityConfig)}
+    flat = {key: part.pop(key) for key in [k for k in part if k not in own]}
+    data["integrity"] = part
+    return flat
+
+
+def with_defences(schema: type, chosen: IntegrityConfig, flavor: str, *, flat: dict[str, Any] | None = None,
+                  stored: bool = False) -> IntegrityConfig:
+    """``chosen`` (the composed ``integrity``) as the flavor's integrity ``schema``: each defence
+    the schema declares at its mode's value (its field's ``modes``; off where ``stored`` and not
+    listed), then the values given by name (``flat``, then ``integrity.defences.<name>``).
+    Raises ``ConfigError`` naming an ``integrity.defences`` key the flavor does not have."""
+    from engine.errors import ConfigError
+
+    if not (isinstance(schema, type) and is_dataclass(schema) and issubclass(schema, IntegrityConfig)):
+        raise ConfigError(f"flavor {flavor} declares an integrity_schema that is not an IntegrityConfig dataclass")
+    declared = {f.name: f for f in fields(schema) if "modes" in f.metadata}
+    # A listed switch this flavor does not declare was one the engine's config had for every
+    # flavor (a spec stored before the defences were the flavor's): it never meant anything here.
+    given = {**{k: v for k, v in (flat or {}).items() if k in declared}, **chosen.defences}
+    for name in chosen.defences:
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise ConfigError(f"unknown config key 'integrity.defences.{name}': flavor {flavor} has no defence "
+                              f"of that name (its defences: {known})")
+    values = {name: bool(given.get(name, False if stored else chosen.mode in f.metadata["modes"]))
+              for name, f in declared.items()}
+    own = {f.name: getattr(chosen, f.name) for f in fields(IntegrityConfig) if f.name != "defences"}
+    make: Any = schema  # a subclass of IntegrityConfig: its own fields are the defences
+    result: IntegrityConfig = make(**own, **values)
+    return result
 
 
 def is_timeout_key(name: str) -> bool:
@@ -419,7 +435,7 @@ def refuse_nonpositive_timeouts(node: Any, where: str, *, all_limits: bool = Fal
                 raise ConfigError(f"{at} must be positive, got {item:g}")
 
 
-def _typed_groups(data: dict) -> dict:
+def _typed_groups(data: dict[Any, Any]) -> dict[Any, Any]:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError
 
@@ -436,7 +452,7 @@ def _typed_groups(data: dict) -> dict:
     return data
 
 
-def as_schema(schema: type, node, where: str):
+def as_schema(schema: type[T], node: Any, where: str) -> T:
     """``node`` merged into the dataclass ``schema`` and resolved, as an instance of it."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -446,7 +462,7 @@ def as_schema(schema: type, node, where: str):
     try:
         merged = OmegaConf.merge(structured(schema), node)
         OmegaConf.resolve(merged)
-        return OmegaConf.to_object(merged)
+        return cast(T, OmegaConf.to_object(merged))  # an instance of ``schema``
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -37,7 +37,7 @@ from engine.util import paths
 
 SOURCE_FILE = "_source.yaml"
 _LOCK = threading.Lock()
-_MEMO: dict[tuple, Path | None] = {}
+_MEMO: dict[tuple[str, str], Path | None] = {}
 
 
 class TaskSource(Protocol):
@@ -113,9 +113,10 @@ def _source(target: str, kwargs: dict[str, Any], path: Path) -> TaskSource:
 
     cls = plugin_class(target, where=f"task source {path}")
     try:
-        return cls(**kwargs)
+        source: TaskSource = cls(**kwargs)
     except TypeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    return source
 
 
 def generated_dirs(roots: list[Path]) -> list[Path]:
@@ -134,7 +135,9 @@ def is_generated(root: Path) -> bool:
 
 
 _ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
-_LOADED: dict[tuple, tuple[str, dict[str, Any]]] = {}
+_LoadKey = tuple[str, bytes, tuple[tuple[str, str | None], ...]]
+"""A source file's path, bytes, and the variables it reads with their values."""
+_LOADED: dict[_LoadKey, tuple[str, dict[str, Any]]] = {}
 
 
 def _load(path: Path) -> tuple[str, dict[str, Any]]:
@@ -152,7 +155,7 @@ def _load(path: Path) -> tuple[str, dict[str, Any]]:
     return target, dict(kwargs)
 
 
-def _resolve_cached(path: Path, key: tuple) -> tuple[str, dict[str, Any]]:
+def _resolve_cached(path: Path, key: _LoadKey) -> tuple[str, dict[str, Any]]:
     """``_resolve`` through a file under the cache: OmegaConf's first resolve in a process
     costs ~0.2 s (its grammar warming up), which a cached command must not pay."""
     digest = hashlib.sha256(json.dumps([key[0], key[1].decode("utf-8", "replace"), key[2]]).encode()).hexdigest()[:32]
@@ -189,7 +192,7 @@ def _resolve(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _generated_dir(set_name: str, path: Path) -> Path | None:
-    from engine.plan.spec import engine_version
+    from engine.util.codehash import engine_version
 
     target, kwargs = _load(path)
     source = _source(target, kwargs, path)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from engine.config.compose import option_file
+from engine.config.tree import option_file
 from engine.errors import ConfigError
 from engine.models import TestResult
 

@@ -17,10 +17,13 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Iterator
 
 from engine.util import paths
 from engine.errors import ConfigError, PlanError
+
+if TYPE_CHECKING:
+    from git import Repo as GitRepo
 
 GENERATED = "generated://"
 _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
@@ -43,7 +46,7 @@ def git_bytes(repo: Path, *args: str) -> bytes:
 
 
 @contextmanager
-def file_lock(name: str):
+def file_lock(name: str) -> Iterator[None]:
     """An inter-process lock (fcntl) under $CRUCIBLE_HOME/locks."""
     path = paths.locks_dir() / f"{name}.lock"
     with open(path, "w") as handle:
@@ -54,7 +57,7 @@ def file_lock(name: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-_DIGESTS: dict[tuple, str] = {}
+_DIGESTS: dict[tuple[tuple[str, int, int], ...], str] = {}
 """Generator digests this process computed, by its files' names, sizes and mtimes: a sweep
 plans one job per task of the same generator (~40 ms each to read and hash it again)."""
 
@@ -178,13 +181,13 @@ def _rev_parse_commits(repo_path: Path, revs: list[str]) -> list[str] | None:
     return shas if all(len(sha) == 40 for sha in shas) else None
 
 
-_OPEN_REPOS: dict[tuple[str, int], Any] = {}
+_OPEN_REPOS: dict[tuple[str, int], GitRepo] = {}
 OPEN_REPOS_MAX = 16
 """Repositories kept open per process (each holds a ``git cat-file`` child)."""
 _OPEN_REPOS_LOCK = threading.Lock()
 
 
-def gitpython_repo(repo_path: Path):
+def gitpython_repo(repo_path: Path) -> GitRepo:
     """GitPython's ``Repo`` at ``repo_path``, bare where git reads it as bare.
 
     GitPython decides bareness from ``core.bare`` alone, so a bare repository without a
@@ -200,7 +203,7 @@ def gitpython_repo(repo_path: Path):
     return repo
 
 
-def _open_repo(repo_path: Path):
+def _open_repo(repo_path: Path) -> GitRepo:
     """One GitPython ``Repo`` per repository and process, kept open: its object lookups go
     through one ``git cat-file`` process it starts once, not one per ref (8 plans pin 24 refs).
     Keyed by the directory's inode too, so a repo regenerated at the same path is opened anew.

@@ -10,70 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from typing import Any
+from typing import Any, Mapping
 
-from engine.build.layer import PURPOSE as LAYER_PURPOSE
-from engine.build.layer import layer_inputs
 from engine.config.plugins import instantiate, plugin_class
-from engine.config.schema import CrucibleConfig
+from engine.config.schema import CrucibleConfig, TaskConfig
 from engine.errors import BaseImageMissing, ConfigError
 from engine.interfaces import ImageBuilder, PlanContext
 from engine.models import ImageRef, RunSpec, TaskLimits
 from engine.plan import lock
+from engine.plan.layer import PURPOSE as LAYER_PURPOSE
+from engine.plan.layer import layer_inputs
 from engine.util import paths
-
-DOCKERFILE = paths.PROJECT_ROOT / "Dockerfile.hud"
-
-
-CODE_PACKAGES = ("engine", "envs", "swe_tasks")
-
-
-def engine_version(*plugins: str) -> str:
-    """A content hash of the code a verdict depends on: the engine's and the environments'
-    packages, every file of them (the shell scripts that run in workspaces and the verdict's
-    own scripts too, not only the Python), the image definition, and the package of each
-    plug-in target in ``plugins`` that lives elsewhere (a flavor in tests/ or a user's package):
-    a change to any of them is a new spec, never a stale cached verdict."""
-    roots = {*CODE_PACKAGES, *(_package_of(target) for target in plugins)}
-    return _content_hash(tuple(sorted(r for r in roots if r)))
-
-
-def _package_of(target: str) -> str:
-    """The top-level package of a ``_target_`` (``tests.toy_flavor.flavor.ToyFlavor`` -> the
-    directory of ``tests.toy_flavor``, as a path relative to the project or absolute)."""
-    import importlib.util
-
-    module = target.rsplit(".", 1)[0]
-    parts = module.split(".")
-    if parts[0] in CODE_PACKAGES:
-        return ""
-    for depth in range(len(parts) - 1, 0, -1):  # the deepest package above the module
-        try:
-            spec = importlib.util.find_spec(".".join(parts[:depth]))
-        except (ImportError, ValueError):
-            continue
-        if spec is not None and spec.submodule_search_locations:
-            return str(Path(list(spec.submodule_search_locations)[0]).resolve())
-    found = importlib.util.find_spec(module) if module else None
-    return str(Path(found.origin).resolve()) if found is not None and found.origin else ""
-
-
-@functools.lru_cache(maxsize=16)
-def _content_hash(roots: tuple[str, ...]) -> str:
-    digest = hashlib.sha256()
-    files = {DOCKERFILE}
-    for root in roots:
-        base = Path(root) if Path(root).is_absolute() else paths.PROJECT_ROOT / root
-        found = [base] if base.is_file() else base.rglob("*")
-        files |= {p for p in found if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
-    for path in sorted(files):
-        name = path.relative_to(paths.PROJECT_ROOT) if path.is_relative_to(paths.PROJECT_ROOT) else path
-        digest.update(str(name).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+from engine.util.codehash import DOCKERFILE, engine_version
 
 
 @dataclass(frozen=True)
@@ -82,7 +33,7 @@ class Plan:
     image: ImageRef
     """The task image: grading always runs on it."""
     agent_image: ImageRef | None = None
-    """The layer the agent's needs make over ``image`` (``engine/build/layer.py``); None when
+    """The layer the agent's needs make over ``image`` (``engine/plan/layer.py``); None when
     its agent declares none."""
 
     @property
@@ -125,23 +76,16 @@ def make_agent(agent: Any, model: str | None) -> Any:
 
 def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
     """What task images build FROM: the builder's own (a runtime's templates), the env's,
-    ``build.base``, else the bootstrapped offline base (made now if missing)."""
+    ``build.base``, else the builder's fallback (Docker's: the bootstrapped offline base, made
+    now if missing)."""
     chosen = builder.default_base or cfg.env.base_image or cfg.build.base
     if chosen:
         return chosen
-    return _offline_base()
+    return builder.fallback_base()
 
 
-@functools.lru_cache(maxsize=1)
-def _offline_base() -> str:
-    """The bootstrapped base's tag, made if missing: once per process (an engine client and
-    an inspect each time otherwise)."""
-    from engine.build.baseimage import ensure_base_image
-
-    return ensure_base_image().tag
-
-
-def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: dict | None = None, use_lock: bool = True) -> Plan:
+def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: Mapping[str, str] | None = None,
+         use_lock: bool = True) -> Plan:
     """The run spec: the flavor pins and derives its task and names the image's inputs; the
     builder names the image by their hash; the task's lock file (``engine.plan.lock``), when
     it has one and lists no tests itself, gives the named tests it is graded on, and must be
@@ -219,7 +163,7 @@ def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRe
     return builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), LAYER_PURPOSE)
 
 
-def _locked(task):
+def _locked(task: TaskConfig) -> TaskConfig:
     """``task`` with the named tests of its lock file, checked fresh; as it is without one."""
     path = lock.lock_path(task.id)
     if path is None or not path.is_file():
@@ -229,7 +173,7 @@ def _locked(task):
     return dataclasses.replace(task, fail_to_pass=list(data["fail_to_pass"]), pass_to_pass=list(data["pass_to_pass"]))
 
 
-def replan(run_dir: Path, *, builder) -> Plan:
+def replan(run_dir: Path, *, builder: ImageBuilder) -> Plan:
     """Plan a past run again from its saved config and recorded pins (same spec hash)."""
     import json
 

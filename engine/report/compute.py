@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from engine.errors import UserError
-from engine.report.query import Filters, RunRow, load_runs, resolve_sweeps
+from engine.report.query import Filters, Rows, RunRow, load_runs, resolve_sweeps
 from engine.report.stats import (
     Interval,
     mean_interval,
@@ -122,7 +122,7 @@ class Report:
 
 # ---------------------------------------------------------------- the report
 
-def build_report(store, filters: Filters, *, compare: tuple[str, str] | None = None,
+def build_report(store: Rows, filters: Filters, *, compare: tuple[str, str] | None = None,
                  ks: list[int] | None = None) -> Report:
     """Everything ``crucible report`` prints. With ``compare``, only the comparison of two sweeps."""
     filters = Filters(resolve_sweeps(store, filters.sweeps), filters.agents, filters.models,
@@ -229,7 +229,7 @@ def compare_sweeps(sweep_a: str, rows_a: list[RunRow], sweep_b: str, rows_b: lis
 
 # ---------------------------------------------------------------- helpers
 
-def _rank(row: RunRow) -> tuple:
+def _rank(row: RunRow) -> tuple[bool, float, int]:
     return row.status == "completed", row.ended, row.record_seq
 
 

@@ -14,34 +14,37 @@ from __future__ import annotations
 import functools
 import io
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ParamSpec
 
 from engine.report.compute import GroupSummary, Report
+from engine.report.query import Filters, Rows
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 FORMATS = ("svg", "png")
 KINDS = ("pass_rate", "cost", "stages")
-_RC = {"svg.hashsalt": "crucible", "svg.fonttype": "none", "font.size": 9.0, "figure.dpi": 100.0}
+_RC: dict[RcKeyType, Any] = {"svg.hashsalt": "crucible", "svg.fonttype": "none", "font.size": 9.0, "figure.dpi": 100.0}
 _METADATA: dict[str, dict[str, Any]] = {
     "svg": {"Date": None, "Creator": None},
     "png": {"Software": None},
 }
 
 
-_F = TypeVar("_F", bound=Callable[..., bytes])
+_P = ParamSpec("_P")
 
 
-def _styled(func: _F) -> _F:
+def _styled(func: Callable[_P, bytes]) -> Callable[_P, bytes]:
     """Draw and save under ``_RC``: font size is read when text is made, hashsalt when saved."""
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> bytes:
         import matplotlib
 
         with matplotlib.rc_context(_RC):
             return func(*args, **kwargs)
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 @_styled
@@ -142,7 +145,7 @@ GROUP BY r.agent, coalesce(r.model, ''), t.stage
 """
 
 
-def load_stage_times(store, filters) -> list[tuple[str, str, float]]:
+def load_stage_times(store: Rows, filters: Filters) -> list[tuple[str, str, float]]:
     """Mean seconds per stage of the completed runs ``filters`` select, per (agent, model),
     stages in pipeline order."""
     _, rows = store.query(_STAGES_SQL.format(where=filters.where()))
@@ -175,13 +178,13 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _empty(ax, message: str) -> None:
+def _empty(ax: Axes, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def _colors(n: int) -> list:
+def _colors(n: int) -> list[tuple[float, float, float, float]]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Protocol
 
 from engine.errors import UserError
 from engine.report.stats import SUCCESS
@@ -16,6 +17,12 @@ LATEST = ("last", "latest")
 """``--sweep last`` names the sweep that started most recently. A sweep's runs are those it ran
 and those it reused (``resume=true``, table ``sweep_runs``): the report of a resumed sweep
 covers the whole sweep, not only the part the resume ran."""
+
+
+class Rows(Protocol):
+    """What a report reads: the store (``Store.query``) or the viewer's ``ReadStore``."""
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ ORDER BY r.run_id
 """
 
 
-def load_runs(store, filters: Filters) -> list[RunRow]:
+def load_runs(store: Rows, filters: Filters) -> list[RunRow]:
     """The runs ``filters`` select, with their steps' token and cost sums (one query)."""
     _, rows = store.query(_RUNS_SQL.format(where=filters.where()))
     # row[:11] is exactly RunRow's leading fields (the SELECT's order); mypy cannot count a slice
@@ -97,7 +104,7 @@ def load_runs(store, filters: Filters) -> list[RunRow]:
                    unpriced_steps=int(row[14])) for row in rows]
 
 
-def resolve_sweeps(store, sweeps: tuple[str, ...], option: str = "--sweep") -> tuple[str, ...]:
+def resolve_sweeps(store: Rows, sweeps: tuple[str, ...], option: str = "--sweep") -> tuple[str, ...]:
     """Sweep ids as given, with ``last`` replaced by the most recently started sweep.
 
     Raises UserError naming the sweep (and ``option``, where it was given) when the store has
@@ -118,7 +125,7 @@ def resolve_sweeps(store, sweeps: tuple[str, ...], option: str = "--sweep") -> t
     return resolved
 
 
-def _int(value) -> int | None:
+def _int(value: int | float | None) -> int | None:
     return None if value is None else int(value)
 
 
@@ -126,7 +133,7 @@ def _literal(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def _literals(values) -> str:
+def _literals(values: Iterable[str]) -> str:
     return ", ".join(_literal(v) for v in values)
 
 

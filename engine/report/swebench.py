@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from engine.errors import UserError
 from engine.report.compute import attempts
-from engine.report.query import Filters, load_runs, resolve_sweeps
+from engine.report.query import Filters, Rows, RunRow, load_runs, resolve_sweeps
 from engine.report.stats import SUCCESS
 
 
@@ -52,7 +53,7 @@ class Instance:
         return "empty_patch" if not self.patch.strip() else "unresolved"
 
 
-def sweep_instances(store, sweep: str, *, agents: tuple[str, ...] = (), models: tuple[str, ...] = (),
+def sweep_instances(store: Rows, sweep: str, *, agents: tuple[str, ...] = (), models: tuple[str, ...] = (),
                     tasks: tuple[str, ...] = (), attempt: int | None = None) -> list[Instance]:
     """One run per instance of ``sweep`` (``last`` allowed): the attempt chosen (module doc)."""
     (sweep,) = resolve_sweeps(store, (sweep,))
@@ -85,7 +86,7 @@ def predictions_jsonl(instances: list[Instance]) -> str:
                                "model_patch": i.patch}, ensure_ascii=False) + "\n" for i in instances)
 
 
-def swebench_report(instances: list[Instance]) -> dict:
+def swebench_report(instances: list[Instance]) -> dict[str, Any]:
     """The sweep's verdicts in the shape of SWE-bench's run report (module doc)."""
     ids: dict[str, list[str]] = defaultdict(list)
     for i in instances:
@@ -110,7 +111,7 @@ FROM runs WHERE run_id IN ({ids})
 """
 
 
-def _details(store, run_ids: list[str]) -> dict[str, tuple[int, str, str]]:
+def _details(store: Rows, run_ids: list[str]) -> dict[str, tuple[int, str, str]]:
     """run id -> (attempt, instance id, patch)."""
     quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids)
     _, rows = store.query(_DETAILS_SQL.format(ids=quoted))
@@ -118,7 +119,7 @@ def _details(store, run_ids: list[str]) -> dict[str, tuple[int, str, str]]:
             for run_id, number, task_id, instance_id, diff in rows}
 
 
-def _refuse_clashes(rows, details) -> None:
+def _refuse_clashes(rows: list[RunRow], details: dict[str, tuple[int, str, str]]) -> None:
     """Two tasks with one instance id (sample/x and other/x) cannot both be predictions."""
     tasks: dict[str, set[str]] = defaultdict(set)
     for row in rows:

@@ -1,7 +1,8 @@
 """Many runs: planned specs in, stored records out. The one way crucible runs runs.
 
 ``crucible run -m``, ``crucible check``, ``crucible rerun``, the bench scripts and the tests
-all come here, so what a batch does is done once:
+all come here (a single run through ``run_one``, a batch of one), so what a batch does is
+done once:
 
 - every distinct image is ensured once, before anything fans out (parallel runs never race
   a build, and a missing base fails the batch before a container starts): each plan's task
@@ -24,7 +25,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
 
 from engine.errors import BuildError
 from engine.models import RunRecord
@@ -101,7 +103,8 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     # Imported here: a batch answered wholly from the store (a cached check) never loads the
     # run machinery.
     from engine.capabilities.preload import serving_loaded
-    from engine.run.trial import Runner, new_run_id
+    from engine.run.records import new_run_id
+    from engine.run.trial import Runner
 
     # What serves the runs' tools (the MCP SDK, asyncssh) loads in a thread while the images
     # are checked and the first runs' containers start (a sweep started it even earlier).
@@ -135,8 +138,8 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
                         (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
                     # The slot is the next run's once this one works in no workspace: its final
                     # store write and its grading container's removal overlap that run's start.
-                    record = await runner.execute(job.plan, where, sweep_id=sweep_id, run_id=run_id,
-                                                  ahead=ahead, done_with_workspaces=slot.release)
+                    record = await runner.execute(job.plan, where, run_id=run_id, resources=ahead,
+                                                  sweep_id=sweep_id, done_with_workspaces=slot.release)
             except BaseException:
                 await ahead.discard()  # a run that never began (or failed to): nothing of it stays
                 raise
@@ -156,6 +159,16 @@ async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None
     return jobs
 
 
+async def run_one(plan: Plan, session: Session, *, run_dir: Path | None = None, root: Path | None = None,
+                  run_id: str | None = None, config: Any = None, sweep_id: str | None = None) -> RunRecord:
+    """One planned run to its stored record: a batch of one, so a single run (``crucible run``,
+    ``rerun``, ``serve``, a bench's, a test's) goes exactly as each run of a batch does. The
+    arguments are ``BatchJob``'s and ``run_batch``'s."""
+    job = BatchJob(plan, run_dir=run_dir, config=config, run_id=run_id)
+    await run_batch([job], session, root=root, sweep_id=sweep_id)
+    return job.records[0]
+
+
 class _Slot:
     """One of ``RunSlots.running``, held from ``async with`` until ``release`` (or the block's
     end, whichever comes first): released exactly once."""
@@ -168,7 +181,7 @@ class _Slot:
         self.held = True
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.release()
 
     def release(self) -> None:
@@ -177,7 +190,7 @@ class _Slot:
             self.semaphore.release()
 
 
-async def _all_of(*runs) -> None:
+async def _all_of(*runs: Awaitable[object]) -> None:
     """Await every run. On a cancel or a failure, the others are cancelled, and this returns
     (raises) only once every one of them has ended: a cancelled run records itself and takes
     down what it started, which ``asyncio.gather`` would leave running unawaited."""

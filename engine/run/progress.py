@@ -10,7 +10,7 @@ unfinished and the file has changed, so a poll of a large sweep stays cheap.
 
 The same line serves every command that runs many runs (``check``, ``lock``, ``swe eval``:
 ``TaskProgress``, fed by the batch as runs start and end) and image builds show their steps
-(``BuildProgress``). On a terminal rich draws them on stderr (``LiveLine``: a bar and the
+(``engine.build.progress``). On a terminal rich draws them on stderr (``LiveLine``: a bar and the
 line, redrawn in place, with what else is printed scrolling above it). Elsewhere, or with
 ``CI`` set, a plain line is printed at most every ``every_s`` seconds, only when something
 changed, and once at the end: quiet in CI logs, and parsable.
@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TextIO
+from typing import Any, Callable, Self, TextIO
 
-if TYPE_CHECKING:
-    from rich.console import Console
+from engine.util.console import console, is_interactive, same_terminal
 
 USER_ERROR_MARKER = "user_error.txt"
 """A job that failed before its run started (bad config, ...) writes its one-line reason here."""
@@ -90,7 +88,7 @@ class _Progress:
         self.title = title
         self.total = total
         self.stream = stream or sys.stderr
-        self.interactive = _is_interactive(self.stream) if interactive is None else interactive
+        self.interactive = is_interactive(self.stream) if interactive is None else interactive
         self.every_s = every_s
         self.poll_s = poll_s
         self.clock = clock
@@ -154,7 +152,7 @@ class _Progress:
 
     # ---- the thread --------------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._loop, name="crucible-progress", daemon=True)
         self._thread.start()
         return self
@@ -179,10 +177,10 @@ class _Progress:
             except Exception:  # a display problem must never fail the work
                 continue
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, exc_type, *exc) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         self.stop(final=exc_type is None or exc_type is KeyboardInterrupt)
 
 
@@ -234,7 +232,8 @@ class TaskProgress(_Progress):
 
     quiet_until_started = True
 
-    def __init__(self, title: str, total: int, **kwargs) -> None:
+    def __init__(self, title: str, total: int, **kwargs: Any) -> None:
+
         super().__init__(title, total, **kwargs)
         self._counts = {"completed": 0, "failed": 0, "skipped": 0, "running": 0}
         self._lock = threading.Lock()
@@ -269,7 +268,7 @@ class LiveLine:
         # Lines printed to stdout go above the live line when both are this terminal; piped
         # elsewhere, stdout stays untouched (what tests and scripts read).
         self.progress = Progress(BarColumn(bar_width=24), text, console=console(stream), auto_refresh=False,
-                                 transient=False, redirect_stdout=_same_terminal(stream), redirect_stderr=False)
+                                 transient=False, redirect_stdout=same_terminal(stream), redirect_stderr=False)
         self.task = self.progress.add_task("", total=None)
         self.started = False
 
@@ -290,73 +289,6 @@ class LiveLine:
             self.started = False
             with contextlib.suppress(OSError, ValueError):
                 self.progress.stop()
-
-
-class BuildProgress:
-    """An image build's steps as they happen, on a terminal: where its full log is, then each
-    ``Step N/M`` line as Docker starts it. Elsewhere nothing (a failed build's error names its log)."""
-
-    def __init__(self, tag: str, log_path: Path, *, stream: TextIO | None = None,
-                 interactive: bool | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.interactive = _is_interactive(self.stream) if interactive is None else interactive
-        self.tag = tag
-        if self.interactive:
-            self._print(f"[bold]building[/] {_escape(tag)}  (full log: {_escape(str(log_path))})")
-
-    def output(self, line: str) -> None:
-        """One line of the build's output: shown if it starts a step."""
-        if self.interactive and line.startswith("Step "):
-            self._print(f"  {self.tag.split(':')[-1][:12]}  {_escape(line.rstrip())}")
-
-    def done(self, error: str | None) -> None:
-        if self.interactive:
-            self._print(f"  {self.tag.split(':')[-1][:12]}  " + (f"[red]failed[/]: {_escape(error)}" if error else "built"))
-
-    def _print(self, markup: str) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            console(self.stream).print(markup, highlight=False, soft_wrap=True)
-
-
-def _escape(text: str) -> str:
-    """Docker's text as text, never as rich markup (``COPY [/a, /b]`` would be a closing tag)."""
-    from rich.markup import escape
-
-    return escape(text)
-
-
-_CONSOLES: dict[int, tuple[TextIO, "Console"]] = {}
-_CONSOLES_LOCK = threading.Lock()
-
-
-def console(stream: TextIO) -> "Console":
-    """The one rich console of ``stream``: a build's steps printed while a progress line is
-    live go through the console that draws it, so they scroll above it instead of tearing it."""
-    from rich.console import Console
-
-    with _CONSOLES_LOCK:
-        known = _CONSOLES.get(id(stream))
-        if known is None or known[0] is not stream:
-            known = (stream, Console(file=stream, force_terminal=True, stderr=stream is sys.stderr))
-            _CONSOLES[id(stream)] = known
-        return known[1]
-
-
-def _same_terminal(stream: TextIO) -> bool:
-    try:
-        return sys.stdout.isatty() and os.path.samefile(f"/proc/self/fd/{sys.stdout.fileno()}",
-                                                        f"/proc/self/fd/{stream.fileno()}")
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-def _is_interactive(stream: TextIO) -> bool:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _clock(seconds: float) -> str:

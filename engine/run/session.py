@@ -15,24 +15,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from engine.run.reaper import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive
+from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive
 from engine.util import paths
 
 if TYPE_CHECKING:  # Hydra's config store costs ~0.3 s to import: query/show/report never need it
     from engine.config.schema import CrucibleConfig, IntegrityConfig
-    from engine.interfaces import ImageBuilder, Runtime, Store
+    from engine.interfaces import ImageBuilder, Runtime
+    from engine.store.duckdb import DuckDBStore
 
 log = logging.getLogger("crucible")
 
 
 @dataclass
 class Session:
-    store: "Store"
+    store: "DuckDBStore"
     builder: "ImageBuilder"
     runtime: "Runtime"
 
 
-def open_store(path: str | None = None, *, create: bool = True):
+def open_store(path: str | None = None, *, create: bool = True) -> DuckDBStore:
     """The store at ``path`` (None: the default), opened once now: a path that cannot be a
     store is one ConfigError naming it, before the command starts any work (and, with
     ``create=False``, a path where there is no store yet)."""
@@ -41,7 +42,7 @@ def open_store(path: str | None = None, *, create: bool = True):
     return DuckDBStore(path).validate(create=create)
 
 
-def open_housekept_store(path: str | None = None):
+def open_housekept_store(path: str | None = None) -> DuckDBStore:
     """The store, after housekeeping: what commands that read results open (query, show,
     report), so that after a ``kill -9`` the next such command already shows no run stuck
     "running" and leaves no orphaned container. A ``path`` given (``--store``) must hold a
@@ -51,7 +52,8 @@ def open_housekept_store(path: str | None = None):
     return store
 
 
-def housekeeping(store, *, terminals: bool = True) -> None:
+def housekeeping(store: DuckDBStore, *, terminals: bool = True) -> None:
+
     """Best effort: reap orphaned containers and runs. Never blocks a command on failure.
 
     Cheap when there is nothing to reap (the usual case, and every query/show/report pays
@@ -59,7 +61,7 @@ def housekeeping(store, *, terminals: bool = True) -> None:
     """
     try:
         if _docker_orphans_possible():
-            from engine.run.reaper import reap_orphans
+            from engine.runtimes.docker.reaper import reap_orphans
 
             reap_orphans()
     except Exception as exc:  # no engine here is reported by the commands that need one
@@ -72,7 +74,7 @@ def housekeeping(store, *, terminals: bool = True) -> None:
     except Exception as exc:
         log.debug("local reaper skipped: %s", exc)
     try:
-        from engine.run.reaper import reap_orphan_bridges
+        from engine.run.bridges import reap_orphan_bridges
 
         reap_orphan_bridges()
     except Exception as exc:
@@ -157,7 +159,9 @@ def _local_orphans_possible() -> bool:
     return False
 
 
-def session_for(cfg: CrucibleConfig, store=None) -> Session:
+def session_for(cfg: CrucibleConfig, store: DuckDBStore | None = None) -> Session:
+
+
     from engine.config.plugins import instantiate
 
     store = store or open_store(cfg.store)

@@ -12,7 +12,7 @@ the launcher still lives. When it is gone the worker exits at once (``os._exit``
 takes the same path as a ``kill -9`` of the whole group, which crucible must survive
 anyway. Its containers carry its pid as their owner and its run is stored as
 "running" with its pid, so the next crucible command's housekeeping removes the
-containers (``engine.run.reaper``) and records the run as an error, "owner process died"
+containers (``engine.runtimes.docker.reaper``) and records the run as an error, "owner process died"
 (``DuckDBStore.mark_orphaned_runs``); ``resume=true`` runs it again.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from engine.run.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
+from engine.runtimes.owner import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
 
 log = logging.getLogger("crucible.sweep")
 

@@ -7,7 +7,7 @@ config file; nothing in the engine switches on runtime names.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from engine.errors import ConfigError
 from engine.interfaces import Runtime
@@ -39,7 +39,7 @@ def build_runtime(cfg: Any) -> Runtime:
         raise ConfigError(f"cannot make runtime {target}: {' '.join(str(exc).split())}") from exc
     if not callable(getattr(runtime, "provision", None)):
         raise ConfigError(f"{target} is not a Runtime (it has no provision())")
-    return runtime
+    return cast(Runtime, runtime)  # a class of ours with provision(), checked above
 
 
 __all__ = ["build_runtime"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Self
 
 from engine.util.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
@@ -22,7 +23,7 @@ class StartedOnce:
     manager and an idempotent ``close``."""
 
     _state: str = "new"
-    _closing: asyncio.Future | None = None
+    _closing: asyncio.Future[None] | None = None
 
     async def _start(self) -> None:
         raise NotImplementedError
@@ -30,7 +31,7 @@ class StartedOnce:
     async def _teardown(self) -> None:
         raise NotImplementedError
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         if self._state != "new":
             raise WorkspaceError(f"{self!r} was already started")
         self._state = "starting"
@@ -45,13 +46,13 @@ class StartedOnce:
         self._state = "running"
         return self
 
-    async def __aexit__(self, exc_type, exc, tb) -> None:
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:  # as ``Workspace`` declares it
         try:
             await self.close()
         except WorkspaceError:
             if exc_type is None:
                 raise
-            log.warning("could not remove %r while handling %s", self, exc_type.__name__, exc_info=True)
+            log.warning("could not remove %r while handling %s", self, type(exc).__name__, exc_info=True)
 
     async def close(self) -> None:
         if self._closing is None:

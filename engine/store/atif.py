@@ -16,9 +16,12 @@ import fnmatch
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from engine.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.interfaces import Store
 
 SCHEMA_VERSION = "ATIF-v1.4"
 FORMATS = ("ATIF",)
@@ -108,7 +111,7 @@ def _time(value: Any) -> str | None:
     return when.isoformat().replace("+00:00", "Z")
 
 
-def export_trajectories(store, out: Path, *, tasks: list[str], sweep: str | None) -> int:
+def export_trajectories(store: Store, out: Path, *, tasks: list[str], sweep: str | None) -> int:
     """Write each chosen run's trajectory as ``out/<run_id>.json``; how many were written."""
     columns, rows = store.query(_RUNS)
     runs = [dict(zip(columns, row)) for row in rows]
@@ -132,19 +135,3 @@ def export_trajectories(store, out: Path, *, tasks: list[str], sweep: str | None
     except OSError as exc:
         raise UserError(f"--trajectories: cannot write into {out} ({exc.strerror})") from exc
     return len(runs)
-
-
-def run_export_trajectories(args: list[str]) -> int:
-    """``crucible export --trajectories ATIF DIR [--task GLOB] [--sweep ID|last]``."""
-    from engine.cli.main import _parse_reading, _parser
-    from engine.run.session import open_housekept_store
-
-    parser = _parser("export", "every run's steps as trajectories in Harbor's ATIF (docs/harbor.md)")
-    parser.add_argument("--trajectories", choices=FORMATS, required=True)
-    parser.add_argument("directory", metavar="DIR")
-    parser.add_argument("--task", action="append", default=[], metavar="GLOB", help="only these tasks")
-    parser.add_argument("--sweep", metavar="ID", help="only this sweep's runs (last = the latest)")
-    ns = _parse_reading(parser, args)
-    count = export_trajectories(open_housekept_store(ns.store), Path(ns.directory), tasks=ns.task, sweep=ns.sweep)
-    print(f"wrote {count} trajectory file(s) ({SCHEMA_VERSION}) into {ns.directory}")
-    return 0

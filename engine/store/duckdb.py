@@ -44,6 +44,7 @@ import os
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable, ContextManager, TypeVar
 
 from engine.util import paths
 from engine.errors import ConfigError, StoreError, UserError
@@ -62,21 +63,15 @@ from engine.store.files import (
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
 from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
-from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, UPGRADES, from_db_ts, record_from_rows, to_db_ts
+from engine.store.schema import RUN_COLUMNS, from_db_ts, make_current, record_from_rows, to_db_ts
 
 log = logging.getLogger("crucible.store")
+_T = TypeVar("_T")
 
 LOCK_TIMEOUT_S = 120.0
 BATCH = 500
 """Records per ingest transaction: short enough that readers get their turn."""
 FINAL_RUN_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")
-
-_SCHEMA_READY: dict[tuple[str, int, int], tuple[int, int]] = {}
-"""Store files (path, device, inode) whose schema this process (pid) has seen at a version: a
-sweep opens its store several times before it starts, and each check is a write turn. Per
-process, not per object: a forked child checks again (its parent's check says nothing about
-the file the child sees); per file, not path: a store removed and made again is checked."""
-
 
 class DuckDBStore:
     """``engine.interfaces.Store`` over an embedded DuckDB file (default ``paths.store_path()``)."""
@@ -181,7 +176,7 @@ class DuckDBStore:
         if ingest:
             self._ingest_or_explain(f"build {record.build_id}", spool_file)
 
-    def record_terminal_event(self, run_id: str, event: dict) -> Path:
+    def record_terminal_event(self, run_id: str, event: dict[str, Any]) -> Path:
         """Spool one terminal event of ``run_id`` (engine/store/terminals.py), then ingest it.
         Raises StoreError as ``record_run`` does; the event then waits in the spool."""
         document = self._document("terminal", {**event, "run_id": event.get("run_id") or run_id}, next_seq())
@@ -202,7 +197,7 @@ class DuckDBStore:
         self._ingest_or_explain(f"the link of run {run_id} to sweep {sweep_id}", spool_file)
 
     @staticmethod
-    def _document(kind: str, data: dict, seq: int) -> dict:
+    def _document(kind: str, data: dict[str, Any], seq: int) -> dict[str, Any]:
         return {**data, "record_kind": kind, "record_seq": seq}
 
     def _ingest_or_explain(self, what: str, spool_file: Path) -> None:
@@ -288,7 +283,7 @@ class DuckDBStore:
         records = self._load_runs("list_contains(?::VARCHAR[], run_id)", [list(run_ids)])
         return {r.run_id: r for r in records}
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run user SQL read-only. Raises UserError('query error: ...') for a bad statement."""
         if not sql.strip():
             raise UserError("query error: empty SQL")
@@ -303,7 +298,7 @@ class DuckDBStore:
             columns = [d[0] for d in cursor.description or []]
         return columns, rows
 
-    def _load_runs(self, where: str, params: list) -> list[RunRecord]:
+    def _load_runs(self, where: str, params: list[Any]) -> list[RunRecord]:
         self.ingest_pending()
         with self._connect(read_only=True) as con:
             cursor = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE {where}", params)
@@ -311,15 +306,15 @@ class DuckDBStore:
             if not runs:
                 return []
             ids = [r["run_id"] for r in runs]
-            steps: dict[str, list[dict]] = defaultdict(list)
+            steps: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for step in self._rows(con, "SELECT * FROM steps WHERE list_contains(?, run_id) ORDER BY position", ids):
                 steps[step["run_id"]].append(step)
-            subscores: dict[str, list[tuple]] = defaultdict(list)
+            subscores: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
             for run_id, name, value in con.execute(
                 "SELECT run_id, name, value FROM subscores WHERE list_contains(?, run_id) ORDER BY name", [ids]
             ).fetchall():
                 subscores[run_id].append((name, value))
-            tests: dict[str, list[tuple]] = defaultdict(list)
+            tests: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
             for run_id, name, status in con.execute(
                 "SELECT run_id, name, status FROM test_results WHERE list_contains(?, run_id) ORDER BY name, status",
                 [ids],
@@ -329,7 +324,7 @@ class DuckDBStore:
                 for run in runs]
 
     @staticmethod
-    def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict]:
+    def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict[str, Any]]:
         cursor = con.execute(sql, [ids])
         columns = [d[0] for d in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
@@ -367,7 +362,7 @@ class DuckDBStore:
         keep = policy.retention if retention is None else retention
         return self._terminal_turn(lambda con: (terminal_rows.mark_stale(con, keep), terminal_rows.close_expired(con)))
 
-    def _terminal_turn(self, change):
+    def _terminal_turn(self, change: Callable[[duckdb.DuckDBPyConnection], _T]) -> _T:
         with self._connect(read_only=False) as con:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -443,61 +438,11 @@ class DuckDBStore:
 
     # ---- connections -------------------------------------------------------------------
 
-    def _connect(self, *, read_only: bool):
+    def _connect(self, *, read_only: bool) -> ContextManager[duckdb.DuckDBPyConnection]:
         return open_store(self.path, read_only=read_only, timeout=self.lock_timeout)
 
     def _ensure_schema(self) -> None:
-        file = self._file_identity()
-        if file is not None and _SCHEMA_READY.get(file) == (os.getpid(), SCHEMA_VERSION):
-            return
-        if self.is_default:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect(read_only=False) as con:
-            if _schema_version(con) != SCHEMA_VERSION:
-                self._create_or_upgrade(con)
-                # Into the file now, not the log: every later ATTACH would replay the DDL.
-                con.execute("CHECKPOINT")
-            # Every table is there: the version is written only after the DDL and upgrades ran.
-            # A new table comes with a SCHEMA_VERSION bump, as a new column does.
-        if (file := self._file_identity()) is not None:
-            _SCHEMA_READY[file] = (os.getpid(), SCHEMA_VERSION)
-
-    def _file_identity(self) -> tuple[str, int, int] | None:
-        try:
-            found = os.stat(self.path)
-        except OSError:
-            return None
-        return str(self.path), found.st_dev, found.st_ino
-
-    def _create_or_upgrade(self, con: duckdb.DuckDBPyConnection) -> None:
-        for statement in DDL:
-            con.execute(statement)
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(
-                f"store {self.path} has schema version {row[0]}, newer than this crucible's "
-                f"{SCHEMA_VERSION}; upgrade crucible"
-            )
-        elif int(row[0]) < SCHEMA_VERSION:
-            # New tables the DDL above has just created; new columns of old tables here.
-            for statement in UPGRADES:
-                con.execute(statement)
-            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
-
-
-def _schema_version(con) -> int | None:
-    """The store's recorded schema version; None for a new file (no ``meta`` table yet) or an
-    unreadable value."""
-    try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    except duckdb.CatalogException:
-        return None
-    try:
-        return int(row[0]) if row is not None else None
-    except (TypeError, ValueError):
-        return None
+        make_current(self.path, lambda: self._connect(read_only=False), make_dir=self.is_default)
 
 
 def _epoch(iso: str | None) -> float | None:

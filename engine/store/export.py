@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 from engine.store.lock import duckdb, store_turn
 from engine.store.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from engine.store.duckdb import DuckDBStore
 
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl"}
 MANIFEST = "manifest.json"
@@ -37,7 +41,7 @@ NATURAL_KEYS = {"sweep_runs": ("sweep_id", "run_id")}
 
 # ---------------------------------------------------------------- export
 
-def export_store(store, directory: Path, fmt: str) -> dict:
+def export_store(store: DuckDBStore, directory: Path, fmt: str) -> dict[str, Any]:
     """Write every table of ``store`` into ``directory`` (new, or empty); the manifest written."""
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt}: one of {', '.join(FORMATS)}")
@@ -67,7 +71,7 @@ def export_store(store, directory: Path, fmt: str) -> dict:
     return manifest
 
 
-def _tables(con) -> dict[str, list[tuple[str, str]]]:
+def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
     """The attached store's tables, each with its (column, type) in order."""
     rows = con.execute(
         "SELECT table_name, column_name, data_type FROM duckdb_columns() "
@@ -81,7 +85,7 @@ def _tables(con) -> dict[str, list[tuple[str, str]]]:
 
 # ---------------------------------------------------------------- import
 
-def import_store(store, directory: Path) -> dict[str, int]:
+def import_store(store: DuckDBStore, directory: Path) -> dict[str, int]:
     """Load the export in ``directory`` into ``store``; rows added per table. The export is checked
     whole before the store is opened; the rows go in in one transaction (all or nothing)."""
     manifest = read_manifest(directory)
@@ -102,7 +106,7 @@ def import_store(store, directory: Path) -> dict[str, int]:
     return added
 
 
-def read_manifest(directory: Path) -> dict:
+def read_manifest(directory: Path) -> dict[str, Any]:
     """The export's manifest, checked. Raises UserError (one line) for a directory that is not one."""
     where = f"import {directory}"
     if not directory.is_dir():
@@ -129,7 +133,7 @@ def read_manifest(directory: Path) -> dict:
     return manifest
 
 
-def _check_files(directory: Path, manifest: dict) -> None:
+def _check_files(directory: Path, manifest: dict[str, Any]) -> None:
     """Every table file is there and holds the rows the manifest counts (read in a scratch
     database, so a damaged file is found before the target store is touched)."""
     scratch = duckdb.connect(":memory:")
@@ -150,7 +154,7 @@ def _check_files(directory: Path, manifest: dict) -> None:
         scratch.close()
 
 
-def _load(con, directory: Path, manifest: dict) -> dict[str, int]:
+def _load(con: duckdb.DuckDBPyConnection, directory: Path, manifest: dict[str, Any]) -> dict[str, int]:
     have = _tables(con)
     keys = _primary_keys(con)
     entries = {t["name"]: t for t in manifest["tables"] if t["name"] not in OWN_TABLES}
@@ -184,7 +188,7 @@ def _load(con, directory: Path, manifest: dict) -> dict[str, int]:
     return added
 
 
-def _primary_keys(con) -> dict[str, str]:
+def _primary_keys(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """Table -> its one primary-key column, for the attached store's keyed tables."""
     rows = con.execute(
         "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
@@ -192,7 +196,7 @@ def _primary_keys(con) -> dict[str, str]:
     return {table: columns[0] for table, columns in rows if len(columns) == 1 and table not in OWN_TABLES}
 
 
-def _cast_columns(table: dict, target: list[tuple[str, str]]) -> str:
+def _cast_columns(table: dict[str, Any], target: list[tuple[str, str]]) -> str:
     """The target's columns from the file: each cast to the target's type (JSON from its text),
     NULL for a column the export predates."""
     exported = {c["name"] for c in table["columns"]}
@@ -200,7 +204,7 @@ def _cast_columns(table: dict, target: list[tuple[str, str]]) -> str:
                      for c, t in target)
 
 
-def _reader(path: Path, fmt: str, table: dict) -> str:
+def _reader(path: Path, fmt: str, table: dict[str, Any]) -> str:
     if fmt == "parquet":
         return f"read_parquet({_literal(path)})"
     # The types as exported (JSON was written as text), so nothing is guessed from the values.
@@ -209,7 +213,7 @@ def _reader(path: Path, fmt: str, table: dict) -> str:
     return f"read_json({_literal(path)}, format = 'newline_delimited', columns = {{{columns}}})"
 
 
-def _count(con, source: str) -> int:
+def _count(con: duckdb.DuckDBPyConnection, source: str) -> int:
     row = con.execute(f"SELECT count(*) FROM {source}").fetchone()
     return int(row[0]) if row else 0
 
@@ -222,7 +226,7 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _literal(value) -> str:
+def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 

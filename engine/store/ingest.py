@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from engine.errors import StoreError
 from engine.models import RunRecord
@@ -54,9 +55,9 @@ class IngestItem:
     rank: tuple[int, int]
     """(1 for a final status else 0, record_seq): the higher rank wins."""
     run: RunRows | None = None
-    build: tuple | None = None
+    build: tuple[Any, ...] | None = None
     """A ``builds`` row, or (kind "sweep_run") a ``sweep_runs`` row."""
-    terminal: dict | None = None
+    terminal: dict[str, Any] | None = None
     """A terminal event (engine/store/terminals.py), applied in sequence order, never deduplicated."""
 
 
@@ -142,7 +143,7 @@ def _winners(items: list[IngestItem]) -> dict[str, IngestItem]:
     return best
 
 
-def _outranking(con, table: str, key: str, status_col: str | None, items: dict[str, IngestItem]) -> list[IngestItem]:
+def _outranking(con: duckdb.DuckDBPyConnection, table: str, key: str, status_col: str | None, items: dict[str, IngestItem]) -> list[IngestItem]:
     """The items that rank above what is stored for their key (or have nothing stored)."""
     if not items:
         return []
@@ -156,7 +157,7 @@ def _outranking(con, table: str, key: str, status_col: str | None, items: dict[s
     return [i for k, i in items.items() if k not in stored or i.rank > stored[k]]
 
 
-def _upsert_runs(con, items: list[IngestItem]) -> None:
+def _upsert_runs(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) -> None:
     if not items:
         return
     ids = [i.key for i in items]
@@ -171,7 +172,7 @@ def _upsert_runs(con, items: list[IngestItem]) -> None:
     _insert_many(con, "stage_timings", ("run_id", "stage", "seconds"), [t for r in runs for t in r.timings])
 
 
-def _upsert_builds(con, items: list[IngestItem]) -> None:
+def _upsert_builds(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) -> None:
     if items:
         con.execute("DELETE FROM builds WHERE list_contains(?, build_id)", [[i.key for i in items]])
         builds = [i.build for i in items if i.build is not None]
@@ -179,7 +180,7 @@ def _upsert_builds(con, items: list[IngestItem]) -> None:
         _insert_many(con, "builds", BUILD_COLUMNS, builds)
 
 
-def _link_sweep_runs(con, items: list[IngestItem]) -> None:
+def _link_sweep_runs(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) -> None:
     """Each (sweep, run) pair once: a link spooled twice (a retried ingest) changes nothing."""
     rows = [i.build for i in items if i.build is not None]
     if not rows:
@@ -189,7 +190,7 @@ def _link_sweep_runs(con, items: list[IngestItem]) -> None:
     _insert_many(con, "sweep_runs", SWEEP_RUN_COLUMNS, [r for r in rows if (r[0], r[1]) not in stored])
 
 
-def _insert_many(con, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
+def _insert_many(con: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
     # Multi-row VALUES: ~4x cheaper than executemany, which runs one statement per row.
     for start in range(0, len(rows), ROWS_PER_INSERT):
         chunk = rows[start:start + ROWS_PER_INSERT]

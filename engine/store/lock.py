@@ -35,6 +35,9 @@ except ImportError:  # a DuckDB laid out otherwise
 
 from engine.errors import StoreError
 
+__all__ = ["ALIAS", "WAL_CHECKPOINT_BYTES", "Turn", "duckdb", "is_lock_conflict", "open_store", "store_turn"]
+"""``duckdb`` among them: the store's modules take it from here (whichever of the two it is)."""
+
 log = logging.getLogger(__name__)
 
 ALIAS = "store"

@@ -1,4 +1,5 @@
-"""The store's tables, and the conversions between records and their rows.
+"""The store's tables (and bringing a store file to the current schema), and the conversions
+between records and their rows.
 
 One row in ``runs`` per run id (every scalar of ``RunRecord``; spec, raw grade and
 timings as JSON; violations and warnings as lists), child rows in ``steps``,
@@ -21,10 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from datetime import datetime, timezone
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, ContextManager
 
+from engine.errors import StoreError
 from engine.models import BuildRecord, RunRecord, Step, TestResult
+from engine.store.lock import duckdb
 
 SCHEMA_VERSION = 5
 """1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
@@ -90,6 +95,73 @@ SWEEP_RUN_COLUMNS = ("sweep_id", "run_id", "reused", "linked_at", "record_seq")
 _JSON_RUN_FIELDS = ("spec", "raw_grade", "timings")
 
 
+_SCHEMA_READY: dict[tuple[str, int, int], tuple[int, int]] = {}
+"""Store files (path, device, inode) whose schema this process (pid) has seen at a version: a
+sweep opens its store several times before it starts, and each check is a write turn. Per
+process, not per object: a forked child checks again (its parent's check says nothing about
+the file the child sees); per file, not path: a store removed and made again is checked."""
+
+
+def make_current(path: Path, connect: Callable[[], ContextManager[Any]], *, make_dir: bool) -> None:
+    """Bring the store file at ``path`` to ``SCHEMA_VERSION`` (created, or upgraded) in one
+    write turn (``connect``), unless this process has seen it current already. ``make_dir``:
+    create its directory first (the default store's). Raises StoreError for a store newer
+    than this crucible."""
+    file = _file_identity(path)
+    if file is not None and _SCHEMA_READY.get(file) == (os.getpid(), SCHEMA_VERSION):
+        return
+    if make_dir:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with connect() as con:
+        if _schema_version(con) != SCHEMA_VERSION:
+            _create_or_upgrade(con, path)
+            # Into the file now, not the log: every later ATTACH would replay the DDL.
+            con.execute("CHECKPOINT")
+        # Every table is there: the version is written only after the DDL and upgrades ran.
+        # A new table comes with a SCHEMA_VERSION bump, as a new column does.
+    if (file := _file_identity(path)) is not None:
+        _SCHEMA_READY[file] = (os.getpid(), SCHEMA_VERSION)
+
+
+def _file_identity(path: Path) -> tuple[str, int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return str(path), found.st_dev, found.st_ino
+
+
+def _create_or_upgrade(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    for statement in DDL:
+        con.execute(statement)
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    elif int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(
+            f"store {path} has schema version {row[0]}, newer than this crucible's "
+            f"{SCHEMA_VERSION}; upgrade crucible"
+        )
+    elif int(row[0]) < SCHEMA_VERSION:
+        # New tables the DDL above has just created; new columns of old tables here.
+        for statement in UPGRADES:
+            con.execute(statement)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+
+
+def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The store's recorded schema version; None for a new file (no ``meta`` table yet) or an
+    unreadable value."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.CatalogException:
+        return None
+    try:
+        return int(row[0]) if row is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def insert_sql(table: str, columns: tuple[str, ...], rows: int = 1) -> str:
     """An INSERT of ``rows`` rows of positional parameters."""
     one = f"({', '.join('?' * len(columns))})"
@@ -121,11 +193,11 @@ class RunRows:
     run_id: str
     status: str
     seq: int
-    run: tuple
-    steps: list[tuple]
-    subscores: list[tuple]
-    tests: list[tuple]
-    timings: list[tuple]
+    run: tuple[Any, ...]
+    steps: list[tuple[Any, ...]]
+    subscores: list[tuple[Any, ...]]
+    tests: list[tuple[Any, ...]]
+    timings: list[tuple[Any, ...]]
 
 
 def run_rows(record: RunRecord, seq: int) -> RunRows:
@@ -161,13 +233,13 @@ def run_rows(record: RunRecord, seq: int) -> RunRows:
     )
 
 
-def build_row(record: BuildRecord, seq: int) -> tuple:
+def build_row(record: BuildRecord, seq: int) -> tuple[Any, ...]:
     values = dataclasses.asdict(record)
     values.update(started_at=to_db_ts(record.started_at), inputs=_json(record.inputs), record_seq=seq)
     return tuple(values[c] for c in BUILD_COLUMNS)
 
 
-def sweep_run_row(data: dict, seq: int) -> tuple:
+def sweep_run_row(data: dict[str, Any], seq: int) -> tuple[Any, ...]:
     """A ``sweep_runs`` row from its spool document. Raises KeyError/TypeError/ValueError."""
     sweep_id, run_id = data["sweep_id"], data["run_id"]
     if not (isinstance(sweep_id, str) and sweep_id and isinstance(run_id, str) and run_id):
@@ -175,12 +247,12 @@ def sweep_run_row(data: dict, seq: int) -> tuple:
     return sweep_id, run_id, bool(data.get("reused", True)), to_db_ts(data.get("linked_at")), seq
 
 
-def build_from_dict(data: dict) -> BuildRecord:
+def build_from_dict(data: dict[str, Any]) -> BuildRecord:
     names = {f.name for f in dataclasses.fields(BuildRecord)}
     return BuildRecord(**{k: v for k, v in data.items() if k in names})
 
 
-def record_from_rows(run: dict, steps: list[dict], subscores: list[tuple], tests: list[tuple]) -> RunRecord:
+def record_from_rows(run: dict[str, Any], steps: list[dict[str, Any]], subscores: list[tuple[Any, ...]], tests: list[tuple[Any, ...]]) -> RunRecord:
     """The inverse of ``run_rows``: a RunRecord from its ``runs`` row and child rows (``tests``:
     ``(name, status)`` pairs, in the order the record gets them)."""
     names = {f.name for f in dataclasses.fields(RunRecord)}
@@ -197,7 +269,7 @@ def record_from_rows(run: dict, steps: list[dict], subscores: list[tuple], tests
     return RunRecord(**data)
 
 
-def _step_from_row(row: dict) -> Step:
+def _step_from_row(row: dict[str, Any]) -> Step:
     names = {f.name for f in dataclasses.fields(Step)}
     data = {k: v for k, v in row.items() if k in names}
     data["arguments"] = json.loads(row["arguments"]) if row["arguments"] is not None else None

@@ -27,12 +27,16 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import ConfigError, StoreError, UserError
 from engine.models import TerminalRecord, TerminalSnapshot
 from engine.store.files import next_seq
+from engine.store.lock import duckdb
 from engine.store.schema import from_db_ts, insert_sql, to_db_ts
+
+if TYPE_CHECKING:
+    from engine.interfaces import Store
 
 log = logging.getLogger("crucible.store")
 
@@ -96,7 +100,7 @@ class TerminalLog:
     never on the event loop). A store locked past its timeout leaves an event in the spool for
     the next ingest; a terminal's record never fails its run."""
 
-    def __init__(self, store, run_id: str, policy: TerminalPolicy | None = None) -> None:
+    def __init__(self, store: Store, run_id: str, policy: TerminalPolicy | None = None) -> None:
         self.store, self.run_id = store, run_id
         self._policy = policy
 
@@ -133,7 +137,7 @@ class TerminalLog:
                            "snapshot": None if final_text is None else
                            {"taken_at": ended, "final": True, "text": final_text}})
 
-    async def _write(self, event: dict) -> None:
+    async def _write(self, event: dict[str, Any]) -> None:
         import asyncio  # here: the store imports this module, and query/show/report need no asyncio (~0.02 s)
 
         try:
@@ -143,7 +147,7 @@ class TerminalLog:
 
 
 # ---------------------------------------------------------------- ingest (inside its transaction)
-def check_event(data: dict) -> None:
+def check_event(data: dict[str, Any]) -> None:
     """Raises ValueError for a terminal document that cannot be applied (it is set aside)."""
     event = data.get("event")
     if event not in EVENTS:
@@ -158,12 +162,12 @@ def check_event(data: dict) -> None:
         raise ValueError("a snapshot names its terminal")
 
 
-def apply_events(con, documents: list[dict]) -> None:
+def apply_events(con: duckdb.DuckDBPyConnection, documents: list[dict[str, Any]]) -> None:
     for data in sorted(documents, key=lambda d: int(d["record_seq"])):
         {"start": _start, "snapshot": _snapshot, "end": _end}[data["event"]](con, data, int(data["record_seq"]))
 
 
-def _start(con, data: dict, seq: int) -> None:
+def _start(con: duckdb.DuckDBPyConnection, data: dict[str, Any], seq: int) -> None:
     record = TerminalRecord(**data["terminal"])
     values = {**dataclasses.asdict(record), "record_seq": seq}
     for name in ("started_at", "ended_at", "closes_at", "closed_at", "last_snapshot_at"):
@@ -172,7 +176,7 @@ def _start(con, data: dict, seq: int) -> None:
                 [values[c] for c in TERMINAL_COLUMNS])
 
 
-def _snapshot(con, data: dict, seq: int) -> None:
+def _snapshot(con: duckdb.DuckDBPyConnection, data: dict[str, Any], seq: int) -> None:
     _add_snapshot(con, data["terminal_id"], seq, data["snapshot"])
     keep = int(data.get("keep", TerminalPolicy.keep))
     con.execute("DELETE FROM terminal_snapshots WHERE terminal_id = ? AND NOT final AND seq NOT IN "
@@ -180,7 +184,7 @@ def _snapshot(con, data: dict, seq: int) -> None:
                 [data["terminal_id"], data["terminal_id"], keep])
 
 
-def _add_snapshot(con, terminal_id: str, seq: int, snapshot: dict) -> None:
+def _add_snapshot(con: duckdb.DuckDBPyConnection, terminal_id: str, seq: int, snapshot: dict[str, Any]) -> None:
     if con.execute("SELECT 1 FROM terminal_snapshots WHERE terminal_id = ? AND seq = ?", [terminal_id, seq]).fetchone():
         return  # ingested before (a retried batch)
     taken = to_db_ts(snapshot["taken_at"])
@@ -190,7 +194,7 @@ def _add_snapshot(con, terminal_id: str, seq: int, snapshot: dict) -> None:
                 "AND (last_snapshot_at IS NULL OR last_snapshot_at < ?)", [taken, terminal_id, taken])
 
 
-def _end(con, data: dict, seq: int) -> None:
+def _end(con: duckdb.DuckDBPyConnection, data: dict[str, Any], seq: int) -> None:
     terminal_id = resolve(con, data)
     if terminal_id is None:
         raise Unmatched(f"terminal end event matches no terminal (id {data.get('terminal_id')!r}, tmux "
@@ -205,28 +209,28 @@ def _end(con, data: dict, seq: int) -> None:
         _add_snapshot(con, terminal_id, seq, data["snapshot"])
 
 
-def resolve(con, data: dict) -> str | None:
+def resolve(con: duckdb.DuckDBPyConnection, data: dict[str, Any]) -> str | None:
     """The terminal an event means: by id; else by its tmux server and session; else the one
     terminal of its run that has not ended. The owner string is never a key."""
     if data.get("terminal_id"):
         row = con.execute("SELECT terminal_id FROM terminals WHERE terminal_id = ?", [data["terminal_id"]]).fetchone()
         if row:
-            return row[0]
+            return str(row[0])
     if data.get("tmux_server") and data.get("tmux_session"):
         row = con.execute("SELECT terminal_id FROM terminals WHERE tmux_server = ? AND tmux_session = ? "
                           "ORDER BY started_at DESC LIMIT 1", [data["tmux_server"], data["tmux_session"]]).fetchone()
         if row:
-            return row[0]
+            return str(row[0])
     if data.get("run_id"):
         rows = con.execute("SELECT terminal_id FROM terminals WHERE run_id = ? AND state IN ('running', 'stale')",
                            [data["run_id"]]).fetchall()
         if len(rows) == 1:
-            return rows[0][0]
+            return str(rows[0][0])
     return None
 
 
 # ---------------------------------------------------------------- the store's own decisions
-def dismiss(con, terminal_id: str) -> str:
+def dismiss(con: duckdb.DuckDBPyConnection, terminal_id: str) -> str:
     """Close an ended terminal now (it leaves the listings); its id. Raises UserError (one line)
     for an unknown or ambiguous id, a running terminal, or one already closed."""
     rows = con.execute("SELECT terminal_id, state, closed_by FROM terminals WHERE starts_with(terminal_id, ?) "
@@ -241,10 +245,10 @@ def dismiss(con, terminal_id: str) -> str:
     if closed_by is not None:
         raise UserError(f"terminal {found} is already closed ({closed_by})")
     _close(con, [found], "dismissed")
-    return found
+    return str(found)
 
 
-def close_expired(con, now: datetime | None = None) -> list[str]:
+def close_expired(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
     """Ended terminals past their ``closes_at``: closed (``closing`` -> ``completed``), periodic
     snapshots pruned."""
     now = now or datetime.now(timezone.utc)
@@ -255,7 +259,7 @@ def close_expired(con, now: datetime | None = None) -> list[str]:
     return ids
 
 
-def _close(con, ids: list[str], why: str) -> None:
+def _close(con: duckdb.DuckDBPyConnection, ids: list[str], why: str) -> None:
     if not ids:
         return
     con.execute("UPDATE terminals SET closed_at = ?, closed_by = ?, record_seq = ?, "
@@ -264,7 +268,7 @@ def _close(con, ids: list[str], why: str) -> None:
     con.execute("DELETE FROM terminal_snapshots WHERE NOT final AND list_contains(?, terminal_id)", [ids])
 
 
-def mark_stale(con, retention: float) -> list[str]:
+def mark_stale(con: duckdb.DuckDBPyConnection, retention: float) -> list[str]:
     """Terminals still ``running`` whose run has ended (its owner died, or ended it without an end
     event): ``stale``, closing after the retention."""
     rows = con.execute("SELECT t.terminal_id FROM terminals t JOIN runs r USING (run_id) "
@@ -278,7 +282,7 @@ def mark_stale(con, retention: float) -> list[str]:
     return ids
 
 
-def needs_housekeeping(con, now: datetime | None = None) -> bool:
+def needs_housekeeping(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> bool:
     """Whether ``mark_stale`` or ``close_expired`` would change anything (read-only, cheap)."""
     now = now or datetime.now(timezone.utc)
     row = con.execute("SELECT count(*) FROM terminals t LEFT JOIN runs r USING (run_id) WHERE "
@@ -289,7 +293,7 @@ def needs_housekeeping(con, now: datetime | None = None) -> bool:
 
 
 # ---------------------------------------------------------------- reads
-def load_terminals(con, where: str, params: list[Any]) -> list[TerminalRecord]:
+def load_terminals(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[TerminalRecord]:
     columns = TERMINAL_COLUMNS[:-1]
     rows = con.execute(f"SELECT {', '.join(columns)} FROM terminals WHERE {where} ORDER BY started_at, terminal_id",
                        params).fetchall()
@@ -302,7 +306,7 @@ def load_terminals(con, where: str, params: list[Any]) -> list[TerminalRecord]:
     return records
 
 
-def load_snapshots(con, terminal_id: str, *, final_only: bool = False) -> list[TerminalSnapshot]:
+def load_snapshots(con: duckdb.DuckDBPyConnection, terminal_id: str, *, final_only: bool = False) -> list[TerminalSnapshot]:
     rows = con.execute(f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM terminal_snapshots WHERE terminal_id = ? "
                        + ("AND final " if final_only else "") + "ORDER BY seq", [terminal_id]).fetchall()
     return [TerminalSnapshot(terminal_id=r[0], seq=r[1], taken_at=from_db_ts(r[2]) or "", final=bool(r[3]), text=r[4])

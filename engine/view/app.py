@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -30,7 +31,7 @@ def create_app(store_path: Path, read_timeout: float = queries.READ_TIMEOUT_S) -
     ``read_timeout`` for its turn while a writer holds the store, then answers 503."""
     store = ReadStore(store_path, read_timeout)
 
-    def page(template: str, context: dict, status: int = 200) -> HTMLResponse:
+    def page(template: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
         return HTMLResponse(pages.render(template, context, URLS), status_code=status)
 
     def runs(request: Request) -> Response:
@@ -95,7 +96,7 @@ def create_app(store_path: Path, read_timeout: float = queries.READ_TIMEOUT_S) -
         Mount("/static", app=StaticFiles(directory=str(pages.STATIC)), name="static"),
     ]
     handlers = {ViewError: refused, StoreError: refused, HTTPException: refused}
-    return Starlette(routes=routes, exception_handlers=handlers)  # type: ignore[arg-type]
+    return Starlette(routes=routes, exception_handlers=handlers)
 
 
 def _run_file(store: ReadStore, run_id: str, relative: str) -> Path:

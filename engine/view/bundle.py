@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from engine.errors import UserError
 from engine.view import pages, queries
@@ -37,7 +38,7 @@ class _Writer:
     def __init__(self, root: Path):
         self.root, self.count = root, 0
 
-    def page(self, name: str, template: str, context: dict, depth: int) -> None:
+    def page(self, name: str, template: str, context: dict[str, Any], depth: int) -> None:
         self.text(name, pages.render(template, context, pages.Urls(static=True, depth=depth)))
         self.count += 1
 

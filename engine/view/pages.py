@@ -13,11 +13,17 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 from engine.report.query import Filters
 from engine.view import queries
 from engine.view.queries import ReadStore, RunFilters, ViewError
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from engine.report.compute import Report
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -87,10 +93,10 @@ class Urls:
         return f"{self._up}static/{name}" if self.static else f"/static/{name}"
 
 
-_ENV = None
+_ENV: jinja2.Environment | None = None
 
 
-def environment():
+def environment() -> jinja2.Environment:
     """The Jinja2 environment (autoescaped), made on first use: ``crucible query`` never pays
     for Jinja2's import."""
     global _ENV
@@ -104,18 +110,18 @@ def environment():
     return _ENV
 
 
-def render(template: str, context: dict, urls: Urls) -> str:
+def render(template: str, context: dict[str, Any], urls: Urls) -> str:
     return environment().get_template(template).render(**context, u=urls)
 
 
 # ---------------------------------------------------------------- the pages
 
-def runs_context(store: ReadStore, filters: RunFilters, page: int) -> dict:
+def runs_context(store: ReadStore, filters: RunFilters, page: int) -> dict[str, Any]:
     return {"page": queries.runs_page(store, filters, page), "filters": filters, "choices": queries.filter_choices(store),
             "statuses": ("completed", "error", "timeout", "canceled", "running")}
 
 
-def run_context(store: ReadStore, run_id: str) -> dict:
+def run_context(store: ReadStore, run_id: str) -> dict[str, Any]:
     detail = queries.run_detail(store, run_id)
     if detail is None:
         raise ViewError(404, f"no run {run_id!r} in the store")
@@ -125,13 +131,13 @@ def run_context(store: ReadStore, run_id: str) -> dict:
             "shown_chars": queries.SHOWN_CHARS}
 
 
-def sweeps_context(store: ReadStore) -> dict:
+def sweeps_context(store: ReadStore) -> dict[str, Any]:
     listed = queries.sweeps(store)
     ordered = list(reversed(listed))  # oldest first: each sweep beside the one after it
     return {"sweeps": listed, "pairs": [(a["sweep_id"], b["sweep_id"]) for a, b in zip(ordered, ordered[1:])]}
 
 
-def sweep_context(store: ReadStore, sweep_id: str) -> dict:
+def sweep_context(store: ReadStore, sweep_id: str) -> dict[str, Any]:
     from engine.report.compute import build_report
 
     if not store.query(f"SELECT 1 FROM {queries.SWEEP_MEMBERS} WHERE sweep_id = ? LIMIT 1", [sweep_id])[1]:
@@ -140,7 +146,7 @@ def sweep_context(store: ReadStore, sweep_id: str) -> dict:
     return {"sweep_id": sweep_id, "report": report, "plots": _plots(report), "others": queries.sweeps(store)}
 
 
-def compare_context(store: ReadStore, a: str, b: str) -> dict:
+def compare_context(store: ReadStore, a: str, b: str) -> dict[str, Any]:
     from engine.report.compute import build_report
 
     if not a or not b:
@@ -152,11 +158,11 @@ def compare_context(store: ReadStore, a: str, b: str) -> dict:
     return {"comparison": report.comparison, "notes": report.notes}
 
 
-def builds_context(store: ReadStore, page: int) -> dict:
+def builds_context(store: ReadStore, page: int) -> dict[str, Any]:
     return {"page": queries.builds(store, page)}
 
 
-def _plots(report) -> dict[str, str]:
+def _plots(report: Report) -> dict[str, str]:
     """The sweep's plots as inline SVG, drawn by ``engine.report.plots`` (matplotlib, imported
     only here)."""
     if not report.groups:
@@ -174,7 +180,7 @@ def _inline(svg: bytes) -> str:
 
 # ---------------------------------------------------------------- template filters
 
-def _num(value, digits: int = 2) -> str:
+def _num(value: object, digits: int = 2) -> str:
     if value is None:
         return "–"
     if isinstance(value, bool) or not isinstance(value, float):
@@ -182,7 +188,7 @@ def _num(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def _size(value) -> str:
+def _size(value: float | None) -> str:
     if value is None:
         return "–"
     size = float(value)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ class ReadStore:
         with open_store(self.path, read_only=True, timeout=self.timeout) as con:
             yield con
 
-    def query(self, sql: str, params: list | None = None) -> tuple[list[str], list[tuple]]:
+    def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         with self.connect() as con:
             try:
                 cursor = con.execute(sql, params or [])
@@ -60,7 +60,7 @@ class ReadStore:
                 raise UserError(f"query error: {(str(exc).splitlines() or ['?'])[0]}") from exc
             return [d[0] for d in cursor.description or []], rows
 
-    def dicts(self, sql: str, params: list | None = None) -> list[dict]:
+    def dicts(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         columns, rows = self.query(sql, params)
         return [dict(zip(columns, row, strict=True)) for row in rows]
 
@@ -100,7 +100,7 @@ class RunFilters:
                     raise ViewError(400, f"{name}={values[name]!r}: give a date as YYYY-MM-DD") from None
         return cls(**values)
 
-    def where(self) -> tuple[str, list]:
+    def where(self) -> tuple[str, list[str]]:
         clauses, params = [], []
         if self.sweep:  # a sweep's runs: those it ran and those it reused (resume=true), as the report counts
             clauses.append("(sweep_id = ? OR run_id IN (SELECT run_id FROM sweep_runs WHERE sweep_id = ?))")
@@ -130,7 +130,7 @@ class RunFilters:
 class Page:
     """One page of a paged table."""
 
-    rows: list[dict]
+    rows: list[dict[str, Any]]
     total: int
     page: int
     pages: int
@@ -178,7 +178,7 @@ def filter_choices(store: ReadStore) -> dict[str, list[str]]:
 
 # ---------------------------------------------------------------- one run
 
-def run_detail(store: ReadStore, run_id: str) -> dict | None:
+def run_detail(store: ReadStore, run_id: str) -> dict[str, Any] | None:
     """Everything a run page shows, long texts cut to ``SHOWN_CHARS``; None for an unknown id."""
     with store.connect() as con:
         runs = _dicts(con.execute(
@@ -221,7 +221,7 @@ def whole_diff(store: ReadStore, run_id: str) -> str | None:
     return (rows[0][0] or "") if rows else None
 
 
-def waterfall(timings: list[tuple[str, float]]) -> list[dict]:
+def waterfall(timings: list[tuple[str, float]]) -> list[dict[str, Any]]:
     """Stages in pipeline order as bars: where each starts (the ones before it, summed) and how
     long it took, in percent of the whole, for plain CSS bars."""
     rank = {stage: i for i, stage in enumerate(STAGE_ORDER)}
@@ -249,7 +249,7 @@ def run_files(run_dir: str | None) -> list[str]:
     return found
 
 
-def _terminals(con, run_id: str) -> list[dict]:
+def _terminals(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
     from engine.store.terminals import load_snapshots, load_terminals
 
     shown = []
@@ -267,7 +267,7 @@ SWEEP_MEMBERS = ("(SELECT sweep_id, run_id FROM runs WHERE sweep_id IS NOT NULL 
 """Each sweep's runs: those it ran, and the earlier ones it reused (``resume=true``)."""
 
 
-def sweeps(store: ReadStore) -> list[dict]:
+def sweeps(store: ReadStore) -> list[dict[str, Any]]:
     """Every sweep, newest first, with its run count and how many of its runs solved their task."""
     rows = store.dicts(
         "SELECT m.sweep_id, min(r.started_at) AS started_at, count(*) AS runs, count(DISTINCT r.task_id) AS tasks, "
@@ -296,12 +296,12 @@ def builds(store: ReadStore, page: int, size: int = 100) -> Page:
 
 # ---------------------------------------------------------------- helpers
 
-def _dicts(cursor) -> list[dict]:
+def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
-def _short_ts(value) -> str:
+def _short_ts(value: datetime | str | None) -> str:
     text = from_db_ts(value) if value is not None and not isinstance(value, str) else value
     return (text or "")[:19].replace("T", " ")
 

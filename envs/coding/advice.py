@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from engine.models import RunSpec
-from envs.coding import canary, grader
+from envs.coding import canary, grader, judging, reading
 from envs.coding.upstream import prompt_digest
 
 
 def remedy(spec: RunSpec, raw: Mapping[str, Any]) -> str | None:
-    if raw.get("reason") == grader.TESTS_SKIPPED:
+    if raw.get("reason") == judging.TESTS_SKIPPED:
         # A lock lists the tests the fix flips and those that keep passing; the reward is then
         # decided on them, so a skip or an xfail elsewhere in the suite no longer counts.
         return f"run `crucible lock task={spec.task_id}` to list the task's tests (fail_to_pass/pass_to_pass)"
@@ -41,7 +41,7 @@ def lock_refusal(spec: RunSpec) -> str | None:
                 f"integrity={integrity.mode}: its launcher judges the scenarios), so there are no tests to lock; "
                 "it needs none: `crucible check` gates it as it is (a lock is for a task whose results name each "
                 "test: results.format pytest, go or parser, without isolated_verdict)")
-    if grader.declared_format(task) == "none":
+    if reading.declared_format(task) == "none":
         return (f"task '{task.id}' reads no named test results (results.format {task.results.format!r} for "
                 f"`{task.test_command}`), so there are no tests to lock: set results.format (pytest, go, parser)")
     return None

@@ -12,20 +12,24 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence, cast
 
 from engine.errors import ConfigError, CrucibleError, GradeError
-from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, UpstreamFix, Workspace
-from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
+from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
+from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, UpstreamFix, Verdict
 from engine.plan import repos
-from envs.coding import advice, grader, hidden, repo, rerun, scanner, testnames
+from envs.coding import advice, grader, hidden, judging, reading, repo, rerun, testnames
+from envs.coding.defences import CodingIntegrity
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
+from envs.integrity.scan import model
 
 GATE = {"golden": GateRole(agent="integration_test", reward=1.0), "baseline": GateRole(agent="noop", reward=0.0)}
 
 
+EXPLAINED = frozenset({"reason", "test", "apply", "results", "renamed", "rerun", "rerun_differences", "scan"})
+"""The raw-grade keys ``explain`` shows in lines of their own; the others go on its ``other fields`` line."""
 RERUN_NEEDLESS = ("no differential re-run: the verdict is isolated behind a uid wall, so the hidden files "
                   "are out of the tested code's reach and their names cannot matter")
 
@@ -39,7 +43,11 @@ def rerun_defends(spec: RunSpec) -> bool:
 
 class CodingFlavor:
     task_schema: ClassVar[type] = CodingTaskConfig
+    integrity_schema: ClassVar[type] = CodingIntegrity
     roles: ClassVar[Mapping[str, GateRole]] = GATE
+    explain_omits: ClassVar[Mapping[str, str]] = {
+        "durations": "seconds each grading step took: no part of the verdict"}
+    """Raw-grade keys ``explain`` leaves out, with why (the flavor self-check holds it to the rest)."""
 
     def __init__(self, name: str = "coding") -> None:
         self.name = name
@@ -69,16 +77,16 @@ class CodingFlavor:
         repo_path = repos.resolve_repo(task.repo)
         pins = _pins(task, repo_path, ctx.pins)
         task.pins = pins
-        if (task.fail_to_pass or task.pass_to_pass) and grader.declared_format(task) == "none":
+        if (task.fail_to_pass or task.pass_to_pass) and reading.declared_format(task) == "none":
             raise ConfigError(f"task '{task.id}' lists fail_to_pass/pass_to_pass but reads no named test results "
                               f"(results.format {task.results.format!r} for `{task.test_command}`): set results.format")
-        refused = grader.text_only_refusal(task, ctx.integrity)
+        refused = reading.text_only_refusal(task, cast(CodingIntegrity | None, ctx.integrity))
         if refused:
             raise ConfigError(refused)
         for index, allowance in enumerate(task.allow_test_aware):
-            if allowance.rule not in scanner.RULES:
+            if allowance.rule not in model.RULES:
                 raise ConfigError(f"task '{task.id}': allow_test_aware[{index}].rule {allowance.rule!r} is no scanner "
-                                  f"rule; rules: {', '.join(scanner.RULES)}")
+                                  f"rule; rules: {', '.join(model.RULES)}")
             if not allowance.reason.strip():
                 raise ConfigError(f"task '{task.id}': allow_test_aware[{index}] ({allowance.rule} at "
                                   f"{allowance.path}) gives no reason")
@@ -204,7 +212,7 @@ class CodingFlavor:
 
     # ------------------------------------------------------------ differential re-run (GradesInMany)
     def grading_workspaces(self, spec: RunSpec) -> int:
-        """Two under ``integrity.differential_rerun``: the second grades the re-run. One where
+        """Two under ``integrity.defences.differential_rerun``: the second grades the re-run. One where
         the verdict is isolated behind a uid wall: every hidden file then lives in the tester's
         own directory (mode 700, envs/coding/sh/stager.sh), which the code under test can
         neither read nor list, so no name of it can matter and a re-run would defend nothing."""
@@ -221,7 +229,7 @@ class CodingFlavor:
         """The grading and its differential re-run at once, each in its own fresh workspace."""
         first, second = await _both(CodingFlavor.grade(self, workspaces[0], spec, submission),
                                     self._grade_rerun(workspaces[1], spec, submission))
-        return grader.with_rerun(first, second, spec.task)
+        return judging.with_rerun(first, second, spec.task)
 
     async def _grade_rerun(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         renaming = await self._renaming(spec)
@@ -244,7 +252,7 @@ class CodingFlavor:
         return await asyncio.to_thread(rerun.randomise, change, free, names)
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
-        return grader.regrade(raw, spec.task)
+        return judging.regrade(raw, spec.task)
 
     def remedy(self, spec: RunSpec, raw: Mapping[str, Any]) -> str | None:
         return advice.remedy(spec, raw)
@@ -281,7 +289,12 @@ class CodingFlavor:
         findings = (raw.get("scan") or {}).get("findings") or []
         if findings:
             lines.append(f"test-aware code ({len(findings)}): "
-                         + "; ".join(scanner.Finding(**f).describe() for f in findings[:5]))
+                         + "; ".join(model.Finding(**f).describe() for f in findings[:5]))
+        rest = {k: v for k, v in sorted(raw.items()) if k not in EXPLAINED and k not in self.explain_omits
+                and v not in (None, "", [], {})}  # every other defence's record, where it holds anything
+        if rest:
+            lines.append("other fields: "
+                         + "; ".join(f"{k} {json.dumps(v, sort_keys=True)[:160]}" for k, v in rest.items()))
         # Random test names (randomise_test_names) shown as the task's, as the results are.
         tail = rerun.map_text(str(test.get("output_tail") or ""),
                               rerun.recorded_names(raw.get("renamed") or {})).strip()

@@ -24,19 +24,19 @@ from typing import Mapping, Sequence
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
-from engine.models import CapturedSubmission, TestResult, Verdict
-from engine.config.schema import IntegrityConfig
+from engine.models import CapturedSubmission, Verdict
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
-from envs.coding import audit, isolated, patch, protect, rerun, results, runner_end, scanner, staging
+from envs.coding import audit, isolated, patch, protect, reading, rerun, runner_end, staging
+from envs.coding.defences import CodingIntegrity
 from envs.coding.hidden import HiddenFile
+from envs.coding.judging import DEFAULT_TESTS_RAN, regrade
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
+from envs.integrity import sources
+from envs.integrity.scan import scanner
 
 OUTPUT_TAIL_BYTES = 8192
-DEFAULT_TESTS_RAN = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
-                     r".*\b[1-9][0-9]* passed\b")
-"""The schema's default (engine/config/schema.py TaskConfig.tests_ran_regex), for raw grades without one."""
 TIMEOUT_RESERVE = 5.0
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
@@ -53,7 +53,7 @@ RESULTS_ROOT = "/tmp/crucible-results"
 """Prefix of the fresh directory (random suffix, outside the repo) pytest writes its JUnit report to."""
 
 
-async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig,
+async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity,
                   hidden: Sequence[HiddenFile], renaming: rerun.Renaming | None = None) -> staging.Staging:
     """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
     reset to the baseline runs at once, the rest waits for the submission. ``hidden``: the
@@ -71,7 +71,7 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityCon
                          separate=isolates(task, integrity)) if task.isolated_verdict else None
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
     entries = [f.entry for f in hidden] + ([f"644 {canary.rel}"] if canary else [])  # the canary runs last
-    results_format = _results_format(task, plan)
+    results_format = reading.results_format(task, plan)
     results_dir = f"{RESULTS_ROOT}-{secrets.token_hex(8)}" if results_format == "pytest" else None
     if plan is not None:  # a scenario task: the plan says what runs the tests, as whom, and where
         command, user, verdict, support = plan.command, plan.user, plan.verdict, list(plan.support)
@@ -127,41 +127,7 @@ def _test_files(task: CodingTaskConfig, hidden: Sequence[HiddenFile]) -> list[st
     return hidden_change.test_modules(hidden)
 
 
-def text_only_refusal(task: CodingTaskConfig, integrity: IntegrityConfig | None) -> str | None:
-    """The one line refusing ``task`` under ``integrity`` at plan time when its verdict would
-    come from text alone (``results.format`` none, no isolated verdict) and the mode takes
-    verdicts from named results only (``strict``); else None. The grader scores such a run 0
-    too, should one be planned some other way."""
-    if integrity is None or not integrity.named_results_only or declared_format(task) != "none":
-        return None
-    if task.isolated_verdict and integrity.isolate_verdict:
-        return None  # the launcher, not the tested code, says how the isolated tests went
-    return (f"task '{task.id}': integrity={integrity.mode} takes verdicts from named test results only, and "
-            f"`{task.test_command}` gives none (results.format {task.results.format!r}): set results.format "
-            "(pytest, go, parser) or grade it under integrity=vault")
-
-
-def declared_format(task: CodingTaskConfig) -> str:
-    """The results format a task's settings give, before any mode (``auto`` resolved)."""
-    return _results_format(task, None)
-
-
-def _results_format(task: CodingTaskConfig, plan: isolated.Plan | None) -> str:
-    """How the named results are read: the task's choice, or what its command runs."""
-    if plan is not None and plan.separate:
-        return "none"  # the isolated verdict's own pytest, outside the repo: judged by its launcher
-    chosen = str(task.results.format)
-    if chosen != "auto":
-        return chosen
-    command = str(task.test_command)
-    if re.search(r"\bpytest\b", command):
-        return "pytest"
-    if re.search(r"\bgo\s+test\b", command) and re.search(r"(^|\s)-json\b", command):
-        return "go"
-    return "none"
-
-
-def isolates(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
+def isolates(task: CodingTaskConfig, integrity: CodingIntegrity) -> bool:
     """Whether the verdict is isolated: a scenario task, graded in a mode that asks for it."""
     return bool(task.isolated_verdict) and bool(integrity.isolate_verdict)
 
@@ -172,12 +138,12 @@ def _shape_of(ready: staging.Staging) -> tuple[bool, bool | None]:
     return bool(ready.canary), None if ready.isolation is None else ready.isolation.separate
 
 
-def _shape_for(task: CodingTaskConfig, integrity: IntegrityConfig) -> tuple[bool, bool | None]:
+def _shape_for(task: CodingTaskConfig, integrity: CodingIntegrity) -> tuple[bool, bool | None]:
     """The same, as ``task`` under ``integrity`` needs it."""
     return _wants_canary(task, integrity), isolates(task, integrity) if task.isolated_verdict else None
 
 
-def _wants_canary(task: CodingTaskConfig, integrity: IntegrityConfig) -> bool:
+def _wants_canary(task: CodingTaskConfig, integrity: CodingIntegrity) -> bool:
     """A canary guards tests that share pytest's process with the code under test; an
     isolated verdict has none of that code in there to catch."""
     return (bool(integrity.canary) and not isolates(task, integrity)
@@ -192,7 +158,7 @@ def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
 async def grade(
     ws: Workspace,
     task: CodingTaskConfig,
-    integrity: IntegrityConfig,
+    integrity: CodingIntegrity,
     submission: CapturedSubmission,
     hidden: Sequence[HiddenFile],
     timeout: float,
@@ -279,9 +245,9 @@ def _scan_paths(task: CodingTaskConfig, diff: str) -> list[str] | str:
         return f"diff not read: {exc}"
 
 
-async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, diff: str,
+async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, diff: str,
                 wanted: list[str] | str, sent: Mapping[str, bytes]) -> dict:
-    """The test-awareness scan (envs/coding/scanner.py) of the code as it will run: each
+    """The test-awareness scan (envs/integrity/scan/) of the code as it will run: each
     changed Python file as the stager sent it back once everything was staged (``sent``), or
     read here (one request each) where it did not; all before any test runs."""
     data = _scanned_diff(diff)
@@ -444,11 +410,11 @@ async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskC
             # Its digest first: a report rewritten after pytest's end may no longer parse, and
             # that it changed is the finding (envs/coding/runner_end.py), not that it is broken.
             digest = hashlib.sha256(done.output).hexdigest()
-            tests = results.parse_junit(done.output)
+            tests = sources.get("junit").parse(done.output)
         elif fmt == "go":
-            tests = results.parse_go_json(output.decode("utf-8", "replace"))
+            tests = sources.get("go-json").parse(output)
         elif fmt == "parser":
-            tests = results.parse_parser_output(await _run_parser(ws, task, output, deadline))
+            tests = sources.get("parser").parse(await _run_parser(ws, task, output, deadline))
         else:
             raise GradeError(f"task {task.id!r}: results.format {fmt!r} is not auto, pytest, go, parser or none")
     except GradeError as exc:
@@ -481,200 +447,6 @@ async def _run_parser(ws: Workspace, task: CodingTaskConfig, output: bytes, dead
 def _brief(text: str, exit_code: int, limit: int = 2000) -> str:
     text = text.strip()
     return text[-limit:] if text else f"(no output, exit code {exit_code})"
-
-
-def verdict_from_test_result(
-    *,
-    applied: bool,
-    test_exit_code: int | None,
-    timed_out: bool,
-    output_tail: str,
-    tests_ran_regex: str = DEFAULT_TESTS_RAN,
-    raw: dict | None = None,
-    canary: Mapping | None = None,
-    named: Mapping | None = None,
-    fail_to_pass: Sequence[str] = (),
-    pass_to_pass: Sequence[str] = (),
-    scan: Mapping | None = None,
-    allowed: Sequence[scanner.Allowance] = (),
-) -> Verdict:
-    """The verdict, from captured outputs only. With named results (``named``, the raw
-    grade's ``results``): every test of ``fail_to_pass``/``pass_to_pass`` PASSED when the task
-    lists them, else exit 0 with at least one PASSED and nothing FAILED, ERROR or SKIPPED (for
-    pytest, and for a task's own ``tests_ran_regex``, the pattern must match too).
-    Without: exit 0 within the timeout AND ``tests_ran_regex`` in the output. Either way the
-    diff must have applied, and with a ``canary`` (its record) the run is judged as if the
-    canary had not run (judged from the named results where there are some), and scores 0 when
-    it was not reported failed. With a ``scan`` whose policy refuses test-aware code, a finding
-    the task does not allow (``allowed``) scores 0. From ``raw``: the test run's end markers
-    (``raw["test"]["end"]``, envs/coding/runner_end.py) vouch for a pytest report or show it
-    rewritten, and ``named_results_only`` (strict) refuses a text-only verdict and a report no
-    end marker vouched for; the runtime audit's record there (``raw["test"]["audit"]``, strict)
-    makes a pass tampered where it found what the task does not allow (envs/coding/audit.py)."""
-    test = (raw or {}).get("test") or {}
-    tests, results_problem = _named_tests(named)
-    named_only = bool((raw or {}).get("named_results_only"))
-    # The report against pytest's own end and summary (envs/coding/runner_end.py), before the
-    # canary's failure is taken out of either.
-    as_reported = _named_tests((raw or {}).get("results"))[0] if (raw or {}).get("renamed") else None
-    unbelieved = runner_end.check(test.get("end"), named, tests, output_tail, named_only, as_reported)
-    exit_code = test_exit_code
-    test_exit_code, output_tail, tampered = canaries.account(test_exit_code, output_tail, canary)
-    if tests is not None and results_problem is None and canary and "nodeid" in canary:
-        # Judged from the named results, not the text: the canary FAILED, and it is the only
-        # failure there, explains pytest's exit 1; an exit 0 beside it is a forged exit.
-        own = [t for t in tests if t.name == canary["nodeid"]]
-        tests = [t for t in tests if t.name != canary["nodeid"]]
-        if [t.status for t in own] != ["FAILED"] or exit_code == 0:
-            tampered = tampered or canaries.TAMPERED
-        elif exit_code == 1 and not any(t.status in ("FAILED", "ERROR") for t in tests):
-            test_exit_code = 0
-        else:
-            test_exit_code = exit_code
-    text_only = (not (named or {}).get("format") or (named or {}).get("format") == "none") and not (
-        ((raw or {}).get("isolated") or {}).get("separate"))
-    detail: dict = {}
-    refused, _ = scanner.judge((scan or {}).get("findings") or [], allowed)
-    if not applied:
-        reason = "diff does not apply"
-    elif refused and (scan or {}).get("refuse"):
-        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-        reason = f"test-aware code: {scanner.Finding(**refused[0]).describe()}{more}"
-    elif named_only and text_only:
-        reason = ("text-only verdict refused: the task reads no named test results (results.format none), "
-                  "and its exit code and output are the tested code's to write")
-    elif timed_out:
-        reason = "test timeout"
-    elif tampered:
-        reason = tampered
-    elif unbelieved:
-        reason = unbelieved
-    elif results_problem:
-        reason = f"no named test results: {results_problem}"
-    elif tests is not None and (fail_to_pass or pass_to_pass):
-        ok, detail = results.judge_lists(tests, fail_to_pass, pass_to_pass)
-        reason = "tests passed" if ok else "named tests not passed: " + _failing_brief(detail)
-    elif tests is not None:
-        reason = _judge_plain(tests, test_exit_code)
-        # A deselected test leaves no trace in a per-test report, but pytest's summary says
-        # "N deselected", which the pass pattern refuses: without lists, a pytest run must
-        # satisfy both (so the pattern can only make it stricter); so must a task's own pattern.
-        reads_summary = (named or {}).get("format") == "pytest" or tests_ran_regex != DEFAULT_TESTS_RAN
-        if reason == "tests passed" and reads_summary:
-            reason = _judge_text(test_exit_code, output_tail, tests_ran_regex)
-    else:
-        reason = _judge_text(test_exit_code, output_tail, tests_ran_regex)
-    if reason == "tests passed":  # a failing verdict keeps its own reason; the audit refuses a pass
-        reason = audit.tampered(test.get("audit"), allowed, (raw or {}).get("audit_scope")) or reason
-    reward = 1.0 if reason == "tests passed" else 0.0
-    verdict_raw = {**(raw or {}), "reason": reason}
-    if detail:
-        verdict_raw["lists"] = detail
-    return Verdict(reward=reward, subscores={"tests": reward}, raw=verdict_raw, tests=tests or [])
-
-
-def _named_tests(named: Mapping | None) -> tuple[list[TestResult] | None, str | None]:
-    """(the named results, or None where the task reads none; why they are missing)."""
-    if not named or named.get("format", "none") == "none":
-        return None, None
-    if named.get("error"):
-        return [], str(named["error"])
-    return [TestResult(str(t["name"]), str(t["status"])) for t in named.get("tests") or []], None
-
-
-TESTS_SKIPPED = "tests skipped (a task whose tests skip or xfail lists fail_to_pass/pass_to_pass)"
-"""The reason of a plain judgement (no lists) that met a skip or an xfail."""
-
-
-def _judge_plain(tests: Sequence[TestResult], exit_code: int | None) -> str:
-    """No lists: the named-results form of the default pass pattern."""
-    statuses = {t.status for t in tests}
-    if exit_code != 0 or statuses & {"FAILED", "ERROR"}:
-        return "tests failed"
-    if "SKIPPED" in statuses:
-        # Code under test calling pytest.skip() where it would fail must not pass; a task whose
-        # tests legitimately skip or xfail names its tests (fail_to_pass / pass_to_pass, a lock).
-        return TESTS_SKIPPED
-    if "PASSED" not in statuses:
-        return "no tests ran"
-    return "tests passed"
-
-
-def _judge_text(exit_code: int | None, output_tail: str, tests_ran_regex: str) -> str:
-    try:
-        ran = re.search(tests_ran_regex, output_tail) is not None
-    except re.error as exc:
-        raise GradeError(f"task tests_ran_regex {tests_ran_regex!r} is invalid: {exc}") from exc
-    if exit_code != 0:
-        return "tests failed"
-    if not ran:
-        return "no tests ran"
-    return "tests passed"
-
-
-def _failing_brief(detail: Mapping) -> str:
-    parts = []
-    for key in ("fail_to_pass", "pass_to_pass"):
-        part = detail.get(key) or {}
-        if part.get("total"):
-            parts.append(f"{key} {part.get('passed')}/{part.get('total')}")
-    failing = [*((detail.get("fail_to_pass") or {}).get("failing") or []),
-               *((detail.get("pass_to_pass") or {}).get("failing") or [])]
-    first = failing[0] if failing else None
-    named = f"{first.get('name')} {first.get('status')}" if isinstance(first, Mapping) else first
-    return ", ".join(parts) + (f" (first: {named})" if first else "")
-
-
-def with_rerun(first: Verdict, second: Verdict, task: CodingTaskConfig | None = None) -> Verdict:
-    """One verdict from a grading and its differential re-run: the first's, with the re-run's
-    raw grade kept beside it (``rerun``), and 0 as tampered when the two disagree."""
-    kept = {k: v for k, v in first.raw.items() if k not in ("reason", "lists")}
-    return regrade({**kept, "rerun": second.raw}, task)
-
-
-def regrade(raw: Mapping, task: CodingTaskConfig | None = None) -> Verdict:
-    """Grade again from a stored ``Verdict.raw`` (what ``grade`` recorded) and the task's
-    lists (from the stored spec: the lists are the task's, not the run's). With a differential
-    re-run's raw grade in ``rerun``, that is judged the same way, and any disagreement between
-    the two scores 0 as tampered (``rerun_differences`` says where; a first verdict that failed
-    already keeps its reason)."""
-    verdict = _regrade_one({k: v for k, v in raw.items() if k not in ("rerun", "rerun_differences")}, task)
-    again = raw.get("rerun")
-    if not isinstance(again, Mapping):
-        return verdict
-    second = _regrade_one(again, task)
-    verdict.raw["rerun"] = second.raw  # the re-run's own verdict (its reason) kept beside the first
-    listed = {*task.fail_to_pass, *task.pass_to_pass} if task is not None else set()
-    found = rerun.differences(verdict.reward, verdict.tests, second.reward, second.tests, judged=listed)
-    if found:
-        verdict.raw["rerun_differences"] = found
-        if verdict.reward:  # a first verdict that already failed keeps its own, more telling reason
-            verdict.raw["reason"] = rerun.TAMPERED
-            verdict.reward, verdict.subscores = 0.0, {"tests": 0.0}
-    return verdict
-
-
-def _regrade_one(raw: Mapping, task: CodingTaskConfig | None) -> Verdict:
-    """``regrade`` of one grading's raw grade; a re-run's results read under the task's ids."""
-    named = raw.get("results")
-    renamed = raw.get("renamed")
-    if isinstance(renamed, Mapping) and isinstance(named, Mapping) and named.get("tests"):
-        named = {**named, "tests": rerun.map_back(named["tests"], rerun.recorded_names(renamed))}
-    test = raw.get("test") or {}
-    return verdict_from_test_result(
-        applied=bool((raw.get("apply") or {}).get("ok")),
-        test_exit_code=test.get("exit_code"),
-        timed_out=bool(test.get("timed_out")),
-        output_tail=str(test.get("output_tail", "")),
-        tests_ran_regex=str(raw.get("tests_ran_regex") or DEFAULT_TESTS_RAN),
-        raw={k: v for k, v in raw.items() if k not in ("reason", "lists")},
-        canary=raw.get("canary"),
-        named=named,
-        fail_to_pass=list(task.fail_to_pass) if task is not None else (),
-        pass_to_pass=list(task.pass_to_pass) if task is not None else (),
-        scan=raw.get("scan"),
-        allowed=[scanner.Allowance(a.rule, a.path, a.reason) for a in task.allow_test_aware] if task is not None else (),
-    )
 
 
 def _tests_ran_regex(task: CodingTaskConfig) -> str:

@@ -19,8 +19,8 @@ from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace
 from engine.models import CapturedSubmission, ExecResult
 from engine.util import shell
-from engine.config.schema import IntegrityConfig
 from envs.coding import patch, protect
+from envs.coding.defences import CodingIntegrity
 from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
 from envs.coding.schema import CodingTaskConfig
 
@@ -30,7 +30,7 @@ FRESH_DATE = "2000-01-01T00:00:00+0000"
 """Fixed identity and date: the fresh commit's SHA depends only on the baseline tree."""
 
 
-async def setup_repo(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, *, timeout: float = 300.0) -> None:
+async def setup_repo(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, *, timeout: float = 300.0) -> None:
     """Make ``task.workdir`` the agent's repo. Raises ``SetupError``."""
     setup = "setup_fresh.sh" if integrity.vault else "setup_history.sh"
     script = shell.script(__file__, setup) + shell.script(__file__, "ownership.sh")
@@ -47,7 +47,7 @@ MAX_DIFF_BYTES = 512 << 20
 """A bigger diff is refused (CaptureError) rather than held in memory."""
 
 
-async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: IntegrityConfig, *, timeout: float = 120.0,
+async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, *, timeout: float = 120.0,
                        hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
     """The agent's diff against the baseline; the task's test paths (``hidden_paths``, the
     hidden change's, and ``task.test_paths``) and protected paths dropped when the mode
@@ -59,7 +59,7 @@ async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: Integri
         raise CaptureError(f"capture could not run: {exc}") from exc
     except ValueError as exc:
         raise CaptureError(f"git produced a diff crucible cannot parse: {exc}") from exc
-    return _submission(chunks, task, integrity, hidden_paths)
+    return submission_from_chunks(chunks, task, integrity, hidden_paths)
 
 
 async def _run_capture(ws: Workspace, args: list[str], binary_paths: list[str], timeout: float,
@@ -99,8 +99,11 @@ async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[pat
     return [c for c in chunks if _is_utf8(c)] + rebuilt
 
 
-def _submission(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: IntegrityConfig,
-                hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
+def submission_from_chunks(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: CodingIntegrity,
+                           hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
+    """What of a diff counts: its chunks less the task's test paths and protected paths where
+    the mode drops them (recorded as violations). Any flavor that captures a diff its own way
+    (sdlc's pull request) applies the coding flavor's rule through this."""
     touched = sorted({p for c in chunks for p in c.paths})
     kept, violations = chunks, list[str]()
     if integrity.restore_test_paths:

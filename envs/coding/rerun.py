@@ -1,4 +1,4 @@
-"""The differential re-run (``integrity.differential_rerun``, on in ``strict``), and the
+"""The differential re-run (``integrity.defences.differential_rerun``, on in ``strict``), and the
 random hidden file names every grading under ``randomise_test_names`` has.
 
 The hidden tests run a second time, in a second fresh grading workspace (the engine's
@@ -6,7 +6,8 @@ The hidden tests run a second time, in a second fresh grading workspace (the eng
 and data file the task does not refer to by name gets a fresh random name (the original path
 removed), the test functions and classes under random names too where
 ``randomise_test_names`` is on (envs/coding/testnames.py), and the test modules run in another
-order. The results are mapped back to the task's test ids, and the two verdicts must agree:
+order, the hidden ones first where a directory is collected in name order (``FIRST_IN_RERUN``).
+The results are mapped back to the task's test ids, and the two verdicts must agree:
 code under test that passes only where a hidden test or its data has the name the task gives
 it (found by a fixed path, a table keyed on test names, an order it counted on) wins the
 first run and loses the re-run, and the run scores 0 as tampered, both verdicts in the raw
@@ -47,6 +48,13 @@ FIXED_NAMES = frozenset({"__init__.py", "__main__.py", "conftest.py", "pytest.in
                          "package.json"})
 """Names a tool finds by themselves: never renamed, whatever mentions them."""
 _GO_TEST = re.compile(r"^.*_test\.go$")
+FIRST_IN_RERUN = ("0", "A")
+"""What leads a re-run's random test module names (``test_0x..``, ``Ax.._test``): they sort before
+the task's own lower-case names, so a runner that collects a directory in name order collects and
+imports the hidden modules first there, before any visible test module imports the code under
+test (a first grading's ``test_x..`` sorts after most of them). Code that, once imported, hunts
+for the test modules still to come (to serve them emptied, to write their caches) finds the
+hidden ones in one grading and not in the other, and the two verdicts disagree."""
 
 
 @dataclass(frozen=True)
@@ -191,9 +199,9 @@ def randomise(files: Sequence[HiddenFile], free: frozenset[str], test_names: Col
         stem, ext = _split(base)
         token = "x" + secrets.token_hex(8)  # a letter first: a valid module name
         if base.startswith("test_"):
-            new_stem = f"test_{token}"
+            new_stem = f"test_{FIRST_IN_RERUN[0] if second else ''}{token}"
         elif stem.endswith("_test"):
-            new_stem = f"{token}_test"
+            new_stem = f"{FIRST_IN_RERUN[1] if second else ''}{token}_test"
         else:
             new_stem = token
         names[new_stem] = stem

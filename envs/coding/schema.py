@@ -22,7 +22,7 @@ class TaskRefs:
 
 @dataclass
 class ResultsConfig:
-    """How the test run's named results are read (``envs/coding/results.py``)."""
+    """How the test run's named results are read (a result source, ``envs/integrity/sources/``)."""
 
     format: str = "auto"
     """``pytest``: a JUnit XML report pytest writes outside the repo; ``go``: the ``go test
@@ -39,11 +39,11 @@ class ResultsConfig:
 
 @dataclass
 class AllowTestAware:
-    """One kind of finding of the test-awareness scanner (envs/coding/scanner.py) that the
+    """One kind of finding of the test-awareness scanner (envs/integrity/scan/) that the
     task's honest code needs, where, and why."""
 
     rule: str = MISSING
-    """A scanner rule (``scanner.RULES``)."""
+    """A scanner rule (``envs.integrity.scan.model.RULES``)."""
     path: str = MISSING
     """A path pattern (fnmatch) of the files where it is allowed."""
     reason: str = MISSING

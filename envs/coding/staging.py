@@ -72,7 +72,7 @@ class Staging:
     isolation: Plan | None = None
     """The isolated verdict's plan (``envs.coding.isolated.Plan``), or None: tests in the repo."""
     results_format: str = "none"
-    """How the named test results are read (``envs.coding.grader._results_format``)."""
+    """How the named test results are read (``envs.coding.reading.results_format``)."""
     results_dir: str | None = None
     """Where pytest writes its JUnit report (format ``pytest``), outside the repo."""
     reader: Waiting | None = None

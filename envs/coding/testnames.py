@@ -1,4 +1,4 @@
-"""Random names for the hidden tests' functions and classes (``integrity.randomise_test_names``).
+"""Random names for the hidden tests' functions and classes (``integrity.defences.randomise_test_names``).
 
 Code under test that runs in pytest's process can ask who is calling (a frame's function
 name, a class's name) and answer a hidden test it recognises by the name the task gives it.
@@ -238,7 +238,7 @@ def fresh_tokens(names: Iterable[str]) -> dict[str, str]:
         token = secrets.token_hex(8)
         if name.startswith("test"):  # a function (or a class spelled like one)
             out[name] = f"test_x{token}"
-        else:  # a class: as a JUnit classname part it still reads as no module (results._guess_node_id)
+        else:  # a class: as a JUnit classname part it still reads as no module (sources.junit._guess_node_id)
             out[name] = f"TestX{token}_test" if name.endswith("_test") else f"TestX{token}"
     return out
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.errors import ConfigError
-from engine.interfaces import UpstreamFix
+from engine.models import UpstreamFix
 from engine.plan import repos
 from envs.coding import patch, protect
 

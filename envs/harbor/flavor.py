@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from dataclasses import dataclass
 import secrets
 import textwrap
 from pathlib import Path
@@ -22,11 +23,14 @@ from engine.errors import CaptureError, ConfigError, SetupError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, RunSpec, TaskLimits, Verdict
 from engine.util import shell
+from engine.config.schema import IntegrityConfig
 from envs.coding import patch, protect
+from envs.coding.defences import DROP_PROTECTED, VAULT
 from envs.coding.tools import CodingTools
 from envs.harbor import folder as harbor_folder
 from envs.harbor import grader, image, reward
 from envs.harbor.schema import HarborTaskConfig
+from envs.integrity.catalogue import register
 
 ORACLE_DIR = "/solution"
 """Where the golden (Harbor's oracle) unpacks solution/ for the run of solve.sh, and empties it
@@ -40,8 +44,21 @@ _CHUNK = 64 * 1024
 """Base64 characters per tool call carrying solution/ (well under the kernel's argument limit)."""
 
 
+@dataclass
+class HarborIntegrity(IntegrityConfig):
+    """Harbor's integrity config: the engine's isolation, the vault (the image's history, see
+    sh/setup.sh) and protected paths dropped from the graded diff."""
+
+    vault: bool = VAULT.field()
+    drop_protected: bool = DROP_PROTECTED.field()
+
+
+register("harbor", HarborIntegrity)
+
+
 class HarborFlavor:
     task_schema: ClassVar[type] = HarborTaskConfig
+    integrity_schema: ClassVar[type] = HarborIntegrity
     roles: ClassVar[Mapping[str, GateRole]] = {"golden": GateRole("integration_test", 1.0),
                                                "baseline": GateRole("noop", 0.0)}
     """golden = solution/solve.sh run as the agent (Harbor's ``oracle``); baseline = nothing (``nop``)."""

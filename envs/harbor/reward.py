@@ -75,6 +75,9 @@ def explain(raw: Mapping[str, Any]) -> list[str]:
     if not raw:
         return ["no raw grade: the run ended before grading (its error says why)"]
     lines = [f"reason: {raw.get('reason')}; test.sh exited {raw.get('exit_code')} (integrity {raw.get('mode')})"]
+    source = next((f"reward.{kind}" for kind in ("json", "txt") if raw.get(f"reward_{kind}") is not None), "no file")
+    lines.append(f"rewards {json.dumps(raw.get('rewards'), sort_keys=True)} from {source}; test.sh's limit "
+                 f"{raw.get('limit')} s{', timed out' if raw.get('timed_out') else ''}")
     if raw.get("apply") not in (None, "ok"):
         lines += ["git apply output:", *decode(raw.get("apply")).strip().splitlines()[-8:]]
     if raw.get("violations"):

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, ClassVar, Mapping, Sequence
 
 from engine.errors import CaptureError, ConfigError, SetupError
-from engine.interfaces import PlanContext, PlannedTask, UpstreamFix, Workspace
-from engine.models import CapturedSubmission, RunSpec, Verdict
+from engine.interfaces import PlanContext, PlannedTask, Workspace
+from engine.models import CapturedSubmission, RunSpec, UpstreamFix, Verdict
 from engine.plan import repos
 from engine.util import shell
-from envs.coding import grader, patch, repo
+from envs.coding import judging, patch, repo
+from envs.coding.defences import CodingIntegrity
 from envs.coding.flavor import CodingFlavor
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.gitops import brief, run_script
@@ -30,10 +31,13 @@ from envs.sdlc import prcheck, remote
 from envs.sdlc.github import MockGitHub
 from envs.sdlc.schema import SdlcTaskConfig
 from envs.sdlc.tools import SdlcTools
+from envs.integrity.catalogue import register
 
 TESTS_WEIGHT, PR_WEIGHT = 0.8, 0.2
 RELAY = f"/run/crucible/{remote.RELAY_NAME}"
 SHOWN_CALLS = 40
+
+register("sdlc", CodingIntegrity)  # graded by the coding grader: its defences, its schema
 
 
 class SdlcFlavor(CodingFlavor):
@@ -127,7 +131,7 @@ class SdlcFlavor(CodingFlavor):
             raise CaptureError(f"cannot diff the PR head {head_sha[:12]} against main: {exc}") from exc
         # The coding flavor's own rule for what of a diff counts (test and protected paths
         # dropped and recorded as violations under the modes that say so).
-        kept = repo._submission(chunks, task, spec.integrity, [f.path for f in change])
+        kept = repo.submission_from_chunks(chunks, task, spec.integrity, [f.path for f in change])
         return CapturedSubmission(diff=kept.diff, files_changed=kept.files_changed, violations=kept.violations,
                                   kind="pull_request", data=data)
 
@@ -159,7 +163,7 @@ class SdlcFlavor(CodingFlavor):
         """tests 0.8 + PR check 0.2; nothing at all without a PR whose head the remote has."""
         if raw.get("reason") or raw.get("tests") is None:
             return Verdict(reward=0.0, subscores={"tests": 0.0, "pr_check": 0.0}, raw=dict(raw))
-        tests = grader.regrade(raw["tests"], spec.task)
+        tests = judging.regrade(raw["tests"], spec.task)
         pr = prcheck.score(raw.get("pr_check") or {})
         subscores = {"tests": tests.reward, "pr_check": pr,
                      **{f"tests.{k}": v for k, v in tests.subscores.items()}}
@@ -169,7 +173,13 @@ class SdlcFlavor(CodingFlavor):
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         pull = raw.get("pull_request") or {}
         lines = [json.dumps({"reason": raw.get("reason"), "pull_request": pull.get("number"),
-                             "head": pull.get("head"), "head_sha": pull.get("head_sha")}, sort_keys=True)]
+                             "head": pull.get("head"), "head_sha": pull.get("head_sha"), "main": raw.get("main")},
+                            sort_keys=True)]
+        pushes = list(raw.get("pushes") or [])
+        lines.append(f"pushes ({len(pushes)}):" + "".join(
+            f" [exit {p.get('exit_code')}: " + ", ".join(f"{b} {str(sha)[:12]}" for b, sha in
+                                                        sorted((p.get("branches") or {}).items())) + "]"
+            for p in pushes[:SHOWN_CALLS]))
         if raw.get("pr_check"):
             lines.append("PR check: " + prcheck.describe(raw["pr_check"]))
         calls = list(raw.get("transcript") or [])

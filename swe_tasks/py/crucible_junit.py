@@ -31,8 +31,10 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
     try:
         import inspect
 
+        from typing import Any  # noqa: F401 - named in a type comment (this file runs on Python 3.6)
+
         from _pytest.junitxml import LogXML
-        wanted = {"family": "xunit1", "log_passing_tests": True}
+        wanted = {"family": "xunit1", "log_passing_tests": True}  # type: dict[str, Any]
         accepted = inspect.signature(LogXML.__init__).parameters
         options = {key: value for key, value in wanted.items() if key in accepted}
         path = os.path.join(RESULTS, "pytest-%d-%d.xml" % (os.getpid(), int(time.time() * 1e6)))

@@ -1,5 +1,5 @@
 """Agents declare the run's capabilities they connect to; a run serves only those
-(engine/interfaces.py ``capabilities_used``; the run itself: tests/build/test_agent_image.py,
+(engine/capabilities ``capabilities_used``; the run itself: tests/build/test_agent_image.py,
 whose probe agent declares none and is given none)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from engine.agents.integration_test import IntegrationTestAgent
 from engine.agents.noop import NoopAgent
 from engine.errors import AgentError
-from engine.interfaces import CAPABILITIES, capabilities_used
+from engine.capabilities import CAPABILITIES, capabilities_used
 from engine.models import RunSpec
 
 
@@ -58,7 +58,7 @@ def test_a_golden_step_over_ssh_gets_its_ssh_server_and_runs_through_the_pipelin
 
     from engine.config.compose import compose_config, to_typed
     from engine.plan.spec import plan
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
     from engine.run.session import session_for
 
     cfg = to_typed(compose_config(["task=sample/last_page", "agent=integration_test", "integrity=strict"]))
@@ -68,7 +68,7 @@ def test_a_golden_step_over_ssh_gets_its_ssh_server_and_runs_through_the_pipelin
     probe = {"name": "bash", "capability": "ssh", "arguments": {"command": "id -u && pwd"}}
     spec = dataclasses.replace(planned.spec, task=dataclasses.replace(planned.spec.task, validation=[*golden, probe]))
     planned = dataclasses.replace(planned, spec=spec)
-    record = asyncio.run(run_batch([BatchJob(planned, run_dir=tmp_path / "run")], session))[0].records[0]
+    record = asyncio.run(run_one(planned, session, run_dir=tmp_path / "run"))
 
     assert record.status == "completed", (record.error_phase, record.error)
     assert record.reward == 1.0

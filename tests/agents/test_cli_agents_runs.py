@@ -109,14 +109,14 @@ def fixer_script(probe: Probe, hung: threading.Event):
 
 def real_run(tmp_path_factory, agent: str, task: str, *overrides: str):
     from engine.plan.spec import plan
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
     from engine.run.session import session_for
 
     typed = to_typed(compose_config([f"task={task}", f"agent={agent}", f"model={MODELS[agent]}",
                                      f"agent.api_key_env={KEY_ENV}", *overrides]))
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
-    return asyncio.run(run_batch([BatchJob(planned, run_dir=tmp_path_factory.mktemp("run"))], session))[0].records[0]
+    return asyncio.run(run_one(planned, session, run_dir=tmp_path_factory.mktemp("run")))
 
 
 @pytest.fixture(scope="module")
@@ -329,9 +329,10 @@ def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs)
 def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_leaves_nothing(
         agent, docker_client, base_image, tmp_path, monkeypatch):
     from engine.plan.spec import plan
-    from engine.run.reaper import LABEL_RUN_ID
+    from engine.runtimes.docker.reaper import LABEL_RUN_ID
     from engine.run.session import session_for
-    from engine.run.trial import Runner, new_run_id
+    from engine.run.batch import run_one
+    from engine.run.records import new_run_id
     from engine.runtimes.docker.runtime import DockerWorkspace
 
     hung, census = threading.Event(), {}
@@ -350,11 +351,10 @@ def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_l
                                          "attempt=9"]))
         session = session_for(typed)
         planned = plan(typed, builder=session.builder)
-        runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime)
         run_id = new_run_id()
 
         async def scenario():
-            task = asyncio.ensure_future(runner.execute(planned, tmp_path / run_id, run_id=run_id))
+            task = asyncio.ensure_future(run_one(planned, session, run_dir=tmp_path / run_id, run_id=run_id))
             while not hung.is_set():
                 assert not task.done(), task.result()
                 await asyncio.sleep(0.1)
@@ -378,7 +378,7 @@ def test_a_real_cli_against_its_real_provider_through_the_proxy(agent, docker_cl
     import os
 
     from engine.plan.spec import plan
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
     from engine.run.session import session_for
 
     key_env = "ANTHROPIC_API_KEY" if agent == "claude_code" else "OPENAI_API_KEY"
@@ -387,7 +387,7 @@ def test_a_real_cli_against_its_real_provider_through_the_proxy(agent, docker_cl
     typed = to_typed(compose_config([f"task={TASK}", f"agent={agent}", "agent.wall_timeout=600"]))
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
-    record = asyncio.run(run_batch([BatchJob(planned, run_dir=tmp_path_factory.mktemp("real"))], session))[0].records[0]
+    record = asyncio.run(run_one(planned, session, run_dir=tmp_path_factory.mktemp("real")))
     assert record.status == "completed", (record.error, record.warnings)
     models = [s for s in record.steps if s.kind == "model"]
     assert models and all(s.tokens_in and s.tokens_out and s.cost_usd is not None for s in models if not s.is_error)

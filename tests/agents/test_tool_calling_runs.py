@@ -24,7 +24,7 @@ MODELS = {"openai": "openai-compatible/standin", "anthropic": "anthropic/standin
 
 
 def real_run(tmp_path_factory, api: StandIn, model: str, task: str, *overrides: str):
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
     from engine.run.session import session_for
     from engine.plan.spec import plan
 
@@ -32,7 +32,7 @@ def real_run(tmp_path_factory, api: StandIn, model: str, task: str, *overrides: 
                                      f"agent.base_url={api.base_url}", f"agent.api_key_env={KEY_ENV}", *overrides]))
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
-    return asyncio.run(run_batch([BatchJob(planned, run_dir=tmp_path_factory.mktemp("run"))], session))[0].records[0]
+    return asyncio.run(run_one(planned, session, run_dir=tmp_path_factory.mktemp("run")))
 
 
 def hiccups_then_fix(turn):

@@ -270,7 +270,7 @@ SKIP_STEP = bash("sed -i 's|^    return max(1, total // per_page)|    if total %
                  "        import pytest; pytest.skip(\"flaky on CI\")\\n    return max(1, total // per_page)|' "
                  "stockroom/report.py && grep -n skip stockroom/report.py")
 
-# The tests_ran_regex proposed as the default (docs/integrity.md): a passing count on a line
+# The tests_ran_regex proposed as the default (envs/coding/README.md, "Not defended yet"): a passing count on a line
 # that also counts failed, skipped, deselected, xfailed, xpassed or errors does not count.
 STRICTER_TESTS_RAN = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
                       r".*\b[1-9][0-9]* passed\b")

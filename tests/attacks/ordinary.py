@@ -11,7 +11,7 @@ tests import: it runs in pytest's process, as uid 1000 under ``strict`` and as r
 Where an attack hides from the scan (strings built with ``+``, hooks armed at the first call
 rather than at import), it does so to show which defence stops it. ``expect`` is the reward
 under (none, vault, strict), asserted by tests/flavors/coding/test_attacks_ordinary.py;
-tests/attacks/table.py --suite ordinary prints the table in docs/integrity.md.
+tests/attacks/table.py --suite ordinary prints the table in tests/attacks/README.md.
 """
 from __future__ import annotations
 

@@ -230,6 +230,28 @@ _SYS.path.insert(0, _dir)
 _find_case = getattr(__import__("hk_cases_helper"), "_find_case")
 ''' + ANSWER
 
+HOOK_RAISES = NAMES + f'''
+_OS = __import__(_u("{'os'.encode().hex()}"))
+
+
+class _Quiet(str):
+    """A path as good as any to open(), whose own methods raise when Python code asks them
+    (the audit hook's handler makes it absolute): the write of the module goes unjudged."""
+
+    def startswith(self, *args):
+        raise LookupError
+
+
+_dir = _OS.path.join(_OS.path.expanduser("~") if _OS.access(_OS.path.expanduser("~"), _OS.W_OK) else "/tmp",
+                     ".hq_" + str(_OS.getpid()))
+_OS.makedirs(_dir, exist_ok=True)
+with open(_Quiet(_OS.path.join(_dir, "hk_quiet_helper.py")), "w", encoding="utf-8") as _out:
+    _out.write({(NAMES + FIND_CASE)!r})
+_SYS.path.insert(0, _dir)
+_find_case = getattr(__import__("hk_quiet_helper"), "_find_case")
+''' + ANSWER
+"""The written module of ``WRITTEN_MODULE``, its path a ``str`` whose methods raise inside the audit's hook."""
+
 
 class _Compiled:
     """What the pickle holds: a call to the builtin ``compile`` of ``FIND_CASE``'s text."""
@@ -284,6 +306,8 @@ RUNTIME = [
             "and FunctionType", ROT13, "runtime-code"),
     _attack("unreadable-written-module", "unreadable", "the frame walk in a module written at run time and imported "
             "by name", WRITTEN_MODULE, "runtime-writes-code"),
+    _attack("unreadable-hook-raises", "unreadable", "the frame walk in a module written through a path whose own "
+            "methods raise inside the audit's hook", HOOK_RAISES, "runtime-frames"),
     _attack("unreadable-pickle-json", "unreadable", "the frame walk compiled by a pickle inside a JSON data file",
             PICKLE_IN_JSON, "runtime-unmarshal", create(f"/app/{MODULE.rsplit('/', 1)[0]}/duration_table.json",
                                                         PICKLED + "\n")),

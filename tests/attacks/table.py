@@ -8,7 +8,7 @@ the task's MCP tools): one column per mode on the docker runtime, and a ``local 
 column with every attack under ``strict`` on ``runtime=local`` (never another mode there:
 the agent would be root on the host). A cell that differs from the attack's ``expect`` for
 its mode is marked with ``!``; the exit code is 1 if there is one, 2 if the local runtime
-cannot give ``strict`` here (``--no-local`` leaves its column out). docs/integrity.md
+cannot give ``strict`` here (``--no-local`` leaves its column out). tests/attacks/README.md
 pastes this output.
 """
 from __future__ import annotations

@@ -20,7 +20,6 @@ from engine.config.schema import (
     EnvConfig,
     FlavorConfig,
     IntegrationTestAgentConfig,
-    IntegrityConfig,
     NoopAgentConfig,
     TaskConfig,
     Timeouts,
@@ -28,6 +27,7 @@ from engine.config.schema import (
 from engine.errors import BuildError, ConfigError
 from engine.models import RunSpec
 from engine.plan.spec import plan
+from envs.coding.defences import CodingIntegrity
 from agent_probe import CAPABILITIES_SEEN
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -52,11 +52,18 @@ def with_needs(cfg, **changes):
 
 
 # ---------------------------------------------------------------- no Docker
+def strict_as_it_was() -> CodingIntegrity:
+    """What ``IntegrityConfig(mode="strict")`` held when the hashes below were computed (the
+    engine's schema defaults then: vault, the uid wall, no network, protected and test paths
+    dropped, the canary), as the coding flavor's integrity schema holds it now."""
+    return CodingIntegrity(mode="strict", vault=True, drop_protected=True, restore_test_paths=True, canary=True)
+
+
 def synthetic_spec(agent) -> RunSpec:
     return RunSpec(engine_version="0123456789abcdef",
                    task=TaskConfig(name="t", set="s", prompt="p", id="s/t", pins={"baseline": "0" * 40}),
                    env=EnvConfig(), flavor=FlavorConfig(_target_="envs.coding.flavor.CodingFlavor", name="coding"),
-                   agent=agent, model=None, integrity=IntegrityConfig(mode="strict"), runtime=DockerRuntimeConfig(),
+                   agent=agent, model=None, integrity=strict_as_it_was(), runtime=DockerRuntimeConfig(),
                    image={"tag": "crucible/task:abc", "input_hash": "abc"}, timeouts=Timeouts(), seed=0, attempt=0)
 
 
@@ -206,7 +213,7 @@ def has_in_image(tag: str, command: str) -> bool:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_the_agent_works_in_its_layer_and_grading_in_the_task_image(docker_client, base_image, tmp_path):
-    from engine.run.batch import BatchJob, run_batch
+    from engine.run.batch import run_one
     from engine.run.session import session_for
 
     cfg = typed("agent=probe_with_jq", "integrity=strict")
@@ -215,7 +222,7 @@ def test_the_agent_works_in_its_layer_and_grading_in_the_task_image(docker_clien
     session = dataclasses.replace(session, runtime=spy)
     planned = plan(cfg, builder=session.builder)
     assert planned.agent_image is not None
-    record = asyncio.run(run_batch([BatchJob(planned, run_dir=tmp_path / "run")], session))[0].records[0]
+    record = asyncio.run(run_one(planned, session, run_dir=tmp_path / "run"))
 
     assert record.status == "completed", (record.error_phase, record.error)
     assert record.reward == 0.0  # the probe changes nothing: graded as the baseline

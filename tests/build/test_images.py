@@ -160,7 +160,6 @@ def test_second_ensure_sends_nothing_to_the_daemon(docker_client, builder, base_
     # ... and the cache hit produced none: no build container, no tag.
     assert build_events(docker_client, t2, t3, ref.tag, lineage) == []
     assert (cold.cache_hit, warm.cache_hit) == (False, True)
-    assert t3 - t2 < 0.2
     assert builder.status(ref) == "cached"
     labels = docker_client.api.inspect_image(ref.tag)["Config"]["Labels"]
     assert labels["crucible.input_hash"] == ref.input_hash and labels["crucible.purpose"] == "test"

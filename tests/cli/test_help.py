@@ -82,6 +82,7 @@ COMMAND_HELP = {
     "gc": ("remove crucible/task images", "--min-age SECONDS"),
     "doctor": ("check (and with --fix, set up)", "--fix"),
     "terminals": ("the terminals of coding CLIs", "--all"),
+    "selfcheck": ("against the flavor contract", "--rebuild"),
     "swe": ("grade SWE-bench Pro predictions", "crucible swe eval PREDICTIONS"),  # a plug-in's command
 }
 

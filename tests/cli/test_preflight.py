@@ -191,7 +191,8 @@ def test_a_bad_store_starts_no_container(tmp_path, docker_client, command):
 @pytest.mark.docker
 def test_the_next_query_removes_a_dead_owners_container(tmp_path, docker_client, base_image):
     """The cheap pre-check (one request on the engine's socket) still leads to the reaper."""
-    from engine.run.reaper import LABEL_RUN_ID, owner_labels
+    from engine.runtimes.docker.reaper import LABEL_RUN_ID
+    from engine.runtimes.owner import owner_labels
 
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -26,8 +26,8 @@ import pytest
 
 from engine.cli import main as cli
 from engine.models import RunRecord, spec_hash_of
-from engine.run.trial import new_run_id
-from engine.plan.spec import engine_version
+from engine.run.records import new_run_id
+from engine.util.codehash import engine_version
 from engine.store.duckdb import DuckDBStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -94,8 +94,9 @@ def test_agent_external_outside_serve_says_to_use_serve():
 def test_a_served_run_nobody_finishes_ends_at_its_wall_clock_and_is_graded(docker_client, base_image):
     run = serve("--host", "127.0.0.2", "task=sample/last_page", "timeouts.agent=5")  # both endpoints move with --host
     assert urlsplit(run.url).hostname == "127.0.0.2" and run.info["ssh"]["host"] == "127.0.0.2", run.info
-    assert "listen on 127.0.0.2, not on loopback only" in run.stdout()
     assert run.wait() == 0, run.stdout() + run.stderr()
+    # Read once the run ended: the note comes after the line ``serve`` waits for.
+    assert "listen on 127.0.0.2, not on loopback only" in run.stdout()
     record = DuckDBStore().get_run(run.run_id)
     assert record is not None and (record.status, record.stop_reason, record.reward) == ("completed", "timeout", 0.0)
     assert "did not finish within" in " ".join(record.warnings)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config.compose import combinations, compose_config, expand_globs, group_options, to_typed
+from engine.config.compose import combinations, compose_config, expand_globs, to_typed
+from engine.config.tree import group_options
 from engine.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from engine.plan import repos
-from engine.config.compose import compose_config, group_options, to_typed
+from engine.config.compose import compose_config, to_typed
+from engine.config.tree import group_options
 from engine.errors import ConfigError
-from engine.plan.spec import engine_version, plan, replan
+from engine.plan.spec import plan, replan
+from engine.util.codehash import engine_version
 
 pytestmark = pytest.mark.docker
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from engine.run.reaper import BRIDGE_PREFIX, bridge_prefix, process_start_time, reap_orphan_bridges
+from engine.run.bridges import BRIDGE_PREFIX, bridge_prefix, reap_orphan_bridges
+from engine.runtimes.owner import process_start_time
 
 
 def _dead_pid() -> int:

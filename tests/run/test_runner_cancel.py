@@ -14,8 +14,9 @@ import uuid
 import pytest
 from attacks.harness import AttackRunner
 
-from engine.run.reaper import LABEL_RUN_ID
-from engine.run.trial import Runner, new_run_id
+from engine.runtimes.docker.reaper import LABEL_RUN_ID
+from engine.run.batch import run_one
+from engine.run.records import new_run_id
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -54,11 +55,10 @@ def _sleeping(docker_client, run_id: str, seconds: str) -> bool:
 
 def _cancel_when_sleeping(planner, docker_client, tmp_path, plan, seconds: str):
     """Run ``plan``, cancel it once the marked sleep runs; (record, seconds from cancel to end)."""
-    runner = Runner(store=planner.session.store, builder=planner.session.builder, runtime=planner.session.runtime)
     run_id = new_run_id()
 
     async def scenario():
-        task = asyncio.ensure_future(runner.execute(plan, tmp_path / run_id, run_id=run_id))
+        task = asyncio.ensure_future(run_one(plan, planner.session, run_dir=tmp_path / run_id, run_id=run_id))
         deadline = time.monotonic() + 120
         while not await asyncio.to_thread(_sleeping, docker_client, run_id, seconds):
             assert not task.done(), f"the run ended before its marked step: {task.result()}"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.run.reaper import LABEL_OWNER_PID, LABEL_PURPOSE, LABEL_RUN_ID, owner_labels
+from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
+from engine.runtimes.owner import LABEL_OWNER_PID, owner_labels
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -38,16 +39,16 @@ def _ours(docker_client) -> list:
 
 
 def _bridges_made(monkeypatch) -> list[str]:
-    import engine.run.trial as trial
+    import engine.run.resources as resources
 
     made: list[str] = []
-    original = trial._new_bridge
+    original = resources.new_bridge
 
     def recording() -> str:
         made.append(original())
         return made[-1]
 
-    monkeypatch.setattr(trial, "_new_bridge", recording)
+    monkeypatch.setattr(resources, "new_bridge", recording)
     return made
 
 

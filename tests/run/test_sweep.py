@@ -83,6 +83,6 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
 
 
 def _a_sample_task() -> str:
-    from engine.config.compose import group_options
+    from engine.config.tree import group_options
 
     return [t for t in group_options("task") if t.startswith("sample/")][0]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.run.reaper import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
-from engine.plan.spec import _content_hash, engine_version
+from engine.runtimes.owner import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
+from engine.util.codehash import _content_hash, engine_version
 from engine.run.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
 from standin.process import standin_server
 

@@ -3,7 +3,6 @@ journals for a run whose agent cannot say what it did."""
 from __future__ import annotations
 
 import io
-import re
 
 from engine.capabilities.call_journal import IN_FLIGHT_NOTE, CallJournal
 from engine.run.progress import TaskProgress
@@ -54,18 +53,3 @@ def test_the_journal_numbers_calls_by_start_and_marks_those_in_flight():
     assert steps[0].result == "README.md" and slow.note is None  # a copy is marked, not the call's own
     journal.forget(slow)  # cancelled at shutdown: it ended without a result
     assert [s.arguments["command"] for s in journal.steps()] == ["ls"]
-
-
-def test_a_builds_steps_are_shown_as_text_on_a_terminal_and_nothing_elsewhere(tmp_path):
-    from engine.run.progress import BuildProgress
-
-    shown, quiet = io.StringIO(), io.StringIO()
-    for out, interactive in ((shown, True), (quiet, False)):
-        build = BuildProgress("crucible/task:0123456789abcdef", tmp_path / "b.log", stream=out, interactive=interactive)
-        build.output("Step 2/3 : COPY [/src, /dst] [bold]x\n")  # Docker's text, never markup
-        build.output(" ---> Running in 1234\n")
-        build.done(None)
-    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in shown.getvalue().splitlines()]
-    assert lines[0] == f"building crucible/task:0123456789abcdef  (full log: {tmp_path / 'b.log'})"
-    assert lines[1:] == ["  0123456789ab  Step 2/3 : COPY [/src, /dst] [bold]x", "  0123456789ab  built"]
-    assert quiet.getvalue() == ""

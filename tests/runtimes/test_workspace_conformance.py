@@ -1,7 +1,7 @@
 """The ``Workspace`` contract (engine/interfaces.py), proven against every backend.
 
 The checks are product code (``engine.runtimes.conformance``: any runtime can run them on
-itself, ``python -m engine.runtimes.conformance runtime=...``); here each registered check
+itself, ``python -m engine.cli.conformance runtime=...``); here each registered check
 is one test per backend, parametrized over ``BACKENDS``. A new backend (``runtime=local``)
 joins by adding one class there whose ``target`` is its runtime, an image and the runtime's
 probe. Checks that need no fresh workspace share one per module (``workspace``); those about
@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from engine.cli.conformance import report
 from engine.errors import EngineUnavailable
 from engine.runtimes.conformance import (
     CHECKS,
@@ -25,7 +26,6 @@ from engine.runtimes.conformance import (
     ConformanceFailure,
     Target,
     probe_for,
-    report,
     run_conformance,
 )
 from engine.runtimes.docker.runtime import DockerRuntime
@@ -151,7 +151,7 @@ def test_unreachable_engine_is_one_actionable_line(monkeypatch):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_the_module_entry_runs_every_check_on_docker_and_prints_a_table(docker_client):
-    done = subprocess.run([sys.executable, "-m", "engine.runtimes.conformance", "runtime=docker"],
+    done = subprocess.run([sys.executable, "-m", "engine.cli.conformance", "runtime=docker"],
                           cwd=paths.PROJECT_ROOT, capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()[2:] if len(line.split()) > 1}

@@ -13,7 +13,8 @@ import re
 
 import yaml
 
-from engine.config.compose import compose_config, config_dirs, group_options, option_file, to_typed
+from engine.config.compose import compose_config, to_typed
+from engine.config.tree import config_dirs, group_options, option_file
 
 
 def _normal(text: str) -> str:

@@ -14,7 +14,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import engine.store.duckdb
 import engine.store.schema
 from engine.errors import StoreError
 from engine.models import RunRecord, Step, TestResult
@@ -160,7 +159,7 @@ def test_a_store_made_before_test_results_opens_keeps_its_runs_and_takes_tests(s
 def test_an_older_crucible_refuses_a_store_that_holds_test_results(store, monkeypatch):
     store.record_run(make_run("r1", tests=BASELINE))
     # The version before test_results: it would drop the tests of every record it ingests.
-    monkeypatch.setattr(engine.store.duckdb, "SCHEMA_VERSION", SCHEMA_VERSION - 1)
+    monkeypatch.setattr(engine.store.schema, "SCHEMA_VERSION", SCHEMA_VERSION - 1)
     with pytest.raises(StoreError, match="newer than this crucible's"):
         DuckDBStore(store.path).validate()
 

@@ -13,6 +13,7 @@ from engine.config.schema import TaskConfig
 from engine.errors import ConfigError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Verdict
+from envs.integrity.catalogue import refusal
 
 WORKDIR = "/toy"
 ANSWER = f"{WORKDIR}/answer.txt"
@@ -89,9 +90,13 @@ class ToyFlavor:
         return self.regrade(spec, {"answer": submission.diff, "exit_code": result.exit_code})
 
     def regrade(self, spec: RunSpec, raw: Mapping[str, Any]) -> Verdict:
+        """Right or wrong by the comparison's exit code; a right answer one of the mode's
+        defences refuses (the flavor's ``integrity_schema``: none here) scores 0 with its reason."""
         right = raw.get("exit_code") == 0
-        return Verdict(reward=1.0 if right else 0.0, subscores={"answer": 1.0 if right else 0.0},
-                       raw={**raw, "reason": "right answer" if right else "wrong answer"})
+        refused = refusal(spec.integrity, raw) if right else None
+        passed = right and not refused
+        return Verdict(reward=1.0 if passed else 0.0, subscores={"answer": 1.0 if passed else 0.0},
+                       raw={**raw, "reason": refused or ("right answer" if right else "wrong answer")})
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         return [f"reason: {raw.get('reason')}; the comparison exited {raw.get('exit_code')}; "

@@ -1,6 +1,6 @@
 """Coding CLIs as agents (``claude_code``, ``codex``): the CLI itself runs inside the workspace.
 
-    the agent's layer (engine/build/layer.py): the CLI's pinned native binary, socat
+    the agent's layer (engine/plan/layer.py): the CLI's pinned native binary, socat
     run:  sh -c sh/crucible_cli.sh crucible-cli MODEL_PORT MCP_PORT <cli argv>   as the agent's uid, in the repo dir
           - the model:  CLI -> 127.0.0.1:MODEL_PORT -> /run/crucible/model.sock -> ModelProxy (host,
                         adds the key, records every call) -> the provider
@@ -24,19 +24,20 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, List, Optional
+from typing import Any, List, Optional, TYPE_CHECKING
 
 from engine.agents import AgentContext, AgentOutcome, pricing
 from engine.agents.cli.proxy import ModelProxy, Upstream
 from engine.agents.providers import DEFAULT_BASE_URL, DEFAULT_KEY_ENV, parse_model
 from engine.config.schema import AgentConfig
 from engine.errors import AgentError, ConfigError
-from engine.interfaces import BRIDGE_PATH
+from engine.interfaces import BRIDGE_PATH, Process
 from engine.models import Step
 from engine.util import shell
 
 if TYPE_CHECKING:
-    from engine.agents.cli.tmux import Over, TuiProfile
+    from engine.agents.cli.terminal import TerminalRecorder
+    from engine.agents.cli.tmux import Over, TmuxPane, TuiProfile
 
 MODEL_SOCKET = "model.sock"
 """The model proxy's socket in the run's bridge (beside the MCP server's ``mcp.sock``)."""
@@ -91,7 +92,7 @@ class CliAgentConfig(AgentConfig):
 class Event:
     """One line of the CLI's event stream, with when it arrived (for ordering steps)."""
 
-    data: dict
+    data: dict[str, Any]
     at: float
 
 
@@ -260,7 +261,8 @@ class CliAgent:
         parsed.answer, parsed.finished = answer or parsed.answer, code == 0 and parsed.stop_reason == "done"
         return parsed, code, timed_out, problem
 
-    async def _end_tmux(self, ctx: AgentContext, pane, recorder, failure: str | None) -> None:
+    async def _end_tmux(self, ctx: AgentContext, pane: TmuxPane, recorder: TerminalRecorder | None,
+                        failure: str | None) -> None:
         """The terminal's end is recorded, then the TUI's server goes, and with it every process of
         the agent's uid (a TUI may outlive its terminal's hang-up; nothing of the CLI may outlive its run)."""
         assert ctx.workspace is not None
@@ -332,7 +334,7 @@ class CliAgent:
         return outcome
 
 
-async def _read_lines(process, events: list[Event], other: list[str]) -> None:
+async def _read_lines(process: Process, events: list[Event], other: list[str]) -> None:
     buffer = b""
     while chunk := await process.read():
         buffer += chunk

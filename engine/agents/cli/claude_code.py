@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from engine.agents import AgentContext
 from engine.agents.cli import (
@@ -62,7 +63,7 @@ class ClaudeCodeAgent(CliAgent):
     key_header = "x-api-key"
     tui = TUI
 
-    def __init__(self, name: str = "claude_code", model: str = "", **options) -> None:
+    def __init__(self, name: str = "claude_code", model: str = "", **options: Any) -> None:
         super().__init__(name, model, **options)
         if self.permission_mode not in PERMISSION_MODES:
             raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r} is not one of "
@@ -156,7 +157,7 @@ def parse_stream(events: list[Event]) -> Parsed:
     return parsed
 
 
-def _content(data: dict) -> list[dict]:
+def _content(data: dict[str, Any]) -> list[dict[str, Any]]:
     message = data.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from engine.agents import AgentContext
 from engine.agents.cli import (
@@ -38,6 +39,7 @@ from engine.agents.cli import (
 )
 from engine.agents.cli.tmux import Over, TuiProfile
 from engine.errors import ConfigError
+from engine.models import Step
 
 MCP_SERVER = "crucible"
 BINARY = "/opt/crucible/codex/codex"
@@ -75,7 +77,7 @@ class CodexAgent(CliAgent):
     key_header = "authorization"
     tui = TUI
 
-    def __init__(self, name: str = "codex", model: str = "", **options) -> None:
+    def __init__(self, name: str = "codex", model: str = "", **options: Any) -> None:
         super().__init__(name, model, **options)
         if self.permission_mode != "never":
             raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r}: codex runs "
@@ -165,7 +167,7 @@ def parse_stream(events: list[Event]) -> Parsed:
     for event in events:
         data = event.data
         kind = data.get("type")
-        item: dict = data["item"] if isinstance(data.get("item"), dict) else {}
+        item: dict[str, Any] = data["item"] if isinstance(data.get("item"), dict) else {}
         if kind == "thread.started":
             parsed.session_id = data.get("thread_id")
         elif kind == "item.started":
@@ -177,23 +179,23 @@ def parse_stream(events: list[Event]) -> Parsed:
                 parsed.tool_steps.append(_tool(item, started.get(str(item.get("id")), event.at)))
         elif kind == "turn.completed":
             parsed.finished, parsed.stop_reason = True, "done"
-            usage: dict = data["usage"] if isinstance(data.get("usage"), dict) else {}
+            usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
             for key, name in (("input", "input_tokens"), ("output", "output_tokens"),
                               ("cached_input", "cached_input_tokens")):
                 totals[key] += int(usage.get(name) or 0)
             parsed.usage = dict(totals)
         elif kind in ("turn.failed", "error"):
             parsed.finished, parsed.stop_reason = False, "model_error"
-            error: dict = data["error"] if isinstance(data.get("error"), dict) else data
+            error: dict[str, Any] = data["error"] if isinstance(data.get("error"), dict) else data
             parsed.warnings.append(f"codex: {str(error.get('message') or error)[:500]}")
     return parsed
 
 
-def _tool(item: dict, at: float):
+def _tool(item: dict[str, Any], at: float) -> tuple[float, Step]:
     kind = item.get("type")
     failed = item.get("status") == "failed"
     if kind == "mcp_tool_call":
-        result: dict = item["result"] if isinstance(item.get("result"), dict) else {}
+        result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
         text = "".join(str(c.get("text", "")) for c in result.get("content") or [] if isinstance(c, dict))
         error = item.get("error")
         if error:
@@ -291,8 +293,8 @@ def _output_text(output: object) -> str:
     return str(output or "")
 
 
-def _mcp_result(item: dict) -> tuple[str, bool]:
-    result: dict = item["result"] if isinstance(item.get("result"), dict) else {}
+def _mcp_result(item: dict[str, Any]) -> tuple[str, bool]:
+    result: dict[str, Any] = item["result"] if isinstance(item.get("result"), dict) else {}
     text = "".join(str(c.get("text", "")) for c in result.get("content") or [] if isinstance(c, dict))
     error = item.get("error")
     if error:

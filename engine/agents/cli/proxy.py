@@ -23,6 +23,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import httpx
 
@@ -66,7 +67,7 @@ class ModelProxy:
     steps: list[Step] = field(default_factory=list)
     _server: asyncio.AbstractServer | None = None
     _client: httpx.AsyncClient | None = None
-    _active: set = field(default_factory=set)
+    _active: set[asyncio.Task[Any]] = field(default_factory=set)
     """The calls in flight: cut off (and recorded as such) when the proxy closes."""
 
     async def start(self) -> None:
@@ -101,6 +102,7 @@ class ModelProxy:
     # ------------------------------------------------------------ one call
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        assert task is not None  # start_server runs each connection in a task of its own
         self._active.add(task)
         try:
             request = await _read_request(reader)
@@ -193,7 +195,7 @@ def read_reply(data: bytes) -> tuple[Usage, str]:
     return usage, "".join(texts)
 
 
-def _sse_events(data: bytes) -> list[dict]:
+def _sse_events(data: bytes) -> list[dict[str, Any]]:
     events = []
     for line in data.decode("utf-8", "replace").splitlines():
         if line.startswith("data:"):
@@ -205,7 +207,7 @@ def _sse_events(data: bytes) -> list[dict]:
     return events
 
 
-def _usage_of(body: dict) -> Usage:
+def _usage_of(body: dict[str, Any]) -> Usage:
     raw = body.get("usage")
     if not isinstance(raw, dict):
         return Usage()
@@ -229,7 +231,7 @@ def _merge(a: Usage, b: Usage) -> Usage:
                  cache_write_tokens=b.cache_write_tokens or a.cache_write_tokens)
 
 
-def _text_of(body: dict) -> str:
+def _text_of(body: dict[str, Any]) -> str:
     content = body.get("content")
     if isinstance(content, list):  # Anthropic
         return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
@@ -244,7 +246,7 @@ def _int(value: object, default: int | None = None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _json(data: bytes | str) -> dict:
+def _json(data: bytes | str) -> dict[str, Any]:
     try:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):

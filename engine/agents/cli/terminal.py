@@ -40,7 +40,7 @@ class TerminalRecorder:
         """The newest screen recorded (the final snapshot when the pane is gone before the end)."""
         self.stale = False
         self._stop = asyncio.Event()
-        self._watch: asyncio.Task | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._ended = False
 
     async def start(self) -> None:

@@ -25,7 +25,10 @@ import functools
 import re
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
+
+if TYPE_CHECKING:
+    from engine.interfaces import Workspace
 
 Run = Callable[[Sequence[str]], Awaitable[tuple[int, str]]]
 """Runs ``tmux ARGS...``; (exit code, stdout)."""
@@ -33,7 +36,7 @@ Over = Callable[[], Awaitable[bool]]
 """Whether the CLI's own record says its turn has ended (asked only when the screen looks idle)."""
 
 
-def in_workspace(ws, uid: int) -> Run:
+def in_workspace(ws: Workspace, uid: int) -> Run:
     """``Run`` for tmux inside a workspace, as ``uid`` (its server socket is that uid's)."""
     async def run(argv: Sequence[str]) -> tuple[int, str]:
         result = await ws.exec(list(argv), user=uid, timeout=30)

@@ -32,7 +32,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict | None
+    arguments: dict[str, Any] | None
     raw: Any = None
     problem: str | None = None
 
@@ -70,7 +70,7 @@ class ToolSpec:
 
     name: str
     description: str
-    input_schema: dict
+    input_schema: dict[str, Any]
 
 
 @dataclass

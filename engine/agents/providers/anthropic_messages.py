@@ -9,6 +9,7 @@ The protocol has no seed: a configured seed is not sent, and the run says so onc
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from engine.agents.providers import (
     AssistantTurn,
@@ -42,8 +43,8 @@ class AnthropicMessages(JsonOverHttp):
         if sampling.seed is not None:
             self.warnings.append(f"the Anthropic messages API has no seed parameter; seed={sampling.seed} was not sent")
 
-    def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict:
-        body: dict = {"model": self.model, "max_tokens": self.sampling.max_tokens, "system": system,
+    def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.sampling.max_tokens, "system": system,
                       "messages": [_render(m) for m in messages]}
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -52,16 +53,16 @@ class AnthropicMessages(JsonOverHttp):
             body["temperature"] = self.sampling.temperature
         return body
 
-    def parse_reply(self, data: dict) -> ModelReply:
+    def parse_reply(self, data: dict[str, Any]) -> ModelReply:
         return parse_reply(data)
 
 
-def _render(message: Message) -> dict:
+def _render(message: Message) -> dict[str, Any]:
     if isinstance(message, UserText):
         return {"role": "user", "content": [{"type": "text", "text": message.text}]}
     if isinstance(message, AssistantTurn):
         # The API rejects empty text blocks and empty content.
-        blocks: list[dict] = [{"type": "text", "text": message.text}] if message.text else []
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
         blocks += [{"type": "tool_use", "id": c.id, "name": c.name,
                     "input": c.arguments if c.arguments is not None else {}} for c in message.tool_calls]
         return {"role": "assistant", "content": blocks or [{"type": "text", "text": "(no reply)"}]}
@@ -72,7 +73,7 @@ def _render(message: Message) -> dict:
     ]}
 
 
-def parse_reply(data: dict) -> ModelReply:
+def parse_reply(data: dict[str, Any]) -> ModelReply:
     content = data.get("content")
     if not isinstance(content, list):
         raise ModelAPIError(f"the reply has no content list: {json.dumps(data)[:300]}")
@@ -88,7 +89,7 @@ def parse_reply(data: dict) -> ModelReply:
                       finish_reason=data.get("stop_reason"))
 
 
-def _tool_call(index: int, block: dict) -> ToolCall:
+def _tool_call(index: int, block: dict[str, Any]) -> ToolCall:
     name, arguments = block.get("name"), block.get("input")
     call = ToolCall(id=str(block.get("id") or f"toolu_{index}"), name=name if isinstance(name, str) else "",
                     arguments=arguments if isinstance(arguments, dict) else None, raw=arguments)

@@ -9,6 +9,7 @@ echoed back verbatim in the history so the model sees what it sent.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from engine.agents.providers import (
     AssistantTurn,
@@ -40,8 +41,8 @@ class OpenAIChat(JsonOverHttp):
         self.client = new_client(headers, self.url)
         self.warnings: list[str] = []
 
-    def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict:
-        body: dict = {"model": self.model, "messages": [{"role": "system", "content": system}]}
+    def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": [{"role": "system", "content": system}]}
         for message in messages:
             body["messages"].extend(_render(message))
         if tools:
@@ -54,15 +55,15 @@ class OpenAIChat(JsonOverHttp):
             body["seed"] = self.sampling.seed
         return body
 
-    def parse_reply(self, data: dict) -> ModelReply:
+    def parse_reply(self, data: dict[str, Any]) -> ModelReply:
         return parse_reply(data)
 
 
-def _render(message: Message) -> list[dict]:
+def _render(message: Message) -> list[dict[str, Any]]:
     if isinstance(message, UserText):
         return [{"role": "user", "content": message.text}]
     if isinstance(message, AssistantTurn):
-        rendered: dict = {"role": "assistant", "content": message.text or None}
+        rendered: dict[str, Any] = {"role": "assistant", "content": message.text or None}
         if message.tool_calls:
             rendered["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _raw_arguments(c)}}
@@ -81,7 +82,7 @@ def _raw_arguments(call: ToolCall) -> str:
     return json.dumps(call.arguments if call.arguments is not None else {})
 
 
-def parse_reply(data: dict) -> ModelReply:
+def parse_reply(data: dict[str, Any]) -> ModelReply:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ModelAPIError(f"the reply has no choices: {json.dumps(data)[:300]}")

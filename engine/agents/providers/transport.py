@@ -11,11 +11,11 @@ import email.utils
 import random
 import re
 import time
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import httpx
 
-from engine.agents.providers import ModelAPIError
+from engine.agents.providers import Message, ModelAPIError, ModelReply, ToolSpec
 
 T = TypeVar("T")
 
@@ -41,13 +41,13 @@ class JsonOverHttp:
     client: httpx.AsyncClient
     url: str
 
-    def request_body(self, system: str, messages: list, tools: list) -> dict:
+    def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def parse_reply(self, data: dict):
+    def parse_reply(self, data: dict[str, Any]) -> ModelReply:
         raise NotImplementedError
 
-    async def complete(self, system: str, messages: list, tools: list, timeout: float):
+    async def complete(self, system: str, messages: list[Message], tools: list[ToolSpec], timeout: float) -> ModelReply:
         data = await post_json(self.client, self.url, self.request_body(system, messages, tools), timeout=timeout)
         return self.parse_reply(data)
 
@@ -63,7 +63,7 @@ def new_client(headers: dict[str, str], url: str) -> httpx.AsyncClient:
                              verify=url.startswith("https:"))
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: dict, *, timeout: float) -> dict:
+async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
     """POST ``body``; the reply's JSON object. Raises ``ModelAPIError``."""
     limits = httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
     try:
@@ -128,7 +128,7 @@ def backoff(attempt: int, asked: float | None) -> float:
     """Seconds before retry number ``attempt + 1``: what the server asked for, else exponential with jitter."""
     if asked is not None:
         return asked
-    return min(MAX_BACKOFF, BASE_BACKOFF * 2 ** attempt) * random.uniform(0.5, 1.0)
+    return min(MAX_BACKOFF, BASE_BACKOFF * 2.0 ** attempt) * random.uniform(0.5, 1.0)
 
 
 async def with_retries(call: Callable[[], Awaitable[T]], *, max_retries: int, log: list[str]) -> T:

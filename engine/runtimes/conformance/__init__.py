@@ -3,9 +3,10 @@
 Like Inspect's ``util/_sandbox/self_check.py``: every check is an ``async def check_*``
 that raises ``ConformanceFailure`` (an ``AssertionError``) saying what broke. ``CHECKS``
 lists them; ``run_conformance(runtime, image)`` provisions from a runtime and runs them
-all; tests/runtimes/test_workspace_conformance.py runs each as one pytest test per runtime. By hand:
+all; tests/runtimes/test_workspace_conformance.py runs each as one pytest test per runtime. By
+hand (engine/cli/conformance.py, which composes the config and builds the image first):
 
-    python -m engine.runtimes.conformance runtime=docker [task=sample/last_page] [overrides]
+    python -m engine.cli.conformance runtime=docker [task=sample/last_page] [overrides]
 
 A check runs on one shared network-less workspace, or (``fresh``) gets the ``Target`` and
 provisions its own. What a check needs from outside the workspace comes from the runtime's
@@ -25,17 +26,15 @@ names capabilities in ``needs``; a runtime whose probe lacks one has the check s
 #   _open_process.py      open_process: streams, close_stdin, wait, kill; stderr kept apart; a tty
 #   _cleanup.py           nothing left behind, however a workspace's block ends
 #   _backend_specific.py  checks only probes with a capability get (Docker's init and labels, the backstop)
-#   __init__.py (here)    the public API, the runner (run_check, run_conformance) and the by-hand entry
-#                         (prepare, report, main; __main__.py runs it for ``python -m``)
+#   __init__.py (here)    the public API and the runner (run_check, run_conformance); the by-hand
+#                         entry is engine/cli/conformance.py
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
 from dataclasses import dataclass
 
-from engine.errors import CrucibleError, UserError
 from engine.interfaces import Runtime, Workspace
 from engine.runtimes.conformance._core import (
     CHECKS,
@@ -113,8 +112,8 @@ __all__ = [
     # _core
     "LEFTOVERS", "DOCKER_CONTAINER", "EXEC_BACKSTOP", "ConformanceFailure", "expect", "raises", "Probe", "BlindProbe",
     "probe_for", "Target", "fresh_run_id", "Check", "CHECKS", "check",
-    # here: the runner and the by-hand entry
-    "CHECK_TIMEOUT", "CheckResult", "run_check", "run_conformance", "DEFAULT_TASK", "prepare", "report", "main",
+    # here: the runner
+    "CHECK_TIMEOUT", "CheckResult", "run_check", "run_conformance",
     # _helpers
     "marker", "processes_sleeping", "wait_for_sleepers", "kill_sleepers", "expect_no_sleepers",
     # _exec
@@ -207,58 +206,3 @@ async def run_conformance(runtime: Runtime, image: object, *, probe: Probe | Non
         for one in CHECKS if checks is None else checks:
             results.append(await run_check(one, target, shared))
     return results
-
-
-# -- by hand: python -m engine.runtimes.conformance runtime=docker -----------------------------
-
-
-DEFAULT_TASK = "sample/last_page"
-
-
-def prepare(overrides: list[str]) -> tuple[Runtime, object]:
-    """The configured runtime and a ready image for the task (planned, built unless cached)."""
-    from engine.config.compose import compose_config, to_typed
-    from engine.plan.spec import plan
-    from engine.run.session import session_for
-
-    if not any(o.startswith("task=") for o in overrides):
-        overrides = [*overrides, f"task={DEFAULT_TASK}"]
-    cfg = to_typed(compose_config(overrides))
-    session = session_for(cfg)
-    try:
-        image = plan(cfg, builder=session.builder).image
-        session.builder.ensure(image, session.store)
-    finally:
-        close = getattr(session.store, "close", None)
-        if callable(close):
-            close()
-    return session.runtime, image
-
-
-def report(results: list[CheckResult]) -> str:
-    from engine.util.tables import format_table
-
-    rows = [(r.name, "skipped" if r.skipped else "passed" if r.passed else "FAILED", round(r.seconds, 2), r.message)
-            for r in results]
-    failed = sum(1 for r in results if not r.passed and not r.skipped)
-    skipped = sum(1 for r in results if r.skipped)
-    summary = f"{len(results) - failed - skipped} passed, {failed} failed, {skipped} skipped"
-    return format_table(["check", "result", "seconds", "message"], rows, max_cell=120) + "\n" + summary
-
-
-def main(argv: list[str] | None = None) -> int:
-    overrides = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in overrides):
-        print(__doc__.strip())
-        return 0
-    try:
-        runtime, image = prepare(overrides)
-        results = asyncio.run(run_conformance(runtime, image))
-    except UserError as exc:
-        print(f"conformance: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except CrucibleError as exc:
-        print(f"conformance: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(report(results))
-    return 1 if any(not r.passed and not r.skipped for r in results) else 0

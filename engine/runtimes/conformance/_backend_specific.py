@@ -15,12 +15,8 @@ if TYPE_CHECKING:
 @check(needs=(DOCKER_CONTAINER,))
 async def check_container_runs_an_init_with_owner_labels(ws: DockerWorkspace) -> None:
     """PID 1 is an init (removal is instant), no network, labels name the owner and the run."""
-    from engine.run.reaper import (
-        LABEL_OWNER_PID,
-        LABEL_OWNER_STARTED,
-        LABEL_RUN_ID,
-        process_start_time,
-    )
+    from engine.runtimes.docker.reaper import LABEL_RUN_ID
+    from engine.runtimes.owner import LABEL_OWNER_PID, LABEL_OWNER_STARTED, process_start_time
 
     attrs = await asyncio.to_thread(ws.runtime.client.api.inspect_container, ws.container_id)
     expect(attrs["HostConfig"]["Init"] is True, f"HostConfig.Init is {attrs['HostConfig']['Init']!r}")

@@ -29,7 +29,7 @@ async def check_workspace_is_destroyed_however_the_block_ends(target: Target, *,
     run_id = fresh_run_id()
     inside = asyncio.Event()
 
-    async def body():
+    async def body() -> None:
         async with target.provision(run_id) as ws:
             expect((await ws.exec(["true"])).ok, "`true` failed")
             expect(await target.leftovers(run_id), "the probe sees nothing of a live workspace")
@@ -58,7 +58,7 @@ async def check_cancel_while_provisioning_leaves_nothing_behind(target: Target, 
     """A cancel at any point of provisioning leaves nothing behind."""
     run_id = fresh_run_id()
 
-    async def body():
+    async def body() -> None:
         async with target.provision(run_id):
             await asyncio.sleep(3600)
 

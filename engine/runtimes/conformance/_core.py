@@ -6,7 +6,8 @@ import importlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from types import TracebackType
+from typing import Protocol, TypeVar
 
 from engine.interfaces import Runtime, Workspace
 
@@ -43,7 +44,8 @@ class _Raises:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
         if exc_type is None:
             raise ConformanceFailure(f"{self.what}: expected {self.kind.__name__}, nothing was raised")
         if issubclass(exc_type, self.kind):
@@ -86,7 +88,8 @@ def probe_for(runtime: Runtime) -> Probe:
     ``conformance`` module beside the runtime's, inside engine.runtimes), or a ``BlindProbe``."""
     own = getattr(runtime, "conformance_probe", None)
     if callable(own):
-        return own()
+        own_probe: Probe = own()
+        return own_probe
     package = type(runtime).__module__.rpartition(".")[0]
     if not package.startswith("engine.runtimes."):
         return BlindProbe()
@@ -96,7 +99,8 @@ def probe_for(runtime: Runtime) -> Probe:
         if exc.name != f"{package}.conformance":
             raise
         return BlindProbe()
-    return module.probe(runtime)
+    found: Probe = module.probe(runtime)
+    return found
 
 
 @dataclass
@@ -152,11 +156,14 @@ class Check:
 
 CHECKS: list[Check] = []
 
+CheckFunc = TypeVar("CheckFunc", bound=Callable[..., Awaitable[None]])
+
 
 def check(*, fresh: bool = False, needs: tuple[str, ...] = (), uses_probe: bool = False,
-          variants: Mapping[str, Mapping[str, object]] | None = None):
+          variants: Mapping[str, Mapping[str, object]] | None = None) -> Callable[[CheckFunc], CheckFunc]:
     """Register ``check_<name>`` (once per variant, as ``<name>-<variant>``)."""
-    def register(func):
+    def register(func: CheckFunc) -> CheckFunc:
+
         name = func.__name__.removeprefix("check_")
         for suffix, kwargs in (variants or {"": {}}).items():
             CHECKS.append(Check(f"{name}-{suffix}" if suffix else name, func, fresh, frozenset(needs),

@@ -4,19 +4,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Iterator
 
 from engine.errors import WorkspaceError
 from engine.interfaces import AGENT_UID, Workspace
+from engine.models import ExecResult
+
 from engine.runtimes.conformance._core import Probe, check, expect, raises
 from engine.runtimes.conformance._helpers import expect_no_sleepers, kill_sleepers, marker, wait_for_sleepers
 
 
-def _env(result) -> dict[str, str]:
+def _env(result: ExecResult) -> dict[str, str]:
     return dict(line.split("=", 1) for line in result.stdout.decode().splitlines())
 
 
 @contextlib.contextmanager
-def _engine_env(name: str, value: str):
+def _engine_env(name: str, value: str) -> Iterator[None]:
     """Set a variable in the engine's own environment for the block."""
     previous = os.environ.get(name)
     os.environ[name] = value
@@ -174,7 +177,7 @@ async def check_exec_leaves_the_event_loop_free(ws: Workspace) -> None:
     """Three concurrent 1 s execs leave the event loop ticking."""
     ticks = 0
 
-    async def ticker():
+    async def ticker() -> None:
         nonlocal ticks
         while True:
             await asyncio.sleep(0.05)

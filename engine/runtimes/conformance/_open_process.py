@@ -3,6 +3,8 @@ stderr kept apart, and a terminal (``tty``: size, owner, resize)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+
 
 from engine.interfaces import AGENT_UID, Process, TtySize, Workspace
 from engine.runtimes.conformance._core import ConformanceFailure, check, expect, raises
@@ -99,7 +101,7 @@ async def check_open_process_can_keep_stderr_apart(ws: Workspace) -> None:
     expect(got == (b"out\n", b"err\nmore err\n", 4), f"(stdout, stderr, exit code) were {got}")
 
 
-async def _read_all(read) -> bytes:
+async def _read_all(read: Callable[[], Awaitable[bytes]]) -> bytes:
     seen = b""
     while chunk := await read():
         seen += chunk

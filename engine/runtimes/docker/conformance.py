@@ -2,15 +2,21 @@
 from outside its containers: leftovers by run label, and the image's declared ENV."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.interfaces import Workspace
-from engine.run.reaper import LABEL_RUN_ID
+from engine.runtimes.docker.reaper import LABEL_RUN_ID
 from engine.runtimes.conformance import DOCKER_CONTAINER, EXEC_BACKSTOP, LEFTOVERS
+
+if TYPE_CHECKING:
+    from engine.runtimes.docker.runtime import DockerRuntime
+
 
 
 class DockerProbe:
     capabilities = frozenset({LEFTOVERS, DOCKER_CONTAINER, EXEC_BACKSTOP})
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: DockerRuntime) -> None:
         self.runtime = runtime
 
     def leftovers(self, run_id: str) -> list[str]:
@@ -25,5 +31,6 @@ class DockerProbe:
         return {item.split(b"=", 1)[0].decode() for item in declared if item} | {"PWD"}
 
 
-def probe(runtime) -> DockerProbe:
+def probe(runtime: DockerRuntime) -> DockerProbe:
+
     return DockerProbe(runtime)

@@ -21,14 +21,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from engine.util.aio import finish_even_if_cancelled  # noqa: F401  (re-exported for docker.py)
 from engine.errors import WorkspaceError
+from engine.util.aio import finish_even_if_cancelled
+
 from engine.models import ExecResult
 from engine.runtimes.docker.stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
 
 T = TypeVar("T")
+DockerApi = Any
+"""The Docker SDK's low-level ``APIClient``: the SDK ships no types."""
+
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TIMEOUT_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout -s KILL "$@"', "crucible-exec")
@@ -59,7 +63,7 @@ async def sdk_call(what: str, fn: Callable[..., T], *args: object, **kwargs: obj
         raise WorkspaceError(f"docker {what} failed: {exc}") from exc
 
 
-def start_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
+def start_exec(api: DockerApi, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
                env: Mapping[str, str], stdin: bool, tty: bool = False) -> tuple[str, HijackedStream]:
     """Create and start an exec; return its id and its hijacked stream (blocking). With ``tty``
     the stream is the terminal's raw bytes, not Docker's multiplexed frames."""
@@ -71,7 +75,7 @@ def start_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: s
     return created["Id"], HijackedStream(sock)
 
 
-def run_simple(api, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]:
+def run_simple(api: DockerApi, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]:
     """Run a short root command without wrapper or bounds (blocking); for housekeeping."""
     exec_id, stream = start_exec(api, container_id, argv, user=0, cwd=None,
                                  env=default_env(0), stdin=False)
@@ -85,7 +89,7 @@ def run_simple(api, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]
     return wait_exit_code(api, exec_id), bytes(output)
 
 
-def wait_exit_code(api, exec_id: str, patience: float = 5.0) -> int:
+def wait_exit_code(api: DockerApi, exec_id: str, patience: float = 5.0) -> int:
     """The exit code of a finished exec; the daemon may record it a moment after EOF (under
     load 0.1 s and more: polled every 10 ms that was ~3.5 inspects an exec, each a request
     the daemon and this process pay for, so the wait doubles from 5 ms up to 80 ms)."""
@@ -101,7 +105,7 @@ def wait_exit_code(api, exec_id: str, patience: float = 5.0) -> int:
         pause = min(pause * 2, 0.08)
 
 
-async def kill_group(api, container_id: str, pid: int | None) -> None:
+async def kill_group(api: DockerApi, container_id: str, pid: int | None) -> None:
     """SIGKILL process group ``pid`` inside the container (best effort: it may be gone)."""
     if pid is None:
         return
@@ -155,7 +159,7 @@ def _feed_stdin(stream: HijackedStream, data: bytes) -> None:
         pass  # the command exited without reading all its input; that is its business
 
 
-async def run_exec(api, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
+async def run_exec(api: DockerApi, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
                    env: Mapping[str, str], timeout: float, stdin: bytes | None,
                    max_output: int, backstop_grace: float = BACKSTOP_GRACE) -> ExecResult:
     if not argv:
@@ -187,7 +191,7 @@ async def run_exec(api, container_id: str, argv: Sequence[str], *, user: int, cw
     return _result(pump, 124 if timed_out else code, timed_out, started)
 
 
-async def _until_exit(api, exec_id: str, pump: OutputPump, *, deadline: float) -> bool:
+async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadline: float) -> bool:
     """Wait for the exec to end; False if the backstop deadline passed first.
 
     Usually the stream's EOF says the command ended. But a background child that
@@ -216,7 +220,8 @@ async def _until_exit(api, exec_id: str, pump: OutputPump, *, deadline: float) -
         poll = min(poll * 2, 2.0)
 
 
-async def _kill_quietly(api, container_id: str, pump: OutputPump) -> None:
+async def _kill_quietly(api: DockerApi, container_id
+: str, pump: OutputPump) -> None:
     try:
         await kill_group(api, container_id, pump.pid_line.pid)
     except WorkspaceError:

@@ -20,11 +20,11 @@ import contextlib
 import queue
 import threading
 import time
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from engine.errors import WorkspaceError
 from engine.interfaces import TtySize
-from engine.runtimes.docker.exec import kill_group, sdk_call, start_exec
+from engine.runtimes.docker.exec import DockerApi, kill_group, sdk_call, start_exec
 from engine.runtimes.docker.stream import STDERR, STDOUT, Demuxer, HijackedStream, PidLine
 
 PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
@@ -38,7 +38,7 @@ _EOF = None
 class DockerProcess:
     """Implements ``engine.interfaces.Process`` over one exec's hijacked connection."""
 
-    def __init__(self, api, container_id: str, exec_id: str, stream: HijackedStream, *,
+    def __init__(self, api: DockerApi, container_id: str, exec_id: str, stream: HijackedStream, *,
                  tty: bool = False, separate_stderr: bool = False) -> None:
         self._api, self._container_id, self._exec_id = api, container_id, exec_id
         self._stream = stream
@@ -67,7 +67,7 @@ class DockerProcess:
         threading.Thread(target=self._write_loop, name="crucible-process-writer", daemon=True).start()
 
     @classmethod
-    async def start(cls, api, container_id: str, argv: Sequence[str], *, user: int,
+    async def start(cls, api: DockerApi, container_id: str, argv: Sequence[str], *, user: int,
                     cwd: str | None, env: Mapping[str, str], tty: TtySize | None = None,
                     separate_stderr: bool = False) -> "DockerProcess":
         if not argv:
@@ -84,7 +84,7 @@ class DockerProcess:
 
     # -- threads ---------------------------------------------------------------------------
 
-    def _call(self, fn, *args) -> None:
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
         try:
             self._loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:
@@ -292,11 +292,12 @@ class DockerProcess:
                 self._writes.put((None, None))
 
 
-def _settle(fut: asyncio.Future, value: object) -> None:
+def _settle(fut: asyncio.Future[Any], value: object) -> None:
     if not fut.done():
         fut.set_result(value)
 
 
-def _fail(fut: asyncio.Future, exc: BaseException) -> None:
+def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
+
     if not fut.done():
         fut.set_exception(exc)

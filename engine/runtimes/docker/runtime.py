@@ -19,7 +19,7 @@ a ``finally`` that cancellation cannot cut short. SIGTERM reaches that ``finally
 when the process turns it into KeyboardInterrupt or a task cancellation, which is what
 the CLI does (``signal.signal(SIGTERM, signal.default_int_handler)``, or
 ``loop.add_signal_handler(SIGTERM, main_task.cancel)``). What no ``finally`` can
-survive (SIGKILL, OOM) is left to ``engine.run.reaper.reap_orphans`` via the owner labels.
+survive (SIGKILL, OOM) is left to ``engine.runtimes.docker.reaper.reap_orphans`` via the owner labels.
 """
 from __future__ import annotations
 
@@ -33,23 +33,25 @@ import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.errors import EngineUnavailable, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
 from engine.models import ExecResult, ImageRef, TaskLimits
-from engine.run.reaper import LABEL_PURPOSE, LABEL_RUN_ID, owner_labels
+from engine.runtimes.docker.daemon import ensure_engine
 from engine.runtimes.docker.exec import (
     BACKSTOP_GRACE,
     DEFAULT_PATH,
     default_env,
-    finish_even_if_cancelled,
     run_exec,
     run_simple,
     sdk_call,
 )
 from engine.runtimes.docker.process import DockerProcess
+from engine.util.aio import finish_even_if_cancelled
+from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
 from engine.runtimes.lifecycle import StartedOnce
+from engine.runtimes.owner import owner_labels
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,7 @@ class DockerRuntime:
         self._lock = threading.Lock()
 
     @property
-    def client(self):
+    def client(self) -> Any:  # docker.DockerClient: the SDK ships no types
         """The SDK client, created (and the engine pinged) on first use."""
         with self._lock:
             if self._client is None:
@@ -107,9 +109,9 @@ class DockerRuntime:
     def image_builder(self, *, ca_bundle: str | None) -> "ContentAddressedBuilder":
         """Content-addressed Docker images, built by this runtime's engine; ``ca_bundle``
         None forwards the host's bundle ($SSL_CERT_FILE), if any."""
-        from engine.build.images import AUTO, ContentAddressedBuilder
+        from engine.build.images import AUTO, BUILD_TIMEOUT, ContentAddressedBuilder
 
-        return ContentAddressedBuilder(ca_bundle=ca_bundle or AUTO)
+        return ContentAddressedBuilder(ensure_engine(client_timeout=BUILD_TIMEOUT), ca_bundle=ca_bundle or AUTO)
 
     limits_resources = True
     """A task's cpus and memory (``TaskLimits``) are applied: the container's cgroup."""
@@ -120,10 +122,10 @@ class DockerRuntime:
         return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge,
                                limits=limits)
 
-    def host_config(self, task: TaskLimits | None = None) -> dict:
+    def host_config(self, task: TaskLimits | None = None) -> dict[str, Any]:
         """The container's resource limits: the runtime's own (``runtime.memory``/``cpus``), a
         task's own (``TaskLimits``) over them."""
-        limits: dict = {}
+        limits: dict[str, Any] = {}
         memory = task.memory_bytes if task is not None and task.memory_bytes else self.memory
         cpus = task.cpus if task is not None and task.cpus else self.cpus
         if memory:
@@ -135,7 +137,7 @@ class DockerRuntime:
         return limits
 
 
-def connect(api_timeout: float):
+def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no types
     """A Docker SDK client for the local engine, or ``EngineUnavailable`` in one line."""
     import docker
     import requests.exceptions
@@ -171,7 +173,7 @@ class DockerWorkspace(StartedOnce):
         self.container_id: str | None = None
         self._path = DEFAULT_PATH
         self._state = "new"  # new -> starting -> running -> closing -> closed
-        self._closing: asyncio.Future | None = None
+        self._closing: asyncio.Future[None] | None = None
         self._processes: list[DockerProcess] = []
         self._created = False  # set just before the create call: only then is there anything to remove
 
@@ -377,10 +379,12 @@ def _absolute(path: str) -> str:
     return posixpath.normpath(path)
 
 
-def _image_path(attrs: Mapping) -> str | None:
+def _image_path(attrs: Mapping[str, Any]) -> str | None:
     for item in (attrs.get("Config") or {}).get("Env") or []:
         if item.startswith("PATH="):
-            return item[len("PATH="):]
+            path: str = item[len("PATH="):]
+            return path
+
     return None
 
 

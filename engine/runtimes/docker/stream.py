@@ -34,7 +34,9 @@ class HijackedStream:
 
     def recv(self, n: int = 65536) -> bytes:
         reader = self._reader
-        return reader.read1(n) if hasattr(reader, "read1") else reader.recv(n)
+        data: bytes = reader.read1(n) if hasattr(reader, "read1") else reader.recv(n)
+        return data
+
 
     def send_all(self, data: bytes) -> None:
         self._sock.sendall(data)

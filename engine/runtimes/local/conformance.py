@@ -3,16 +3,20 @@ from outside its sandboxes: a run's roots on disk and any process whose mounts s
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from engine.interfaces import Workspace
 from engine.runtimes.conformance import LEFTOVERS
 from engine.runtimes.local.template import run_roots
 
+if TYPE_CHECKING:
+    from engine.runtimes.local.runtime import LocalRuntime
+
 
 class LocalProbe:
     capabilities = frozenset({LEFTOVERS})
 
-    def __init__(self, runtime) -> None:
+    def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
 
     def leftovers(self, run_id: str) -> list[str]:
@@ -23,7 +27,7 @@ class LocalProbe:
         return {"PWD"}
 
 
-def probe(runtime) -> LocalProbe:
+def probe(runtime: LocalRuntime) -> LocalProbe:
     return LocalProbe(runtime)
 
 

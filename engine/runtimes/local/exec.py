@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence, cast
 
 from engine.util.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
@@ -43,7 +43,7 @@ _QUEUE_HIGH = 1 << 20
 
 
 
-def _settle(fut: asyncio.Future, value: object = None) -> None:
+def _settle(fut: asyncio.Future[Any], value: object = None) -> None:
     if not fut.done():
         fut.set_result(value)
 
@@ -78,7 +78,7 @@ class _Spawned:
         if not argv:
             raise ValueError("a command needs a non-empty argv")
         loop = asyncio.get_running_loop()
-        pipes: dict = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+        pipes: dict[str, Any] = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT if merge else subprocess.PIPE)
         if terminal is not None:  # all three are the terminal, which becomes the controlling one
             pipes = dict(stdin=terminal, stdout=terminal, stderr=terminal, preexec_fn=take_terminal)
@@ -187,10 +187,10 @@ class _Stream(asyncio.SubprocessProtocol):
         self.started: asyncio.Future[None] = loop.create_future()
         """Settled once the wrapper's pid line is off the output (or the output ended)."""
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.SubprocessTransport, transport)  # a subprocess protocol's
         if self.output is None:
-            self.output = cast("asyncio.ReadTransport | None", transport.get_pipe_transport(1))
+            self.output = cast("asyncio.ReadTransport | None", self.transport.get_pipe_transport(1))
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd == 2 and self.separate_stderr:

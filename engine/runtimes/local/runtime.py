@@ -36,7 +36,7 @@ from engine.models import ExecResult, ImageRef, TaskLimits
 from engine.runtimes.docker.exec import default_env
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.runtimes.lifecycle import StartedOnce
-from engine.runtimes.local.exec import LocalProcess, finish_even_if_cancelled, run_exec
+from engine.runtimes.local.exec import LocalProcess, run_exec
 from engine.runtimes.local.sandbox import (
     READY,
     Layout,
@@ -59,6 +59,7 @@ from engine.runtimes.local.template import (
     remove_root,
 )
 from engine.util import shell
+from engine.util.aio import finish_even_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class LocalWorkspace(StartedOnce):
         self._bwrap: asyncio.SubprocessTransport | None = None
         self._boot_log = _BootLog()
         self._state = "new"  # new -> starting -> running -> closing -> closed
-        self._closing: asyncio.Future | None = None
+        self._closing: asyncio.Future[None] | None = None
         self._processes: list[LocalProcess] = []
 
     def __repr__(self) -> str:
@@ -342,7 +343,7 @@ class _BootLog(asyncio.SubprocessProtocol):
         self.ready: asyncio.Future[bool]
         self.exited: asyncio.Future[None]
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         loop = asyncio.get_running_loop()
         self.ready, self.exited = loop.create_future(), loop.create_future()
 

@@ -283,7 +283,7 @@ class BlockingSandbox:
     def __init__(self, bwrap: str, layout: Layout, *, network: bool) -> None:
         self.bwrap, self.layout, self.network = bwrap, layout, network
         self.pid: int | None = None
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._err = b""
 
     def __enter__(self) -> "BlockingSandbox":
@@ -308,8 +308,8 @@ class BlockingSandbox:
             raise SandboxError("bwrap failed: " + one_line(self._err))
         return self
 
-    def run(self, argv: list[str], *, user: int = 0, cwd: str = "/", env: dict | None = None,
-            timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], *, user: int = 0, cwd: str = "/", env: dict[str, str] | None = None,
+            timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
         """Run ``argv`` to completion inside; raises SandboxError if it could not start.
 
         Output goes to files, not pipes: a daemon the command leaves behind would hold a

@@ -30,14 +30,17 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.util import paths
 from engine.errors import BuildError, WorkspaceError
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
-from engine.run.reaper import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive, owner_labels, process_start_time
+from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive, owner_labels, process_start_time
 from engine.plan.repos import file_lock
 from engine.runtimes.local.sandbox import BlockingSandbox, Layout, SandboxError, one_line
+
+if TYPE_CHECKING:
+    from engine.interfaces import RecordsBuilds
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +189,7 @@ def _build(stage: Path, inputs: TemplateInputs, *, bwrap: str, install_timeout: 
     _chown_tree(layout.app, 1000)
 
 
-def _git(args: list[str], env: dict) -> None:
+def _git(args: list[str], env: dict[str, str]) -> None:
     done = subprocess.run(["git", *args], env=env, capture_output=True, timeout=600)
     if done.returncode != 0:
         raise BuildError(f"git {args[0]} failed while preparing a local template: {one_line(done.stderr)}")
@@ -288,9 +291,10 @@ def run_roots(run_id: str | None = None) -> list[Path]:
     return found
 
 
-def read_owner(root: Path) -> dict:
+def read_owner(root: Path) -> dict[str, Any]:
     try:
-        return json.loads((root / OWNER_FILE).read_text())
+        owner: dict[str, Any] = json.loads((root / OWNER_FILE).read_text())
+        return owner
     except (OSError, ValueError):
         # Stamped before anything else, so a root without a readable stamp is from an
         # owner killed in the instant between mkdir and write: the name still carries the pid.
@@ -335,6 +339,9 @@ class LocalTemplateBuilder:
     default_base = "host"
     """What planning should pass as BASE: locally the host is the base (nothing to ask Docker for)."""
 
+    def fallback_base(self) -> str:
+        return self.default_base  # never asked: the builder's own base comes first
+
     def __init__(self, *, bwrap: str = "/usr/bin/bwrap", install_timeout: float = 1800.0) -> None:
         self.bwrap = bwrap
         self.install_timeout = install_timeout
@@ -345,10 +352,10 @@ class LocalTemplateBuilder:
     def status(self, ref: ImageRef) -> str:
         return "cached" if template_ready(TemplateInputs.of(ref)) else "missing"
 
-    def dry_run(self, refs) -> list[tuple[ImageRef, str]]:
+    def dry_run(self, refs: Sequence[ImageRef]) -> list[tuple[ImageRef, str]]:
         return [(ref, self.status(ref)) for ref in refs]
 
-    def ensure(self, ref: ImageRef, store=None) -> BuildRecord:
+    def ensure(self, ref: ImageRef, store: RecordsBuilds | None = None) -> BuildRecord:
         started, t0 = datetime.now(timezone.utc).isoformat(), time.monotonic()
         error, hit = None, False
         try:

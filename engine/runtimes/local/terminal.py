@@ -16,6 +16,7 @@ import fcntl
 import os
 import struct
 import termios
+from typing import Callable
 
 from engine.interfaces import TtySize
 
@@ -56,7 +57,7 @@ def take_terminal() -> None:
 class PtyMaster:
     """The host's end of the terminal: output into ``on_data`` / ``on_eof``, input written in order."""
 
-    def __init__(self, fd: int, on_data, on_eof) -> None:
+    def __init__(self, fd: int, on_data: Callable[[bytes], object], on_eof: Callable[[], object]) -> None:
         self.fd = fd
         self._on_data, self._on_eof = on_data, on_eof
         self._loop = asyncio.get_running_loop()
@@ -117,6 +118,6 @@ class PtyMaster:
             os.close(self.fd)
 
 
-def _settle(fut: asyncio.Future) -> None:
+def _settle(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

@@ -1,4 +1,4 @@
-"""crucible's runtime audit of the code under test, inside pytest's process (docs/integrity.md,
+"""crucible's runtime audit of the code under test, inside pytest's process (envs/coding/verdict/README.md,
 "The runtime audit"). The end plugin loads it at its own import under ``strict``, before any
 conftest, collection or code under test: a PEP 578 hook installed first cannot be removed. It
 records what the code under test does at run time that honest code has no reason to, whatever
@@ -19,6 +19,7 @@ import os
 import sys
 import zlib
 from _thread import get_ident
+from types import MappingProxyType
 from typing import Any
 
 
@@ -45,7 +46,7 @@ WATCHED = CODE | FRAMES | frozenset({
 """The audit events looked at; every other event returns at the first test (the hook is called for all)."""
 LOADERS = frozenset({"get_code", "exec_module", "_compile_bytecode", "_rewrite_test", "_read_pyc"})
 """Import-system functions: an event under one of them is an import of a file, never the caller's text."""
-PASSES = {
+PASSES = MappingProxyType({
     "code": frozenset({"importlib", "codeop", "code", "runpy", "timeit", "types"}),
     "frames": frozenset({"inspect", "traceback"}),
     "pickle": frozenset({"pickle", "copyreg", "shelve"}),
@@ -55,7 +56,8 @@ PASSES = {
     "listing": frozenset({"os", "glob", "pathlib", "fnmatch", "shutil"}),
     "hooks": frozenset({"threading"}),
     "direct": frozenset(),
-}
+})
+"""Read-only, like every module-level value here: nothing of the audit's a caller could widen."""
 CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pth", ".so")
 ENV_PREFIXES = ("PYTEST", "PY_", "PYTHON", "_PYTEST")
 LIMIT = 400
@@ -84,6 +86,11 @@ class Audit(_checks.Checks):  # type: ignore[name-defined,misc]
         self.kinds: dict[str, str] = {}
         self.events: dict[tuple, list] = {}
         self.dropped = 0
+        self.errors = 0
+        self.error = ""
+        """The times the hook's handler raised, and the first one's text: an event it could not
+        judge (an argument whose methods raise) may be one it was meant to see, so the judge
+        takes a record with any as tampered (envs/coding/audit.py)."""
         self.where = "collection"
         self.written: set[str] = set()
         self.collected: dict[str, int] = {}
@@ -93,6 +100,7 @@ class Audit(_checks.Checks):  # type: ignore[name-defined,misc]
         """Tests the checks ran before: none where tests ran means the checks were unregistered."""
         import unittest  # noqa: F401 (its classes snapshotted before any code under test can patch them)
         self.framework = _checks.identities(_checks.FRAMEWORK)
+        self.bytecode = (sys.pycache_prefix, sys.dont_write_bytecode, _checks.cache_from_source())
         self.lists = self._hook_lists()
         self.held: list = [*sys.meta_path, *sys.path_hooks, *gc.callbacks]
         """Every hook seen, kept alive: an id in ``lists`` is never a later object's."""
@@ -176,9 +184,21 @@ class Audit(_checks.Checks):  # type: ignore[name-defined,misc]
             else:
                 self.dropped += 1
 
+    def failed(self, event: str, exc: BaseException) -> None:
+        """The handler raised on ``event``: counted, the first one's text kept (its own ``str``
+        may raise too: the attacker's object chose it)."""
+        self.errors += 1
+        if self.errors == 1:
+            try:
+                self.error = f"{event}: {type(exc).__name__}: {exc}"[:200]
+            except BaseException:
+                self.error = f"{event}: an exception that cannot be printed"
+
     def dump(self) -> str:
         """The events as the end line carries them: base64 of zlib'd JSON."""
-        body = {"events": list(self.events.values()), "dropped": self.dropped}
+        body: dict = {"events": list(self.events.values()), "dropped": self.dropped}
+        if self.errors:
+            body.update(hook_errors=self.errors, hook_error=self.error)
         return base64.b64encode(zlib.compress(json.dumps(body).encode())).decode("ascii")
 
     # -- the hook ---------------------------------------------------------------------------------
@@ -195,7 +215,7 @@ class Audit(_checks.Checks):  # type: ignore[name-defined,misc]
             if found is not None and event == "sys._getframe" and args and args[0] is found and \
                     frame is not found and frame.f_code.co_name == "currentframe":  # type: ignore[attr-defined]
                 # Its own frame, by inspect.currentframe (a C extension asks so: duckdb's replacement
-                # scans); recorded, counted by no rule (docs/integrity.md).
+                # scans); recorded, counted by no rule (verdict/README.md).
                 self.note("sys._getframe(0)", found, "")
             elif found is not None:
                 got = args[0] if event == "sys._getframe" and args else None
@@ -215,10 +235,10 @@ class Audit(_checks.Checks):  # type: ignore[name-defined,misc]
             self._open(args, frame)
         elif event in ("os.rename", "os.link", "os.symlink"):
             self._moved(event, args, frame)
-        elif event == "os.putenv" and str(args[0] if args else "").upper().lstrip("_").startswith(ENV_PREFIXES):
+        elif event == "os.putenv" and _env_name(args).upper().lstrip("_").startswith(ENV_PREFIXES):
             found = self.caller(frame, PASSES["files"])
             if found is not None:
-                self.note(event, found, str(args[0])[:80])
+                self.note(event, found, _env_name(args)[:80])
         elif event in ("os.listdir", "os.scandir"):
             self._listed(event, args, frame)
         elif event.startswith("gc.get_"):
@@ -286,6 +306,12 @@ class Audit(_checks.Checks):  # type: ignore[name-defined,misc]
     def _written(self, filename: str) -> bool:
         return os.path.abspath(filename) in self.written
 
+def _env_name(args: tuple) -> str:
+    """``os.putenv``'s name: bytes (the event carries it encoded), read as text."""
+    name = args[0] if args else ""
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+
+
 def _describe(args: tuple) -> str:
     if len(args) > 1 and isinstance(args[1], str):
         return args[1]
@@ -314,7 +340,13 @@ def install(root: str, plugin_dir: str) -> Audit:
     getframe = sys._getframe
 
     def hook(event: str, args: tuple) -> None:
-        if event not in WATCHED or (event in SIFTED and not _wanted(event, args)):
+        if event not in WATCHED:
+            return
+        try:
+            if event in SIFTED and not _wanted(event, args):
+                return
+        except BaseException as exc:  # an argument whose own methods raise (a str subclass)
+            failed(event, exc)
             return
         me = get_ident()
         if me in busy:
@@ -322,10 +354,17 @@ def install(root: str, plugin_dir: str) -> Audit:
         busy.add(me)
         try:
             audit.on_event(event, args, getframe(1))
-        except Exception:  # the audit never breaks the run it watches
-            pass
+        except BaseException as exc:
+            failed(event, exc)
         finally:
             busy.discard(me)
+
+    def failed(event: str, exc: BaseException) -> None:
+        """The audit never breaks the run it watches, and never fails unseen: counted in the
+        record (a tampered verdict), and an interrupt still interrupts."""
+        audit.failed(event, exc)
+        if not isinstance(exc, Exception):
+            raise exc
 
     sys.addaudithook(hook)
     return audit

@@ -3,7 +3,9 @@ test framework against a snapshot taken at load, by identity; new entries on the
 hook lists, ``gc.callbacks`` and the trace and profile hooks; and each collected test's
 provenance (its module is the file pytest collected, loaded by the import system or pytest's
 rewriter, its code object the one collected, with the lines of that function in the file's own
-text). ``Checks`` is a part of ``crucible_audit.Audit``: ``note``, ``kind`` and its state are there.
+text); and no bytecode cache read from a directory the tested uid can write, so none it planted
+stands in for a test module. ``Checks`` is a part of ``crucible_audit.Audit``: ``note``, ``kind``
+and its state are there.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import operator
 import os
 import sys
 import threading
+from importlib import _bootstrap_external as _external
 
 FRAMEWORK = ("builtins", "unittest.case", "unittest.suite", "unittest.result", "_pytest.runner", "_pytest.python",
              "_pytest.unittest", "_pytest.main", "_pytest.reports", "_pytest.outcomes", "_pytest.fixtures",
@@ -20,6 +23,17 @@ FRAMEWORK = ("builtins", "unittest.case", "unittest.suite", "unittest.result", "
              "_pytest.assertion.util", "_pytest.python_api", "pluggy._callers", "pluggy._hooks", "pluggy._manager")
 """The modules whose functions and classes are snapshotted at load: the test framework (the end
 plugin's own module is added by ``watch_module`` once it is whole)."""
+NO_BYTECODE = "/dev/null/crucible-no-bytecode"
+"""``sys.pycache_prefix`` under the audit: a path below a device, where no uid (root included)
+can make a directory or a file, so no bytecode cache is read or written from any directory the
+tested uid can write (pytest's assertion-rewrite cache beside a hidden module, with the real
+file's mtime and size or hash, included): every such module loaded from then on is compiled from
+its source (``Audit.keep_bytecode_out``)."""
+
+
+def cache_from_source() -> object:
+    """The import system's own function naming a source's bytecode cache, as it is now."""
+    return _external.cache_from_source
 
 
 def where_defined(value: object) -> tuple[str, int]:
@@ -67,12 +81,23 @@ class Checks:
     sources: dict
     where: str
     seen: int
+    bytecode: tuple
 
     def note(self, event: str, frame: object, detail: str, file: str = "", line: int = 0) -> None:
         raise NotImplementedError
 
     def kind(self, filename: str) -> str:
         raise NotImplementedError
+
+    def keep_bytecode_out(self) -> None:
+        """No bytecode cache read or written from now on in a directory the tested uid can write
+        (``NO_BYTECODE``; a root-owned library keeps its own ``__pycache__``), and the checks see
+        it stay so. The end plugin calls it as pytest is about to import the first conftest, after
+        the site's own plugins loaded (compiling those from source on every run would be most of a
+        small suite's time, bench/bench_audit_cost.py)."""
+        _external.cache_from_source = _cache_from_source  # type: ignore[assignment]
+        sys.pycache_prefix, sys.dont_write_bytecode = NO_BYTECODE, True
+        self.bytecode = (sys.pycache_prefix, sys.dont_write_bytecode, _external.cache_from_source)
 
     # -- snapshots --------------------------------------------------------------------------------
     def _hook_lists(self) -> dict[str, set[int]]:
@@ -121,6 +146,11 @@ class Checks:
                     self.note("framework-patch", None, f"{prefix}.{key} {'replaced' if value is not None else 'removed'}",
                               file, line)
                 values[index] = value  # reported once
+        now = (sys.pycache_prefix, sys.dont_write_bytecode, _external.cache_from_source)
+        if any(a is not b for a, b in zip(now, self.bytecode)):
+            self.note("framework-patch", None, "sys.pycache_prefix, sys.dont_write_bytecode or the import system's "
+                      "cache_from_source set (a bytecode cache the tested uid can write read again)")
+            self.bytecode = now  # reported once
         self.check_hooks()
 
     def collected_items(self, items: list) -> None:
@@ -183,6 +213,27 @@ class Checks:
             self.note("test-provenance", None, f"{nodeid}: its code changed after collection",
                       getattr(code, "co_filename", ""), getattr(code, "co_firstlineno", 0))
             self.collected[nodeid] = id(code)
+
+
+def _cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
+    """The import system's bytecode path of ``path`` under the audit: under ``NO_BYTECODE`` (none
+    read) for a source in a directory the tested uid can write, where it could plant one; the
+    classic ``__pycache__`` beside it for one it cannot (the image's root-owned libraries, whose
+    caches root wrote: numpy or duckdb compiled from source would cost every run ~0.4 s)."""
+    path = os.fspath(path)
+    head, tail = os.path.split(path)
+    cache = os.path.join(head, "__pycache__")
+    if os.access(head or ".", os.W_OK) or os.access(cache, os.W_OK):
+        return os.path.join(NO_BYTECODE, path.lstrip(os.sep))
+    base, sep, rest = tail.rpartition(".")
+    name = "".join([base if base else rest, sep, str(sys.implementation.cache_tag)])
+    if debug_override is not None:  # the import system's own, deprecated: as it reads it
+        optimization = "" if debug_override else 1
+    if optimization is None:
+        optimization = "" if not sys.flags.optimize else sys.flags.optimize
+    if optimization != "":
+        name = f"{name}.opt-{optimization}"
+    return os.path.join(cache, name + ".pyc")
 
 
 def _lines(code: object) -> frozenset:

@@ -65,12 +65,6 @@ def _start_audit() -> list:
     return [module.install(os.getcwd(), _HERE)]
 
 
-_TOKEN, _ASKED = _take_token()
-if "hide-running-test" in _ASKED:
-    _hide_running_test()
-_AUDIT = _start_audit() if "audit" in _ASKED else []
-
-
 def _digest(path: str) -> str:
     try:
         with open(path, "rb") as handle:
@@ -79,23 +73,13 @@ def _digest(path: str) -> str:
         return "none"
 
 
-_SESSION: list[object] = []
-"""The config this plugin speaks for: the first one configured (a session a test starts inside
-this process, pytester's inline run, is not the run's)."""
-_OUTCOMES: dict[str, int] = {}
-_PASSED: set[str] = set()
-_NOT_PASSED: set[str] = set()
-"""The names (as crucible's grader reads them from the JUnit report) that a report said passed,
-and that one said did not: failed, errored, skipped or xfailed at any phase, or failed to collect."""
-
-
 def key(name: str) -> str:
     """A test's name as the end line carries it: short, and the grader's for the same name."""
     return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def reported_name(report: object, prefix: str | None = None, with_file: bool = True) -> str:
-    """The name crucible's grader gives this report's JUnit entry (envs/coding/results.py
+    """The name crucible's grader gives this report's JUnit entry (envs/integrity/sources/junit.py
     ``parse_junit``): the entry's classname, name and file made as pytest's own junitxml makes
     them, then read back as the grader reads them (``with_file``: the report's family writes
     ``file``, as xunit1 does). The node id where junitxml has no such parts."""
@@ -110,11 +94,13 @@ def reported_name(report: object, prefix: str | None = None, with_file: bool = T
         name = str(junitxml.bin_xml_escape(names[-1]))
     except Exception:  # a pytest without these: the node id, which is the grader's name for most tests
         return nodeid
-    return _junit_node_id(classname, name, file)
+    return junit_node_id(classname, name, file)
 
 
-# The three below are envs/coding/results.py's, kept in step by tests/flavors/coding/test_runner_end.py.
-def _junit_node_id(classname: str, name: str, file: str | None) -> str:
+# The three below are envs/integrity/sources/junit.py's, copied verbatim (docstrings aside): this plugin
+# runs in the container, where crucible is not importable. tests/flavors/coding/test_runner_end.py
+# holds the copy to the source, code and names.
+def junit_node_id(classname: str, name: str, file: str | None) -> str:
     if file:
         exact = _node_id_from_file(classname, name, file)
         if exact is not None:
@@ -161,39 +147,6 @@ def _outcome(report: object) -> str | None:
     return None
 
 
-class _Counter:
-    """Registered on the run's own config only: counts what each report was when pytest made
-    it, before any other hook of the report sees it. A wrapper registered later and tried first
-    would run before this one (pluggy calls the last registered first): each report checks that
-    this one is still the outermost, and a count that was not is marked ``outranked``."""
-
-    def __init__(self, hook: object, prefix: str | None, with_file: bool) -> None:
-        self.hook = hook
-        self.prefix = prefix
-        self.with_file = with_file
-
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(self, report: object):  # type: ignore[no-untyped-def]
-        kind = _outcome(report)
-        if kind is not None:
-            _OUTCOMES[kind] = _OUTCOMES.get(kind, 0) + 1
-        if kind in ("passed", "xpassed"):
-            _PASSED.add(reported_name(report, self.prefix, self.with_file))
-        elif getattr(report, "outcome", None) in ("failed", "skipped"):
-            _NOT_PASSED.add(reported_name(report, self.prefix, self.with_file))
-        impls: list[object] = getattr(self.hook, "get_hookimpls", list)()
-        if impls and getattr(impls[-1], "plugin", self) is not self:
-            _OUTCOMES["outranked"] = 1
-        yield
-
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_collectreport(self, report: object):  # type: ignore[no-untyped-def]
-        if getattr(report, "outcome", None) == "failed":
-            _OUTCOMES["error"] = _OUTCOMES.get("error", 0) + 1
-            _NOT_PASSED.add(reported_name(report, self.prefix, self.with_file))
-        yield
-
-
 def _in_this_process(config: object) -> None:
     """pytest-xdist would run the tests in worker processes, each a pytest of its own that
     sends its reports here: there the code under test registers a hook (on the worker's Config,
@@ -209,25 +162,6 @@ def _in_this_process(config: object) -> None:
     option.dist, option.tx, option.numprocesses = "no", [], 0
     if hasattr(option, "distload"):
         option.distload = False
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: object) -> None:
-    if not _TOKEN and (getattr(config, "workerinput", None) or {}).get(_HIDE_IN_WORKERS):
-        _hide_running_test()  # a pytest-xdist worker of a run that hides it: the token was the controller's
-    if _TOKEN and not _SESSION:
-        _SESSION.append(config)
-        if "one-process" in _ASKED:
-            _in_this_process(config)
-        prefix = getattr(getattr(config, "option", None), "junitprefix", None)
-        try:  # the grader forces xunit1; a task's own -o after it wins, and xunit2 writes no file
-            with_file = str(config.getini("junit_family")) in ("xunit1", "legacy")  # type: ignore[attr-defined]
-        except (ValueError, AttributeError):
-            with_file = True
-        counter = _Counter(config.hook.pytest_runtest_logreport, prefix, with_file)  # type: ignore[attr-defined]
-        config.pluginmanager.register(counter, "crucible-runner-end-counter")  # type: ignore[attr-defined]
-        if _AUDIT:
-            _watch(config, _AUDIT[0])
 
 
 def _watch(config: object, audit: object) -> None:
@@ -255,35 +189,125 @@ def _watch(config: object, audit: object) -> None:
 _HIDE_IN_WORKERS = "crucible_hide_running_test"
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: object) -> None:
-    """pytest-xdist's, in the controller as it starts each worker: a worker loads this plugin
-    too but finds the token taken, so it is told here (its ``workerinput``) to hide the id."""
-    if _TOKEN and "hide-running-test" in _ASKED:
-        node.workerinput[_HIDE_IN_WORKERS] = True  # type: ignore[attr-defined]
+def _counter(outcomes: dict[str, int], passed: set[str], not_passed: set[str]) -> type:
+    """The counter's class, over the state it fills (the closure's, named by no module global)."""
+    outcome_of, name_of = _outcome, reported_name  # bound now: a module global replaced later changes no count
+
+    class Counter:
+        """Registered on the run's own config only: counts what each report was when pytest made
+        it, before any other hook of the report sees it. A wrapper registered later and tried first
+        would run before this one (pluggy calls the last registered first): each report checks that
+        this one is still the outermost, and a count that was not is marked ``outranked``."""
+
+        def __init__(self, hook: object, prefix: str | None, with_file: bool) -> None:
+            self.hook = hook
+            self.prefix = prefix
+            self.with_file = with_file
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_logreport(self, report: object):  # type: ignore[no-untyped-def]
+            kind = outcome_of(report)
+            if kind is not None:
+                outcomes[kind] = outcomes.get(kind, 0) + 1
+            if kind in ("passed", "xpassed"):
+                passed.add(name_of(report, self.prefix, self.with_file))
+            elif getattr(report, "outcome", None) in ("failed", "skipped"):
+                not_passed.add(name_of(report, self.prefix, self.with_file))
+            impls: list[object] = getattr(self.hook, "get_hookimpls", list)()
+            if impls and getattr(impls[-1], "plugin", self) is not self:
+                outcomes["outranked"] = 1
+            yield
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_collectreport(self, report: object):  # type: ignore[no-untyped-def]
+            if getattr(report, "outcome", None) == "failed":
+                outcomes["error"] = outcomes.get("error", 0) + 1
+                not_passed.add(name_of(report, self.prefix, self.with_file))
+            yield
+
+    return Counter
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: object) -> None:
-    if not _TOKEN or (_SESSION and config is not _SESSION[0]):
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    counted = ",".join(f"{kind}:{n}" for kind, n in sorted(_OUTCOMES.items()))
-    audited = ""
-    if _AUDIT:
-        _AUDIT[0].check_framework()
-        ran = sum(n for kind, n in _OUTCOMES.items() if kind in ("passed", "failed", "xpassed", "xfailed", "skipped"))
-        if ran and not _AUDIT[0].seen:
-            _AUDIT[0].note("framework-patch", None, "the audit's checks never ran before a test (unregistered)")
-        audited = f" audit={_AUDIT[0].dump()}"
-    line = (f"\n{_TOKEN} runner-end {_digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}"
-            f" passed={','.join(sorted({key(name) for name in _PASSED - _NOT_PASSED}))}{audited}\n")
-    os.write(1, line.encode("ascii"))
+def _speak_for_this_run() -> None:
+    """The plugin's pytest hooks, made here and put on this module, with everything they keep
+    (the token, the counts, the names that passed, the audit) in their closures only: no module
+    global holds state that code under test could find by its shape (a set of names, a dict of
+    counts, the config) and change or wrap. The config spoken for is kept by its id alone, and
+    what is registered with pytest is registered under a random name."""
+    token, asked = _take_token()
+    if "hide-running-test" in asked:
+        _hide_running_test()
+    audits = _start_audit() if "audit" in asked else []
+    audit = audits[0] if audits else None
+    session: list[int] = []
+    """The id of the config this plugin speaks for: the first one configured (a session a test
+    starts inside this process, pytester's inline run, is not the run's)."""
+    outcomes: dict[str, int] = {}
+    passed: set[str] = set()
+    not_passed: set[str] = set()
+    """The names (as crucible's grader reads them from the JUnit report) that a report said passed,
+    and that one said did not: failed, errored, skipped or xfailed at any phase, or failed to collect."""
+    counter = _counter(outcomes, passed, not_passed)
+    hide, in_this_process, watch, digest = _hide_running_test, _in_this_process, _watch, _digest
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(config: object) -> None:
+        if not token and (getattr(config, "workerinput", None) or {}).get(_HIDE_IN_WORKERS):
+            hide()  # a pytest-xdist worker of a run that hides it: the token was the controller's
+        if token and not session:
+            session.append(id(config))
+            if "one-process" in asked:
+                in_this_process(config)
+            prefix = getattr(getattr(config, "option", None), "junitprefix", None)
+            try:  # the grader forces xunit1; a task's own -o after it wins, and xunit2 writes no file
+                with_file = str(config.getini("junit_family")) in ("xunit1", "legacy")  # type: ignore[attr-defined]
+            except (ValueError, AttributeError):
+                with_file = True
+            count = counter(config.hook.pytest_runtest_logreport, prefix, with_file)  # type: ignore[attr-defined]
+            config.pluginmanager.register(count, f"crucible-{os.urandom(6).hex()}")  # type: ignore[attr-defined]
+            if audit is not None:
+                watch(config, audit)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_load_initial_conftests(early_config: object) -> None:
+        """Before pytest imports the first conftest or test module: under the audit no bytecode
+        cache is read from here on, so none the tested uid planted beside a hidden module (pytest's
+        own rewrite cache, its header the real file's) stands in for the file."""
+        if token and audit is not None:
+            audit.keep_bytecode_out()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(node: object) -> None:
+        """pytest-xdist's, in the controller as it starts each worker: a worker loads this plugin
+        too but finds the token taken, so it is told here (its ``workerinput``) to hide the id."""
+        if token and "hide-running-test" in asked:
+            node.workerinput[_HIDE_IN_WORKERS] = True  # type: ignore[attr-defined]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(config: object) -> None:
+        if not token or (session and id(config) != session[0]):
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        counted = ",".join(f"{kind}:{n}" for kind, n in sorted(outcomes.items()))
+        audited = ""
+        if audit is not None:
+            audit.check_framework()
+            ran = sum(n for kind, n in outcomes.items() if kind in ("passed", "failed", "xpassed", "xfailed", "skipped"))
+            if ran and not audit.seen:
+                audit.note("framework-patch", None, "the audit's checks never ran before a test (unregistered)")
+            audited = f" audit={audit.dump()}"
+        line = (f"\n{token} runner-end {digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}"
+                f" passed={','.join(sorted({key(name) for name in passed - not_passed}))}{audited}\n")
+        os.write(1, line.encode("ascii"))
+
+    globals().update(pytest_configure=pytest_configure, pytest_load_initial_conftests=pytest_load_initial_conftests,
+                     pytest_configure_node=pytest_configure_node, pytest_unconfigure=pytest_unconfigure)
+    if audit is not None:  # this module whole now: its functions snapshotted, so a replaced one is a patch
+        audit.watch_module(__name__)
 
 
-if _AUDIT:  # this module whole now: its functions and counts snapshotted, so a replaced one is a patch
-    _AUDIT[0].watch_module(__name__)
+_speak_for_this_run()

@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import traceback
+from typing import Any
 
 PRELOAD = ("abc", "argparse", "collections", "collections.abc", "contextlib", "copy", "csv", "dataclasses",
            "datetime", "decimal", "enum", "fractions", "functools", "heapq", "inspect", "io", "itertools",
@@ -33,7 +34,7 @@ def main():
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     sys.path.insert(0, os.getcwd())  # the repo's own packages, as pytest's rootdir would give
-    namespace = {"__name__": "crucible_scenario"}
+    namespace: dict[str, Any] = {"__name__": "crucible_scenario"}  # what the scenario's code defines
     try:
         exec(compile(request["source"], request["filename"], "exec"), namespace)
         value = namespace[request["name"]](*ast.literal_eval(request["args"]), **ast.literal_eval(request["kwargs"]))

@@ -293,6 +293,7 @@ def main():
         env={"PATH": PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", ENV_FD: str(theirs.fileno())})
     theirs.close()
     go = sys.stdin.readline().strip() if args.wait_for_go else "go"
+    assert tester.stdin is not None  # stdin=PIPE
     try:
         tester.stdin.write(b"go\n" if go == "go" else b"")
         tester.stdin.close()

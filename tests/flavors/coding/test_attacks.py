@@ -4,7 +4,7 @@ Each attack (tests/attacks/catalog.py) is the ``validation`` of an ``integration
 of sample/last_page, so its tool calls go through the task's own MCP tools, as uid 1000
 under ``strict``. Every attack runs under ``strict`` (where it must score 0) and under
 ``none`` and ``vault`` too, each scoring what the catalog says — the whole attack x mode
-table (tests/attacks/table.py prints it for docs/integrity.md).
+table (tests/attacks/table.py prints it for tests/attacks/README.md).
 CRUCIBLE_ATTACKS_STRICT_ONLY=1 runs strict plus a few contrasts, for a quicker loop. The controls keep the suite honest: the golden scores
 1.0 in every mode, so ``strict`` does not pass by dropping everything.
 """
@@ -178,7 +178,8 @@ def test_split_drops_whole_chunks_of_protected_paths_and_names_them():
 
 def test_no_sample_golden_touches_a_protected_path():
     """Strict must not pass by dropping the answer: every sample golden is kept whole."""
-    from engine.config.compose import compose_config, group_options, to_typed
+    from engine.config.compose import compose_config, to_typed
+    from engine.config.tree import group_options
     from engine.plan.repos import git_bytes, resolve_repo
     from engine.plan.spec import plan
     from engine.run.session import session_for

@@ -17,7 +17,7 @@ from attacks.catalog import Attack
 from attacks.harness import AttackRunner, why
 from attacks.ordinary import TASK, bash
 from attacks.runtime import RUNTIME, RuntimeAttack
-from attacks.runtime_host import HONEST_DYNAMIC
+from attacks.runtime_host import HONEST_DYNAMIC, MODULES_TO_COME, ORDER_TASK
 from envs.coding import audit
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,6 +71,26 @@ def test_the_golden_and_an_honest_alternative_score_one_under_strict_with_the_au
         assert record.reward == 1.0, why(record)
         kept = record.raw_grade["test"]["audit"]
         assert "events" in kept and audit.findings(kept) == [], kept  # the record is there, nothing found
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_test_modules_still_to_come_served_emptied_win_under_none_and_the_rerun_importing_hidden_first_disagrees(
+        base_image):
+    """Ordering: the re-run collects and imports the hidden module first (its random name sorts
+    first), so code under test that hunts for the test modules still to come finds no hidden one
+    there; its hidden tests run and fail, the first grading's pass, and strict scores 0 with the
+    disagreement named (the audit refuses the finder too)."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setenv("CRUCIBLE_CONFIG_PATH", str(ROOT / "tests" / "conf"))
+        runner = AttackRunner(task=ORDER_TASK, modes=MODES)
+        records = asyncio.run(runner.run([MODULES_TO_COME.attack.job(mode) for mode in MODES], concurrency=2))
+    plain = _record(records, MODULES_TO_COME.attack.id, "none")
+    assert plain.reward == 1.0, why(plain)
+    strict = _record(records, MODULES_TO_COME.attack.id, "strict")
+    assert strict.reward == 0.0, why(strict)
+    differences = strict.raw_grade.get("rerun_differences") or []
+    assert any("test_slugify.py::" in d and "PASSED vs FAILED" in d for d in differences), why(strict)
 
 
 LOCAL = ("replaced-thread", "patched-runtest", "aware-getattr-stack", "unreadable-rot13")

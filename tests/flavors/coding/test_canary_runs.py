@@ -7,7 +7,7 @@ in the attack suite: code under test that forges pytest's verdict wholesale scor
 ("tampered"), and an honest golden still scores 1.0, even with a test command that hides
 pytest's short summary. What the canary cannot do is named too: code that has read it can
 forge around it, which is why the sample tasks isolate their verdict (test_attacks.py) and
-why strict also scans the agent's code for test-awareness (envs/coding/scanner.py), which
+why strict also scans the agent's code for test-awareness (envs/integrity/scan/), which
 names such code first: each case runs with the scan on (strict as it is) and off.
 """
 from __future__ import annotations

@@ -20,7 +20,8 @@ from engine.models import CapturedSubmission
 from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding import patch
 from envs.coding import canary
-from envs.coding.grader import grade, regrade, verdict_from_test_result
+from envs.coding.grader import grade
+from envs.coding.judging import regrade, verdict_from_test_result
 from envs.coding.gitops import VAULT
 from envs.coding.repo import capture_diff, setup_repo
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ConfigError
-from engine.interfaces import UpstreamFix
+from engine.models import UpstreamFix
 from envs.coding import hidden
 from envs.coding.hidden import HiddenFile
 from envs.coding.upstream import new_task

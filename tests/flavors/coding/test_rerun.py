@@ -1,4 +1,4 @@
-"""The differential re-run's renaming and judging (envs/coding/rerun.py, grader.regrade), on git
+"""The differential re-run's renaming and judging (envs/coding/rerun.py, judging.regrade), on git
 repositories the tests build: no Docker. The runs themselves: test_differential_rerun.py."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import posixpath
 
 from engine.models import TestResult
-from envs.coding import grader, hidden, rerun
+from envs.coding import hidden, judging, rerun
 from envs.coding.hidden import HiddenFile
 from git_repos import commit, git
 
@@ -56,12 +56,32 @@ def test_a_renaming_moves_each_free_file_to_a_fresh_name_its_runner_still_collec
         assert deleted == set(free)  # nothing left where the task has it
         assert "tests/conftest.py" in written
         names = {posixpath.basename(p) for p in written}
-        assert any(n.startswith("test_x") and n.endswith(".py") for n in names)
+        assert any(n.startswith("test_0x") and n.endswith(".py") for n in names)  # sorts first: FIRST_IN_RERUN
         assert any(n.endswith("_test.go") and n != "boundary_test.go" for n in names)
         assert any(n.endswith(".json") and n != "decimal.json" for n in names)
         assert sorted(renaming.names.values()) == ["boundary_test", "decimal", "test_parse"]
-        assert hidden.test_modules(list(renaming.hidden)) == [p for p in written if p.startswith("tests/test_x")]
+        assert hidden.test_modules(list(renaming.hidden)) == [p for p in written if p.startswith("tests/test_0x")]
     assert one.names.keys().isdisjoint(two.names.keys())  # each re-run its own names
+
+
+def test_a_reruns_hidden_modules_sort_before_the_visible_ones_and_a_first_gradings_after_most():
+    """A runner collecting a directory in name order imports the re-run's hidden modules first
+    (before any visible module imports the code under test), the first grading's after the
+    task's lower-case names: the two gradings differ in what was imported first."""
+    change = [HiddenFile("tests/test_parse.py", "644", b"t"), HiddenFile("tests/clock_test.py", "644", b"c")]
+    free = frozenset(f.path for f in change)
+    visible = {"test_": ["test_a.py", "test_duration.py", "test_Zed.py", "test_9.py", "test__x.py"],
+               "_test": ["a_test.py", "zz_test.py", "Zed_test.py", "test_a.py", "B_test.py"]}
+    for _ in range(20):
+        again = [posixpath.basename(f.path) for f in rerun.randomise(change, free).hidden if f.mode != hidden.DELETE]
+        first = rerun.first_grading(change, free, ())
+        assert first is not None
+        later = [posixpath.basename(f.path) for f in first.hidden if f.mode != hidden.DELETE]
+        for name in again:  # before every visible module of its own pattern
+            style = visible["test_" if name.startswith("test_") else "_test"]
+            assert sorted([name, *style])[0] == name, (name, style)
+        for name in later:
+            assert sorted([name, "test_duration.py", "a_test.py"])[0] != name
 
 
 def test_results_map_back_to_the_task_ids_and_the_order_always_changes():
@@ -93,15 +113,15 @@ def test_a_rerun_that_disagrees_scores_0_as_tampered_with_both_verdicts_kept():
     first = _raw({"t/test_cases.py::test_cases[decimal.json]": "PASSED"})
     agreeing = _raw({"t/test_cases.py::test_cases[xab12.json]": "PASSED"}, {"xab12": "decimal"})
     disagreeing = _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"}, {"xab12": "decimal"})
-    ok = grader.regrade({**first, "rerun": agreeing})
+    ok = judging.regrade({**first, "rerun": agreeing})
     assert ok.reward == 1.0 and ok.raw["reason"] == "tests passed" and "rerun_differences" not in ok.raw
     assert ok.tests == [TestResult("t/test_cases.py::test_cases[decimal.json]", "PASSED")]
-    bad = grader.regrade({**first, "rerun": disagreeing})
+    bad = judging.regrade({**first, "rerun": disagreeing})
     assert bad.reward == 0.0 and bad.raw["reason"] == rerun.TAMPERED
     assert bad.raw["rerun_differences"] == ["reward 1 vs 0", "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED"]
     assert bad.raw["rerun"]["reason"] == "tests failed"  # the re-run's own verdict, kept
-    assert grader.regrade(bad.raw).raw == bad.raw  # a pure function of the stored raw grade
-    alone = grader.regrade(first)
+    assert judging.regrade(bad.raw).raw == bad.raw  # a pure function of the stored raw grade
+    alone = judging.regrade(first)
     assert alone.reward == 1.0 and "rerun" not in alone.raw
 
 
@@ -109,7 +129,7 @@ def test_check_explains_a_disagreeing_rerun_with_the_names_it_used():
     from envs.coding.flavor import CodingFlavor
 
     first = _raw({"t/test_cases.py::test_cases[decimal.json]": "PASSED"})
-    bad = grader.regrade({**first, "rerun": _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"},
+    bad = judging.regrade({**first, "rerun": _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"},
                                                  {"xab12": "decimal"})})
     lines = CodingFlavor().explain(bad.raw)
     assert ("differential re-run (hidden files renamed: decimal) disagrees: reward 1 vs 0; "
@@ -169,7 +189,7 @@ def test_the_first_grading_renames_hidden_files_under_randomise_test_names_and_o
     _, again = first("strict")
     assert again is not None and again.names.keys().isdisjoint(renaming.names.keys())  # fresh names per run
     # the flag off: the first grading as the task has it, the re-run alone renaming (with or without it)
-    for mode, overrides in (("strict", ["integrity.randomise_test_names=false"]), ("none", []), ("vault", [])):
+    for mode, overrides in (("strict", ["integrity.defences.randomise_test_names=false"]), ("none", []), ("vault", [])):
         change, renaming = first(mode, *overrides)
         assert renaming is None and [f.path for f in change] == ["tests/cases/decimal.json", "tests/test_parse.py"]
     # where the verdict is isolated behind the uid wall nothing is renamed (rerun_defends)

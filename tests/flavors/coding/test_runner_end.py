@@ -7,6 +7,7 @@ The end markers' shell and plugin run for real here (bash and a real pytest in a
 directory); the Docker runs are in test_attacks_ordinary.py."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import subprocess
@@ -17,9 +18,10 @@ import pytest
 
 from attacks.ordinary import FORGE_WITH_PYTESTS_OBJECTS
 from engine.models import TestResult
-from envs.coding import grader, results, runner_end
-from envs.coding.grader import verdict_from_test_result
-from envs.coding.results import parse_junit
+from envs.coding import judging, runner_end
+from envs.coding.judging import verdict_from_test_result
+from envs.integrity.sources import junit
+from envs.integrity.sources.junit import parse_junit
 
 ROOT = Path(__file__).resolve().parents[3]
 SHELL, RUNNER = "a" * 32, "b" * 32
@@ -334,7 +336,37 @@ def test_the_plugins_digest_of_a_name_is_the_graders():
     for classname, name, file in (("", "tests.test_broken", "tests/test_broken.py"), ("a.test_b.C", "t[1]", "a/test_b.py"),
                                   ("a.test_b.C", "t", "a/base.py"), ("pre.a.test_b", "t", "a/test_b.py"),
                                   ("a.b.test_c", "t", None)):
-        assert plugin._junit_node_id(classname, name, file) == results._junit_node_id(classname, name, file)
+        assert plugin.junit_node_id(classname, name, file) == junit.junit_node_id(classname, name, file)
+
+
+NAMING = ("junit_node_id", "_node_id_from_file", "_guess_node_id")
+
+
+def _naming_code(path: Path) -> dict[str, str]:
+    """The JUnit naming functions in ``path``, as code: docstrings and comments left out."""
+    found = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and node.name in NAMING:
+            body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+                else node.body
+            found[node.name] = ast.dump(ast.Module(body=[ast.FunctionDef(**{**vars(node), "body": body})], type_ignores=[]))
+    return found
+
+
+def test_the_plugins_junit_naming_is_a_verbatim_copy_of_the_result_sources():
+    """The plugin runs in the container, where crucible is not importable, so it carries a copy of
+    the ``junit`` result source's naming: the same code, function for function."""
+    source = _naming_code(ROOT / "envs/integrity/sources/junit.py")
+    copy = _naming_code(ROOT / "envs/coding/verdict/crucible_runner_end.py")
+    assert set(source) == set(NAMING), "the result source lost a naming function"
+    assert copy == source, "envs/coding/verdict/crucible_runner_end.py's naming drifted from envs/integrity/sources/junit.py"
+
+
+def test_the_naming_comparison_sees_a_changed_line(tmp_path):
+    drifted = tmp_path / "drifted.py"
+    drifted.write_text((ROOT / "envs/integrity/sources/junit.py").read_text(encoding="utf-8")
+                       .replace('return f"{file}::{name}"', 'return f"{file}:{name}"'), encoding="utf-8")
+    assert _naming_code(drifted) != _naming_code(ROOT / "envs/integrity/sources/junit.py")
 
 
 OUTRANKER = '''
@@ -505,7 +537,7 @@ def test_a_stored_run_graded_before_the_end_markers_regrades_as_it_was():
     raw = {"apply": {"ok": True}, "test": {"exit_code": 0, "output_tail": "2 passed in 0.1s\n"},
            "results": {"format": "pytest", "tests": [{"name": "t::a", "status": "PASSED"},
                                                      {"name": "t::b", "status": "PASSED"}]}}
-    assert grader.regrade(raw).reward == 1.0
+    assert judging.regrade(raw).reward == 1.0
 
 
 @pytest.mark.docker  # planning resolves the base image through the engine

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from engine.models import TestResult
-from envs.coding import grader, hidden, rerun, results, testnames
+from envs.coding import hidden, judging, rerun, testnames
+from envs.integrity.sources.junit import parse_junit
 from envs.coding.hidden import HiddenFile
 from git_repos import commit, git
 
@@ -89,7 +90,7 @@ def _pytest(folder: Path) -> list[TestResult]:
     report = folder / "junit.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
                     "tests"], cwd=folder, capture_output=True, check=False, timeout=120)
-    return results.parse_junit(report.read_bytes())
+    return parse_junit(report.read_bytes())
 
 
 def _words(source: str) -> set[str]:
@@ -208,14 +209,14 @@ def test_the_first_grading_and_the_rerun_each_map_their_own_names_back():
                 "test": {"exit_code": 0 if status == "PASSED" else 1, "timed_out": False, "output_tail": "1 passed"},
                 "results": {"format": "go", "tests": [{"name": name, "status": status}]}}
 
-    ok = grader.regrade({**raw(first, "PASSED"), "rerun": raw(again, "PASSED")})
+    ok = judging.regrade({**raw(first, "PASSED"), "rerun": raw(again, "PASSED")})
     assert ok.reward == 1.0 and ok.tests == [TestResult("tests/test_p.py::test_p", "PASSED")]
     assert "rerun_differences" not in ok.raw
-    bad = grader.regrade({**raw(first, "PASSED"), "rerun": raw(again, "FAILED")})
+    bad = judging.regrade({**raw(first, "PASSED"), "rerun": raw(again, "FAILED")})
     assert bad.raw["rerun_differences"] == ["reward 1 vs 0", "tests/test_p.py::test_p PASSED vs FAILED"]
     from envs.coding.flavor import CodingFlavor
 
-    failed = grader.regrade(raw(first, "FAILED"))
+    failed = judging.regrade(raw(first, "FAILED"))
     assert failed.reward == 0.0 and failed.tests == [TestResult("tests/test_p.py::test_p", "FAILED")]
     assert "tests not passed (1 of 1): tests/test_p.py::test_p FAILED" in CodingFlavor().explain(failed.raw)
 

@@ -16,7 +16,7 @@ import pytest
 import harbor_tasks
 from engine.config.compose import compose_config, to_typed
 from engine.plan.spec import plan
-from engine.run.trial import limit_warnings
+from engine.run.records import limit_warnings
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -18,7 +18,8 @@ import pytest
 
 import swe_synth
 from envs.coding import patch as patch_module
-from envs.coding import scanner
+from envs.integrity.scan import scanner
+from envs.integrity.sources import jsresults as js_source
 from swe_tasks import edits, jsresults, replay, strict
 
 NODEBB_LOOP = swe_synth.MOCHA_FILE_RUN_SCRIPT.encode()
@@ -147,7 +148,7 @@ def test_a_test_named_by_the_file_its_describe_is_written_in_maps_to_the_runners
     where that helper is trusted too (locked, the patch leaves it alone), else whatever the patch
     made of the helper would answer for the name."""
     hidden, helper = "/app/test/user.js", "/app/test/user/emails.js"
-    tests = jsresults.tests_in(json.dumps({"runner": "mocha", "tests": [
+    tests = js_source.tests_in(json.dumps({"runner": "mocha", "tests": [
         {"file": hidden, "titlePath": ["test/user/emails.js::email confirmation", "sends"], "status": "passed"},
         {"file": hidden, "titlePath": ["test/user.js::User", "test/user.js::.create()", "works"], "status": "failed"},
         {"file": "/app/test/other.js", "titlePath": ["test/user/emails.js::email confirmation", "sends"],

@@ -1,5 +1,5 @@
 """An exit hook registered at import time, under SWE-bench Pro's `strict` (swe_tasks/strict.py's
-scan, envs/coding/scan_exit.py), on the synthetic pytest instance ``tally`` (tests/swe_synth.py).
+scan, envs/integrity/scan/exit_hooks.py), on the synthetic pytest instance ``tally`` (tests/swe_synth.py).
 
 An honest fix that also registers a cleanup of its own scratch directory at import resolves
 under `strict`, the scan finding nothing; the unfixed code whose hook prints the parser's PASSED

@@ -14,16 +14,24 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 
+from engine.config.schema import IntegrityConfig, with_defences
 from engine.util.paths import PROJECT_ROOT
 from envs.coding.schema import AllowTestAware
+from envs.integrity.sources import gojson as go_source
+from envs.integrity.sources import jsresults as js_source
 from swe_tasks import gojson, jsresults, junit, replay, strict
+from swe_tasks.defences import SwebenchIntegrity
 from swe_tasks.flavor import SwebenchProFlavor
 
 F2P, P2P = "t.py::T::test_fixed", "t.py::T::test_kept"
 
 
 def integrity(mode: str):
-    return OmegaConf.load(PROJECT_ROOT / "conf" / "integrity" / f"{mode}.yaml")
+    """conf/integrity/<mode>.yaml as SWE-bench Pro's integrity schema types it: each defence
+    at the mode's value from the flavor's catalogue (swe_tasks/defences.py)."""
+    node = OmegaConf.load(PROJECT_ROOT / "conf" / "integrity" / f"{mode}.yaml")
+    chosen = IntegrityConfig(mode=node.mode, uid_wall=node.uid_wall, agent_network=node.agent_network)
+    return with_defences(SwebenchIntegrity, chosen, "swebench_pro")
 
 
 @pytest.mark.parametrize("mode, evaluator", [("none", "official"), ("vault", "official"), ("strict", "crucible-strict")])
@@ -304,21 +312,21 @@ def test_the_text_rebuilt_from_the_events_is_what_the_go_command_would_have_prin
               + go_event("output", "TestA", "a long li") + go_event("output", "TestA", "ne, split\n")
               + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n") + go_event("pass", "TestA")
               + b'{"not": "an event"}\n' + go_event("output", None, "ok  \tsynth/p\t0.01s\n") + go_event("pass"))
-    assert gojson.reconstruct(stream) == (b"run_script uid=1000 files=x_test.go\n=== RUN   TestA\n"
+    assert go_source.reconstruct(stream) == (b"run_script uid=1000 files=x_test.go\n=== RUN   TestA\n"
                                           b"a long line, split\n--- PASS: TestA (0.00s)\n"
                                           b'{"not": "an event"}\nok  \tsynth/p\t0.01s\n')
     # A forged event the tested code printed arrives as an output event's text: rebuilt as text, no result.
     forged = go_event("output", "TestA", json.dumps({"Action": "pass", "Test": "TestB"}) + "\n")
-    assert gojson.reconstruct(forged) == b'{"Action": "pass", "Test": "TestB"}\n'
-    assert gojson.named_results(forged) == ([], 1, False)
-    assert gojson.named_results(stream)[1:] == (9, True)  # the go command's own start event: it framed
+    assert go_source.reconstruct(forged) == b'{"Action": "pass", "Test": "TestB"}\n'
+    assert go_source.named_results(forged) == ([], 1, False)
+    assert go_source.named_results(stream)[1:] == (9, True)  # the go command's own start event: it framed
 
 
 def test_the_events_name_each_test_by_its_worst_status_across_packages():
     stream = (go_event("pass", "TestA", package="a") + go_event("fail", "TestA", package="b")
               + go_event("skip", "TestS") + go_event("pass", "TestP/sub") + go_event("fail", package="a")
               + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n"))
-    tests, events, framed = gojson.named_results(stream)
+    tests, events, framed = go_source.named_results(stream)
     assert events == 6 and framed is False  # no start event: a go command older than 1.20
     assert [(t.name, t.status) for t in tests] == [("TestA", "FAILED"), ("TestP/sub", "PASSED"), ("TestS", "SKIPPED")]
 
@@ -460,27 +468,27 @@ def test_only_a_run_script_line_that_runs_jest_or_mocha_makes_an_instance_one_of
 def test_jests_results_read_in_both_shapes_and_merge_over_runs_failed_first_then_passed():
     cases = (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, [], "todo one", "todo")
     for shape in ("json", "processor"):
-        assert jsresults.tests_in(jest_json(*cases, shape=shape)) == [
+        assert js_source.tests_in(jest_json(*cases, shape=shape)) == [
             {"file": HIDDEN, "ancestors": ["shout", "case"], "title": "uppercases", "status": "PASSED"},
             {"file": HIDDEN, "ancestors": [], "title": "todo one", "status": "SKIPPED"}]
     # protonmail runs jest once per listed test: the others are reported pending there
-    runs = [jsresults.tests_in(jest_json((HIDDEN, ["a"], "t", status))) for status in ("pending", "passed", "pending")]
-    assert [t["status"] for t in jsresults.merged(sum(runs, []))] == ["PASSED"]
-    runs.append(jsresults.tests_in(jest_json((HIDDEN, ["a"], "t", "failed"))))
-    assert [t["status"] for t in jsresults.merged(sum(runs, []))] == ["FAILED"]
+    runs = [js_source.tests_in(jest_json((HIDDEN, ["a"], "t", status))) for status in ("pending", "passed", "pending")]
+    assert [t["status"] for t in js_source.merged(sum(runs, []))] == ["PASSED"]
+    runs.append(js_source.tests_in(jest_json((HIDDEN, ["a"], "t", "failed"))))
+    assert [t["status"] for t in js_source.merged(sum(runs, []))] == ["FAILED"]
     with pytest.raises(ValueError, match="no testResults"):
-        jsresults.tests_in(b'{"tests": []}')
+        js_source.tests_in(b'{"tests": []}')
     mocha = {"runner": "mocha", "tests": [{"file": HIDDEN, "titlePath": ["test/a.test.js::Shim", "works"], "status": "passed"},
                                           {"file": HIDDEN, "titlePath": ["Shim", "later"], "status": "pending"}]}
-    assert jsresults.tests_in(json.dumps(mocha).encode()) == [
+    assert js_source.tests_in(json.dumps(mocha).encode()) == [
         {"file": HIDDEN, "ancestors": ["test/a.test.js::Shim"], "title": "works", "status": "PASSED"},
         {"file": HIDDEN, "ancestors": ["Shim"], "title": "later", "status": "SKIPPED"}]
     with pytest.raises(ValueError, match="no titlePath"):
-        jsresults.tests_in(b'{"runner": "mocha", "tests": [{"file": "x"}]}')
+        js_source.tests_in(b'{"runner": "mocha", "tests": [{"file": "x"}]}')
 
 
 def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_faithful_form():
-    tests = jsresults.tests_in(jest_json(
+    tests = js_source.tests_in(jest_json(
         (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases (slowly)", "passed"),
         (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed"),
         ("/app/other/test/a.test.js", ["decoy"], "wins", "passed")))
@@ -507,7 +515,7 @@ def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_fa
          "passed": ["test/a.test.js | same"]})
     assert folded["passed"] == [] and folded["listed"][0]["js"] == "FAILED"  # the worst of the two
     # NodeBB's run scripts put "FILE::" before each describe title; its parser takes it out again.
-    nodebb = jsresults.tests_in(json.dumps({"runner": "mocha", "tests": [
+    nodebb = js_source.tests_in(json.dumps({"runner": "mocha", "tests": [
         {"file": HIDDEN, "titlePath": ["test/a.test.js::Translator shim", ".translate()", "should translate"],
          "status": "passed"}]}).encode())
     assert jsresults.map_name("test/a.test.js | Translator shim .translate() should translate", nodebb, hidden) == (
@@ -644,7 +652,7 @@ def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_co
     done = subprocess.run([_node(), "-e", run], capture_output=True, text=True, check=True)
     assert done.stdout == "true"
     [written] = list((results / "r").glob("js-jest-*.json"))
-    assert jsresults.tests_in(written.read_bytes()) == [
+    assert js_source.tests_in(written.read_bytes()) == [
         {"file": HIDDEN, "ancestors": ["shout"], "title": "uppercases", "status": "PASSED"}]
 
 
@@ -714,7 +722,7 @@ def test_the_hook_records_mochas_runner_events_in_mochas_cli_process_alone(tmp_p
     assert list((results / "r").iterdir()) == []  # only in mocha's own CLI process
     subprocess.run([_node(), f"--require={hook}", str(tmp_path / "node_modules" / ".bin" / "mocha")], check=True)
     [written] = list((results / "r").glob("js-mocha-*.json"))
-    assert [(t["title"], t["status"]) for t in jsresults.tests_in(written.read_bytes())] == [
+    assert [(t["title"], t["status"]) for t in js_source.tests_in(written.read_bytes())] == [
         ("works", "PASSED"), ("breaks", "FAILED"), ("later", "SKIPPED"), ('"before all" hook', "FAILED")]
 
 

@@ -19,14 +19,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine.run.reaper import (
-    LABEL_OWNER_HOST,
-    LABEL_OWNER_PID,
-    LABEL_OWNER_STARTED,
-    LABEL_RUN_ID,
-    owner_labels,
-    reap_orphans,
-)
+from engine.runtimes.docker.reaper import LABEL_RUN_ID, reap_orphans
+from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_labels
 from engine.runtimes.docker.runtime import DockerRuntime
 
 pytestmark = pytest.mark.docker

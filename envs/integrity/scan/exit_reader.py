@@ -1,99 +1,32 @@
-"""Exit hooks registered at import time: the ones ``import-time-hook`` clears (scanner.py).
-
-An exit hook runs after the tests ran and the runner reported, in the runner's own process: it
-can print a passing summary after the real one, rewrite or remove the runner's report, or change
-the exit status (``os._exit(0)``), after everything that watched the tests. So one registered at
-import time is a finding unless the scan can read all it will do, and all of that is cleanup,
-which no forgery needs (deleting the module's own files, closing the handles it opened, shutting
-logging down: deleting a report only loses the verdict):
-
-- what is registered: a function the module defines and binds once (no other def, assignment
-  or import of its name; no decorator but the registration itself), a literal lambda, or a
-  cleanup itself (``shutil.rmtree``, ``os.remove``, ``logging.shutdown``, a handle's ``close``),
-  handed only data the module made;
-- what it does, and what the module's functions it calls by name do: those cleanups, on data the
-  module made (literals, paths, ``tempfile``'s names) or on handles it opened (``open`` of a
-  path, ``tempfile``'s objects, a ``logging.FileHandler``, ``sqlite3.connect``); conditions on
-  them; ``try``; ``with contextlib.suppress(...)``; ``pass``; ``return``; a name set to a literal.
-
-Anything else is not cleared, and the finding names it: a print, a write, a stream
-(``sys.stdout``), ``os.write``, ``os._exit``, a subprocess, a file opened at exit, a loop, an
-import at exit, a name imported from elsewhere, what a call returns (``getattr``, ``partial``),
-a method of an object the module did not open, data the module did not make, a handle whose
-attributes the module sets (``_log.close = forge``), a handle on the process's output however
-its literal is spelled (a descriptor, also in a name; ``b"/dev/stdout"``, ``//dev``, a climb with
-``..``, ``os.path.join`` of literals into /proc; ``closefd=``, ``opener=``). In a module that binds
-names at run time (``globals()``, ``vars()``, ``exec``, ``eval``, a star import, ``sys.modules``),
-reaches an ``__dict__``, or sets attributes of a name that may be a module (an import, or a name
-bound to another name, an attribute or an item: ``_o = os; _o.remove = os._exit``, which the
-monkeypatch rule does not read either) nothing is cleared.
-
-Out of reach: code elsewhere that sets a cleared hook's handle's attributes or rebinds the names
-it reads (``core.TMP = X()``, or ``_o = os; _o.remove = ...`` from another module of the patch).
-That is no new way in: a module runs code at
-exit with no hook at all (an object's ``__del__``, ``weakref.finalize``, a file's own close at
-shutdown), and a hook registered from a function is not flagged (``trailing-atexit`` in
-docs/integrity.md). The rule catches the hook in plain sight; what stands against code at exit
-is the runner's end, the named results and the end marker.
+"""The reader behind ``exit_hooks.refusal``: a module's bindings collected, then what a hook and
+the module's functions it calls do, statement by statement, each value kept as data or a handle.
 """
 from __future__ import annotations
 
 import ast
 import builtins
 import posixpath
-from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
-Qualify = Callable[[ast.AST], "str | None"]
-Kind = Literal["data", "handle"]
-
-CLEANUPS = frozenset({"shutil.rmtree", "os.remove", "os.unlink", "os.rmdir", "logging.shutdown"})
-"""Calls a hook may make: each deletes or shuts down what the process has, and prints nothing."""
-DATA_CALLS = frozenset({
-    "tempfile.mkdtemp", "tempfile.gettempdir", "os.path.join", "os.path.dirname", "os.path.basename",
-    "os.path.abspath", "os.path.realpath", "os.path.expanduser", "os.path.exists", "os.path.isdir",
-    "os.path.isfile", "os.path.lexists", "os.getcwd", "os.getpid", "os.fspath", "pathlib.Path",
-    "pathlib.PurePath", "pathlib.PosixPath", "builtins.str"})
-"""The standard library's makers of paths (and tests on them): what they give is data."""
-HANDLE_CALLS = frozenset({
-    "builtins.open", "io.open", "tempfile.TemporaryDirectory", "tempfile.NamedTemporaryFile",
-    "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile", "logging.FileHandler",
-    "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
-    "logging.handlers.WatchedFileHandler", "sqlite3.connect"})
-"""The standard library's handles a module opens, whose HANDLE_METHODS run only its own code."""
-HANDLE_METHODS = frozenset({"close", "cleanup", "flush"})
-DATA_METHODS = frozenset({"joinpath", "with_name", "with_suffix", "exists", "is_dir", "is_file", "resolve",
-                          "absolute", "expanduser"})
-DATA_CLEANUPS = frozenset({"unlink", "rmdir"})
-"""A path's own deletions (``Path.unlink``)."""
-OUTPUT_PATHS = ("/dev/", "/proc/")
-"""A handle opened on one of these (or on a file descriptor) is the process's output, not a file."""
-RUN_TIME_BINDERS = frozenset({"globals", "vars", "exec", "eval", "__import__"})
-MAX_FUNCTIONS = 16
-"""Functions followed from one hook; past them it is not read (and not cleared)."""
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+from envs.integrity.scan.exit_names import (
+    CLEANUPS,
+    DATA_CALLS,
+    DATA_CLEANUPS,
+    DATA_METHODS,
+    HANDLE_CALLS,
+    HANDLE_METHODS,
+    MAX_FUNCTIONS,
+    RUN_TIME_BINDERS,
+    Kind,
+    Qualify,
+    names_bound,
+    output_literal,
+    own_nodes,
+    short,
+)
 
 
-def refusal(tree: ast.Module, hook: ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, qualified: Qualify) -> str | None:
-    """None where the exit hook ``hook`` registers is cleared: ``hook`` is an
-    ``atexit.register(...)`` call at import time, or the def ``@atexit.register`` decorates;
-    else what keeps it from being cleared, in a few words. ``qualified`` names a call's callee
-    through the file's imports (the scanner's)."""
-    reader = _Reader(tree, qualified)
-    if reader.dynamic is not None:
-        return reader.dynamic
-    if id(hook) not in reader.module_nodes:
-        return "registered in a class body"
-    if isinstance(hook, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        if qualified(hook.decorator_list[-1]) != "atexit.register":
-            return "registers what another decorator returns"  # the registration is not the innermost
-        return reader.function(hook, [], [], decorated=True)
-    if not hook.args:
-        return "registers nothing the scan can read"
-    return reader.registered(hook.args[0], hook.args[1:], hook.keywords)
-
-
-class _Reader:
+class Reader:
     def __init__(self, tree: ast.Module, qualified: Qualify) -> None:
         self.qualified = qualified
         self.bindings: dict[str, list[tuple[str, ast.AST, frozenset[str]]]] = {}
@@ -112,7 +45,7 @@ class _Reader:
 
     # ---- what the module binds
     def _collect(self, tree: ast.Module) -> None:
-        for node in _own_nodes(tree):
+        for node in own_nodes(tree):
             self.module_nodes.add(id(node))
             self._bind(node, None, frozenset())
         for node in ast.walk(tree):
@@ -131,10 +64,10 @@ class _Reader:
                     or (isinstance(node.func, ast.Attribute) and node.func.attr in ("__setattr__", "__delattr__"))):
                 self._set_on(node.args[0])
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                declared = {n for s in _own_nodes(node) if isinstance(s, ast.Global) for n in s.names}
+                declared = {n for s in own_nodes(node) if isinstance(s, ast.Global) for n in s.names}
                 if declared:  # what the function binds of these is the module's
-                    own = frozenset(_names_bound(node) - declared)
-                    for inner in _own_nodes(node):
+                    own = frozenset(names_bound(node) - declared)
+                    for inner in own_nodes(node):
                         self._bind(inner, declared, own)
 
     def _set_on(self, target: ast.AST) -> None:
@@ -242,9 +175,9 @@ class _Reader:
                 return self.handed(args, keywords, name, {})
             if self._method_clears(target, {}):
                 return self.handed(args, keywords, ast.unparse(target), {})
-            return f"registers {_short(target)}, which the scan cannot read"
+            return f"registers {short(target)}, which the scan cannot read"
         if isinstance(target, ast.Call):
-            return f"registers what {_short(target.func)}() returns"
+            return f"registers what {short(target.func)}() returns"
         return "registers what the scan cannot read"
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, args: Sequence[ast.expr],
@@ -261,8 +194,8 @@ class _Reader:
         scope = self.parameters(node.name, node.args, args, keywords)
         if isinstance(scope, str):
             return scope
-        declared = {n for s in _own_nodes(node) if isinstance(s, ast.Global) for n in s.names}
-        for name in _names_bound(node) - declared - set(scope):
+        declared = {n for s in own_nodes(node) if isinstance(s, ast.Global) for n in s.names}
+        for name in names_bound(node) - declared - set(scope):
             scope[name] = "data"  # a local the body may only set to a literal (``statements``)
         return self.statements(node.name, node.body, scope)
 
@@ -296,7 +229,7 @@ class _Reader:
                 return f"{where}'s parameter {param.arg} is given nothing"
             kind = self.value(value, {})  # arguments and defaults are the module's
             if kind is None:
-                return f"{where} is given {_short(value)}, which is no data the module made"
+                return f"{where} is given {short(value)}, which is no data the module made"
             scope[param.arg] = kind
         return scope
 
@@ -315,19 +248,19 @@ class _Reader:
             return None if isinstance(node.value, ast.Constant) else self.effect(where, node.value, scope)
         if isinstance(node, ast.Return):
             return None if node.value is None or isinstance(node.value, ast.Constant) else \
-                f"{where} returns {_short(node.value)}"
+                f"{where} returns {short(node.value)}"
         if isinstance(node, ast.Assign):
             if all(isinstance(t, ast.Name) for t in node.targets) and isinstance(node.value, ast.Constant):
                 return None  # ``_handle = None`` once it is closed
-            return f"{where} sets {_short(node.targets[0])} to what is no literal"
+            return f"{where} sets {short(node.targets[0])} to what is no literal"
         if isinstance(node, ast.If):
             if self.value(node.test, scope) is None:
-                return f"{where} tests {_short(node.test)}, which the scan cannot read"
+                return f"{where} tests {short(node.test)}, which the scan cannot read"
             return self.statements(where, [*node.body, *node.orelse], scope)
         if isinstance(node, ast.Try):
             for handler in node.handlers:
                 if handler.type is not None and not self.builtin_exceptions(handler.type, scope):
-                    return f"{where} catches {_short(handler.type)}, no builtin exception"
+                    return f"{where} catches {short(handler.type)}, no builtin exception"
                 if handler.name:
                     scope[handler.name] = None  # an exception is no data of the module's
             return self.statements(where, [*node.body, *(s for h in node.handlers for s in h.body), *node.orelse,
@@ -338,14 +271,14 @@ class _Reader:
                 if item.optional_vars is not None or not isinstance(call, ast.Call) or call.keywords \
                         or self.name_of(call.func, scope) != "contextlib.suppress" \
                         or not all(self.builtin_exceptions(a, scope) for a in call.args):
-                    return f"{where} enters {_short(call)}"
+                    return f"{where} enters {short(call)}"
             return self.statements(where, node.body, scope)
         return f"{where} has a statement that is no cleanup ({type(node).__name__.lower()})"
 
     def effect(self, where: str, node: ast.expr, scope: Mapping[str, Kind | None]) -> str | None:
         """What evaluating ``node`` for its effect does: None where it is cleanup (or inert)."""
         if not isinstance(node, ast.Call):
-            return None if self.value(node, scope) is not None else f"{where} evaluates {_short(node)}"
+            return None if self.value(node, scope) is not None else f"{where} evaluates {short(node)}"
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return f"{where} unpacks arguments at run time"
         func = node.func
@@ -357,7 +290,7 @@ class _Reader:
         if name in CLEANUPS or name in DATA_CALLS or (name is None and self._method_clears(func, scope)):
             why = self.handed(node.args, node.keywords, name or ast.unparse(func), scope)
             return None if why is None else f"{where} {why}"
-        return f"{where} calls {_short(func)}" + ("" if name is not None or isinstance(func, ast.Name)
+        return f"{where} calls {short(func)}" + ("" if name is not None or isinstance(func, ast.Name)
                                                   else ", on what the module did not open")
 
     def _method_clears(self, func: ast.expr, scope: Mapping[str, Kind | None]) -> bool:
@@ -373,7 +306,7 @@ class _Reader:
         function: ``rmtree(p, onerror=print)`` runs print)."""
         for value in (*args, *(k.value for k in keywords)):
             if self.value(value, scope) is None:
-                return f"passes {_short(value)} to {callee}, which is no data the module made"
+                return f"passes {short(value)} to {callee}, which is no data the module made"
         return None
 
     def builtin_exceptions(self, node: ast.expr, scope: Mapping[str, Kind | None]) -> bool:
@@ -439,10 +372,10 @@ class _Reader:
             bound = self._of_module(where.id)
             where = bound[0][1] if len(bound) == 1 and bound[0][0] == "value" else where
         if isinstance(where, ast.Constant):
-            return _output_literal(where.value)
+            return output_literal(where.value)
         if isinstance(where, ast.Call) and self.qualified(where.func) == "os.path.join" and where.args:
             parts = [a.value for a in where.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            return len(parts) == len(where.args) and _output_literal(posixpath.join(*parts))
+            return len(parts) == len(where.args) and output_literal(posixpath.join(*parts))
         return False
 
     def _made(self, node: ast.Call, scope: Mapping[str, Kind | None]) -> Kind | None:
@@ -461,56 +394,3 @@ class _Reader:
                 and self.value(node.func.value, scope) == "data":
             return "data"
         return None
-
-
-def _output_literal(value: object) -> bool:
-    """Whether a literal handed to ``open`` is, or may lead to, the process's output: a file
-    descriptor, or a path that normalizes into /dev or /proc or climbs with ``..``."""
-    if isinstance(value, (bool, int)):
-        return True
-    if isinstance(value, bytes):
-        value = value.decode("latin-1")
-    if not isinstance(value, str):
-        return False
-    norm = posixpath.normpath(value)
-    if norm.startswith("//"):  # normpath keeps POSIX's two leading slashes; the kernel reads one
-        norm = "/" + norm.lstrip("/")
-    return norm.startswith(OUTPUT_PATHS) or norm in ("/dev", "/proc") or ".." in norm.split("/")
-
-
-def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a module's or a function's own scope: not inside the functions, lambdas and
-    classes in it (those are yielded, their names are bound here), nor a comprehension's targets."""
-    work: list[ast.AST] = list(getattr(scope, "body", []))
-    while work:
-        node = work.pop()
-        yield node
-        if isinstance(node, _SCOPES):
-            work.extend(node.decorator_list if not isinstance(node, ast.Lambda) else [])
-            continue
-        if isinstance(node, ast.comprehension):
-            work.extend([node.iter, *node.ifs])
-            continue
-        work.extend(ast.iter_child_nodes(node))
-
-
-def _names_bound(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """The names a function binds in its own scope (its parameters among them)."""
-    arguments = function.args
-    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                             *(x for x in (arguments.vararg, arguments.kwarg) if x is not None))}
-    for node in _own_nodes(function):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (*_SCOPES[:2], ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-    return names
-
-
-def _short(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 40 else text[:37] + "..."

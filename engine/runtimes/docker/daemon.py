@@ -1,0 +1,77 @@
+"""The Docker engine this runtime (and the image builder it lends) talks to: reach it, or start
+a local ``dockerd``.
+
+Everything that needs the engine gets its client from here (a build's client is handed to
+the builder); ``crucible doctor --fix`` uses the start-up half to repair a host. The Docker
+SDK is imported only when an engine is asked for, so commands that never reach one stay fast.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+from engine.errors import EngineUnavailable
+
+if TYPE_CHECKING:
+    import docker
+
+DOCKERD_LOG = "/var/log/crucible-dockerd.log"
+ENGINE_START_TIMEOUT = 60.0
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+HINT = "run `crucible doctor --fix` (or start dockerd)"
+
+
+def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
+    """A client for a reachable engine; ``client_timeout`` is its per-request read timeout.
+
+    Raises ``EngineUnavailable`` (one line, with the fix) when no engine answers.
+    """
+    import docker
+    import requests
+
+    where = os.environ.get("DOCKER_HOST", DEFAULT_SOCKET)
+    try:
+        client = docker.from_env(timeout=client_timeout)
+        client.ping()
+    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+        raise EngineUnavailable(f"Docker engine unreachable at {where}: {HINT}") from exc
+    return client
+
+
+def ping(timeout: float = 5) -> docker.DockerClient | None:
+    """A client when an engine answers within ``timeout``, else None."""
+    try:
+        return ensure_engine(client_timeout=timeout)
+    except EngineUnavailable:
+        return None
+
+
+def start_dockerd() -> None:
+    """Start a local ``dockerd`` that outlives this command: a new session, stdin closed and
+    output to ``DOCKERD_LOG`` (what ``nohup ... &`` does in a shell)."""
+    with open(DOCKERD_LOG, "a") as log:
+        subprocess.Popen(
+            ["dockerd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def dockerd_running() -> bool:
+    """Whether a dockerd (perhaps still starting) owns the default pid file."""
+    try:
+        pid = int(open("/var/run/docker.pid").read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def wait_for_engine(timeout: float) -> docker.DockerClient | None:
+    """A client once a starting engine answers, or None after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ping(timeout=5) is not None:
+            return ensure_engine()
+        time.sleep(0.5)
+    return None

@@ -1,0 +1,60 @@
+"""Finds and removes containers whose crucible owner process died without cleaning up.
+
+Workspaces remove their own container on every way out of their ``async with`` block,
+but a SIGKILL, an OOM kill or a power cut skips all of that. Every container crucible
+starts is labelled with its owner (``engine.runtimes.owner``); any crucible command can
+then sweep up after dead owners with one cheap ``containers.list``. Containers of other
+hosts (a shared remote engine) are never touched: their owners cannot be checked from here.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+
+from engine.errors import EngineUnavailable
+from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive
+
+log = logging.getLogger(__name__)
+
+LABEL_RUN_ID = "crucible.run_id"
+LABEL_PURPOSE = "crucible.purpose"
+
+
+def reap_orphans(client: Any = None) -> list[str]:
+
+    """Force-remove crucible containers of dead owners on this host; return their names.
+
+    Raises ``EngineUnavailable`` when no Docker engine can be reached.
+    """
+    import docker
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        client = client or docker.from_env(timeout=60)
+        # The low-level list carries the labels; the high-level one would inspect each container.
+        containers = client.api.containers(all=True, filters={"label": LABEL_OWNER_PID})
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise EngineUnavailable(
+            f"Docker engine unreachable ({exc}); start it with `crucible doctor --fix`"
+        ) from exc
+    host = socket.gethostname()
+    reaped = []
+    for container in containers:
+        labels = container.get("Labels") or {}
+        if labels.get(LABEL_OWNER_HOST) != host or owner_alive(labels):
+            continue
+        name = (container.get("Names") or [container["Id"][:12]])[0].lstrip("/")
+        try:
+            client.api.remove_container(container["Id"], force=True, v=True)
+        except docker.errors.NotFound:
+            pass  # another process reaped it first
+        except docker.errors.APIError as exc:
+            log.warning("could not remove orphaned container %s: %s", name, exc)
+            continue
+        log.info("removed orphaned container %s (owner pid %s gone)", name,
+                 labels.get(LABEL_OWNER_PID))
+        reaped.append(name)
+    return reaped

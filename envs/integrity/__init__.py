@@ -1,0 +1,1 @@
+"""The integrity catalogue the flavors share: defences, result sources and the scanner."""

@@ -1,0 +1,17 @@
+"""Reaching the Docker engine (engine/runtimes/docker/daemon.py): one actionable line when none answers."""
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import EngineUnavailable
+from engine.runtimes.docker.daemon import ensure_engine
+
+UNREACHABLE = "unix:///nonexistent/crucible-test-docker.sock"
+
+
+def test_ensure_engine_raises_engine_unavailable_in_one_line(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", UNREACHABLE)
+    with pytest.raises(EngineUnavailable) as caught:
+        ensure_engine(client_timeout=5)
+    assert "\n" not in str(caught.value) and "crucible doctor --fix" in str(caught.value)
+    assert caught.value.__cause__ is not None
