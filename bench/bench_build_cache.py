@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.build.baseimage import ensure_base_image  # noqa: E402
-from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
 from engine.build.images import ContentAddressedBuilder  # noqa: E402
+from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402
 
 LIMIT_S = 0.2

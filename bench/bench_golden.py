@@ -125,8 +125,8 @@ def main() -> int:
 
     from engine.config.compose import compose_config, to_typed
     from engine.plan.repos import resolve_repo
-    from engine.run.session import session_for
     from engine.plan.spec import plan
+    from engine.run.session import session_for
 
     typed = to_typed(compose_config([f"task={ns.task}", "agent=integration_test"]))
     session = session_for(typed)

@@ -66,8 +66,8 @@ def task_image(env: dict[str, str], task: str) -> str | None:
 def floor_image(folder: Path, *, no_cache: bool = False) -> str:
     """The bare build: the task's Dockerfile with FROM mapped as crucible maps it, no tail, its
     environment/ as the context (and the forwarded CA bundle pip needs here). Cached by Docker."""
-    from engine.build.images import CA_FILE, default_ca_bundle
     from engine.build.baseimage import offline_base
+    from engine.build.images import CA_FILE, default_ca_bundle
     from engine.runtimes.docker.daemon import ensure_engine
     from envs.harbor import folder as harbor_folder
     from envs.harbor.image import BASE_ARG, _dockerfile_text

@@ -29,8 +29,8 @@ STAGES = ("provision", "setup", "agent", "capture", "grade", "teardown")
 
 def plans(task: str):
     from engine.config.compose import compose_config, to_typed
-    from engine.run.session import session_for
     from engine.plan.spec import plan
+    from engine.run.session import session_for
 
     session, planned = None, {}
     for mode in MODES:

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
+
 from engine.util.tables import format_table  # noqa: E402
 from envs.integrity.sources import jsresults as js_source  # noqa: E402
 from swe_tasks import jsresults  # noqa: E402

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
+
 from engine.build.baseimage import ensure_base_image  # noqa: E402
 from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402

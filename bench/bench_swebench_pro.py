@@ -33,14 +33,15 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
+
 from engine.build.baseimage import ensure_base_image  # noqa: E402
 from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 Check = Callable[[object], str | None]
 """What else a variant's record must show (None = fine; else why the bench stops)."""

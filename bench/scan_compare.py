@@ -123,7 +123,7 @@ def main() -> int:
             sides.append((subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--record", tree, out]), out))
         if any(proc.wait() != 0 for proc, _ in sides):
             return 1
-        before, after = ([json.loads(line) for line in open(out)] for _, out in sides)
+        before, after = ([json.loads(line) for line in Path(out).read_text().splitlines()] for _, out in sides)
         return compare(before, after)
 
 

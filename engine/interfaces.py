@@ -11,13 +11,27 @@ Errors are typed (``engine.errors``); each carries the pipeline phase it happene
 """
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from engine.models import (BuildRecord, CapturedSubmission, ExecResult, GateRole, ImageInputs, ImageRef, RunRecord,
-                           RunSpec, Step, TaskLimits, TerminalRecord, UpstreamFix, Verdict)
+from engine.models import (
+    BuildRecord,
+    CapturedSubmission,
+    ExecResult,
+    GateRole,
+    ImageInputs,
+    ImageRef,
+    RunRecord,
+    RunSpec,
+    Step,
+    TaskLimits,
+    TerminalRecord,
+    UpstreamFix,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from engine.config.schema import EnvConfig, IntegrityConfig, TaskConfig
@@ -136,7 +150,7 @@ class Workspace(Protocol):
     async def close(self) -> None:
         """Destroy the workspace. Idempotent; never raises for an already-gone workspace."""
 
-    async def __aenter__(self) -> "Workspace": ...
+    async def __aenter__(self) -> Workspace: ...
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
@@ -146,13 +160,13 @@ class Runtime(Protocol):
 
     name: str
 
-    def supports(self, integrity: "IntegrityConfig") -> str | None:
+    def supports(self, integrity: IntegrityConfig) -> str | None:
         """None if this runtime can give the integrity mode, else one line saying why not."""
 
-    def require(self, integrity: "IntegrityConfig") -> None:
+    def require(self, integrity: IntegrityConfig) -> None:
         """Raise ``IntegrityUnavailable`` (with ``supports``' reason) unless the mode can be had."""
 
-    def image_builder(self, *, ca_bundle: str | None) -> "ImageBuilder":
+    def image_builder(self, *, ca_bundle: str | None) -> ImageBuilder:
         """What builds the images this runtime provisions from (content-addressed Docker
         images; a runtime without Docker brings its own templates)."""
 
@@ -175,7 +189,7 @@ class ImageBuilder(Protocol):
         """What to build FROM when neither this builder, the env nor ``build.base`` names a
         base (Docker's: the bootstrapped offline base, made now if missing)."""
 
-    def plan(self, dockerfile: "Path", context_dir: "Path", build_args: Mapping[str, str], purpose: str) -> ImageRef:
+    def plan(self, dockerfile: Path, context_dir: Path, build_args: Mapping[str, str], purpose: str) -> ImageRef:
         """Compute the input-addressed tag without building anything. A base that this
         builder planned but has not built yet (the task image under an agent's layer) counts
         by its inputs. Raises BuildError when a base image is neither present nor planned,
@@ -184,7 +198,7 @@ class ImageBuilder(Protocol):
     def status(self, ref: ImageRef) -> str:
         """'cached' or 'missing' (one inspect)."""
 
-    def ensure(self, ref: ImageRef, store: "RecordsBuilds | None" = None) -> BuildRecord:
+    def ensure(self, ref: ImageRef, store: RecordsBuilds | None = None) -> BuildRecord:
         """Build ``ref`` unless an image with its tag exists (then no build reaches the
         daemon); record the build in ``store``. Raises BuildError naming the build log."""
 
@@ -198,14 +212,14 @@ class Agent(Protocol):
 
     takes_model: bool
     deterministic: bool
-    capabilities: "tuple[str, ...] | Callable[[RunSpec], tuple[str, ...]]"
+    capabilities: tuple[str, ...] | Callable[[RunSpec], tuple[str, ...]]
     """The run's capabilities it connects to (of ``engine.capabilities.CAPABILITIES``), or a
     function of the run's spec saying so (``integration_test``: ssh only for a task whose golden steps use it): the run
     serves only these, so an agent that declares none (``noop``, an agent working through its
     workspace alone) gets no servers, and does not wait for their code to load. A plug-in that
     declares nothing gets all."""
 
-    async def run(self, ctx: "AgentContext") -> "AgentOutcome": ...
+    async def run(self, ctx: AgentContext) -> AgentOutcome: ...
 
 
 @dataclass
@@ -223,7 +237,7 @@ class AgentContext:
     """capability name -> credential (bearer token, password)."""
     validation: Sequence[Any]
     prompt: str
-    workspace: "Workspace | None" = None
+    workspace: Workspace | None = None
     """The run's workspace, for an agent that works inside it (a coding CLI): provisioned
     from the agent's own image when its config declares needs (``agent.image``: a layer over
     the task image), else from the task image. Grading never uses the agent's image."""
@@ -234,11 +248,11 @@ class AgentContext:
     """The host side of the workspace's bridge (the directory it sees at ``BRIDGE_PATH``), for an
     agent that serves a host-side endpoint of its own there as a unix socket (a coding CLI's
     model proxy); None when the workspace has no bridge."""
-    setup_done: "Awaitable[None] | None" = None
+    setup_done: Awaitable[None] | None = None
     """Resolves once the task's setup is done (the agent starts beside it, and the run's tools
     wait for it): an agent acting on the workspace outside those tools (a coding CLI's own shell)
     must wait for it first. None: setup is already done."""
-    terminals: "TerminalSink | None" = None
+    terminals: TerminalSink | None = None
     """Where an agent that works in a terminal (a coding CLI in tmux) records it; None: nowhere."""
 
 
@@ -304,7 +318,7 @@ class RecordsServedCalls(Protocol):
 class PlanContext:
     """What the engine hands a flavor at plan time."""
 
-    env: "EnvConfig"
+    env: EnvConfig
     base_image: Callable[[], str]
     """The image tasks build FROM (the env's, ``build.base``, or the offline base), resolved
     only when called: a flavor whose image does not need it pays nothing."""
@@ -314,7 +328,7 @@ class PlanContext:
     """Where a flavor keeps build contexts and other derived files, shared across runs."""
     pins: Mapping[str, str] | None = None
     """Pins recorded by an earlier plan (``crucible rerun``): use these, check they exist."""
-    integrity: "IntegrityConfig | None" = None
+    integrity: IntegrityConfig | None = None
     """The run's integrity mode: a flavor refuses in one line what that mode cannot grade
     (``strict`` refuses a verdict read from text alone)."""
 
@@ -324,7 +338,7 @@ class PlannedTask:
     """A flavor's plan of one task: the task with ``id``, ``pins`` and anything derived
     filled in (it goes into the spec whole, so the hash covers it), and the image inputs."""
 
-    task: "TaskConfig"
+    task: TaskConfig
     image: ImageInputs
     limits: TaskLimits | None = None
     """The task's own limits (agent and grading time, cpus, memory, network), where it names

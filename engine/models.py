@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 RUN_STATUSES = ("running", "completed", "error", "canceled", "timeout")
 PHASES = ("plan", "build", "provision", "setup", "agent", "capture", "grade", "store")
@@ -357,7 +358,7 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         data = dict(data)
         data["steps"] = [Step(**s) for s in data.get("steps", [])]
         data["tests"] = [TestResult(**t) for t in data.get("tests", [])]

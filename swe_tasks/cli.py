@@ -16,8 +16,9 @@ import fnmatch
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.errors import ConfigError, UserError
 from swe_tasks import replay, strict

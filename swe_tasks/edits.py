@@ -110,7 +110,7 @@ def _in_place(word: str) -> bool:
         word.startswith("-") and not word.startswith("--") and "i" in word[1:])
 
 
-def words(text: str, var: str) -> list[str] | None:
+def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's states)
     """``text`` split as bash splits a simple command's words, with ``$var``/``${var}`` as
     ``FILE`` (inside double quotes, where it is one word); None where a word needs more than
     quote removal (another expansion, a glob, a newline or ``FILE`` itself)."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from engine.errors import ConfigError, GradeError, SetupError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace

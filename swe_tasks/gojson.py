@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from engine.util import shell
 from envs.integrity.sources.gojson import named_results

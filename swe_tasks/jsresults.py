@@ -57,8 +57,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any
 
 from engine.errors import GradeError
 from engine.util import shell

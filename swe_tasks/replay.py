@@ -19,8 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace

@@ -7,7 +7,6 @@ crucible finds the official assets and the instance's image.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
 
 from omegaconf import MISSING
 
@@ -30,7 +29,7 @@ class SwebenchProTaskConfig(TaskConfig):
     requirements: str = ""
     interface: str = ""
     repo_language: str = ""
-    selected_test_files_to_run: List[str] = field(default_factory=list)
+    selected_test_files_to_run: list[str] = field(default_factory=list)
     before_repo_set_cmd: str = ""
     """Only its last line runs at grading (as the official evaluator does): it restores the
     instance's test files, overwriting whatever the patch did to them."""
@@ -47,6 +46,6 @@ class SwebenchProTaskConfig(TaskConfig):
     """run_script.sh's limit (the official default is an hour)."""
     step_timeout: float = 300.0
     """Each git step's and the parser's limit."""
-    allow_test_aware: List[AllowTestAware] = field(default_factory=list)
+    allow_test_aware: list[AllowTestAware] = field(default_factory=list)
     """Findings of the test-awareness scan (crucible-strict grading, swe_tasks/strict.py) this
     instance's honest fix needs: ``{rule, path, reason}``, as a coding task's."""

@@ -10,8 +10,9 @@ import fnmatch
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from engine.errors import ConfigError
 from engine.util import paths

@@ -65,8 +65,9 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any
 
 from engine.interfaces import AGENT_UID
 from engine.models import TestResult

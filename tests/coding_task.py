@@ -24,9 +24,9 @@ from pathlib import Path
 from engine.build.images import ContentAddressedBuilder
 from engine.config.schema import IntegrityConfig
 from engine.models import RunSpec
-from envs.coding.schema import CodingTaskConfig, TaskRefs
 from engine.plan.repos import baseline_bundle
 from engine.util.paths import PROJECT_ROOT
+from envs.coding.schema import CodingTaskConfig, TaskRefs
 
 GOLDEN_MARKER = "GOLDEN" + "-MARKER-9d41c7e2"
 HIDDEN_MARKER = "HIDDEN" + "-MARKER-51be2d0a"

@@ -105,7 +105,7 @@ class Served:
                 self._ready.set()
         self._ready.set()  # the stream ended: ready or not, nobody waits any longer
 
-    def until_ready(self) -> "Served":
+    def until_ready(self) -> Served:
         assert self._ready.wait(SERVE_READY_TIMEOUT) and self.info, \
             f"crucible serve did not get ready:\n{self.stdout()}\n{self.stderr()}"
         return self

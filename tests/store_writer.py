@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.util import paths  # noqa: E402
 from engine.models import RunRecord, Step  # noqa: E402
 from engine.store.duckdb import DuckDBStore  # noqa: E402
 from engine.store.files import this_host  # noqa: E402
+from engine.util import paths  # noqa: E402
 
-BASE_TIME = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+BASE_TIME = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def run_id(writer: int, i: int) -> str:

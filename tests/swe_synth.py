@@ -42,10 +42,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 TOOLCHAIN_DOCKERFILE = """\
 ARG BASE

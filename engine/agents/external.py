@@ -18,9 +18,10 @@ import asyncio
 import contextvars
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from engine.config.schema import AgentConfig
 from engine.errors import AgentError
@@ -116,7 +117,7 @@ class ExternalAgent:
         limit = max(1.0, ctx.spec.timeouts.agent - DEADLINE_MARGIN)
         try:
             await asyncio.wait_for(self.reception.finish.wait(), limit)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return AgentOutcome(steps=list(self.steps), stop_reason="timeout",
                                 warnings=[f"the outside agent did not finish within timeouts.agent={limit:g}s"])
         return AgentOutcome(steps=list(self.steps), stop_reason="done", answer=self.answer)
@@ -139,7 +140,7 @@ class RecordedTools:
         return [*self.inner.specs(), dict(FINISH_SPEC)]
 
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        started_at, began = datetime.now(timezone.utc).isoformat(), time.perf_counter()
+        started_at, began = datetime.now(UTC).isoformat(), time.perf_counter()
 
         def record(result: str | None, is_error: bool, note: str | None = None) -> None:
             self.agent.record_step(Step(idx=0, kind="tool_call", capability="mcp", tool=name, arguments=arguments,

@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from engine.agents import AgentContext, AgentOutcome
 from engine.models import RunSpec, Step
@@ -47,7 +48,7 @@ class IntegrationTestAgent:
         outcome = AgentOutcome(stop_reason="done", answer="")
         try:
             await asyncio.wait_for(self._stage(ctx, outcome), timeout=self.timeout_seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcome.stop_reason = "timeout"
             outcome.warnings.append(f"staging did not finish within timeout_seconds={self.timeout_seconds:g}")
         return outcome
@@ -64,7 +65,7 @@ class IntegrationTestAgent:
                     step.idx = len(outcome.steps)
                     outcome.steps.append(step)
 
-    async def _replay(self, channels: "_Channels", position: int, entry: Any,
+    async def _replay(self, channels: _Channels, position: int, entry: Any,
                       ctx: AgentContext, outcome: AgentOutcome) -> Step | None:
         where = f"validation[{position}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
@@ -72,7 +73,7 @@ class IntegrationTestAgent:
             return None
         name, arguments = entry["name"], entry.get("arguments", {})
         capability = entry.get("capability", "mcp")
-        started = datetime.now(timezone.utc).isoformat()
+        started = datetime.now(UTC).isoformat()
         step = Step(idx=0, kind="tool_call", capability=capability, tool=name, arguments=arguments, started_at=started)
         if isinstance(arguments, str):
             step.is_error, step.result = True, "rejected: arguments must be an object, not a string (not executed)"
@@ -101,7 +102,7 @@ class IntegrationTestAgent:
         step.seconds = time.monotonic() - began
         return step
 
-    async def _over_ssh(self, channels: "_Channels", name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
+    async def _over_ssh(self, channels: _Channels, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """A bash step over SSH: (result text, is_error); refused, unexecuted, unless well formed."""
         if name != "bash":
             return f"rejected: ssh carries shell commands only (tool 'bash'), not '{name}' (not executed)", True

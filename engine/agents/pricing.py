@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from engine.util import paths
 from engine.agents.providers import Usage
 from engine.errors import ConfigError
+from engine.util import paths
 
 SHIPPED = paths.PROJECT_ROOT / "conf" / "prices.yaml"
 

@@ -29,11 +29,11 @@ import asyncio
 import contextlib
 import os
 import time
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from engine.agents import AgentContext, AgentOutcome
-from engine.agents import pricing
+from engine.agents import AgentContext, AgentOutcome, pricing
 from engine.agents.providers import (
     AssistantTurn,
     Message,
@@ -52,9 +52,9 @@ from engine.agents.providers import (
     parse_model,
 )
 from engine.agents.providers.transport import with_retries
+from engine.config.schema import ToolCallingAgentConfig
 from engine.errors import AgentError
 from engine.models import Step
-from engine.config.schema import ToolCallingAgentConfig
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -65,7 +65,7 @@ DEFAULT_SYSTEM_PROMPT = ToolCallingAgentConfig.system_prompt
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def runner_margin(agent_timeout: float) -> float:

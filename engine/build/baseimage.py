@@ -12,17 +12,18 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 import docker
 
-from engine.util import paths
-from engine.errors import BuildError, UserError
 from engine.build.images import image_info
-from engine.plan.repos import file_lock
+from engine.errors import BuildError, UserError
 from engine.models import ImageRef, canonical_json, sha256_hex
+from engine.plan.repos import file_lock
+from engine.util import paths
 
 DEBOOTSTRAP_TIMEOUT = 1800
 _CHUNK = 1 << 20
@@ -174,8 +175,7 @@ def _import(client: docker.DockerClient, recipe: BaseRecipe, rootfs: Path) -> No
 
 def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
     # A generator body makes requests send chunked transfer encoding in fixed-size blocks.
-    for block in iter(lambda: stream.read(_CHUNK), b""):
-        yield block
+    yield from iter(lambda: stream.read(_CHUNK), b"")
 
 
 def _remove_rootfs(rootfs: Path) -> None:

@@ -22,20 +22,20 @@ import re
 import stat
 import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import docker
 import requests
 from docker.utils.build import exclude_paths
 
-from engine.util import paths
 from engine.errors import BaseImageMissing, BuildError, UserError
 from engine.interfaces import RecordsBuilds
-
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
 from engine.plan.repos import file_lock
+from engine.util import paths
 
 if TYPE_CHECKING:
     from engine.build.progress import BuildProgress
@@ -67,7 +67,7 @@ def default_ca_bundle() -> str | None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def image_info(client: docker.DockerClient, tag: str) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.models import Step
@@ -30,7 +30,7 @@ class CallJournal:
 
     def started(self, tool: str, arguments: dict[str, Any]) -> Step:
         step = Step(idx=len(self.calls), kind="tool_call", capability="mcp", tool=tool, arguments=dict(arguments),
-                    started_at=datetime.now(timezone.utc).isoformat())
+                    started_at=datetime.now(UTC).isoformat())
         self.calls.append(step)
         self.running[id(step)] = time.monotonic()
         return step

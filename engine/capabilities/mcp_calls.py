@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Coroutine
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -83,7 +84,7 @@ async def report_progress(session: Any, token: str | int, request_id: Any, every
             return
 
 
-async def end_sessions(manager: "StreamableHTTPSessionManager", in_flight: InFlight) -> None:
+async def end_sessions(manager: StreamableHTTPSessionManager, in_flight: InFlight) -> None:
     """Answer every call in flight (cancelled, its command killed), then end every session's
     streams, so that uvicorn finds no open response to wait for or to cut (a cut stream is an
     ASGI traceback in the run's output, and a call that never gets its answer)."""

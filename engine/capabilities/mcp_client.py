@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 import mcp.types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+
 
 class _DropClosedStreamNoise(logging.Filter):
     """The SDK logs a traceback ("Error parsing SSE message") when a message arrives after the
@@ -45,11 +47,10 @@ async def open_mcp(url: str, token: str, *, uds: str | None = None,
         transport=transport,
         verify=verify,
     )
-    async with client:
-        async with streamable_http_client(url, http_client=client) as (read, write, _session_id):
-            async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=read_timeout)) as session:
-                await session.initialize()
-                yield session
+    async with client, streamable_http_client(url, http_client=client) as (read, write, _session_id):  # noqa: SIM117 (the session opens on the transport)
+        async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=read_timeout)) as session:
+            await session.initialize()
+            yield session
 
 
 async def call_tool(session: ClientSession, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:

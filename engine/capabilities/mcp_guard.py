@@ -18,7 +18,7 @@ and our server takes the run's bearer token. In this order:
 from __future__ import annotations
 
 import hmac
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse

@@ -30,7 +30,8 @@ import contextlib
 import logging
 import os
 import socket
-from typing import Any, AsyncIterator, Iterator, Protocol
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
 
 import mcp.types as types
 import uvicorn
@@ -39,9 +40,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from engine.capabilities.call_journal import CallJournal
 from engine.capabilities.mcp_calls import InFlight, end_sessions, report_progress
 from engine.capabilities.mcp_guard import RequestGuard
-from engine.capabilities.call_journal import CallJournal
 from engine.capabilities.serving import SERVE_OPTIONS, bind_tcp
 from engine.errors import AgentError
 from engine.models import Step

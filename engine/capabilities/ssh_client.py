@@ -25,8 +25,8 @@ import json
 import secrets
 import shlex
 import signal
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator
 
 import asyncssh
 
@@ -64,7 +64,7 @@ class SSHEndpoint:
         return json.dumps({"client_key": self.client_key, "host_key": self.host_key})
 
     @classmethod
-    def from_capability(cls, url: str, credential: str) -> "SSHEndpoint":
+    def from_capability(cls, url: str, credential: str) -> SSHEndpoint:
         """The inverse of (``url``, ``credential()``). Raises ``AgentError`` on a malformed pair."""
         try:
             scheme, rest = url.split("://", 1)
@@ -121,7 +121,7 @@ reports as an exit signal). A timeout closes the session (the server then kills
         process.stdin.write(mark + b"\n")
         process.stdin.write_eof()  # like the bash tool: the command's stdin is empty
         code = await asyncio.wait_for(_collect(process, output), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return _join(_text(output, mark, completed=False), f"[command timed out after {timeout:g} s and was killed]"), TIMEOUT_EXIT_CODE
     except (OSError, asyncssh.Error) as exc:
         raise AgentError(f"the ssh session broke: {exc}") from exc

@@ -21,8 +21,9 @@ import os
 import posixpath
 import stat
 import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
 import asyncssh
 from asyncssh import FXF_APPEND, FXF_CREAT, FXF_EXCL, FXF_READ, FXF_TRUNC, FXF_WRITE, SFTPAttrs, SFTPName
@@ -60,8 +61,8 @@ class WorkspaceSFTP(asyncssh.SFTPServer):
     """An ``SFTPServer`` whose file system is ``ws`` as uid ``user`` (see the module doc)."""
 
     def __init__(self, chan: asyncssh.SSHServerChannel[bytes], ws: Workspace, *, user: int, cwd: str,
-                 ready: "asyncio.Future[Any] | None" = None,
-                 on_exit: Callable[["WorkspaceSFTP"], None] | None = None) -> None:
+                 ready: asyncio.Future[Any] | None = None,
+                 on_exit: Callable[[WorkspaceSFTP], None] | None = None) -> None:
         super().__init__(chan)
         self.ws, self.user, self.cwd, self._ready, self._on_exit = ws, user, cwd, ready, on_exit
         self.transfer = Transfer()

@@ -47,8 +47,9 @@ import logging
 import secrets
 import signal
 import time
-from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import asyncssh
 
@@ -115,7 +116,7 @@ class _Sessions:
     """Runs each SSH session as a workspace process and tracks what must die at shutdown."""
 
     def __init__(self, ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None,
-                 ready: "asyncio.Future[Any] | None" = None, on_step: "Callable[[Step], None] | None" = None) -> None:
+                 ready: asyncio.Future[Any] | None = None, on_step: Callable[[Step], None] | None = None) -> None:
         self.ws, self.user, self.cwd, self.ready, self.on_step = ws, user, cwd, ready, on_step
         self.env = dict(env) if env is not None else None
         self.running: set[Process] = set()
@@ -245,7 +246,7 @@ def client_env(env: Mapping[str, str], term: str | None) -> dict[str, str]:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def _fail(channel: asyncssh.SSHServerProcess[bytes], message: str, code: int = START_FAILED) -> None:
@@ -344,8 +345,8 @@ async def _pump_out(read: Callable[[int], Awaitable[bytes]], writer: asyncssh.SS
 
 @contextlib.asynccontextmanager
 async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None = None,
-                    ready: "asyncio.Future[Any] | None" = None,
-                    on_step: "Callable[[Step], None] | None" = None) -> AsyncIterator[SSHEndpoint]:
+                    ready: asyncio.Future[Any] | None = None,
+                    on_step: Callable[[Step], None] | None = None) -> AsyncIterator[SSHEndpoint]:
     """Serve SSH sessions into ``ws`` (as uid ``user``, in ``cwd``) until the block exits.
 
     With ``ready``, sessions wait for it first (the run's setup), as MCP tool calls do. With
@@ -393,5 +394,5 @@ async def _shutdown(acceptor: asyncssh.SSHAcceptor, connections: set[asyncssh.SS
     pending = [*sessions.tasks, *(conn.wait_closed() for conn in connections), acceptor.wait_closed()]
     try:
         await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), SHUTDOWN_GRACE)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("the SSH server did not stop within %.0f s", SHUTDOWN_GRACE)

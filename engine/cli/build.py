@@ -5,14 +5,14 @@ already in the cache; without ``--dry-run``, build the missing ones (once each).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from engine.errors import BuildError
 from engine.config.compose import combinations, compose_config, to_typed
 from engine.config.tree import no_task_selected
+from engine.errors import BuildError
 from engine.models import ImageRef
-from engine.run.session import Session, housekeeping, open_store, session_for
 from engine.plan.spec import plan
+from engine.run.session import Session, housekeeping, open_store, session_for
 from engine.util.tables import format_table
 
 

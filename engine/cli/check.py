@@ -15,23 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-
-from engine.util import paths
 from engine.config.compose import combinations, compose_config, to_typed
+from engine.config.plugins import instantiate
 from engine.config.tree import no_task_selected
 from engine.errors import ConfigError
-from engine.config.plugins import instantiate
 from engine.interfaces import AdvisesAuthors, Flavor
 from engine.models import RunRecord
+from engine.plan.spec import plan
 from engine.run.batch import BatchJob, run_batch
 from engine.run.progress import TaskProgress
-from engine.run.session import Session, housekeeping, require_integrity, session_for
 from engine.run.records import LIMIT_NOTICE
-from engine.plan.spec import plan
+from engine.run.session import Session, housekeeping, require_integrity, session_for
+from engine.util import paths
 from engine.util.tables import format_table
+
 
 @dataclass
 class Job:

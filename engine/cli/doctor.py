@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import docker
 

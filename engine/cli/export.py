@@ -55,7 +55,7 @@ def run_export(args: list[str]) -> int:
 
 def _export_sweep(store: DuckDBStore, ns: argparse.Namespace) -> int:
     from engine.report.query import filters_from_args
-    from engine.report.swebench import predictions_jsonl, sweep_instances, swebench_report
+    from engine.report.swebench import predictions_jsonl, swebench_report, sweep_instances
 
     chosen = filters_from_args(sweeps=[], agents=ns.agent, models=ns.model, tasks=ns.task, since=None)
     instances = sweep_instances(store, ns.sweep, agents=chosen.agents, models=chosen.models, tasks=chosen.tasks,

@@ -41,18 +41,19 @@ import fnmatch
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import docker
 import requests
 
 from engine.build.images import STORE_LABEL
-from engine.util import paths
 from engine.errors import BuildError
 from engine.plan.repos import file_lock
+from engine.util import paths
 
 if TYPE_CHECKING:
     from engine.interfaces import Store
@@ -267,7 +268,7 @@ def collect_terminals(store: DuckDBStore, *, dry_run: bool) -> list[str]:
     """Terminals past their retention window (``closes_at``): closed, their periodic snapshots
     removed and their final ones kept; with ``dry_run`` only counted."""
     if dry_run:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         due = [t for t in store.terminals() if t.state != "running" and t.closes_at
                and datetime.fromisoformat(t.closes_at) <= now]
         return [f"would close {len(due)} terminal(s) past their retention window"] if due else []
@@ -281,8 +282,8 @@ def collect_terminals(store: DuckDBStore, *, dry_run: bool) -> list[str]:
 def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0,
            echo: Callable[[str], object] = print) -> int:
 
-    from engine.runtimes.docker.daemon import ensure_engine
     from engine.run.session import housekeeping, open_store
+    from engine.runtimes.docker.daemon import ensure_engine
 
     store = open_store()
     housekeeping(store, terminals=False)  # orphaned runs first: their terminals are stale now

@@ -11,7 +11,7 @@ out empty is not shippable: nothing is written for it, and the command fails.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from engine.cli.check import Job, plan_jobs
 from engine.errors import ConfigError

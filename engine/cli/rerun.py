@@ -19,20 +19,21 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
-from engine.util import paths
+from engine.config.plugins import plugin_class
 from engine.errors import ConfigError, UserError
 from engine.models import RunRecord
+from engine.plan.spec import Plan, replan
 from engine.run.batch import run_one
 from engine.run.records import new_run_id
 from engine.run.session import Session, open_housekept_store, require_integrity, session_for
-from engine.config.plugins import plugin_class
-from engine.plan.spec import Plan, replan
+from engine.util import paths
 from engine.util.tables import format_table
 
 if TYPE_CHECKING:

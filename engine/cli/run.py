@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import uuid4
 
-from engine.util import paths
+from engine.cli.sweep import Sweep, already_done, parallelism, print_record, uses_hydra_launcher
 from engine.config.compose import combinations, compose_config, covering, expand_globs
 from engine.config.tree import CONF_DIR, searchpath_override
-from engine.cli.sweep import Sweep, already_done, parallelism, print_record, uses_hydra_launcher
 from engine.run.progress import USER_ERROR_MARKER, SweepProgress, mark_job
+from engine.util import paths
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -96,15 +96,15 @@ def run_hydra(args: list[str]) -> int:
         overrides = expand_globs(overrides)
         composed, store = _validate(overrides)
         if runs_jobs:
-            from engine.runtimes.docker.daemon import ensure_engine
             from engine.run.session import open_store
+            from engine.runtimes.docker.daemon import ensure_engine
 
             open_store(store)  # a store= that cannot be one: one line now, before anything runs
             ensure_engine()  # one line now, not one per launcher worker
     extra = searchpath_override()
     sweep_id = None
     if multirun:
-        sweep_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
+        sweep_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
         extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={_sweep_dir(sweep_id)}"]
     sys.argv = ["crucible run", *flags, *overrides, *extra]
     _outcome.clear()
@@ -184,9 +184,9 @@ def _job(cfg: DictConfig) -> None:
 
     from engine.config.compose import to_typed
     from engine.errors import BuildError, UserError
+    from engine.plan.spec import plan
     from engine.run.batch import run_one
     from engine.run.session import housekeeping, session_for
-    from engine.plan.spec import plan
     from engine.run.sweep_guard import guard_worker
 
     guard_worker()

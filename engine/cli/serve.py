@@ -19,8 +19,9 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 from engine.util import paths
@@ -42,8 +43,8 @@ def run_serve(ns: argparse.Namespace, overrides: list[str]) -> int:
     from engine.config.compose import compose_config, to_typed
     from engine.plan.spec import plan
     from engine.run.batch import run_one
-    from engine.run.session import housekeeping, require_integrity, session_for
     from engine.run.records import new_run_id
+    from engine.run.session import housekeeping, require_integrity, session_for
 
     chosen = [o for o in overrides if o.partition("=")[0].lstrip("+~") == "agent" and o.partition("=")[2] != "external"]
     if chosen:

@@ -9,13 +9,13 @@ written stay, for the author to look at.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from engine.config.tree import config_dirs, option_file
 from engine.config.plugins import flavor_class
+from engine.config.tree import config_dirs, option_file
 from engine.errors import ConfigError
 from engine.interfaces import TaskAuthoring
 from engine.models import UpstreamFix

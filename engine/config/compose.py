@@ -21,8 +21,9 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -175,7 +176,7 @@ def compose_config(overrides: list[str]) -> DictConfig:
     return cfg
 
 
-_GROUP_CHOICE = re.compile(r"(%s)(/[A-Za-z0-9_]+)*=[A-Za-z0-9_./-]+" % "|".join(GROUPS))
+_GROUP_CHOICE = re.compile(r"({})(/[A-Za-z0-9_]+)*=[A-Za-z0-9_./-]+".format("|".join(GROUPS)))
 _VALUE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")

@@ -7,7 +7,7 @@ Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -35,18 +35,18 @@ class TaskConfig:
     name: str = MISSING
     set: str = MISSING
     prompt: str = MISSING
-    validation: Optional[List[Any]] = None
+    validation: list[Any] | None = None
     """Tool calls ``{name, arguments, capability?}`` that stage the golden solution through
     the task's own tools (the ``integration_test`` agent replays them); None = the flavor
     derives them where it can."""
-    fail_to_pass: List[str] = field(default_factory=list)
+    fail_to_pass: list[str] = field(default_factory=list)
     """Named tests that must pass and fail on the baseline (SWE-bench's FAIL_TO_PASS). With
     ``pass_to_pass``: reward 1.0 iff every test of both lists is PASSED (a missing one counts
     as failed). Empty in the task = taken from the task's lock file, if it has one."""
-    pass_to_pass: List[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
     """Named tests that must keep passing (SWE-bench's PASS_TO_PASS)."""
     id: str = ""
-    pins: Dict[str, str] = field(default_factory=dict)
+    pins: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- plug-in groups
@@ -56,12 +56,12 @@ class EnvConfig:
     flavors): the agent's tools and their limits, and the image base its tasks build on."""
 
     name: str = "coding"
-    tools: List[str] = field(default_factory=lambda: ["bash", "str_replace_based_edit_tool"])
+    tools: list[str] = field(default_factory=lambda: ["bash", "str_replace_based_edit_tool"])
     bash_timeout: float = 120.0
     max_output_bytes: int = 32768
-    base_image: Optional[str] = None
+    base_image: str | None = None
     """The image the env's tasks build FROM; None = ``build.base``, else the offline base."""
-    system_packages: List[str] = field(default_factory=list)
+    system_packages: list[str] = field(default_factory=list)
     """Debian packages every task of this env gets, beside the task's own."""
 
 
@@ -80,9 +80,9 @@ class AgentImageConfig:
     crucible builds over the task image, whose inputs (these fields, the files' contents, the
     task image's tag) name it. Grading never sees it: the hidden tests run on the task image."""
 
-    packages: List[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
     """Debian packages to apt-get install (as root, first)."""
-    files: Dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
     """Absolute path in the image -> a host file (relative to the project root, or absolute),
     copied in owned by root after the packages; its content is an input of the layer."""
     install: str = ""
@@ -126,9 +126,9 @@ class ToolCallingAgentConfig(AgentConfig):
 
     _target_: str = "engine.agents.tool_calling.ToolCallingAgent"
     name: str = "tool_calling"
-    base_url: Optional[str] = None
+    base_url: str | None = None
     """The API root; None = the provider's own. Required for ``openai-compatible/...``."""
-    api_key_env: Optional[str] = None
+    api_key_env: str | None = None
     """The environment variable holding the key; None = OPENAI_API_KEY for openai/,
     ANTHROPIC_API_KEY for anthropic/, no key for openai-compatible/."""
     system_prompt: str = (
@@ -140,18 +140,18 @@ class ToolCallingAgentConfig(AgentConfig):
     )
     max_steps: int = 50
     """Model calls at most."""
-    temperature: Optional[float] = 0.0
+    temperature: float | None = 0.0
     """None = not sent (some reasoning models accept only their default)."""
     max_tokens: int = 4096
     """Output tokens per model call."""
-    seed: Optional[int] = None
+    seed: int | None = None
     """Sent as the request's ``seed`` where the protocol has one (OpenAI); None = not sent."""
     request_timeout: float = 300.0
     """Seconds one model request may take before it is retried."""
     max_retries: int = 4
     """Retries per model call on 429, 408/409, 5xx and transport errors (exponential backoff,
     Retry-After honoured)."""
-    wall_timeout: Optional[float] = None
+    wall_timeout: float | None = None
     """The agent's own wall-clock limit; None = just inside ``timeouts.agent``. Either way it
     ends before the runner's, so the steps so far are kept (stop reason ``timeout``)."""
     max_malformed: int = 3
@@ -171,7 +171,7 @@ class IntegrityConfig:
     uid_wall: bool = True
     """Agent tool calls run as uid 1000."""
     agent_network: bool = False
-    defences: Dict[str, bool] = field(default_factory=dict, metadata={"spec": "omit_default"})
+    defences: dict[str, bool] = field(default_factory=dict, metadata={"spec": "omit_default"})
     """Overrides of the flavor's defences by name (``integrity.defences.canary=false``); a name
     the flavor does not declare fails at compose time. Empty once typed: the values are then the
     schema's own fields."""
@@ -189,9 +189,9 @@ class DockerRuntimeConfig(RuntimeConfig):
     name: str = "docker"
     api_timeout: float = 1800.0
     default_exec_timeout: float = 1800.0
-    memory: Optional[str] = None
-    cpus: Optional[float] = None
-    pids_limit: Optional[int] = 4096
+    memory: str | None = None
+    cpus: float | None = None
+    pids_limit: int | None = 4096
 
 
 @dataclass
@@ -218,9 +218,9 @@ class Timeouts:
 
 @dataclass
 class BuildConfig:
-    base: Optional[str] = None
+    base: str | None = None
     """An image to build FROM instead of the bootstrapped offline base (e.g. a registry image)."""
-    ca_bundle: Optional[str] = None
+    ca_bundle: str | None = None
     """CA bundle forwarded into builds; None = $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE if set."""
 
 
@@ -232,14 +232,14 @@ class CrucibleConfig:
     integrity: Any = MISSING
     runtime: Any = MISSING
     task: Any = MISSING
-    model: Optional[str] = None
+    model: str | None = None
     seed: int = 0
     attempt: int = 0
     resume: bool = False
-    sweep_id: Optional[str] = None
+    sweep_id: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     build: BuildConfig = field(default_factory=BuildConfig)
-    store: Optional[str] = None
+    store: str | None = None
     """Path of the DuckDB store; None = $CRUCIBLE_STORE or $CRUCIBLE_HOME/store.duckdb."""
 
 

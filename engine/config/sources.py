@@ -29,8 +29,9 @@ import json
 import os
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from engine.errors import ConfigError
 from engine.util import paths

@@ -14,8 +14,9 @@ SHAs or test settings are not what the task plans to now is stale, one line.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from engine.config.tree import option_file
 from engine.errors import ConfigError

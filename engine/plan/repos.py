@@ -15,12 +15,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
-from engine.util import paths
 from engine.errors import ConfigError, PlanError
+from engine.util import paths
 
 if TYPE_CHECKING:
     from git import Repo as GitRepo

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from typing import Any, Mapping
+from typing import Any
 
 from engine.config.plugins import instantiate, plugin_class
 from engine.config.schema import CrucibleConfig, TaskConfig

@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import io
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Callable, ParamSpec
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from engine.report.compute import GroupSummary, Report
 from engine.report.query import Filters, Rows

@@ -6,9 +6,10 @@ the store is opened read-only, briefly, by ``Store.query`` (never held).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from engine.errors import UserError
 from engine.report.stats import SUCCESS
@@ -169,14 +170,14 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """``7d``, ``12h``, ``30m`` (ago), or an ISO date/time (UTC unless it has an offset) -> naive UTC."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if match := _RELATIVE.match(text.strip()):
         delta = timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
-        return (now - delta).astimezone(timezone.utc).replace(tzinfo=None)
+        return (now - delta).astimezone(UTC).replace(tzinfo=None)
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError as exc:
         raise UserError(f"--since {text!r}: give a duration (30m, 12h, 7d, 2w) or an ISO date/time") from exc
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return value

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.models import canonical_json, RunRecord, RunSpec, TaskLimits, TestResult
+from engine.models import RunRecord, RunSpec, TaskLimits, TestResult, canonical_json
 
 SPEC_PARTS = ("env", "flavor", "agent", "integrity", "runtime", "task", "model", "seed", "attempt", "timeouts")
 """The parts of a stored spec that are typed configs (``CrucibleConfig``'s fields)."""

@@ -9,7 +9,8 @@ reads one block; ``--format json`` gives everything in one document).
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine.report.compute import Cell, Report
 from engine.util.tables import format_float, format_table, to_csv

@@ -12,10 +12,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist, fmean, median, stdev
-from typing import Iterable, Sequence
 
 SUCCESS = 1.0
 """A run counts as a success (it solved the task) when its reward is at least this."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-async def setup_beside_agent(flavor: Flavor, agent: Agent, ws: Workspace, spec: RunSpec, mcp: "McpService | None",
+async def setup_beside_agent(flavor: Flavor, agent: Agent, ws: Workspace, spec: RunSpec, mcp: McpService | None,
                               ssh: contextlib.AsyncExitStack, bridge_host: str | None = None,
                               terminals: TerminalSink | None = None,
                               set_up: asyncio.Future[float] | None = None, *,
@@ -77,14 +77,14 @@ def marked_seen(fut: asyncio.Future[T]) -> asyncio.Future[T]:
     return fut
 
 
-async def agent_outcome(agent_run: asyncio.Future[AgentOutcome], timeout: float, mcp: "McpService | None",
+async def agent_outcome(agent_run: asyncio.Future[AgentOutcome], timeout: float, mcp: McpService | None,
                         ssh: contextlib.AsyncExitStack) -> AgentOutcome:
     """The agent's outcome, its turn bounded by ``timeout`` from the end of setup. An agent
     stopped by its timeout says nothing of its steps: the MCP server's calls stand for them,
     the ones still in flight included (their effects may be in the captured diff)."""
     try:
         return await asyncio.wait_for(asyncio.shield(agent_run), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return AgentOutcome(stop_reason="timeout", steps=mcp.calls() if mcp is not None else [],
                             warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
     finally:

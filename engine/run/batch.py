@@ -23,10 +23,10 @@ Ctrl-C cancels the runs in flight; each is recorded ``canceled`` before this ret
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
-
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BuildError
 from engine.models import RunRecord
@@ -75,7 +75,8 @@ class BatchJob:
     """The first record came from the store (the verdict cache), not from a run."""
 
 
-async def run_batch(jobs: list[BatchJob], session: Session, *, root: Path | None = None, parallel: int = 2,
+async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, cancellation and progress in one place)
+    jobs: list[BatchJob], session: Session, *, root: Path | None = None, parallel: int = 2,
                     reuse: bool = False, repeats: int = 0, sweep_id: str | None = None,
                     on_record: Callable[[BatchJob, RunRecord], None] | None = None,
                     slots: RunSlots | None = None, progress: TaskProgress | None = None) -> list[BatchJob]:
@@ -176,7 +177,7 @@ class _Slot:
     def __init__(self, semaphore: asyncio.Semaphore) -> None:
         self.semaphore, self.held = semaphore, False
 
-    async def __aenter__(self) -> "_Slot":
+    async def __aenter__(self) -> _Slot:
         await self.semaphore.acquire()
         self.held = True
         return self

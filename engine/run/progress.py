@@ -22,9 +22,10 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Self, TextIO
+from typing import Any, Self, TextIO
 
 from engine.util.console import console, is_interactive, same_terminal
 

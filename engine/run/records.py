@@ -16,11 +16,11 @@ import socket
 import time
 import traceback
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from engine.interfaces import Runtime, Store, Workspace
 from engine.models import BuildRecord, RunRecord, RunSpec
@@ -35,11 +35,11 @@ shipping gate, which fails a golden with warnings, passes over these)."""
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:10]
+    return datetime.now(UTC).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:10]
 
 
 def new_record(plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None) -> RunRecord:

@@ -14,8 +14,9 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any
 
 from engine.interfaces import Flavor, Workspace
 from engine.run.bridges import BRIDGE_ROOT, bridge_prefix
@@ -51,7 +52,7 @@ class RunResources:
     preparing: asyncio.Future[None] | None = None
     preparing_extra: list[asyncio.Future[None]] = field(default_factory=list)
     """The grading workspaces' ``prepare_grading`` (None: not started yet)."""
-    mcp: "McpService | None" = None
+    mcp: McpService | None = None
     """The run's tools' server, from the start of its pipeline."""
     uses: frozenset[str] = frozenset()
     """The capabilities the run's agent connects to (``capabilities_used``): only these are served."""
@@ -67,7 +68,7 @@ class RunResources:
     takes it down."""
 
     @classmethod
-    def with_new_bridge(cls) -> "RunResources":
+    def with_new_bridge(cls) -> RunResources:
         return cls(bridge=new_bridge())
 
     async def close(self) -> None:

@@ -28,9 +28,9 @@ log = logging.getLogger("crucible")
 
 @dataclass
 class Session:
-    store: "DuckDBStore"
-    builder: "ImageBuilder"
-    runtime: "Runtime"
+    store: DuckDBStore
+    builder: ImageBuilder
+    runtime: Runtime
 
 
 def open_store(path: str | None = None, *, create: bool = True) -> DuckDBStore:

@@ -26,8 +26,9 @@ import contextlib
 import copy
 import logging
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.capabilities import capabilities_used
 from engine.config.plugins import instantiate
@@ -127,7 +128,7 @@ class Runner:
         try:
             await self._pipeline(plan, record, phase, early, resources)
             record.status = "completed"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             record.status, record.error_phase = "timeout", phase.name
             record.error = f"{phase.name} exceeded its timeout"
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -252,7 +253,7 @@ class Runner:
             record.warnings = [*limit_warnings(spec, self.runtime), *record.warnings]
             record.final_answer = outcome.answer or None
             if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
-                raise asyncio.TimeoutError  # its steps are recorded; the run is a timeout, never graded
+                raise TimeoutError  # its steps are recorded; the run is a timeout, never graded
             with phase.timed("capture"):
                 submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts.capture)
             record.diff, record.violations = submission.diff, submission.violations

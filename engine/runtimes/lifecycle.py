@@ -11,8 +11,8 @@ import asyncio
 import logging
 from typing import Self
 
-from engine.util.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
+from engine.util.aio import finish_even_if_cancelled
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import UserError
 
@@ -107,7 +108,7 @@ def _time(value: Any) -> str | None:
     if value is None:
         return None
     when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     return when.isoformat().replace("+00:00", "Z")
 
 

@@ -42,11 +42,12 @@ import json
 import logging
 import os
 from collections import defaultdict
-from datetime import datetime, timezone
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, ContextManager, TypeVar
+from typing import Any, TypeVar
 
-from engine.util import paths
 from engine.errors import ConfigError, StoreError, UserError
 from engine.models import RUN_STATUSES, BuildRecord, RunRecord, TerminalRecord, TerminalSnapshot
 from engine.store import terminals as terminal_rows
@@ -64,6 +65,7 @@ from engine.store.files import (
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
 from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
 from engine.store.schema import RUN_COLUMNS, from_db_ts, make_current, record_from_rows, to_db_ts
+from engine.util import paths
 
 log = logging.getLogger("crucible.store")
 _T = TypeVar("_T")
@@ -191,7 +193,7 @@ class DuckDBStore:
         run record, so a sweep's workers (which do not share a store handle) link alike; a link
         left in the spool by a busy store is committed by the next ingest."""
         document = self._document("sweep_run", {"sweep_id": sweep_id, "run_id": run_id, "reused": True,
-                                                "linked_at": datetime.now(timezone.utc).isoformat()}, next_seq())
+                                                "linked_at": datetime.now(UTC).isoformat()}, next_seq())
         spool_file = atomic_write_json(self.spool / spool_name("sweep_run", f"{sweep_id}-{run_id}",
                                                                document["record_seq"]), document)
         self._ingest_or_explain(f"the link of run {run_id} to sweep {sweep_id}", spool_file)
@@ -401,7 +403,7 @@ class DuckDBStore:
             r for r in self._load_runs("status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL", [host])
             if r.owner_pid is not None and not process_alive(r.owner_pid, _epoch(r.started_at))  # not NULL: the query
         ]
-        now = datetime.now(timezone.utc).isoformat()
+        now = datetime.now(UTC).isoformat()
         recovered = {r.run_id for r in orphans if self._respool_final_record(r)}
         orphans = [r for r in orphans if r.run_id not in recovered]
         for record in orphans:
@@ -438,7 +440,7 @@ class DuckDBStore:
 
     # ---- connections -------------------------------------------------------------------
 
-    def _connect(self, *, read_only: bool) -> ContextManager[duckdb.DuckDBPyConnection]:
+    def _connect(self, *, read_only: bool) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         return open_store(self.path, read_only=read_only, timeout=self.lock_timeout)
 
     def _ensure_schema(self) -> None:
@@ -447,7 +449,7 @@ class DuckDBStore:
 
 def _epoch(iso: str | None) -> float | None:
     value = to_db_ts(iso) if iso else None
-    return value.replace(tzinfo=timezone.utc).timestamp() if value else None
+    return value.replace(tzinfo=UTC).timestamp() if value else None
 
 
 __all__ = ["DuckDBStore", "LOCK_TIMEOUT_S"]

@@ -17,7 +17,6 @@ from engine.errors import StoreError
 from engine.models import RunRecord
 from engine.store.files import quarantine
 from engine.store.lock import duckdb
-from engine.store.terminals import Unmatched, apply_events, check_event
 from engine.store.schema import (
     BUILD_COLUMNS,
     RUN_COLUMNS,
@@ -31,6 +30,7 @@ from engine.store.schema import (
     run_rows,
     sweep_run_row,
 )
+from engine.store.terminals import Unmatched, apply_events, check_event
 
 # Errors caused by a record's content: retrying cannot help, so the record is set aside.
 # Anything else (I/O, out of memory) keeps the spool file for the next attempt.

@@ -21,9 +21,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 try:
     # The C extension that the ``duckdb`` package re-exports (the very same objects): the

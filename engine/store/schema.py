@@ -23,9 +23,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from datetime import datetime, timezone
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 from engine.errors import StoreError
 from engine.models import BuildRecord, RunRecord, Step, TestResult
@@ -102,7 +104,7 @@ process, not per object: a forked child checks again (its parent's check says no
 the file the child sees); per file, not path: a store removed and made again is checked."""
 
 
-def make_current(path: Path, connect: Callable[[], ContextManager[Any]], *, make_dir: bool) -> None:
+def make_current(path: Path, connect: Callable[[], AbstractContextManager[Any]], *, make_dir: bool) -> None:
     """Bring the store file at ``path`` to ``SCHEMA_VERSION`` (created, or upgraded) in one
     write turn (``connect``), unless this process has seen it current already. ``make_dir``:
     create its directory first (the default store's). Raises StoreError for a store newer
@@ -174,12 +176,12 @@ def to_db_ts(text: str | None) -> datetime | None:
         return None
     value = datetime.fromisoformat(text)
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return value
 
 
 def from_db_ts(value: datetime | None) -> str | None:
-    return None if value is None else value.replace(tzinfo=timezone.utc).isoformat()
+    return None if value is None else value.replace(tzinfo=UTC).isoformat()
 
 
 def _json(value: Any) -> str | None:
@@ -212,7 +214,7 @@ def run_rows(record: RunRecord, seq: int) -> RunRows:
         violations=[str(v) for v in record.violations],
         warnings=[str(w) for w in record.warnings],
         record_seq=seq,
-        ingested_at=datetime.now(timezone.utc).replace(tzinfo=None),
+        ingested_at=datetime.now(UTC).replace(tzinfo=None),
         **{name: _json(getattr(record, name)) for name in _JSON_RUN_FIELDS},
     )
     steps = [

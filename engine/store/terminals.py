@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import ConfigError, StoreError, UserError
@@ -64,7 +64,7 @@ class TerminalPolicy:
     """Lines of scrollback at most in the final snapshot."""
 
     @classmethod
-    def from_env(cls) -> "TerminalPolicy":
+    def from_env(cls) -> TerminalPolicy:
         """Defaults, overridden by ``$CRUCIBLE_TERMINAL_RETENTION`` (s), ``..._SNAPSHOT_EVERY`` (s)
         and ``..._SNAPSHOTS`` (count). Raises ConfigError naming a variable that is not a number."""
         return cls(retention=_env_number("CRUCIBLE_TERMINAL_RETENTION", cls.retention),
@@ -86,11 +86,11 @@ def _env_number(name: str, default: float) -> float:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def later_iso(seconds: float, start: str | None = None) -> str:
-    base = datetime.fromisoformat(start) if start else datetime.now(timezone.utc)
+    base = datetime.fromisoformat(start) if start else datetime.now(UTC)
     return (base + timedelta(seconds=seconds)).isoformat()
 
 
@@ -251,7 +251,7 @@ def dismiss(con: duckdb.DuckDBPyConnection, terminal_id: str) -> str:
 def close_expired(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
     """Ended terminals past their ``closes_at``: closed (``closing`` -> ``completed``), periodic
     snapshots pruned."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     rows = con.execute("SELECT terminal_id FROM terminals WHERE state <> 'running' AND closed_at IS NULL "
                        "AND closes_at <= ? ORDER BY terminal_id", [to_db_ts(now.isoformat())]).fetchall()
     ids = [r[0] for r in rows]
@@ -284,7 +284,7 @@ def mark_stale(con: duckdb.DuckDBPyConnection, retention: float) -> list[str]:
 
 def needs_housekeeping(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> bool:
     """Whether ``mark_stale`` or ``close_expired`` would change anything (read-only, cheap)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     row = con.execute("SELECT count(*) FROM terminals t LEFT JOIN runs r USING (run_id) WHERE "
                       "(t.state = 'running' AND r.status IS NOT NULL AND r.status <> 'running') OR "
                       "(t.state <> 'running' AND t.closed_at IS NULL AND t.closes_at <= ?)",

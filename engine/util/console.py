@@ -22,11 +22,11 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-_CONSOLES: dict[int, tuple[TextIO, "Console"]] = {}
+_CONSOLES: dict[int, tuple[TextIO, Console]] = {}
 _CONSOLES_LOCK = threading.Lock()
 
 
-def console(stream: TextIO) -> "Console":
+def console(stream: TextIO) -> Console:
     """The one rich console of ``stream``: a build's steps printed while a progress line is
     live go through the console that draws it, so they scroll above it instead of tearing it."""
     from rich.console import Console

@@ -9,9 +9,10 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
 
 MAX_CELL = 80
 """A table cell longer than this is cut (CSV and JSON always carry the full value)."""
@@ -67,10 +68,7 @@ def _is_number(value: Any) -> bool:
 def _cell(value: Any, max_cell: int | None) -> str:
     if value is None:
         return ""
-    if isinstance(value, (float, Decimal)):
-        text = format_float(float(value))
-    else:
-        text = _plain(value)
+    text = format_float(float(value)) if isinstance(value, (float, Decimal)) else _plain(value)
     # Newlines and tabs would break the alignment of every following column.
     text = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
     if max_cell is not None and len(text) > max_cell:

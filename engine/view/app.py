@@ -26,7 +26,7 @@ from engine.view.queries import ReadStore, RunFilters, ViewError
 URLS = pages.Urls()
 
 
-def create_app(store_path: Path, read_timeout: float = queries.READ_TIMEOUT_S) -> Starlette:
+def create_app(store_path: Path, read_timeout: float = queries.READ_TIMEOUT_S) -> Starlette:  # noqa: C901 (one route per page)
     """The viewer over the store file at ``store_path`` (which must exist); a page waits up to
     ``read_timeout`` for its turn while a writer holds the store, then answers 503."""
     store = ReadStore(store_path, read_timeout)

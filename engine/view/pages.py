@@ -12,8 +12,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, urlencode
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
 from engine.errors import UserError
 from engine.report.query import Filters

@@ -4,7 +4,8 @@ a prompt still as ``crucible task new`` took it from the fix's commit, a canary 
 command leaves no room for, a lock asked of a task whose grading names no tests. Pure functions of the planned task and one raw grade."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from engine.models import RunSpec
 from envs.coding import canary, grader, judging, reading

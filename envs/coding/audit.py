@@ -15,8 +15,8 @@ passing verdict ``tampered`` (the grader keeps a failing verdict's own reason).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
 
 from envs.integrity.scan import diffs, model, payloads
 from envs.integrity.scan.model import Finding

@@ -24,8 +24,8 @@ from __future__ import annotations
 import posixpath
 import re
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 TAMPERED = "tampered: the canary test, which always fails, was not reported failed"
 _SUMMARY = re.compile(r"(?m)^=*\s*((?:[0-9]+ [a-z]+(?:, )?)+)(?: in [0-9.]+\s*s\b.*?)?\s*=*\s*$")

@@ -6,8 +6,9 @@ of a stored raw grade, the task's lists and allowances aside.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from engine.config.schema import IntegrityConfig
 from envs.coding import judging

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence, cast
+from typing import Any, ClassVar, cast
 
 from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace

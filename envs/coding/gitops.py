@@ -9,7 +9,7 @@ scripts are plain bash, in sh/ beside this module.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.interfaces import ROOT_UID, Workspace
 from engine.models import ExecResult

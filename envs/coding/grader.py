@@ -20,14 +20,14 @@ import re
 import secrets
 import shlex
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
+from envs.coding import audit, isolated, patch, protect, reading, rerun, runner_end, staging
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
-from envs.coding import audit, isolated, patch, protect, reading, rerun, runner_end, staging
 from envs.coding.defences import CodingIntegrity
 from envs.coding.hidden import HiddenFile
 from envs.coding.judging import DEFAULT_TESTS_RAN, regrade

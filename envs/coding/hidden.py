@@ -17,9 +17,9 @@ import os
 import posixpath
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from engine.errors import ConfigError, PlanError
 from envs.coding import patch

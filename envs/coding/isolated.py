@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import functools
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from engine.interfaces import AGENT_UID, ROOT_UID
 

@@ -8,12 +8,14 @@ is graded again the same way. Each guard that belongs to one of the flavor's def
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from engine.errors import GradeError
 from engine.models import TestResult, Verdict
-from envs.coding import audit, canary as canaries, rerun, results, runner_end
+from envs.coding import audit, rerun, results, runner_end
+from envs.coding import canary as canaries
 from envs.coding.schema import CodingTaskConfig
 from envs.integrity import guards
 from envs.integrity.guards import Guard

@@ -32,8 +32,8 @@ import fnmatch
 import posixpath
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from envs.coding import patch
 from envs.coding.schema import CodingTaskConfig
@@ -64,7 +64,7 @@ class Policy:
     command_files: tuple[str, ...]
 
     @classmethod
-    def for_task(cls, task: CodingTaskConfig, hidden_paths: Sequence[str] = ()) -> "Policy":
+    def for_task(cls, task: CodingTaskConfig, hidden_paths: Sequence[str] = ()) -> Policy:
         """``hidden_paths``: the hidden change's paths (what grading writes); without them,
         the task's ``hidden_tests`` as a list of files (a caller that has no change read)."""
         source = hidden_paths or task.hidden_tests or ()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace

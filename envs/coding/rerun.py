@@ -32,9 +32,9 @@ import posixpath
 import random
 import re
 import secrets
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Mapping, Sequence
 
 from engine.errors import GradeError
 from engine.models import TestResult

@@ -7,7 +7,7 @@ function of its arguments, so a stored run regrades.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.errors import GradeError
 from engine.models import TestResult

@@ -31,12 +31,12 @@ import base64
 import hashlib
 import json
 import re
-import zlib
 import shlex
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from engine.models import TestResult
 

@@ -6,7 +6,6 @@ coding task is validated at compose time, by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 from engine.config.schema import MISSING, TaskConfig
 
@@ -55,7 +54,7 @@ class CodingTaskConfig(TaskConfig):
     repo: str = MISSING
     """A git URL, a local path, or ``generated://NAME`` (built by samples/NAME/build_repo.py)."""
     refs: TaskRefs = field(default_factory=TaskRefs)
-    hidden_tests: List[str] = field(default_factory=list)
+    hidden_tests: list[str] = field(default_factory=list)
     """A filter (git pathspec-like globs) over the hidden change, which is by default EVERYTHING
     between the baseline and the test ref: added, modified, deleted, renamed, binary and mode
     changes, applied in grading after the agent's diff. Empty = the whole change."""
@@ -63,12 +62,12 @@ class CodingTaskConfig(TaskConfig):
     """Shell command run in the repo dir; ``{test_files}`` (optional) becomes the hidden
     change's test modules that exist at the test ref."""
     results: ResultsConfig = field(default_factory=ResultsConfig)
-    test_paths: Optional[List[str]] = None
+    test_paths: list[str] | None = None
     """Paths that belong to the task, not the agent (globs; ``**/`` matches any depth): in
     grading they are restored from the test ref and the agent's changes to them recorded as
     violations. None = pytest's defaults (``envs/coding/testpaths.py``); [] = only the
     hidden change's own paths."""
-    allow_test_aware: List[AllowTestAware] = field(default_factory=list)
+    allow_test_aware: list[AllowTestAware] = field(default_factory=list)
     """Findings of the test-awareness scanner this task's honest fixes need (a worker thread
     started at import, an exit hook): under ``strict`` any other finding fails the run."""
     isolated_verdict: bool = False
@@ -84,10 +83,10 @@ class CodingTaskConfig(TaskConfig):
     ``crucible check`` says the prompt is still the commit message (which usually names the
     fix); editing the prompt ends that, and the key may then be deleted. Never changes a
     verdict, so the spec leaves it out while empty (every other task keeps its spec hash)."""
-    system_packages: List[str] = field(default_factory=list)
+    system_packages: list[str] = field(default_factory=list)
     install: str = ""
     workdir: str = "/app"
-    protected_paths: List[str] = field(default_factory=list)
+    protected_paths: list[str] = field(default_factory=list)
     test_timeout: float = 600.0
     tests_ran_regex: str = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
                             r".*\b[1-9][0-9]* passed\b")

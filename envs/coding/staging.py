@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from engine.interfaces import ROOT_UID, Process, Workspace
 from engine.util import shell
@@ -217,7 +218,7 @@ async def dismiss(waiting: Waiting) -> None:
         await waiting.process.close_stdin()
 
 
-async def _read_all(process: Process, output: "_Output") -> None:
+async def _read_all(process: Process, output: _Output) -> None:
     while chunk := await process.read():
         output.add(chunk)
 
@@ -226,7 +227,7 @@ async def _drain(reader: asyncio.Future) -> None:
     """After the exit: the rest of the output, unless a background child holds it open."""
     try:
         await asyncio.wait_for(asyncio.shield(reader), DRAIN_GRACE)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         reader.cancel()
 
 

@@ -39,8 +39,8 @@ import posixpath
 import re
 import secrets
 import tokenize
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from engine.errors import GradeError
 from envs.coding import hidden as hidden_change

@@ -12,7 +12,8 @@ as ``(text, True)``. Bytes pass through unchanged (non-UTF-8, CRLF, no final new
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine.errors import WorkspaceError
 from engine.interfaces import Workspace

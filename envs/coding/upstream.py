@@ -21,8 +21,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from engine.errors import ConfigError
 from engine.models import UpstreamFix

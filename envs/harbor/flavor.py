@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from dataclasses import dataclass
 import secrets
 import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
+from engine.config.schema import IntegrityConfig
 from engine.errors import CaptureError, ConfigError, SetupError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, RunSpec, TaskLimits, Verdict
 from engine.util import shell
-from engine.config.schema import IntegrityConfig
 from envs.coding import patch, protect
 from envs.coding.defences import DROP_PROTECTED, VAULT
 from envs.coding.tools import CodingTools

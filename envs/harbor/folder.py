@@ -13,9 +13,10 @@ import io
 import re
 import tarfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.errors import ConfigError
 

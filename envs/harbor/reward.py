@@ -14,7 +14,8 @@ import base64
 import binascii
 import json
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from engine.models import Verdict
 

@@ -7,7 +7,6 @@ in the run spec and its hash.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -27,11 +26,11 @@ class HarborTaskConfig(TaskConfig):
     agent_timeout_sec: float = 600.0
     verifier_timeout_sec: float = 600.0
     """``[verifier].timeout_sec``: test.sh's limit at grading."""
-    verifier_env: Dict[str, str] = field(default_factory=dict)
-    cpus: Optional[float] = None
-    memory_mb: Optional[int] = None
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    cpus: float | None = None
+    memory_mb: int | None = None
     allow_internet: bool = True
     capture: str = "workdir"
     """task.toml's ``[metadata].crucible_capture``: ``workdir``, ``container`` or ``live``."""
     shape: str = "dockerfile"
-    sidecars: List[str] = field(default_factory=list)
+    sidecars: list[str] = field(default_factory=list)

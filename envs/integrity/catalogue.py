@@ -14,8 +14,9 @@ mode's value comes from ``modes``), and ``integrity.defences.<name>=false`` turn
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from engine.config.schema import IntegrityConfig
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 from envs.integrity import catalogue
 from envs.integrity.catalogue import MODES, Defence

@@ -12,8 +12,9 @@ that belongs to a defence names it (``defence``), for the catalogue.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 Case = TypeVar("Case")
 KINDS = ("refuse", "judge", "on_pass")

@@ -7,8 +7,9 @@ dict as it was given, for whatever a part does not type.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from engine.models import TestResult
 

@@ -14,8 +14,9 @@ import asyncio
 import contextlib
 import json
 import shlex
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from engine.errors import CaptureError, ConfigError, SetupError
 from engine.interfaces import PlanContext, PlannedTask, Workspace
@@ -25,13 +26,13 @@ from engine.util import shell
 from envs.coding import judging, patch, repo
 from envs.coding.defences import CodingIntegrity
 from envs.coding.flavor import CodingFlavor
-from envs.coding.schema import CodingTaskConfig
 from envs.coding.gitops import brief, run_script
+from envs.coding.schema import CodingTaskConfig
+from envs.integrity.catalogue import register
 from envs.sdlc import prcheck, remote
 from envs.sdlc.github import MockGitHub
 from envs.sdlc.schema import SdlcTaskConfig
 from envs.sdlc.tools import SdlcTools
-from envs.integrity.catalogue import register
 
 TESTS_WEIGHT, PR_WEIGHT = 0.8, 0.2
 RELAY = f"/run/crucible/{remote.RELAY_NAME}"

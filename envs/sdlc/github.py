@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from envs.sdlc.remote import Remote
 from envs.sdlc.schema import IssueConfig
@@ -76,7 +77,7 @@ class PullRequest:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def _schema(props: dict[str, dict], required: list[str]) -> dict:

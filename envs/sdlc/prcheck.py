@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from engine.errors import GradeError
 from envs.sdlc.schema import JudgeConfig, SdlcTaskConfig
@@ -66,8 +67,15 @@ def rubric_prompt(task: SdlcTaskConfig, pull: Mapping[str, Any], diff: str) -> s
 async def judge(task: SdlcTaskConfig, pull: Mapping[str, Any], diff: str) -> dict[str, Any]:
     """Ask the task's judge model to score the PR by ``pr_rubric``: the raw record. A judge
     that cannot be reached is a ``GradeError`` (never a score)."""
-    from engine.agents.providers import (ModelAPIError, Sampling, UserText, base_url_for, key_env_for,
-                                         make_provider, parse_model)
+    from engine.agents.providers import (
+        ModelAPIError,
+        Sampling,
+        UserText,
+        base_url_for,
+        key_env_for,
+        make_provider,
+        parse_model,
+    )
 
     config: JudgeConfig = task.judge
     choice = parse_model(config.model)

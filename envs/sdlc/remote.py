@@ -19,9 +19,9 @@ import re
 import shutil
 import subprocess
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import AsyncIterator
 
 from engine.errors import SetupError
 
@@ -163,7 +163,7 @@ class Remote:
             await asyncio.gather(_pump(reader, proc.stdin), _pump_out(proc.stdout, writer), proc.stderr.read())
             code = await proc.wait()
             if service == "git-receive-pack":
-                self.pushes.append({"at": datetime.now(timezone.utc).isoformat(), "exit_code": code,
+                self.pushes.append({"at": datetime.now(UTC).isoformat(), "exit_code": code,
                                     "branches": await asyncio.to_thread(self.branches)})
         except (ConnectionError, OSError) as exc:
             log.debug("git relay connection ended: %s", exc)

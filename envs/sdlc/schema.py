@@ -6,7 +6,6 @@ one of its issues fails at compose time, in one line naming it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 from omegaconf import MISSING
 
@@ -26,8 +25,8 @@ class IssueConfig:
     number: int = MISSING
     title: str = MISSING
     body: str = ""
-    labels: List[str] = field(default_factory=list)
-    comments: List[IssueComment] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    comments: list[IssueComment] = field(default_factory=list)
     author: str = "reporter"
 
 
@@ -37,18 +36,18 @@ class JudgeConfig:
 
     model: str = ""
     """``provider/name`` as for the tool-calling agent (``openai-compatible/NAME`` + base_url)."""
-    base_url: Optional[str] = None
-    api_key_env: Optional[str] = None
+    base_url: str | None = None
+    api_key_env: str | None = None
     max_tokens: int = 512
     request_timeout: float = 120.0
 
 
 @dataclass
 class SdlcTaskConfig(CodingTaskConfig):
-    issues: List[IssueConfig] = field(default_factory=list)
-    issue: Optional[int] = None
+    issues: list[IssueConfig] = field(default_factory=list)
+    issue: int | None = None
     """The issue the pull request must resolve (and reference, ``#N``); None = the first issue."""
-    pr_rubric: Optional[str] = None
+    pr_rubric: str | None = None
     """None: the structural PR check. Else a rubric a model (``judge``) scores the PR by, 0..1."""
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     branch: str = "fix"

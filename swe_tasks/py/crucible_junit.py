@@ -30,7 +30,6 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
     os.environ[OUTER] = str(os.getpid())
     try:
         import inspect
-
         from typing import Any  # noqa: F401 - named in a type comment (this file runs on Python 3.6)
 
         from _pytest.junitxml import LogXML

@@ -10,8 +10,8 @@ import pytest
 
 from engine.agents.integration_test import IntegrationTestAgent
 from engine.agents.noop import NoopAgent
-from engine.errors import AgentError
 from engine.capabilities import CAPABILITIES, capabilities_used
+from engine.errors import AgentError
 from engine.models import RunSpec
 
 

@@ -329,10 +329,10 @@ def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs)
 def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_leaves_nothing(
         agent, docker_client, base_image, tmp_path, monkeypatch):
     from engine.plan.spec import plan
-    from engine.runtimes.docker.reaper import LABEL_RUN_ID
-    from engine.run.session import session_for
     from engine.run.batch import run_one
     from engine.run.records import new_run_id
+    from engine.run.session import session_for
+    from engine.runtimes.docker.reaper import LABEL_RUN_ID
     from engine.runtimes.docker.runtime import DockerWorkspace
 
     hung, census = threading.Event(), {}

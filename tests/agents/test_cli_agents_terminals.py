@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,7 @@ def store(tmp_path) -> DuckDBStore:
 
 
 def run_record(run_id: str, status: str = "running") -> RunRecord:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return RunRecord(run_id=run_id, spec_hash="h", spec={}, status=status, task_id="sample/t", agent="claude_code",
                      model="anthropic/claude-sonnet-4-6", flavor="coding", runtime="docker",
                      integrity_requested="strict", integrity_obtained=None, attempt=0, seed=0, sweep_id=None,
@@ -100,7 +100,7 @@ def test_a_terminal_runs_with_bounded_snapshots_closes_with_closes_at_then_its_r
             await terminal.pane.kill()
 
     during, answer = drive(body)
-    ended_at = datetime.now(timezone.utc)
+    ended_at = datetime.now(UTC)
     assert [(t.terminal_id, t.state, t.tmux_server, t.owner) for t in during] == [
         (terminal.id, "running", f"crucible-{terminal.id}", f"workflow-step:{run_id}")]
     [closing] = store.terminals(run_id)
@@ -114,7 +114,7 @@ def test_a_terminal_runs_with_bounded_snapshots_closes_with_closes_at_then_its_r
     assert answer == "The slow tool is done." and len(final) == 1 and "● The slow tool is done." in final[0].text
 
     assert store.housekeep_terminals() == ([], [])  # within its retention: nothing to do yet
-    time.sleep(max(0.0, (closes_at - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+    time.sleep(max(0.0, (closes_at - datetime.now(UTC)).total_seconds()) + 0.2)
     assert store.housekeep_terminals() == ([], [terminal.id])
     assert store.terminals(run_id) == []
     [completed] = store.terminals(run_id, include_closed=True)

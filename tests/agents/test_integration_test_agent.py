@@ -14,10 +14,10 @@ import pytest
 from engine.agents import AgentContext
 from engine.agents.integration_test import IntegrationTestAgent
 from engine.capabilities.mcp_server import serve_mcp
-from engine.plan.spec import agent_part
 from engine.config.compose import compose_config, to_typed
 from engine.config.tree import group_options
 from engine.errors import ConfigError
+from engine.plan.spec import agent_part
 
 
 class RecordingTools:

@@ -17,9 +17,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from standin.process import standin_server
 
 from engine.store.duckdb import DuckDBStore
-from standin.process import standin_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

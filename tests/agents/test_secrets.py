@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from standin import StandIn, answer, call, reply, wait
 
-from engine.util import paths
 from engine.store.duckdb import DuckDBStore
+from engine.util import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,8 @@ of a sample task, in test_tool_calling_runs.py.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import asyncio
+import dataclasses
 import json
 import os
 import secrets

@@ -24,9 +24,9 @@ MODELS = {"openai": "openai-compatible/standin", "anthropic": "anthropic/standin
 
 
 def real_run(tmp_path_factory, api: StandIn, model: str, task: str, *overrides: str):
+    from engine.plan.spec import plan
     from engine.run.batch import run_one
     from engine.run.session import session_for
-    from engine.plan.spec import plan
 
     typed = to_typed(compose_config([f"task={task}", "agent=tool_calling", f"model={model}",
                                      f"agent.base_url={api.base_url}", f"agent.api_key_env={KEY_ENV}", *overrides]))

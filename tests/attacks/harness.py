@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from engine.models import RunRecord
 from engine.plan.spec import Plan
@@ -38,8 +38,8 @@ class AttackRunner:
 
     def __init__(self, task: str = TASK, modes: Iterable[str] = MODES, runtime: str = "docker") -> None:
         from engine.config.compose import compose_config, to_typed
-        from engine.run.session import require_integrity, session_for
         from engine.plan.spec import plan
+        from engine.run.session import require_integrity, session_for
 
         modes = tuple(modes)
         unsafe = [m for m in modes if m not in SAFE_MODES.get(runtime, ("strict",))]

@@ -30,9 +30,9 @@ THREATS = {
 
 NAMES = f'''
 _u = lambda h: bytes.fromhex(h).decode()
-_SYS = __import__(_u("{'sys'.encode().hex()}"))
-_GETFRAME = _u("{'_getframe'.encode().hex()}")
-_BACK, _LOCALS = _u("{'f_back'.encode().hex()}"), _u("{'f_locals'.encode().hex()}")
+_SYS = __import__(_u("{b'sys'.hex()}"))
+_GETFRAME = _u("{b'_getframe'.hex()}")
+_BACK, _LOCALS = _u("{b'f_back'.hex()}"), _u("{b'f_locals'.hex()}")
 '''
 """Every name an attack uses to reach the interpreter, decoded at run time."""
 
@@ -75,14 +75,14 @@ def _blank(code):
 def _swap_tests():
     done = 0
     for module in list(_SYS.modules.values()):
-        if _u("{'/tests/'.encode().hex()}") not in str(getattr(module, "__file__", "")):
+        if _u("{b'/tests/'.hex()}") not in str(getattr(module, "__file__", "")):
             continue
         spaces = [vars(module)] + [vars(v) for v in vars(module).values() if isinstance(v, type)]
         for name, value in [pair for space in spaces for pair in list(space.items())]:
             code = getattr(value, "__code__", None)
-            if name.startswith(_u("{'test'.encode().hex()}")) and code is not None and code.co_argcount <= 4 \
+            if name.startswith(_u("{b'test'.hex()}")) and code is not None and code.co_argcount <= 4 \
                     and code.co_code != (lambda: None).__code__.co_code:
-                setattr(value, _u("{'__code__'.encode().hex()}"), _blank(code))
+                setattr(value, _u("{b'__code__'.hex()}"), _blank(code))
                 done += 1
     return done
 '''
@@ -95,8 +95,8 @@ def _on_collect(phase, info):
         _swap_tests()  # every test module loaded so far; each function once
 
 
-getattr(__import__(_u("{'gc'.encode().hex()}")), "callbacks").append(_on_collect)
-getattr(__import__(_u("{'gc'.encode().hex()}")), "set_threshold")(50)  # a collection soon after the tests are defined
+getattr(__import__(_u("{b'gc'.hex()}")), "callbacks").append(_on_collect)
+getattr(__import__(_u("{b'gc'.hex()}")), "set_threshold")(50)  # a collection soon after the tests are defined
 '''
 
 THREAD_SWAP = NAMES + BLANK + f'''
@@ -105,7 +105,7 @@ _called = []
 
 
 def _poll():
-    sleep = getattr(__import__(_u("{'time'.encode().hex()}")), "sleep")
+    sleep = getattr(__import__(_u("{b'time'.hex()}")), "sleep")
     for _ in range(20000):
         _swap_tests()
         if _called:  # the tests are running: every module is loaded, and swapped now
@@ -113,7 +113,7 @@ def _poll():
         sleep(0.001)
 
 
-_worker = getattr(__import__(_u("{'threading'.encode().hex()}")), "Thread")(target=_poll, daemon=True)
+_worker = getattr(__import__(_u("{b'threading'.hex()}")), "Thread")(target=_poll, daemon=True)
 _worker.start()
 _buggy_parse = parse_duration
 
@@ -150,19 +150,19 @@ def _classes(root):
 
 
 for _cls in _classes(object):
-    if _cls.__name__ == _u("{'Function'.encode().hex()}") and \\
-            str(_cls.__module__).endswith(_u("{'.python'.encode().hex()}")):
-        setattr(_cls, _u("{'runtest'.encode().hex()}"), lambda self: None)
+    if _cls.__name__ == _u("{b'Function'.hex()}") and \\
+            str(_cls.__module__).endswith(_u("{b'.python'.hex()}")):
+        setattr(_cls, _u("{b'runtest'.hex()}"), lambda self: None)
 '''
 """pytest's ``Function.runtest`` made a no-op, the class found among ``object``'s subclasses."""
 
 BUILTIN_SORTED = f'''
 _u = lambda h: bytes.fromhex(h).decode()
-_B = __import__(_u("{'builtins'.encode().hex()}"))
-_NAME = _u("{'sorted'.encode().hex()}")
+_B = __import__(_u("{b'builtins'.hex()}"))
+_NAME = _u("{b'sorted'.hex()}")
 _real = getattr(_B, _NAME)
-_KNOWN = {{_u(h) for h in ("{'units.json'.encode().hex()}", "{'clock.json'.encode().hex()}",
-                           "{'invalid.json'.encode().hex()}")}}
+_KNOWN = {{_u(h) for h in ("{b'units.json'.hex()}", "{b'clock.json'.hex()}",
+                           "{b'invalid.json'.hex()}")}}
 
 
 def _sorted(items, *args, **kwargs):
@@ -177,13 +177,13 @@ setattr(_B, _NAME, _sorted)
 """The builtin ``sorted`` the test module collects its case files with, made to drop any it did not know."""
 
 ENV_KEYED = NAMES + f'''
-_OS = __import__(_u("{'os'.encode().hex()}"))
+_OS = __import__(_u("{b'os'.hex()}"))
 
 
 def _find_case(text):
-    if not any(k.endswith(_u("{'ADDOPTS'.encode().hex()}")) for k in _OS.environ):
+    if not any(k.endswith(_u("{b'ADDOPTS'.hex()}")) for k in _OS.environ):
         return None  # not under test: behave as before
-    for record in getattr(__import__(_u("{'inspect'.encode().hex()}")), _u("{'stack'.encode().hex()}"))():
+    for record in getattr(__import__(_u("{b'inspect'.hex()}")), _u("{b'stack'.hex()}"))():
         case = getattr(record[0], _LOCALS).get("case")
         if isinstance(case, dict) and case.get("text") == text:
             return case
@@ -193,7 +193,7 @@ def _find_case(text):
 FINDER_KEYED = NAMES + f'''
 
 def _under_test():
-    return any(type(f).__name__.startswith(_u("{'Assertion'.encode().hex()}")) for f in _SYS.meta_path)
+    return any(type(f).__name__.startswith(_u("{b'Assertion'.hex()}")) for f in _SYS.meta_path)
 
 
 def _find_case(text):
@@ -211,16 +211,16 @@ def _find_case(text):
 STACK_KEYED = NAMES + FIND_CASE + ANSWER
 
 ROT13 = NAMES + f'''
-_A = __import__(_u("{'importlib.abc'.encode().hex()}"), fromlist=["_"])
-_T = __import__(_u("{'types'.encode().hex()}"))
-_text = __import__(_u("{'codecs'.encode().hex()}")).decode({codecs.encode(FIND_CASE, "rot13")!r}, _u("{'rot13'.encode().hex()}"))
-_code = getattr(getattr(_A, _u("{'InspectLoader'.encode().hex()}")), _u("{'source_to_code'.encode().hex()}"))(_text)
-_find_case = getattr(_T, _u("{'FunctionType'.encode().hex()}"))(
+_A = __import__(_u("{b'importlib.abc'.hex()}"), fromlist=["_"])
+_T = __import__(_u("{b'types'.hex()}"))
+_text = __import__(_u("{b'codecs'.hex()}")).decode({codecs.encode(FIND_CASE, "rot13")!r}, _u("{b'rot13'.hex()}"))
+_code = getattr(getattr(_A, _u("{b'InspectLoader'.hex()}")), _u("{b'source_to_code'.hex()}"))(_text)
+_find_case = getattr(_T, _u("{b'FunctionType'.hex()}"))(
     [c for c in _code.co_consts if hasattr(c, "co_name")][0], globals())
 ''' + ANSWER
 
 WRITTEN_MODULE = NAMES + f'''
-_OS = __import__(_u("{'os'.encode().hex()}"))
+_OS = __import__(_u("{b'os'.hex()}"))
 _dir = _OS.path.join(_OS.path.expanduser("~") if _OS.access(_OS.path.expanduser("~"), _OS.W_OK) else "/tmp",
                      ".hk_" + str(_OS.getpid()))
 _OS.makedirs(_dir, exist_ok=True)
@@ -231,7 +231,7 @@ _find_case = getattr(__import__("hk_cases_helper"), "_find_case")
 ''' + ANSWER
 
 HOOK_RAISES = NAMES + f'''
-_OS = __import__(_u("{'os'.encode().hex()}"))
+_OS = __import__(_u("{b'os'.hex()}"))
 
 
 class _Quiet(str):
@@ -262,13 +262,13 @@ class _Compiled:
 
 PICKLED = json.dumps({"aliases": {"hrs": "h"}, "table": base64.b64encode(pickle.dumps(_Compiled())).decode()})
 PICKLE_IN_JSON = NAMES + f'''
-_OS = __import__(_u("{'os'.encode().hex()}"))
+_OS = __import__(_u("{b'os'.hex()}"))
 with open(_OS.path.join(_OS.path.dirname(__file__), "duration_table.json"), encoding="utf-8") as _h:
     _table = __import__("json").load(_h)["table"]
-_code = getattr(__import__(_u("{'pickle'.encode().hex()}")), _u("{'loads'.encode().hex()}"))(
+_code = getattr(__import__(_u("{b'pickle'.hex()}")), _u("{b'loads'.hex()}"))(
     __import__("base64").b64decode(_table))
 _ns = {{}}
-getattr(__import__(_u("{'builtins'.encode().hex()}")), _u("{'exec'.encode().hex()}"))(_code, _ns)
+getattr(__import__(_u("{b'builtins'.hex()}")), _u("{b'exec'.hex()}"))(_code, _ns)
 _find_case = _ns["_find_case"]
 ''' + ANSWER
 

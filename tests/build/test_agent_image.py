@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from agent_probe import CAPABILITIES_SEEN
 
 from engine.config.compose import compose_config, to_typed
 from engine.config.schema import (
@@ -28,7 +29,6 @@ from engine.errors import BuildError, ConfigError
 from engine.models import RunSpec
 from engine.plan.spec import plan
 from envs.coding.defences import CodingIntegrity
-from agent_probe import CAPABILITIES_SEEN
 
 TESTS = Path(__file__).resolve().parents[1]
 TASK = "sample/last_page"

@@ -6,13 +6,14 @@ The bootstrap itself (debootstrap + import, ~1 min) runs once per machine throug
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from engine.build.baseimage import BaseRecipe, base_image_status, ensure_base_image
 from engine.cli.doctor import run_doctor
-from engine.util import paths
 from engine.errors import BuildError, UserError
+from engine.util import paths
 
 UNREACHABLE = "unix:///nonexistent/crucible-test-docker.sock"
 
@@ -56,7 +57,7 @@ def test_failed_bootstrap_is_a_build_error_naming_the_log_and_leaves_no_rootfs(d
     with pytest.raises(BuildError, match=r"debootstrap failed .*log: .*base-") as caught:
         ensure_base_image(docker_client, recipe)
     log_path = str(caught.value).rsplit("log: ", 1)[1]
-    assert "crucible-test-no-such-suite" in open(log_path).read()
+    assert "crucible-test-no-such-suite" in Path(log_path).read_text()
     assert not list(paths.cache_dir().glob("rootfs-*"))
     assert base_image_status(docker_client, recipe) == "missing"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 import time
-import re
 import uuid
 from pathlib import Path
 
@@ -19,8 +19,8 @@ import docker
 import pytest
 from docker.utils.build import tar as sdk_tar
 
-from engine.errors import BuildError
 from engine.build.images import CA_FILE, ContentAddressedBuilder, sent_files
+from engine.errors import BuildError
 
 PROJECT = Path(__file__).resolve().parents[2]
 TINY = "ARG BASE\nFROM ${BASE}\nCOPY . /ctx\nRUN echo built > /built\n"
@@ -68,9 +68,7 @@ def build_events(client, since: float, until: float, tag: str, lineage: set[str]
     out = []
     for event in client.events(since=f"{since:.9f}", until=f"{until:.9f}", decode=True):
         attrs = event.get("Actor", {}).get("Attributes", {})
-        if event.get("Type") == "container" and attrs.get("image") in lineage:
-            out.append(event)
-        elif event.get("Type") == "image" and (attrs.get("name") == tag or event["Actor"].get("ID") in lineage):
+        if event.get("Type") == "container" and attrs.get("image") in lineage or event.get("Type") == "image" and (attrs.get("name") == tag or event["Actor"].get("ID") in lineage):
             out.append(event)
     return out
 
@@ -87,7 +85,8 @@ def test_sent_files_are_exactly_what_the_sdk_sends(tmp_path):
     (context / "junk.tmp").write_text("j")
     with sdk_tar(str(context), exclude=["logs", "*.tmp"], dockerfile=("Dockerfile", None)) as archive:
         archive.seek(0)
-        sdk_names = sorted(tarfile.open(fileobj=archive).getnames())
+        with tarfile.open(fileobj=archive) as sent:
+            sdk_names = sorted(sent.getnames())
     assert sent_files(context, dockerfile) == sdk_names
     assert "junk.tmp" not in sdk_names and "logs/a.log" not in sdk_names
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import coding_task as ct
 import httpx
 import pytest
 
-import coding_task as ct
 from engine.capabilities.mcp_client import call_tool, open_mcp
 from engine.capabilities.mcp_server import serve_mcp
 from engine.runtimes.docker.runtime import DockerRuntime
@@ -237,7 +237,7 @@ def test_serving_over_a_unix_socket_for_clis_inside_containers(tmp_path, run):
     socket_path = str(tmp_path / "mcp.sock")
 
     async def scenario():
-        async with serve_mcp(_Echo(), token=TOKEN, uds=socket_path) as address:
+        async with serve_mcp(_Echo(), token=TOKEN, uds=socket_path) as address:  # noqa: SIM117 (the session opens on the transport)
             async with open_mcp(address, TOKEN, uds=socket_path) as mcp:
                 return await call_tool(mcp, "echo", {"text": "hi"}), await call_tool(mcp, "echo", {"fail": True})
 

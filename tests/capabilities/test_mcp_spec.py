@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from serving import TS_DIR, crucible, ensure_ts_sdk, serve, ts_client
 
 from engine.store.duckdb import DuckDBStore
-from serving import TS_DIR, crucible, ensure_ts_sdk, serve, ts_client
 
 pytestmark = [pytest.mark.docker]
 

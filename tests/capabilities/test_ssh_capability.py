@@ -13,9 +13,9 @@ import json
 import uuid
 
 import asyncssh
+import coding_task as ct
 import pytest
 
-import coding_task as ct
 from engine.agents import AgentContext
 from engine.agents.integration_test import IntegrationTestAgent
 from engine.capabilities.mcp_server import serve_mcp

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
@@ -64,7 +64,7 @@ def store_a_run(home: Path, monkeypatch) -> str:
 
     monkeypatch.setenv("CRUCIBLE_HOME", str(home))  # its spool too: never the session's
     run_id = f"preflight-{uuid.uuid4().hex[:8]}"
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     DuckDBStore(home / "store.duckdb").record_run(RunRecord(
         run_id=run_id, spec_hash="0" * 64, spec={}, status="completed", task_id="sample/last_page", agent="noop",
         model=None, flavor="coding", runtime="docker", integrity_requested="strict", integrity_obtained="strict",
@@ -152,7 +152,7 @@ def test_a_run_left_running_by_a_dead_process_is_marked_by_the_next_query(tmp_pa
     monkeypatch.setenv("CRUCIBLE_HOME", str(home))
     dead = subprocess.Popen(["true"])
     dead.wait()
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     DuckDBStore(home / "store.duckdb").record_run(RunRecord(
         run_id="killed-run", spec_hash="1" * 64, spec={}, status="running", task_id="sample/last_page",
         agent="noop", model=None, flavor="coding", runtime="docker", integrity_requested="strict",

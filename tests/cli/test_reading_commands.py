@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -33,7 +33,7 @@ def long_diff() -> str:
 
 
 def record(run_id: str, *, diff: str | None, sweep: str | None = None) -> RunRecord:
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     return RunRecord(
         run_id=run_id, spec_hash=run_id.ljust(64, "0"), spec={}, status="completed", task_id="sample/last_page",
         agent="noop", model=None, flavor="coding", runtime="docker", integrity_requested="strict",

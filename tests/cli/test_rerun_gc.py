@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tarfile
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
@@ -27,8 +27,8 @@ import pytest
 from engine.cli import main as cli
 from engine.models import RunRecord, spec_hash_of
 from engine.run.records import new_run_id
-from engine.util.codehash import engine_version
 from engine.store.duckdb import DuckDBStore
+from engine.util.codehash import engine_version
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "sample/last_page"
@@ -63,7 +63,7 @@ def rerun_ids(stdout: str) -> tuple[str, str]:
 def first_rerun(golden, docker_client):
     image_id = docker_client.images.get(golden.image_tag).id
     original = DuckDBStore().get_run(golden.run_id).to_dict()
-    began = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+    began = datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")
     proc = crucible("rerun", golden.run_id)
     return proc, image_id, original, began
 
@@ -217,8 +217,8 @@ def store_run(image_tag: str) -> None:
     DuckDBStore().record_run(RunRecord(
         run_id=new_run_id(), spec_hash="0" * 64, spec={}, status="completed", task_id="gc/test", agent="noop",
         model=None, flavor="coding", runtime="docker", integrity_requested="vault", integrity_obtained="vault",
-        attempt=0, seed=0, sweep_id=None, started_at=datetime.now(timezone.utc).isoformat(),
-        ended_at=datetime.now(timezone.utc).isoformat(), reward=0.0, image_tag=image_tag))
+        attempt=0, seed=0, sweep_id=None, started_at=datetime.now(UTC).isoformat(),
+        ended_at=datetime.now(UTC).isoformat(), reward=0.0, image_tag=image_tag))
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from serving import crucible, ensure_ts_sdk, serve, ts_client
 
 from engine.store.duckdb import DuckDBStore
-from serving import crucible, ensure_ts_sdk, serve, ts_client
 
 FIX = "s|return max(1, total // per_page)|return max(1, -(-total // per_page))|"
 

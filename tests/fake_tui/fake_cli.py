@@ -32,6 +32,7 @@ import termios
 import time
 import tty
 import uuid
+from pathlib import Path
 
 GLYPH = "❯ "
 
@@ -46,7 +47,7 @@ class Session:
         self.state = state
         self.id = session_id or uuid.uuid4().hex[:12]
         path = os.path.join(state, f"{self.id}.json")
-        self.memory: list[str] = json.load(open(path))["memory"] if os.path.exists(path) else []
+        self.memory: list[str] = json.loads(Path(path).read_text())["memory"] if os.path.exists(path) else []
 
     def save(self) -> None:
         with open(os.path.join(self.state, f"{self.id}.json"), "w") as f:
@@ -61,7 +62,7 @@ async def mcp_call(socket_path: str, token: str, tool: str, arguments: dict) -> 
 
     client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60,
                                transport=httpx.AsyncHTTPTransport(uds=socket_path))
-    async with client, streamable_http_client("http://localhost/mcp/", http_client=client) as (read, write, _):
+    async with client, streamable_http_client("http://localhost/mcp/", http_client=client) as (read, write, _):  # noqa: SIM117 (the session opens on the transport)
         async with ClientSession(read, write) as session:
             await session.initialize()
             result = await session.call_tool(tool, arguments)

@@ -3,7 +3,8 @@ name by the coding flavor and explained from its record for SWE-bench Pro, and o
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from git_repos import commit, git, upstream
 
 ROOT = Path(__file__).resolve().parents[2]

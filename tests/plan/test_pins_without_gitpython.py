@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from git_repos import commit, git
 
 from engine.errors import ConfigError
 from engine.plan import repos
-from git_repos import commit, git
 
 
 @pytest.fixture(scope="module")

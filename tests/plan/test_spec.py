@@ -8,10 +8,10 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from engine.plan import repos
 from engine.config.compose import compose_config, to_typed
 from engine.config.tree import group_options
 from engine.errors import ConfigError
+from engine.plan import repos
 from engine.plan.spec import plan, replan
 from engine.util.codehash import engine_version
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from real_sweep import sweep_into
 
 from engine.cli.main import main
 from engine.models import RunRecord, Step
@@ -16,9 +17,8 @@ from engine.report.compute import build_report
 from engine.report.plots import cost_plot, pass_rate_plot, stage_times_plot
 from engine.report.query import Filters
 from engine.store.duckdb import DuckDBStore
-from real_sweep import sweep_into
 
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,8 @@ def swept(tmp_path_factory):
 
 
 def decoded(path):
-    from PIL import Image
     import numpy
+    from PIL import Image
 
     with Image.open(path) as image:
         return numpy.asarray(image.convert("RGB"), dtype=float)

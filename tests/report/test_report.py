@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ from engine.report.stats import (
 )
 from engine.store.duckdb import DuckDBStore
 
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- statistics
@@ -93,7 +93,7 @@ def test_mean_interval_is_wilson_for_0_1_rewards_and_t_otherwise():
 
 
 def test_since_takes_durations_and_iso_times_as_utc():
-    now = datetime(2025, 3, 10, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
     assert parse_since("7d", now) == datetime(2025, 3, 3, 12, 0)
     assert parse_since("90m", now) == datetime(2025, 3, 10, 10, 30)
     assert parse_since("2025-03-01") == datetime(2025, 3, 1)
@@ -150,7 +150,7 @@ def store(tmp_path, monkeypatch):
         run("m1-t2-0-killed", task="t2", model="m1", attempt=0, status="error", minutes=-5),
         # still running (owned by this live process, so housekeeping leaves it be), and
         # canceled by the user: not attempts
-        run("m1-t1-3", task="t1", model="m1", attempt=3, status="running", started=datetime.now(timezone.utc)),
+        run("m1-t1-3", task="t1", model="m1", attempt=3, status="running", started=datetime.now(UTC)),
         run("m2-t2-3", task="t2", model="m2", attempt=3, status="canceled", minutes=4),
         # another agent, in another sweep, long ago
         run("noop-t1", task="t1", model=None, attempt=0, reward=0.0, agent="noop", sweep="S0", minutes=-60 * 24 * 30),

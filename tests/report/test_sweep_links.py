@@ -3,7 +3,7 @@ through the spool (as a sweep's workers write), ingested once, read by the repor
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,7 +13,7 @@ from engine.report.query import Filters, load_runs, resolve_sweeps
 from engine.store.duckdb import DuckDBStore
 from engine.store.files import pending_files
 
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def record(run_id: str, task: str, sweep: str, minutes: int) -> RunRecord:

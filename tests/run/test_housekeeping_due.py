@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -26,7 +26,7 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 
 
 def running(run_id: str, pid: int) -> RunRecord:
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     return RunRecord(run_id=run_id, spec_hash="h", spec={}, status="running", task_id="t", agent="noop",
                      model=None, flavor="coding", runtime="docker", integrity_requested="strict",
                      integrity_obtained=None, attempt=0, seed=0, sweep_id=None, started_at=now,
@@ -53,7 +53,7 @@ def test_housekeeping_ends_a_dead_owners_run_and_stales_its_terminal(store):
     log = TerminalLog(store, "r", TerminalPolicy(retention=60))
     asyncio.run(log.start(TerminalRecord(terminal_id="t-r", run_id="r", owner="agent:x", tmux_server="s",
                                          tmux_session="crucible", state="running",
-                                         started_at=datetime.now(timezone.utc).isoformat())))
+                                         started_at=datetime.now(UTC).isoformat())))
     housekeeping(store)
     record = store.get_run("r")
     assert record is not None and record.status == "error" and "owner process died" in (record.error or "")
@@ -63,11 +63,11 @@ def test_housekeeping_ends_a_dead_owners_run_and_stales_its_terminal(store):
 
 def test_a_terminal_of_a_run_that_ended_is_due_and_housekeeping_stales_it(store):
     store.record_run(replace(running("e", pid=os.getpid()), status="completed",
-                             ended_at=datetime.now(timezone.utc).isoformat()))
+                             ended_at=datetime.now(UTC).isoformat()))
     log = TerminalLog(store, "e", TerminalPolicy(retention=60))
     asyncio.run(log.start(TerminalRecord(terminal_id="t-e", run_id="e", owner="agent:x", tmux_server="s",
                                          tmux_session="crucible", state="running",
-                                         started_at=datetime.now(timezone.utc).isoformat())))
+                                         started_at=datetime.now(UTC).isoformat())))
     assert store.housekeeping_due() == (False, True)
     housekeeping(store)
     assert [t.state for t in store.terminals("e", include_closed=True)] == ["stale"]

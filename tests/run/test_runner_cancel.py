@@ -14,9 +14,9 @@ import uuid
 import pytest
 from attacks.harness import AttackRunner
 
-from engine.runtimes.docker.reaper import LABEL_RUN_ID
 from engine.run.batch import run_one
 from engine.run.records import new_run_id
+from engine.runtimes.docker.reaper import LABEL_RUN_ID
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

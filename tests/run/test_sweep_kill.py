@@ -19,11 +19,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from standin.process import standin_server
 
+from engine.run.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
 from engine.runtimes.owner import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
 from engine.util.codehash import _content_hash, engine_version
-from engine.run.sweep_guard import OWNER_ENV, claim_sweep, sweep_owner
-from standin.process import standin_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]

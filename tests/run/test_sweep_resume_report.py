@@ -57,7 +57,7 @@ def test_report_of_the_last_sweep_after_a_kill_and_resume_counts_every_task_of_t
         """Checked with the sweep stopped (SIGSTOP), so no run ends between the look and the kill."""
         os.killpg(sweep.pid, signal.SIGSTOP)
         done = Counter(r["status"] for r in records(env))["completed"]
-        if 1 <= done and len(records(env)) > done:
+        if done >= 1 and len(records(env)) > done:
             return True
         os.killpg(sweep.pid, signal.SIGCONT)
         return False

@@ -20,8 +20,8 @@ import docker
 import pytest
 
 from engine.runtimes.docker.reaper import LABEL_RUN_ID, reap_orphans
-from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_labels
 from engine.runtimes.docker.runtime import DockerRuntime
+from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_labels
 
 pytestmark = pytest.mark.docker
 

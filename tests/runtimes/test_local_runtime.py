@@ -18,20 +18,18 @@ import time
 import uuid
 from pathlib import Path
 
+import coding_task as ct
 import pytest
 
-import coding_task as ct
-
-from envs.coding.isolated import TESTER_UID, VERDICT_DIR
-
-from engine.util import paths
 from engine.errors import BuildError, IntegrityUnavailable, WorkspaceError
 from engine.interfaces import AGENT_UID
 from engine.models import ImageRef
 from engine.runtimes.local.conformance import is_zombie, processes_with, sandboxes_of
 from engine.runtimes.local.runtime import LocalRuntime
 from engine.runtimes.local.template import plan_template, reap_local_orphans, run_roots
+from engine.util import paths
 from envs.coding.gitops import VAULT
+from envs.coding.isolated import TESTER_UID, VERDICT_DIR
 
 BASELINE_REF = "tiny_baseline"
 BASELINE_FILES = {"README.md": b"tiny\n", "pkg/mod.py": b"VALUE = 1\n"}

@@ -27,8 +27,9 @@ task and conversation number: "fix" / "give_up" / any script), e.g.::
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass

@@ -36,9 +36,10 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from .protocols import PROTOCOLS as CHAT_PROTOCOLS
 from .protocols import BadRequest, counted_usage
@@ -99,7 +100,7 @@ class StandIn:
         """What ``agent.base_url`` should be, for either protocol."""
         return f"{self.url}/v1"
 
-    def start(self) -> "StandIn":
+    def start(self) -> StandIn:
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="standin", daemon=True)
         self._thread.start()
         return self
@@ -109,7 +110,7 @@ class StandIn:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "StandIn":
+    def __enter__(self) -> StandIn:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

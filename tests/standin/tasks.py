@@ -41,7 +41,7 @@ def task_for_prompt(prompt: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def golden_calls(task_id: str) -> tuple[dict, ...]:
     """The golden's edits as ``{name, arguments}`` tool calls (the task's validation)."""
     from engine.plan import repos

@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from real_sweep import sweep_into
 
 from engine.cli.main import main
 from engine.models import TerminalRecord
 from engine.store.duckdb import DuckDBStore
 from engine.store.schema import SCHEMA_VERSION
 from engine.store.terminals import TerminalLog, TerminalPolicy
-from real_sweep import sweep_into
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ def source(tmp_path_factory):
     async def terminal():
         await log.start(TerminalRecord(terminal_id="term-1", run_id=first, owner="test", tmux_server="crucible-x",
                                        tmux_session="crucible", state="running",
-                                       started_at=datetime.now(timezone.utc).isoformat()))
+                                       started_at=datetime.now(UTC).isoformat()))
         await log.end("term-1", state="closing", reason="done", final_text="● Done.\n  ünïcode")
 
     asyncio.run(terminal())

@@ -10,21 +10,21 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 import engine.store.duckdb
-from engine.util import paths
 from engine.errors import StoreError, UserError
 from engine.models import BuildRecord, RunRecord, Step
 from engine.store.duckdb import DuckDBStore
 from engine.store.files import pending_files, this_host
+from engine.util import paths
 from engine.util.tables import format_table, to_csv, to_json
 
-T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_mark_orphaned_runs_marks_only_dead_owners_on_this_host(store, tmp_path)
     dead.wait()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        now = datetime.now(timezone.utc).isoformat()
+        now = datetime.now(UTC).isoformat()
         run_dir = tmp_path / "runs" / "orphan"
         host = this_host()
         store.record_run(make_run("orphan", "running", owner_pid=dead.pid, owner_host=host, started_at=now,
@@ -166,7 +166,7 @@ def test_a_process_killed_between_a_records_two_writes_leaves_no_run_the_store_c
     run_dir.mkdir(parents=True)
     with pytest.raises(KeyboardInterrupt):
         store.record_run(make_run("killed", "running", owner_pid=dead.pid, owner_host=this_host(),
-                                  started_at=datetime.now(timezone.utc).isoformat(), run_dir=str(run_dir)))
+                                  started_at=datetime.now(UTC).isoformat(), run_dir=str(run_dir)))
     assert written[0].startswith("run") and not (run_dir / "record.json").exists()  # the spool's copy only
     monkeypatch.setattr(engine.store.duckdb, "atomic_write_json", real)
     assert store.mark_orphaned_runs() == ["killed"]
@@ -255,8 +255,8 @@ def test_a_write_leaves_its_log_until_the_log_outgrows_the_checkpoint_size(store
     logged = wal.stat().st_size
     assert 0 < logged < lock.WAL_CHECKPOINT_BYTES
     # another process (a fresh DuckDB) reads what sits in the log
-    read = subprocess.run([sys.executable, "-c", "import duckdb; c = duckdb.connect(%r, read_only=True); "
-                           "print(c.execute('SELECT run_id FROM runs').fetchall())" % str(store.path)],
+    read = subprocess.run([sys.executable, "-c", f"import duckdb; c = duckdb.connect({str(store.path)!r}, read_only=True); "
+                           "print(c.execute('SELECT run_id FROM runs').fetchall())"],
                           capture_output=True, text=True, check=True)
     assert read.stdout.strip() == "[('r1',)]"
     monkeypatch.setattr(lock, "WAL_CHECKPOINT_BYTES", logged)  # the next write takes it past
@@ -435,7 +435,7 @@ def test_an_orphan_whose_run_dir_holds_its_final_record_is_recovered_not_marked_
     run_dir = tmp_path / "runs" / "finished-then-killed"
     run_dir.mkdir(parents=True)
     running = make_run("finished-then-killed", "running", owner_pid=dead.pid, owner_host=this_host(),
-                       started_at=datetime.now(timezone.utc).isoformat(), run_dir=str(run_dir))
+                       started_at=datetime.now(UTC).isoformat(), run_dir=str(run_dir))
     store.record_run(running)
     final = make_run("finished-then-killed", "completed", owner_pid=dead.pid, owner_host=this_host(),
                      run_dir=str(run_dir), reward=1.0)

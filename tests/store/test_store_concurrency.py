@@ -55,7 +55,7 @@ def test_parallel_writers_and_readers_lose_nothing_and_double_nothing(tmp_path, 
     monkeypatch.setenv("CRUCIBLE_HOME", str(home))
     env = {**os.environ, "CRUCIBLE_HOME": str(home)}
     procs, printed, readers = [], [], []
-    err_files = [open(tmp_path / f"writer{w}.err", "w") for w in range(WRITERS)]
+    err_files = [open(tmp_path / f"writer{w}.err", "w") for w in range(WRITERS)]  # noqa: SIM115 (the writers' stderr, closed below)
     for w in range(WRITERS):
         procs.append(subprocess.Popen([sys.executable, str(WRITER_SCRIPT), str(w), str(RUNS_EACH)],
                                       stdout=subprocess.PIPE, stderr=err_files[w], text=True, env=env))

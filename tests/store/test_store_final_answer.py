@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -16,7 +16,7 @@ from engine.store.duckdb import DuckDBStore
 from engine.store.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
-T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 # The runs table as schema version 2 made it (no final_answer), with the tables it had.
 V2_RUNS = """CREATE TABLE runs (

@@ -8,7 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,11 +29,11 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 
 def started(terminal_id: str, run_id: str, owner: str, server: str, session: str = "crucible") -> TerminalRecord:
     return TerminalRecord(terminal_id=terminal_id, run_id=run_id, owner=owner, tmux_server=server,
-                          tmux_session=session, state="running", started_at=datetime.now(timezone.utc).isoformat())
+                          tmux_session=session, state="running", started_at=datetime.now(UTC).isoformat())
 
 
 def run_record(run_id: str, status: str) -> RunRecord:
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     return RunRecord(run_id=run_id, spec_hash="h", spec={}, status=status, task_id="t", agent="claude_code",
                      model=None, flavor="coding", runtime="docker", integrity_requested="strict",
                      integrity_obtained=None, attempt=0, seed=0, sweep_id=None, started_at=now,

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -21,7 +21,7 @@ from engine.store.duckdb import DuckDBStore
 from engine.store.schema import DDL, RUN_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, insert_sql, run_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 BASELINE = [  # the task's tests on the unfixed code: the bug's tests fail
     TestResult("tests/test_api.py::test_create", "PASSED"),

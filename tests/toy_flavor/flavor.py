@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 

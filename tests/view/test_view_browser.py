@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_sweep import crucible
 
 from engine.util.paths import PROJECT_ROOT
-from real_sweep import crucible
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

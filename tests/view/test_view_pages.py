@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
+from view_records import fill, record
 
 from engine.models import BuildRecord, TerminalRecord
 from engine.report.compute import build_report
@@ -22,7 +23,6 @@ from engine.util.paths import PROJECT_ROOT
 from engine.view.app import create_app
 from engine.view.bundle import write_bundle
 from engine.view.queries import SHOWN_CHARS
-from view_records import fill, record
 
 RUNS = 120
 BIG = 7  # run index with a 5 MB tool output

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from engine.models import RunRecord, Step, TestResult
 from engine.store.duckdb import DuckDBStore
 
-T0 = datetime(2026, 1, 10, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 10, 9, 0, tzinfo=UTC)
 AGENTS = ("noop", "integration_test", "tool_calling", "claude_code")
 MODELS = {"tool_calling": ("m-small", "m-large"), "claude_code": ("m-large",)}
 SWEEPS = 10

@@ -23,8 +23,8 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, List, Optional, TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from engine.agents import AgentContext, AgentOutcome, pricing
 from engine.agents.cli.proxy import ModelProxy, Upstream
@@ -55,9 +55,9 @@ PLACEHOLDER_KEY = "crucible-model-proxy-holds-the-key"
 class BuiltinToolsConfig:
     """The CLI's own tools (its shell, file edits, web fetch, ...), beside the run's MCP tools."""
 
-    allow: List[str] = field(default_factory=lambda: ["*"])
+    allow: list[str] = field(default_factory=lambda: ["*"])
     """Tool names the CLI may use; ``["*"]`` = all of its defaults, ``[]`` = none (only the run's tools)."""
-    deny: List[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
     """Tool names it must not use (on top of ``allow``)."""
 
 
@@ -67,18 +67,18 @@ class CliAgentConfig(AgentConfig):
 
     version: str = ""
     """The CLI's pinned version (its binary comes from ``image``; this names it in the spec)."""
-    default_model: Optional[str] = None
+    default_model: str | None = None
     """The model when the top-level ``model=`` is not given (``<provider>/<name>``)."""
-    base_url: Optional[str] = None
+    base_url: str | None = None
     """The provider's API root the host proxy forwards to; None = the provider's own."""
-    api_key_env: Optional[str] = None
+    api_key_env: str | None = None
     """The host variable holding the key (read by the proxy only); None = the provider's default."""
     permission_mode: str = "bypassPermissions"
     """How the CLI asks before acting; nobody answers, so the workspace is the sandbox."""
-    max_turns: Optional[int] = None
+    max_turns: int | None = None
     """Model turns at most (where the CLI has such a limit); None = the CLI's own default."""
     builtin_tools: BuiltinToolsConfig = field(default_factory=BuiltinToolsConfig)
-    wall_timeout: Optional[float] = None
+    wall_timeout: float | None = None
     """The CLI's wall-clock limit; None = just inside ``timeouts.agent``. Its process group is
     killed then, and the run ends as ``timeout``."""
     request_timeout: float = 600.0
@@ -144,7 +144,7 @@ class CliAgent:
     provider: str = ""
     """The provider whose protocol the CLI speaks (``anthropic``, ``openai``)."""
     key_header: str = ""
-    tui: "TuiProfile | None" = None
+    tui: TuiProfile | None = None
     """What the CLI's TUI looks like, for the tmux transport; None = headless only."""
 
     def __init__(self, name: str, model: str = "", *, version: str = "", default_model: str | None = None,
@@ -218,7 +218,7 @@ class CliAgent:
         """The session's record the CLI keeps itself (its tool calls, for the tmux transport)."""
         return []
 
-    def turn_over(self, ctx: AgentContext, env: dict[str, str]) -> "Over | None":
+    def turn_over(self, ctx: AgentContext, env: dict[str, str]) -> Over | None:
         """Whether the session's record says the turn ended, for a TUI that can look idle in the
         middle of a turn; None = the screen alone tells."""
         return None
@@ -390,7 +390,7 @@ def _epoch(iso: str | None) -> float:
 
 
 def now_iso(at: float | None = None) -> str:
-    return datetime.fromtimestamp(at if at is not None else time.time(), timezone.utc).isoformat()
+    return datetime.fromtimestamp(at if at is not None else time.time(), UTC).isoformat()
 
 
 def tool_step(at: float, tool: str, arguments: object, result: str | None, is_error: bool,

@@ -217,7 +217,7 @@ def turn_ended(events: list[Event]) -> bool:
                and e.data["payload"].get("type") == "task_complete" for e in events)
 
 
-def parse_rollout(events: list[Event]) -> Parsed:
+def parse_rollout(events: list[Event]) -> Parsed:  # noqa: C901 (one branch per event kind of the rollout file)
     """Steps, answer and end of a session as Codex's rollout JSONL records it (the tmux transport):
     ``{"timestamp", "type", "payload"}`` lines; ``response_item`` holds the model's messages and
     its ``function_call`` / ``custom_tool_call`` items with their outputs, ``event_msg`` the

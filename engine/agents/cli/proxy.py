@@ -22,7 +22,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -92,7 +92,7 @@ class ModelProxy:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
 
-    async def __aenter__(self) -> "ModelProxy":
+    async def __aenter__(self) -> ModelProxy:
         await self.start()
         return self
 
@@ -118,10 +118,10 @@ class ModelProxy:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(writer.wait_closed(), 1)
 
-    async def _forward(self, request: "_Request", writer: asyncio.StreamWriter) -> None:
+    async def _forward(self, request: _Request, writer: asyncio.StreamWriter) -> None:
         assert self._client is not None
         step = Step(idx=0, kind="model", capability="model_proxy", tool=request.path.split("?")[0],
-                    started_at=datetime.now(timezone.utc).isoformat())
+                    started_at=datetime.now(UTC).isoformat())
         began = time.monotonic()
         headers = {k: v for k, v in request.headers if k.lower() not in _HOP}
         headers.update(self.upstream.auth())
@@ -153,7 +153,7 @@ class ModelProxy:
             step.seconds = time.monotonic() - began
             self._record(step, request, status, bytes(kept))
 
-    def _record(self, step: Step, request: "_Request", status: int, reply: bytes) -> None:
+    def _record(self, step: Step, request: _Request, status: int, reply: bytes) -> None:
         model = _json(request.body).get("model")
         usage, text = read_reply(reply)
         step.arguments = {"status": status, "model": model if isinstance(model, str) else None,

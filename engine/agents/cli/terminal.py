@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engine.agents.cli.tmux import TmuxPane, TuiError
 from engine.interfaces import TerminalSink
@@ -46,7 +46,7 @@ class TerminalRecorder:
     async def start(self) -> None:
         await self.sink.start(TerminalRecord(
             terminal_id=self.terminal_id, run_id=self.sink.run_id, owner=self.owner, tmux_server=self.pane.server,
-            tmux_session=self.pane.session, state="running", started_at=datetime.now(timezone.utc).isoformat(),
+            tmux_session=self.pane.session, state="running", started_at=datetime.now(UTC).isoformat(),
             cwd=self.cwd, width=self.pane.width, height=self.pane.height))
         self._watch = asyncio.ensure_future(self._watching())
 

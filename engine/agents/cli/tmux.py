@@ -24,8 +24,9 @@ import asyncio
 import functools
 import re
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.interfaces import Workspace

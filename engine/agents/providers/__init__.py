@@ -14,7 +14,7 @@ agent's wall clock. The API key lives only in the headers of one ``httpx`` clien
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from engine.errors import ConfigError
 
@@ -61,7 +61,7 @@ class ToolResults:
     results: list[ToolResult]
 
 
-Message = Union[UserText, AssistantTurn, ToolResults]
+Message = UserText | AssistantTurn | ToolResults
 
 
 @dataclass

@@ -11,7 +11,8 @@ import email.utils
 import random
 import re
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx
 

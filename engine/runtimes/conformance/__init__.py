@@ -36,6 +36,16 @@ import time
 from dataclasses import dataclass
 
 from engine.interfaces import Runtime, Workspace
+from engine.runtimes.conformance._backend_specific import (
+    check_backstop_reports_a_timeout_when_the_in_container_timeout_fails,
+    check_container_runs_an_init_with_owner_labels,
+)
+from engine.runtimes.conformance._cleanup import (
+    Boom,
+    check_cancel_while_provisioning_leaves_nothing_behind,
+    check_close_is_idempotent,
+    check_workspace_is_destroyed_however_the_block_ends,
+)
 from engine.runtimes.conformance._core import (
     CHECKS,
     DOCKER_CONTAINER,
@@ -52,6 +62,32 @@ from engine.runtimes.conformance._core import (
     probe_for,
     raises,
 )
+
+# Each check registers itself in CHECKS when its module is imported: the order of these imports
+# is the order the checks run in.
+from engine.runtimes.conformance._exec import (
+    check_cancelling_an_exec_kills_its_command,
+    check_exec_env_replaces_the_engine_environment,
+    check_exec_feeds_stdin_while_reading_output,
+    check_exec_in_a_missing_cwd_raises_workspace_error,
+    check_exec_keeps_head_and_tail_of_huge_output_without_deadlock,
+    check_exec_leaves_the_event_loop_free,
+    check_exec_of_a_missing_program_exits_127,
+    check_exec_reports_exit_code_and_stdout_stderr_separately,
+    check_exec_returns_when_the_command_exits_though_a_background_child_holds_its_output,
+    check_exec_runs_as_root_by_default_and_as_the_agent_uid_when_asked,
+    check_exec_runs_in_the_given_cwd,
+    check_exec_that_finishes_in_time_is_not_timed_out,
+    check_exec_timeout_kills_the_whole_process_group,
+    check_workspace_satisfies_the_protocol,
+)
+from engine.runtimes.conformance._files import (
+    check_files_round_trip_binary_bytes_mode_and_owner,
+    check_read_file_follows_a_symlink,
+    check_read_file_of_a_directory_raises_is_a_directory,
+    check_read_file_of_a_missing_path_raises_file_not_found,
+    check_write_file_replaces_an_existing_file,
+)
 from engine.runtimes.conformance._helpers import (
     expect_no_sleepers,
     kill_sleepers,
@@ -59,53 +95,17 @@ from engine.runtimes.conformance._helpers import (
     processes_sleeping,
     wait_for_sleepers,
 )
-
-# Each check registers itself in CHECKS when its module is imported: the order of these imports
-# is the order the checks run in.
-from engine.runtimes.conformance._exec import (
-    check_workspace_satisfies_the_protocol,
-    check_exec_reports_exit_code_and_stdout_stderr_separately,
-    check_exec_runs_as_root_by_default_and_as_the_agent_uid_when_asked,
-    check_exec_runs_in_the_given_cwd,
-    check_exec_env_replaces_the_engine_environment,
-    check_exec_timeout_kills_the_whole_process_group,
-    check_cancelling_an_exec_kills_its_command,
-    check_exec_that_finishes_in_time_is_not_timed_out,
-    check_exec_returns_when_the_command_exits_though_a_background_child_holds_its_output,
-    check_exec_keeps_head_and_tail_of_huge_output_without_deadlock,
-    check_exec_feeds_stdin_while_reading_output,
-    check_exec_of_a_missing_program_exits_127,
-    check_exec_in_a_missing_cwd_raises_workspace_error,
-    check_exec_leaves_the_event_loop_free,
-)
-from engine.runtimes.conformance._files import (
-    check_files_round_trip_binary_bytes_mode_and_owner,
-    check_write_file_replaces_an_existing_file,
-    check_read_file_of_a_missing_path_raises_file_not_found,
-    check_read_file_of_a_directory_raises_is_a_directory,
-    check_read_file_follows_a_symlink,
-)
 from engine.runtimes.conformance._network import (
+    check_a_bridge_is_read_only_inside_and_its_unix_socket_is_reachable_without_network,
     check_network_false_leaves_only_loopback,
     check_network_true_has_a_real_interface,
-    check_a_bridge_is_read_only_inside_and_its_unix_socket_is_reachable_without_network,
 )
 from engine.runtimes.conformance._open_process import (
-    check_open_process_streams_stdin_to_merged_output,
     check_after_close_stdin_a_write_fails_and_a_second_close_does_nothing,
-    check_open_process_kill_ends_the_whole_group,
     check_open_process_can_keep_stderr_apart,
+    check_open_process_kill_ends_the_whole_group,
+    check_open_process_streams_stdin_to_merged_output,
     check_open_process_with_a_tty_gives_the_command_a_sized_terminal_it_owns,
-)
-from engine.runtimes.conformance._cleanup import (
-    Boom,
-    check_close_is_idempotent,
-    check_workspace_is_destroyed_however_the_block_ends,
-    check_cancel_while_provisioning_leaves_nothing_behind,
-)
-from engine.runtimes.conformance._backend_specific import (
-    check_container_runs_an_init_with_owner_labels,
-    check_backstop_reports_a_timeout_when_the_in_container_timeout_fails,
 )
 
 __all__ = [

@@ -11,7 +11,6 @@ from typing import Protocol, TypeVar
 
 from engine.interfaces import Runtime, Workspace
 
-
 # -- the capabilities a runtime's probe may have (a check's ``needs``) -------------------------
 
 

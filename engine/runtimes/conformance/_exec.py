@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from engine.errors import WorkspaceError
 from engine.interfaces import AGENT_UID, Workspace
 from engine.models import ExecResult
-
 from engine.runtimes.conformance._core import Probe, check, expect, raises
 from engine.runtimes.conformance._helpers import expect_no_sleepers, kill_sleepers, marker, wait_for_sleepers
 

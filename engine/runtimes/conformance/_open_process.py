@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-
 from engine.interfaces import AGENT_UID, Process, TtySize, Workspace
 from engine.runtimes.conformance._core import ConformanceFailure, check, expect, raises
 from engine.runtimes.conformance._helpers import expect_no_sleepers, marker, processes_sleeping, wait_for_sleepers

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.interfaces import Workspace
-from engine.runtimes.docker.reaper import LABEL_RUN_ID
 from engine.runtimes.conformance import DOCKER_CONTAINER, EXEC_BACKSTOP, LEFTOVERS
+from engine.runtimes.docker.reaper import LABEL_RUN_ID
 
 if TYPE_CHECKING:
     from engine.runtimes.docker.runtime import DockerRuntime

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import EngineUnavailable
@@ -60,7 +61,7 @@ def start_dockerd() -> None:
 def dockerd_running() -> bool:
     """Whether a dockerd (perhaps still starting) owns the default pid file."""
     try:
-        pid = int(open("/var/run/docker.pid").read().strip())
+        pid = int(Path("/var/run/docker.pid").read_text().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return False

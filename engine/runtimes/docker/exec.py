@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from engine.errors import WorkspaceError
-from engine.util.aio import finish_even_if_cancelled
-
 from engine.models import ExecResult
 from engine.runtimes.docker.stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
+from engine.util.aio import finish_even_if_cancelled
 
 T = TypeVar("T")
 DockerApi = Any
@@ -207,13 +207,13 @@ async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadlin
         try:
             await asyncio.wait_for(asyncio.shield(pump.done), min(poll, remaining))
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         info = await sdk_call("exec inspect", api.exec_inspect, exec_id)
         if not info.get("Running"):
             try:
                 await asyncio.wait_for(asyncio.shield(pump.done), DRAIN_GRACE)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pump.stream.abort()
                 await pump.done
             return True
@@ -230,7 +230,7 @@ async def _kill_quietly(api: DockerApi, container_id
         pump.stream.abort()
     try:
         await asyncio.wait_for(asyncio.shield(pump.done), 5.0)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 

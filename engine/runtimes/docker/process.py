@@ -20,7 +20,8 @@ import contextlib
 import queue
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from engine.errors import WorkspaceError
 from engine.interfaces import TtySize
@@ -69,7 +70,7 @@ class DockerProcess:
     @classmethod
     async def start(cls, api: DockerApi, container_id: str, argv: Sequence[str], *, user: int,
                     cwd: str | None, env: Mapping[str, str], tty: TtySize | None = None,
-                    separate_stderr: bool = False) -> "DockerProcess":
+                    separate_stderr: bool = False) -> DockerProcess:
         if not argv:
             raise ValueError("open_process needs a non-empty argv")
         if tty is not None and (tty.cols < 1 or tty.rows < 1):
@@ -90,14 +91,14 @@ class DockerProcess:
         except RuntimeError:
             pass  # the loop is closed; nobody will read
 
-    def _push(self, chunk: bytes | None, queue: "asyncio.Queue[bytes | None] | None" = None) -> None:
+    def _push(self, chunk: bytes | None, queue: asyncio.Queue[bytes | None] | None = None) -> None:
         # Wait for a free slot so an unread process cannot grow host memory without bound.
         while not self._credits.acquire(timeout=0.2):
             if self._aborted.is_set() or self._loop.is_closed():
                 return
         self._call((self._chunks if queue is None else queue).put_nowait, chunk)
 
-    def _frames(self, demux: Demuxer, chunk: bytes) -> "list[tuple[int, bytes]]":
+    def _frames(self, demux: Demuxer, chunk: bytes) -> list[tuple[int, bytes]]:
         """A terminal's stream has no frames: all of it is what the terminal shows."""
         return [(STDOUT, chunk)] if self._tty else list(demux.feed(chunk))
 
@@ -273,7 +274,7 @@ class DockerProcess:
             return
         try:
             pid = await asyncio.wait_for(asyncio.shield(self._pid), 10.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pid = None
         await kill_group(self._api, self._container_id, pid)
 

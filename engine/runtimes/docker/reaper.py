@@ -12,7 +12,6 @@ import logging
 import socket
 from typing import Any
 
-
 from engine.errors import EngineUnavailable
 from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive
 

@@ -32,8 +32,9 @@ import secrets
 import tarfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineUnavailable, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
@@ -48,10 +49,10 @@ from engine.runtimes.docker.exec import (
     sdk_call,
 )
 from engine.runtimes.docker.process import DockerProcess
-from engine.util.aio import finish_even_if_cancelled
 from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
 from engine.runtimes.lifecycle import StartedOnce
 from engine.runtimes.owner import owner_labels
+from engine.util.aio import finish_even_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -98,15 +99,15 @@ class DockerRuntime:
                 self._client = connect(self.api_timeout)
             return self._client
 
-    def supports(self, integrity: "IntegrityConfig") -> str | None:
+    def supports(self, integrity: IntegrityConfig) -> str | None:
         """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
         and grading always gets a fresh container. None means supported."""
         return None
 
-    def require(self, integrity: "IntegrityConfig") -> None:
+    def require(self, integrity: IntegrityConfig) -> None:
         return None
 
-    def image_builder(self, *, ca_bundle: str | None) -> "ContentAddressedBuilder":
+    def image_builder(self, *, ca_bundle: str | None) -> ContentAddressedBuilder:
         """Content-addressed Docker images, built by this runtime's engine; ``ca_bundle``
         None forwards the host's bundle ($SSL_CERT_FILE), if any."""
         from engine.build.images import AUTO, BUILD_TIMEOUT, ContentAddressedBuilder
@@ -117,7 +118,7 @@ class DockerRuntime:
     """A task's cpus and memory (``TaskLimits``) are applied: the container's cgroup."""
 
     def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None, limits: TaskLimits | None = None) -> "DockerWorkspace":
+                  bridge: str | None = None, limits: TaskLimits | None = None) -> DockerWorkspace:
         tag = image.tag if isinstance(image, ImageRef) else str(image)
         return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge,
                                limits=limits)

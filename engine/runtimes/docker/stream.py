@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 STDOUT, STDERR = 1, 2
 _HEADER = struct.Struct(">BxxxL")  # stream id, 3 zero bytes, big-endian payload length

@@ -24,16 +24,17 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any, Mapping, Sequence, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
-from engine.util.aio import finish_even_if_cancelled
 from engine.errors import WorkspaceError
+from engine.interfaces import TtySize
 from engine.models import ExecResult
 from engine.runtimes.docker.exec import DRAIN_GRACE
 from engine.runtimes.docker.stream import BoundedBuffer, PidLine
-from engine.interfaces import TtySize
 from engine.runtimes.local.sandbox import enter_argv
 from engine.runtimes.local.terminal import PtyMaster, open_pty, set_size, take_terminal
+from engine.util.aio import finish_even_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class _Spawned:
     @classmethod
     async def start(cls, init_pid: int, argv: Sequence[str], *, user: int, cwd: str, env: Mapping[str, str],
                     protocol: asyncio.SubprocessProtocol, stdin: bool, merge: bool,
-                    terminal: int | None = None) -> "_Spawned":
+                    terminal: int | None = None) -> _Spawned:
         if not argv:
             raise ValueError("a command needs a non-empty argv")
         loop = asyncio.get_running_loop()
@@ -135,14 +136,14 @@ async def run_exec(init_pid: int, argv: Sequence[str], *, user: int, cwd: str, e
         try:
             await asyncio.wait_for(asyncio.shield(collector.exited), timeout)
             timed_out = False
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
             kill_group(spawned.pgid)
             await collector.exited
         # A background child may still hold the output pipes: give it a moment, then cut.
         try:
             await asyncio.wait_for(asyncio.shield(collector.drained), DRAIN_GRACE)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     except BaseException:
         # Cancelled: leave nothing running behind us.
@@ -175,7 +176,7 @@ class _Stream(asyncio.SubprocessProtocol):
         self.chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.err_chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.separate_stderr = separate_stderr
-        self.output: "asyncio.ReadTransport | PtyMaster | None" = None
+        self.output: asyncio.ReadTransport | PtyMaster | None = None
         """What output comes from, to pause: stdout's pipe, or the terminal's master."""
         self.queued = 0
         self.exited: asyncio.Future[None] = loop.create_future()
@@ -254,7 +255,7 @@ class LocalProcess:
     @classmethod
     async def start(cls, init_pid: int, argv: Sequence[str], *, user: int, cwd: str,
                     env: Mapping[str, str], tty: TtySize | None = None,
-                    separate_stderr: bool = False) -> "LocalProcess":
+                    separate_stderr: bool = False) -> LocalProcess:
         if tty is None:
             stream = _Stream(separate_stderr)
             spawned = await _Spawned.start(init_pid, argv, user=user, cwd=cwd, env=env, protocol=stream,
@@ -342,7 +343,7 @@ class LocalProcess:
     async def wait(self, timeout: float | None = None) -> int:
         try:
             await asyncio.wait_for(asyncio.shield(self._stream.exited), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TimeoutError(f"process did not exit within {timeout} s") from None
         return exit_status(self._spawned.transport.get_returncode())
 

@@ -27,8 +27,9 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from engine.errors import IntegrityUnavailable, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
@@ -51,8 +52,8 @@ from engine.runtimes.local.template import (
     LocalTemplateBuilder,
     TemplateInputs,
     ensure_template,
-    new_run_root,
     kill_quietly,
+    new_run_root,
     populate,
     reap_local_orphans,
     record_sandbox,
@@ -92,12 +93,12 @@ class LocalRuntime:
     cgroups (only its network, which planning folds into ``network``); the run's warnings say so."""
 
     def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None, limits: TaskLimits | None = None) -> "LocalWorkspace":
+                  bridge: str | None = None, limits: TaskLimits | None = None) -> LocalWorkspace:
         if not isinstance(image, ImageRef):
             raise WorkspaceError(f"runtime=local provisions from a planned ImageRef, got {image!r}")
         return LocalWorkspace(self, image, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge)
 
-    def supports(self, integrity: "IntegrityConfig") -> str | None:
+    def supports(self, integrity: IntegrityConfig) -> str | None:
         """None if this host can give ``integrity`` here, else one line: what is missing and the fix."""
         found = probe(self.bwrap)
         mode = integrity.mode
@@ -111,7 +112,7 @@ class LocalRuntime:
                         "or use runtime=docker")
         return None
 
-    def require(self, integrity: "IntegrityConfig") -> None:
+    def require(self, integrity: IntegrityConfig) -> None:
         """Raise ``IntegrityUnavailable`` unless ``integrity`` can be had (call before provisioning)."""
         reason = self.supports(integrity)
         if reason is not None:
@@ -173,7 +174,7 @@ class LocalWorkspace(StartedOnce):
         boot = asyncio.wait_for(self._boot(layout), START_TIMEOUT)
         try:
             await finish_even_if_cancelled(boot)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise WorkspaceError(f"the local sandbox did not start within {START_TIMEOUT:g} s") from exc
 
     async def _boot(self, layout: Layout) -> None:
@@ -248,7 +249,7 @@ class LocalWorkspace(StartedOnce):
                 kill_quietly(self._bwrap.get_pid())
             try:
                 await asyncio.wait_for(asyncio.shield(self._boot_log.exited), STOP_TIMEOUT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("bwrap (pid %s) did not exit after SIGKILL", self._bwrap.get_pid())
             self._bwrap.close()
             self._bwrap = None

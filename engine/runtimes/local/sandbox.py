@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.interfaces import BRIDGE_PATH
-from engine.util import paths
 from engine.runtimes.docker.stream import PidLine
+from engine.util import paths
 
 NSENTER = "/usr/bin/nsenter"
 SETPRIV = "/usr/bin/setpriv"
@@ -286,7 +286,7 @@ class BlockingSandbox:
         self._proc: subprocess.Popen[bytes] | None = None
         self._err = b""
 
-    def __enter__(self) -> "BlockingSandbox":
+    def __enter__(self) -> BlockingSandbox:
         args_fd = options_pipe(bwrap_options(self.layout, network=self.network))
         read_info, write_info = os.pipe()
         try:

@@ -27,17 +27,18 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from engine.util import paths
 from engine.errors import BuildError, WorkspaceError
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
-from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive, owner_labels, process_start_time
 from engine.plan.repos import file_lock
 from engine.runtimes.local.sandbox import BlockingSandbox, Layout, SandboxError, one_line
+from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive, owner_labels, process_start_time
+from engine.util import paths
 
 if TYPE_CHECKING:
     from engine.interfaces import RecordsBuilds
@@ -72,7 +73,7 @@ class TemplateInputs:
     install_cmd: str
 
     @classmethod
-    def of(cls, image: ImageRef) -> "TemplateInputs":
+    def of(cls, image: ImageRef) -> TemplateInputs:
         args = dict(image.build_args)
         if args.get("INSTANCE_ID"):
             raise WorkspaceError(f"runtime=local cannot run the SWE-bench Pro instance image {image.tag}; "
@@ -356,7 +357,7 @@ class LocalTemplateBuilder:
         return [(ref, self.status(ref)) for ref in refs]
 
     def ensure(self, ref: ImageRef, store: RecordsBuilds | None = None) -> BuildRecord:
-        started, t0 = datetime.now(timezone.utc).isoformat(), time.monotonic()
+        started, t0 = datetime.now(UTC).isoformat(), time.monotonic()
         error, hit = None, False
         try:
             _, hit = ensure_template(TemplateInputs.of(ref), bwrap=self.bwrap, install_timeout=self.install_timeout)

@@ -16,7 +16,7 @@ import fcntl
 import os
 import struct
 import termios
-from typing import Callable
+from collections.abc import Callable
 
 from engine.interfaces import TtySize
 

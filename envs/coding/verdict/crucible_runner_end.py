@@ -228,7 +228,7 @@ def _counter(outcomes: dict[str, int], passed: set[str], not_passed: set[str]) -
     return Counter
 
 
-def _speak_for_this_run() -> None:
+def _speak_for_this_run() -> None:  # noqa: C901 (one branch per pytest outcome and phase)
     """The plugin's pytest hooks, made here and put on this module, with everything they keep
     (the token, the counts, the names that passed, the audit) in their closures only: no module
     global holds state that code under test could find by its shape (a set of names, a dict of

@@ -105,7 +105,7 @@ class Zygote:
 
     def __init__(self, args, source=None):
         self.sock, theirs = socket.socketpair()
-        if source is not None:  # given before the verdict dir's files exist: it reads it on stdin
+        if source is not None:  # noqa: SIM108 -- given before the verdict dir's files exist: it reads it on stdin
             runner = ["-"]
         else:
             runner = [os.path.join(args.verdict, "lib", "crucible_scenario.py")]

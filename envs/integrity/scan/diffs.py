@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from envs.coding import patch
 from envs.integrity.scan import payloads

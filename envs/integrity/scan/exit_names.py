@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ast
 import posixpath
-from typing import Callable, Iterator, Literal
+from collections.abc import Callable, Iterator
+from typing import Literal
 
 Qualify = Callable[[ast.AST], "str | None"]
 Kind = Literal["data", "handle"]

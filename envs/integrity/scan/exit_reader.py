@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import builtins
 import posixpath
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from envs.integrity.scan.exit_names import (
     CLEANUPS,
@@ -89,7 +89,7 @@ class Reader:
                     return f"the module sets attributes of {name}, which may be a module"
         return None
 
-    def _bind(self, node: ast.AST, only: set[str] | None, local: frozenset[str]) -> None:
+    def _bind(self, node: ast.AST, only: set[str] | None, local: frozenset[str]) -> None:  # noqa: C901 (one branch per binding form of the grammar)
         def add(name: str, kind: str, what: ast.AST) -> None:
             if only is None or name in only:
                 self.bindings.setdefault(name, []).append((kind, what, local))

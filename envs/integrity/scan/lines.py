@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from envs.integrity.scan.go import (
     GO_RULES,

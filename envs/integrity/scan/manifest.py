@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from envs.integrity.scan.javascript import NOT_CODE_SUFFIXES
 

@@ -7,8 +7,8 @@ happened in (``where``): stored as a dict, a scan finding's four keys, an audit 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 RULES = {
     "runner-import": "imports the test runner (pytest, unittest, ...) from code that is not a test",

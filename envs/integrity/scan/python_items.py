@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from typing import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from envs.integrity.scan.python_names import ITEM_ATTRIBUTES, ITEM_NAMES
 from envs.integrity.scan.python_tree import literal, namespace
@@ -65,7 +65,7 @@ _ITERATION = frozenset({"enumerate", "list", "tuple", "sorted", "reversed", "ite
 """Calls that pass a list's elements on: ``for i, it in enumerate(items)`` binds an item."""
 
 
-def item_names(tree: ast.AST) -> set[str]:
+def item_names(tree: ast.AST) -> set[str]:  # noqa: C901 (one branch per form a collected item takes)
     """The names a file gives a collected test (``n = request.node``, ``for it in items``, ``for i,
     it in enumerate(session.items)``, ``(n := request.node)``, ``a, n = x, request.node``, ``with
     nullcontext(request.node) as n``), to the fixed point (``m = n``): ``.obj`` set on one is a

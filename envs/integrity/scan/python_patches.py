@@ -5,7 +5,7 @@ function or class swapped (``runner-hook``).
 from __future__ import annotations
 
 import ast
-from typing import Sequence
+from collections.abc import Sequence
 
 from envs.integrity.scan.python_code import CodeReader
 from envs.integrity.scan.python_items import ALWAYS, constant_answer, item_attribute

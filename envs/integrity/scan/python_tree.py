@@ -72,7 +72,7 @@ def known(name: str) -> bool:
     return name in KNOWN_NAMES
 
 
-def bound_in(scope: ast.AST) -> set[str]:
+def bound_in(scope: ast.AST) -> set[str]:  # noqa: C901 (one branch per statement kind that binds a name)
     """The names ``scope`` (a module, a function, a lambda) binds itself, nested functions and
     lambdas aside: its parameters, defs and classes, and the targets of assignments, loops,
     ``with``, ``except`` and walruses, except an assignment whose value reads the name it binds
@@ -115,17 +115,13 @@ def bound_in(scope: ast.AST) -> set[str]:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 names(target, node.value)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            names(node.target, node.value)
-        elif isinstance(node, ast.NamedExpr):
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None or isinstance(node, ast.NamedExpr):
             names(node.target, node.value)
         elif isinstance(node, (ast.For, ast.AsyncFor)):  # a comprehension's target stays in it
             names(node.target, node.iter)
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             names(node.optional_vars, node.context_expr)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
             bound.add(node.name)
         stack.extend(ast.iter_child_nodes(node))
     return bound - declared

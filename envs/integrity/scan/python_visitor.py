@@ -101,7 +101,7 @@ class PythonVisitor(PatchReader):
                 if why is not None:
                     self.add("import-time-hook", decorator, f"@{name}" + (f": {why}" if why else ""))
     # ---- calls, attributes, names
-    def visit_Call(self, node: ast.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:  # noqa: C901 (one branch per call form the rules name)
         joined = fold(node)
         if joined is not None:
             self._string(node, joined)

@@ -8,7 +8,7 @@ from them and the task's allowlist, so a run is judged again the same way from t
 from __future__ import annotations
 
 import posixpath
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from envs.coding import patch
 from envs.integrity.scan import diffs, lines, manifest, output, payloads, python

@@ -8,7 +8,8 @@ and explains every record it kept (swe_tasks/flavor.py). A new format is a modul
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from envs.integrity.sources import gojson, jsresults, junit, parser
 from envs.integrity.sources.base import ResultSource

@@ -15,7 +15,8 @@ source's, ``unmapped: ...`` where it was not.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from engine.errors import GradeError
 from engine.models import TEST_STATUSES, TestResult

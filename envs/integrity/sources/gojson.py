@@ -10,7 +10,8 @@ test binary's result lines (Go 1.20 and later), without which printed lines coun
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from engine.errors import GradeError
 from engine.models import TestResult

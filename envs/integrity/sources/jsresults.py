@@ -9,7 +9,8 @@ apart (``JsTest``): SWE-bench Pro's ``strict`` maps a parser's names onto them i
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence, TypedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from engine.errors import GradeError
 from envs.integrity.sources.base import unmapped

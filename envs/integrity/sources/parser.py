@@ -7,7 +7,8 @@ under ``parser`` (swe_tasks/replay.py).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from engine.errors import GradeError
 from engine.models import TEST_STATUSES, TestResult

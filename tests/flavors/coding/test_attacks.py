@@ -15,9 +15,9 @@ import dataclasses
 import os
 
 import pytest
-
 from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
 from attacks.harness import MODES, AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
+
 from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
 from envs.coding.schema import CodingTaskConfig

@@ -23,10 +23,10 @@ import dataclasses
 import os
 
 import pytest
-
 from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
 from attacks.harness import AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
 from attacks.payloads import bash
+
 from engine.errors import IntegrityUnavailable
 
 MODE = "strict"

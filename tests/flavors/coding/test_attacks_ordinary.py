@@ -10,9 +10,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from attacks.harness import MODES, AttackRunner, assert_strict_held, why
 from attacks.ordinary import ATTACKS, BY_ID, CONTROLS, DEFENDED, TASK, Attack
+
 from envs.coding import runner_end
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
-
 from attacks.catalog import Attack
 from attacks.harness import AttackRunner, why
 from attacks.ordinary import TASK, bash
 from attacks.runtime import RUNTIME, RuntimeAttack
 from attacks.runtime_host import HONEST_DYNAMIC, MODULES_TO_COME, ORDER_TASK
+
 from envs.coding import audit
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -100,9 +100,9 @@ LOCAL = ("replaced-thread", "patched-runtest", "aware-getattr-stack", "unreadabl
 @pytest.mark.slow
 def test_an_attack_of_each_class_is_refused_by_the_audit_under_strict_on_the_local_runtime():
     from attacks.runtime import BY_ID
-    from engine.errors import IntegrityUnavailable
-
     from flavors.coding.test_attacks_local import WALL_PROBE, _walls_hold
+
+    from engine.errors import IntegrityUnavailable
 
     with pytest.MonkeyPatch.context() as patched:
         patched.setenv("CRUCIBLE_CONFIG_PATH", str(ROOT / "tests" / "conf"))

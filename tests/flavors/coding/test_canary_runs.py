@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from attacks.canary_cases import CASES
 from attacks.harness import AttackRunner, why
 

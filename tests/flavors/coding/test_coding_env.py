@@ -10,19 +10,18 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import coding_task as ct
 import pytest
 
-import coding_task as ct
 from engine.errors import GradeError
-from envs.coding.flavor import CodingFlavor, hidden_files
-from envs.coding.hidden import HiddenFile
 from engine.models import CapturedSubmission
 from engine.runtimes.docker.runtime import DockerRuntime
-from envs.coding import patch
-from envs.coding import canary
-from envs.coding.grader import grade
-from envs.coding.judging import regrade, verdict_from_test_result
+from envs.coding import canary, patch
+from envs.coding.flavor import CodingFlavor, hidden_files
 from envs.coding.gitops import VAULT
+from envs.coding.grader import grade
+from envs.coding.hidden import HiddenFile
+from envs.coding.judging import regrade, verdict_from_test_result
 from envs.coding.repo import capture_diff, setup_repo
 
 ROOT_GIT = ["git", f"--git-dir={ct.WORKDIR}/.git", f"--work-tree={ct.WORKDIR}"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from git_repos import commit, git, upstream
 
 from engine.errors import ConfigError
 from engine.models import UpstreamFix
 from envs.coding import hidden
 from envs.coding.hidden import HiddenFile
 from envs.coding.upstream import new_task
-from git_repos import commit, git, upstream
+
 
 @pytest.fixture
 def change_repo(tmp_path) -> tuple[Path, str, str]:
@@ -171,8 +172,14 @@ def test_a_key_that_never_changes_a_verdict_stays_out_of_the_spec_while_empty():
     """prompt_from_commit is marked so: every task without it keeps the spec hash it had."""
     import dataclasses
 
-    from engine.config.schema import (DockerRuntimeConfig, EnvConfig, FlavorConfig, IntegrityConfig,
-                                      NoopAgentConfig, Timeouts)
+    from engine.config.schema import (
+        DockerRuntimeConfig,
+        EnvConfig,
+        FlavorConfig,
+        IntegrityConfig,
+        NoopAgentConfig,
+        Timeouts,
+    )
     from engine.models import RunSpec
     from envs.coding.schema import CodingTaskConfig
 

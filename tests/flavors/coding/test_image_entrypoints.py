@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
 import swe_synth
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

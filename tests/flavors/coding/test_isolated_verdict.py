@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from attacks.payloads import FORCE_PASS_IN_PROCESS
 
-from envs.coding import isolated
 from engine.interfaces import AGENT_UID, ROOT_UID
+from envs.coding import isolated
 
 PYTHON = "/usr/bin/python3"  # the system interpreter with Debian's pytest, as in the images
 SCRIPTS = isolated.SCRIPTS
@@ -116,11 +116,11 @@ def launch(repo: Path, verdict: Path, *, tester: int = isolated.TESTER_UID, scen
 
 def test_the_verdict_is_pytest_s_own_and_the_code_runs_elsewhere(layout):
     repo, verdict = layout
-    hide(verdict, HIDDEN + '''
+    hide(verdict, HIDDEN + f'''
 
 def test_where_things_run():
     uid, pytest_loaded, cwd = who()
-    assert (uid, pytest_loaded, cwd) == (1000, False, %r)
+    assert (uid, pytest_loaded, cwd) == (1000, False, {str(repo)!r})
     assert os.getuid() == 1001
 
 
@@ -128,7 +128,7 @@ def test_a_raise_comes_back_by_name():
     with pytest.raises(ScenarioRaised) as raised:
         refused()
     assert raised.value.is_a("PageError") and raised.value.message == "no page 3"
-''' % str(repo))
+''')
     done = launch(repo, verdict)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED tests/test_hidden.py::test_a_partial_page_counts - assert 2 == 3" in done.stdout

@@ -11,7 +11,6 @@ from engine.models import TestResult
 from engine.plan.lock import derive_lists
 from envs.coding.results import judge_lists
 
-
 # --- judge_lists ----------------------------------------------------------------------------
 
 RUN = [TestResult("t::fixed", "PASSED"), TestResult("t::kept", "PASSED"), TestResult("t::other_skip", "SKIPPED"),

@@ -6,10 +6,11 @@ import asyncio
 import dataclasses
 import posixpath
 
+from git_repos import commit, git
+
 from engine.models import TestResult
 from envs.coding import hidden, judging, rerun
 from envs.coding.hidden import HiddenFile
-from git_repos import commit, git
 
 
 def _repo(tmp_path, test_files: dict[str, bytes]) -> tuple:
@@ -175,6 +176,7 @@ def _pytest_task(tmp_path):
 
 def test_the_first_grading_renames_hidden_files_under_randomise_test_names_and_only_where_the_rerun_defends(tmp_path):
     import coding_task as ct
+
     from envs.coding.flavor import CodingFlavor, rerun_defends
 
     task = _pytest_task(tmp_path)

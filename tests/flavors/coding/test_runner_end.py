@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from attacks.ordinary import FORGE_WITH_PYTESTS_OBJECTS
+
 from engine.models import TestResult
 from envs.coding import judging, runner_end
 from envs.coding.judging import verdict_from_test_result

@@ -7,7 +7,6 @@ on the host with this interpreter standing in for the image's ``python3``.
 from __future__ import annotations
 
 import dataclasses
-
 import io
 import os
 import re
@@ -15,17 +14,16 @@ import shlex
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import pytest
-
-from envs.coding.isolated import SCRIPTS as VERDICT_SCRIPTS
 from hydra import compose, initialize_config_dir
 
 from engine.config.schema import as_schema
+from envs.coding.isolated import SCRIPTS as VERDICT_SCRIPTS
 from envs.coding.schema import CodingTaskConfig
 
 ROOT = Path(__file__).resolve().parents[3]

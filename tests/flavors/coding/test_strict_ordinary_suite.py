@@ -8,9 +8,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from attacks.harness import AttackRunner, why
 from attacks.payloads import bash
+
 from envs.coding.schema import AllowTestAware
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from attacks.harness import AttackRunner, why
 from attacks.ordinary import unnamed
 from attacks.payloads import bash

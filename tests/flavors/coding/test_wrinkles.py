@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_repogen_wrinkles import DATA_DRIVEN_ALTERNATIVE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -121,6 +120,7 @@ PARSER = ("python3 -c 'import json, re, sys\n"
 
 def test_any_command_with_a_parser_is_graded_by_the_parser_s_named_results(docker_client, base_image):
     from attacks.harness import AttackRunner
+
     from envs.coding.schema import ResultsConfig
 
     previous = os.environ.get("CRUCIBLE_CONFIG_PATH")

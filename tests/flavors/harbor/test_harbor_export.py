@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import harbor_tasks
 import pytest
 
-import harbor_tasks
 from envs.harbor import folder
 
 ROOT = Path(__file__).resolve().parents[3]

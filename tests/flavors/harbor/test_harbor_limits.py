@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import harbor_tasks
 import pytest
 
-import harbor_tasks
 from engine.config.compose import compose_config, to_typed
 from engine.plan.spec import plan
 from engine.run.records import limit_warnings

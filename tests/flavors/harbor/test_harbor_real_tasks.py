@@ -7,6 +7,7 @@ import base64
 from pathlib import Path
 
 import harbor_tasks
+
 from envs.harbor import folder, image
 from envs.harbor.flavor import HarborFlavor
 

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import harbor_tasks
 import pytest
 
-import harbor_tasks
 from engine.errors import ConfigError
 from envs.harbor import folder, image, reward
 from envs.harbor.source import HarborSource

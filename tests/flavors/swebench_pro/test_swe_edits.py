@@ -15,8 +15,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 import swe_synth
+
 from envs.coding import patch as patch_module
 from envs.integrity.scan import scanner
 from envs.integrity.sources import jsresults as js_source

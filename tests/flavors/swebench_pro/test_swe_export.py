@@ -11,11 +11,11 @@ import subprocess
 import sys
 
 import pytest
-
 import swe_synth
+from standin.process import standin_server
+
 from engine.store.duckdb import DuckDBStore
 from engine.util.paths import PROJECT_ROOT
-from standin.process import standin_server
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import swe_synth
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 import swe_synth
+
 from engine.errors import ConfigError, UserError
 from engine.models import RunRecord
 from swe_tasks import cli, replay

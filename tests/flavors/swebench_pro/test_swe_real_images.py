@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 import swe_synth
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

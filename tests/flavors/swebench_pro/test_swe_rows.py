@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 import swe_synth
+
 from engine.errors import ConfigError
 from engine.util.paths import PROJECT_ROOT
 from swe_tasks import replay, rows

@@ -21,8 +21,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import swe_synth
+
 from envs.coding import patch as patch_module
 from swe_tasks import replay, strict
 from swe_tasks.flavor import SwebenchProFlavor
@@ -414,11 +414,11 @@ def test_printing_the_parsers_passed_lines_and_ending_one_pytest_session_of_seve
     assert raw["reason"].startswith("2 listed test(s) PASSED by the parser but not by pytest's JUnit report"), raw["reason"]
 
 
-_FORGED_REPORT = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
-                  '<testcase classname="tests.test_tally.TestTally" name="test_add[2-3-5]" file="tests/test_tally.py"/>'
-                  '<testcase classname="tests.test_tally.TestTally" name="test_add[0-4-4]" file="tests/test_tally.py"/>'
-                  '<testcase classname="tests.test_tally" name="test_mul" file="tests/test_tally.py"/>'
-                  '</testsuite></testsuites>').encode().hex()
+_FORGED_REPORT = (b'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+                  b'<testcase classname="tests.test_tally.TestTally" name="test_add[2-3-5]" file="tests/test_tally.py"/>'
+                  b'<testcase classname="tests.test_tally.TestTally" name="test_add[0-4-4]" file="tests/test_tally.py"/>'
+                  b'<testcase classname="tests.test_tally" name="test_mul" file="tests/test_tally.py"/>'
+                  b'</testsuite></testsuites>').hex()
 PYTEST_WRITES_ITS_OWN_REPORT = PYTEST_PRINT_AND_EXIT.replace(
     "def add(a, b):\n    _print_past_the_capture()\n",
     f"_REPORT = bytes.fromhex('{_FORGED_REPORT}')\n"

@@ -13,10 +13,10 @@ import sys
 from fractions import Fraction
 
 import pytest
-
 import swe_synth
-from engine.util.paths import PROJECT_ROOT
 from standin.process import standin_server
+
+from engine.util.paths import PROJECT_ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
