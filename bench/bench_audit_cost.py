@@ -7,6 +7,7 @@ checks run before every test.
 
     .venv/bin/python bench/bench_audit_cost.py [--trials 5] [--tests 1500]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from envs.coding import runner_end  # noqa: E402
 
 SHELL, RUNNER = "e" * 32, "f" * 32
-GENERATED = '''
+GENERATED = """
 import dataclasses, json, logging, collections
 import pytest
 from hikelog.duration import format_duration, parse_duration
@@ -45,7 +46,7 @@ def test_round_trip(n, tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(Pair(format_duration(case.seconds), case.seconds)._asdict()))
     pair = json.loads((tmp_path / "c.json").read_text())
     assert parse_duration(pair["text"]) == pair["seconds"]
-'''
+"""
 
 
 def make_repo(where: Path, tests: int) -> Path:
@@ -66,12 +67,20 @@ def run_once(repo: Path, audited: bool) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the run's processes): on a loaded machine the CPU time is the steadier."""
     results = repo.parent / "results"
     shutil.rmtree(results, ignore_errors=True)
-    script = ('IFS= read -r go || exit 97\nread -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n'
-              + runner_end.wrap(f"{sys.executable} -m pytest -q -p no:cacheprovider tests", str(results),
-                                hide_running_test=True, one_process=True, audit=audited))
+    script = (
+        "IFS= read -r go || exit 97\nread -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n"
+        + runner_end.wrap(
+            f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+            str(results),
+            hide_running_test=True,
+            one_process=True,
+            audit=audited,
+        )
+    )
     began, cpu = time.perf_counter(), _cpu()
-    done = subprocess.run(["bash", "-c", script], input=f"go\n{SHELL} {RUNNER}\n".encode(), cwd=repo,
-                          capture_output=True, timeout=600)
+    done = subprocess.run(
+        ["bash", "-c", script], input=f"go\n{SHELL} {RUNNER}\n".encode(), cwd=repo, capture_output=True, timeout=600
+    )
     seconds, cpu = time.perf_counter() - began, _cpu() - cpu
     cut = runner_end.split(done.stdout, SHELL, RUNNER)
     if done.returncode != 0 or cut.runner_report is None or (audited and cut.runner_audit is None):
@@ -95,10 +104,14 @@ def main() -> int:
         rows = {audited: [t[index] for t in times[audited]] for audited in (False, True)}
         for audited in (False, True):
             row = rows[audited]
-            print(f"{what:4} {'audit' if audited else 'no audit':9} median {statistics.median(row):7.3f}s  "
-                  f"min {min(row):7.3f}s  max {max(row):7.3f}s")
-        print(f"{what:4} audit / no audit = {statistics.median(rows[True]) / statistics.median(rows[False]):.2f} "
-              f"by medians, {min(rows[True]) / min(rows[False]):.2f} by the fastest")
+            print(
+                f"{what:4} {'audit' if audited else 'no audit':9} median {statistics.median(row):7.3f}s  "
+                f"min {min(row):7.3f}s  max {max(row):7.3f}s"
+            )
+        print(
+            f"{what:4} audit / no audit = {statistics.median(rows[True]) / statistics.median(rows[False]):.2f} "
+            f"by medians, {min(rows[True]) / min(rows[False]):.2f} by the fastest"
+        )
     return 0
 
 

@@ -6,6 +6,7 @@ and exits non-zero when the median cache hit takes 0.2 s or more.
 
     .venv/bin/python bench/bench_build_cache.py [N]
 """
+
 from __future__ import annotations
 
 import statistics

@@ -12,6 +12,7 @@ each process's own (``wait4``). Then one more warm check runs in-process under
 Exits non-zero when the warm check's median over ``python3 -c pass`` is past TARGET_S or its
 median peak RSS past TARGET_RSS_MB (issue 38's targets).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ def timed(argv: list[str], env: dict[str, str], name: str = "") -> float:
 
 def stages(argv: list[str], env: dict[str, str]) -> dict:
     """One warm check in-process under bench/stages.py: seconds and peak RSS per stage."""
-    proc = subprocess.run([PYTHON, str(ROOT / "bench" / "stages.py"), *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [PYTHON, str(ROOT / "bench" / "stages.py"), *argv], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit(f"stages of {argv} failed: {proc.stderr[-800:]}")
     return json.loads(proc.stderr.strip().splitlines()[-1])
@@ -66,8 +68,12 @@ def main() -> int:
     ns = parser.parse_args()
     # Bytecode as scripts/setup.sh leaves it (an installed crucible has it too), whatever
     # PYTHONDONTWRITEBYTECODE says: the timings are of crucible, not of compiling it.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"], cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     home = tempfile.mkdtemp(prefix="crucible-cached-check-")
     env = {**os.environ, "CRUCIBLE_HOME": home}
     check = [PYTHON, "-m", "engine.cli.main", "check", f"task={ns.task}"]
@@ -76,8 +82,11 @@ def main() -> int:
         out = subprocess.run(check, cwd=ROOT, env=env, capture_output=True, text=True).stdout
         if " run " in out or "store" not in out:
             raise SystemExit(f"the second check ran something: {out}")
-        results: dict[str, list[float]] = {"python3 -c pass": [], "check, eval cache warm": [],
-                                           "check, eval cache empty": []}
+        results: dict[str, list[float]] = {
+            "python3 -c pass": [],
+            "check, eval cache warm": [],
+            "check, eval cache empty": [],
+        }
         for _ in range(ns.trials):
             for name in results:
                 if name == "check, eval cache empty":
@@ -89,27 +98,38 @@ def main() -> int:
         shutil.rmtree(home, ignore_errors=True)
     med = statistics.median
     floor = med(results["python3 -c pass"])
-    print(f"crucible check task={ns.task}, every verdict from the store, {ns.trials} trials each, "
-          f"whole processes, medians (perf_counter; peak RSS from wait4); load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"crucible check task={ns.task}, every verdict from the store, {ns.trials} trials each, "
+        f"whole processes, medians (perf_counter; peak RSS from wait4); load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'what':<28}{'median s':>10}{'- python s':>12}   {'min..max s':<14}{'peak RSS MB':>12}")
     for name, values in results.items():
         median = med(values)
-        print(f"{name:<28}{median:>10.3f}{median - floor:>12.3f}   {min(values):.3f}..{max(values):.3f}  "
-              f"{med(RSS[name]):>10.1f}")
-    print("\nwhere a warm check's time goes, in-process (bench/stages.py, median of 3; RSS: peak when the stage first ended)")
+        print(
+            f"{name:<28}{median:>10.3f}{median - floor:>12.3f}   {min(values):.3f}..{max(values):.3f}  "
+            f"{med(RSS[name]):>10.1f}"
+        )
+    print(
+        "\nwhere a warm check's time goes, in-process (bench/stages.py, median of 3; RSS: peak when the stage first ended)"
+    )
     names = list(dict.fromkeys(k for b in breakdown for k in b["seconds"]))
     for name in names:
         rss_at = [b["rss_mb"][name] for b in breakdown if name in b["rss_mb"]]
-        print(f"  {name:<36}{med(b['seconds'].get(name, 0.0) for b in breakdown):>8.3f} s"
-              + (f"{med(rss_at):>9.1f} MB" if rss_at else ""))
+        print(
+            f"  {name:<36}{med(b['seconds'].get(name, 0.0) for b in breakdown):>8.3f} s"
+            + (f"{med(rss_at):>9.1f} MB" if rss_at else "")
+        )
     print(f"  {'interpreter start and exit (python3 -c pass)':<36}{floor:>8.3f} s")
     warm, rss = med(results["check, eval cache warm"]) - floor, med(RSS["check, eval cache warm"])
-    failed = [f"warm check {warm:.3f} s over python (target <= {TARGET_S} s)"] * (warm > TARGET_S) + \
-             [f"warm check peak RSS {rss:.1f} MB (target <= {TARGET_RSS_MB:.0f} MB)"] * (rss > TARGET_RSS_MB)
+    failed = [f"warm check {warm:.3f} s over python (target <= {TARGET_S} s)"] * (warm > TARGET_S) + [
+        f"warm check peak RSS {rss:.1f} MB (target <= {TARGET_RSS_MB:.0f} MB)"
+    ] * (rss > TARGET_RSS_MB)
     for line in failed:
         print(f"FAIL: {line}")
     if not failed:
-        print(f"ok: warm check {warm:.3f} s over python (<= {TARGET_S}), peak RSS {rss:.1f} MB (<= {TARGET_RSS_MB:.0f})")
+        print(
+            f"ok: warm check {warm:.3f} s over python (<= {TARGET_S}), peak RSS {rss:.1f} MB (<= {TARGET_RSS_MB:.0f})"
+        )
     return 1 if failed else 0
 
 

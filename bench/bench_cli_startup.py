@@ -15,6 +15,7 @@ Each command runs once first with bytecode writing allowed, so that a checkout w
 ``.pyc`` files are stale (or a PYTHONDONTWRITEBYTECODE environment) does not time the
 compiler.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,14 @@ def timed(argv: list[str], env: dict) -> tuple[float, float]:
 
 def _stages(argv: list[str], env: dict) -> dict:
     """One in-process run of a crucible command under bench/stages.py: seconds per stage."""
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "stages.py"), *argv], cwd=ROOT, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "stages.py"), *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"stages of {argv} failed: {proc.stderr[-800:]}")
     return json.loads(proc.stderr.strip().splitlines()[-1])
@@ -65,8 +72,12 @@ def _stages(argv: list[str], env: dict) -> dict:
 def main(n: int = 10) -> int:
     # Bytecode as scripts/setup.sh leaves it (an installed crucible has it too), whatever
     # PYTHONDONTWRITEBYTECODE says: the timings are of crucible, not of compiling it.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"], cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as home:
         env = {k: v for k, v in os.environ.items() if k not in ("CRUCIBLE_STORE", "PYTHONDONTWRITEBYTECODE")}
         env["CRUCIBLE_HOME"] = os.environ["CRUCIBLE_HOME"] = home
@@ -78,9 +89,12 @@ def main(n: int = 10) -> int:
         for i in range(RUNS):
             store.write_run_record(make_record(0, i, "completed", os.getpid(), "bench", None), None)
         last = make_record(0, RUNS - 1, "completed", 0, "bench", None)
-        coding = dataclasses.replace(last, run_id="coding-run", spec={**last.spec, "flavor": {
-            "_target_": "envs.coding.flavor.CodingFlavor", "name": "coding"}},
-            raw_grade={"reason": "tests failed", "test": {"exit_code": 1}, "apply": {"ok": True}})
+        coding = dataclasses.replace(
+            last,
+            run_id="coding-run",
+            spec={**last.spec, "flavor": {"_target_": "envs.coding.flavor.CodingFlavor", "name": "coding"}},
+            raw_grade={"reason": "tests failed", "test": {"exit_code": 1}, "apply": {"ok": True}},
+        )
         store.write_run_record(coding, None)
         store.ingest_pending()
         run_id = last.run_id
@@ -103,27 +117,55 @@ def main(n: int = 10) -> int:
                 seconds, cpu = timed(argv, env)
                 times[name].append(seconds)
                 cpus[name].append(cpu)
-        breakdown = {name: [_stages(argv[3:], env) for _ in range(3)] for name, argv in commands.items()
-                     if name != "python3 -c pass"}
+        breakdown = {
+            name: [_stages(argv[3:], env) for _ in range(3)]
+            for name, argv in commands.items()
+            if name != "python3 -c pass"
+        }
 
     floor = statistics.median(times["python3 -c pass"])
     cpu_floor = statistics.median(cpus["python3 -c pass"])
     rows, failed = [], []
     for name, seconds in times.items():
         median, cpu = statistics.median(seconds), statistics.median(cpus[name])
-        rows.append((name, n, round(median, 3), round(median - floor, 3), round(median / floor, 2),
-                     f"{min(seconds):.3f}..{max(seconds):.3f}", round(cpu, 3), round(cpu - cpu_floor, 3)))
+        rows.append(
+            (
+                name,
+                n,
+                round(median, 3),
+                round(median - floor, 3),
+                round(median / floor, 2),
+                f"{min(seconds):.3f}..{max(seconds):.3f}",
+                round(cpu, 3),
+                round(cpu - cpu_floor, 3),
+            )
+        )
         if name != "python3 -c pass" and cpu - cpu_floor > LIMIT_S:
             failed.append(name)
-    print(f"{n} runs each, alternating; a store of {RUNS} runs; medians (wall: perf_counter; cpu: user + system); "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(format_table(["command", "n", "median s", "over pass s", "x pass", "min..max s", "cpu s", "cpu over pass s"],
-                       rows))
+    print(
+        f"{n} runs each, alternating; a store of {RUNS} runs; medians (wall: perf_counter; cpu: user + system); "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        format_table(
+            ["command", "n", "median s", "over pass s", "x pass", "min..max s", "cpu s", "cpu over pass s"], rows
+        )
+    )
     stage_names = list(dict.fromkeys(k for runs in breakdown.values() for b in runs for k in b["seconds"]))
     print("\nin-process stages (bench/stages.py, median s of 3; interpreter start and exit are `python3 -c pass`)")
-    print(format_table(["command", *stage_names, "peak RSS MB"],
-                       [(name, *(round(statistics.median(b["seconds"].get(k, 0.0) for b in runs), 3) for k in stage_names),
-                         round(statistics.median(b["peak_rss_mb"] for b in runs), 1)) for name, runs in breakdown.items()]))
+    print(
+        format_table(
+            ["command", *stage_names, "peak RSS MB"],
+            [
+                (
+                    name,
+                    *(round(statistics.median(b["seconds"].get(k, 0.0) for b in runs), 3) for k in stage_names),
+                    round(statistics.median(b["peak_rss_mb"] for b in runs), 1),
+                )
+                for name, runs in breakdown.items()
+            ],
+        )
+    )
     if failed:
         print(f"FAIL: over {LIMIT_S} s of CPU beyond `python3 -c pass`: {', '.join(failed)}")
         return 1

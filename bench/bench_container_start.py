@@ -14,6 +14,7 @@ daemons' and runc's included), so run it on a quiet machine.
 
     .venv/bin/python bench/bench_container_start.py [--containers 16] [--trials 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,14 @@ def machine_cpu_seconds() -> float:
 def sample(client, image: str, disabled: bool, count: int) -> tuple[float, float]:
     from engine.runtimes.docker.runtime import HOSTS
 
-    extra = {"network_disabled": True, "volumes": {str(HOSTS): {"bind": "/etc/hosts", "mode": "ro"}}} if disabled else {}
+    extra = (
+        {"network_disabled": True, "volumes": {str(HOSTS): {"bind": "/etc/hosts", "mode": "ro"}}} if disabled else {}
+    )
     began, cpu = time.perf_counter(), machine_cpu_seconds()
     for _ in range(count):
-        container = client.containers.create(image, ["sleep", "infinity"], init=True, detach=True,
-                                             network_mode="none", **extra)
+        container = client.containers.create(
+            image, ["sleep", "infinity"], init=True, detach=True, network_mode="none", **extra
+        )
         container.start()
         client.api.remove_container(container.id, force=True, v=True)
     return (time.perf_counter() - began) / count, (machine_cpu_seconds() - cpu) / count

@@ -18,6 +18,7 @@ TARGET_INPROCESS x the floor, the whole command at most TARGET_CLI x. The CLI's 
 broken down by processes timed beside the trials: a bare interpreter, one that imports the
 run command's modules, and the rest of the command outside the in-process run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,10 +66,20 @@ def floor_trial(image: str, task, patch: bytes) -> float:
         # cheapest way to run them (crucible's strict runs each in a forked interpreter).
         from envs.coding.isolated import PROBE_MODE, SCRIPTS
 
-        probe = ["-v", f"{SCRIPTS}:/crucible-probe:ro", "-e", "PYTHONPATH=/crucible-probe", "-e", f"{PROBE_MODE}=in-process"]
+        probe = [
+            "-v",
+            f"{SCRIPTS}:/crucible-probe:ro",
+            "-e",
+            "PYTHONPATH=/crucible-probe",
+            "-e",
+            f"{PROBE_MODE}=in-process",
+        ]
     began = time.perf_counter()
-    proc = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script],
-                          input=patch, capture_output=True)
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script],
+        input=patch,
+        capture_output=True,
+    )
     seconds = time.perf_counter() - began
     if proc.returncode != 0:
         raise SystemExit(f"floor trial failed: {proc.stdout.decode()[-500:]} {proc.stderr.decode()[-500:]}")
@@ -94,8 +105,20 @@ def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
 
 def cli_trial(task_option: str, seed: int) -> float:
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", "run", f"task={task_option}", "agent=integration_test",
-                           f"seed={seed}"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.main",
+            "run",
+            f"task={task_option}",
+            "agent=integration_test",
+            f"seed={seed}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - began
     if proc.returncode != 0 or "reward=1.0" not in proc.stdout:
         raise SystemExit(f"cli golden run failed: {proc.stdout[-800:]} {proc.stderr[-800:]}")
@@ -149,10 +172,15 @@ def main() -> int:
 
     med = statistics.median
     f = med(floor)
-    rows = [("floor: docker run (apply + test)", f, 1.0), ("crucible in-process (spec -> stored verdict)", med(inproc), med(inproc) / f),
-            ("crucible CLI (whole command)", med(cli), med(cli) / f)]
-    print(f"task {ns.task}, image {planned.image.tag}, {ns.trials} trials each, medians (resolution: perf_counter, ~1 us; "
-          f"spread below); load average {os.getloadavg()[0]:.2f}")
+    rows = [
+        ("floor: docker run (apply + test)", f, 1.0),
+        ("crucible in-process (spec -> stored verdict)", med(inproc), med(inproc) / f),
+        ("crucible CLI (whole command)", med(cli), med(cli) / f),
+    ]
+    print(
+        f"task {ns.task}, image {planned.image.tag}, {ns.trials} trials each, medians (resolution: perf_counter, ~1 us; "
+        f"spread below); load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'pipeline':48} {'median s':>9} {'x floor':>8}   min..max s")
     for (name, value, ratio), samples in zip(rows, (floor, inproc, cli)):
         print(f"{name:48} {value:9.3f} {ratio:8.2f}   {min(samples):.3f}..{max(samples):.3f}")
@@ -165,11 +193,14 @@ def main() -> int:
     print(f"  {'importing the run command (engine.cli.main, engine.cli.run)':58} {imported - interpreter:.3f}")
     print(f"  {'the rest: compose, plan, session, pre-flight, exit':58} {med(cli) - med(inproc) - imported:.3f}")
     if ns.json:
-        ns.json.write_text(json.dumps({"floor": floor, "inprocess": inproc, "cli": cli, "stages": stages,
-                                       "startup": startup}, indent=2))
-    failed = [f"in-process {med(inproc) / f:.2f}x the floor (target <= {TARGET_INPROCESS}x)"] * \
-        (med(inproc) / f > TARGET_INPROCESS) + \
-        [f"the whole command {med(cli) / f:.2f}x the floor (target <= {TARGET_CLI}x)"] * (med(cli) / f > TARGET_CLI)
+        ns.json.write_text(
+            json.dumps(
+                {"floor": floor, "inprocess": inproc, "cli": cli, "stages": stages, "startup": startup}, indent=2
+            )
+        )
+    failed = [f"in-process {med(inproc) / f:.2f}x the floor (target <= {TARGET_INPROCESS}x)"] * (
+        med(inproc) / f > TARGET_INPROCESS
+    ) + [f"the whole command {med(cli) / f:.2f}x the floor (target <= {TARGET_CLI}x)"] * (med(cli) / f > TARGET_CLI)
     for line in failed:
         print(f"FAIL: {line}")
     if not failed:

@@ -24,6 +24,7 @@ Both use crucible's base for the Dockerfile's FROM (no registry here) and the sa
 (envs/harbor/image.py), so they build the same environment. The state is a throwaway
 CRUCIBLE_HOME. Exits non-zero when the gate does not ship the task (or the floor's reward is not 1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,15 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
 
 def check(env: dict[str, str], task: str, integrity: str, *, rebuild: bool = True) -> float:
     """Seconds of one ``crucible check`` of the task; SystemExit with its output if it fails."""
-    argv = [PYTHON, "-m", "engine.cli", "check", f"task=harbor/dataset/{task}", f"integrity={integrity}",
-            *(["--rebuild"] if rebuild else [])]
+    argv = [
+        PYTHON,
+        "-m",
+        "engine.cli",
+        "check",
+        f"task=harbor/dataset/{task}",
+        f"integrity={integrity}",
+        *(["--rebuild"] if rebuild else []),
+    ]
     began = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - began
@@ -57,8 +65,9 @@ def check(env: dict[str, str], task: str, integrity: str, *, rebuild: bool = Tru
 def task_image(env: dict[str, str], task: str) -> str | None:
     """The task image the last check ran on (from the throwaway store)."""
     sql = f"select image_tag from runs where task_id = 'harbor/dataset/{task}' order by started_at desc limit 1"
-    proc = subprocess.run([PYTHON, "-m", "engine.cli", "query", "--csv", sql], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [PYTHON, "-m", "engine.cli", "query", "--csv", sql], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("crucible/")]
     return lines[0].strip() if lines else None
 
@@ -80,10 +89,25 @@ def floor_image(folder: Path, *, no_cache: bool = False) -> str:
     bundle = default_ca_bundle()
     (context / CA_FILE).write_bytes(Path(bundle).read_bytes() if bundle else b"")
     tag = f"crucible-bench/harbor-floor:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    subprocess.run(["docker", "build", "-q", "--network", "host", *(["--no-cache"] if no_cache else []),
-                    "-f", str(context / "Dockerfile.floor"),
-                    "--build-arg", f"{BASE_ARG}={offline_base(ensure_engine())}", "-t", tag, str(context)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "build",
+            "-q",
+            "--network",
+            "host",
+            *(["--no-cache"] if no_cache else []),
+            "-f",
+            str(context / "Dockerfile.floor"),
+            "--build-arg",
+            f"{BASE_ARG}={offline_base(ensure_engine())}",
+            "-t",
+            tag,
+            str(context),
+        ],
+        check=True,
+        capture_output=True,
+    )
     shutil.rmtree(context, ignore_errors=True)
     return tag
 
@@ -93,11 +117,29 @@ def floor(folder: Path, workdir: str) -> tuple[float, str]:
     solve.sh then test.sh as Harbor's oracle trial does; and the reward it read."""
     began = time.perf_counter()
     tag = floor_image(folder)
-    script = (f"mkdir -p /logs/verifier && cd {workdir} && bash /solution/solve.sh >/dev/null 2>&1; "
-              "bash /tests/test.sh >/dev/null 2>&1; cat /logs/verifier/reward.txt 2>/dev/null || echo none")
-    proc = subprocess.run(["docker", "run", "--rm", "--network", "none",
-                           "-v", f"{folder / 'solution'}:/solution:ro", "-v", f"{folder / 'tests'}:/tests:ro",
-                           tag, "bash", "-c", script], capture_output=True, text=True)
+    script = (
+        f"mkdir -p /logs/verifier && cd {workdir} && bash /solution/solve.sh >/dev/null 2>&1; "
+        "bash /tests/test.sh >/dev/null 2>&1; cat /logs/verifier/reward.txt 2>/dev/null || echo none"
+    )
+    proc = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{folder / 'solution'}:/solution:ro",
+            "-v",
+            f"{folder / 'tests'}:/tests:ro",
+            tag,
+            "bash",
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - began, proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "none"
 
 
@@ -142,11 +184,15 @@ def main() -> int:
     print(f"task {args.task} ({folder}), integrity {args.integrity}, {args.trials} trials")
     print(f"crucible check, image removed:             {cold:.2f} s  (Docker's build cache kept: a shared daemon)")
     print(f"docker build --no-cache of the environment: {uncached:.2f} s")
-    print(f"crucible check --rebuild, image cached:    {spread(gate)}  (golden and baseline, each graded "
-          "in a fresh container)")
+    print(
+        f"crucible check --rebuild, image cached:    {spread(gate)}  (golden and baseline, each graded "
+        "in a fresh container)"
+    )
     print(f"crucible check, verdicts from the store:   {spread(stored)}  (the same specs: nothing runs)")
-    print(f"floor: docker build (cached) + docker run: {spread(bare)}  (solve.sh then test.sh, one container; "
-          f"rewards {sorted(set(rewards))})")
+    print(
+        f"floor: docker build (cached) + docker run: {spread(bare)}  (solve.sh then test.sh, one container; "
+        f"rewards {sorted(set(rewards))})"
+    )
     print(f"ratio gate / floor (medians): {statistics.median(gate) / statistics.median(bare):.2f}")
     if set(rewards) != {"1"}:
         print(f"the floor's reward is not 1: {rewards}", file=sys.stderr)

@@ -8,6 +8,7 @@ policy; grade: tests as uid 1000).
 
     .venv/bin/python bench/bench_integrity.py [--task sample/last_page] [--trials 7] [--json FILE]
 """
+
 from __future__ import annotations
 
 import argparse

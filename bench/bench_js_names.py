@@ -21,6 +21,7 @@ nothing of it is kept).
 
     .venv/bin/python bench/bench_js_names.py [--mirror /work/.mirror/scaleapi+SWE-bench_Pro-os/repo]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,10 @@ CACHE = Path.home() / ".cache" / "crucible-bench" / "js"
 APP = "/app"
 """Where the benchmark's images keep the project: the runners' output reads as if it were there."""
 
-LIB = ("function add(a, b) { return a + b; }\n"
-       "function shout(s) { return `${s.toUpperCase()}!`; }\nmodule.exports = { add, shout };\n")
+LIB = (
+    "function add(a, b) { return a + b; }\n"
+    "function shout(s) { return `${s.toUpperCase()}!`; }\nmodule.exports = { add, shout };\n"
+)
 TRICKY = """\
 const { add, shout } = require('../lib');
 
@@ -130,8 +133,12 @@ def ensure_packages() -> Path:
         return CACHE
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / "package.json").write_text('{"private": true}\n')
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts",
-                    *swe_synth.JS_PACKAGES], cwd=CACHE, check=True, capture_output=True)
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts", *swe_synth.JS_PACKAGES],
+        cwd=CACHE,
+        check=True,
+        capture_output=True,
+    )
     marker.write_text(json.dumps(swe_synth.JS_PACKAGES))
     return CACHE
 
@@ -143,9 +150,13 @@ def run_runner(project: Path, home: Path, results: Path, *argv: str) -> tuple[st
         old.unlink()
     hook = results / jsresults.HOOK
     hook.write_text(jsresults.hook_program(str(results)))
-    done = subprocess.run(["node", f"--require={hook}", str(home / "node_modules" / ".bin" / argv[0]), *argv[1:]],
-                          cwd=project, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(results), "LANG": "C.UTF-8"})
+    done = subprocess.run(
+        ["node", f"--require={hook}", str(home / "node_modules" / ".bin" / argv[0]), *argv[1:]],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(results), "LANG": "C.UTF-8"},
+    )
     reports = [p.read_bytes() for p in sorted((results / "r").glob("js-*.json"))]
     assert reports, f"{argv[0]} wrote no results under the hook: " + done.stderr[-2000:]
     tests = js_source.merged(t for report in reports for t in js_source.tests_in(report))
@@ -162,15 +173,21 @@ def parsers(mirror: Path | None) -> dict[str, tuple[bytes, int, str]]:
     """sha256[:8] -> (parser.py, how many instances use it, the output it reads: ``jest`` (verbose),
     ``jest --json`` (where the run scripts pass --json themselves) or ``mocha``)."""
     if mirror is None:
-        return {"synth-verbose": (swe_synth.JEST_PARSER.encode(), 1, "jest"),
-                "synth-own-json": (swe_synth.JEST_OWN_PARSER.encode(), 1, "jest --json"),
-                "synth-mocha": (swe_synth.MOCHA_PARSER.encode(), 1, "mocha")}
+        return {
+            "synth-verbose": (swe_synth.JEST_PARSER.encode(), 1, "jest"),
+            "synth-own-json": (swe_synth.JEST_OWN_PARSER.encode(), 1, "jest --json"),
+            "synth-mocha": (swe_synth.MOCHA_PARSER.encode(), 1, "mocha"),
+        }
 
     def show(rel: str) -> bytes:
         return subprocess.run(["git", "-C", str(mirror), "show", f"HEAD:{rel}"], capture_output=True, check=True).stdout
 
-    ids = subprocess.run(["git", "-C", str(mirror), "ls-tree", "HEAD:run_scripts", "--name-only"], capture_output=True,
-                         text=True, check=True).stdout.split()
+    ids = subprocess.run(
+        ["git", "-C", str(mirror), "ls-tree", "HEAD:run_scripts", "--name-only"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     found: dict[str, tuple[bytes, int, str]] = {}
     for iid in ids:
         run_script = show(f"run_scripts/{iid}/run_script.sh")
@@ -191,8 +208,13 @@ def parse(parser: bytes, stdout: str, stderr: str) -> tuple[list[dict], str]:
         (work / "parser.py").write_bytes(parser)
         (work / "stdout.log").write_text(stdout)
         (work / "stderr.log").write_text(stderr)
-        done = subprocess.run([sys.executable, "-S", "parser.py", "stdout.log", "stderr.log", "output.json"], cwd=work,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-S", "parser.py", "stdout.log", "stderr.log", "output.json"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         try:
             return json.loads((work / "output.json").read_text()).get("tests") or [], ""
         except (OSError, ValueError):
@@ -209,24 +231,35 @@ def main() -> None:
         project, results = Path(tmp) / "app", Path(tmp) / "results"
         (project / "test").mkdir(parents=True)
         (results / "r").mkdir(parents=True)
-        (project / "package.json").write_text('{"name": "names", "private": true, "jest": {"testEnvironment": "node"}}\n')
+        (project / "package.json").write_text(
+            '{"name": "names", "private": true, "jest": {"testEnvironment": "node"}}\n'
+        )
         (project / "lib.js").write_text(LIB)
-        suites = {"tricky.test.js": TRICKY, "other.test.js": OTHER, "failing.test.js": FAILING,
-                  "nodebb.mocha.js": MOCHA_NODEBB, "plain.mocha.js": MOCHA_PLAIN}
+        suites = {
+            "tricky.test.js": TRICKY,
+            "other.test.js": OTHER,
+            "failing.test.js": FAILING,
+            "nodebb.mocha.js": MOCHA_NODEBB,
+            "plain.mocha.js": MOCHA_PLAIN,
+        }
         for name, text in suites.items():
             (project / "test" / name).write_text(text)
         hidden = {f"{APP}/test/{name}" for name in suites}
         jest = ("jest", "--ci", "--verbose", f"--rootDir={project}", "--testMatch=**/*.test.js")
         v_out, v_err, v_tests = run_runner(project, home, results, *jest, "test/")
         j_out, j_err, j_tests = run_runner(project, home, results, *jest, "--json", "test/")
-        m_out, m_err, m_tests = run_runner(project, home, results, "mocha", "--reporter=json", "test/nodebb.mocha.js",
-                                           "test/plain.mocha.js")
+        m_out, m_err, m_tests = run_runner(
+            project, home, results, "mocha", "--reporter=json", "test/nodebb.mocha.js", "test/plain.mocha.js"
+        )
         assert v_tests == j_tests, "the two jest runs' results differ"
         # As element-hq's verbose run scripts: `2>&1` (all on stdout); protonmail's parsers read
         # stderr. With --json, as element-hq's other run scripts: the JSON on stdout, jest's text
         # on stderr. mocha's JSON reporter on stdout, as NodeBB's run scripts print it.
-        outputs = {"jest": (v_err + v_out, v_err + v_out, v_tests), "jest --json": (j_out, j_err, j_tests),
-                   "mocha": (m_out, m_err, m_tests)}
+        outputs = {
+            "jest": (v_err + v_out, v_err + v_out, v_tests),
+            "jest --json": (j_out, j_err, j_tests),
+            "mocha": (m_out, m_err, m_tests),
+        }
         rows = []
         unmapped_examples: dict[str, list[str]] = collections.defaultdict(list)
         for key, (parser, uses, kind) in sorted(parsers(args.mirror).items(), key=lambda kv: -kv[1][1]):
@@ -242,12 +275,27 @@ def main() -> None:
                 mapped += 1
                 hows[how] += 1
                 agree += all(tests[i]["status"] == entry.get("status") for i in found)
-            rows.append([key, uses, kind, len(reported), mapped, len(reported) - mapped, agree,
-                         ", ".join(f"{h}: {n}" for h, n in hows.most_common()) or why])
+            rows.append(
+                [
+                    key,
+                    uses,
+                    kind,
+                    len(reported),
+                    mapped,
+                    len(reported) - mapped,
+                    agree,
+                    ", ".join(f"{h}: {n}" for h, n in hows.most_common()) or why,
+                ]
+            )
         for kind, (_, _, tests) in outputs.items():
             print(f"{kind}: {len(tests)} tests ({dict(collections.Counter(t['status'] for t in tests))})")
-        print(format_table(["parser", "instances", "output read", "names", "mapped", "unmapped", "same status",
-                            "how mapped"], rows, max_cell=None))
+        print(
+            format_table(
+                ["parser", "instances", "output read", "names", "mapped", "unmapped", "same status", "how mapped"],
+                rows,
+                max_cell=None,
+            )
+        )
         for key, names in unmapped_examples.items():
             print(f"\n{key}: unmapped ({len(names)}):")
             for name in names[:12]:

@@ -12,6 +12,7 @@ beside the hidden tests and are read for runner hooks and runner patching).
 
     .venv/bin/python bench/bench_scanner.py /path/to/mirror.git [...] [--commits 300]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,27 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("repos", nargs="+")
     parser.add_argument("--commits", type=int, default=300, help="the latest N non-merge commits of each")
-    parser.add_argument("--code", nargs="+", default=[".py"], metavar="SUFFIX",
-                        help="a commit counts when it changes a file with one of these suffixes (default .py, outside "
-                             "the test paths; others, tests included: e.g. .go .ts .js for `runner-output`)")
-    parser.add_argument("--python-tests", action="store_true",
-                        help="a commit counts when it changes a Python file in the test paths (conftest.py, tests/...)")
-    parser.add_argument("--test-paths", nargs="+", default=[], metavar="PATTERN",
-                        help="patterns added to the default test paths, as an instance's test trees are "
-                             "(swe_tasks/strict.py test_trees: test/units/** for ansible's)")
+    parser.add_argument(
+        "--code",
+        nargs="+",
+        default=[".py"],
+        metavar="SUFFIX",
+        help="a commit counts when it changes a file with one of these suffixes (default .py, outside "
+        "the test paths; others, tests included: e.g. .go .ts .js for `runner-output`)",
+    )
+    parser.add_argument(
+        "--python-tests",
+        action="store_true",
+        help="a commit counts when it changes a Python file in the test paths (conftest.py, tests/...)",
+    )
+    parser.add_argument(
+        "--test-paths",
+        nargs="+",
+        default=[],
+        metavar="PATTERN",
+        help="patterns added to the default test paths, as an instance's test trees are "
+        "(swe_tasks/strict.py test_trees: test/units/** for ansible's)",
+    )
     ns = parser.parse_args()
     test_paths = (*DEFAULT_TEST_PATHS, *ns.test_paths)
     print(f"{'repository':34} {'commits':>8} {'flagged':>8} {'rate':>6} {'scan ms (median)':>17}")
@@ -76,9 +90,11 @@ def main() -> int:
             if ns.python_tests:
                 counts = any(c.path.endswith(".py") and patch.is_protected(c.path, test_paths) for c in changed)
             else:
-                counts = any(c.path.endswith(tuple(ns.code))
-                             and (ns.code != [".py"] or not patch.is_protected(c.path, test_paths))
-                             for c in changed)
+                counts = any(
+                    c.path.endswith(tuple(ns.code))
+                    and (ns.code != [".py"] or not patch.is_protected(c.path, test_paths))
+                    for c in changed
+                )
             if not counts:
                 continue
             contents = {path: blob(repo, commit, path) for path in wanted}
@@ -91,8 +107,10 @@ def main() -> int:
                 flagged += 1
                 by_rule.update({f.rule for f in findings})
                 subject = git(repo, "log", "-1", "--format=%s", commit).decode().strip()[:60]
-                examples.append(f"{Path(repo).parent.name} {commit[:10]} {subject!r}: "
-                                + "; ".join(f.describe() for f in findings[:3]))
+                examples.append(
+                    f"{Path(repo).parent.name} {commit[:10]} {subject!r}: "
+                    + "; ".join(f.describe() for f in findings[:3])
+                )
         seconds.sort()
         median_ms = 1000 * seconds[len(seconds) // 2] if seconds else 0.0
         name = Path(repo).parent.name if Path(repo).name == "repo" else Path(repo).name

@@ -15,6 +15,7 @@ cost), every mode on a copy of one filled file; records of a real run's size (~1
 
 BENCH_WAL_KB=32,64 adds rows for other log sizes, to compare with WAL_CHECKPOINT_BYTES.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,37 @@ sys.path.insert(0, str(ROOT / "tests"))
 from engine.util.tables import format_table  # noqa: E402
 
 LIMIT_S = 0.25
-WORDS = ["the", "test", "run", "failed", "passed", "assert", "expected", "got", "parse", "duration", "value", "error", "in", "line", "file", "module", "function", "return", "none", "true", "false", "self", "data", "page", "query", "alias", "snapshot", "money", "negative"]
+WORDS = [
+    "the",
+    "test",
+    "run",
+    "failed",
+    "passed",
+    "assert",
+    "expected",
+    "got",
+    "parse",
+    "duration",
+    "value",
+    "error",
+    "in",
+    "line",
+    "file",
+    "module",
+    "function",
+    "return",
+    "none",
+    "true",
+    "false",
+    "self",
+    "data",
+    "page",
+    "query",
+    "alias",
+    "snapshot",
+    "money",
+    "negative",
+]
 
 
 def timed(call) -> float:
@@ -51,8 +82,12 @@ def row(name: str, seconds: list[float]) -> tuple:
 def sweep(n: int, writers: int) -> float:
     """Seconds for ``writers`` processes to record ``n`` runs each into one store."""
     started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "store_writer.py"), str(w), str(n)],
-                              stdout=subprocess.DEVNULL) for w in range(writers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "store_writer.py"), str(w), str(n)], stdout=subprocess.DEVNULL
+        )
+        for w in range(writers)
+    ]
     if any(p.wait() != 0 for p in procs):
         raise SystemExit("a writer failed")
     return time.perf_counter() - started
@@ -77,8 +112,11 @@ def by_store_size(n: int, sizes: list[int]) -> list[tuple]:
         """A record of a real run's size (~16 KB: its spec ~7 KB, its raw grade ~10 KB)."""
         record = make_record(writer, i, "completed", os.getpid(), "bench", None)
         words = random.Random(writer * 100_000 + i).choices(WORDS, k=1500)
-        record.raw_grade = {"test": {"exit_code": 1, "output_tail": " ".join(words[:1100])},
-                            "reason": "tests failed", "scan": {"findings": []}}
+        record.raw_grade = {
+            "test": {"exit_code": 1, "output_tail": " ".join(words[:1100])},
+            "reason": "tests failed",
+            "scan": {"findings": []},
+        }
         record.spec = {**record.spec, "task": {"notes": " ".join(words[1100:])}}
         return record
 
@@ -106,8 +144,14 @@ def by_store_size(n: int, sizes: list[int]) -> list[tuple]:
             finally:
                 lock.WAL_CHECKPOINT_BYTES = kept
             # Means, not medians: a checkpoint every few writes is part of what each write costs.
-            rows.append((size, label, *(statistics.mean(x[k] for x in writes) * 1000 for k in (0, 1)),
-                         *(statistics.mean(x[k] for x in reads) * 1000 for k in (0, 1))))
+            rows.append(
+                (
+                    size,
+                    label,
+                    *(statistics.mean(x[k] for x in writes) * 1000 for k in (0, 1)),
+                    *(statistics.mean(x[k] for x in reads) * 1000 for k in (0, 1)),
+                )
+            )
     return rows
 
 
@@ -131,8 +175,10 @@ def main(n: int = 30, writers: int = 4, sizes: str = "0,500,2000") -> int:
     print(f"sweep: {writers} processes x {n} runs in {wall:.1f} s = {writers * n / wall:.1f} runs/s")
     print(format_table(["runs stored", "mode", "record_run mean ms", "cpu ms", "get_run mean ms", "cpu ms"], grown))
     median = statistics.median(writes)
-    print(f"{'ok' if median < LIMIT_S else 'TOO SLOW'}: median record_run {median * 1000:.1f} ms "
-          f"(limit {LIMIT_S * 1000:.0f} ms)")
+    print(
+        f"{'ok' if median < LIMIT_S else 'TOO SLOW'}: median record_run {median * 1000:.1f} ms "
+        f"(limit {LIMIT_S * 1000:.0f} ms)"
+    )
     return 0 if median < LIMIT_S else 1
 
 

@@ -13,6 +13,7 @@ machine also the ratio of the fastest trials, the ones outside load disturbed le
     CRUCIBLE_CONFIG_PATH=tests/conf .venv/bin/python bench/bench_strict_cost.py \\
         [--task wrinkles/data_driven] [--trials 7] [--json FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,12 @@ def plans(task: str) -> tuple:
         session = session or session_for(typed)
         planned[mode] = plan(typed, builder=session.builder)
     strict = planned["strict"]
-    planned["strict-no-rerun"] = Plan(spec=dataclasses.replace(
-        strict.spec, integrity=dataclasses.replace(strict.spec.integrity, differential_rerun=False)), image=strict.image)
+    planned["strict-no-rerun"] = Plan(
+        spec=dataclasses.replace(
+            strict.spec, integrity=dataclasses.replace(strict.spec.integrity, differential_rerun=False)
+        ),
+        image=strict.image,
+    )
     assert session is not None
     session.builder.ensure(strict.image, session.store)
     return session, planned
@@ -80,8 +85,10 @@ def main() -> int:
     # Load from outside only ever adds time, so on a shared machine the fastest trials are the
     # least disturbed: their ratio is printed too.
     best = min(walls["strict"]) / min(walls["none"])
-    print(f"strict / none = {best:.2f} by the fastest trials; strict without the re-run / none = "
-          f"{min(walls['strict-no-rerun']) / min(walls['none']):.2f}")
+    print(
+        f"strict / none = {best:.2f} by the fastest trials; strict without the re-run / none = "
+        f"{min(walls['strict-no-rerun']) / min(walls['none']):.2f}"
+    )
     if ns.json:
         ns.json.write_text(json.dumps({"walls": walls, "stages": stages}, indent=2))
     return 0

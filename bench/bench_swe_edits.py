@@ -13,6 +13,7 @@ for byte the same. Nothing of either repository is kept.
     .venv/bin/python bench/bench_swe_edits.py --mirror <benchmark checkout or bare mirror> \
         --repo NodeBB/NodeBB=<bare mirror of NodeBB>
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,24 +77,31 @@ def main() -> int:
             rows.append([iid[:60], "-", "-", "-", "no mirror of its repository given"])
             continue
         text = script.decode()
-        block = text[text.index("find "):text.index("done", text.index("-print0")) + 4]
+        block = text[text.index("find ") : text.index("done", text.index("-print0")) + 4]
         with tempfile.TemporaryDirectory() as work:
             by_bash, by_crucible, before = Path(work, "bash"), Path(work, "crucible"), Path(work, "before")
             for where in (by_bash, by_crucible, before):
                 where.mkdir()
                 _tree(mirrors[repo.group(1)], base.group(1), where)
             subprocess.run(["bash", "-ec", block], cwd=by_bash, check=True)
-            listed = subprocess.run(["find", *found.find, "-print0"], cwd=by_crucible, capture_output=True,
-                                    check=True).stdout.split(b"\0")[:-1]
+            listed = subprocess.run(
+                ["find", *found.find, "-print0"], cwd=by_crucible, capture_output=True, check=True
+            ).stdout.split(b"\0")[:-1]
             for name in (n.decode() for n in listed):
-                subprocess.run(["sed", "--sandbox", *(w.replace(edits.FILE, name) for w in found.sed), name], cwd=by_crucible,
-                               check=True)
+                subprocess.run(
+                    ["sed", "--sandbox", *(w.replace(edits.FILE, name) for w in found.sed), name],
+                    cwd=by_crucible,
+                    check=True,
+                )
             changed = sum(not filecmp.cmp(before / n.decode(), by_crucible / n.decode(), shallow=False) for n in listed)
             refused = sum(bool(NAME_CHARACTERS.search(n.decode())) for n in listed)
             rows.append([iid[:60], len(listed), changed, refused, "yes" if _same(by_bash, by_crucible) else "NO"])
     print(f"{len(ids)} run scripts; {loops} hold a find -print0 pipe; the edit loop recognised in {recognised}")
-    print(format_table(["instance", "files listed", "files the edit changes", "names refused", "same bytes as bash's loop"],
-                       rows))
+    print(
+        format_table(
+            ["instance", "files listed", "files the edit changes", "names refused", "same bytes as bash's loop"], rows
+        )
+    )
     return 0 if all(r[4] == "yes" for r in rows) else 1
 
 

@@ -13,6 +13,7 @@ itself (the raw grade's ``seconds``: the replay, without the run's agent and sto
 
     .venv/bin/python bench/bench_swe_strict_cost.py [--trials N] [--only SUBSTRING ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,15 @@ from engine.build.baseimage import ensure_base_image  # noqa: E402
 from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
 from engine.util.tables import format_table  # noqa: E402
 
-KINDS = {"instance_synth__calc-1111111111111111111111111111111111111111-vnan": "unittest (parser alone)",
-         swe_synth.TALLY: "pytest (JUnit report)",
-         swe_synth.LEDGER: "pytest per file via a runner (JUnit reports)", swe_synth.GO_SUM: "go test (test2json events)",
-         swe_synth.JEST_SHOUT: "jest via yarn (runner results)", swe_synth.MOCHA_SHOUT: "mocha (runner results)",
-         swe_synth.MOCHA_FILE: "mocha after the script's sed of the tests (root's edit)"}
+KINDS = {
+    "instance_synth__calc-1111111111111111111111111111111111111111-vnan": "unittest (parser alone)",
+    swe_synth.TALLY: "pytest (JUnit report)",
+    swe_synth.LEDGER: "pytest per file via a runner (JUnit reports)",
+    swe_synth.GO_SUM: "go test (test2json events)",
+    swe_synth.JEST_SHOUT: "jest via yarn (runner results)",
+    swe_synth.MOCHA_SHOUT: "mocha (runner results)",
+    swe_synth.MOCHA_FILE: "mocha after the script's sed of the tests (root's edit)",
+}
 
 
 def grade(work: Path, iid: str, patch: str, mode: str) -> tuple[float, float, float]:
@@ -84,12 +89,21 @@ def main() -> int:
                 runs[mode].append((wall, seconds))
         wall = {m: statistics.median(w for w, _ in r) for m, r in runs.items()}
         graded = {m: statistics.median(s for _, s in r) for m, r in runs.items()}
-        rows.append([KINDS[inst.instance_id], round(wall["none"], 2), round(wall["strict"], 2),
-                     round(wall["strict"] / wall["none"], 2), round(graded["none"], 2), round(graded["strict"], 2),
-                     round(graded["strict"] / graded["none"], 2)])
+        rows.append(
+            [
+                KINDS[inst.instance_id],
+                round(wall["none"], 2),
+                round(wall["strict"], 2),
+                round(wall["strict"] / wall["none"], 2),
+                round(graded["none"], 2),
+                round(graded["strict"], 2),
+                round(graded["strict"] / graded["none"], 2),
+            ]
+        )
     print(f"gold patch, {ns.trials} trials per mode, alternating; medians")
-    print(format_table(["instance", "eval none s", "eval strict s", "x", "grading none s", "grading strict s", "x"],
-                       rows))
+    print(
+        format_table(["instance", "eval none s", "eval strict s", "x", "grading none s", "grading strict s", "x"], rows)
+    )
     subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0
 

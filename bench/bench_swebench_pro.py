@@ -21,6 +21,7 @@ predictions-mode throughput.
 
     .venv/bin/python bench/bench_swebench_pro.py [--trials N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,10 +61,12 @@ def entryscript(row: dict, assets: Path) -> str:
     env = swe_synth_env_lines(assets, row["instance_id"])
     files = ",".join(eval(row["selected_test_files_to_run"]))  # the dataset's Python literal, as officially
     before = row["before_repo_set_cmd"].strip().split("\n")[-1]
-    return (f"\n{env}\n# apply patch\ncd /app\ngit reset --hard {row['base_commit']}\ngit checkout {row['base_commit']}\n"
-            f"git apply -v /workspace/patch.diff\n{before}\n"
-            f"bash /workspace/run_script.sh {files} > /workspace/stdout.log 2> /workspace/stderr.log\n"
-            "python3 /workspace/parser.py /workspace/stdout.log /workspace/stderr.log /workspace/output.json\n")
+    return (
+        f"\n{env}\n# apply patch\ncd /app\ngit reset --hard {row['base_commit']}\ngit checkout {row['base_commit']}\n"
+        f"git apply -v /workspace/patch.diff\n{before}\n"
+        f"bash /workspace/run_script.sh {files} > /workspace/stdout.log 2> /workspace/stderr.log\n"
+        "python3 /workspace/parser.py /workspace/stdout.log /workspace/stderr.log /workspace/output.json\n"
+    )
 
 
 def swe_synth_env_lines(assets: Path, iid: str) -> str:
@@ -81,15 +84,24 @@ def official(client, image: str, row: dict, assets: Path) -> tuple[float, float,
     with tempfile.TemporaryDirectory(prefix="bench-swe-official-") as tmp:
         work = Path(tmp)
         (work / "patch.diff").write_text(row["patch"])
-        (work / "run_script.sh").write_bytes((assets / "run_scripts" / row["instance_id"] / "run_script.sh").read_bytes())
+        (work / "run_script.sh").write_bytes(
+            (assets / "run_scripts" / row["instance_id"] / "run_script.sh").read_bytes()
+        )
         (work / "parser.py").write_bytes((assets / "run_scripts" / row["instance_id"] / "parser.py").read_bytes())
         (work / "entryscript.sh").write_text(entryscript(row, assets))
         started = time.perf_counter()
-        container = client.containers.run(image, entrypoint="/bin/bash", command=["-c", "bash /workspace/entryscript.sh"],
-                                          volumes={str(work): {"bind": "/workspace", "mode": "rw"}}, detach=True)
+        container = client.containers.run(
+            image,
+            entrypoint="/bin/bash",
+            command=["-c", "bash /workspace/entryscript.sh"],
+            volumes={str(work): {"bind": "/workspace", "mode": "rw"}},
+            detach=True,
+        )
         try:
             container.wait()
-            passed = {t["name"] for t in json.loads((work / "output.json").read_text())["tests"] if t["status"] == "PASSED"}
+            passed = {
+                t["name"] for t in json.loads((work / "output.json").read_text())["tests"] if t["status"] == "PASSED"
+            }
             required = set(eval(row["fail_to_pass"])) | set(eval(row["pass_to_pass"]))
             verdict = time.perf_counter() - started
         finally:
@@ -112,8 +124,12 @@ def crucible_grading(plan, session, flavor, patch: str, ahead: bool) -> tuple[fl
         count = flavor.grading_workspaces(plan.spec)
         async with AsyncExitStack() as stack:
             began = time.perf_counter()
-            workspaces = [session.runtime.provision(plan.image, run_id=f"bench-{uuid.uuid4().hex[:8]}",
-                                                    network=False, purpose="grade") for _ in range(count)]
+            workspaces = [
+                session.runtime.provision(
+                    plan.image, run_id=f"bench-{uuid.uuid4().hex[:8]}", network=False, purpose="grade"
+                )
+                for _ in range(count)
+            ]
             await asyncio.gather(*(stack.enter_async_context(ws) for ws in workspaces))
             await flavor.prepare_grading(workspaces[0], plan.spec)
             for index, ws in enumerate(workspaces[1:], 1):
@@ -121,8 +137,11 @@ def crucible_grading(plan, session, flavor, patch: str, ahead: bool) -> tuple[fl
             if ahead:
                 began = time.perf_counter()
             submission = CapturedSubmission(diff=patch)
-            verdict = await (flavor.grade_many(workspaces, plan.spec, submission) if count > 1
-                             else flavor.grade(workspaces[0], plan.spec, submission))
+            verdict = await (
+                flavor.grade_many(workspaces, plan.spec, submission)
+                if count > 1
+                else flavor.grade(workspaces[0], plan.spec, submission)
+            )
             to_verdict = time.perf_counter() - began
         return verdict, to_verdict, time.perf_counter() - began
 
@@ -137,11 +156,23 @@ def throughput(gen: dict, trials: int) -> list[float]:
         with tempfile.TemporaryDirectory(prefix="bench-swe-eval-") as tmp:
             preds = Path(tmp) / "p.jsonl"
             model = f"bench-{uuid.uuid4().hex[:8]}"
-            preds.write_text("".join(json.dumps({"instance_id": r["instance_id"], "model_patch": r["patch"],
-                                                 "model_name_or_path": model}) + "\n" for r in rows))
+            preds.write_text(
+                "".join(
+                    json.dumps(
+                        {"instance_id": r["instance_id"], "model_patch": r["patch"], "model_name_or_path": model}
+                    )
+                    + "\n"
+                    for r in rows
+                )
+            )
             started = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "engine.cli", "swe", "eval", str(preds), "--workers", "2",
-                                   "--output", tmp], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
+            proc = subprocess.run(
+                [sys.executable, "-m", "engine.cli", "swe", "eval", str(preds), "--workers", "2", "--output", tmp],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env=dict(os.environ),
+            )
             seconds = time.perf_counter() - started
             if proc.returncode != 0 or not all(json.loads((Path(tmp) / "eval_results.json").read_text()).values()):
                 raise SystemExit(f"swe eval failed: {proc.stdout[-1000:]}{proc.stderr[-1000:]}")
@@ -200,8 +231,15 @@ def measure(client, gen: dict, iid: str, trials: int) -> tuple[list[tuple], dict
         floor = statistics.median(t[index] for t in runs["official"])
         for side, found in runs.items():
             values = [r[index] for r in found]
-            table.append((iid.split("__")[1][:12], f"{SIDES[side]}, {what}", round(statistics.median(values), 3),
-                          round(statistics.median(values) / floor, 2), f"{min(values):.3f}..{max(values):.3f}"))
+            table.append(
+                (
+                    iid.split("__")[1][:12],
+                    f"{SIDES[side]}, {what}",
+                    round(statistics.median(values), 3),
+                    round(statistics.median(values) / floor, 2),
+                    f"{min(values):.3f}..{max(values):.3f}",
+                )
+            )
     floor = statistics.median(t[0] for t in runs["official"])
     return table, {side: statistics.median(t[0] for t in runs[side]) / floor for side in SIDES if side != "official"}
 
@@ -227,8 +265,10 @@ def main() -> int:
     print(f"{ns.trials} trials each (after one warm-up), interleaved, medians; outcome identical (resolved)")
     print(format_table(["instance", "grading", "median s", "x official", "min..max s"], table))
     rates = throughput(gen, max(1, ns.trials // 2))
-    print(f"crucible swe eval --workers 2 over {len(gen['instances'])} instances: "
-          f"{statistics.median(rates):.1f} instances/min (median of {len(rates)})")
+    print(
+        f"crucible swe eval --workers 2 over {len(gen['instances'])} instances: "
+        f"{statistics.median(rates):.1f} instances/min (median of {len(rates)})"
+    )
     for line in failed:
         print(f"FAIL: {line}")
     return 1 if failed else 0

@@ -15,6 +15,7 @@ Exits non-zero when the default sweep's median ratio to its floor (each trial's 
 TARGET (issue 38). Each default sweep is broken down from its run records: before its first run
 started (start-up, composes, plans), from then to its last run's end, and after it (summary, exit).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,15 +43,17 @@ def floors(planned: list, patches: list[bytes]) -> float:
 
     began = time.perf_counter()
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda i: floor_trial(planned[i].image.tag, planned[i].spec.task, patches[i]),
-                      range(len(planned))))
+        list(
+            pool.map(lambda i: floor_trial(planned[i].image.tag, planned[i].spec.task, patches[i]), range(len(planned)))
+        )
     return time.perf_counter() - began
 
 
 def sweep(seed: int, *extra: str) -> float:
     began, wall_began = time.perf_counter(), time.time()
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", *SWEEP, f"seed={seed}", *extra], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", *SWEEP, f"seed={seed}", *extra], cwd=ROOT, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - began
     if proc.returncode != 0 or "8 run(s) stored" not in proc.stdout:
         raise SystemExit(f"sweep failed: {proc.stdout[-1500:]} {proc.stderr[-1500:]}")
@@ -74,8 +77,12 @@ def main() -> int:
     ns = parser.parse_args()
     # Bytecode as scripts/setup.sh leaves it (an installed crucible has it too), whatever
     # PYTHONDONTWRITEBYTECODE says: the timings are of crucible, not of compiling it.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"], cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
     from bench_golden import golden_patch
 
@@ -104,24 +111,37 @@ def main() -> int:
     floor = statistics.median(timings["floor"])
     # Each trial's own ratio too: its floor and its sweeps ran within seconds of each other, so
     # a machine whose speed drifts over minutes (a shared host's) moves both alike.
-    paired = {name: statistics.median(v / f for v, f in zip(timings[name], timings["floor"]))
-              for name in ("sweep", "joblib")}
-    print(f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter); "
-          f"load average {os.getloadavg()[0]:.2f}")
+    paired = {
+        name: statistics.median(v / f for v, f in zip(timings[name], timings["floor"])) for name in ("sweep", "joblib")
+    }
+    print(
+        f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter); "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'pipeline':44} {'median s':>9} {'x floor':>8}   min..max s")
-    for name, label in (("floor", "floor: 8 docker runs, 2 at a time"),
-                        ("sweep", "crucible run -m (in-process, default)"),
-                        ("joblib", "crucible run -m hydra/launcher=joblib")):
+    for name, label in (
+        ("floor", "floor: 8 docker runs, 2 at a time"),
+        ("sweep", "crucible run -m (in-process, default)"),
+        ("joblib", "crucible run -m hydra/launcher=joblib"),
+    ):
         values = timings[name]
-        print(f"{label:44} {statistics.median(values):9.3f} {statistics.median(values) / floor:8.2f}   "
-              f"{min(values):.3f}..{max(values):.3f}")
-    print("median of each trial's own ratio to its floor: "
-          + ", ".join(f"{name} {ratio:.2f}" for name, ratio in paired.items()))
-    print("per trial (floor s, sweep s, ratio): " + "; ".join(
-        f"{f:.2f} {s:.2f} {s / f:.2f}" for f, s in zip(timings["floor"], timings["sweep"])))
+        print(
+            f"{label:44} {statistics.median(values):9.3f} {statistics.median(values) / floor:8.2f}   "
+            f"{min(values):.3f}..{max(values):.3f}"
+        )
+    print(
+        "median of each trial's own ratio to its floor: "
+        + ", ".join(f"{name} {ratio:.2f}" for name, ratio in paired.items())
+    )
+    print(
+        "per trial (floor s, sweep s, ratio): "
+        + "; ".join(f"{f:.2f} {s:.2f} {s / f:.2f}" for f, s in zip(timings["floor"], timings["sweep"]))
+    )
     before, span, after = (statistics.median(p[i] for p in PHASES) for i in range(3))
-    print(f"the default sweep (median s): before its first run started {before:.2f} (start-up, composes, plans), "
-          f"first run's start to last run's end {span:.2f}, after it {after:.2f} (summary, exit)")
+    print(
+        f"the default sweep (median s): before its first run started {before:.2f} (start-up, composes, plans), "
+        f"first run's start to last run's end {span:.2f}, after it {after:.2f} (summary, exit)"
+    )
     if paired["sweep"] > TARGET:
         print(f"FAIL: the sweep is {paired['sweep']:.2f}x its floor (target <= {TARGET}x)")
         return 1

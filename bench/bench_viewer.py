@@ -12,6 +12,7 @@ more to load in the browser (the target), or a page is not 200.
 
     .venv/bin/python bench/bench_viewer.py [N]
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,10 @@ BIG_RUN, BIG_BYTES = 5000, 5 * 1024 * 1024
 def make_store(home: Path, runs: int) -> Path:
     """A store of ``runs`` synthesised runs, filled in a child process with its own CRUCIBLE_HOME."""
     store = home / f"store-{runs}.duckdb"
-    code = ("import sys; from engine.store.duckdb import DuckDBStore; from view_records import fill; "
-            f"fill(DuckDBStore({str(store)!r}), {runs}, big={{{BIG_RUN}: {BIG_BYTES}}} if {runs} > {BIG_RUN} else None)")
+    code = (
+        "import sys; from engine.store.duckdb import DuckDBStore; from view_records import fill; "
+        f"fill(DuckDBStore({str(store)!r}), {runs}, big={{{BIG_RUN}: {BIG_BYTES}}} if {runs} > {BIG_RUN} else None)"
+    )
     env = {**os.environ, "CRUCIBLE_HOME": str(home), "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'view'}"}
     env.pop("CRUCIBLE_STORE", None)
     started = time.perf_counter()
@@ -48,8 +51,13 @@ def make_store(home: Path, runs: int) -> Path:
 
 def serve(home: Path, store: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "CRUCIBLE_HOME": str(home)}
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "view", "--port", "0", "--store", str(store)],
-                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "view", "--port", "0", "--store", str(store)],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+    )
     found = re.search(r"at (http://127\.0\.0\.1:\d+)/", proc.stdout.readline())
     if not found:
         proc.kill()
@@ -71,8 +79,10 @@ def browser():
 def browser_load_s(driver, url: str) -> float:
     """The browser's load time of ``url``: navigation start to the end of the load event."""
     driver.get(url)
-    timing = driver.execute_script("const t = performance.getEntriesByType('navigation')[0];"
-                                   "return [t.startTime, t.loadEventEnd, t.responseStatus || 200];")
+    timing = driver.execute_script(
+        "const t = performance.getEntriesByType('navigation')[0];"
+        "return [t.startTime, t.loadEventEnd, t.responseStatus || 200];"
+    )
     if timing[2] != 200:
         raise SystemExit(f"{url}: HTTP {timing[2]}")
     return (timing[1] - timing[0]) / 1000
@@ -132,8 +142,12 @@ def main() -> int:
                     proc.wait(timeout=60)
         finally:
             driver.quit()
-    print(format_table(["runs in store", "page", "browser load median s", "max s", "HTTP median s"],
-                       [(r, n, f"{m:.3f}", f"{x:.3f}", f"{h:.3f}") for r, n, m, x, h in rows]))
+    print(
+        format_table(
+            ["runs in store", "page", "browser load median s", "max s", "HTTP median s"],
+            [(r, n, f"{m:.3f}", f"{x:.3f}", f"{h:.3f}") for r, n, m, x, h in rows],
+        )
+    )
     big = [r for r in rows if r[1].startswith("the run with a 5 MB")]
     worst = max(r[3] for r in big)
     print(f"\n5 MB tool output page: slowest browser load {worst:.3f} s (target < {LIMIT_S:.0f} s)")

@@ -7,6 +7,7 @@ container, store), under each variant in turn, so drift on the machine hits all 
 (the method of bench_golden.py). A warm-up round first, not timed: the first run of a process
 pays imports and caches.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,16 +28,19 @@ def golden_run(session, planned, run_root: Path, check: Check | None = None) -> 
     record = asyncio.run(run_one(planned, session, root=run_root))
     seconds = time.perf_counter() - began
     if record.status != "completed" or record.reward != 1.0:
-        raise SystemExit(f"golden run failed under {planned.spec.integrity.mode}: {record.status} "
-                         f"{record.error} {(record.raw_grade or {}).get('reason')}")
+        raise SystemExit(
+            f"golden run failed under {planned.spec.integrity.mode}: {record.status} "
+            f"{record.error} {(record.raw_grade or {}).get('reason')}"
+        )
     problem = check(record) if check is not None else None
     if problem:
         raise SystemExit(problem)
     return seconds, record.timings
 
 
-def alternate(session, planned: dict, run_root: Path, trials: int,
-              check: Check | None = None) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
+def alternate(
+    session, planned: dict, run_root: Path, trials: int, check: Check | None = None
+) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
     """``trials`` golden runs of each of ``planned``'s variants, in turn, after a warm-up round:
     the walls and stage timings per variant."""
     walls: dict[str, list[float]] = {v: [] for v in planned}
@@ -51,13 +55,23 @@ def alternate(session, planned: dict, run_root: Path, trials: int,
     return walls, stages
 
 
-def print_table(walls: dict[str, list[float]], stages: dict[str, list[dict]], stage_names: tuple[str, ...],
-                *, base: str, label: str = "variant") -> None:
+def print_table(
+    walls: dict[str, list[float]],
+    stages: dict[str, list[dict]],
+    stage_names: tuple[str, ...],
+    *,
+    base: str,
+    label: str = "variant",
+) -> None:
     """Each variant's median wall, its ratio to ``base``'s, its range, and its stages' medians."""
     med = statistics.median
     width = max(len(label), *(len(v) for v in walls))
-    print(f"{label:{width}} {'median s':>9} {'x ' + base:>9}   min..max s   " + " ".join(f"{s:>9}" for s in stage_names))
+    print(
+        f"{label:{width}} {'median s':>9} {'x ' + base:>9}   min..max s   " + " ".join(f"{s:>9}" for s in stage_names)
+    )
     for variant, values in walls.items():
         per_stage = " ".join(f"{med(t.get(s, 0.0) for t in stages[variant]):9.3f}" for s in stage_names)
-        print(f"{variant:{width}} {med(values):9.3f} {med(values) / med(walls[base]):9.2f}   "
-              f"{min(values):.3f}..{max(values):.3f}   {per_stage}")
+        print(
+            f"{variant:{width}} {med(values):9.3f} {med(values) / med(walls[base]):9.2f}   "
+            f"{min(values):.3f}..{max(values):.3f}   {per_stage}"
+        )

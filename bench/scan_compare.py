@@ -11,6 +11,7 @@ scanned as SWE-bench Pro's strict reads it (test files too) and as the coding fl
 
     .venv/bin/python bench/scan_compare.py --base HEAD MIRROR [MIRROR ...] [--commits 200] [...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,9 @@ def record(tree: str, out: str, ns: argparse.Namespace) -> None:
     with open(out, "w") as sink:
         for repo in ns.repos:
             scanned = 0
-            for commit in git(repo, "rev-list", "--no-merges", f"--max-count={ns.commits * 3}", "HEAD").decode().split():
+            for commit in (
+                git(repo, "rev-list", "--no-merges", f"--max-count={ns.commits * 3}", "HEAD").decode().split()
+            ):
                 if scanned >= ns.commits:
                     break
                 parents = git(repo, "rev-list", "--parents", "-n", "1", commit).decode().split()[1:]
@@ -59,16 +62,27 @@ def record(tree: str, out: str, ns: argparse.Namespace) -> None:
                 if ns.python_tests:
                     counts = any(c.path.endswith(".py") and patch.is_protected(c.path, test_paths) for c in changed)
                 else:
-                    counts = any(c.path.endswith(tuple(ns.code)) and (ns.code != [".py"]
-                                                                      or not patch.is_protected(c.path, test_paths))
-                                 for c in changed)
+                    counts = any(
+                        c.path.endswith(tuple(ns.code))
+                        and (ns.code != [".py"] or not patch.is_protected(c.path, test_paths))
+                        for c in changed
+                    )
                 if not counts:
                     continue
                 contents = {c.path: _blob(repo, commit, c.path) for c in changed if c.path.endswith(".py")}
                 swe = scanner.scan(diff, contents, test_paths, runner_output_skips=())
                 coding = scanner.scan(diff, contents, test_paths)
-                sink.write(json.dumps({"repo": repo, "commit": commit, "swe": [f.to_dict() for f in swe],
-                                       "coding": [f.to_dict() for f in coding]}) + "\n")
+                sink.write(
+                    json.dumps(
+                        {
+                            "repo": repo,
+                            "commit": commit,
+                            "swe": [f.to_dict() for f in swe],
+                            "coding": [f.to_dict() for f in coding],
+                        }
+                    )
+                    + "\n"
+                )
                 scanned += 1
 
 
@@ -86,8 +100,10 @@ def compare(before: list[dict], after: list[dict]) -> int:
     for mode in ("swe", "coding"):
         rules = [collections.Counter(f["rule"] for r in side for f in r[mode]) for side in (before, after)]
         flagged = [sum(1 for r in side if r[mode]) for side in (before, after)]
-        print(f"{mode:7} commits {len(before)}, flagged {flagged[0]} / {flagged[1]}, findings "
-              f"{sum(rules[0].values())} / {sum(rules[1].values())} (before / after)")
+        print(
+            f"{mode:7} commits {len(before)}, flagged {flagged[0]} / {flagged[1]}, findings "
+            f"{sum(rules[0].values())} / {sum(rules[1].values())} (before / after)"
+        )
         for rule in sorted(set(rules[0]) | set(rules[1])):
             print(f"        {rule:18} {rules[0][rule]:5} {rules[1][rule]:5}")
         for old, new in zip(before, after):
@@ -114,8 +130,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as temp:
         base = Path(temp) / "base"
         base.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ns.base, "engine", "envs", "swe_tasks"], check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ns.base, "engine", "envs", "swe_tasks"], check=True, capture_output=True
+        ).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(base, filter="data")
         sides = []

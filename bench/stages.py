@@ -7,6 +7,7 @@ The stages are the functions the command goes through, by dotted name (STAGES); 
 importing the command's modules, "rest" what no stage covers (argument parsing, printing).
 Interpreter start-up and exit are outside: the benches time those as ``python3 -c pass``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -66,12 +67,14 @@ def main(argv: list[str]) -> int:
             return result
 
         if asyncio_coroutine(inner):
+
             async def timed_async(*args, **kwargs):
                 began = time.perf_counter()
                 result = await inner(*args, **kwargs)
                 seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - began
                 rss.setdefault(stage, _rss_mb())
                 return result
+
             timed_async._staged = True  # type: ignore[attr-defined]
             setattr(owner, name, functools.wraps(inner)(timed_async))
             return
@@ -82,8 +85,12 @@ def main(argv: list[str]) -> int:
 
     command = argv[0]
     reading = ["engine.run.session", "engine.store.duckdb", "engine.util.tables"]
-    modules = {"check": ["engine.cli.check"], "query": reading, "show": reading,
-               "report": [*reading, "engine.report.query"]}
+    modules = {
+        "check": ["engine.cli.check"],
+        "query": reading,
+        "show": reading,
+        "report": [*reading, "engine.report.query"],
+    }
     for module in modules.get(command, []):
         importlib.import_module(module)
     seconds["imports"] = time.perf_counter() - STARTED
@@ -101,8 +108,10 @@ def main(argv: list[str]) -> int:
     total = time.perf_counter() - STARTED
     covered = sum(v for k, v in seconds.items() if k != "imports")
     seconds["rest"] = max(0.0, (time.perf_counter() - began) - covered)
-    print(json.dumps({"seconds": seconds, "rss_mb": rss, "total": total, "peak_rss_mb": _rss_mb(), "code": code}),
-          file=sys.stderr)
+    print(
+        json.dumps({"seconds": seconds, "rss_mb": rss, "total": total, "peak_rss_mb": _rss_mb(), "code": code}),
+        file=sys.stderr,
+    )
     return code
 
 

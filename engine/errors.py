@@ -3,6 +3,7 @@
 ``UserError`` and its children are the user's mistakes: the CLI prints them as one line
 and exits non-zero, never with a traceback.
 """
+
 from __future__ import annotations
 
 

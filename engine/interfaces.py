@@ -1,14 +1,14 @@
 """The small typed interfaces that carry crucible's pipeline.
 
-Read this file first. Every stage of the pipeline talks to the next through one of
-these Protocols, and every backend of an interface passes one shared conformance
-suite (``tests/runtimes/test_workspace_conformance.py`` for workspaces).
+Read this file first. Every stage of the pipeline talks to the next through one of these
+Protocols, and every backend of an interface passes one shared conformance suite.
 
     RunSpec --ImageBuilder--> image --Workspace--> Flavor.setup --> Agent.run
             --> Flavor.capture --> Flavor.grade (fresh Workspace) --> Store
 
 Errors are typed (``engine.errors``); each carries the pipeline phase it happened in.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,6 +29,7 @@ from engine.models import (
     Step,
     TaskLimits,
     TerminalRecord,
+    TtySize,
     UpstreamFix,
     Verdict,
 )
@@ -42,14 +43,6 @@ BRIDGE_PATH = "/run/crucible"
 """Where a workspace provisioned with a bridge sees it: a host directory holding the run's
 host-side endpoints as unix sockets (its MCP server, ``mcp.sock``), reached without any
 network, read-only inside."""
-
-
-@dataclass(frozen=True)
-class TtySize:
-    """A terminal's size in character cells, for ``open_process(tty=...)`` and ``Process.resize``."""
-
-    cols: int
-    rows: int
 
 
 @runtime_checkable
@@ -170,8 +163,16 @@ class Runtime(Protocol):
         """What builds the images this runtime provisions from (content-addressed Docker
         images; a runtime without Docker brings its own templates)."""
 
-    def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None, limits: TaskLimits | None = None) -> Workspace:
+    def provision(
+        self,
+        image: ImageRef,
+        *,
+        run_id: str,
+        network: bool,
+        purpose: str,
+        bridge: str | None = None,
+        limits: TaskLimits | None = None,
+    ) -> Workspace:
         """A not-yet-started workspace; entering its context starts it. ``purpose`` is
         'agent' or 'grade' (a label for reaping and debugging). ``bridge``: a host directory
         that appears read-only at ``BRIDGE_PATH`` inside (the host must be the runtime's).
@@ -275,8 +276,17 @@ class TerminalSink(Protocol):
 
     async def snapshot(self, terminal_id: str, text: str) -> None: ...
 
-    async def end(self, terminal_id: str, *, state: str, reason: str, tmux_server: str = "",
-                  tmux_session: str = "", owner: str = "", final_text: str | None = None) -> None:
+    async def end(
+        self,
+        terminal_id: str,
+        *,
+        state: str,
+        reason: str,
+        tmux_server: str = "",
+        tmux_session: str = "",
+        owner: str = "",
+        final_text: str | None = None,
+    ) -> None:
         """``state``: closing (ended normally), failed or stale."""
 
 
@@ -411,8 +421,9 @@ class GradesInMany(Protocol):
     async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
         """As ``prepare_grading``, for extra workspace ``index`` (1, 2, ...); may do nothing."""
 
-    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
-                         submission: CapturedSubmission) -> Verdict:
+    async def grade_many(
+        self, workspaces: Sequence[Workspace], spec: RunSpec, submission: CapturedSubmission
+    ) -> Verdict:
         """Grade ``submission`` using every workspace (``workspaces[0]`` is the one
         ``prepare_grading`` had): one verdict, with what each workspace gave in its raw grade."""
 
@@ -470,7 +481,6 @@ class RecordsBuilds(Protocol):
 
 
 class Store(Protocol):
-
     def record_run(self, record: RunRecord, *, ingest: bool = True) -> None:
         """Durably write the run's record beside its outputs, then ingest it (retried);
         ``ingest=False`` leaves it for the next ingest (every read ingests first)."""
@@ -488,4 +498,3 @@ class Store(Protocol):
         """Record that sweep ``sweep_id`` reused the completed run ``run_id`` (``resume=true``)."""
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]: ...
-

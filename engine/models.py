@@ -2,6 +2,7 @@
 
 These map one-to-one onto the DuckDB tables (see ``engine/store/duckdb.py``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -389,3 +390,11 @@ class UpstreamFix:
     """The config dir the task's YAML goes under (``<conf_dir>/task/SET/NAME.yaml``)."""
     repos_dir: Path
     """Where the task's own repo is written (``<repos_dir>/SET/NAME``)."""
+
+
+@dataclass(frozen=True)
+class TtySize:
+    """A terminal's size in character cells, for ``open_process(tty=...)`` and ``Process.resize``."""
+
+    cols: int
+    rows: int

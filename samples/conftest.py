@@ -2,4 +2,5 @@
 
 Their own suites run inside the generated repos (see tests/flavors/coding/test_samples.py).
 """
+
 collect_ignore_glob = ["*/main/*", "*/tasks/*"]

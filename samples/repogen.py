@@ -26,6 +26,7 @@ writing it (with the same bytes, for a change of mode alone). Files are bytes, s
 files need nothing special. A commit with neither deleted.txt nor modes.txt gives the same
 stream, and so the same SHAs, as before they existed.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,13 +42,20 @@ FILE_MODE = "100644"  # git records only 644/755 for blobs; a file is 644 unless
 MODES = (FILE_MODE, "100755")
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 GIT_CONFIG = (
-    "-c", "init.defaultBranch=main",
-    "-c", "commit.gpgsign=false",
-    "-c", "tag.gpgsign=false",
-    "-c", "core.autocrlf=false",
-    "-c", "core.fileMode=true",
-    "-c", "gc.auto=0",
-    "-c", "maintenance.auto=false",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "tag.gpgsign=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.fileMode=true",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
 )
 
 
@@ -215,8 +223,7 @@ def git_env() -> dict[str, str]:
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
     try:
         done = subprocess.run(
-            ["git", *GIT_CONFIG, *args], cwd=repo, env=git_env(), input=stdin,
-            capture_output=True, check=True,
+            ["git", *GIT_CONFIG, *args], cwd=repo, env=git_env(), input=stdin, capture_output=True, check=True
         )
     except subprocess.CalledProcessError as exc:
         raise RepoGenError(f"git {args[0]} failed: {exc.stderr.decode(errors='replace')}") from exc

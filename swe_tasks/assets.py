@@ -1,6 +1,7 @@
 """The official per-instance assets, read from a local checkout of the benchmark's repository
 (never copied into crucible): ``run_scripts/<id>/run_script.sh``, ``run_scripts/<id>/parser.py``
 and the ``ENV`` lines of ``dockerfiles/{base,instance}_dockerfile/<id>/Dockerfile``."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,9 +10,12 @@ from pathlib import Path
 
 from engine.errors import ConfigError
 
-FILES = {"run_script": "run_scripts/{id}/run_script.sh", "parser": "run_scripts/{id}/parser.py",
-         "base_dockerfile": "dockerfiles/base_dockerfile/{id}/Dockerfile",
-         "instance_dockerfile": "dockerfiles/instance_dockerfile/{id}/Dockerfile"}
+FILES = {
+    "run_script": "run_scripts/{id}/run_script.sh",
+    "parser": "run_scripts/{id}/parser.py",
+    "base_dockerfile": "dockerfiles/base_dockerfile/{id}/Dockerfile",
+    "instance_dockerfile": "dockerfiles/instance_dockerfile/{id}/Dockerfile",
+}
 
 
 @dataclass(frozen=True)
@@ -23,8 +27,11 @@ class Assets:
     the official evaluator does."""
 
     def pins(self) -> dict[str, str]:
-        return {"run_script_sha256": _sha(self.run_script), "parser_sha256": _sha(self.parser),
-                "env_sha256": _sha("\n".join(self.env_lines).encode())}
+        return {
+            "run_script_sha256": _sha(self.run_script),
+            "parser_sha256": _sha(self.parser),
+            "env_sha256": _sha("\n".join(self.env_lines).encode()),
+        }
 
 
 def read_assets(root: str, instance_id: str, error: type[Exception] = ConfigError) -> Assets:
@@ -35,10 +42,15 @@ def read_assets(root: str, instance_id: str, error: type[Exception] = ConfigErro
         try:
             found[key] = (Path(root) / rel).read_bytes()
         except OSError as exc:
-            raise error(f"instance {instance_id}: official asset {rel} missing under {root} "
-                        f"({exc.strerror or type(exc).__name__})") from exc
-    return Assets(found["run_script"], found["parser"],
-                  tuple(env_exports(found["base_dockerfile"]) + env_exports(found["instance_dockerfile"])))
+            raise error(
+                f"instance {instance_id}: official asset {rel} missing under {root} "
+                f"({exc.strerror or type(exc).__name__})"
+            ) from exc
+    return Assets(
+        found["run_script"],
+        found["parser"],
+        tuple(env_exports(found["base_dockerfile"]) + env_exports(found["instance_dockerfile"])),
+    )
 
 
 def env_exports(dockerfile: bytes) -> list[str]:

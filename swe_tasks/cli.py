@@ -8,6 +8,7 @@ also what ``swe_bench_pro_eval.py`` writes per instance, from each run's record:
 ``<prefix>_stderr.log`` and, where the parser left an output, ``<prefix>_output.json`` and
 ``<prefix>_entryscript.sh`` (crucible's replayed steps as shell). Prints progress as runs end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ from engine.errors import ConfigError, UserError
 from swe_tasks import replay, strict
 from swe_tasks.predictions import Prediction, read_predictions
 
-USAGE = "crucible swe eval PREDICTIONS [--instances ID_OR_GLOB ...] [--workers N] [--output DIR] [--set SET] [overrides]"
+USAGE = (
+    "crucible swe eval PREDICTIONS [--instances ID_OR_GLOB ...] [--workers N] [--output DIR] [--set SET] [overrides]"
+)
 
 
 class SweCommand:
@@ -32,8 +35,10 @@ class SweCommand:
 
     def run(self, argv: list[str]) -> int:
         if argv[:1] in (["-h"], ["--help"], ["help"]):  # asked for: the usage on stdout, exit 0
-            print(f"usage: {USAGE}\n\ngrade SWE-bench Pro predictions as the official evaluator does "
-                  "(crucible swe eval --help: its options)")
+            print(
+                f"usage: {USAGE}\n\ngrade SWE-bench Pro predictions as the official evaluator does "
+                "(crucible swe eval --help: its options)"
+            )
             return 0
         if len(argv) < 2 or argv[0] != "eval":
             raise UserError(f"usage: {USAGE}")
@@ -51,8 +56,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="config overrides (runtime=, integrity=, ...)")
     parser.add_argument("--instances", nargs="+", default=[], help="instance ids or globs to grade")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--output", type=Path, default=None,
-                        help="where eval_results.json goes (default: .) and, given, the official per-instance files")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="where eval_results.json goes (default: .) and, given, the official per-instance files",
+    )
     parser.add_argument("--set", default="swebench_pro", help="the task set the instances are in")
     return parser.parse_args(argv)
 
@@ -88,12 +97,24 @@ def evaluate(ns: argparse.Namespace) -> int:
         if ns.output is not None:  # as each instance ends, as the official script writes them
             write_instance(ns.output, by_id[job.label], record)
         outcome = _outcome(record)
-        print(f"[{done[0]}/{total}] {job.label} {outcome}{' (store)' if job.from_store else ''} "
-              f"{time.monotonic() - started:.1f}s", flush=True)
+        print(
+            f"[{done[0]}/{total}] {job.label} {outcome}{' (store)' if job.from_store else ''} "
+            f"{time.monotonic() - started:.1f}s",
+            flush=True,
+        )
 
     with TaskProgress("swe eval", total) as shown:  # on stderr; the per-instance lines on stdout
-        asyncio.run(run_batch([j for j in jobs], session, root=paths.runs_dir() / "swe-eval",
-                              parallel=max(1, ns.workers), reuse=True, on_record=progress, progress=shown))
+        asyncio.run(
+            run_batch(
+                [j for j in jobs],
+                session,
+                root=paths.runs_dir() / "swe-eval",
+                parallel=max(1, ns.workers),
+                reuse=True,
+                on_record=progress,
+                progress=shown,
+            )
+        )
     results = {job.label: _outcome(job.records[0]) == "resolved" for job in jobs}
     out = ns.output or Path(".")
     out.mkdir(parents=True, exist_ok=True)
@@ -101,9 +122,11 @@ def evaluate(ns: argparse.Namespace) -> int:
         json.dump(results, fh)  # as the official evaluator writes it: json.dump, default separators
     report = _report(jobs, [p.instance_id for p in predictions], skipped)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"resolved {report['resolved_instances']} of {len(results)} "
-          f"({report['resolved_instances'] / max(1, len(results)):.2%}); errors {report['error_instances']}; "
-          f"wrote {out / 'eval_results.json'}" + (f" and {out}/<instance_id>/" if ns.output is not None else ""))
+    print(
+        f"resolved {report['resolved_instances']} of {len(results)} "
+        f"({report['resolved_instances'] / max(1, len(results)):.2%}); errors {report['error_instances']}; "
+        f"wrote {out / 'eval_results.json'}" + (f" and {out}/<instance_id>/" if ns.output is not None else "")
+    )
     return 0
 
 
@@ -167,12 +190,15 @@ def entry_script(raw: Mapping[str, Any], workdir: str) -> str:
     its own steps (and run_script.sh's changed run) are comments saying what was done. The
     comment above each step is its recorded outcome."""
     evaluator = str(raw.get("evaluator") or strict.OFFICIAL)
-    lines = [f"# crucible's replay of swe_bench_pro_eval.py's entry script for {raw.get('instance_id')}, "
-             f"evaluator {evaluator}.",
-             "# Run as one exec (swe_tasks/sh/replay.sh) as root in a fresh container, after the image's git",
-             "# history was put back from its vault; each step under its own limit, a failed one not stopping",
-             "# the next; the parser ran host-side on the two files. Commented steps are not shell that ran.",
-             *[str(line) for line in raw.get("env_exports") or []], f"cd {workdir}"]
+    lines = [
+        f"# crucible's replay of swe_bench_pro_eval.py's entry script for {raw.get('instance_id')}, "
+        f"evaluator {evaluator}.",
+        "# Run as one exec (swe_tasks/sh/replay.sh) as root in a fresh container, after the image's git",
+        "# history was put back from its vault; each step under its own limit, a failed one not stopping",
+        "# the next; the parser ran host-side on the two files. Commented steps are not shell that ran.",
+        *[str(line) for line in raw.get("env_exports") or []],
+        f"cd {workdir}",
+    ]
     for name in replay.STEPS:
         step = raw.get(name)
         if not isinstance(step, Mapping):
@@ -182,7 +208,10 @@ def entry_script(raw: Mapping[str, Any], workdir: str) -> str:
         ran = name in SHELL_STEPS or (name == "run_script" and evaluator == strict.OFFICIAL)
         lines += command if ran else [f"#   {line}" for line in command]
     parsed = raw.get("parser") or {}
-    lines += [f"# parser: exit {parsed.get('exit_code')}, {len(parsed.get('tests') or [])} test(s)", replay.PARSER_COMMAND]
+    lines += [
+        f"# parser: exit {parsed.get('exit_code')}, {len(parsed.get('tests') or [])} test(s)",
+        replay.PARSER_COMMAND,
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -231,8 +260,12 @@ def _jobs(predictions: list[Prediction], ns: argparse.Namespace, sha: str):
         cfg = compose_config([f"task={option}", "agent=swe_prediction", *ns.overrides])
         # names hold no "${" (read_predictions): set as they are, so the store says them as given
         OmegaConf.update(cfg, "model", pred.model, merge=False)
-        for key, value in (("name", pred.agent), ("patch", encode_text(pred.patch)),
-                           ("source", encode_text(source)), ("source_sha256", sha)):
+        for key, value in (
+            ("name", pred.agent),
+            ("patch", encode_text(pred.patch)),
+            ("source", encode_text(source)),
+            ("source_sha256", sha),
+        ):
             OmegaConf.update(cfg, f"agent.{key}", value, merge=False)
         typed = to_typed(cfg)
         session = session or session_for(typed)
@@ -245,9 +278,17 @@ def _jobs(predictions: list[Prediction], ns: argparse.Namespace, sha: str):
 def _report(jobs: list, submitted: list[str], skipped: list[str]) -> dict[str, Any]:
     outcomes = {job.label: _outcome(job.records[0]) for job in jobs}
     ids = {kind: sorted(i for i, o in outcomes.items() if o == kind) for kind in ("resolved", "unresolved", "error")}
-    return {"total_instances": len(submitted), "submitted_instances": len(submitted),
-            "completed_instances": len(ids["resolved"]) + len(ids["unresolved"]),
-            "resolved_instances": len(ids["resolved"]), "unresolved_instances": len(ids["unresolved"]),
-            "error_instances": len(ids["error"]), "skipped_instances": len(skipped),
-            "resolved_ids": ids["resolved"], "unresolved_ids": ids["unresolved"], "error_ids": ids["error"],
-            "skipped_ids": sorted(skipped), "schema_version": 2}
+    return {
+        "total_instances": len(submitted),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(ids["resolved"]) + len(ids["unresolved"]),
+        "resolved_instances": len(ids["resolved"]),
+        "unresolved_instances": len(ids["unresolved"]),
+        "error_instances": len(ids["error"]),
+        "skipped_instances": len(skipped),
+        "resolved_ids": ids["resolved"],
+        "unresolved_ids": ids["unresolved"],
+        "error_ids": ids["error"],
+        "skipped_ids": sorted(skipped),
+        "schema_version": 2,
+    }

@@ -25,6 +25,7 @@ exactly once, before any process of the tests' uid starts; the script's own loop
 it can write as it always did; the tested code can ask for the recorded edit again and gets a
 no-op, and any other edit of a locked file is refused as before.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -47,9 +48,11 @@ or a backslash-newline does not end them."""
 _LOOP = re.compile(
     rf"(?<![\w/.-])find{_BLANKS}(?P<find>{_WORDS}){_BLANKS}-print0{_GAP}*\|\s*"
     r"while[ \t]+IFS=[ \t]+read[ \t]+-r[ \t]+-d[ \t]+''[ \t]+(?P<var>[A-Za-z_]\w*)[ \t]*;[ \t]*do\s+"
-    rf"sed{_BLANKS}(?P<sed>{_WORDS}){_BLANKS}\"\$(?:\{{(?P=var)\}}|(?P=var))\"{_GAP}*(?:;|\n)\s*done\b")
-_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
-                      "-files0-from"})
+    rf"sed{_BLANKS}(?P<sed>{_WORDS}){_BLANKS}\"\$(?:\{{(?P=var)\}}|(?P=var))\"{_GAP}*(?:;|\n)\s*done\b"
+)
+_ACTIONS = frozenset(
+    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls", "-files0-from"}
+)
 """find's words that do more than list files: root never runs them (NodeBB's loops have none)."""
 _NAME = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
@@ -106,8 +109,11 @@ def _commented(text: str, at: int) -> bool:
 
 
 def _in_place(word: str) -> bool:
-    return word == "--in-place" or word.startswith("--in-place=") or (
-        word.startswith("-") and not word.startswith("--") and "i" in word[1:])
+    return (
+        word == "--in-place"
+        or word.startswith("--in-place=")
+        or (word.startswith("-") and not word.startswith("--") and "i" in word[1:])
+    )
 
 
 def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's states)
@@ -121,7 +127,7 @@ def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's
     i = 0
     while i < len(text):
         c = text[i]
-        if c == "\\" and text[i + 1:i + 2] == "\n":  # removed before words are read: joins or separates
+        if c == "\\" and text[i + 1 : i + 2] == "\n":  # removed before words are read: joins or separates
             i += 2
             continue
         if c in " \t":
@@ -135,7 +141,7 @@ def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's
             end = text.find("'", i + 1)
             if end < 0:
                 return None
-            word.append(text[i + 1:end])
+            word.append(text[i + 1 : end])
             i = end + 1
         elif c == '"':
             i += 1
@@ -143,7 +149,7 @@ def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's
                 if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
                     word.append(text[i + 1] if text[i + 1] != "\n" else "")  # bash drops a backslash-newline
                     i += 2
-                elif text[i] == "$" and text[i + 1:i + 2] in ('"', " ", "\t"):
+                elif text[i] == "$" and text[i + 1 : i + 2] in ('"', " ", "\t"):
                     word.append("$")  # no expansion follows: bash keeps it
                     i += 1
                 elif text[i] == "$":
@@ -163,7 +169,7 @@ def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's
         elif c == "\\" and i + 1 < len(text):
             word.append(text[i + 1])
             i += 2
-        elif c == "$" and text[i + 1:i + 2] in ("", " ", "\t"):
+        elif c == "$" and text[i + 1 : i + 2] in ("", " ", "\t"):
             word.append(c)
             i += 1
         elif c in "$`*?[~{}()" or c == "\n":
@@ -176,8 +182,11 @@ def words(text: str, var: str) -> list[str] | None:  # noqa: C901 (a tokenizer's
     return None if any("\n" in w or "\x00" in w for w in found) else found
 
 
-_RM = re.compile(r"^[ \t]*rm((?:[ \t]+-[A-Za-z]+)*)((?:[ \t]+[\w.*?/-]+)+?)"
-                 r"(?:[ \t]+2>[ \t]*/dev/null)?(?:[ \t]*\|\|[ \t]*true)?[ \t]*$", re.M)
+_RM = re.compile(
+    r"^[ \t]*rm((?:[ \t]+-[A-Za-z]+)*)((?:[ \t]+[\w.*?/-]+)+?)"
+    r"(?:[ \t]+2>[ \t]*/dev/null)?(?:[ \t]*\|\|[ \t]*true)?[ \t]*$",
+    re.M,
+)
 
 
 @dataclass(frozen=True)
@@ -214,8 +223,10 @@ def removed(found: list[Removal], rel: str) -> bool:
             globs = path.rstrip("/").split("/")
             if len(globs) > len(parts) or (len(globs) < len(parts) and not removal.recursive):
                 continue
-            if all(fnmatch.fnmatchcase(part, glob) and not (part.startswith(".") and not glob.startswith("."))
-                   for part, glob in zip(parts, globs)):
+            if all(
+                fnmatch.fnmatchcase(part, glob) and not (part.startswith(".") and not glob.startswith("."))
+                for part, glob in zip(parts, globs)
+            ):
                 return True
     return False
 
@@ -236,6 +247,8 @@ def shown(found: Loop | None, work: str) -> str:
     """What the recorded ``edit`` step shows as its command."""
     if found is None:
         return ""
-    return (f"as root, for each file FILE the lock names itself of `find {' '.join(found.find)} -print0`: "
-            f"sed --sandbox {' '.join(found.sed).replace(FILE, 'FILE')} FILE (run_script.sh's own edit, made once; "
-            f"{work}/sed-wrap/sed first on its PATH answers exactly that call with no write)")
+    return (
+        f"as root, for each file FILE the lock names itself of `find {' '.join(found.find)} -print0`: "
+        f"sed --sandbox {' '.join(found.sed).replace(FILE, 'FILE')} FILE (run_script.sh's own edit, made once; "
+        f"{work}/sed-wrap/sed first on its PATH answers exactly that call with no write)"
+    )

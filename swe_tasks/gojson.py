@@ -39,6 +39,7 @@ and none named a test, the run is unresolved (``reason``). Events are read from 
 stdout only (the go command writes them there). Pure functions of the recorded raw grade where
 they judge, so a stored run regrades.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -112,11 +113,17 @@ def record(mode: str, stdout: bytes | None) -> dict[str, Any]:
     if stdout is None:
         return {**found, "error": "run_script.sh left no stdout"}
     tests, events, framed = named_results(stdout)
-    found.update(events=events, sha256=hashlib.sha256(stdout).hexdigest(), framed=framed,
-                 tests=[{"name": t.name, "status": t.status} for t in tests])
+    found.update(
+        events=events,
+        sha256=hashlib.sha256(stdout).hexdigest(),
+        framed=framed,
+        tests=[{"name": t.name, "status": t.status} for t in tests],
+    )
     if not tests:
-        found["error"] = (f"the go command wrote no test2json result event naming a test ({events} event(s): "
-                          "it did not run, was stopped, or the binary ended before any test finished)")
+        found["error"] = (
+            f"the go command wrote no test2json result event naming a test ({events} event(s): "
+            "it did not run, was stopped, or the binary ended before any test finished)"
+        )
     return found
 
 
@@ -129,8 +136,15 @@ def confirm(go_json: Mapping[str, Any] | None, confirmed: Mapping[str, Any]) -> 
     if not (go_json and go_json.get("expected")):
         return dict(confirmed)
     error = str(go_json["error"]) if go_json.get("error") else None
-    events = {} if error else {str(t["name"]): str(t["status"]) for t in go_json.get("tests") or []
-                               if isinstance(t, Mapping) and "name" in t and "status" in t}
+    events = (
+        {}
+        if error
+        else {
+            str(t["name"]): str(t["status"])
+            for t in go_json.get("tests") or []
+            if isinstance(t, Mapping) and "name" in t and "status" in t
+        }
+    )
     passed = set(confirmed["passed"])
     entries = []
     for entry in confirmed["listed"]:
@@ -145,10 +159,14 @@ def confirm(go_json: Mapping[str, Any] | None, confirmed: Mapping[str, Any]) -> 
 def reason(confirmed: Mapping[str, Any]) -> str | None:
     """Why the events keep a run unresolved that the parser alone would pass, or None."""
     if confirmed.get("go_json_error"):
-        return f"no named results: {confirmed['go_json_error']} (run_script.sh runs go test, so its events are required)"
+        return (
+            f"no named results: {confirmed['go_json_error']} (run_script.sh runs go test, so its events are required)"
+        )
     denied = [e for e in confirmed["listed"] if e["parser"] == "PASSED" and "go_json" in e and e["go_json"] != "PASSED"]
     if not denied:
         return None
     first = denied[0]
-    return (f"{len(denied)} listed test(s) PASSED by the parser but not by the go command's test2json events, "
-            f"e.g. {first['name']!r} ({first['go_json'] or 'no result event'})")
+    return (
+        f"{len(denied)} listed test(s) PASSED by the parser but not by the go command's test2json events, "
+        f"e.g. {first['name']!r} ({first['go_json'] or 'no result event'})"
+    )

@@ -52,6 +52,7 @@ runner's processes (mocha's, jest's or its workers'), or a ``pretest``/``posttes
 patch adds to package.json; and code in the runner's process can change its record before it
 is written.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,8 +71,10 @@ _JEST = re.compile(rb"(?<![\w.@-])jest(?![\w.-])")
 _MOCHA = re.compile(rb"(?<![\w.@-])_?mocha(?![\w.-])")
 """A command word (``node_modules/.bin/jest`` too), not a package scope (``@jest/globals``) or a file (``jest.config.js``)."""
 _TEST_SCRIPT = re.compile(rb"(?<![\w.-])(yarn|npm|pnpm)\b[^#\n]*(?<![\w.:-])test(?![\w:.-])")
-_JEST_ONLY_FLAGS = re.compile(rb"--(passWithNoTests|testPathPattern|testNamePattern|runInBand|maxWorkers|"
-                              rb"logHeapUsage|testTimeout|detectOpenHandles|forceExit|json|ci|coverage)(?![\w-])")
+_JEST_ONLY_FLAGS = re.compile(
+    rb"--(passWithNoTests|testPathPattern|testNamePattern|runInBand|maxWorkers|"
+    rb"logHeapUsage|testTimeout|detectOpenHandles|forceExit|json|ci|coverage)(?![\w-])"
+)
 """Flags of jest's CLI that no other JavaScript runner in the benchmark's run scripts is given
 through a package's test script (mocha's and tutanota's own take other spellings)."""
 REPORTS = "r"
@@ -112,7 +115,7 @@ def hook_program(results_dir: str) -> str:
     start = 0
     while start < len(lines) and (not lines[start].strip() or lines[start].lstrip().startswith("//")):
         start += 1
-    return "'use strict';\n" f"const REPORTS = {json.dumps(f'{results_dir}/{REPORTS}')};\n" + "".join(lines[start:])
+    return f"'use strict';\nconst REPORTS = {json.dumps(f'{results_dir}/{REPORTS}')};\n" + "".join(lines[start:])
 
 
 def node_wrap_program() -> str:
@@ -125,24 +128,31 @@ def shown(work: str) -> str:
     return f'PATH="{work}/node-wrap:$PATH" NODE_OPTIONS="${{NODE_OPTIONS:+$NODE_OPTIONS }}--require={work}/{HOOK}" '
 
 
-STATES = {"absent": "{runners} wrote no results (it did not run, was stopped, or the run named its own results processor)",
-          "symlink": "a results path of {runners} is a symlink, refused",
-          "not-a-file": "a results path of {runners} is not a regular file, refused",
-          "too-large": "the results of {runners} are over 64 MiB in all, refused",
-          "too-many": f"there are over {MAX_REPORTS} results files of {{runners}}, refused",
-          "unreadable": "the results of {runners} could not be read (no mkdir, cat or wc in the image?)"}
+STATES = {
+    "absent": "{runners} wrote no results (it did not run, was stopped, or the run named its own results processor)",
+    "symlink": "a results path of {runners} is a symlink, refused",
+    "not-a-file": "a results path of {runners} is not a regular file, refused",
+    "too-large": "the results of {runners} are over 64 MiB in all, refused",
+    "too-many": f"there are over {MAX_REPORTS} results files of {{runners}}, refused",
+    "unreadable": "the results of {runners} could not be read (no mkdir, cat or wc in the image?)",
+}
 
 
-def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], results_dir: str,
-           hidden: Sequence[str] = ()) -> dict[str, Any]:
+def record(
+    runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], results_dir: str, hidden: Sequence[str] = ()
+) -> dict[str, Any]:
     """The raw grade's ``js_results``: which runners the instance runs (``runs``; any makes their
     results required), where they were written, the hidden test files whose tests may answer for
     listed names (``hidden``: absolute, ``strict.trusted_test_files``), each file's sha256, and
     the tests (merged over the runs) or why there are none."""
     if not runs:
         return {"expected": False}
-    found: dict[str, Any] = {"expected": True, "runners": list(runs), "path": f"{results_dir}/{REPORTS}/js-*.json",
-                             "hidden": list(hidden)}
+    found: dict[str, Any] = {
+        "expected": True,
+        "runners": list(runs),
+        "path": f"{results_dir}/{REPORTS}/js-*.json",
+        "hidden": list(hidden),
+    }
     named = " and ".join(runs)
     bad = [state for state, _ in reports if state != "file"]
     if bad or not reports:
@@ -159,7 +169,11 @@ def record(runs: Sequence[str], reports: Sequence[tuple[str, bytes | None]], res
         except GradeError as exc:
             return {**found, "reports": len(reports), "error": f"a results file of {named} is not one: {exc}"}
         if len(tests) > MAX_TESTS:
-            return {**found, "reports": len(reports), "error": f"the results of {named} name over {MAX_TESTS} tests, refused"}
+            return {
+                **found,
+                "reports": len(reports),
+                "error": f"the results of {named} name over {MAX_TESTS} tests, refused",
+            }
     found.update(reports=len(reports), sha256=digests, tests=merged(tests))
     if not found["tests"]:
         found["error"] = f"the results of {named} ({len(reports)} file(s)) name no test"
@@ -200,11 +214,12 @@ def forms(test: Mapping[str, Any]) -> list[set[str]]:
         innermost = {f"{ancestors[-1]} | {name}", f"{ancestors[-1]} {name}"} if ancestors else set()
         return [full, innermost, {name}]
 
-    cut = {title.split("(")[0].strip(), title[:title.rfind(" (")].strip() if " (" in title else title} - {"", title}
+    cut = {title.split("(")[0].strip(), title[: title.rfind(" (")].strip() if " (" in title else title} - {"", title}
     found = tiers(title) + [set().union(*(tier for name in sorted(cut) for tier in tiers(name)))]
     if test.get("status") == "SKIPPED":  # jest's verbose line says "○ skipped TITLE" / "✎ todo TITLE"
-        found = [tier | {f.replace(title, f"{word} {title}") for f in tier for word in ("skipped", "todo")}
-                 for tier in found]
+        found = [
+            tier | {f.replace(title, f"{word} {title}") for f in tier for word in ("skipped", "todo")} for tier in found
+        ]
     return [{_squeezed(f) for f in tier} for tier in found]
 
 
@@ -212,8 +227,12 @@ def _same_file(name_file: str, path: str) -> bool:
     return bool(name_file) and (path == name_file or path.endswith("/" + name_file.removeprefix("./")))
 
 
-def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[str],
-             cache: dict[int, list[set[str]]] | None = None) -> tuple[list[int], str]:
+def map_name(
+    name: str,
+    tests: Sequence[Mapping[str, Any]],
+    files: Collection[str],
+    cache: dict[int, list[set[str]]] | None = None,
+) -> tuple[list[int], str]:
     """(the indices in ``tests`` of the tests ``name`` stands for, how), or ([], why none).
     Only tests in ``files`` (the instance's hidden test files whose content is the benchmark's,
     absolute: ``strict.trusted_test_files``) count, so a test file the patch adds or edits
@@ -230,8 +249,11 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
     file, rest = file.strip(), _squeezed(rest)
     cache = {} if cache is None else cache
     described = file if any(_same_file(file, f) for f in files) else ""
-    candidates = [i for i, t in enumerate(tests) if str(t["file"]) in files
-                  and (_same_file(file, str(t["file"])) or _same_file(described, _describe_file(t)))]
+    candidates = [
+        i
+        for i, t in enumerate(tests)
+        if str(t["file"]) in files and (_same_file(file, str(t["file"])) or _same_file(described, _describe_file(t)))
+    ]
     for i in candidates:
         if i not in cache:
             cache[i] = forms(tests[i])
@@ -239,10 +261,12 @@ def map_name(name: str, tests: Sequence[Mapping[str, Any]], files: Collection[st
         found = [i for i in candidates if rest in cache[i][tier]]
         if found:
             by_file = [i for i in found if _same_file(file, str(tests[i]["file"]))]
-            how = [*(["path-suffix"] if any(str(tests[i]["file"]) != file for i in by_file) else []),
-                   *(["describe-file"] if len(by_file) < len(found) else []),
-                   *([("innermost", "title", "title-cut")[tier - 1]] if tier else []),
-                   *([f"{len(found)} tests"] if len(found) > 1 else [])]
+            how = [
+                *(["path-suffix"] if any(str(tests[i]["file"]) != file for i in by_file) else []),
+                *(["describe-file"] if len(by_file) < len(found) else []),
+                *([("innermost", "title", "title-cut")[tier - 1]] if tier else []),
+                *([f"{len(found)} tests"] if len(found) > 1 else []),
+            ]
             return found, ", ".join(how) or "exact"
     return [], "unmapped: not in the runner's results for the hidden test files"
 
@@ -269,8 +293,9 @@ def confirm(results: Mapping[str, Any] | None, confirmed: Mapping[str, Any]) -> 
         found, how = ([], "no results") if error else map_name(entry["name"], tests, files, cache)
         said = max((str(tests[i]["status"]) for i in found), key=lambda s: _SEVERITY.get(s, 3), default=None)
         names = [" | ".join([tests[i]["file"], *tests[i]["ancestors"], tests[i]["title"]]) for i in found]
-        entries.append({**entry, "js": said, "js_names": names, "js_mapped": how,
-                        "judged_by": [*entry["judged_by"], "js-results"]})
+        entries.append(
+            {**entry, "js": said, "js_names": names, "js_mapped": how, "judged_by": [*entry["judged_by"], "js-results"]}
+        )
         if said != "PASSED":
             passed.discard(entry["name"])
     found_all = {**confirmed, "listed": entries, "passed": [e["name"] for e in entries if e["name"] in passed]}
@@ -280,12 +305,16 @@ def confirm(results: Mapping[str, Any] | None, confirmed: Mapping[str, Any]) -> 
 def reason(confirmed: Mapping[str, Any]) -> str | None:
     """Why the runner's results keep a run unresolved that the parser alone would pass, or None."""
     if confirmed.get("js_error"):
-        return (f"no named results: {confirmed['js_error']} (run_script.sh runs a JavaScript test runner, "
-                "so its results are required)")
+        return (
+            f"no named results: {confirmed['js_error']} (run_script.sh runs a JavaScript test runner, "
+            "so its results are required)"
+        )
     denied = [e for e in confirmed["listed"] if e["parser"] == "PASSED" and "js" in e and e["js"] != "PASSED"]
     if not denied:
         return None
     first = denied[0]
     said = first["js"] or first["js_mapped"]
-    return (f"{len(denied)} listed test(s) PASSED by the parser but not by the test runner's own results, "
-            f"e.g. {first['name']!r} ({said})")
+    return (
+        f"{len(denied)} listed test(s) PASSED by the parser but not by the test runner's own results, "
+        f"e.g. {first['name']!r} ({said})"
+    )

@@ -24,6 +24,7 @@ anything else is recorded as unmapped and counts as not passed. A pytest instanc
 readable report is unresolved, the reason recorded.
 Pure functions of the recorded raw grade, so a stored run regrades.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,17 +65,21 @@ def plugin_program(results_dir: str) -> str:
 
 def shown(work: str) -> str:
     """What the recorded run_script command shows for the environment added."""
-    return (f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{work}/pyresults" '
-            f"(and {work}/pyresults named by a .pth in HOME's user site-packages and each venv's on PATH) ")
+    return (
+        f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{work}/pyresults" '
+        f"(and {work}/pyresults named by a .pth in HOME's user site-packages and each venv's on PATH) "
+    )
 
 
-STATES = {"absent": "pytest wrote no JUnit report (it did not run, was stopped before its end, "
-                    "or did not load crucible's plugin)",
-          "symlink": "a JUnit report's path is a symlink, refused",
-          "not-a-file": "a JUnit report's path is not a regular file, refused",
-          "too-large": f"the JUnit reports are over {MAX_REPORT_BYTES} bytes, refused",
-          "too-many": f"pytest wrote over {MAX_FILES} JUnit reports, refused",
-          "unreadable": "the JUnit reports could not be read (no mkdir, cat or wc in the image?)"}
+STATES = {
+    "absent": "pytest wrote no JUnit report (it did not run, was stopped before its end, "
+    "or did not load crucible's plugin)",
+    "symlink": "a JUnit report's path is a symlink, refused",
+    "not-a-file": "a JUnit report's path is not a regular file, refused",
+    "too-large": f"the JUnit reports are over {MAX_REPORT_BYTES} bytes, refused",
+    "too-many": f"pytest wrote over {MAX_FILES} JUnit reports, refused",
+    "unreadable": "the JUnit reports could not be read (no mkdir, cat or wc in the image?)",
+}
 
 
 MAX_PYTHONS = 64
@@ -101,23 +106,39 @@ def pythons(listing: str) -> list[dict[str, str]]:
 
 def _where_placed(found: Sequence[Mapping[str, str]]) -> str:
     """The interpreters the plugin was put in reach of, for a run whose pytest wrote no report."""
-    venvs = [f"{p['python']} (venv {p['venv']}: {p.get('site') or 'not placed, ' + p.get('not_placed', '')})"
-             for p in found if p.get("venv")]
+    venvs = [
+        f"{p['python']} (venv {p['venv']}: {p.get('site') or 'not placed, ' + p.get('not_placed', '')})"
+        for p in found
+        if p.get("venv")
+    ]
     plain = sorted({p["python"] for p in found if not p.get("venv")})
     said = venvs + ([f"{', '.join(plain)} (user site-packages, PYTHONPATH)"] if plain else [])
-    return ("; the plugin was put where these interpreters load it: " + "; ".join(said) +
-            ", so the tests ran under another python, or one started with -I/-s or a PYTHONNOUSERSITE")\
-        if said else "; no python was found on run_script.sh's PATH"
+    return (
+        (
+            "; the plugin was put where these interpreters load it: "
+            + "; ".join(said)
+            + ", so the tests ran under another python, or one started with -I/-s or a PYTHONNOUSERSITE"
+        )
+        if said
+        else "; no python was found on run_script.sh's PATH"
+    )
 
 
-def record(expected: bool, reports: Sequence[tuple[str, bytes | None]], results_dir: str,
-           found_pythons: Sequence[Mapping[str, str]] | None = None) -> dict[str, Any]:
+def record(
+    expected: bool,
+    reports: Sequence[tuple[str, bytes | None]],
+    results_dir: str,
+    found_pythons: Sequence[Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
     """The raw grade's ``junit``: whether this instance's tests are pytest (so a report is
     required), where the reports were written, the interpreters the plugin was put in reach of
     (``pythons``), and their tests (merged: the worst status of a test named by more than one)
     or why there are none."""
-    found: dict[str, Any] = {"expected": expected, "path": f"{results_dir}/{REPORTS}/pytest-*.xml",
-                             "reports": len(reports)}
+    found: dict[str, Any] = {
+        "expected": expected,
+        "path": f"{results_dir}/{REPORTS}/pytest-*.xml",
+        "reports": len(reports),
+    }
     if found_pythons is not None:
         found["pythons"] = [dict(p) for p in found_pythons]
     bad = [state for state, data in reports if state != "file" or data is None]
@@ -136,8 +157,12 @@ def record(expected: bool, reports: Sequence[tuple[str, bytes | None]], results_
             tests += sources.get("junit").parse(data)
         except GradeError as exc:
             return {**found, "state": "file", "error": str(exc)}
-    return {**found, "state": "file", "sha256": digests,
-            "tests": [{"name": t.name, "status": t.status} for t in merge_worst(tests)]}
+    return {
+        **found,
+        "state": "file",
+        "sha256": digests,
+        "tests": [{"name": t.name, "status": t.status} for t in merge_worst(tests)],
+    }
 
 
 def map_name(name: str, report: Sequence[str]) -> tuple[str | None, str]:
@@ -169,8 +194,15 @@ def confirm(junit: Mapping[str, Any] | None, parser: Mapping[str, str], listed: 
     run graded before it existed) or on an instance that is not pytest, the parser alone."""
     expected = bool(junit and junit.get("expected"))
     error = str(junit.get("error")) if expected and junit and junit.get("error") else None
-    report = {str(t["name"]): str(t["status"]) for t in (junit or {}).get("tests") or []
-              if isinstance(t, Mapping) and "name" in t and "status" in t} if expected and not error else {}
+    report = (
+        {
+            str(t["name"]): str(t["status"])
+            for t in (junit or {}).get("tests") or []
+            if isinstance(t, Mapping) and "name" in t and "status" in t
+        }
+        if expected and not error
+        else {}
+    )
     entries, passed = [], []
     for name in listed:
         entry: dict[str, Any] = {"name": name, "parser": parser.get(name)}
@@ -198,5 +230,7 @@ def reason(confirmed: Mapping[str, Any]) -> str | None:
         return None
     first = denied[0]
     said = first["junit"] if first["junit"] else first["mapped"]
-    return (f"{len(denied)} listed test(s) PASSED by the parser but not by pytest's JUnit report, "
-            f"e.g. {first['name']!r} ({said})")
+    return (
+        f"{len(denied)} listed test(s) PASSED by the parser but not by pytest's JUnit report, "
+        f"e.g. {first['name']!r} ({said})"
+    )

@@ -11,6 +11,7 @@ Two formats, told apart per entry by their fields (docs/swebench_pro.md, "Predic
 In the store, ``agent`` is the prefix (else model_name_or_path) and ``model`` the
 model_name_or_path (else the prefix); with neither, both are the file's stem.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,8 +62,10 @@ def read_predictions(path: Path) -> tuple[list[Prediction], str]:
         if pred.instance_id in seen:
             # eval_results.json holds one verdict per instance; the official script keeps
             # whichever grading ends last
-            raise ConfigError(f"predictions {path}: entry {number} (instance {pred.instance_id}): "
-                              f"a second prediction for the instance of entry {seen[pred.instance_id]}")
+            raise ConfigError(
+                f"predictions {path}: entry {number} (instance {pred.instance_id}): "
+                f"a second prediction for the instance of entry {seen[pred.instance_id]}"
+            )
         seen[pred.instance_id] = number
         found.append(pred)
     return found, hashlib.sha256(data).hexdigest()
@@ -87,8 +90,10 @@ def _entries(path: Path, text: str) -> list[tuple[int, Any]]:
     if isinstance(whole, dict) and "instance_id" in whole:  # one line of JSONL
         return [(1, whole)]
     if isinstance(whole, dict):  # {instance_id: {...}}, as SWE-bench's harness also reads
-        return [(n, {**v, "instance_id": v.get("instance_id", k)} if isinstance(v, dict) else v)
-                for n, (k, v) in enumerate(whole.items(), 1)]
+        return [
+            (n, {**v, "instance_id": v.get("instance_id", k)} if isinstance(v, dict) else v)
+            for n, (k, v) in enumerate(whole.items(), 1)
+        ]
     raise ConfigError(f"predictions {path}: a {type(whole).__name__}, not a list of predictions")
 
 
@@ -101,7 +106,9 @@ def _prediction(entry: Any, where: str, stem: str) -> Prediction:
     where = f"{where} (instance {iid})"
     patches = {f: _text(entry, f, where) for f in PATCH_FIELDS if f in entry}
     if not patches:
-        raise ConfigError(f"{where}: no patch (field patch, as SWE-bench Pro writes it, or model_patch, as SWE-bench does)")
+        raise ConfigError(
+            f"{where}: no patch (field patch, as SWE-bench Pro writes it, or model_patch, as SWE-bench does)"
+        )
     if len({p or "" for p in patches.values()}) > 1:
         raise ConfigError(f"{where}: fields patch and model_patch differ (which one is graded?)")
     prefix = _text(entry, "prefix", where) or ""
@@ -149,8 +156,9 @@ class PredictionAgent:
     capabilities = ()  # it writes one file through its workspace: no MCP or ssh server to wait for
     config_schema = PredictionAgentConfig
 
-    def __init__(self, name: str = "prediction", patch: str = "", source: str = "", source_sha256: str = "",
-                 model: str = "") -> None:
+    def __init__(
+        self, name: str = "prediction", patch: str = "", source: str = "", source_sha256: str = "", model: str = ""
+    ) -> None:
         self.name, self.patch, self.model = name, decode_text(patch), model  # set encoded by `crucible swe eval`
 
     async def run(self, ctx: AgentContext) -> AgentOutcome:

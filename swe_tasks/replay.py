@@ -9,6 +9,7 @@ steps run in one exec (sh/replay.sh), each with its own limit and its exit statu
 recorded; a failed step does not stop the next (as there). The parser runs host-side on the
 two files, so an image needs only bash and git.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -57,8 +58,9 @@ def strip_binary_hunks(patch: str) -> str:
     for section in re.split(r"(?=^diff --git )", patch, flags=re.MULTILINE):
         if not section.strip():
             continue
-        if re.search(r"^Binary files .* differ$", section, re.MULTILINE) or \
-                re.search(r"^GIT binary patch$", section, re.MULTILINE):
+        if re.search(r"^Binary files .* differ$", section, re.MULTILINE) or re.search(
+            r"^GIT binary patch$", section, re.MULTILINE
+        ):
             continue
         kept.append(section)
     return "".join(kept)
@@ -70,21 +72,34 @@ def last_line(command: str) -> str:
 
 def official_args(task: SwebenchProTaskConfig, assets: Assets) -> list[str]:
     """sh/replay.sh's arguments for the official steps: the assets as read, unchanged."""
-    return [task.workdir, VAULT, WORK, task.base_commit, last_line(task.before_repo_set_cmd),
-            ",".join(task.selected_test_files_to_run), f"{task.step_timeout:g}", f"{task.test_timeout:g}",
-            "\n".join(assets.env_lines), assets.run_script.decode("utf-8", "replace")]
+    return [
+        task.workdir,
+        VAULT,
+        WORK,
+        task.base_commit,
+        last_line(task.before_repo_set_cmd),
+        ",".join(task.selected_test_files_to_run),
+        f"{task.step_timeout:g}",
+        f"{task.test_timeout:g}",
+        "\n".join(assets.env_lines),
+        assets.run_script.decode("utf-8", "replace"),
+    ]
 
 
 def official_commands(task: SwebenchProTaskConfig) -> dict[str, str]:
     """Each official step as the evaluator's entry script writes it (recorded per step)."""
     files = ",".join(task.selected_test_files_to_run)
-    return {"reset": f"git reset --hard {task.base_commit}\ngit checkout {task.base_commit}",
-            "apply": f"git apply -v {WORK}/patch.diff", "before_repo_set_cmd": last_line(task.before_repo_set_cmd),
-            "run_script": f"bash {WORK}/run_script.sh {files} > {WORK}/stdout.log 2> {WORK}/stderr.log"}
+    return {
+        "reset": f"git reset --hard {task.base_commit}\ngit checkout {task.base_commit}",
+        "apply": f"git apply -v {WORK}/patch.diff",
+        "before_repo_set_cmd": last_line(task.before_repo_set_cmd),
+        "run_script": f"bash {WORK}/run_script.sh {files} > {WORK}/stdout.log 2> {WORK}/stderr.log",
+    }
 
 
-async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, patch: str,
-                 hardened: strict.Plan | None = None) -> tuple[dict[str, Any], dict[str, bytes]]:
+async def replay(
+    ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, patch: str, hardened: strict.Plan | None = None
+) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Every step run and recorded: (the raw grade, no verdict yet: ``judge`` decides; the files
     a crucible-strict grading sends back for the scan). One exec (sh/replay.sh: the patch on
     its stdin, history restored, every step with its own limit, the two output files back on
@@ -92,9 +107,12 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     (swe_tasks/strict.py); None: the official evaluator's steps exactly."""
     started = time.monotonic()
     stripped = strip_binary_hunks(patch)
-    raw: dict[str, Any] = {"instance_id": task.instance_id, "binary_hunks_stripped": stripped != patch,
-                           # pinned assets' lines (env_sha256), not the graded code's: their size is the asset's
-                           "env_exports": list(assets.env_lines)}
+    raw: dict[str, Any] = {
+        "instance_id": task.instance_id,
+        "binary_hunks_stripped": stripped != patch,
+        # pinned assets' lines (env_sha256), not the graded code's: their size is the asset's
+        "env_exports": list(assets.env_lines),
+    }
     args = official_args(task, assets)
     stdin = stripped.encode()
     commands = official_commands(task)
@@ -105,41 +123,64 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
     if hardened is not None:
         selected = list(task.selected_test_files_to_run)
         args[5] = ",".join(selected[::-1] if hardened.reverse else selected)
-        args += [*hardened.args(), go_json, gojson.exec_program() if go_json in gojson.EXPECTED else "",
-                 gojson.wrap_program() if go_json == "wrapped" else "",
-                 jsresults.hook_program(hardened.results_dir) if runners else "",
-                 jsresults.node_wrap_program() if runners else "",
-                 junit.plugin_program(hardened.results_dir) if pytest else "",
-                 *edits.args(edit), edits.wrap_program() if edit else "",
-                 "\n".join(strict.home_from_root(assets.run_script))]
+        args += [
+            *hardened.args(),
+            go_json,
+            gojson.exec_program() if go_json in gojson.EXPECTED else "",
+            gojson.wrap_program() if go_json == "wrapped" else "",
+            jsresults.hook_program(hardened.results_dir) if runners else "",
+            jsresults.node_wrap_program() if runners else "",
+            junit.plugin_program(hardened.results_dir) if pytest else "",
+            *edits.args(edit),
+            edits.wrap_program() if edit else "",
+            "\n".join(strict.home_from_root(assets.run_script)),
+        ]
         stdin = hardened.token.encode() + b"\n" + stdin
-        commands["written"] = ("git apply --numstat of the patch (as this git reads it), then git's own diff against "
-                               "base_commit of those paths (a temporary index): the scan's and the trust's reading")
-        commands["own"] = (f"chown -h {strict.TEST_UID} each path the patch writes, and each directory git apply "
-                           "made for it, that is root's (the image's tree is that uid's; the lock then takes the "
-                           "hidden files back)")
+        commands["written"] = (
+            "git apply --numstat of the patch (as this git reads it), then git's own diff against "
+            "base_commit of those paths (a temporary index): the scan's and the trust's reading"
+        )
+        commands["own"] = (
+            f"chown -h {strict.TEST_UID} each path the patch writes, and each directory git apply "
+            "made for it, that is root's (the image's tree is that uid's; the lock then takes the "
+            "hidden files back)"
+        )
         if edit is not None:
             commands["edit"] = edits.shown(edit, WORK)
         if strict.home_from_root(assets.run_script):
-            commands["home"] = (f"cp -a ROOT_HOME/{{{','.join(strict.home_from_root(assets.run_script))}}} "
-                                f"into the tests' fresh HOME, uid {strict.TEST_UID}'s (npm falls back to root's cache offline)")
-        commands["run_script"] = ((f'PATH="{WORK}/sed-wrap:$PATH" ' if edit else "") + gojson.goflags_shown(go_json, WORK) + (jsresults.shown(WORK) if runners else "")
-                                  + (junit.shown(WORK) if pytest else "")
-                                  + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
-                                  f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)")
+            commands["home"] = (
+                f"cp -a ROOT_HOME/{{{','.join(strict.home_from_root(assets.run_script))}}} "
+                f"into the tests' fresh HOME, uid {strict.TEST_UID}'s (npm falls back to root's cache offline)"
+            )
+        commands["run_script"] = (
+            (f'PATH="{WORK}/sed-wrap:$PATH" ' if edit else "")
+            + gojson.goflags_shown(go_json, WORK)
+            + (jsresults.shown(WORK) if runners else "")
+            + (junit.shown(WORK) if pytest else "")
+            + f"setpriv --reuid={strict.TEST_UID} --regid={strict.TEST_UID} --clear-groups "
+            f"bash {WORK}/run_script.sh {args[5]} (stdout, stderr: root-only FIFOs, end-marked)"
+        )
     budget = 3 * task.step_timeout + task.test_timeout + 60  # the steps' own limits, and the restore
     try:
-        result = await ws.exec(["bash", "-c", shell.script(__file__, "replay.sh"), "crucible", *args],
-                               user=ROOT_UID, cwd="/", env=BASE_ENV, timeout=budget, stdin=stdin,
-                               max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)) + MAX_LOG_BYTES)
+        result = await ws.exec(
+            ["bash", "-c", shell.script(__file__, "replay.sh"), "crucible", *args],
+            user=ROOT_UID,
+            cwd="/",
+            env=BASE_ENV,
+            timeout=budget,
+            stdin=stdin,
+            max_output=2 * (2 * MAX_LOG_BYTES + (1 << 20)) + MAX_LOG_BYTES,
+        )
     except WorkspaceError as exc:
         raise GradeError(f"instance {task.instance_id}: the official steps could not run: {exc}") from exc
     if result.truncated:
         raise GradeError(f"instance {task.instance_id}: run_script.sh wrote more than {MAX_LOG_BYTES >> 20} MiB")
     records, files, scanned, reports, js_reports = parse_output(result.stdout)
     if "run_script" not in records:
-        raise GradeError(f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
-                         f"{result.text()[-500:]}")
+        raise GradeError(
+            f"instance {task.instance_id}: the official steps stopped early (exit {result.exit_code}): "
+            f"{result.text()[-500:]}"
+        )
     pythons = junit.pythons(str((records.pop("pythons", None) or {}).get("output", "")))
     for name, record in records.items():
         raw[name] = {"command": commands.get(name, name), **record}
@@ -154,20 +195,30 @@ async def replay(ws: Workspace, task: SwebenchProTaskConfig, assets: Assets, pat
         stderr, err_after, err_end = strict.split_end(stderr, hardened.token)
         raw["run_script"]["end"] = {"stdout": out_end, "stderr": err_end}
         raw["run_script"]["outlived"] = raw["run_script"].pop("output", "") == "outlived"
-        raw["run_script"]["after_end"] = {"stdout": _tail(out_after), "stderr": _tail(err_after),
-                                          "bytes": len(out_after) + len(err_after)}
-        raw["junit"] = await asyncio.to_thread(junit.record, pytest, reports, hardened.results_dir,
-                                           pythons if pytest else None)
+        raw["run_script"]["after_end"] = {
+            "stdout": _tail(out_after),
+            "stderr": _tail(err_after),
+            "bytes": len(out_after) + len(err_after),
+        }
+        raw["junit"] = await asyncio.to_thread(
+            junit.record, pytest, reports, hardened.results_dir, pythons if pytest else None
+        )
         raw["go_json"] = await asyncio.to_thread(gojson.record, go_json, stdout)
-        raw["js_results"] = await asyncio.to_thread(jsresults.record, runners, js_reports, hardened.results_dir,
-                                                    strict.trusted_test_files(task, stripped, _locked(raw),
-                                                                               strict.written_diff(raw, ""))
-                                                    if runners else [])
+        raw["js_results"] = await asyncio.to_thread(
+            jsresults.record,
+            runners,
+            js_reports,
+            hardened.results_dir,
+            strict.trusted_test_files(task, stripped, _locked(raw), strict.written_diff(raw, "")) if runners else [],
+        )
         if go_json in gojson.REBUILT and stdout is not None:  # the parser reads the text, as without -json
             stdout = reconstruct(stdout)
             raw["run_script"]["stdout_reconstructed"] = True
-    raw["run_script"].update(stdout_tail=_tail(stdout), stderr_tail=_tail(stderr),
-                             logs={"stdout": kept_log(stdout, "stdout.log"), "stderr": kept_log(stderr, "stderr.log")})
+    raw["run_script"].update(
+        stdout_tail=_tail(stdout),
+        stderr_tail=_tail(stderr),
+        logs={"stdout": kept_log(stdout, "stdout.log"), "stderr": kept_log(stderr, "stderr.log")},
+    )
     raw["parser"] = await asyncio.to_thread(run_parser, assets.parser, stdout, stderr, task.step_timeout)
     raw["seconds"] = round(time.monotonic() - started, 3)
     return raw, scanned
@@ -189,8 +240,15 @@ def parse_records(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byt
     return records, files
 
 
-def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, bytes], dict[str, bytes],
-                                       list[tuple[str, bytes | None]], list[tuple[str, bytes | None]]]:
+def parse_output(
+    data: bytes,
+) -> tuple[
+    dict[str, dict[str, Any]],
+    dict[str, bytes],
+    dict[str, bytes],
+    list[tuple[str, bytes | None]],
+    list[tuple[str, bytes | None]],
+]:
     """``parse_records``, the files a crucible-strict grading sent back for the scan, and each
     JUnit report pytest wrote (swe_tasks/junit.py) and each results file of a JavaScript runner
     (swe_tasks/jsresults.py) as ``(state, bytes or None)``."""
@@ -203,30 +261,34 @@ def parse_output(data: bytes) -> tuple[dict[str, dict[str, Any]], dict[str, byte
     while True:
         if (r := _JS.match(data, at)) is not None:
             state, nreport = r.group(1).decode(), int(r.group(2))
-            js.append((state, data[r.end():r.end() + nreport] if state == "file" else None))
+            js.append((state, data[r.end() : r.end() + nreport] if state == "file" else None))
             at = r.end() + nreport
             continue
         if (j := _JUNIT.match(data, at)) is not None:
             state, nreport = j.group(1).decode(), int(j.group(2))
-            reports.append((state, data[j.end():j.end() + nreport] if state == "file" else None))
+            reports.append((state, data[j.end() : j.end() + nreport] if state == "file" else None))
             at = j.end() + nreport
             continue
         if (s := _SCANNED.match(data, at)) is not None:
             nbytes, length = int(s.group(1)), int(s.group(2))
-            path = data[s.end():s.end() + length].decode("utf-8", "replace")
-            scanned[path] = data[s.end() + length:s.end() + length + nbytes]
+            path = data[s.end() : s.end() + length].decode("utf-8", "replace")
+            scanned[path] = data[s.end() + length : s.end() + length + nbytes]
             at = s.end() + length + nbytes
             continue
         if (m := _RECORD.match(data, at)) is None:
             break
         name, rc, timed_out, ms, size = m.groups()
-        output = data[m.end():m.end() + int(size)]
-        records[name.decode()] = {"exit_code": int(rc), "timed_out": timed_out == b"1",
-                                  "seconds": int(ms) / 1000, "output": output.decode("utf-8", "replace")}
+        output = data[m.end() : m.end() + int(size)]
+        records[name.decode()] = {
+            "exit_code": int(rc),
+            "timed_out": timed_out == b"1",
+            "seconds": int(ms) / 1000,
+            "output": output.decode("utf-8", "replace"),
+        }
         at = m.end() + int(size)
     if (f := _FILES.match(data, at)) is not None:
         n_out, n_err = int(f.group(1)), int(f.group(2))
-        body = data[f.end():]
+        body = data[f.end() :]
         if len(body) == n_out + n_err:  # else a file changed under us: read_file says what is there
             files = {"stdout": body[:n_out], "stderr": body[n_out:]}
     return records, files, scanned, reports, js
@@ -254,10 +316,13 @@ def kept_log(data: bytes | None, name: str) -> dict[str, Any] | None:
     if len(data) > KEPT_LOG:
         head, tail = KEPT_LOG // 4, KEPT_LOG - KEPT_LOG // 4
         left_out = len(data) - head - tail
-        kept = (data[:head] + f"\n[crucible: {left_out} bytes of {name} left out here]\n".encode()
-                + data[-tail:])
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "left_out": left_out,
-            "text": kept.decode("utf-8", "replace")}
+        kept = data[:head] + f"\n[crucible: {left_out} bytes of {name} left out here]\n".encode() + data[-tail:]
+    return {
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "left_out": left_out,
+        "text": kept.decode("utf-8", "replace"),
+    }
 
 
 def _tail(data: bytes | None) -> str:
@@ -278,15 +343,22 @@ def run_parser(parser: bytes, stdout: bytes | None, stderr: bytes | None, timeou
         (work / "stderr.log").write_bytes(stderr)
         try:
             # -S: no site packages (a parser needs the standard library only; start-up is faster).
-            proc = subprocess.run([sys.executable, "-S", "parser.py", "stdout.log", "stderr.log", "output.json"],
-                                  cwd=work, capture_output=True, timeout=timeout, env={"PATH": "/usr/bin:/bin"})
+            proc = subprocess.run(
+                [sys.executable, "-S", "parser.py", "stdout.log", "stderr.log", "output.json"],
+                cwd=work,
+                capture_output=True,
+                timeout=timeout,
+                env={"PATH": "/usr/bin:/bin"},
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"parser.py ran past {timeout:g} s"}
         try:
             output = json.loads((work / "output.json").read_text())
         except (OSError, ValueError) as exc:
-            return {"error": f"parser.py (exit {proc.returncode}) wrote no readable output.json: {exc}",
-                    "output": _tail(proc.stdout + proc.stderr)}
+            return {
+                "error": f"parser.py (exit {proc.returncode}) wrote no readable output.json: {exc}",
+                "output": _tail(proc.stdout + proc.stderr),
+            }
     tests = output.get("tests") if isinstance(output, dict) else None
     if not isinstance(tests, list):
         return {"error": "parser.py's output.json has no 'tests' list"}
@@ -299,7 +371,9 @@ def judge(raw: Mapping[str, Any], fail_to_pass: list[str], pass_to_pass: list[st
     parsed = raw.get("parser") or {}
     if parsed.get("error"):
         return {"resolved": False, "reason": f"no test results: {parsed['error']}", "f2p": 0.0, "p2p": 0.0}
-    passed = {str(t.get("name")) for t in parsed.get("tests") or [] if isinstance(t, dict) and t.get("status") == "PASSED"}
+    passed = {
+        str(t.get("name")) for t in parsed.get("tests") or [] if isinstance(t, dict) and t.get("status") == "PASSED"
+    }
     f2p = _fraction(fail_to_pass, passed)
     p2p = _fraction(pass_to_pass, passed)
     missing = [n for n in [*fail_to_pass, *pass_to_pass] if n not in passed]

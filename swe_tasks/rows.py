@@ -8,6 +8,7 @@ written: DuckDB's names are case-insensitive, and it renames the second of ``fai
 ``FAIL_TO_PASS`` to ``FAIL_TO_PASS_1``. A bad row is one ``ConfigError`` line naming the file,
 the instance and the field.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,8 +20,19 @@ from typing import Any
 
 from engine.errors import ConfigError
 
-TEXT_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
-               "requirements", "interface", "repo_language", "before_repo_set_cmd", "dockerhub_tag")
+TEXT_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "requirements",
+    "interface",
+    "repo_language",
+    "before_repo_set_cmd",
+    "dockerhub_tag",
+)
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "problem_statement")
 LIST_FIELDS = ("fail_to_pass", "pass_to_pass", "selected_test_files_to_run")
 OFFICIAL = frozenset({*TEXT_FIELDS, *LIST_FIELDS})
@@ -56,10 +68,14 @@ def _read_table(path: Path) -> list[dict[str, Any]]:
         raise ConfigError(f"dataset {path} does not exist")
     suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
     # JSON as each object's own text (its keys as written); a CSV's header as its first row
-    readers = {".jsonl": "read_json_objects(?, format='newline_delimited')", ".json": "read_json_objects(?)",
-               ".csv": "read_csv(?, header=false, all_varchar=true)", ".parquet": "read_parquet(?)",
-               ".jsonl.gz": "read_json_objects(?, format='newline_delimited')",
-               ".csv.gz": "read_csv(?, header=false, all_varchar=true)"}
+    readers = {
+        ".jsonl": "read_json_objects(?, format='newline_delimited')",
+        ".json": "read_json_objects(?)",
+        ".csv": "read_csv(?, header=false, all_varchar=true)",
+        ".parquet": "read_parquet(?)",
+        ".jsonl.gz": "read_json_objects(?, format='newline_delimited')",
+        ".csv.gz": "read_csv(?, header=false, all_varchar=true)",
+    }
     if suffix not in readers:
         raise ConfigError(f"dataset {path}: unknown format {suffix!r} (use .jsonl, .csv or .parquet)")
     try:
@@ -189,5 +205,7 @@ def decode_text(value: Any) -> Any:
 
 def prompt(fields: dict[str, Any]) -> str:
     """The agent's prompt, as the official harness builds it."""
-    return (f"{fields['problem_statement']}\n\nRequirements:\n{fields['requirements']}\n\n"
-            f"New interfaces introduced:\n{fields['interface']}")
+    return (
+        f"{fields['problem_statement']}\n\nRequirements:\n{fields['requirements']}\n\n"
+        f"New interfaces introduced:\n{fields['interface']}"
+    )

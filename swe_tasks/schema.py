@@ -4,6 +4,7 @@
 reports them like any task's); the rest is the row as the benchmark publishes it, plus where
 crucible finds the official assets and the instance's image.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -4,6 +4,7 @@
 instance ids, narrowed by ``instances`` (globs over ids), ``repos`` and ``languages``, so a
 task set is a selection with no YAML file per instance.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -23,9 +24,16 @@ FLAVOR = "swebench_pro"
 
 
 class SwebenchProSource:
-    def __init__(self, dataset: str = "", assets: str = "", registry: str = DEFAULT_REGISTRY,
-                 base_images: str = "", instances: Sequence[str] = (), repos: Sequence[str] = (),
-                 languages: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        dataset: str = "",
+        assets: str = "",
+        registry: str = DEFAULT_REGISTRY,
+        base_images: str = "",
+        instances: Sequence[str] = (),
+        repos: Sequence[str] = (),
+        languages: Sequence[str] = (),
+    ) -> None:
         self.dataset = Path(dataset).expanduser() if dataset else None
         self.assets = os.path.abspath(os.path.expanduser(assets)) if assets else ""
         self.registry = registry
@@ -45,7 +53,9 @@ class SwebenchProSource:
         if self.dataset is None:
             return {}
         if not self.assets:
-            raise ConfigError(f"task source {set_name}: no assets (a checkout of the benchmark's repository) configured")
+            raise ConfigError(
+                f"task source {set_name}: no assets (a checkout of the benchmark's repository) configured"
+            )
         mapping = self._mapping()
         chosen = {}
         for row in rows.read_rows(self.dataset):
@@ -61,21 +71,35 @@ class SwebenchProSource:
         found = [row for row in rows.read_rows(self.dataset) if fnmatch.fnmatchcase(row.instance_id, name)]
         if not found:
             return f"finds no instance {name} in the dataset {self.dataset}", ["dataset"]
-        return (f"selects no instance {name} of the dataset {self.dataset} "
-                "(by its instances, repos and languages)", ["instances", "repos", "languages"])
+        return (
+            f"selects no instance {name} of the dataset {self.dataset} (by its instances, repos and languages)",
+            ["instances", "repos", "languages"],
+        )
 
     def _selected(self, fields: Mapping[str, Any]) -> bool:
         iid = fields["instance_id"]
-        return ((not self.instances or any(fnmatch.fnmatchcase(iid, p) for p in self.instances))
-                and (not self.repos or any(fnmatch.fnmatchcase(fields["repo"], p) for p in self.repos))
-                and (not self.languages or fields["repo_language"].lower() in {x.lower() for x in self.languages}))
+        return (
+            (not self.instances or any(fnmatch.fnmatchcase(iid, p) for p in self.instances))
+            and (not self.repos or any(fnmatch.fnmatchcase(fields["repo"], p) for p in self.repos))
+            and (not self.languages or fields["repo_language"].lower() in {x.lower() for x in self.languages})
+        )
 
     def _option(self, set_name: str, fields: dict[str, Any], base_image: str) -> dict[str, Any]:
         # Every text is encoded (rows.encode_text): the flavor decodes it when it plans the task.
-        return {"defaults": [{"override /flavor@_global_.flavor": FLAVOR}, "_self_"],
-                "name": fields["instance_id"], "set": set_name,
-                **rows.encode_text({"prompt": rows.prompt(fields), **fields, "assets": self.assets,
-                                    "registry": self.registry, "base_image": base_image})}
+        return {
+            "defaults": [{"override /flavor@_global_.flavor": FLAVOR}, "_self_"],
+            "name": fields["instance_id"],
+            "set": set_name,
+            **rows.encode_text(
+                {
+                    "prompt": rows.prompt(fields),
+                    **fields,
+                    "assets": self.assets,
+                    "registry": self.registry,
+                    "base_image": base_image,
+                }
+            ),
+        }
 
     def _mapping(self) -> dict[str, str]:
         """``instance_id -> image`` from a JSON object file (the offline stand-ins)."""
@@ -97,7 +121,9 @@ def file_sha256(path: Path, what: str) -> str:
         st = path.stat()
     except OSError as exc:
         raise ConfigError(f"{what} {path} cannot be read: {exc.strerror}") from exc
-    key = hashlib.sha256(f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode()).hexdigest()[:32]
+    key = hashlib.sha256(f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode()).hexdigest()[
+        :32
+    ]
     memo = paths.cache_dir() / "file-sha256" / key
     try:
         return memo.read_text().strip()

@@ -60,6 +60,7 @@ run with these defences (``evaluator: crucible-strict``, ``raw_grade.defences`` 
 
 Pure functions of the recorded raw grade where they judge, so a stored run regrades.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,8 +74,8 @@ from engine.interfaces import AGENT_UID
 from engine.models import TestResult
 from envs.coding import patch as patches
 from envs.coding import rerun
-from envs.coding.grader import RESULTS_ROOT
 from envs.coding.protect import DEFAULT_TEST_PATHS
+from envs.coding.testrun import RESULTS_ROOT
 from envs.integrity.scan import model, scanner
 from envs.integrity.sources.base import merge_worst
 from swe_tasks import defences as swe_defences
@@ -83,15 +84,21 @@ from swe_tasks import edits, jsresults
 OFFICIAL = "official"
 STRICT = "crucible-strict"
 TEST_UID = AGENT_UID
-TAMPERED_RERUN = ("tampered: the differential re-run (a second fresh grading container, the test files "
-                  "in another order) disagrees on the listed tests")
+TAMPERED_RERUN = (
+    "tampered: the differential re-run (a second fresh grading container, the test files "
+    "in another order) disagrees on the listed tests"
+)
 
 
 def applies(integrity: Any) -> bool:
     """Whether grading under ``integrity`` is crucible-strict (any grading defence on), not the
     official evaluator."""
-    return bool(integrity.uid_wall or integrity.named_results_only or integrity.refuse_test_aware_code
-                or integrity.differential_rerun)
+    return bool(
+        integrity.uid_wall
+        or integrity.named_results_only
+        or integrity.refuse_test_aware_code
+        or integrity.differential_rerun
+    )
 
 
 def defences(integrity: Any) -> list[str]:
@@ -136,8 +143,15 @@ def plan(task: Any, patch: str, *, reverse: bool = False, run_script: bytes = b"
     last_runner = jsresults.last_runner_line(run_script)
     removes = [r for r in edits.removals(run_script) if r.line < last_runner]
     lock = [rel for rel in hidden if not edits.removed(removes, rel)]
-    return Plan(secrets.token_hex(16), tuple(lock), tuple(scan_paths(task, patch)), reverse,
-                f"{RESULTS_ROOT}-{secrets.token_hex(8)}", tuple(rel for rel in named if rel not in lock), edit)
+    return Plan(
+        secrets.token_hex(16),
+        tuple(lock),
+        tuple(scan_paths(task, patch)),
+        reverse,
+        f"{RESULTS_ROOT}-{secrets.token_hex(8)}",
+        tuple(rel for rel in named if rel not in lock),
+        edit,
+    )
 
 
 _NPM_INSTALL = re.compile(rb"(?<![\w-])npm[ \t]+(?:[^\n;|&]*[ \t])?(?:install|i|ci|add)(?![\w-])")
@@ -170,7 +184,7 @@ def restored_test_files(task: Any) -> list[str]:
         words = shlex.split(line)
     except ValueError:
         words = []
-    return _relative_paths(words[words.index("--") + 1:] if "--" in words else [])
+    return _relative_paths(words[words.index("--") + 1 :] if "--" in words else [])
 
 
 def hidden_test_files(task: Any) -> list[str]:
@@ -190,8 +204,9 @@ def described_test_files(task: Any) -> list[str]:
     patch's ``src/file.js``), as it can write mocha's results outright (the in-process limit,
     docs/swebench_pro.md)."""
     named = hidden_test_files(task)
-    files = [str(name).partition(" | ")[0].strip() for name in [*task.fail_to_pass, *task.pass_to_pass]
-             if " | " in str(name)]
+    files = [
+        str(name).partition(" | ")[0].strip() for name in [*task.fail_to_pass, *task.pass_to_pass] if " | " in str(name)
+    ]
     return [rel for rel in _relative_paths(files) if rel not in named and not rel.endswith("/")]
 
 
@@ -214,12 +229,19 @@ def trusted_test_files(task: Any, patch: str, locked: Collection[str], written: 
     a verbatim patch can name ``x/test/a.js`` where git writes ``test/a.js``."""
     restored = restored_test_files(task)
     try:
-        touched: set[str] | None = {path for text in (patch, written)
-                                    for chunk in patches.parse_chunks(patch_bytes(text)) for path in chunk.paths}
+        touched: set[str] | None = {
+            path
+            for text in (patch, written)
+            for chunk in patches.parse_chunks(patch_bytes(text))
+            for path in chunk.paths
+        }
     except ValueError:
         touched = None
-    selected = [alike for rel in _relative_paths([str(f) for f in task.selected_test_files_to_run])
-                for alike in (rel, *_pattern_alikes(rel))] + described_test_files(task)
+    selected = [
+        alike
+        for rel in _relative_paths([str(f) for f in task.selected_test_files_to_run])
+        for alike in (rel, *_pattern_alikes(rel))
+    ] + described_test_files(task)
     kept = [*restored, *(rel for rel in selected if touched is not None and rel not in touched and rel not in restored)]
     root = str(task.workdir).rstrip("/")
     return [f"{root}/{rel}" for rel in dict.fromkeys(kept) if rel in locked]
@@ -244,7 +266,7 @@ def test_trees(files: Sequence[str]) -> list[str]:
         if "test" not in parts[:-1]:
             continue
         at = parts.index("test")
-        trees.append("/".join(parts[:at + 2] if at + 2 < len(parts) else parts[:at + 1]) + "/**")
+        trees.append("/".join(parts[: at + 2] if at + 2 < len(parts) else parts[: at + 1]) + "/**")
     return list(dict.fromkeys(trees))
 
 
@@ -311,8 +333,11 @@ def _named_paths(chunk: bytes) -> list[str]:
             break
         header.append(line)
     try:
-        found = [path for path in patches.chunk_paths("\n".join(header).encode("utf-8", "surrogateescape")).paths
-                 if path != "/dev/null"]
+        found = [
+            path
+            for path in patches.chunk_paths("\n".join(header).encode("utf-8", "surrogateescape")).paths
+            if path != "/dev/null"
+        ]
     except ValueError:  # a copy's header names two paths; its copy lines name them
         found = []
     for line in header[1:]:
@@ -322,7 +347,7 @@ def _named_paths(chunk: bytes) -> list[str]:
                 found += [name, name.split("/", 1)[-1]]
         for word in _NAMING:
             if line.startswith(word):
-                found.append(patches.path_field(line[len(word):]))
+                found.append(patches.path_field(line[len(word) :]))
     return list(dict.fromkeys(found))
 
 
@@ -337,8 +362,9 @@ def test_paths_written(raw: Mapping[str, Any], task: Any) -> list[str]:
     except ValueError:
         return []
     patterns = test_patterns(task)
-    return [path for chunk in chunks for path in chunk.paths
-            if path != "/dev/null" and patches.is_protected(path, patterns)]
+    return [
+        path for chunk in chunks for path in chunk.paths if path != "/dev/null" and patches.is_protected(path, patterns)
+    ]
 
 
 def scan_paths(task: Any, patch: str) -> list[str]:
@@ -365,8 +391,9 @@ def scan(task: Any, patch: str, contents: Mapping[str, bytes], refuse: bool) -> 
     and the language rules as tests (a Python one for runner plugins, a JavaScript one for
     patching): only the files ``before_repo_set_cmd`` restores are left to the benchmark."""
     try:
-        findings = scanner.scan(patch_bytes(patch), dict(contents), test_patterns(task),
-                                runner_output_skips=restored_test_files(task))
+        findings = scanner.scan(
+            patch_bytes(patch), dict(contents), test_patterns(task), runner_output_skips=restored_test_files(task)
+        )
     except ValueError as exc:
         return {"refuse": refuse, "findings": [], "error": f"patch not read: {exc}"}
     return {"refuse": refuse, "findings": [f.to_dict() for f in findings]}
@@ -381,15 +408,19 @@ def split_end(data: bytes | None, token: str) -> tuple[bytes | None, bytes, bool
     if at < 0:
         return data, b"", False
     line_end = data.find(b"\n", at + len(marker))
-    return data[:at], data[line_end + 1:] if line_end >= 0 else b"", True
+    return data[:at], data[line_end + 1 :] if line_end >= 0 else b"", True
 
 
 def statuses(raw: Mapping[str, Any]) -> list[TestResult]:
     """The parser's statuses, one per name, the worst where a name is reported more than once."""
     entries = (raw.get("parser") or {}).get("tests") or []
-    return merge_worst(TestResult(str(e["name"]), str(e["status"])) for e in entries
-                       if isinstance(e, dict) and isinstance(e.get("name"), str)
-                       and e.get("status") in ("PASSED", "FAILED", "SKIPPED", "ERROR"))
+    return merge_worst(
+        TestResult(str(e["name"]), str(e["status"]))
+        for e in entries
+        if isinstance(e, dict)
+        and isinstance(e.get("name"), str)
+        and e.get("status") in ("PASSED", "FAILED", "SKIPPED", "ERROR")
+    )
 
 
 def reads_printed_results(raw: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]) -> bool:
@@ -397,8 +428,9 @@ def reads_printed_results(raw: Mapping[str, Any], listed: Sequence[Mapping[str, 
     a listed test judged by the parser alone (no runner result confirms it: tutanota's runner),
     or a go command that framed nothing (older than Go 1.20). Only there does a ``runner-output``
     finding refuse: elsewhere a printed pass line passes nothing, and the finding is recorded."""
-    return ((raw.get("go_json") or {}).get("framed") is False
-            or any(list(entry.get("judged_by") or []) == ["parser"] for entry in listed))
+    return (raw.get("go_json") or {}).get("framed") is False or any(
+        list(entry.get("judged_by") or []) == ["parser"] for entry in listed
+    )
 
 
 def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any]]) -> str | None:
@@ -413,12 +445,17 @@ def refusal(raw: Mapping[str, Any], task: Any, listed: Sequence[Mapping[str, Any
         return f"what the patch wrote could not be read back (git: {str(written.get('output', ''))[:300]})"
     sneaked = test_paths_written(raw, task) if "test-files-dropped" in (raw.get("defences") or []) else []
     if sneaked:
-        return (f"tampered: git wrote {sneaked[0]}, under the instance's test paths, for a chunk whose text "
-                "named no test path (the agent's test files are not graded)")
+        return (
+            f"tampered: git wrote {sneaked[0]}, under the instance's test paths, for a chunk whose text "
+            "named no test path (the agent's test files are not graded)"
+        )
     found = raw.get("scan") or {}
     if found.get("refuse"):
-        findings = [f for f in found.get("findings") or []
-                    if f.get("rule") != "runner-output" or reads_printed_results(raw, listed)]
+        findings = [
+            f
+            for f in found.get("findings") or []
+            if f.get("rule") != "runner-output" or reads_printed_results(raw, listed)
+        ]
         refused, _ = model.judge(findings, allowances(task))
         if refused:
             first = model.Finding(**refused[0]).describe()
@@ -433,5 +470,10 @@ def allowances(task: Any) -> list[model.Allowance]:
 
 def differences(first: Mapping[str, Any], second: Mapping[str, Any], listed: Sequence[str]) -> list[str]:
     """Where the two gradings disagree on the listed tests (and on resolved)."""
-    return rerun.differences(1.0 if first.get("resolved") else 0.0, statuses(first),
-                             1.0 if second.get("resolved") else 0.0, statuses(second), judged=set(listed))
+    return rerun.differences(
+        1.0 if first.get("resolved") else 0.0,
+        statuses(first),
+        1.0 if second.get("resolved") else 0.0,
+        statuses(second),
+        judged=set(listed),
+    )

@@ -11,6 +11,7 @@ file in a new directory, a deletion, a pure rename, a binary file, a mode change
 text, non-UTF-8 text and a file without a final newline. The hidden tests check each one
 byte-exactly (sha256), so only a faithful round trip scores 1.0.
 """
+
 from __future__ import annotations
 
 import functools
@@ -103,16 +104,21 @@ class TaskRepo:
 
 
 _ENV = {
-    "GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@crucible.invalid",
-    "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@crucible.invalid",
-    "GIT_AUTHOR_DATE": "2001-02-03T04:05:06+0000", "GIT_COMMITTER_DATE": "2001-02-03T04:05:06+0000",
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "fixture",
+    "GIT_AUTHOR_EMAIL": "fixture@crucible.invalid",
+    "GIT_COMMITTER_NAME": "fixture",
+    "GIT_COMMITTER_EMAIL": "fixture@crucible.invalid",
+    "GIT_AUTHOR_DATE": "2001-02-03T04:05:06+0000",
+    "GIT_COMMITTER_DATE": "2001-02-03T04:05:06+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
 }
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **_ENV}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**os.environ, **_ENV}
+    ).stdout.strip()
 
 
 def _write(root: Path, files: dict[str, bytes]) -> None:
@@ -158,9 +164,12 @@ def build_image(client, base_image: str, repo: TaskRepo, context: Path) -> str:
     context.mkdir(parents=True, exist_ok=True)
     baseline_bundle(repo.path, f"{NAME}_baseline", repo.baseline, context / "repo.bundle")
     builder = ContentAddressedBuilder(client, ca_bundle=None)
-    ref = builder.plan(PROJECT_ROOT / "Dockerfile.hud", context,
-                       {"BASE": base_image, "BASELINE_REF": f"{NAME}_baseline", "REPO_DIR": WORKDIR},
-                       purpose="test-coding-task")
+    ref = builder.plan(
+        PROJECT_ROOT / "Dockerfile.hud",
+        context,
+        {"BASE": base_image, "BASELINE_REF": f"{NAME}_baseline", "REPO_DIR": WORKDIR},
+        purpose="test-coding-task",
+    )
     builder.ensure(ref)
     return ref.tag
 
@@ -168,7 +177,10 @@ def build_image(client, base_image: str, repo: TaskRepo, context: Path) -> str:
 def task(repo: TaskRepo, **overrides) -> CodingTaskConfig:
     """The coding task over ``repo``, as planning leaves it (id and pins filled)."""
     fields = {
-        "id": f"test/{NAME}", "name": NAME, "set": "test", "repo": str(repo.path),
+        "id": f"test/{NAME}",
+        "name": NAME,
+        "set": "test",
+        "repo": str(repo.path),
         "refs": TaskRefs(baseline=f"{NAME}_baseline", test=f"{NAME}_test", golden=f"{NAME}_golden"),
         "pins": {"baseline": repo.baseline, "test": repo.test, "golden": repo.golden},
         "hidden_tests": [HIDDEN],
@@ -204,7 +216,22 @@ def spec(task: CodingTaskConfig, mode: str, *overrides: str) -> RunSpec:
     minus the image: for driving the flavor directly."""
     from engine.config.compose import compose_config, to_typed
 
-    cfg = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", "agent=integration_test",
-                                   TEXT_VERDICTS, *overrides]))
-    return RunSpec(engine_version="test", task=task, env=cfg.env, flavor=cfg.flavor, agent=cfg.agent, model=None,
-                   integrity=cfg.integrity, runtime=cfg.runtime, image={}, timeouts=cfg.timeouts, seed=0, attempt=0)
+    cfg = to_typed(
+        compose_config(
+            ["task=sample/last_page", f"integrity={mode}", "agent=integration_test", TEXT_VERDICTS, *overrides]
+        )
+    )
+    return RunSpec(
+        engine_version="test",
+        task=task,
+        env=cfg.env,
+        flavor=cfg.flavor,
+        agent=cfg.agent,
+        model=None,
+        integrity=cfg.integrity,
+        runtime=cfg.runtime,
+        image={},
+        timeouts=cfg.timeouts,
+        seed=0,
+        attempt=0,
+    )

@@ -1,4 +1,5 @@
 """Shared fixtures. Docker tests never skip silently in CI: with CI=true a missing engine fails."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """Agents' changes made as real git diffs in a small repository, and scanned as grading scans them
 (envs/integrity/scan/): the shared helpers of tests/integrity/scan/."""
+
 from __future__ import annotations
 
 import subprocess
@@ -34,7 +35,9 @@ def make_repo(tmp_path: Path) -> Path:
     (root / "money").mkdir(parents=True)
     (root / "tests").mkdir()
     (root / "money" / "core.py").write_text(BASE)
-    (root / "tests" / "test_core.py").write_text("from money.core import add\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    (root / "tests" / "test_core.py").write_text(
+        "from money.core import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    )
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline")
@@ -60,8 +63,13 @@ def rules(findings: list[model.Finding]) -> set[str]:
 def run_apart(program: str) -> None:
     """``program`` in a Python of its own, with a limit far above what a linear read takes: a
     read that backtracks or walks the file again per name runs past it."""
-    done = subprocess.run([sys.executable, "-c", program], cwd=Path(scanner.__file__).parents[3], timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=Path(scanner.__file__).parents[3],
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
 
 

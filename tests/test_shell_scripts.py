@@ -3,6 +3,7 @@
 Without shellcheck (``apt-get install shellcheck``; scripts/setup.sh installs it) the check
 skips, except with CI=true, where a missing shellcheck is a failure.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,14 @@ def test_the_workspace_scripts_are_found():
 
 @pytest.mark.parametrize("path", _scripts())
 def test_shellcheck_finds_nothing(path):
-    done = subprocess.run([_shellcheck(), "-S", "warning", "-x", path], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [_shellcheck(), "-S", "warning", "-x", path],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -50,7 +57,7 @@ def test_shellcheck_finds_nothing(path):
 def test_a_workspace_script_says_who_runs_it(path):
     """Each opens with a header naming the module that runs it; the header never reaches argv."""
     text = (PROJECT_ROOT / path).read_text()
-    header = text[:len(text) - len(shell.body(text))]
+    header = text[: len(text) - len(shell.body(text))]
     assert text.startswith("# shellcheck shell=") and ".py" in header, header
 
 

@@ -2,6 +2,7 @@
 or refs, its own tool, its own image, its own grader) ships through `crucible check` with
 no line of engine/ written for it. The engine finds it by ``_target_`` alone, and only
 because the user allows its package (``CRUCIBLE_PLUGIN_PACKAGES``)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ def crucible(*args: str, allow: bool = True) -> subprocess.CompletedProcess:
     env.pop("CRUCIBLE_PLUGIN_PACKAGES", None)
     if allow:
         env["CRUCIBLE_PLUGIN_PACKAGES"] = "toy_flavor"
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
 
 
 @pytest.mark.docker
@@ -54,13 +56,24 @@ def test_a_wrong_golden_of_the_toy_flavor_fails_with_the_flavors_own_explanation
 def test_a_toy_task_key_the_toy_schema_lacks_is_one_line_naming_it(tmp_path):
     conf = tmp_path / "task" / "toy"
     conf.mkdir(parents=True)
-    (conf / "typo.yaml").write_text("defaults:\n  - override /flavor@_global_.flavor: toy\n  - _self_\n"
-                                    "name: typo\nset: toy\nprompt: p\nquestion: q\nanswer: a\nanwser: b\n")
+    (conf / "typo.yaml").write_text(
+        "defaults:\n  - override /flavor@_global_.flavor: toy\n  - _self_\n"
+        "name: typo\nset: toy\nprompt: p\nquestion: q\nanswer: a\nanwser: b\n"
+    )
     env_conf = f"{TESTS / 'conf'}:{tmp_path}"
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "build", "task=toy/typo", "--dry-run"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "CRUCIBLE_CONFIG_PATH": env_conf, "PYTHONPATH": str(TESTS),
-                               "CRUCIBLE_PLUGIN_PACKAGES": "toy_flavor"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "build", "task=toy/typo", "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={
+            **os.environ,
+            "CRUCIBLE_CONFIG_PATH": env_conf,
+            "PYTHONPATH": str(TESTS),
+            "CRUCIBLE_PLUGIN_PACKAGES": "toy_flavor",
+        },
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr
     assert "task toy/typo (flavor toy)" in lines[0] and "task.anwser" in lines[0], lines
@@ -86,8 +99,9 @@ def test_a_flavor_that_grades_in_many_workspaces_gets_each_fresh_prepared_and_re
 
     proc = crucible("run", "task=toy/life_many", "agent=integration_test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = DuckDBStore().query("SELECT reward, raw_grade FROM runs WHERE task_id = 'toy/life_many' "
-                               "AND status = 'completed'")[1]
+    rows = DuckDBStore().query(
+        "SELECT reward, raw_grade FROM runs WHERE task_id = 'toy/life_many' AND status = 'completed'"
+    )[1]
     assert len(rows) == 1, rows
     reward, raw = rows[0][0], rows[0][1] if isinstance(rows[0][1], dict) else json.loads(rows[0][1])
     assert reward == 1.0 and raw["rewards"] == [1.0, 1.0, 1.0], raw
@@ -101,10 +115,15 @@ def test_a_flavor_that_grades_in_many_workspaces_gets_each_fresh_prepared_and_re
 
 # ---------------------------------------------------------------- a defence declared here only
 ONE_LINE = Defence(
-    "answer_on_one_line", threat="a right answer padded with lines for whoever reads the answer file next",
+    "answer_on_one_line",
+    threat="a right answer padded with lines for whoever reads the answer file next",
     adds="a right answer of more than one line scores 0 (a toy defence, declared in this test only)",
-    judging=lambda raw: ("tampered: the answer spans more than one line"
-                         if len(str(raw.get("answer", "")).strip().splitlines()) > 1 else None))
+    judging=lambda raw: (
+        "tampered: the answer spans more than one line"
+        if len(str(raw.get("answer", "")).strip().splitlines()) > 1
+        else None
+    ),
+)
 
 
 @dataclass
@@ -140,8 +159,20 @@ def _typed(mode: str, *overrides: str):
 
 def _spec(flavor_cfg, integrity) -> RunSpec:
     cfg = _typed("none")
-    return RunSpec(engine_version="test", task=cfg.task, env=cfg.env, flavor=flavor_cfg, agent=cfg.agent, model=None,
-                   integrity=integrity, runtime=cfg.runtime, image={}, timeouts=cfg.timeouts, seed=0, attempt=0)
+    return RunSpec(
+        engine_version="test",
+        task=cfg.task,
+        env=cfg.env,
+        flavor=flavor_cfg,
+        agent=cfg.agent,
+        model=None,
+        integrity=integrity,
+        runtime=cfg.runtime,
+        image={},
+        timeouts=cfg.timeouts,
+        seed=0,
+        attempt=0,
+    )
 
 
 def test_a_defence_declared_in_a_test_is_catalogued_applied_under_strict_only_and_changes_the_spec_hash(one_line_toy):
@@ -158,7 +189,8 @@ def test_a_defence_declared_in_a_test_is_catalogued_applied_under_strict_only_an
         assert cfg.integrity.answer_on_one_line is on
         verdict = OneLineToy().regrade(_spec(cfg.flavor, cfg.integrity), padded)
         assert (verdict.reward, verdict.raw["reason"]) == (
-            (0.0, "tampered: the answer spans more than one line") if on else (1.0, "right answer"))
+            (0.0, "tampered: the answer spans more than one line") if on else (1.0, "right answer")
+        )
         assert OneLineToy().regrade(_spec(cfg.flavor, cfg.integrity), {"answer": "42", "exit_code": 0}).reward == 1.0
         # The same run spec but for the new defence: its hash moves only where the defence is on.
         with_it, without = _spec(plain.flavor, cfg.integrity), _spec(plain.flavor, plain.integrity)

@@ -4,6 +4,7 @@ An agent gets an ``AgentContext`` (engine/interfaces.py: the spec, its workspace
 how to reach the task's capabilities, the validation steps, the prompt) and returns an ``AgentOutcome`` (its steps, warnings, why
 it stopped, its answer). Grading never looks at the outcome, only at the workspace.
 """
+
 from __future__ import annotations
 
 from engine.interfaces import AgentContext, AgentOutcome

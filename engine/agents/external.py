@@ -12,6 +12,7 @@ MCP call recorded as a ``Step``), and its SSH server reports every command or se
 ``record_step``. The serve command talks to the agent through a ``Reception`` set in a context
 variable for its run: where to announce the endpoints, and the event that ends the turn.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,10 @@ from engine.models import Step
 
 FINISH_SPEC = {
     "name": "finish",
-    "description": ("Declare the task done: the run stops serving its tools, captures the repository's "
-                    "changes and grades them. Call it once, last."),
+    "description": (
+        "Declare the task done: the run stops serving its tools, captures the repository's "
+        "changes and grades them. Call it once, last."
+    ),
     "inputSchema": {
         "type": "object",
         "properties": {"summary": {"type": "string", "description": "What you changed, in a few lines."}},
@@ -111,15 +114,23 @@ class ExternalAgent:
         assert self.reception is not None  # __init__ refused otherwise
         if ctx.setup_done is not None:
             await ctx.setup_done
-        self.reception.announce(Endpoints(
-            mcp_url=ctx.capabilities["mcp"], mcp_token=ctx.capability_auth["mcp"],
-            ssh_url=ctx.capabilities.get("ssh"), ssh_credential=ctx.capability_auth.get("ssh")))
+        self.reception.announce(
+            Endpoints(
+                mcp_url=ctx.capabilities["mcp"],
+                mcp_token=ctx.capability_auth["mcp"],
+                ssh_url=ctx.capabilities.get("ssh"),
+                ssh_credential=ctx.capability_auth.get("ssh"),
+            )
+        )
         limit = max(1.0, ctx.spec.timeouts.agent - DEADLINE_MARGIN)
         try:
             await asyncio.wait_for(self.reception.finish.wait(), limit)
         except TimeoutError:
-            return AgentOutcome(steps=list(self.steps), stop_reason="timeout",
-                                warnings=[f"the outside agent did not finish within timeouts.agent={limit:g}s"])
+            return AgentOutcome(
+                steps=list(self.steps),
+                stop_reason="timeout",
+                warnings=[f"the outside agent did not finish within timeouts.agent={limit:g}s"],
+            )
         return AgentOutcome(steps=list(self.steps), stop_reason="done", answer=self.answer)
 
     @property
@@ -143,9 +154,20 @@ class RecordedTools:
         started_at, began = datetime.now(UTC).isoformat(), time.perf_counter()
 
         def record(result: str | None, is_error: bool, note: str | None = None) -> None:
-            self.agent.record_step(Step(idx=0, kind="tool_call", capability="mcp", tool=name, arguments=arguments,
-                                        result=result, is_error=is_error, started_at=started_at,
-                                        seconds=round(time.perf_counter() - began, 4), note=note))
+            self.agent.record_step(
+                Step(
+                    idx=0,
+                    kind="tool_call",
+                    capability="mcp",
+                    tool=name,
+                    arguments=arguments,
+                    result=result,
+                    is_error=is_error,
+                    started_at=started_at,
+                    seconds=round(time.perf_counter() - began, 4),
+                    note=note,
+                )
+            )
 
         if name == "finish":
             text = "finishing: the run now captures your changes and grades them"

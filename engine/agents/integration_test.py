@@ -16,6 +16,7 @@ runs as one properly quoted ``bash -lc`` argument, its exit code the step's erro
 
 A run with validation warnings fails the shipping gate (``crucible check``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -65,8 +66,9 @@ class IntegrationTestAgent:
                     step.idx = len(outcome.steps)
                     outcome.steps.append(step)
 
-    async def _replay(self, channels: _Channels, position: int, entry: Any,
-                      ctx: AgentContext, outcome: AgentOutcome) -> Step | None:
+    async def _replay(
+        self, channels: _Channels, position: int, entry: Any, ctx: AgentContext, outcome: AgentOutcome
+    ) -> Step | None:
         where = f"validation[{position}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             outcome.warnings.append(f"{where}: skipped, not a {{name, arguments}} tool call: {entry!r:.200}")
@@ -80,7 +82,9 @@ class IntegrationTestAgent:
             outcome.warnings.append(f"{where}: {name} has string arguments; rejected without executing")
             return step
         if not isinstance(arguments, Mapping):
-            outcome.warnings.append(f"{where}: skipped, arguments of {name} are {type(arguments).__name__}, not an object")
+            outcome.warnings.append(
+                f"{where}: skipped, arguments of {name} are {type(arguments).__name__}, not an object"
+            )
             return None
         if capability not in ctx.capabilities:
             step.is_error, step.result = True, f"capability '{capability}' is not offered by this task"
@@ -91,7 +95,9 @@ class IntegrationTestAgent:
         elif capability == "mcp":
             session, known_tools = await channels.mcp()
             if name not in known_tools:
-                outcome.warnings.append(f"{where}: skipped, unknown tool '{name}' (the task offers {sorted(known_tools)})")
+                outcome.warnings.append(
+                    f"{where}: skipped, unknown tool '{name}' (the task offers {sorted(known_tools)})"
+                )
                 return None
             from engine.capabilities.mcp_client import call_tool
 
@@ -132,7 +138,8 @@ class _Channels:
             from engine.capabilities.mcp_client import open_mcp
 
             session = await self._stack.enter_async_context(
-                open_mcp(self._ctx.capabilities["mcp"], self._ctx.capability_auth.get("mcp", "")))
+                open_mcp(self._ctx.capabilities["mcp"], self._ctx.capability_auth.get("mcp", ""))
+            )
             self._mcp = session, {tool.name for tool in (await session.list_tools()).tools}
         return self._mcp
 
@@ -140,7 +147,8 @@ class _Channels:
         if self._ssh is None:
             from engine.capabilities.ssh_client import SSHEndpoint, open_ssh
 
-            endpoint = SSHEndpoint.from_capability(self._ctx.capabilities["ssh"],
-                                                   self._ctx.capability_auth.get("ssh", ""))
+            endpoint = SSHEndpoint.from_capability(
+                self._ctx.capabilities["ssh"], self._ctx.capability_auth.get("ssh", "")
+            )
             self._ssh = await self._stack.enter_async_context(open_ssh(endpoint))
         return self._ssh

@@ -1,4 +1,5 @@
 """The baseline agent: it does nothing, so the task's hidden tests see the untouched repo."""
+
 from __future__ import annotations
 
 from engine.agents import AgentContext, AgentOutcome

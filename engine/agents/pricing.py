@@ -11,6 +11,7 @@ Keys are the ``model=`` value (``openai/gpt-4o-mini``); values are USD per milli
 A model without an entry, or a call that used a kind of token the entry has no price
 for (e.g. cache reads), costs ``None``: unknown, never guessed.
 """
+
 from __future__ import annotations
 
 import os

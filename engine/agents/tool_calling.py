@@ -23,6 +23,7 @@ The loop stops for one of these reasons (``AgentOutcome.stop_reason``):
 The API key is read from the environment variable ``api_key_env`` when the run starts and
 lives only in one HTTP client's headers: the spec records the variable's name, never its value.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -88,11 +89,23 @@ class ToolCallingAgent:
     deterministic = False
     capabilities = ("mcp",)
 
-    def __init__(self, name: str = "tool_calling", model: str = "", *, base_url: str | None = None,
-                 api_key_env: str | None = None, system_prompt: str = DEFAULT_SYSTEM_PROMPT,
-                 max_steps: int = 50, temperature: float | None = 0.0, max_tokens: int = 4096,
-                 seed: int | None = None, request_timeout: float = 300.0, max_retries: int = 4,
-                 wall_timeout: float | None = None, max_malformed: int = 3) -> None:
+    def __init__(
+        self,
+        name: str = "tool_calling",
+        model: str = "",
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        max_steps: int = 50,
+        temperature: float | None = 0.0,
+        max_tokens: int = 4096,
+        seed: int | None = None,
+        request_timeout: float = 300.0,
+        max_retries: int = 4,
+        wall_timeout: float | None = None,
+        max_malformed: int = 3,
+    ) -> None:
         self.name = name
         self.model = model
         self.choice = parse_model(model)
@@ -100,8 +113,10 @@ class ToolCallingAgent:
         self.key_env = key_env_for(self.choice, api_key_env)
         if self.key_env and not os.environ.get(self.key_env):
             # Fail before anything is built or started: the run could never reach the model.
-            raise AgentError(f"agent {name}: model {model} reads its API key from ${self.key_env}, which is not set "
-                             "(set it, or choose another variable with agent.api_key_env=NAME)")
+            raise AgentError(
+                f"agent {name}: model {model} reads its API key from ${self.key_env}, which is not set "
+                "(set it, or choose another variable with agent.api_key_env=NAME)"
+            )
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.sampling = Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed)
@@ -129,8 +144,9 @@ class ToolCallingAgent:
             if not timer.expired():  # some other deadline, not ours: not this agent's stop reason
                 raise
             outcome.stop_reason = "timeout"
-            outcome.warnings.append(f"stopped at the wall-clock limit of {limit:g} s "
-                                    "(agent.wall_timeout, kept inside timeouts.agent)")
+            outcome.warnings.append(
+                f"stopped at the wall-clock limit of {limit:g} s (agent.wall_timeout, kept inside timeouts.agent)"
+            )
         finally:
             await provider.aclose()
         return outcome
@@ -193,8 +209,10 @@ class _Loop:
             messages.append(ToolResults(results))
             if unusable_streak >= self.agent.max_malformed:
                 self.outcome.stop_reason = "malformed_tool_call"
-                self.outcome.warnings.append(f"stopped after {unusable_streak} unusable tool calls in a row "
-                                             f"(agent.max_malformed={self.agent.max_malformed})")
+                self.outcome.warnings.append(
+                    f"stopped after {unusable_streak} unusable tool calls in a row "
+                    f"(agent.max_malformed={self.agent.max_malformed})"
+                )
                 return
         self.outcome.stop_reason = "max_steps"
         self.outcome.warnings.append(f"stopped after max_steps={self.agent.max_steps} model calls")
@@ -206,9 +224,12 @@ class _Loop:
         with self.recorded_if_cancelled(step, began, "the model call was"):
             try:
                 reply = await with_retries(
-                    lambda: self.provider.complete(self.agent.system_prompt, messages, tools,
-                                                   self.agent.request_timeout),
-                    max_retries=self.agent.max_retries, log=retries)
+                    lambda: self.provider.complete(
+                        self.agent.system_prompt, messages, tools, self.agent.request_timeout
+                    ),
+                    max_retries=self.agent.max_retries,
+                    log=retries,
+                )
             except ModelAPIError as exc:
                 step.is_error, step.result, step.seconds = True, str(exc), time.monotonic() - began
                 step.note = "; ".join(retries + ["context length exceeded" if exc.context_length else "model error"])

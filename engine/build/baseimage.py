@@ -5,6 +5,7 @@ build is bootstrapped locally. A rootfs is not byte-reproducible (timestamps, pa
 versions on the mirror), so the tag names the *recipe*: ``crucible-base:<hash[:16]>`` of
 the recipe's canonical JSON. Users elsewhere point ``BASE`` at any registry image.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -149,9 +150,7 @@ def _import(client: docker.DockerClient, recipe: BaseRecipe, rootfs: Path) -> No
     repository, tag = recipe.tag.split(":")
     labels = [f"LABEL crucible.purpose=base crucible.input_hash={recipe.input_hash}"]
     tar = subprocess.Popen(
-        ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert tar.stdout is not None and tar.stderr is not None  # PIPE
     try:

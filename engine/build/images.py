@@ -13,6 +13,7 @@ others leaves their images alone. Labels are no input: the tag, and so every cac
 the same whichever store builds it. On a terminal a build shows its steps as they start and
 where its full log is (``$CRUCIBLE_HOME/builds/<input hash>.log``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -173,9 +174,7 @@ class ContentAddressedBuilder:
 
     # -- planning -------------------------------------------------------------------
 
-    def plan(
-        self, dockerfile: Path, context_dir: Path, build_args: Mapping[str, str], purpose: str
-    ) -> ImageRef:
+    def plan(self, dockerfile: Path, context_dir: Path, build_args: Mapping[str, str], purpose: str) -> ImageRef:
         """Compute the input-addressed tag without building anything.
 
         Stages ``crucible-ca.pem`` in ``context_dir`` (so the context holds what is sent).
@@ -365,8 +364,7 @@ class ContentAddressedBuilder:
                     dockerfile=ref.dockerfile,
                     tag=ref.tag,
                     buildargs=dict(ref.build_args),
-                    labels={"crucible.input_hash": ref.input_hash, "crucible.purpose": ref.purpose,
-                            STORE_LABEL: store},
+                    labels={"crucible.input_hash": ref.input_hash, "crucible.purpose": ref.purpose, STORE_LABEL: store},
                     network_mode=self.network_mode,
                     rm=True,
                     forcerm=True,
@@ -417,8 +415,11 @@ def _failure(ref: ImageRef, error: str, log_path: Path) -> str:
     values = dict(ref.build_args)
     roles = [f"{role} `{values[arg]}`" for arg, role in ref.arg_roles if arg in used and values.get(arg)]
     where = f"build step {step} of {ref.tag}"
-    head = (f"{' or '.join(roles)} failed with exit code {code.group(1)} ({where}; log: {log_path})" if roles
-            else f"{where} failed with exit code {code.group(1)} (log: {log_path})")
+    head = (
+        f"{' or '.join(roles)} failed with exit code {code.group(1)} ({where}; log: {log_path})"
+        if roles
+        else f"{where} failed with exit code {code.group(1)} (log: {log_path})"
+    )
     if not output:
         return f"{head}; it printed nothing"
     return "\n    ".join([f"{head}; its last lines:", *output])
@@ -436,5 +437,5 @@ def _last_step(log_path: Path) -> tuple[str, str, list[str]]:
         return "?", "", []
     found = _STEP.match(lines[starts[-1]])
     assert found is not None  # matched above
-    output = [line for line in lines[starts[-1] + 1:] if line.strip() and not line.startswith(_NOISE)]
+    output = [line for line in lines[starts[-1] + 1 :] if line.strip() and not line.startswith(_NOISE)]
     return found.group(1), found.group(2), output[-TAIL_LINES:]

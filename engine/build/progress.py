@@ -1,4 +1,5 @@
 """An image build's steps, shown as they happen on a terminal (nothing elsewhere)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,9 @@ class BuildProgress:
     """An image build's steps as they happen, on a terminal: where its full log is, then each
     ``Step N/M`` line as Docker starts it. Elsewhere nothing (a failed build's error names its log)."""
 
-    def __init__(self, tag: str, log_path: Path, *, stream: TextIO | None = None,
-                 interactive: bool | None = None) -> None:
+    def __init__(
+        self, tag: str, log_path: Path, *, stream: TextIO | None = None, interactive: bool | None = None
+    ) -> None:
         self.stream = stream or sys.stderr
         self.interactive = is_interactive(self.stream) if interactive is None else interactive
         self.tag = tag
@@ -28,7 +30,9 @@ class BuildProgress:
 
     def done(self, error: str | None) -> None:
         if self.interactive:
-            self._print(f"  {self.tag.split(':')[-1][:12]}  " + (f"[red]failed[/]: {escape(error)}" if error else "built"))
+            self._print(
+                f"  {self.tag.split(':')[-1][:12]}  " + (f"[red]failed[/]: {escape(error)}" if error else "built")
+            )
 
     def _print(self, markup: str) -> None:
         with contextlib.suppress(OSError, ValueError):

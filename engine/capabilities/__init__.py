@@ -1,5 +1,6 @@
 """Capabilities: how agents reach a run's workspace (the task's tools over MCP, ssh/2 onto its shell),
 and which of them a run serves its agent (``capabilities_used``)."""
+
 from __future__ import annotations
 
 from engine.errors import AgentError
@@ -19,6 +20,8 @@ def capabilities_used(agent: object, spec: RunSpec) -> frozenset[str]:
         declared = declared(spec)
     unknown = sorted(set(declared) - set(CAPABILITIES))
     if unknown:
-        raise AgentError(f"agent {getattr(agent, 'name', type(agent).__name__)!r} declares capabilities "
-                         f"{unknown}, not among {list(CAPABILITIES)}")
+        raise AgentError(
+            f"agent {getattr(agent, 'name', type(agent).__name__)!r} declares capabilities "
+            f"{unknown}, not among {list(CAPABILITIES)}"
+        )
     return frozenset(declared)

@@ -5,6 +5,7 @@ it; a tool call it had in flight may still have changed the workspace before the
 shutdown stopped it, and that change is in the captured diff. The run then records the
 server's journal (``McpService.calls``), for any agent that works through MCP.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,14 @@ class CallJournal:
         self.ended_ids: set[int] = set()
 
     def started(self, tool: str, arguments: dict[str, Any]) -> Step:
-        step = Step(idx=len(self.calls), kind="tool_call", capability="mcp", tool=tool, arguments=dict(arguments),
-                    started_at=datetime.now(UTC).isoformat())
+        step = Step(
+            idx=len(self.calls),
+            kind="tool_call",
+            capability="mcp",
+            tool=tool,
+            arguments=dict(arguments),
+            started_at=datetime.now(UTC).isoformat(),
+        )
         self.calls.append(step)
         self.running[id(step)] = time.monotonic()
         return step
@@ -48,8 +55,11 @@ class CallJournal:
         now, steps = time.monotonic(), []
         for step in self.calls:
             if id(step) in self.running:
-                steps.append(dataclasses.replace(step, is_error=True, note=IN_FLIGHT_NOTE,
-                                                 seconds=round(now - self.running[id(step)], 4)))
+                steps.append(
+                    dataclasses.replace(
+                        step, is_error=True, note=IN_FLIGHT_NOTE, seconds=round(now - self.running[id(step)], 4)
+                    )
+                )
             elif id(step) in self.ended_ids:
                 steps.append(step)
         return [dataclasses.replace(step, idx=i) for i, step in enumerate(steps)]

@@ -7,6 +7,7 @@ client ("cancelled: the server is shutting down") before the sessions' streams e
 the handler; the call is cancelled with it. While a call runs, a client that sent a progress
 token gets a notification every few seconds on the call's own stream (``report_progress``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -77,8 +78,9 @@ async def report_progress(session: Any, token: str | int, request_id: Any, every
         await asyncio.sleep(every)
         beats += 1
         try:
-            await session.send_progress_notification(token, float(beats), message=f"running ({beats * every:g} s)",
-                                                     related_request_id=request_id)
+            await session.send_progress_notification(
+                token, float(beats), message=f"running ({beats * every:g} s)", related_request_id=request_id
+            )
         except Exception as exc:  # a client gone: the call goes on, its answer will find nobody
             log.debug("progress notification not sent: %s", exc)
             return

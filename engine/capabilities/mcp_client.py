@@ -1,8 +1,9 @@
 """The engine-side MCP client: what agents use to reach a run's ``mcp`` capability.
 
-    async with open_mcp(url, token) as session:
-        text, is_error = await call_tool(session, "bash", {"command": "ls"})
+async with open_mcp(url, token) as session:
+    text, is_error = await call_tool(session, "bash", {"command": "ls"})
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,8 +35,9 @@ READ_TIMEOUT = 3600.0
 
 
 @contextlib.asynccontextmanager
-async def open_mcp(url: str, token: str, *, uds: str | None = None,
-                   read_timeout: float = READ_TIMEOUT) -> AsyncIterator[ClientSession]:
+async def open_mcp(
+    url: str, token: str, *, uds: str | None = None, read_timeout: float = READ_TIMEOUT
+) -> AsyncIterator[ClientSession]:
     """An initialized MCP session to ``url`` (over the unix socket ``uds`` when given)."""
     # A plain-HTTP URL (loopback, or a unix socket) never does TLS, and httpx's default TLS
     # setup loads the whole CA bundle (~45 ms per client, measured): build it only for https.

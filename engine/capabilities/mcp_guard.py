@@ -15,6 +15,7 @@ and our server takes the run's bearer token. In this order:
 - ``Authorization: Bearer <token>``, the scheme case-insensitive (RFC 7235), the token
   compared in constant time. Else 401.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -31,8 +32,15 @@ EVERY_ADDRESS = frozenset({"0.0.0.0", "::"})
 class RequestGuard:
     """ASGI middleware: 403 for a foreign ``Host`` or ``Origin``, 401 without the run's token."""
 
-    def __init__(self, app: ASGIApp, token: str, *, bound: str = "127.0.0.1", port: int | None = None,
-                 allowed_origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        *,
+        bound: str = "127.0.0.1",
+        port: int | None = None,
+        allowed_origins: Iterable[str] = (),
+    ) -> None:
         if not token:
             raise ValueError("an MCP server needs a non-empty bearer token")
         self.app = app

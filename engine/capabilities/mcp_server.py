@@ -23,6 +23,7 @@ printed.
 its workspace is still being provisioned and stop it while the next phase already runs
 (uvicorn notices a stop request on a 0.1 s tick and then drains: ~0.15 s measured).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -77,8 +78,13 @@ class ToolProvider(Protocol):
     async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]: ...
 
 
-def build_server(tools: ToolProvider, name: str = "crucible", *, in_flight: InFlight | None = None,
-                 progress_every: float | None = None) -> Server:
+def build_server(
+    tools: ToolProvider,
+    name: str = "crucible",
+    *,
+    in_flight: InFlight | None = None,
+    progress_every: float | None = None,
+) -> Server:
     """The low-level MCP server exposing ``tools``; its calls tracked in ``in_flight``, each
     reporting progress every ``progress_every`` seconds when the client asked for it."""
     server: Server = Server(name)
@@ -96,8 +102,11 @@ def build_server(tools: ToolProvider, name: str = "crucible", *, in_flight: InFl
     async def call_tool(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         ctx = server.request_context
         token = ctx.meta.progressToken if ctx.meta is not None else None
-        ticker = (asyncio.ensure_future(report_progress(ctx.session, token, ctx.request_id, every))
-                  if token is not None and every > 0 else None)
+        ticker = (
+            asyncio.ensure_future(report_progress(ctx.session, token, ctx.request_id, every))
+            if token is not None and every > 0
+            else None
+        )
         try:
             text, is_error = await calls.run(tools.call(tool, dict(arguments or {})))
         finally:
@@ -133,23 +142,31 @@ def _bind(uds: str | None, host: str = "127.0.0.1") -> tuple[socket.socket, str]
 
 
 @contextlib.asynccontextmanager
-async def serve_mcp(tools: ToolProvider, *, token: str, name: str = "crucible",
-                    uds: str | None = None, also_uds: str | None = None) -> AsyncIterator[str]:
+async def serve_mcp(
+    tools: ToolProvider, *, token: str, name: str = "crucible", uds: str | None = None, also_uds: str | None = None
+) -> AsyncIterator[str]:
     """Serve ``tools`` until the block exits; yields the URL (with ``uds``, reach it over that
     socket). ``also_uds``: the same server listens on that unix socket too (a workspace's
     bridge: agents inside a workspace without a network reach it there)."""
     options = SERVE_OPTIONS.get()
     in_flight = InFlight()
-    manager = StreamableHTTPSessionManager(app=build_server(tools, name, in_flight=in_flight),
-                                           session_idle_timeout=None)
+    manager = StreamableHTTPSessionManager(
+        app=build_server(tools, name, in_flight=in_flight), session_idle_timeout=None
+    )
     app = Starlette(routes=[Mount(MCP_PATH, app=manager.handle_request)])
     sock, url = _bind(uds, options.host)
     sockets = [sock] + ([_bind(also_uds)[0]] if also_uds else [])
     port = None if uds is not None else sock.getsockname()[1]
-    guard = RequestGuard(app, token, bound="localhost" if uds is not None else options.host, port=port,
-                         allowed_origins=options.allowed_origins)
-    config = uvicorn.Config(guard, lifespan="off", log_level="warning",
-                            timeout_graceful_shutdown=SHUTDOWN_GRACE, access_log=False)
+    guard = RequestGuard(
+        app,
+        token,
+        bound="localhost" if uds is not None else options.host,
+        port=port,
+        allowed_origins=options.allowed_origins,
+    )
+    config = uvicorn.Config(
+        guard, lifespan="off", log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE, access_log=False
+    )
     server = _QuietServer(config)
     try:
         async with manager.run():
@@ -215,8 +232,9 @@ class McpService:
         await service.close()            # always, before the run ends (idempotent)
     """
 
-    def __init__(self, *, token: str, name: str = "crucible", uds: str | None = None,
-                 also_uds: str | None = None) -> None:
+    def __init__(
+        self, *, token: str, name: str = "crucible", uds: str | None = None, also_uds: str | None = None
+    ) -> None:
         self.token, self.name, self.uds, self.also_uds = token, name, uds, also_uds
         self._tools = _LateTools()
         self._stop = asyncio.Event()
@@ -277,8 +295,9 @@ class McpService:
             raise error
 
     async def _serve(self) -> None:
-        async with serve_mcp(self._tools, token=self.token, name=self.name, uds=self.uds,
-                             also_uds=self.also_uds) as url:
+        async with serve_mcp(
+            self._tools, token=self.token, name=self.name, uds=self.uds, also_uds=self.also_uds
+        ) as url:
             assert self._url is not None
             self._url.set_result(url)
             await self._stop.wait()
@@ -319,4 +338,3 @@ class _LateTools:
         finally:
             self.journal.forget(started)
             self.running -= 1
-

@@ -8,6 +8,7 @@ Nothing that only reads results (a check answered from the store, ``query``) eve
 asyncssh (~0.3 s more) is not loaded here: few agents connect over ssh (``Agent.capabilities``),
 so a run whose agent does imports it then, in a thread (engine/run/agent_turn.py).
 """
+
 from __future__ import annotations
 
 import concurrent.futures

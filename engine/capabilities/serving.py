@@ -1,5 +1,6 @@
 """How a run's endpoints listen, for both of them (MCP and SSH): set once by ``crucible serve``
 for its run, read by each server as it starts. Crucible's own agents get the defaults."""
+
 from __future__ import annotations
 
 import contextvars
@@ -20,8 +21,10 @@ class ServeOptions:
     allowed_origins: tuple[str, ...] = ()
 
 
-SERVE_OPTIONS: contextvars.ContextVar[ServeOptions] = contextvars.ContextVar("crucible_serve_options",
-                                                                               default=ServeOptions())  # noqa: B039 (frozen)
+SERVE_OPTIONS: contextvars.ContextVar[ServeOptions] = contextvars.ContextVar(
+    "crucible_serve_options",
+    default=ServeOptions(),  # noqa: B039 (frozen)
+)
 
 
 def bind_tcp(host: str) -> socket.socket:

@@ -17,6 +17,7 @@ The endpoint pins the server's per-run host key and carries the per-run client k
 live only in the engine's memory (and in ``AgentContext.capability_auth``), never in the
 workspace.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -73,24 +74,36 @@ class SSHEndpoint:
             keys = json.loads(credential)
             if scheme != "ssh" or not username:
                 raise ValueError(f"not an ssh://user@host:port URL: {url!r}")
-            return cls(host=host.strip("[]"), port=int(port), username=username,
-                       client_key=str(keys["client_key"]), host_key=str(keys["host_key"]))
+            return cls(
+                host=host.strip("[]"),
+                port=int(port),
+                username=username,
+                client_key=str(keys["client_key"]),
+                host_key=str(keys["host_key"]),
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise AgentError(f"malformed ssh capability {url!r}: {exc}") from exc
 
 
 @contextlib.asynccontextmanager
-async def open_ssh(endpoint: SSHEndpoint, *,
-                   connect_timeout: float = CONNECT_TIMEOUT) -> AsyncIterator[asyncssh.SSHClientConnection]:
+async def open_ssh(
+    endpoint: SSHEndpoint, *, connect_timeout: float = CONNECT_TIMEOUT
+) -> AsyncIterator[asyncssh.SSHClientConnection]:
     """An authenticated connection to ``endpoint``; raises ``AgentError`` if it cannot be had."""
     try:
         client_key = asyncssh.import_private_key(endpoint.client_key)
         host_key = asyncssh.import_public_key(endpoint.host_key)
         conn = await asyncssh.connect(
-            endpoint.host, endpoint.port, username=endpoint.username,
-            client_keys=[client_key], known_hosts=([host_key], [], []),
+            endpoint.host,
+            endpoint.port,
+            username=endpoint.username,
+            client_keys=[client_key],
+            known_hosts=([host_key], [], []),
             # Hermetic: no ~/.ssh/config, no ssh-agent, no password or Kerberos attempts.
-            config=None, agent_path=None, preferred_auth="publickey", gss_host=None,
+            config=None,
+            agent_path=None,
+            preferred_auth="publickey",
+            gss_host=None,
             connect_timeout=connect_timeout,
         )
     except (OSError, asyncssh.Error, asyncssh.KeyImportError) as exc:
@@ -99,16 +112,17 @@ async def open_ssh(endpoint: SSHEndpoint, *,
         yield conn
 
 
-async def run_bash(conn: asyncssh.SSHClientConnection, command: str, timeout: float | None = None,
-                   *, max_output: int = MAX_OUTPUT) -> tuple[str, int]:
+async def run_bash(
+    conn: asyncssh.SSHClientConnection, command: str, timeout: float | None = None, *, max_output: int = MAX_OUTPUT
+) -> tuple[str, int]:
     """Run ``command`` under ``bash -lc`` over ``conn``: (result text, exit code).
 
-    The text is what the MCP bash tool returns for the same command, so a step reads the
-    same whichever capability staged it: the output (stdout and stderr merged), then
-    ``[exit code N]`` when N is not 0 (128 + N for a session killed by signal N, which the server
-reports as an exit signal). A timeout closes the session (the server then kills
-    the command's process group) and returns 124 with a "timed out" note instead. Raises
-    ``AgentError`` when no session can be opened.
+        The text is what the MCP bash tool returns for the same command, so a step reads the
+        same whichever capability staged it: the output (stdout and stderr merged), then
+        ``[exit code N]`` when N is not 0 (128 + N for a session killed by signal N, which the server
+    reports as an exit signal). A timeout closes the session (the server then kills
+        the command's process group) and returns 124 with a "timed out" note instead. Raises
+        ``AgentError`` when no session can be opened.
     """
     remote = shlex.join(["bash", "-c", shell.script(__file__, "stderr_last.sh"), "crucible-ssh", command])
     mark = f"crucible-stderr-{secrets.token_hex(16)}".encode()
@@ -122,7 +136,9 @@ reports as an exit signal). A timeout closes the session (the server then kills
         process.stdin.write_eof()  # like the bash tool: the command's stdin is empty
         code = await asyncio.wait_for(_collect(process, output), timeout)
     except TimeoutError:
-        return _join(_text(output, mark, completed=False), f"[command timed out after {timeout:g} s and was killed]"), TIMEOUT_EXIT_CODE
+        return _join(
+            _text(output, mark, completed=False), f"[command timed out after {timeout:g} s and was killed]"
+        ), TIMEOUT_EXIT_CODE
     except (OSError, asyncssh.Error) as exc:
         raise AgentError(f"the ssh session broke: {exc}") from exc
     finally:

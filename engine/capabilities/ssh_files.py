@@ -14,6 +14,7 @@ SCP server (``scp -O``, the legacy protocol) uses the same methods (``SFTPServer
 ``scp`` binary is needed in the workspace either. What an image needs: ``sh``, GNU coreutils
 and findutils (every Debian/Ubuntu image has them).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,9 +61,16 @@ class Transfer:
 class WorkspaceSFTP(asyncssh.SFTPServer):
     """An ``SFTPServer`` whose file system is ``ws`` as uid ``user`` (see the module doc)."""
 
-    def __init__(self, chan: asyncssh.SSHServerChannel[bytes], ws: Workspace, *, user: int, cwd: str,
-                 ready: asyncio.Future[Any] | None = None,
-                 on_exit: Callable[[WorkspaceSFTP], None] | None = None) -> None:
+    def __init__(
+        self,
+        chan: asyncssh.SSHServerChannel[bytes],
+        ws: Workspace,
+        *,
+        user: int,
+        cwd: str,
+        ready: asyncio.Future[Any] | None = None,
+        on_exit: Callable[[WorkspaceSFTP], None] | None = None,
+    ) -> None:
         super().__init__(chan)
         self.ws, self.user, self.cwd, self._ready, self._on_exit = ws, user, cwd, ready, on_exit
         self.transfer = Transfer()
@@ -77,9 +85,14 @@ class WorkspaceSFTP(asyncssh.SFTPServer):
             except Exception:
                 raise asyncssh.SFTPFailure("the task's setup failed") from None
         try:
-            result = await self.ws.exec(["/bin/sh", "-c", shell.script(__file__, "sftp.sh"), "crucible-sftp", op, *args],
-                                        user=self.user,
-                                        cwd=self.cwd, timeout=OP_TIMEOUT, stdin=stdin, max_output=MAX_FILE + 1)
+            result = await self.ws.exec(
+                ["/bin/sh", "-c", shell.script(__file__, "sftp.sh"), "crucible-sftp", op, *args],
+                user=self.user,
+                cwd=self.cwd,
+                timeout=OP_TIMEOUT,
+                stdin=stdin,
+                max_output=MAX_FILE + 1,
+            )
         except WorkspaceError as exc:
             raise asyncssh.SFTPFailure(f"the workspace failed: {exc}") from exc
         if result.exit_code != 0:
@@ -142,10 +155,18 @@ class WorkspaceSFTP(asyncssh.SFTPServer):
 
     async def setstat(self, path: bytes, attrs: SFTPAttrs) -> None:
         target = self._path(path)
-        owner = None if attrs.uid is None and attrs.gid is None else \
-            f"{'' if attrs.uid is None else int(attrs.uid)}:{'' if attrs.gid is None else int(attrs.gid)}"
-        values = [None if attrs.size is None else int(attrs.size), _mode(attrs), owner,
-                  None if attrs.mtime is None else int(attrs.mtime), None if attrs.atime is None else int(attrs.atime)]
+        owner = (
+            None
+            if attrs.uid is None and attrs.gid is None
+            else f"{'' if attrs.uid is None else int(attrs.uid)}:{'' if attrs.gid is None else int(attrs.gid)}"
+        )
+        values = [
+            None if attrs.size is None else int(attrs.size),
+            _mode(attrs),
+            owner,
+            None if attrs.mtime is None else int(attrs.mtime),
+            None if attrs.atime is None else int(attrs.atime),
+        ]
         if any(value is not None for value in values):
             await self._change(f"setstat {target}", "setstat", target, *("-" if v is None else str(v) for v in values))
 
@@ -197,8 +218,11 @@ class WorkspaceSFTP(asyncssh.SFTPServer):
     async def open(self, path: bytes, pflags: int, attrs: SFTPAttrs) -> _File:
         target = self._path(path)
         writable = bool(pflags & (FXF_WRITE | FXF_APPEND))
-        flags = "".join(letter for flag, letter in ((FXF_CREAT, "c"), (FXF_TRUNC, "t"), (FXF_EXCL, "x"))
-                        if writable and pflags & flag)
+        flags = "".join(
+            letter
+            for flag, letter in ((FXF_CREAT, "c"), (FXF_TRUNC, "t"), (FXF_EXCL, "x"))
+            if writable and pflags & flag
+        )
         flags += "w" if writable else ""
         load = bool(pflags & FXF_READ) or (writable and not pflags & FXF_TRUNC)
         flags += "r" if load else ""
@@ -217,7 +241,7 @@ class WorkspaceSFTP(asyncssh.SFTPServer):
 
     def read(self, file_obj: object, offset: int, size: int) -> bytes:
         handle = _handle(file_obj)
-        return bytes(handle.data[offset:offset + size])
+        return bytes(handle.data[offset : offset + size])
 
     def write(self, file_obj: object, offset: int, data: bytes) -> int:
         handle = _handle(file_obj)
@@ -262,7 +286,7 @@ class WorkspaceSFTP(asyncssh.SFTPServer):
         handle = _handle(file_obj)
         await self._flush(handle)
         if attrs.size is not None:
-            del handle.data[attrs.size:]
+            del handle.data[attrs.size :]
         await self.setstat(handle.path.encode(), attrs)
 
     def exit(self) -> None:
@@ -285,10 +309,15 @@ def _handle(file_obj: object) -> _File:
     return file_obj
 
 
-_TYPES = ((stat.S_ISREG, asyncssh.FILEXFER_TYPE_REGULAR), (stat.S_ISDIR, asyncssh.FILEXFER_TYPE_DIRECTORY),
-          (stat.S_ISLNK, asyncssh.FILEXFER_TYPE_SYMLINK), (stat.S_ISSOCK, asyncssh.FILEXFER_TYPE_SOCKET),
-          (stat.S_ISCHR, asyncssh.FILEXFER_TYPE_CHAR_DEVICE), (stat.S_ISBLK, asyncssh.FILEXFER_TYPE_BLOCK_DEVICE),
-          (stat.S_ISFIFO, asyncssh.FILEXFER_TYPE_FIFO))
+_TYPES = (
+    (stat.S_ISREG, asyncssh.FILEXFER_TYPE_REGULAR),
+    (stat.S_ISDIR, asyncssh.FILEXFER_TYPE_DIRECTORY),
+    (stat.S_ISLNK, asyncssh.FILEXFER_TYPE_SYMLINK),
+    (stat.S_ISSOCK, asyncssh.FILEXFER_TYPE_SOCKET),
+    (stat.S_ISCHR, asyncssh.FILEXFER_TYPE_CHAR_DEVICE),
+    (stat.S_ISBLK, asyncssh.FILEXFER_TYPE_BLOCK_DEVICE),
+    (stat.S_ISFIFO, asyncssh.FILEXFER_TYPE_FIFO),
+)
 
 
 def _parse_stat(entry: bytes) -> tuple[str, SFTPAttrs]:

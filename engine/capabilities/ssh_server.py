@@ -38,6 +38,7 @@ docs/ssh.md says what a user sees):
   connection and kills every still-running session's process group.
 - With ``on_step``, every session (exec, shell, sftp, scp) is reported as a step of the run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -57,8 +58,8 @@ from engine.capabilities.serving import SERVE_OPTIONS, bind_tcp
 from engine.capabilities.ssh_client import SSHEndpoint
 from engine.capabilities.ssh_files import WorkspaceSFTP
 from engine.errors import AgentError, WorkspaceError
-from engine.interfaces import Process, TtySize, Workspace
-from engine.models import Step
+from engine.interfaces import Process, Workspace
+from engine.models import Step, TtySize
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.util import shell
 
@@ -87,7 +88,9 @@ if logging.getLogger("asyncssh").level == logging.NOTSET:
 class _KeyOnlyAuth(asyncssh.SSHServer):
     """Accepts exactly one username with exactly one public key; every other method is off."""
 
-    def __init__(self, username: str, authorized: asyncssh.SSHKey, connections: set[asyncssh.SSHServerConnection]) -> None:
+    def __init__(
+        self, username: str, authorized: asyncssh.SSHKey, connections: set[asyncssh.SSHServerConnection]
+    ) -> None:
         self._username = username
         self._authorized = authorized.public_data
         self._connections = connections
@@ -115,8 +118,16 @@ class _KeyOnlyAuth(asyncssh.SSHServer):
 class _Sessions:
     """Runs each SSH session as a workspace process and tracks what must die at shutdown."""
 
-    def __init__(self, ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None,
-                 ready: asyncio.Future[Any] | None = None, on_step: Callable[[Step], None] | None = None) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        user: int,
+        cwd: str,
+        env: Mapping[str, str] | None,
+        ready: asyncio.Future[Any] | None = None,
+        on_step: Callable[[Step], None] | None = None,
+    ) -> None:
         self.ws, self.user, self.cwd, self.ready, self.on_step = ws, user, cwd, ready, on_step
         self.env = dict(env) if env is not None else None
         self.running: set[Process] = set()
@@ -149,13 +160,24 @@ class _Sessions:
         code, note = await self._run(channel, output)
         if note != NOT_STARTED and self.on_step is not None:
             self.steps += 1
-            self.on_step(Step(
-                idx=self.steps, kind="tool_call", capability="ssh", tool="exec" if channel.command is not None else "shell",
-                arguments={"command": channel.command if channel.command is not None else "bash -l"},
-                result=output.value().decode("utf-8", "replace"), is_error=code != 0,
-                started_at=_iso(started), seconds=time.time() - started, note=note))
+            self.on_step(
+                Step(
+                    idx=self.steps,
+                    kind="tool_call",
+                    capability="ssh",
+                    tool="exec" if channel.command is not None else "shell",
+                    arguments={"command": channel.command if channel.command is not None else "bash -l"},
+                    result=output.value().decode("utf-8", "replace"),
+                    is_error=code != 0,
+                    started_at=_iso(started),
+                    seconds=time.time() - started,
+                    note=note,
+                )
+            )
 
-    async def _run(self, channel: asyncssh.SSHServerProcess[bytes], output: BoundedBuffer) -> tuple[int | None, str | None]:
+    async def _run(
+        self, channel: asyncssh.SSHServerProcess[bytes], output: BoundedBuffer
+    ) -> tuple[int | None, str | None]:
         """Run the session to its end: (exit code or None, a note for its step: how it ended
         when not by an exit code, ``NOT_STARTED`` when nothing ran)."""
         if self.ready is not None:  # the task is still being set up: a session waits for it
@@ -168,8 +190,14 @@ class _Sessions:
         tty = TtySize(cols=width or 80, rows=height or 24) if channel.get_terminal_type() is not None else None
         status = f"/tmp/.crucible-ssh-{secrets.token_hex(12)}"
         try:
-            process = await self.ws.open_process(self.argv(channel, status), user=self.user, cwd=self.cwd,
-                                                 env=self.env, tty=tty, separate_stderr=tty is None)
+            process = await self.ws.open_process(
+                self.argv(channel, status),
+                user=self.user,
+                cwd=self.cwd,
+                env=self.env,
+                tty=tty,
+                separate_stderr=tty is None,
+            )
         except (WorkspaceError, OSError, ValueError) as exc:
             _fail(channel, f"crucible: could not start the session in the workspace: {exc}")
             return None, NOT_STARTED
@@ -228,18 +256,32 @@ class _Sessions:
         self.steps += 1
         transfer = server.transfer
         text = "\n".join(transfer.lines)
-        self.on_step(Step(
-            idx=self.steps, kind="tool_call", capability="ssh", tool="scp" if command else "sftp",
-            arguments={"command": command or "sftp"}, result=text[:STEP_OUTPUT], is_error=transfer.failed,
-            started_at=_iso(transfer.started), seconds=time.time() - transfer.started))
+        self.on_step(
+            Step(
+                idx=self.steps,
+                kind="tool_call",
+                capability="ssh",
+                tool="scp" if command else "sftp",
+                arguments={"command": command or "sftp"},
+                result=text[:STEP_OUTPUT],
+                is_error=transfer.failed,
+                started_at=_iso(transfer.started),
+                seconds=time.time() - transfer.started,
+            )
+        )
 
 
 def client_env(env: Mapping[str, str], term: str | None) -> dict[str, str]:
     """What of the client's environment reaches a session: ``SAFE_ENV`` names with sane values,
     and the pty request's terminal type as TERM."""
-    passed = {name: value for name, value in env.items()
-              if (name in SAFE_ENV or name.startswith("LC_")) and name.replace("_", "").isalnum()
-              and len(value) <= 256 and value.isprintable()}
+    passed = {
+        name: value
+        for name, value in env.items()
+        if (name in SAFE_ENV or name.startswith("LC_"))
+        and name.replace("_", "").isalnum()
+        and len(value) <= 256
+        and value.isprintable()
+    }
     if term:
         passed["TERM"] = term
     return passed
@@ -264,8 +306,9 @@ async def _kill_quietly(process: Process) -> None:
         log.debug("could not kill an ssh session's process: %s", exc)
 
 
-async def _relay(channel: asyncssh.SSHServerProcess[bytes], process: Process, output: BoundedBuffer, *,
-                 tty: bool) -> int | None:
+async def _relay(
+    channel: asyncssh.SSHServerProcess[bytes], process: Process, output: BoundedBuffer, *, tty: bool
+) -> int | None:
     """Stream both ways until the command exits (its exit code) or the channel closes (None)."""
     forwarded = _Counter()
     inbound = asyncio.create_task(_pump_in(channel, process, tty=tty))
@@ -306,8 +349,11 @@ async def _drain(outbound: asyncio.Task[None], errbound: asyncio.Task[None], for
     deadline = loop.time() + DRAIN_LIMIT
     while not (outbound.done() and errbound.done()) and loop.time() < deadline:
         before = forwarded.value
-        await asyncio.wait({outbound, errbound}, timeout=min(DRAIN_GRACE, max(deadline - loop.time(), 0)),
-                           return_when=asyncio.ALL_COMPLETED)
+        await asyncio.wait(
+            {outbound, errbound},
+            timeout=min(DRAIN_GRACE, max(deadline - loop.time(), 0)),
+            return_when=asyncio.ALL_COMPLETED,
+        )
         if forwarded.value == before:
             return
 
@@ -334,8 +380,12 @@ async def _pump_in(channel: asyncssh.SSHServerProcess[bytes], process: Process, 
             return  # the command exited without reading all its input: its business
 
 
-async def _pump_out(read: Callable[[int], Awaitable[bytes]], writer: asyncssh.SSHWriter[bytes], forwarded: _Counter,
-                    output: BoundedBuffer) -> None:
+async def _pump_out(
+    read: Callable[[int], Awaitable[bytes]],
+    writer: asyncssh.SSHWriter[bytes],
+    forwarded: _Counter,
+    output: BoundedBuffer,
+) -> None:
     while chunk := await read(READ_CHUNK):
         writer.write(chunk)  # raises BrokenPipeError once the channel is closed
         output.add(chunk)
@@ -344,9 +394,15 @@ async def _pump_out(read: Callable[[int], Awaitable[bytes]], writer: asyncssh.SS
 
 
 @contextlib.asynccontextmanager
-async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str] | None = None,
-                    ready: asyncio.Future[Any] | None = None,
-                    on_step: Callable[[Step], None] | None = None) -> AsyncIterator[SSHEndpoint]:
+async def serve_ssh(
+    ws: Workspace,
+    *,
+    user: int,
+    cwd: str,
+    env: Mapping[str, str] | None = None,
+    ready: asyncio.Future[Any] | None = None,
+    on_step: Callable[[Step], None] | None = None,
+) -> AsyncIterator[SSHEndpoint]:
     """Serve SSH sessions into ``ws`` (as uid ``user``, in ``cwd``) until the block exits.
 
     With ``ready``, sessions wait for it first (the run's setup), as MCP tool calls do. With
@@ -364,16 +420,27 @@ async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str
         raise AgentError(f"the SSH server cannot listen on {host}: {exc}") from exc
     try:
         acceptor = await asyncssh.create_server(
-            lambda: _KeyOnlyAuth(USERNAME, client_key, connections), sock=sock,
-            server_host_keys=[host_key], process_factory=sessions.handle, encoding=None,
-            config=None, allow_pty=True, line_editor=False, agent_forwarding=False,
-            x11_forwarding=False, allow_scp=True, sftp_factory=sessions.files, gss_host=None,
+            lambda: _KeyOnlyAuth(USERNAME, client_key, connections),
+            sock=sock,
+            server_host_keys=[host_key],
+            process_factory=sessions.handle,
+            encoding=None,
+            config=None,
+            allow_pty=True,
+            line_editor=False,
+            agent_forwarding=False,
+            x11_forwarding=False,
+            allow_scp=True,
+            sftp_factory=sessions.files,
+            gss_host=None,
         )
     except (OSError, asyncssh.Error) as exc:
         sock.close()
         raise AgentError(f"the SSH server failed to start: {exc}") from exc
     endpoint = SSHEndpoint(
-        host=host, port=sock.getsockname()[1], username=USERNAME,
+        host=host,
+        port=sock.getsockname()[1],
+        username=USERNAME,
         client_key=client_key.export_private_key("openssh").decode(),
         host_key=host_key.export_public_key("openssh").decode().strip(),
     )
@@ -383,7 +450,9 @@ async def serve_ssh(ws: Workspace, *, user: int, cwd: str, env: Mapping[str, str
         await _shutdown(acceptor, connections, sessions)
 
 
-async def _shutdown(acceptor: asyncssh.SSHAcceptor, connections: set[asyncssh.SSHServerConnection], sessions: _Sessions) -> None:
+async def _shutdown(
+    acceptor: asyncssh.SSHAcceptor, connections: set[asyncssh.SSHServerConnection], sessions: _Sessions
+) -> None:
     """Stop accepting, kill every running session's process group, close every connection."""
     acceptor.close()
     await sessions.kill_all()

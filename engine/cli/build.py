@@ -3,6 +3,7 @@
 Like ``nix build --dry-run``: list each image with its input hash and whether it is
 already in the cache; without ``--dry-run``, build the missing ones (once each).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,8 +38,9 @@ def run_build(overrides: list[str], *, dry_run: bool, echo: Callable[[str], obje
             try:
                 record = session.builder.ensure(ref, store)
             except BuildError as exc:  # named by the tasks it is for, as a batch names it
-                raise BuildError(f"task{'s' if len(set(tasks)) > 1 else ''} {', '.join(sorted(set(tasks)))}: "
-                                 f"{exc}") from exc
+                raise BuildError(
+                    f"task{'s' if len(set(tasks)) > 1 else ''} {', '.join(sorted(set(tasks)))}: {exc}"
+                ) from exc
             status = f"built in {record.seconds:.1f}s"
         rows.append((tag, ref.input_hash[:16], status, ", ".join(sorted(set(tasks)))))
     echo(format_table(["image", "input hash", "status", "for tasks"], rows))

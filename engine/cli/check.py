@@ -11,6 +11,7 @@ deterministic agent is not run again (the table says "store"); ``--rebuild`` run
 A flavor that advises authors (``AdvisesAuthors``) adds a ``note`` line per task for what is
 worth knowing even of a task that ships, and names the fix on a FAIL line where it knows one.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -56,8 +57,9 @@ def plan_jobs(overrides: list[str], *, use_lock: bool = True) -> tuple[list[Job]
     """One job per task and gate role; the roles (which agent, which reward) are the task's
     flavor's (``Flavor.roles``). ``use_lock=False``: planned as if no task had a lock."""
     if any(o.split("=", 1)[0].lstrip("+~") in ("agent", "model") for o in overrides):
-        raise ConfigError("crucible check chooses the agents itself (the flavor's golden and baseline); "
-                          "drop agent=/model=")
+        raise ConfigError(
+            "crucible check chooses the agents itself (the flavor's golden and baseline); drop agent=/model="
+        )
     jobs: list[Job] = []
     session = None
     for combo in combinations(overrides):
@@ -138,15 +140,30 @@ def _raw_summary(job: Job, record: RunRecord) -> str:
     return "\n      ".join(lines)
 
 
-def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, parallel: int = 2,
-              echo: Callable[[str], object] = print) -> int:
+def run_check(
+    overrides: list[str],
+    *,
+    rebuild: bool = False,
+    check: int = 0,
+    parallel: int = 2,
+    echo: Callable[[str], object] = print,
+) -> int:
     # The configured store (store=; one for every combination) is opened by the first session,
     # before the first plan: a path that cannot be a store is one line before anything runs.
     jobs, session = plan_jobs(overrides)
     housekeeping(session.store)
     with TaskProgress("check", len(jobs) * (1 + check)) as progress:  # on stderr; the verdicts below on stdout
-        asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "check",
-                              parallel=parallel, reuse=not rebuild, repeats=check, progress=progress))
+        asyncio.run(
+            run_batch(
+                [job.batch for job in jobs],
+                session,
+                root=paths.runs_dir() / "check",
+                parallel=parallel,
+                reuse=not rebuild,
+                repeats=check,
+                progress=progress,
+            )
+        )
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:
         by_task.setdefault(job.task_id, {})[job.role] = job
@@ -157,8 +174,15 @@ def run_check(overrides: list[str], *, rebuild: bool = False, check: int = 0, pa
         seconds = sum(_wall(r) for j in mine for r in j.records if not j.from_store or r is not j.records[0])
         stored = [j.from_store for j in mine]
         source = "store" if all(stored) else ("run" if not any(stored) else "store+run")
-        rows.append((task_id, *(roles[name].records[0].reward if name in roles else "" for name in role_names),
-                     round(seconds, 2), source, "FAIL" if any(_failures(j) for j in mine) else "ok"))
+        rows.append(
+            (
+                task_id,
+                *(roles[name].records[0].reward if name in roles else "" for name in role_names),
+                round(seconds, 2),
+                source,
+                "FAIL" if any(_failures(j) for j in mine) else "ok",
+            )
+        )
         failed += [(job, problem) for job in mine for problem in _failures(job)]
     echo(format_table(["task", *role_names, "seconds", "verdicts from", "gate"], rows))
     if check:
@@ -186,4 +210,6 @@ def _wall(record: RunRecord) -> float:
 
     if not record.ended_at or not record.started_at:
         return 0.0
-    return (datetime.fromisoformat(str(record.ended_at)) - datetime.fromisoformat(str(record.started_at))).total_seconds()
+    return (
+        datetime.fromisoformat(str(record.ended_at)) - datetime.fromisoformat(str(record.started_at))
+    ).total_seconds()

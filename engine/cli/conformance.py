@@ -4,6 +4,7 @@ Runs every Workspace conformance check (engine/runtimes/conformance) on the conf
 against the task's image (planned, and built unless cached), and prints a table: one row per
 check (passed, FAILED or skipped, with its seconds and message). Exit status 1 when any failed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,10 @@ def prepare(overrides: list[str]) -> tuple[Runtime, object]:
 
 
 def report(results: list[CheckResult]) -> str:
-    rows = [(r.name, "skipped" if r.skipped else "passed" if r.passed else "FAILED", round(r.seconds, 2), r.message)
-            for r in results]
+    rows = [
+        (r.name, "skipped" if r.skipped else "passed" if r.passed else "FAILED", round(r.seconds, 2), r.message)
+        for r in results
+    ]
     failed = sum(1 for r in results if not r.passed and not r.skipped)
     skipped = sum(1 for r in results if r.skipped)
     summary = f"{len(results) - failed - skipped} passed, {failed} failed, {skipped} skipped"

@@ -4,6 +4,7 @@ Checks, in order: a reachable Docker engine, debootstrap, the offline base image
 writable store location. Each prints one line ``ok|FAIL|fixed  <what>  <detail>``.
 ``--fix`` is idempotent: on a healthy host it changes nothing and prints only "ok".
 """
+
 from __future__ import annotations
 
 import os

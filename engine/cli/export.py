@@ -1,11 +1,12 @@
 """``crucible export`` and ``crucible import`` (docs/report.md, "Exports and imports").
 
-    crucible export --format parquet|jsonl DIR        every table of the store, and a manifest
-    crucible export --predictions FILE --sweep ID     a sweep's patches as SWE-bench predictions
-    crucible export --swebench-report FILE --sweep ID a sweep's verdicts as a SWE-bench report
-    crucible export --trajectories ATIF DIR           every run's steps as ATIF trajectories
-    crucible import DIR                               an export into this store, nothing twice
+crucible export --format parquet|jsonl DIR        every table of the store, and a manifest
+crucible export --predictions FILE --sweep ID     a sweep's patches as SWE-bench predictions
+crucible export --swebench-report FILE --sweep ID a sweep's verdicts as a SWE-bench report
+crucible export --trajectories ATIF DIR           every run's steps as ATIF trajectories
+crucible import DIR                               an export into this store, nothing twice
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,13 @@ from engine.errors import UserError
 
 
 def run_export(args: list[str]) -> int:
-    from engine.cli.main import _parse_reading, _parser
+    from engine.cli.args import one_line_parser, parse_reading
     from engine.store.export import FORMATS
 
-    parser = _parser("export", "the store's tables as Parquet or JSONL files, or a sweep as SWE-bench "
-                               "predictions or report (docs/report.md)")
+    parser = one_line_parser(
+        "export",
+        "the store's tables as Parquet or JSONL files, or a sweep as SWE-bench predictions or report (docs/report.md)",
+    )
     parser.add_argument("directory", nargs="?", metavar="DIR", help="with --format: a new (or empty) directory")
     parser.add_argument("--format", choices=tuple(FORMATS), help="every table, one file each, into DIR")
     parser.add_argument("--predictions", metavar="FILE", help="the sweep's patches, SWE-bench predictions JSONL")
@@ -35,7 +38,7 @@ def run_export(args: list[str]) -> int:
     parser.add_argument("--model", action="append", default=[], help="with several models in the sweep: which")
     parser.add_argument("--task", action="append", default=[], metavar="GLOB", help="only these tasks")
     parser.add_argument("--attempt", type=int, help="which attempt (default: the lowest of each task)")
-    ns = _parse_reading(parser, args)
+    ns = parse_reading(parser, args)
     store = _reading_store(ns.store)
     if ns.format:
         if ns.predictions or ns.swebench_report or not ns.directory:
@@ -58,8 +61,9 @@ def _export_sweep(store: DuckDBStore, ns: argparse.Namespace) -> int:
     from engine.report.swebench import predictions_jsonl, swebench_report, sweep_instances
 
     chosen = filters_from_args(sweeps=[], agents=ns.agent, models=ns.model, tasks=ns.task, since=None)
-    instances = sweep_instances(store, ns.sweep, agents=chosen.agents, models=chosen.models, tasks=chosen.tasks,
-                                attempt=ns.attempt)
+    instances = sweep_instances(
+        store, ns.sweep, agents=chosen.agents, models=chosen.models, tasks=chosen.tasks, attempt=ns.attempt
+    )
     if ns.predictions:
         _write(ns.predictions, predictions_jsonl(instances), "--predictions")
         print(f"wrote {len(instances)} prediction(s) to {ns.predictions}")
@@ -72,30 +76,33 @@ def _export_sweep(store: DuckDBStore, ns: argparse.Namespace) -> int:
 
 def run_export_trajectories(args: list[str]) -> int:
     """``crucible export --trajectories ATIF DIR [--task GLOB] [--sweep ID|last]``."""
-    from engine.cli.main import _parse_reading, _parser
+    from engine.cli.args import one_line_parser, parse_reading
     from engine.run.session import open_housekept_store
     from engine.store.atif import FORMATS, SCHEMA_VERSION, export_trajectories
 
-    parser = _parser("export", "every run's steps as trajectories in Harbor's ATIF (docs/harbor.md)")
+    parser = one_line_parser("export", "every run's steps as trajectories in Harbor's ATIF (docs/harbor.md)")
     parser.add_argument("--trajectories", choices=FORMATS, required=True)
     parser.add_argument("directory", metavar="DIR")
     parser.add_argument("--task", action="append", default=[], metavar="GLOB", help="only these tasks")
     parser.add_argument("--sweep", metavar="ID", help="only this sweep's runs (last = the latest)")
-    ns = _parse_reading(parser, args)
+    ns = parse_reading(parser, args)
     count = export_trajectories(open_housekept_store(ns.store), Path(ns.directory), tasks=ns.task, sweep=ns.sweep)
     print(f"wrote {count} trajectory file(s) ({SCHEMA_VERSION}) into {ns.directory}")
     return 0
 
 
 def run_import(args: list[str]) -> int:
-    from engine.cli.main import _parser
+    from engine.cli.args import one_line_parser
     from engine.store.duckdb import DuckDBStore
     from engine.store.export import import_store
 
-    parser = _parser("import", "load a crucible export into this store; rows it has already are kept once")
+    parser = one_line_parser("import", "load a crucible export into this store; rows it has already are kept once")
     parser.add_argument("directory", metavar="DIR")
-    parser.add_argument("--store", metavar="PATH", help="the store to load into (made if missing; default: "
-                                                        "$CRUCIBLE_STORE, else $CRUCIBLE_HOME/store.duckdb)")
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the store to load into (made if missing; default: $CRUCIBLE_STORE, else $CRUCIBLE_HOME/store.duckdb)",
+    )
     ns = parser.parse_args(args)
     store = DuckDBStore(ns.store or None)
     added = import_store(store, Path(ns.directory))

@@ -35,6 +35,7 @@ collected images go too, so after a removal the total is what the daemon's own l
 accounting dropped by (never less than the unique sizes: a concurrent build must not
 hide what was freed); a dry run can only promise the sum of the unique sizes, "at least".
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -100,15 +101,18 @@ class GcReport:
 def referenced_tags(store: Store) -> set[str]:
     """Every image tag a stored run refers to (the spool is ingested first, so runs that are
     recorded but not yet in the database count too)."""
-    _, rows = store.query("SELECT DISTINCT image_tag FROM runs WHERE image_tag IS NOT NULL UNION "
-                          "SELECT DISTINCT spec->'agent_image'->>'tag' FROM runs "
-                          "WHERE spec->'agent_image'->>'tag' IS NOT NULL")
+    _, rows = store.query(
+        "SELECT DISTINCT image_tag FROM runs WHERE image_tag IS NOT NULL UNION "
+        "SELECT DISTINCT spec->'agent_image'->>'tag' FROM runs "
+        "WHERE spec->'agent_image'->>'tag' IS NOT NULL"
+    )
     return {row[0] for row in rows}
 
 
 # ---------------------------------------------------------------- docker images
-def image_items(usage: dict[str, Any], referenced: set[str], match: str, min_age: float = 0.0,
-                store: str | None = None) -> list[Item]:
+def image_items(
+    usage: dict[str, Any], referenced: set[str], match: str, min_age: float = 0.0, store: str | None = None
+) -> list[Item]:
     """The unreferenced ``crucible/task`` tags matching ``match``, each kept or to go.
     ``usage`` is the daemon's ``df``: images with their unique sizes, and the containers.
     ``store``: this store's path; an image labelled with another store's is not touched."""
@@ -118,8 +122,11 @@ def image_items(usage: dict[str, Any], referenced: set[str], match: str, min_age
     items = []
     for image in usage.get("Images") or []:
         tags = image.get("RepoTags") or []
-        unreferenced = [t for t in tags if t not in referenced
-                        and (_candidate(t, TASK_IMAGES, match) or _candidate(t, AGENT_LAYERS, match))]
+        unreferenced = [
+            t
+            for t in tags
+            if t not in referenced and (_candidate(t, TASK_IMAGES, match) or _candidate(t, AGENT_LAYERS, match))
+        ]
         if not unreferenced:
             continue
         others = [t for t in tags if t not in unreferenced and t != "<none>:<none>"]
@@ -164,7 +171,7 @@ def template_items(referenced: set[str], match: str, min_age: float = 0.0) -> li
     root = templates_dir()
     if not root.is_dir():
         return []
-    wanted = {tag[len(LOCAL_PREFIX):] for tag in referenced if tag.startswith(LOCAL_PREFIX)}
+    wanted = {tag[len(LOCAL_PREFIX) :] for tag in referenced if tag.startswith(LOCAL_PREFIX)}
     items = []
     for path in sorted(root.iterdir()):
         name = LOCAL_PREFIX + path.name[:24]
@@ -206,15 +213,17 @@ def _candidate(name: str, family: str, match: str) -> bool:
     return fnmatch.fnmatchcase(name, family) and fnmatch.fnmatchcase(name, match)
 
 
-def collect(store: Store, client: docker.DockerClient | None, *, dry_run: bool = False, match: str = "*",
-            min_age: float = 0.0) -> GcReport:
+def collect(
+    store: Store, client: docker.DockerClient | None, *, dry_run: bool = False, match: str = "*", min_age: float = 0.0
+) -> GcReport:
     """Remove (with ``dry_run``: only list) what no run in ``store`` refers to, among the names
     matching ``match`` (a glob over ``crucible/task:...`` and ``local/task:...``).
     ``client`` None: no Docker engine, templates only."""
     referenced = referenced_tags(store)
     usage = _disk_usage(client) if client is not None else {}
-    items = (image_items(usage, referenced, match, min_age, str(getattr(store, "path", "")) or None)
-             + template_items(referenced, match, min_age))
+    items = image_items(usage, referenced, match, min_age, str(getattr(store, "path", "")) or None) + template_items(
+        referenced, match, min_age
+    )
     report = GcReport(dry_run=dry_run, referenced=len(referenced))
     for item in items:
         if item.keep is None and not dry_run:
@@ -241,9 +250,11 @@ def render(report: GcReport) -> list[str]:
     lines = [f"{verb:12}  {item.name}  {_human(item.size)}  ({_short(item)})" for item in report.removed]
     lines += [f"{'kept':12}  {item.name}  {item.keep}" for item in report.kept]
     images = sum(item.kind == "image" for item in report.removed)
-    summary = (f"{verb} {images} image tag(s) and {len(report.removed) - images} local template(s), "
-               f"{'would free at least' if report.dry_run else 'freed'} {report.freed} bytes ({_human(report.freed)}); "
-               f"{report.referenced} image tag(s) referenced by stored runs are kept")
+    summary = (
+        f"{verb} {images} image tag(s) and {len(report.removed) - images} local template(s), "
+        f"{'would free at least' if report.dry_run else 'freed'} {report.freed} bytes ({_human(report.freed)}); "
+        f"{report.referenced} image tag(s) referenced by stored runs are kept"
+    )
     foreign = sum(1 for item in report.kept if item.keep and item.keep.startswith(NOT_OURS))
     if foreign:
         summary += f"; {foreign} image tag(s) built by another store are not touched (gc of that store collects them)"
@@ -269,18 +280,22 @@ def collect_terminals(store: DuckDBStore, *, dry_run: bool) -> list[str]:
     removed and their final ones kept; with ``dry_run`` only counted."""
     if dry_run:
         now = datetime.now(UTC)
-        due = [t for t in store.terminals() if t.state != "running" and t.closes_at
-               and datetime.fromisoformat(t.closes_at) <= now]
+        due = [
+            t
+            for t in store.terminals()
+            if t.state != "running" and t.closes_at and datetime.fromisoformat(t.closes_at) <= now
+        ]
         return [f"would close {len(due)} terminal(s) past their retention window"] if due else []
     stale, closed = store.housekeep_terminals()
     if not (stale or closed):
         return []
-    return [f"terminals: {len(stale)} marked stale (their run ended without ending them), {len(closed)} closed "
-            "past their retention window (periodic snapshots removed, final snapshots kept)"]
+    return [
+        f"terminals: {len(stale)} marked stale (their run ended without ending them), {len(closed)} closed "
+        "past their retention window (periodic snapshots removed, final snapshots kept)"
+    ]
 
 
-def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0,
-           echo: Callable[[str], object] = print) -> int:
+def run_gc(*, dry_run: bool, match: str = "*", min_age: float = 3600.0, echo: Callable[[str], object] = print) -> int:
 
     from engine.run.session import housekeeping, open_store
     from engine.runtimes.docker.daemon import ensure_engine

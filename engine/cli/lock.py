@@ -8,6 +8,7 @@ line before anything runs. They go into
 the task's lock file with the resolved SHAs and the image's input hash. A task whose F2P comes
 out empty is not shippable: nothing is written for it, and the command fails.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,7 @@ SIDES = ("baseline", "golden")
 """The gate roles a lock is derived from: what fails before the fix, what passes after it."""
 
 
-def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2,
-             echo: Callable[[str], object] = print) -> int:
+def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2, echo: Callable[[str], object] = print) -> int:
     jobs, session = plan_jobs(overrides, use_lock=False)
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:
@@ -48,8 +48,17 @@ def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2,
             raise ConfigError(refused)
     housekeeping(session.store)
     with TaskProgress("lock", len(jobs) * (1 + check)) as progress:  # on stderr; the table below on stdout
-        asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "lock",
-                              parallel=parallel, reuse=True, repeats=check, progress=progress))
+        asyncio.run(
+            run_batch(
+                [job.batch for job in jobs],
+                session,
+                root=paths.runs_dir() / "lock",
+                parallel=parallel,
+                reuse=True,
+                repeats=check,
+                progress=progress,
+            )
+        )
     rows, failed = [], 0
     for task_id, roles in sorted(by_task.items()):
         problem = _problem(roles)
@@ -62,11 +71,25 @@ def run_lock(overrides: list[str], *, check: int = 0, parallel: int = 2,
         assert path is not None  # checked above
         if problem is None:
             spec = roles["golden"].batch.plan.spec
-            lock.write_lock(path, task_id=task_id, pins=spec.task.pins, input_hash=str(spec.image["input_hash"]),
-                            task_inputs=lock.task_inputs(spec.task), lists=lists, repeats=1 + check)
+            lock.write_lock(
+                path,
+                task_id=task_id,
+                pins=spec.task.pins,
+                input_hash=str(spec.image["input_hash"]),
+                task_inputs=lock.task_inputs(spec.task),
+                lists=lists,
+                repeats=1 + check,
+            )
         failed += problem is not None
-        rows.append((task_id, len(lists["fail_to_pass"]), len(lists["pass_to_pass"]), len(lists["flaky"]),
-                     "FAIL" if problem else str(path)))
+        rows.append(
+            (
+                task_id,
+                len(lists["fail_to_pass"]),
+                len(lists["pass_to_pass"]),
+                len(lists["flaky"]),
+                "FAIL" if problem else str(path),
+            )
+        )
         if problem:
             echo(f"FAIL {task_id}: {problem}")
         for name in lists["flaky"]:
@@ -86,6 +109,8 @@ def _problem(roles: dict[str, Job]) -> str | None:
         # a crash) would make every test the golden passes look like fail-to-pass.
         unnamed = [r.run_id for r in roles[side].records if not r.tests]
         if unnamed:
-            return (f"the {side} run {unnamed[0]} read no named test results (results.format none, a timeout, "
-                    "or the runner wrote no report): a lock needs them from every run")
+            return (
+                f"the {side} run {unnamed[0]} read no named test results (results.format none, a timeout, "
+                "or the runner wrote no report): a lock needs them from every run"
+            )
     return None

@@ -50,9 +50,9 @@
 
 User mistakes end in one line on stderr and a non-zero exit, never a traceback.
 """
+
 from __future__ import annotations
 
-import argparse
 import atexit
 import logging
 import os
@@ -63,12 +63,25 @@ import threading
 from types import FrameType
 from typing import NoReturn
 
+from engine.cli.args import one_line_parser, require_task
+from engine.cli.reading import (
+    cmd_export,
+    cmd_import,
+    cmd_query,
+    cmd_regrade,
+    cmd_report,
+    cmd_show,
+    cmd_terminals,
+    cmd_view,
+)
 from engine.errors import CrucibleError, UserError
 
 USAGE = __doc__
 
 
-def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> NoReturn:  # so `finally` blocks remove containers on kill
+def _sigterm_as_interrupt(
+    signum: int, frame: FrameType | None
+) -> NoReturn:  # so `finally` blocks remove containers on kill
     raise KeyboardInterrupt
 
 
@@ -80,11 +93,27 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0
     command, rest = argv[0], argv[1:]
-    handlers = {"run": cmd_run, "check": cmd_check, "build": cmd_build, "query": cmd_query,
-                "show": cmd_show, "report": cmd_report, "doctor": cmd_doctor, "rerun": cmd_rerun,
-                "gc": cmd_gc, "lock": cmd_lock, "task": cmd_task, "terminals": cmd_terminals,
-                "serve": cmd_serve, "finish": cmd_finish, "view": cmd_view, "export": cmd_export,
-                "import": cmd_import, "selfcheck": cmd_selfcheck, "regrade": cmd_regrade}
+    handlers = {
+        "run": cmd_run,
+        "check": cmd_check,
+        "build": cmd_build,
+        "query": cmd_query,
+        "show": cmd_show,
+        "report": cmd_report,
+        "doctor": cmd_doctor,
+        "rerun": cmd_rerun,
+        "gc": cmd_gc,
+        "lock": cmd_lock,
+        "task": cmd_task,
+        "terminals": cmd_terminals,
+        "serve": cmd_serve,
+        "finish": cmd_finish,
+        "view": cmd_view,
+        "export": cmd_export,
+        "import": cmd_import,
+        "selfcheck": cmd_selfcheck,
+        "regrade": cmd_regrade,
+    }
     try:
         if command not in handlers:
             return _plugin_command(command, rest, list(handlers))
@@ -136,44 +165,11 @@ def _plugin_command(command: str, rest: list[str], builtin: list[str]) -> int:
 
     code = run_command(command, rest)
     if code is None:
-        print(f"crucible: unknown command '{command}' (commands: {', '.join([*builtin, *commands()])})",
-              file=sys.stderr)
+        print(
+            f"crucible: unknown command '{command}' (commands: {', '.join([*builtin, *commands()])})", file=sys.stderr
+        )
         return 2
     return code
-
-
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    class OneLineParser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise UserError(message)
-
-    return OneLineParser(prog=f"crucible {prog}", description=description)
-
-
-def _require_task(overrides: list[str]) -> None:
-    """A command that takes tasks says how to choose one, and which sets there are, without one."""
-    if not any(o.startswith("task=") for o in overrides):
-        from engine.config.tree import no_task_selected
-
-        raise no_task_selected()
-
-
-def _parse_reading(parser: argparse.ArgumentParser, args: list[str]) -> argparse.Namespace:
-    """``args`` parsed for a command that reads the store (query, show, report), with its
-    ``--store PATH``, also taken as ``store=PATH`` (as ``crucible run`` takes it); ``ns.store``
-    is None for the default store."""
-    parser.add_argument("--store", metavar="PATH",
-                        help="the store to read, as run's store=PATH (default: $CRUCIBLE_STORE, "
-                             "else $CRUCIBLE_HOME/store.duckdb); it must exist")
-    overrides = [a.partition("=")[2] for a in args if a.startswith("store=")]
-    ns = parser.parse_args([a for a in args if not a.startswith("store=")])
-    given = [*overrides, *([ns.store] if ns.store is not None else [])]
-    if len(set(given)) > 1:
-        raise UserError(f"two stores given ({', '.join(given)}): a command reads one")
-    if given and not given[0]:
-        raise UserError("--store: give the store's path")
-    ns.store = given[0] if given else None
-    return ns
 
 
 # ---------------------------------------------------------------- run (Hydra app)
@@ -187,14 +183,16 @@ def cmd_run(args: list[str]) -> int:
 def cmd_check(args: list[str]) -> int:
     from engine.cli.check import run_check
 
-    parser = _parser("check", "golden must score 1.0 and baseline 0.0 for every selected task")
+    parser = one_line_parser("check", "golden must score 1.0 and baseline 0.0 for every selected task")
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--rebuild", action="store_true", help="run again even if the store has the verdict")
-    parser.add_argument("--check", type=int, default=0, metavar="N", help="run each spec N more times; fail on any difference")
+    parser.add_argument(
+        "--check", type=int, default=0, metavar="N", help="run each spec N more times; fail on any difference"
+    )
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--lock", action="store_true", help="derive and write each task's lock first (crucible lock)")
     ns = parser.parse_args(args)
-    _require_task(ns.overrides)
+    require_task(ns.overrides)
     if ns.lock:
         from engine.cli.lock import run_lock
 
@@ -213,13 +211,18 @@ def cmd_selfcheck(args: list[str]) -> int:
 def cmd_lock(args: list[str]) -> int:
     from engine.cli.lock import run_lock
 
-    parser = _parser("lock", "derive each task's fail-to-pass / pass-to-pass tests and write its lock file")
+    parser = one_line_parser("lock", "derive each task's fail-to-pass / pass-to-pass tests and write its lock file")
     parser.add_argument("overrides", nargs="*")
-    parser.add_argument("--check", type=int, default=0, metavar="N",
-                        help="run each side N more times; tests whose status differs are flaky and left out")
+    parser.add_argument(
+        "--check",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run each side N more times; tests whose status differs are flaky and left out",
+    )
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")
     ns = parser.parse_args(args)
-    _require_task(ns.overrides)
+    require_task(ns.overrides)
     return run_lock(ns.overrides, check=max(0, ns.check), parallel=max(1, ns.jobs))
 
 
@@ -227,98 +230,67 @@ def cmd_lock(args: list[str]) -> int:
 def cmd_task(args: list[str]) -> int:
     from engine.cli.task import run_task_new
 
-    parser = _parser("task", "make a task")
+    parser = one_line_parser("task", "make a task")
     parser.add_argument("action", choices=["new"])
     parser.add_argument("task_id", metavar="SET/NAME")
     parser.add_argument("--repo", required=True, help="a local path or git URL holding the fix")
     parser.add_argument("--fix", required=True, help="the upstream fix commit")
     parser.add_argument("--base", default=None, help="the commit the task starts from (default: the fix's parent)")
-    parser.add_argument("--tests", nargs="+", default=[], metavar="GLOB",
-                        help="the fix's test paths (default: the flavor's, e.g. tests/, test_*.py, conftest.py)")
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=[],
+        metavar="GLOB",
+        help="the fix's test paths (default: the flavor's, e.g. tests/, test_*.py, conftest.py)",
+    )
     parser.add_argument("--prompt-file", default=None, help="the task's prompt (default: the fix's commit message)")
     parser.add_argument("--install", default="", help="a shell command run in the image after the repo is in place")
     parser.add_argument("--packages", nargs="+", default=[], metavar="PKG", help="Debian packages for the image")
     parser.add_argument("--test-command", default=None, help="default: python3 -m pytest -q -p no:cacheprovider")
     parser.add_argument("--flavor", default="coding")
-    parser.add_argument("--conf", default=None, help="config dir for the task's YAML (default: the last on the config path)")
+    parser.add_argument(
+        "--conf", default=None, help="config dir for the task's YAML (default: the last on the config path)"
+    )
     parser.add_argument("--check", type=int, default=0, metavar="N", help="lock: run each side N more times")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     ns = parser.parse_args(args)
-    return run_task_new(ns.task_id, repo=ns.repo, fix=ns.fix, base=ns.base, tests=ns.tests,
-                        prompt_file=ns.prompt_file, install=ns.install, packages=ns.packages,
-                        test_command=ns.test_command, flavor=ns.flavor, conf_dir=ns.conf,
-                        check=max(0, ns.check), parallel=max(1, ns.jobs))
+    return run_task_new(
+        ns.task_id,
+        repo=ns.repo,
+        fix=ns.fix,
+        base=ns.base,
+        tests=ns.tests,
+        prompt_file=ns.prompt_file,
+        install=ns.install,
+        packages=ns.packages,
+        test_command=ns.test_command,
+        flavor=ns.flavor,
+        conf_dir=ns.conf,
+        check=max(0, ns.check),
+        parallel=max(1, ns.jobs),
+    )
 
 
 # ---------------------------------------------------------------- build
 def cmd_build(args: list[str]) -> int:
     from engine.cli.build import run_build
 
-    parser = _parser("build", "build (or find in the cache) the images the selected runs need")
+    parser = one_line_parser("build", "build (or find in the cache) the images the selected runs need")
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--dry-run", action="store_true", help="list what would be built and what is cached")
     ns = parser.parse_args(args)
     return run_build(ns.overrides, dry_run=ns.dry_run)
 
 
-# ---------------------------------------------------------------- query
-def cmd_query(args: list[str]) -> int:
-    from engine.run.session import open_housekept_store as open_store
-    from engine.util.tables import format_table, to_csv, to_json
-
-    parser = _parser("query", "SQL over every run (tables: runs, steps, subscores, stage_timings, test_results, builds, terminals, terminal_snapshots)")
-    parser.add_argument("sql")
-    fmt = parser.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
-    ns = _parse_reading(parser, args)
-    columns, rows = open_store(ns.store).query(ns.sql)
-    print(to_json(columns, rows) if ns.json else to_csv(columns, rows) if ns.csv else format_table(columns, rows), end="" if ns.csv else "\n")
-    return 0
-
-
-# ---------------------------------------------------------------- show / terminals
-def cmd_show(args: list[str]) -> int:
-    from engine.cli.show import run_show
-
-    parser = _parser("show", "one run: spec, status, verdict, steps, timings, tests, raw grade, then its diff")
-    parser.add_argument("run_id")
-    parser.add_argument("--json", action="store_true")
-    ns = _parse_reading(parser, args)
-    return run_show(ns.run_id, store_path=ns.store, as_json=ns.json)
-
-
-def cmd_regrade(args: list[str]) -> int:
-    from engine.cli.regrade import run_regrade
-
-    parser = _parser("regrade", "stored runs judged again by today's code, beside their stored verdicts")
-    parser.add_argument("run_ids", nargs="*")
-    parser.add_argument("--all", action="store_true", help="every completed run in the store")
-    parser.add_argument("--json", action="store_true")
-    ns = _parse_reading(parser, args)
-    return run_regrade(ns.run_ids, every=ns.all, store_path=ns.store, as_json=ns.json)
-
-
-def cmd_terminals(args: list[str]) -> int:
-    from engine.cli.show import run_terminals
-
-    if args[:1] == ["dismiss"]:
-        parser = _parser("terminals dismiss", "close an ended terminal now: it leaves the listing")
-        parser.add_argument("terminal_id")
-        return run_terminals(dismiss=parser.parse_args(args[1:]).terminal_id)
-    parser = _parser("terminals", "the terminals of coding CLIs run in tmux (those not closed, unless --all)")
-    parser.add_argument("run_id", nargs="?")
-    parser.add_argument("--all", action="store_true", help="closed ones too (retention over, or dismissed)")
-    ns = parser.parse_args(args)
-    return run_terminals(run_id=ns.run_id, include_closed=ns.all)
-
-
 # ---------------------------------------------------------------- rerun
 def cmd_rerun(args: list[str]) -> int:
     from engine.cli.rerun import run_rerun
 
-    parser = _parser("rerun", "plan a stored run again from its run directory and, if its spec hash is the "
-                              "same, run it as a new run (an existing image is reused); compare the verdicts")
+    parser = one_line_parser(
+        "rerun",
+        "plan a stored run again from its run directory and, if its spec hash is the "
+        "same, run it as a new run (an existing image is reused); compare the verdicts",
+    )
     parser.add_argument("run_id", help="a run id or a unique prefix of one")
     parser.add_argument("--into", metavar="DIR", help="the new run's directory (default: runs/rerun/<new id>)")
     ns = parser.parse_args(args)
@@ -329,136 +301,61 @@ def cmd_rerun(args: list[str]) -> int:
 def cmd_gc(args: list[str]) -> int:
     from engine.cli.gc import run_gc
 
-    parser = _parser("gc", "remove crucible/task images and local templates that no stored run refers to")
+    parser = one_line_parser("gc", "remove crucible/task images and local templates that no stored run refers to")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
-    parser.add_argument("--match", default="*", metavar="GLOB",
-                        help="only names matching GLOB, e.g. 'crucible/task:*' or 'local/task:*' (default: all)")
-    parser.add_argument("--min-age", type=float, default=3600.0, metavar="SECONDS",
-                        help="keep anything younger than this: a run may be about to use it (default: 3600)")
+    parser.add_argument(
+        "--match",
+        default="*",
+        metavar="GLOB",
+        help="only names matching GLOB, e.g. 'crucible/task:*' or 'local/task:*' (default: all)",
+    )
+    parser.add_argument(
+        "--min-age",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="keep anything younger than this: a run may be about to use it (default: 3600)",
+    )
     ns = parser.parse_args(args)
     if ns.min_age < 0:
         raise UserError(f"--min-age must be 0 or more, not {ns.min_age:g}")
     return run_gc(dry_run=ns.dry_run, match=ns.match, min_age=ns.min_age)
 
 
-# ---------------------------------------------------------------- report
-def cmd_report(args: list[str]) -> int:
-    from engine.report.compute import build_report
-    from engine.report.query import filters_from_args, parse_ks
-    from engine.report.render import FORMATS, render
-    from engine.run.session import open_housekept_store
-
-    parser = _parser("report", "per agent and model: mean reward with a 95% interval, pass@k, a task matrix; "
-                               "or the tasks that flipped between two sweeps (docs/report.md)")
-    for name, meta in (("sweep", "ID"), ("agent", "NAME"), ("model", "MODEL"), ("task", "GLOB")):
-        parser.add_argument(f"--{name}", action="append", default=[], metavar=meta,
-                            help="repeatable, or a comma list" + ("; last = the latest sweep" if name == "sweep" else ""))
-    parser.add_argument("--since", help="runs started since: 30m, 12h, 7d, or an ISO date/time (UTC)")
-    parser.add_argument("--compare", nargs=2, metavar=("SWEEP_A", "SWEEP_B"), help="the tasks that flipped")
-    parser.add_argument("--k", help="pass@k for these k (comma list); default: every k the attempts allow")
-    parser.add_argument("--format", choices=FORMATS, default="table")
-    parser.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also draw the report into this file")
-    parser.add_argument("--plot-kind", choices=("pass_rate", "cost", "stages"), default="pass_rate")
-    ns = _parse_reading(parser, args)
-    plot_format = _plot_format(ns.plot, ns.compare)
-    filters = filters_from_args(sweeps=ns.sweep, agents=ns.agent, models=ns.model, tasks=ns.task, since=ns.since)
-    store = open_housekept_store(ns.store)
-    report = build_report(store, filters, compare=tuple(ns.compare) if ns.compare else None, ks=parse_ks(ns.k))
-    if plot_format:
-        from engine.report.plots import load_stage_times, plot
-
-        timings = load_stage_times(store, report.filters) if ns.plot_kind == "stages" else []
-        _write_file(ns.plot, plot(ns.plot_kind, report, timings, plot_format), "--plot")
-    print(render(report, ns.format), end="" if ns.format == "csv" else "\n")
-    return 0
-
-
-def _plot_format(path: str | None, compare: list[str] | None) -> str | None:
-    """``--plot FILE``'s format from its extension; checked before the store is read."""
-    if path is None:
-        return None
-    extension = os.path.splitext(path)[1].lower().lstrip(".")
-    if extension not in ("png", "svg"):
-        raise UserError(f"--plot {path}: name a .png or .svg file")
-    if compare:
-        raise UserError("--plot draws the summary of one set of runs; drop --compare")
-    return extension
-
-
-def _write_file(path: str, data: bytes, option: str) -> None:
-    try:
-        with open(path, "wb") as handle:
-            handle.write(data)
-    except OSError as exc:
-        raise UserError(f"{option} {path}: cannot write it ({exc.strerror})") from exc
-
-
-# ---------------------------------------------------------------- view
-def cmd_view(args: list[str]) -> int:
-    from engine.run.session import open_housekept_store
-
-    parser = _parser("view", "a local, read-only web viewer of the store (docs/view.md)")
-    parser.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free port")
-    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--bundle", metavar="DIR", help="write the pages as a static site into DIR instead of serving")
-    ns = _parse_reading(parser, args)
-    if not 0 <= ns.port <= 65535:
-        raise UserError(f"--port {ns.port}: give a port from 1 to 65535, or 0 for a free one")
-    path = open_housekept_store(ns.store).path  # validated, schema current; then only read, per request
-    if ns.bundle:
-        from pathlib import Path
-
-        from engine.view.bundle import write_bundle
-
-        count = write_bundle(path, Path(ns.bundle))
-        print(f"crucible view: {count} page(s) written; open {Path(ns.bundle).resolve() / 'index.html'}")
-        return 0
-    from engine.view.app import serve
-
-    serve(path, ns.host, ns.port)
-    return 0
-
-
-# ---------------------------------------------------------------- export / import
-def cmd_export(args: list[str]) -> int:
-    if any(a == "--trajectories" or a.startswith("--trajectories=") for a in args):
-        from engine.cli.export import run_export_trajectories  # every run's steps as ATIF
-
-        return run_export_trajectories(args)
-    from engine.cli.export import run_export
-
-    return run_export(args)
-
-
-def cmd_import(args: list[str]) -> int:
-    from engine.cli.export import run_import
-
-    return run_import(args)
-
-
 # ---------------------------------------------------------------- serve / finish
 def cmd_serve(args: list[str]) -> int:
     from engine.cli.serve import run_serve
 
-    parser = _parser("serve", "serve a task's run to an outside agent over MCP and SSH, then grade it")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="the address the MCP endpoint listens on (default 127.0.0.1: loopback only)")
-    parser.add_argument("--allow-origin", action="append", default=[], metavar="URL",
-                        help="a browser origin allowed to call the MCP endpoint besides its own (repeatable)")
-    parser.add_argument("--progress-every", type=float, default=10.0, metavar="S",
-                        help="seconds between progress notifications of a long tool call (default 10)")
+    parser = one_line_parser("serve", "serve a task's run to an outside agent over MCP and SSH, then grade it")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address the MCP endpoint listens on (default 127.0.0.1: loopback only)"
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a browser origin allowed to call the MCP endpoint besides its own (repeatable)",
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds between progress notifications of a long tool call (default 10)",
+    )
     ns, overrides = parser.parse_known_args(args)
     flags = [o for o in overrides if o.startswith("-")]
     if flags:
         raise UserError(f"unknown option {flags[0]} (serve takes --host, --allow-origin, --progress-every)")
-    _require_task(overrides)
+    require_task(overrides)
     return run_serve(ns, overrides)
 
 
 def cmd_finish(args: list[str]) -> int:
     from engine.cli.serve import run_finish
 
-    parser = _parser("finish", "end a served run's turn: it captures and grades")
+    parser = one_line_parser("finish", "end a served run's turn: it captures and grades")
     parser.add_argument("run_id")
     return run_finish(parser.parse_args(args).run_id)
 
@@ -467,7 +364,7 @@ def cmd_finish(args: list[str]) -> int:
 def cmd_doctor(args: list[str]) -> int:
     from engine.cli.doctor import run_doctor
 
-    parser = _parser("doctor", "check (and with --fix, set up) the Docker engine and the offline base image")
+    parser = one_line_parser("doctor", "check (and with --fix, set up) the Docker engine and the offline base image")
     parser.add_argument("--fix", action="store_true")
     ns = parser.parse_args(args)
     return run_doctor(fix=ns.fix)

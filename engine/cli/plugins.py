@@ -3,6 +3,7 @@
 is ``crucible <name> ...``; its ``help`` line (the usage, then the description after three
 spaces or more) joins ``crucible --help``, read from the file alone: the engine knows no command
 of a flavor's by name (``crucible swe eval`` is swe_tasks') and imports none to list them."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -4,6 +4,7 @@ Each run's stored raw grade and spec go to its flavor's ``regrade`` (engine/repo
 the table shows the stored verdict beside today's. Read-only: the store keeps what it holds.
 Exit 0 when every verdict is the same, 1 when one differs or a run no longer loads.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,16 @@ def run_regrade(run_ids: list[str], *, every: bool, store_path: str | None, as_j
     if as_json:
         print(json.dumps([{**r.__dict__, "same": r.same} for r in results], indent=2, default=str))
     else:
-        rows = [(r.run_id, r.task_id, _verdict(r.stored_reward, r.stored_reason),
-                 r.problem or _verdict(r.reward, r.reason), "same" if r.same else "DIFFERS") for r in results]
+        rows = [
+            (
+                r.run_id,
+                r.task_id,
+                _verdict(r.stored_reward, r.stored_reason),
+                r.problem or _verdict(r.reward, r.reason),
+                "same" if r.same else "DIFFERS",
+            )
+            for r in results
+        ]
         print(format_table(["run", "task", "stored", "today", ""], rows))
         print(f"{sum(r.same for r in results)}/{len(results)} verdict(s) the same")
     return 0 if all(r.same for r in results) else 1

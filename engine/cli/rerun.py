@@ -14,6 +14,7 @@ are only shown.
 Exit codes: 0 reproduced (or reported, for a model agent), 1 not reproduced or the rerun
 did not complete, 2 a bad run id or run directory, 4 the spec changed (nothing was run).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -87,8 +88,9 @@ def config_file(record: RunRecord) -> Path:
         if not isinstance(json.loads(pins.read_text()), dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
-        raise UserError(f"run {record.run_id}: {pins} is missing or unreadable ({exc}); "
-                        "it cannot be re-planned") from exc
+        raise UserError(
+            f"run {record.run_id}: {pins} is missing or unreadable ({exc}); it cannot be re-planned"
+        ) from exc
     return found
 
 
@@ -120,8 +122,9 @@ def drift(stored: dict[str, Any], now: dict[str, Any]) -> str:
     changed = _changed_paths(stored, now)
     reasons = []
     if "engine_version" in changed:
-        reasons.append(f"the engine changed (engine version {stored.get('engine_version')} -> "
-                       f"{now.get('engine_version')})")
+        reasons.append(
+            f"the engine changed (engine version {stored.get('engine_version')} -> {now.get('engine_version')})"
+        )
     pins = [p for p in changed if p.startswith("task.pins")]
     if pins:
         reasons.append("a pinned ref differs (" + ", ".join(pins) + ")")
@@ -181,16 +184,19 @@ def rerun(run_id: str, *, into: str | None = None) -> Rerun:
 
 # ---------------------------------------------------------------- the report
 def side_by_side(result: Rerun) -> str:
-    rows = [(label, fn(result.original), fn(result.record)) for label, fn in (
-        ("run", lambda r: r.run_id),
-        ("status", lambda r: r.status + (f" in {r.error_phase}: {r.error}" if r.error else "")),
-        ("reward", lambda r: r.reward),
-        ("subscores", lambda r: json.dumps(r.subscores, sort_keys=True) if r.subscores else ""),
-        ("stop", lambda r: r.stop_reason),
-        ("image", lambda r: f"{r.image_tag} ({'reused' if r.from_cache else 'built'})"),
-        ("seconds", lambda r: _wall(r)),
-        ("run dir", lambda r: r.run_dir),
-    )]
+    rows = [
+        (label, fn(result.original), fn(result.record))
+        for label, fn in (
+            ("run", lambda r: r.run_id),
+            ("status", lambda r: r.status + (f" in {r.error_phase}: {r.error}" if r.error else "")),
+            ("reward", lambda r: r.reward),
+            ("subscores", lambda r: json.dumps(r.subscores, sort_keys=True) if r.subscores else ""),
+            ("stop", lambda r: r.stop_reason),
+            ("image", lambda r: f"{r.image_tag} ({'reused' if r.from_cache else 'built'})"),
+            ("seconds", lambda r: _wall(r)),
+            ("run dir", lambda r: r.run_dir),
+        )
+    ]
     table = format_table(["", "original", "rerun"], [(k, str(a), str(b)) for k, a, b in rows], max_cell=None)
     return "\n".join(table.splitlines()[:-1])  # without the "(n rows)" footer
 
@@ -200,8 +206,10 @@ def _wall(record: RunRecord) -> float | None:
 
     if not (record.started_at and record.ended_at):
         return None
-    return round((datetime.fromisoformat(str(record.ended_at))
-                  - datetime.fromisoformat(str(record.started_at))).total_seconds(), 2)
+    return round(
+        (datetime.fromisoformat(str(record.ended_at)) - datetime.fromisoformat(str(record.started_at))).total_seconds(),
+        2,
+    )
 
 
 def conclusion(result: Rerun) -> tuple[str, int]:
@@ -209,8 +217,10 @@ def conclusion(result: Rerun) -> tuple[str, int]:
     old, new = result.original, result.record
     who = f"agent {new.agent}" + (f" (model {new.model})" if new.model else "")
     if result.deterministic and not result.same_verdict:
-        return (f"not reproducible: {who} is deterministic but its verdict changed: "
-                f"{old.status} reward {old.reward} -> {new.status} reward {new.reward}"), 1
+        return (
+            f"not reproducible: {who} is deterministic but its verdict changed: "
+            f"{old.status} reward {old.reward} -> {new.status} reward {new.reward}"
+        ), 1
     if new.status != "completed":
         return f"the rerun did not complete: {new.status} in {new.error_phase}: {new.error}", 1
     if result.deterministic:

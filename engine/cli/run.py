@@ -7,6 +7,7 @@ instead of inside a launcher worker. Each job plans its spec, skips it when
 ``resume=true`` and the store already has a completed run of that spec hash, and
 otherwise executes it with its Hydra output directory as the run directory.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,21 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 
-_FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
-                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+_FLAGS_WITH_VALUE = {
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+    "--info",
+    "-i",
+}
 _NO_VALIDATION = {"--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
 _outcome: dict[str, int] = {}
 
@@ -38,7 +52,12 @@ def split_args(args: list[str]) -> tuple[list[str], list[str]]:
         arg = args[i]
         if arg.startswith("-"):
             flags.append(arg)
-            if arg in _FLAGS_WITH_VALUE and i + 1 < len(args) and not args[i + 1].startswith("-") and "=" not in args[i + 1]:
+            if (
+                arg in _FLAGS_WITH_VALUE
+                and i + 1 < len(args)
+                and not args[i + 1].startswith("-")
+                and "=" not in args[i + 1]
+            ):
                 flags.append(args[i + 1])
                 i += 1
         else:
@@ -117,9 +136,16 @@ def run_hydra(args: list[str]) -> int:
 
         serving_loaded()  # the runs' serving machinery loads while the sweep is planned
     _before_sweep(store)
-    in_process = None if uses_hydra_launcher(overrides) else Sweep(
-        composed, sweep_id=sweep_id, sweep_dir=_sweep_dir(sweep_id),
-        parallel=parallelism(overrides, _default_parallelism()))
+    in_process = (
+        None
+        if uses_hydra_launcher(overrides)
+        else Sweep(
+            composed,
+            sweep_id=sweep_id,
+            sweep_dir=_sweep_dir(sweep_id),
+            parallel=parallelism(overrides, _default_parallelism()),
+        )
+    )
     if in_process is not None:
         in_process.plan_first()  # a missing repo or ref: one line, before anything runs or is shown
     with SweepProgress(_sweep_dir(sweep_id), len(composed), label=sweep_id):

@@ -5,12 +5,18 @@ without ``task=`` it is a traceback, and with one it is the whole config, schema
 included. This reads the config files as written (no compose, no Hydra, no task source run),
 so it costs nothing and always works; ``--hydra-help`` still shows Hydra's own flags.
 """
+
 from __future__ import annotations
 
 from engine.config.tree import CONF_DIR, group_options, task_sets, written_config_dirs
 
-CHOSEN_GROUPS = {"agent": "", "integrity": "", "runtime": "", "flavor": " (a task of another flavor names its own)",
-                 "env": ""}
+CHOSEN_GROUPS = {
+    "agent": "",
+    "integrity": "",
+    "runtime": "",
+    "flavor": " (a task of another flavor names its own)",
+    "env": "",
+}
 """The groups listed with their options, in the order a user meets them, and a note on each."""
 
 TEMPLATE = """\
@@ -59,5 +65,8 @@ def run_help() -> str:
     for group, note in CHOSEN_GROUPS.items():
         options = [f"[{o}]" if o == defaults.get(group) else o for o in group_options(group, written_config_dirs())]
         lines.append(f"  {group + '=NAME':<24}{', '.join(options)}{note}")
-    return TEMPLATE.format(task_sets=", ".join(task_sets()) or "(none)", groups="\n".join(lines),
-                           n_jobs=root["hydra"]["launcher"]["n_jobs"])
+    return TEMPLATE.format(
+        task_sets=", ".join(task_sets()) or "(none)",
+        groups="\n".join(lines),
+        n_jobs=root["hydra"]["launcher"]["n_jobs"],
+    )

@@ -10,6 +10,7 @@ any other. A second Ctrl-C cancels the run instead. ``timeouts.agent`` bounds th
 
 Both endpoints (MCP and SSH) listen on 127.0.0.1 unless ``--host`` binds another address on purpose.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,9 @@ def run_serve(ns: argparse.Namespace, overrides: list[str]) -> int:
     run_dir = paths.runs_dir() / "serve" / run_id
     reception = Reception(announce=lambda endpoints: announce(endpoints, run_dir, run_id, ns.host))
     RECEPTION.set(reception)
-    SERVE_OPTIONS.set(ServeOptions(host=ns.host, progress_every=ns.progress_every,
-                                   allowed_origins=tuple(ns.allow_origin)))
+    SERVE_OPTIONS.set(
+        ServeOptions(host=ns.host, progress_every=ns.progress_every, allowed_origins=tuple(ns.allow_origin))
+    )
     cfg = compose_config([*overrides, "agent=external"])
     typed = to_typed(cfg)
     session = session_for(typed)
@@ -78,8 +80,7 @@ async def _served(run: Awaitable[RunRecord], reception: Reception) -> RunRecord:
 
     def finish(by: str) -> None:
         if reception.request_finish(by):
-            print(f"finishing ({by}): capturing and grading; Ctrl-C again cancels the run", file=sys.stderr,
-                  flush=True)
+            print(f"finishing ({by}): capturing and grading; Ctrl-C again cancels the run", file=sys.stderr, flush=True)
         elif by == "Ctrl-C":
             main.cancel()
 
@@ -99,12 +100,18 @@ def announce(endpoints: Endpoints, run_dir: Path, run_id: str, host: str) -> Non
     info = served_info(endpoints, run_dir, run_id)
     _private(run_dir / SERVE_FILE, json.dumps(info, indent=2) + "\n")
     mcp = info["mcp"]
-    lines = [f"run {run_id} is ready for an outside agent ({run_dir / SERVE_FILE})",
-             f"  MCP url:    {mcp['url']}", f"  MCP token:  {mcp['token']}"]
+    lines = [
+        f"run {run_id} is ready for an outside agent ({run_dir / SERVE_FILE})",
+        f"  MCP url:    {mcp['url']}",
+        f"  MCP token:  {mcp['token']}",
+    ]
     if "ssh" in info:
         lines.append(f"  ssh:        {info['ssh']['command']}")
-    lines += ["  MCP client config:", *("    " + line for line in json.dumps(info["mcp_config"], indent=2).splitlines()),
-              f"finish with Ctrl-C, `crucible finish {run_id}`, or the agent's `finish` tool"]
+    lines += [
+        "  MCP client config:",
+        *("    " + line for line in json.dumps(info["mcp_config"], indent=2).splitlines()),
+        f"finish with Ctrl-C, `crucible finish {run_id}`, or the agent's `finish` tool",
+    ]
     if host not in ("127.0.0.1", "localhost", "::1"):
         lines.append(f"note: the endpoints (MCP and SSH) listen on {host}, not on loopback only")
     print("\n".join(lines), flush=True)
@@ -113,12 +120,24 @@ def announce(endpoints: Endpoints, run_dir: Path, run_id: str, host: str) -> Non
 def served_info(endpoints: Endpoints, run_dir: Path, run_id: str) -> dict[str, Any]:
     """``serve.json``: the endpoints, with the SSH key and known-hosts files written beside it."""
     info: dict[str, Any] = {
-        "run_id": run_id, "run_dir": str(run_dir), "pid": os.getpid(), "host": socket.gethostname(),
-        "mcp": {"url": endpoints.mcp_url, "token": endpoints.mcp_token,
-                "headers": {"Authorization": f"Bearer {endpoints.mcp_token}"}},
-        "mcp_config": {"mcpServers": {"crucible": {
-            "type": "http", "url": endpoints.mcp_url,
-            "headers": {"Authorization": f"Bearer {endpoints.mcp_token}"}}}},
+        "run_id": run_id,
+        "run_dir": str(run_dir),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "mcp": {
+            "url": endpoints.mcp_url,
+            "token": endpoints.mcp_token,
+            "headers": {"Authorization": f"Bearer {endpoints.mcp_token}"},
+        },
+        "mcp_config": {
+            "mcpServers": {
+                "crucible": {
+                    "type": "http",
+                    "url": endpoints.mcp_url,
+                    "headers": {"Authorization": f"Bearer {endpoints.mcp_token}"},
+                }
+            }
+        },
         "finish": f"crucible finish {run_id}",
     }
     if endpoints.ssh_url and endpoints.ssh_credential:
@@ -128,10 +147,18 @@ def served_info(endpoints: Endpoints, run_dir: Path, run_id: str) -> dict[str, A
         key, known = run_dir / KEY_FILE, run_dir / KNOWN_HOSTS_FILE
         _private(key, ssh.client_key if ssh.client_key.endswith("\n") else ssh.client_key + "\n")
         _private(known, f"[{ssh.host}]:{ssh.port} {ssh.host_key}\n")
-        command = (f"ssh -i {key} -o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes "
-                   f"-o IdentitiesOnly=yes -p {ssh.port} {ssh.username}@{ssh.host}")
-        info["ssh"] = {"host": ssh.host, "port": ssh.port, "user": ssh.username, "key_file": str(key),
-                       "known_hosts_file": str(known), "command": command}
+        command = (
+            f"ssh -i {key} -o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes "
+            f"-o IdentitiesOnly=yes -p {ssh.port} {ssh.username}@{ssh.host}"
+        )
+        info["ssh"] = {
+            "host": ssh.host,
+            "port": ssh.port,
+            "user": ssh.username,
+            "key_file": str(key),
+            "known_hosts_file": str(known),
+            "command": command,
+        }
     return info
 
 
@@ -158,7 +185,9 @@ def run_finish(run_id: str) -> int:
     try:
         info = json.loads(served.read_text())
     except (OSError, ValueError) as exc:
-        raise UserError(f"run {record.run_id}: {served} is missing or unreadable ({exc}); is it still being set up?") from exc
+        raise UserError(
+            f"run {record.run_id}: {served} is missing or unreadable ({exc}); is it still being set up?"
+        ) from exc
     if info.get("pid") != record.owner_pid or info.get("host") != record.owner_host:
         raise UserError(f"run {record.run_id}: {served} names another process than the run's record")
     if record.owner_host != socket.gethostname():

@@ -1,5 +1,6 @@
 """``crucible show`` and ``crucible terminals``: one stored run, or the terminals of coding CLIs
 run in tmux, printed for a person (``show --json`` for a program)."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,11 @@ def run_show(run_id: str, *, store_path: str | None, as_json: bool) -> int:
         f"run dir    {record.run_dir}",
     ]
     if record.final_answer:
-        lines.append("answer     " + "\n           ".join(record.final_answer.splitlines()[:SHOWN_ANSWER_LINES])
-                     + ("\n           ..." if len(record.final_answer.splitlines()) > SHOWN_ANSWER_LINES else ""))
+        lines.append(
+            "answer     "
+            + "\n           ".join(record.final_answer.splitlines()[:SHOWN_ANSWER_LINES])
+            + ("\n           ..." if len(record.final_answer.splitlines()) > SHOWN_ANSWER_LINES else "")
+        )
     if record.warnings:
         lines.append("warnings   " + "\n           ".join(record.warnings))
     if record.violations:
@@ -98,11 +102,18 @@ def _terminals_shown(store: DuckDBStore, run_id: str) -> list[str]:
 
 
 def _terminal_line(terminal: TerminalRecord, *, prefix: str = "") -> str:
-    when = (f"closed {terminal.closed_at} ({terminal.closed_by})" if terminal.closed_at
-            else f"closes_at {terminal.closes_at}" if terminal.closes_at else f"started {terminal.started_at}")
+    when = (
+        f"closed {terminal.closed_at} ({terminal.closed_by})"
+        if terminal.closed_at
+        else f"closes_at {terminal.closes_at}"
+        if terminal.closes_at
+        else f"started {terminal.started_at}"
+    )
     reason = f"  ({terminal.end_reason})" if terminal.end_reason and terminal.end_reason != "done" else ""
-    return (f"{prefix}{terminal.terminal_id}  {terminal.state:<9} run {terminal.run_id}  "
-            f"tmux {terminal.tmux_server}:{terminal.tmux_session}  {when}{reason}")
+    return (
+        f"{prefix}{terminal.terminal_id}  {terminal.state:<9} run {terminal.run_id}  "
+        f"tmux {terminal.tmux_server}:{terminal.tmux_session}  {when}{reason}"
+    )
 
 
 def run_terminals(*, run_id: str | None = None, include_closed: bool = False, dismiss: str | None = None) -> int:
@@ -129,7 +140,6 @@ SHOWN_ANSWER_LINES = 40
 
 
 def _test_summary(tests: list[TestResult]) -> list[str]:
-
     """``tests      15: 12 PASSED, 1 FAILED, 2 SKIPPED`` and the first tests that did not pass
     (failures and errors before skips, then by name); nothing for a run without named tests."""
     from engine.models import TEST_STATUSES  # loaded already: the store built the record from it
@@ -144,8 +154,9 @@ def _test_summary(tests: list[TestResult]) -> list[str]:
         return (TEST_STATUSES.index(status) if status in TEST_STATUSES else len(TEST_STATUSES), status)
 
     lines = [f"tests      {len(tests)}: " + ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=rank))]
-    not_passed = sorted((t for t in tests if t.status != "PASSED"),
-                        key=lambda t: (t.status == "SKIPPED", rank(t.status), t.name))
+    not_passed = sorted(
+        (t for t in tests if t.status != "PASSED"), key=lambda t: (t.status == "SKIPPED", rank(t.status), t.name)
+    )
     lines.extend(f"  {t.status:<8} {t.name}" for t in not_passed[:SHOWN_NOT_PASSED])
     if len(not_passed) > SHOWN_NOT_PASSED:
         lines.append(f"  ... and {len(not_passed) - SHOWN_NOT_PASSED} more that did not pass")

@@ -11,6 +11,7 @@ runs, so a missing repo or ref ends the sweep in one line before any container s
 ``hydra/launcher=<name>`` (joblib, a Ray launcher, ...) still hands the sweep to that Hydra
 launcher instead.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,8 +52,7 @@ def parallelism(overrides: list[str], default: int) -> int:
 class Sweep:
     """A sweep run in this process: ``plan_first`` (before anything runs or is shown), then ``run``."""
 
-    def __init__(self, composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path,
-                 parallel: int) -> None:
+    def __init__(self, composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path, parallel: int) -> None:
         self.composed, self.sweep_id, self.sweep_dir, self.parallel = composed, sweep_id, sweep_dir, parallel
         self.sessions: dict[tuple[object, ...], Session] = {}
         self.first: list[tuple[BatchJob | None, Session]] = []
@@ -60,8 +60,11 @@ class Sweep:
     def plan_first(self) -> None:
         """Plan the jobs validation composed, which use every choice of every axis: every
         task's repo and refs are checked before any container starts. Raises UserError."""
-        self.first = [_plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions)
-                      for num, (combo, cfg) in enumerate(self.composed) if cfg is not None]
+        self.first = [
+            _plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions)
+            for num, (combo, cfg) in enumerate(self.composed)
+            if cfg is not None
+        ]
 
     def run(self) -> int:
         """Run every job (the rest planned while the first ones run); the jobs' exit code."""
@@ -73,9 +76,18 @@ class Sweep:
 
         def start(job: BatchJob | None, session: Session) -> None:
             if job is not None:
-                running.append(asyncio.ensure_future(run_batch(
-                    [job], session, parallel=self.parallel, sweep_id=self.sweep_id, on_record=lambda job, record: print_record(record),
-                    slots=slots.setdefault(id(session), RunSlots(self.parallel)))))
+                running.append(
+                    asyncio.ensure_future(
+                        run_batch(
+                            [job],
+                            session,
+                            parallel=self.parallel,
+                            sweep_id=self.sweep_id,
+                            on_record=lambda job, record: print_record(record),
+                            slots=slots.setdefault(id(session), RunSlots(self.parallel)),
+                        )
+                    )
+                )
 
         for job, session in self.first:
             start(job, session)
@@ -96,8 +108,9 @@ class Sweep:
         return code
 
 
-def _plan_job(combo: list[str], cfg: Any, sweep_id: str, job_dir: Path,
-              sessions: dict[tuple[object, ...], Session]) -> tuple[BatchJob | None, Session]:
+def _plan_job(
+    combo: list[str], cfg: Any, sweep_id: str, job_dir: Path, sessions: dict[tuple[object, ...], Session]
+) -> tuple[BatchJob | None, Session]:
     """One job's plan (None when ``resume=true`` finds it done), with the session it runs in."""
     combo = [o for o in combo if not o.lstrip("+~").startswith("hydra")]
     cfg = compose_config(combo) if cfg is None else cfg
@@ -122,8 +135,10 @@ def already_done(planned: Plan, session: Session, job_dir: Path, sweep_id: str |
     done = session.store.completed_run_for(spec_hash)
     if done is None:
         return False
-    line = (f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
-            f"completed run {done.run_id} (resume=true)")
+    line = (
+        f"skip {planned.spec.task_id} {planned.spec.agent_name}: spec {spec_hash[:12]} already has "
+        f"completed run {done.run_id} (resume=true)"
+    )
     print(line)
     if sweep_id is not None:
         session.store.link_sweep_run(sweep_id, done.run_id)

@@ -6,6 +6,7 @@ The flavor (``--flavor``, default ``coding``) makes the task's repo and YAML
 F2P comes out empty or a gate that fails is one line and a non-zero exit; the repo and YAML
 written stay, for the author to look at.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,23 @@ from engine.models import UpstreamFix
 from engine.util import paths
 
 
-def run_task_new(task_id: str, *, repo: str, fix: str, base: str | None, tests: list[str], prompt_file: str | None,
-                 install: str, packages: list[str], test_command: str | None, flavor: str, conf_dir: str | None,
-                 check: int, parallel: int, echo: Callable[[str], object] = print) -> int:
+def run_task_new(
+    task_id: str,
+    *,
+    repo: str,
+    fix: str,
+    base: str | None,
+    tests: list[str],
+    prompt_file: str | None,
+    install: str,
+    packages: list[str],
+    test_command: str | None,
+    flavor: str,
+    conf_dir: str | None,
+    check: int,
+    parallel: int,
+    echo: Callable[[str], object] = print,
+) -> int:
     authoring = _authoring(flavor)
     conf = Path(conf_dir).resolve() if conf_dir else config_dirs()[-1]
     if conf not in [d.resolve() for d in config_dirs()]:
@@ -37,14 +52,26 @@ def run_task_new(task_id: str, *, repo: str, fix: str, base: str | None, tests: 
             prompt = Path(prompt_file).read_text().strip()
         except OSError as exc:
             raise ConfigError(f"--prompt-file {prompt_file}: {exc.strerror}") from exc
-    request = UpstreamFix(task_id=task_id, repo=repo, fix=fix, base=base, tests=tests, prompt=prompt,
-                          install=install, packages=packages, test_command=test_command, conf_dir=conf,
-                          repos_dir=paths.sub("task-repos"))
+    request = UpstreamFix(
+        task_id=task_id,
+        repo=repo,
+        fix=fix,
+        base=base,
+        tests=tests,
+        prompt=prompt,
+        install=install,
+        packages=packages,
+        test_command=test_command,
+        conf_dir=conf,
+        repos_dir=paths.sub("task-repos"),
+    )
     written = authoring.new_task(request)
     echo(f"wrote {written}")
     if prompt is None:  # UpstreamFix: no prompt = the fix commit's message
-        echo(f"note: the prompt is the fix's commit message, which usually names the fix: write the task's own "
-             f"in {written} or give --prompt-file (check notes it until then)")
+        echo(
+            f"note: the prompt is the fix's commit message, which usually names the fix: write the task's own "
+            f"in {written} or give --prompt-file (check notes it until then)"
+        )
     from engine.cli.check import run_check
     from engine.cli.lock import run_lock
 

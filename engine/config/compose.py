@@ -12,6 +12,7 @@ code that registers the schemas) and answered from there the next time, without 
 Hydra (~0.3 s a compose, ~0.4 s the import). A changed file, override or variable is a new
 key; nothing is ever invalidated by hand.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -231,8 +232,9 @@ def _from_group_choices(overrides: list[str]) -> DictConfig | None:
         base = _compose(choices, resolve=False)
         _cache_write(key, base, resolve=False)
     for dotted, value in values:
-        if OmegaConf.select(base, dotted, default=_ABSENT) is _ABSENT or \
-                OmegaConf.is_config(OmegaConf.select(base, dotted)):
+        if OmegaConf.select(base, dotted, default=_ABSENT) is _ABSENT or OmegaConf.is_config(
+            OmegaConf.select(base, dotted)
+        ):
             return None
         OmegaConf.update(base, dotted, value, merge=False)
     try:
@@ -348,11 +350,15 @@ def to_typed(cfg: DictConfig) -> CrucibleConfig:
     from engine.config.schema import typed
 
     container = OmegaConf.to_container(cfg, resolve=True)
-    targets = [str((container.get(part) or {}).get("_target_", "")) if isinstance(container, dict) else ""
-               for part in ("flavor", "agent")]
+    targets = [
+        str((container.get(part) or {}).get("_target_", "")) if isinstance(container, dict) else ""
+        for part in ("flavor", "agent")
+    ]
     plugins = os.environ.get("CRUCIBLE_PLUGIN_PACKAGES", "")  # which targets may load at all
-    key = hashlib.sha256(f"{EVAL_CACHE_VERSION}\0typed\0{engine_version(*filter(None, targets))}\0{plugins}\0".encode()
-                         + json.dumps(container, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    key = hashlib.sha256(
+        f"{EVAL_CACHE_VERSION}\0typed\0{engine_version(*filter(None, targets))}\0{plugins}\0".encode()
+        + json.dumps(container, sort_keys=True, default=str).encode()
+    ).hexdigest()[:32]
     cached = paths.cache_dir() / "eval" / f"{key}.typed.pickle"
     try:
         loaded: CrucibleConfig = pickle.loads(cached.read_bytes())
@@ -395,5 +401,3 @@ def _from_a_source(group: str, value: str, selection: str | None = None) -> None
         why = why_missing(written_config_dirs(), value)
         if why is not None:
             raise ConfigError(f"{selection or f'unknown task {value}'}: {why}")
-
-

@@ -3,6 +3,7 @@
 Hydra's and OmegaConf's messages run to several lines and name internals; PyYAML's name a
 column from 0. Composing (``engine.config.compose``) turns each into one line from here.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,10 @@ def describe(exc: BaseException, overrides: list[str]) -> str:
         # Task YAMLs written before the flavors carried the task schemas began with
         # `defaults: [/task/base_task@_here_, _self_]`; that config is gone, its job done by the flavor.
         task_file = option_file(*m.group(1).split("/", 1)) if "/" in m.group(1) else None
-        return (f"{task_file or m.group(1)}: its defaults list (/task/base_task@_here_) is from an earlier crucible "
-                "and no longer needed: delete it (a task's schema now comes from its flavor)")
+        return (
+            f"{task_file or m.group(1)}: its defaults list (/task/base_task@_here_) is from an earlier crucible "
+            "and no longer needed: delete it (a task's schema now comes from its flavor)"
+        )
     if m := re.search(r"Could not override '([^']+)'", text):
         return f"unknown config key '{m.group(1)}' (from override '{_override_for(m.group(1), overrides)}')"
     if m := re.search(r"Key '([^']+)' not in '(\w+)'", text) or re.search(r"Key '([^']+)' is not in struct", text):

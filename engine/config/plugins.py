@@ -5,6 +5,7 @@ Only classes in crucible's own packages are instantiated, plus packages the user
 not be able to make the engine import arbitrary code. Imports happen only when a plug-in is
 chosen, so a heavy backend costs nothing to the commands that do not use it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +19,9 @@ ALLOWED_TARGET_PREFIXES = ("engine.", "envs.", "swe_tasks.")
 
 
 def allowed_prefixes() -> tuple[str, ...]:
-    extra = [p.strip().rstrip(".") + "." for p in os.environ.get("CRUCIBLE_PLUGIN_PACKAGES", "").split(":") if p.strip()]
+    extra = [
+        p.strip().rstrip(".") + "." for p in os.environ.get("CRUCIBLE_PLUGIN_PACKAGES", "").split(":") if p.strip()
+    ]
     return (*ALLOWED_TARGET_PREFIXES, *extra)
 
 
@@ -26,8 +29,10 @@ def plugin_class(target: str, *, where: str) -> type:
     if not target:
         raise ConfigError(f"{where} has no _target_ (the plug-in's class)")
     if not target.startswith(allowed_prefixes()):
-        raise ConfigError(f"{where}._target_ '{target}' is outside crucible's packages; refusing to instantiate it "
-                          "(add its package to $CRUCIBLE_PLUGIN_PACKAGES to allow it)")
+        raise ConfigError(
+            f"{where}._target_ '{target}' is outside crucible's packages; refusing to instantiate it "
+            "(add its package to $CRUCIBLE_PLUGIN_PACKAGES to allow it)"
+        )
     module_name, _, name = target.rpartition(".")
     try:
         found = getattr(importlib.import_module(module_name), name) if module_name else None

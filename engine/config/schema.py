@@ -4,6 +4,7 @@ Each group option under ``conf/<group>/`` starts its defaults list with the sche
 (``base_<kind>``), so a misspelled key or a wrong type fails at compose time naming the key.
 Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its own packages.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -18,8 +19,6 @@ MISSING = "???"
 """OmegaConf's marker of a value still to be given (``omegaconf.MISSING``, the same string): spelt here,
 so a module that needs a schema and no config (a flavor that `crucible show` loads to explain a grade)
 does not import OmegaConf (~0.05 s); tests/config checks it is OmegaConf's."""
-
-
 
 
 # ---------------------------------------------------------------- task
@@ -271,7 +270,6 @@ def register() -> None:
     cs.store(group="runtime", name="base_local", node=LocalRuntimeConfig)
 
 
-
 _GROUP_SCHEMAS: dict[str, list[type[Any]]] = {
     "env": [EnvConfig],
     "integrity": [IntegrityConfig],
@@ -321,7 +319,6 @@ def structured(schema: type) -> DictConfig:
 
 
 def typed(cfg: Any, *, stored: bool = False) -> CrucibleConfig:  # a DictConfig, or a plain container of one
-
     """A composed (or saved) config as typed dataclasses: the engine's groups through their
     registered schemas, ``flavor`` and ``task`` through the schemas the flavor class names,
     ``integrity`` through the flavor's ``integrity_schema`` (``with_defences``). ``stored``: the
@@ -350,8 +347,9 @@ def typed(cfg: Any, *, stored: bool = False) -> CrucibleConfig:  # a DictConfig,
     top = cast(CrucibleConfig, OmegaConf.to_object(merged))
     cls = flavor_class(str(flavor_node.get("_target_", "")))
     top.flavor = as_schema(getattr(cls, "config_schema", FlavorConfig), flavor_node, "flavor")
-    top.integrity = with_defences(getattr(cls, "integrity_schema", IntegrityConfig), top.integrity, top.flavor.name,
-                                  flat=flat, stored=stored)
+    top.integrity = with_defences(
+        getattr(cls, "integrity_schema", IntegrityConfig), top.integrity, top.flavor.name, flat=flat, stored=stored
+    )
     where = f"task {task_node.get('set', '?')}/{task_node.get('name', '?')}"
     try:
         top.task = as_schema(cls.task_schema, task_node, "task")
@@ -373,15 +371,18 @@ def _flat_defences(data: dict[Any, Any]) -> dict[str, Any]:
     node = data.get("integrity")
     if not isinstance(node, (dict, DictConfig)):
         return {}
-    part = cast(dict[str, Any], OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else dict(node))
+    part = cast(
+        dict[str, Any], OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else dict(node)
+    )
     own = {f.name for f in fields(IntegrityConfig)}
     flat = {key: part.pop(key) for key in [k for k in part if k not in own]}
     data["integrity"] = part
     return flat
 
 
-def with_defences(schema: type, chosen: IntegrityConfig, flavor: str, *, flat: dict[str, Any] | None = None,
-                  stored: bool = False) -> IntegrityConfig:
+def with_defences(
+    schema: type, chosen: IntegrityConfig, flavor: str, *, flat: dict[str, Any] | None = None, stored: bool = False
+) -> IntegrityConfig:
     """``chosen`` (the composed ``integrity``) as the flavor's integrity ``schema``: each defence
     the schema declares at its mode's value (its field's ``modes``; off where ``stored`` and not
     listed), then the values given by name (``flat``, then ``integrity.defences.<name>``).
@@ -397,10 +398,14 @@ def with_defences(schema: type, chosen: IntegrityConfig, flavor: str, *, flat: d
     for name in chosen.defences:
         if name not in declared:
             known = ", ".join(sorted(declared)) or "none"
-            raise ConfigError(f"unknown config key 'integrity.defences.{name}': flavor {flavor} has no defence "
-                              f"of that name (its defences: {known})")
-    values = {name: bool(given.get(name, False if stored else chosen.mode in f.metadata["modes"]))
-              for name, f in declared.items()}
+            raise ConfigError(
+                f"unknown config key 'integrity.defences.{name}': flavor {flavor} has no defence "
+                f"of that name (its defences: {known})"
+            )
+    values = {
+        name: bool(given.get(name, False if stored else chosen.mode in f.metadata["modes"]))
+        for name, f in declared.items()
+    }
     own = {f.name: getattr(chosen, f.name) for f in fields(IntegrityConfig) if f.name != "defences"}
     make: Any = schema  # a subclass of IntegrityConfig: its own fields are the defences
     result: IntegrityConfig = make(**own, **values)
@@ -430,8 +435,12 @@ def refuse_nonpositive_timeouts(node: Any, where: str, *, all_limits: bool = Fal
             at = f"{key}[{index}]" if items is value else key
             if is_dataclass(item):
                 refuse_nonpositive_timeouts(item, at, all_limits=isinstance(item, Timeouts))
-            elif (all_limits or is_timeout_key(f.name)) and isinstance(item, (int, float)) \
-                    and not isinstance(item, bool) and not item > 0:  # NaN is not > 0 either
+            elif (
+                (all_limits or is_timeout_key(f.name))
+                and isinstance(item, (int, float))
+                and not isinstance(item, bool)
+                and not item > 0
+            ):  # NaN is not > 0 either
                 raise ConfigError(f"{at} must be positive, got {item:g}")
 
 

@@ -22,6 +22,7 @@ composes them as files. The folder's name is the hash of everything the options 
 function of (the source's config, its fingerprint, the plug-in's code), so the evaluation
 cache keys on the name alone (``generated_key``) and a changed dataset is a new key.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,7 +76,7 @@ def why_missing(roots: list[Path], option: str) -> str | None:
     ``missing``), with the unset variables its arguments are read from. None where no source
     makes the set, or where a glob meets a set that has options (``selects nothing`` says it)."""
     for set_name, path in source_files(roots):
-        name = option[len(set_name) + 1:] if option.startswith(f"{set_name}/") else ""
+        name = option[len(set_name) + 1 :] if option.startswith(f"{set_name}/") else ""
         if not name or "/" in name:
             continue  # a source's options are plain names, right under its set
         made = _generated_dir(set_name, path)
@@ -104,8 +105,12 @@ def _unset_hint(path: Path, arguments: list[str]) -> str:
     except (OmegaConfBaseException, OSError, ValueError):
         return ""  # read once already (``_load``); a hint is no reason to fail here
     values = raw if isinstance(raw, dict) else {}
-    unset = [name for argument in arguments for name in _ENV_REF.findall(str(values.get(argument, "")))
-             if not os.environ.get(name)]
+    unset = [
+        name
+        for argument in arguments
+        for name in _ENV_REF.findall(str(values.get(argument, "")))
+        if not os.environ.get(name)
+    ]
     return f"; set {' or '.join(dict.fromkeys(unset))}" if unset else ""
 
 
@@ -197,8 +202,9 @@ def _generated_dir(set_name: str, path: Path) -> Path | None:
 
     target, kwargs = _load(path)
     source = _source(target, kwargs, path)
-    identity = json.dumps([set_name, target, kwargs, source.fingerprint(), engine_version(target)],
-                          sort_keys=True, default=str)
+    identity = json.dumps(
+        [set_name, target, kwargs, source.fingerprint(), engine_version(target)], sort_keys=True, default=str
+    )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:24]
     memo_key = (str(path), digest)
     with _LOCK:

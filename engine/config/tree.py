@@ -4,6 +4,7 @@ What exists is read from the files alone (no Hydra, no task source run where it 
 helped), so listing options, hints and help cost nothing; composing (``engine.config.compose``)
 and its one-line errors (``engine.config.describe``) build on it.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,8 +73,7 @@ def task_sets() -> list[str]:
 def no_task_selected() -> ConfigError:
     """What every command that needs a task says without one: how to choose one, and the sets."""
     sets = ", ".join(task_sets()) or "(none: add a folder of task YAMLs under conf/task/)"
-    return ConfigError(f"no task selected: add task=SET/NAME, or task='glob(SET/*)' for a whole set; "
-                       f"task sets: {sets}")
+    return ConfigError(f"no task selected: add task=SET/NAME, or task='glob(SET/*)' for a whole set; task sets: {sets}")
 
 
 def option_file(group: str, option: str) -> Path | None:

@@ -11,6 +11,7 @@ step or task image is a new layer. Nothing is generated in the project's tree.
 The agent works in the layer; grading stays on the task image, so nothing an agent installs
 can change how the hidden tests run.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,14 +82,18 @@ def layer_inputs(needs: AgentImageConfig, task_image: str, *, agent: str) -> Ima
     packages = [_package(p, agent) for p in needs.packages]
     files = [_read(dest, source, agent) for dest, source in sorted(needs.files.items())]
     dockerfile = _dockerfile([f.dest for f in files])
-    key = sha256_hex(canonical_json({
-        "version": LAYER_VERSION,
-        "base": task_image,
-        "packages": packages,
-        "install": needs.install,
-        "files": [[f.dest, sha256_hex(f.data), f.executable] for f in files],
-        "dockerfile": dockerfile,
-    }))[:32]
+    key = sha256_hex(
+        canonical_json(
+            {
+                "version": LAYER_VERSION,
+                "base": task_image,
+                "packages": packages,
+                "install": needs.install,
+                "files": [[f.dest, sha256_hex(f.data), f.executable] for f in files],
+                "dockerfile": dockerfile,
+            }
+        )
+    )[:32]
     context = _materialise(paths.cache_dir() / "agent-layers" / key, dockerfile, files)
     return ImageInputs(
         dockerfile=str(context / "Dockerfile"),

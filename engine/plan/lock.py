@@ -11,6 +11,7 @@ of one side is flaky and in neither list.
 Planning reads it: the lists go into the task (so the spec hash covers them), and a lock whose
 SHAs or test settings are not what the task plans to now is stale, one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,13 +74,19 @@ def check_fresh(lock: Mapping[str, Any], path: Path, task_id: str, pins: Mapping
     for role in sorted(set(locked) | set(pins)):
         if locked.get(role) != pins.get(role):
             was, now = str(locked.get(role) or "none")[:12], str(pins.get(role) or "none")[:12]
-            raise ConfigError(f"task '{task_id}': lock {path} is stale: {role} moved from {was} to {now}; run `{command}`")
+            raise ConfigError(
+                f"task '{task_id}': lock {path} is stale: {role} moved from {was} to {now}; run `{command}`"
+            )
     if lock.get("task_inputs") != inputs:
-        raise ConfigError(f"task '{task_id}': lock {path} is stale: the task's test settings changed since it was "
-                          f"written (test command, hidden tests, results, packages, ...); run `{command}`")
+        raise ConfigError(
+            f"task '{task_id}': lock {path} is stale: the task's test settings changed since it was "
+            f"written (test command, hidden tests, results, packages, ...); run `{command}`"
+        )
 
 
-def derive_lists(baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequence[TestResult]]) -> dict[str, list[str]]:
+def derive_lists(
+    baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequence[TestResult]]
+) -> dict[str, list[str]]:
     """F2P, P2P and flaky from ``baseline`` and ``golden``: each the results of one or more
     repeated runs of that side. A test missing from a run counts as not passed there; a test
     that passes in some runs of one side and not in others is flaky (FAILED in one run and
@@ -102,14 +109,29 @@ def derive_lists(baseline: Sequence[Sequence[TestResult]], golden: Sequence[Sequ
     }
 
 
-def write_lock(path: Path, *, task_id: str, pins: Mapping[str, str], input_hash: str, task_inputs: str,
-               lists: Mapping[str, list[str]], repeats: int) -> None:
+def write_lock(
+    path: Path,
+    *,
+    task_id: str,
+    pins: Mapping[str, str],
+    input_hash: str,
+    task_inputs: str,
+    lists: Mapping[str, list[str]],
+    repeats: int,
+) -> None:
     """Write the lock atomically, in a stable form (sorted keys, one name per line): a lock
     re-derived to the same lists is the same file."""
-    data = {"version": LOCK_VERSION, "task": task_id, "pins": dict(sorted(pins.items())),
-            "image_input_hash": input_hash, "task_inputs": task_inputs, "repeats": repeats,
-            "fail_to_pass": list(lists["fail_to_pass"]), "pass_to_pass": list(lists["pass_to_pass"]),
-            "flaky": list(lists.get("flaky", []))}
+    data = {
+        "version": LOCK_VERSION,
+        "task": task_id,
+        "pins": dict(sorted(pins.items())),
+        "image_input_hash": input_hash,
+        "task_inputs": task_inputs,
+        "repeats": repeats,
+        "fail_to_pass": list(lists["fail_to_pass"]),
+        "pass_to_pass": list(lists["pass_to_pass"]),
+        "flaky": list(lists.get("flaky", [])),
+    }
     tmp = path.with_suffix(SUFFIX + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     tmp.replace(path)

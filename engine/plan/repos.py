@@ -4,6 +4,7 @@
 deterministically by ``samples/NAME/build_repo.py`` (fixed dates, so its SHAs are the same
 on every machine and a spec pinned on one machine re-plans identically on another).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -65,8 +66,12 @@ plans one job per task of the same generator (~40 ms each to read and hash it ag
 
 def _generator_digest(source: Path) -> str:
     """Everything the generator reads: its own folder and the shared generator modules."""
-    found = [Path(root) / name for root, _, names in os.walk(source)
-             for name in names if "__pycache__" not in Path(root).relative_to(source).parts]
+    found = [
+        Path(root) / name
+        for root, _, names in os.walk(source)
+        for name in names
+        if "__pycache__" not in Path(root).relative_to(source).parts
+    ]
     stats = {}
     for path in [*found, *source.parent.glob("*.py")]:
         try:
@@ -112,7 +117,9 @@ def _cloned_repo(url: str) -> Path:
     with file_lock(f"repo-{target.name}"):
         if not (target / ".git").is_dir():
             target.parent.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run(["git", "clone", "--quiet", "--no-checkout", url, str(target)], capture_output=True, text=True)
+            proc = subprocess.run(
+                ["git", "clone", "--quiet", "--no-checkout", url, str(target)], capture_output=True, text=True
+            )
             if proc.returncode != 0:
                 raise ConfigError(f"repo '{url}' cannot be cloned: {proc.stderr.strip().splitlines()[-1:]}")
         git(target, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", check=False)
@@ -122,7 +129,7 @@ def _cloned_repo(url: str) -> Path:
 def resolve_repo(repo: str) -> Path:
     """A local git clone holding every ref the task names."""
     if repo.startswith(GENERATED):
-        return _generated_repo(repo[len(GENERATED):])
+        return _generated_repo(repo[len(GENERATED) :])
     local = Path(repo).expanduser()
     if not local.is_absolute():
         local = paths.PROJECT_ROOT / local
@@ -171,8 +178,12 @@ def _rev_parse_commits(repo_path: Path, revs: list[str]) -> list[str] | None:
     if not revs or any(rev.startswith("-") or not rev for rev in revs):
         return None
     try:
-        proc = subprocess.run(["git", "-C", str(repo_path), "rev-parse", *(f"{rev}^{{commit}}" for rev in revs), "--"],
-                              capture_output=True, text=True, env={**os.environ, **_GIT_ENV})
+        proc = subprocess.run(
+            ["git", "-C", str(repo_path), "rev-parse", *(f"{rev}^{{commit}}" for rev in revs), "--"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **_GIT_ENV},
+        )
     except OSError:
         return None
     lines = proc.stdout.split()
@@ -230,8 +241,10 @@ def _commit_sha(repo_path: Path, rev: str) -> str | None:
             return commit.hexsha
     except ValueError as exc:
         if "dubious ownership" in str(exc):  # git refuses it whatever the ref: say so, not "not found"
-            raise ConfigError(f"{repo_path}: git refuses a repository owned by another user; trust it with "
-                              f"`git config --global --add safe.directory {repo_path}` or clone it") from exc
+            raise ConfigError(
+                f"{repo_path}: git refuses a repository owned by another user; trust it with "
+                f"`git config --global --add safe.directory {repo_path}` or clone it"
+            ) from exc
         return None
     except (gitpython.BadName, gitpython.BadObject, gitpython.GitCommandError):
         return None

@@ -6,6 +6,7 @@ named by the hash of those inputs, and the engine's own code is hashed into
 ``engine_version``. Re-planning a job's ``.hydra/config.yaml`` with
 its recorded pins (``pins.json``) yields the same ``spec_hash``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -84,8 +85,9 @@ def base_image_tag(cfg: CrucibleConfig, builder: ImageBuilder) -> str:
     return builder.fallback_base()
 
 
-def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: Mapping[str, str] | None = None,
-         use_lock: bool = True) -> Plan:
+def plan(
+    cfg: CrucibleConfig, *, builder: ImageBuilder, pins: Mapping[str, str] | None = None, use_lock: bool = True
+) -> Plan:
     """The run spec: the flavor pins and derives its task and names the image's inputs; the
     builder names the image by their hash; the task's lock file (``engine.plan.lock``), when
     it has one and lists no tests itself, gives the named tests it is graded on, and must be
@@ -94,9 +96,14 @@ def plan(cfg: CrucibleConfig, *, builder: ImageBuilder, pins: Mapping[str, str] 
     flavor = instantiate(cfg.flavor, where="flavor")
     agent, model = agent_part(cfg)
     task = dataclasses.replace(cfg.task, id=f"{cfg.task.set}/{cfg.task.name}", pins={})
-    ctx = PlanContext(env=cfg.env, base_image=functools.partial(base_image_tag, cfg, builder),
-                      dockerfile=DOCKERFILE, cache_dir=paths.cache_dir(), pins=pins,
-                      integrity=cfg.integrity)
+    ctx = PlanContext(
+        env=cfg.env,
+        base_image=functools.partial(base_image_tag, cfg, builder),
+        dockerfile=DOCKERFILE,
+        cache_dir=paths.cache_dir(),
+        pins=pins,
+        integrity=cfg.integrity,
+    )
     planned = flavor.plan_task(task, ctx)
     inputs = planned.image
     try:
@@ -140,8 +147,11 @@ def folded_limits(timeouts: Any, integrity: Any, limits: TaskLimits | None) -> t
     runtime. All of it is in the spec, so its hash covers every limit."""
     if limits is None:
         return timeouts, integrity
-    times = {key: float(value) for key, value in (("agent", limits.agent_timeout), ("grade", limits.grade_timeout))
-             if value is not None}
+    times = {
+        key: float(value)
+        for key, value in (("agent", limits.agent_timeout), ("grade", limits.grade_timeout))
+        if value is not None
+    }
     if times:
         timeouts = dataclasses.replace(timeouts, **times)
     if limits.network is False and integrity.agent_network:
@@ -157,8 +167,10 @@ def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRe
     if needs is None or not needs.declares_any():
         return None
     if builder.default_base is not None:
-        raise ConfigError(f"runtime {cfg.runtime.name} cannot install agent image needs (agent "
-                          f"{cfg.agent.name} declares agent.image); use runtime=docker")
+        raise ConfigError(
+            f"runtime {cfg.runtime.name} cannot install agent image needs (agent "
+            f"{cfg.agent.name} declares agent.image); use runtime=docker"
+        )
     inputs = layer_inputs(needs, task_image.tag, agent=cfg.agent.name)
     return builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), LAYER_PURPOSE)
 

@@ -17,6 +17,7 @@ What counts (docs/report.md has the full definitions):
   ``cost_usd`` has an unknown price; the cost shown is the known sum and the unpriced
   steps are counted beside it, never guessed.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -26,13 +27,7 @@ from typing import TypeVar
 
 from engine.errors import UserError
 from engine.report.query import Filters, Rows, RunRow, load_runs, resolve_sweeps
-from engine.report.stats import (
-    Interval,
-    mean_interval,
-    mean_pass_at_k,
-    median_or_none,
-    report_ks,
-)
+from engine.report.stats import Interval, mean_interval, mean_pass_at_k, median_or_none, report_ks
 
 NOT_ATTEMPTS = ("running", "canceled")
 
@@ -122,11 +117,14 @@ class Report:
 
 # ---------------------------------------------------------------- the report
 
-def build_report(store: Rows, filters: Filters, *, compare: tuple[str, str] | None = None,
-                 ks: list[int] | None = None) -> Report:
+
+def build_report(
+    store: Rows, filters: Filters, *, compare: tuple[str, str] | None = None, ks: list[int] | None = None
+) -> Report:
     """Everything ``crucible report`` prints. With ``compare``, only the comparison of two sweeps."""
-    filters = Filters(resolve_sweeps(store, filters.sweeps), filters.agents, filters.models,
-                      filters.tasks, filters.since)
+    filters = Filters(
+        resolve_sweeps(store, filters.sweeps), filters.agents, filters.models, filters.tasks, filters.since
+    )
     report = Report(filters=filters)
     if compare is not None:
         if filters.sweeps:
@@ -183,16 +181,25 @@ def _summary(group: tuple[str, str], rows: list[RunRow], ks: list[int] | None) -
     spent = [r for r in rows if r.status != "running"]  # a running run's steps are not stored yet
     finished = [r for r in rows if r.status not in NOT_ATTEMPTS]
     return GroupSummary(
-        agent=group[0], model=group[1], runs=len(rows),
+        agent=group[0],
+        model=group[1],
+        runs=len(rows),
         running=sum(r.status == "running" for r in rows),
         canceled=sum(r.status == "canceled" for r in rows),
-        superseded=len(finished) - len(chosen), attempts=len(chosen), completed=len(completed),
-        errors=sum(r.status == "error" for r in chosen), timeouts=sum(r.status == "timeout" for r in chosen),
-        solved=sum(r.solved for r in chosen), mean_reward=mean, interval=interval,
+        superseded=len(finished) - len(chosen),
+        attempts=len(chosen),
+        completed=len(completed),
+        errors=sum(r.status == "error" for r in chosen),
+        timeouts=sum(r.status == "timeout" for r in chosen),
+        solved=sum(r.solved for r in chosen),
+        mean_reward=mean,
+        interval=interval,
         pass_at={k: mean_pass_at_k(counts.values(), k) for k in wanted},
         median_wall_s=median_or_none([r.wall_seconds for r in completed if r.wall_seconds is not None]),
-        tokens_in=_sum_or_none(r.tokens_in for r in spent), tokens_out=_sum_or_none(r.tokens_out for r in spent),
-        cost_usd=_sum_or_none(r.cost_usd for r in spent), unpriced_steps=sum(r.unpriced_steps for r in spent),
+        tokens_in=_sum_or_none(r.tokens_in for r in spent),
+        tokens_out=_sum_or_none(r.tokens_out for r in spent),
+        cost_usd=_sum_or_none(r.cost_usd for r in spent),
+        unpriced_steps=sum(r.unpriced_steps for r in spent),
     )
 
 
@@ -218,16 +225,24 @@ def compare_sweeps(sweep_a: str, rows_a: list[RunRow], sweep_b: str, rows_b: lis
         both = sorted(set(a) & set(b))
         changed = [Flip(group[0], group[1], t, a[t], b[t]) for t in both if (a[t].solved > 0) != (b[t].solved > 0)]
         flips += changed
-        tallies.append(CompareTally(
-            agent=group[0], model=group[1], tasks=len(both),
-            solved_a=sum(a[t].solved > 0 for t in both), solved_b=sum(b[t].solved > 0 for t in both),
-            gained=sum(f.change == "gained" for f in changed), lost=sum(f.change == "lost" for f in changed),
-            only_a=len(set(a) - set(b)), only_b=len(set(b) - set(a)),
-        ))
+        tallies.append(
+            CompareTally(
+                agent=group[0],
+                model=group[1],
+                tasks=len(both),
+                solved_a=sum(a[t].solved > 0 for t in both),
+                solved_b=sum(b[t].solved > 0 for t in both),
+                gained=sum(f.change == "gained" for f in changed),
+                lost=sum(f.change == "lost" for f in changed),
+                only_a=len(set(a) - set(b)),
+                only_b=len(set(b) - set(a)),
+            )
+        )
     return Comparison(sweep_a=sweep_a, sweep_b=sweep_b, tallies=tallies, flips=flips)
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _rank(row: RunRow) -> tuple[bool, float, int]:
     return row.status == "completed", row.ended, row.record_seq

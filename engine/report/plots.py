@@ -9,6 +9,7 @@ The bytes are deterministic for the same input: the SVG ids come from a fixed
 ``svg.hashsalt``, SVG text stays text (searchable, and what tests read), and no date or
 software version is written in the metadata, so tests and bundles that hold a plot are stable.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,10 +29,7 @@ if TYPE_CHECKING:
 FORMATS = ("svg", "png")
 KINDS = ("pass_rate", "cost", "stages")
 _RC: dict[RcKeyType, Any] = {"svg.hashsalt": "crucible", "svg.fonttype": "none", "font.size": 9.0, "figure.dpi": 100.0}
-_METADATA: dict[str, dict[str, Any]] = {
-    "svg": {"Date": None, "Creator": None},
-    "png": {"Software": None},
-}
+_METADATA: dict[str, dict[str, Any]] = {"svg": {"Date": None, "Creator": None}, "png": {"Software": None}}
 
 
 _P = ParamSpec("_P")
@@ -39,12 +37,14 @@ _P = ParamSpec("_P")
 
 def _styled(func: Callable[_P, bytes]) -> Callable[_P, bytes]:
     """Draw and save under ``_RC``: font size is read when text is made, hashsalt when saved."""
+
     @functools.wraps(func)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> bytes:
         import matplotlib
 
         with matplotlib.rc_context(_RC):
             return func(*args, **kwargs)
+
     return wrapper
 
 
@@ -94,8 +94,13 @@ def cost_plot(report: Report, fmt: str = "svg") -> bytes:
         assert g.cost_usd is not None and g.mean_reward is not None
         err = [[g.mean_reward - g.interval.low], [g.interval.high - g.mean_reward]] if g.interval else None
         ax.errorbar([g.cost_usd], [g.mean_reward], yerr=err, fmt="o", capsize=3)
-        ax.annotate(_label(g) + (" (partly unpriced)" if g.unpriced_steps else ""), (g.cost_usd, g.mean_reward),
-                    xytext=(5, 5), textcoords="offset points", fontsize=7)
+        ax.annotate(
+            _label(g) + (" (partly unpriced)" if g.unpriced_steps else ""),
+            (g.cost_usd, g.mean_reward),
+            xytext=(5, 5),
+            textcoords="offset points",
+            fontsize=7,
+        )
     if priced:
         ax.set_xlim(left=0.0, right=max(g.cost_usd or 0.0 for g in priced) * 1.25 or 1.0)
         ax.set_ylim(0.0, 1.05)
@@ -165,6 +170,7 @@ def plot(kind: str, report: Report, timings: list[tuple[str, str, float]], fmt: 
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _label(g: GroupSummary) -> str:
     return f"{g.agent} / {g.model or '-'}"

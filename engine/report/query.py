@@ -3,6 +3,7 @@
 Filters become SQL literals quoted here, because ``Store.query`` takes no parameters;
 the store is opened read-only, briefly, by ``Store.query`` (never held).
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,10 @@ class Filters:
         clauses = []
         if self.sweeps:
             # A sweep's runs: those it ran, and the earlier ones it reused (resume=true).
-            clauses.append(f"(sweep_id IN ({_literals(self.sweeps)}) OR run_id IN "
-                           f"(SELECT run_id FROM sweep_runs WHERE sweep_id IN ({_literals(self.sweeps)})))")
+            clauses.append(
+                f"(sweep_id IN ({_literals(self.sweeps)}) OR run_id IN "
+                f"(SELECT run_id FROM sweep_runs WHERE sweep_id IN ({_literals(self.sweeps)})))"
+            )
         if self.agents:
             clauses.append(f"agent IN ({_literals(self.agents)})")
         if self.models:  # "-" selects runs without a model (integration_test, noop)
@@ -101,8 +104,16 @@ def load_runs(store: Rows, filters: Filters) -> list[RunRow]:
     """The runs ``filters`` select, with their steps' token and cost sums (one query)."""
     _, rows = store.query(_RUNS_SQL.format(where=filters.where()))
     # row[:11] is exactly RunRow's leading fields (the SELECT's order); mypy cannot count a slice
-    return [RunRow(*row[:11], tokens_in=_int(row[11]), tokens_out=_int(row[12]), cost_usd=row[13],  # type: ignore[misc]
-                   unpriced_steps=int(row[14])) for row in rows]
+    return [
+        RunRow(
+            *row[:11],
+            tokens_in=_int(row[11]),
+            tokens_out=_int(row[12]),
+            cost_usd=row[13],  # type: ignore[misc]
+            unpriced_steps=int(row[14]),
+        )
+        for row in rows
+    ]
 
 
 def resolve_sweeps(store: Rows, sweeps: tuple[str, ...], option: str = "--sweep") -> tuple[str, ...]:
@@ -113,16 +124,19 @@ def resolve_sweeps(store: Rows, sweeps: tuple[str, ...], option: str = "--sweep"
     if not sweeps:
         return sweeps
     # A resumed sweep that reused every run ran none of its own: its links date it.
-    _, rows = store.query("SELECT sweep_id FROM (SELECT sweep_id, started_at AS seen FROM runs WHERE sweep_id IS NOT NULL "
-                          "UNION ALL SELECT sweep_id, linked_at FROM sweep_runs) GROUP BY sweep_id ORDER BY max(seen) DESC")
+    _, rows = store.query(
+        "SELECT sweep_id FROM (SELECT sweep_id, started_at AS seen FROM runs WHERE sweep_id IS NOT NULL "
+        "UNION ALL SELECT sweep_id, linked_at FROM sweep_runs) GROUP BY sweep_id ORDER BY max(seen) DESC"
+    )
     known = [row[0] for row in rows]
     if not known:
         raise UserError(f"{option} {sweeps[0]}: the store has no sweep yet (crucible run -m makes one)")
     resolved = tuple(known[0] if s in LATEST else s for s in sweeps)
     for given, sweep in zip(sweeps, resolved):
         if sweep not in known:
-            raise UserError(f"{option} {given}: no such sweep in the store (the latest is {known[0]}; "
-                            f"{option} last names it)")
+            raise UserError(
+                f"{option} {given}: no such sweep in the store (the latest is {known[0]}; {option} last names it)"
+            )
     return resolved
 
 
@@ -140,11 +154,18 @@ def _literals(values: Iterable[str]) -> str:
 
 # ---------------------------------------------------------------- command-line values
 
-def filters_from_args(*, sweeps: list[str], agents: list[str], models: list[str], tasks: list[str],
-                      since: str | None) -> Filters:
+
+def filters_from_args(
+    *, sweeps: list[str], agents: list[str], models: list[str], tasks: list[str], since: str | None
+) -> Filters:
     """Filters from command-line values: each option repeatable, each value a comma list."""
-    return Filters(sweeps=_split(sweeps), agents=_split(agents), models=_split(models), tasks=_split(tasks),
-                   since=parse_since(since) if since else None)
+    return Filters(
+        sweeps=_split(sweeps),
+        agents=_split(agents),
+        models=_split(models),
+        tasks=_split(tasks),
+        since=parse_since(since) if since else None,
+    )
 
 
 def parse_ks(text: str | None) -> list[int] | None:

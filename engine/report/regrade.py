@@ -5,6 +5,7 @@ stored (``stored_spec``) and handing both to the run's flavor (``Flavor.regrade`
 the stored verdict back: that is how a store made by older code stays readable, and how a new
 rule is applied to old runs without running them again. Nothing here writes to the store.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,11 @@ class Regraded:
 
     @property
     def same(self) -> bool:
-        return not self.problem and self.same_tests and (self.stored_reward, self.stored_reason) == (
-            self.reward, self.reason)
+        return (
+            not self.problem
+            and self.same_tests
+            and (self.stored_reward, self.stored_reason) == (self.reward, self.reason)
+        )
 
 
 def stored_spec(spec: dict[str, Any]) -> RunSpec:
@@ -53,11 +57,22 @@ def stored_spec(spec: dict[str, Any]) -> RunSpec:
     parts = {part: _literal(spec[part], "${", BRACE) for part in SPEC_PARTS if part in spec}
     config = _literal(typed(OmegaConf.create(parts), stored=True), BRACE, "${")
     limits = spec.get("limits")
-    return RunSpec(engine_version=str(spec.get("engine_version", "")), task=config.task, env=config.env,
-                   flavor=config.flavor, agent=config.agent, model=config.model, integrity=config.integrity,
-                   runtime=config.runtime, image=dict(spec.get("image") or {}), timeouts=config.timeouts,
-                   seed=config.seed, attempt=config.attempt, agent_image=spec.get("agent_image"),
-                   limits=TaskLimits(**limits) if isinstance(limits, dict) else None)
+    return RunSpec(
+        engine_version=str(spec.get("engine_version", "")),
+        task=config.task,
+        env=config.env,
+        flavor=config.flavor,
+        agent=config.agent,
+        model=config.model,
+        integrity=config.integrity,
+        runtime=config.runtime,
+        image=dict(spec.get("image") or {}),
+        timeouts=config.timeouts,
+        seed=config.seed,
+        attempt=config.attempt,
+        agent_image=spec.get("agent_image"),
+        limits=TaskLimits(**limits) if isinstance(limits, dict) else None,
+    )
 
 
 BRACE = "\ue000{"
@@ -92,8 +107,9 @@ def regrade_record(record: RunRecord) -> Regraded:
     and spec, and ``Flavor.explain`` of that raw grade."""
     raw = dict(record.raw_grade or {})
     stored_reason = str(raw.get("reason", ""))
-    stored = functools.partial(Regraded, run_id=record.run_id, task_id=record.task_id,
-                               stored_reward=record.reward, stored_reason=stored_reason)
+    stored = functools.partial(
+        Regraded, run_id=record.run_id, task_id=record.task_id, stored_reward=record.reward, stored_reason=stored_reason
+    )
     try:
         spec = stored_spec(dict(record.spec or {}))
         flavor = flavor_of(spec)
@@ -101,8 +117,12 @@ def regrade_record(record: RunRecord) -> Regraded:
         explained = [str(line) for line in flavor.explain(raw)]
     except ConfigError as exc:
         return stored(reward=None, reason="", same_tests=False, explained=[], problem=str(exc))
-    return stored(reward=verdict.reward, reason=str(verdict.raw.get("reason", "")),
-                  same_tests=_tests(verdict.tests) == _tests(record.tests), explained=explained)
+    return stored(
+        reward=verdict.reward,
+        reason=str(verdict.raw.get("reason", "")),
+        same_tests=_tests(verdict.tests) == _tests(record.tests),
+        explained=explained,
+    )
 
 
 def regrade_records(records: Iterable[RunRecord]) -> list[Regraded]:
@@ -112,5 +132,6 @@ def regrade_records(records: Iterable[RunRecord]) -> list[Regraded]:
 
 
 def _tests(tests: Iterable[TestResult | dict[str, Any]]) -> list[tuple[str, str]]:
-    return sorted((t.name, t.status) if dataclasses.is_dataclass(t) else (str(t["name"]), str(t["status"]))
-                  for t in tests)
+    return sorted(
+        (t.name, t.status) if dataclasses.is_dataclass(t) else (str(t["name"]), str(t["status"])) for t in tests
+    )

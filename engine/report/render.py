@@ -6,6 +6,7 @@ out. CSV and JSON are for programs: every field, always, as numbers. CSV holds o
 block per section, each after a ``# section`` line (``pandas.read_csv(comment="#")``
 reads one block; ``--format json`` gives everything in one document).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,7 @@ def render(report: Report, fmt: str) -> str:
     sections = _display_sections(report) if fmt in ("table", "markdown") else _data_sections(report)
     if fmt == "json":
         document = {"filters": _filters(report), "ks": report.ks, "notes": report.notes}
-        document.update({name: [dict(zip(cols, row, strict=True)) for row in rows]
-                         for name, _, cols, rows in sections})
+        document.update({name: [dict(zip(cols, row, strict=True)) for row in rows] for name, _, cols, rows in sections})
         return json.dumps(document, indent=2, ensure_ascii=False)
     if fmt == "csv":
         return "\n".join(f"# {name}\n{to_csv(cols, rows)}" for name, _, cols, rows in sections)
@@ -46,17 +46,20 @@ Section = tuple[str, str, list[str], list[list[Any]]]
 
 # ---------------------------------------------------------------- for people
 
+
 def _display_sections(report: Report) -> list[Section]:
     sections: list[Section] = []
     if report.groups:
         sections.append(("summary", "By agent and model" + _filter_text(report), *_summary_display(report)))
     if report.matrix is not None and report.matrix.tasks:
-        sections.append(("matrix", "Tasks solved (solved/attempts; ! = an attempt errored or timed out)",
-                         *_matrix_display(report)))
+        sections.append(
+            ("matrix", "Tasks solved (solved/attempts; ! = an attempt errored or timed out)", *_matrix_display(report))
+        )
     if report.comparison is not None:
         c = report.comparison
-        sections.append(("compare", f"Sweep {c.sweep_a} (a) vs {c.sweep_b} (b): tasks solved in any attempt",
-                         *_tallies(report)))
+        sections.append(
+            ("compare", f"Sweep {c.sweep_a} (a) vs {c.sweep_b} (b): tasks solved in any attempt", *_tallies(report))
+        )
         cols = ["agent", "model", "task", "a", "b", "change"]
         rows = [[f.agent, f.model or "-", f.task_id, _fraction(f.a), _fraction(f.b), f.change] for f in c.flips]
         sections.append(("flips", "Tasks that flipped", cols, rows))
@@ -68,8 +71,10 @@ def _summary_display(report: Report) -> tuple[list[str], list[list[Any]]]:
     optional = {
         "running": any(g.running for g in groups),
         "canceled": any(g.canceled for g in groups),
-        "spend": any(g.tokens_in is not None or g.tokens_out is not None or g.cost_usd is not None
-                     or g.unpriced_steps for g in groups),
+        "spend": any(
+            g.tokens_in is not None or g.tokens_out is not None or g.cost_usd is not None or g.unpriced_steps
+            for g in groups
+        ),
         "unpriced": any(g.unpriced_steps for g in groups),
     }
     cols = ["agent", "model", "runs", "attempts", "completed", "errors", "timeouts"]
@@ -81,8 +86,11 @@ def _summary_display(report: Report) -> tuple[list[str], list[list[Any]]]:
     for g in groups:
         row = [g.agent, g.model or "-", g.runs, g.attempts, g.completed, g.errors, g.timeouts]
         row += [getattr(g, name) for name in ("running", "canceled") if optional[name]]
-        interval = (f"[{format_float(g.interval.low)}, {format_float(g.interval.high)}] {g.interval.method}"
-                    if g.interval else "")
+        interval = (
+            f"[{format_float(g.interval.low)}, {format_float(g.interval.high)}] {g.interval.method}"
+            if g.interval
+            else ""
+        )
         row += [g.solved, g.mean_reward, interval] + [g.pass_at.get(k) for k in report.ks] + [g.median_wall_s]
         if optional["spend"]:
             row += [g.tokens_in, g.tokens_out, g.cost_usd] + ([g.unpriced_steps] if optional["unpriced"] else [])
@@ -105,8 +113,10 @@ def _matrix_display(report: Report) -> tuple[list[str], list[list[Any]]]:
 def _tallies(report: Report) -> tuple[list[str], list[list[Any]]]:
     assert report.comparison is not None  # callers check
     cols = ["agent", "model", "tasks", "solved_a", "solved_b", "gained", "lost", "only_a", "only_b"]
-    rows = [[t.agent, t.model or "-", t.tasks, t.solved_a, t.solved_b, t.gained, t.lost, t.only_a, t.only_b]
-            for t in report.comparison.tallies]
+    rows = [
+        [t.agent, t.model or "-", t.tasks, t.solved_a, t.solved_b, t.gained, t.lost, t.only_a, t.only_b]
+        for t in report.comparison.tallies
+    ]
     return cols, rows
 
 
@@ -139,8 +149,23 @@ def _markdown(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 # ---------------------------------------------------------------- for programs
 
-SUMMARY_FIELDS = ["agent", "model", "runs", "running", "canceled", "superseded", "attempts", "completed",
-                  "errors", "timeouts", "solved", "mean_reward", "ci95_low", "ci95_high", "ci_method"]
+SUMMARY_FIELDS = [
+    "agent",
+    "model",
+    "runs",
+    "running",
+    "canceled",
+    "superseded",
+    "attempts",
+    "completed",
+    "errors",
+    "timeouts",
+    "solved",
+    "mean_reward",
+    "ci95_low",
+    "ci95_high",
+    "ci_method",
+]
 SPEND_FIELDS = ["median_wall_s", "tokens_in", "tokens_out", "cost_usd", "unpriced_steps"]
 
 
@@ -151,25 +176,75 @@ def _data_sections(report: Report) -> list[Section]:
         rows = []
         for g in report.groups:
             iv = g.interval
-            rows.append([g.agent, g.model, g.runs, g.running, g.canceled, g.superseded, g.attempts, g.completed,
-                         g.errors, g.timeouts, g.solved, g.mean_reward, iv and iv.low, iv and iv.high,
-                         iv and iv.method] + [g.pass_at.get(k) for k in report.ks]
-                        + [g.median_wall_s, g.tokens_in, g.tokens_out, g.cost_usd, g.unpriced_steps])
+            rows.append(
+                [
+                    g.agent,
+                    g.model,
+                    g.runs,
+                    g.running,
+                    g.canceled,
+                    g.superseded,
+                    g.attempts,
+                    g.completed,
+                    g.errors,
+                    g.timeouts,
+                    g.solved,
+                    g.mean_reward,
+                    iv and iv.low,
+                    iv and iv.high,
+                    iv and iv.method,
+                ]
+                + [g.pass_at.get(k) for k in report.ks]
+                + [g.median_wall_s, g.tokens_in, g.tokens_out, g.cost_usd, g.unpriced_steps]
+            )
         sections.append(("summary", "", cols, rows))
         m = report.matrix
         cells = sorted(m.cells.items()) if m else []
-        sections.append(("matrix", "", ["task_id", "agent", "model", "solved", "attempts", "failed"],
-                         [[t, g[0], g[1], c.solved, c.attempts, c.failed] for (t, g), c in cells]))
+        sections.append(
+            (
+                "matrix",
+                "",
+                ["task_id", "agent", "model", "solved", "attempts", "failed"],
+                [[t, g[0], g[1], c.solved, c.attempts, c.failed] for (t, g), c in cells],
+            )
+        )
         return sections
     c = report.comparison
     cols, _ = _tallies(report)
-    sections.append(("compare", "", ["sweep_a", "sweep_b"] + cols,
-                     [[c.sweep_a, c.sweep_b, t.agent, t.model, t.tasks, t.solved_a, t.solved_b, t.gained, t.lost,
-                       t.only_a, t.only_b] for t in c.tallies]))
-    sections.append(("flips", "", ["agent", "model", "task_id", "solved_a", "attempts_a", "solved_b",
-                                   "attempts_b", "change"],
-                     [[f.agent, f.model, f.task_id, f.a.solved, f.a.attempts, f.b.solved, f.b.attempts, f.change]
-                      for f in c.flips]))
+    sections.append(
+        (
+            "compare",
+            "",
+            ["sweep_a", "sweep_b"] + cols,
+            [
+                [
+                    c.sweep_a,
+                    c.sweep_b,
+                    t.agent,
+                    t.model,
+                    t.tasks,
+                    t.solved_a,
+                    t.solved_b,
+                    t.gained,
+                    t.lost,
+                    t.only_a,
+                    t.only_b,
+                ]
+                for t in c.tallies
+            ],
+        )
+    )
+    sections.append(
+        (
+            "flips",
+            "",
+            ["agent", "model", "task_id", "solved_a", "attempts_a", "solved_b", "attempts_b", "change"],
+            [
+                [f.agent, f.model, f.task_id, f.a.solved, f.a.attempts, f.b.solved, f.b.attempts, f.change]
+                for f in c.flips
+            ],
+        )
+    )
     return sections
 
 

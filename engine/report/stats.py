@@ -9,6 +9,7 @@
   "Wald" interval collapses to a point). Any other rewards: Student's t interval,
   mean ± t(0.975, n-1) · s / sqrt(n), with the exact t quantile.
 """
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ own verdicts: ``resolved`` is solved (completed with reward >= 1), ``error`` a r
 failed or timed out, ``empty_patch`` a completed run that changed nothing, ``unresolved``
 the rest; every instance of the selection was submitted.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,15 @@ class Instance:
         return "empty_patch" if not self.patch.strip() else "unresolved"
 
 
-def sweep_instances(store: Rows, sweep: str, *, agents: tuple[str, ...] = (), models: tuple[str, ...] = (),
-                    tasks: tuple[str, ...] = (), attempt: int | None = None) -> list[Instance]:
+def sweep_instances(
+    store: Rows,
+    sweep: str,
+    *,
+    agents: tuple[str, ...] = (),
+    models: tuple[str, ...] = (),
+    tasks: tuple[str, ...] = (),
+    attempt: int | None = None,
+) -> list[Instance]:
     """One run per instance of ``sweep`` (``last`` allowed): the attempt chosen (module doc)."""
     (sweep,) = resolve_sweeps(store, (sweep,))
     rows = attempts(load_runs(store, Filters(sweeps=(sweep,), agents=agents, models=models, tasks=tasks)))
@@ -63,8 +71,9 @@ def sweep_instances(store: Rows, sweep: str, *, agents: tuple[str, ...] = (), mo
         raise UserError(f"--sweep {sweep}: no finished run matches")
     if len(groups) > 1:
         named = ", ".join(f"--agent {a}" + (f" --model {m}" if m else "") for a, m in groups)
-        raise UserError(f"--sweep {sweep} ran {len(groups)} agent/model pairs; a predictions file is for one: "
-                        f"choose with {named}")
+        raise UserError(
+            f"--sweep {sweep} ran {len(groups)} agent/model pairs; a predictions file is for one: choose with {named}"
+        )
     details = _details(store, [r.run_id for r in rows])
     chosen: dict[str, tuple[int, Instance]] = {}
     for row in rows:
@@ -82,8 +91,14 @@ def sweep_instances(store: Rows, sweep: str, *, agents: tuple[str, ...] = (), mo
 
 def predictions_jsonl(instances: list[Instance]) -> str:
     """SWE-bench predictions, one JSON object a line, by instance id."""
-    return "".join(json.dumps({"instance_id": i.instance_id, "model_name_or_path": i.model_name_or_path,
-                               "model_patch": i.patch}, ensure_ascii=False) + "\n" for i in instances)
+    return "".join(
+        json.dumps(
+            {"instance_id": i.instance_id, "model_name_or_path": i.model_name_or_path, "model_patch": i.patch},
+            ensure_ascii=False,
+        )
+        + "\n"
+        for i in instances
+    )
 
 
 def swebench_report(instances: list[Instance]) -> dict[str, Any]:
@@ -94,13 +109,20 @@ def swebench_report(instances: list[Instance]) -> dict[str, Any]:
     submitted = sorted(i.instance_id for i in instances)
     completed = sorted(ids["resolved"] + ids["unresolved"])
     return {
-        "total_instances": len(submitted), "submitted_instances": len(submitted),
-        "completed_instances": len(completed), "resolved_instances": len(ids["resolved"]),
-        "unresolved_instances": len(ids["unresolved"]), "empty_patch_instances": len(ids["empty_patch"]),
+        "total_instances": len(submitted),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(completed),
+        "resolved_instances": len(ids["resolved"]),
+        "unresolved_instances": len(ids["unresolved"]),
+        "empty_patch_instances": len(ids["empty_patch"]),
         "error_instances": len(ids["error"]),
-        "completed_ids": completed, "incomplete_ids": [], "empty_patch_ids": sorted(ids["empty_patch"]),
-        "submitted_ids": submitted, "resolved_ids": sorted(ids["resolved"]),
-        "unresolved_ids": sorted(ids["unresolved"]), "error_ids": sorted(ids["error"]),
+        "completed_ids": completed,
+        "incomplete_ids": [],
+        "empty_patch_ids": sorted(ids["empty_patch"]),
+        "submitted_ids": submitted,
+        "resolved_ids": sorted(ids["resolved"]),
+        "unresolved_ids": sorted(ids["unresolved"]),
+        "error_ids": sorted(ids["error"]),
         "schema_version": 2,
     }
 
@@ -115,8 +137,10 @@ def _details(store: Rows, run_ids: list[str]) -> dict[str, tuple[int, str, str]]
     """run id -> (attempt, instance id, patch)."""
     quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids)
     _, rows = store.query(_DETAILS_SQL.format(ids=quoted))
-    return {run_id: (int(number), instance_id or task_id.rsplit("/", 1)[-1], diff)
-            for run_id, number, task_id, instance_id, diff in rows}
+    return {
+        run_id: (int(number), instance_id or task_id.rsplit("/", 1)[-1], diff)
+        for run_id, number, task_id, instance_id, diff in rows
+    }
 
 
 def _refuse_clashes(rows: list[RunRow], details: dict[str, tuple[int, str, str]]) -> None:
@@ -126,5 +150,6 @@ def _refuse_clashes(rows: list[RunRow], details: dict[str, tuple[int, str, str]]
         tasks[details[row.run_id][1]].add(row.task_id)
     for instance_id, named in sorted(tasks.items()):
         if len(named) > 1:
-            raise UserError(f"tasks {', '.join(sorted(named))} share the instance id {instance_id}; "
-                            "narrow the sweep with --task")
+            raise UserError(
+                f"tasks {', '.join(sorted(named))} share the instance id {instance_id}; narrow the sweep with --task"
+            )

@@ -2,6 +2,7 @@
 while the agent already starts (it connects and lists the tools meanwhile), the tools served
 over MCP and ssh/2, and the agent's turn bounded by its timeout.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,11 +22,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-async def setup_beside_agent(flavor: Flavor, agent: Agent, ws: Workspace, spec: RunSpec, mcp: McpService | None,
-                              ssh: contextlib.AsyncExitStack, bridge_host: str | None = None,
-                              terminals: TerminalSink | None = None,
-                              set_up: asyncio.Future[float] | None = None, *,
-                              serve_ssh: bool = True) -> asyncio.Future[AgentOutcome]:
+async def setup_beside_agent(
+    flavor: Flavor,
+    agent: Agent,
+    ws: Workspace,
+    spec: RunSpec,
+    mcp: McpService | None,
+    ssh: contextlib.AsyncExitStack,
+    bridge_host: str | None = None,
+    terminals: TerminalSink | None = None,
+    set_up: asyncio.Future[float] | None = None,
+    *,
+    serve_ssh: bool = True,
+) -> asyncio.Future[AgentOutcome]:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it.
@@ -34,8 +43,11 @@ async def setup_beside_agent(flavor: Flavor, agent: Agent, ws: Workspace, spec: 
     tools = flavor.tools(ws, spec)
     # An outside agent records no steps itself: the servers record them for it.
     observed = agent if isinstance(agent, RecordsServedCalls) else None
-    setup: asyncio.Future[Any] = set_up if set_up is not None else asyncio.ensure_future(
-        asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
+    setup: asyncio.Future[Any] = (
+        set_up
+        if set_up is not None
+        else asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
+    )
     agent_run: asyncio.Future[AgentOutcome] | None = None
     try:
         capabilities: dict[str, str] = {}
@@ -54,15 +66,29 @@ async def setup_beside_agent(flavor: Flavor, agent: Agent, ws: Workspace, spec: 
 
             # ssh/2 onto the same workspace shell, as the same uid as the bash tool; its per-run
             # key is handed to the engine-side agent only, never into the workspace.
-            endpoint = await ssh.enter_async_context(ssh_server(
-                ws, user=tools.user, cwd=tools.workdir, ready=setup,
-                on_step=observed.record_step if observed else None))
+            endpoint = await ssh.enter_async_context(
+                ssh_server(
+                    ws,
+                    user=tools.user,
+                    cwd=tools.workdir,
+                    ready=setup,
+                    on_step=observed.record_step if observed else None,
+                )
+            )
             capabilities["ssh"], auth["ssh"] = endpoint.url, endpoint.credential()
-        ctx = AgentContext(spec=spec, capabilities=capabilities, capability_auth=auth,
-                           validation=spec.task.validation or [], prompt=spec.task.prompt,
-                           workspace=ws, uid=tools.user, workdir=tools.workdir,
-                           bridge_host=bridge_host if ws.bridge is not None else None,
-                           setup_done=marked_seen(asyncio.shield(setup)), terminals=terminals)
+        ctx = AgentContext(
+            spec=spec,
+            capabilities=capabilities,
+            capability_auth=auth,
+            validation=spec.task.validation or [],
+            prompt=spec.task.prompt,
+            workspace=ws,
+            uid=tools.user,
+            workdir=tools.workdir,
+            bridge_host=bridge_host if ws.bridge is not None else None,
+            setup_done=marked_seen(asyncio.shield(setup)),
+            terminals=terminals,
+        )
         agent_run = asyncio.ensure_future(agent.run(ctx))
         await setup
         return agent_run
@@ -77,16 +103,20 @@ def marked_seen(fut: asyncio.Future[T]) -> asyncio.Future[T]:
     return fut
 
 
-async def agent_outcome(agent_run: asyncio.Future[AgentOutcome], timeout: float, mcp: McpService | None,
-                        ssh: contextlib.AsyncExitStack) -> AgentOutcome:
+async def agent_outcome(
+    agent_run: asyncio.Future[AgentOutcome], timeout: float, mcp: McpService | None, ssh: contextlib.AsyncExitStack
+) -> AgentOutcome:
     """The agent's outcome, its turn bounded by ``timeout`` from the end of setup. An agent
     stopped by its timeout says nothing of its steps: the MCP server's calls stand for them,
     the ones still in flight included (their effects may be in the captured diff)."""
     try:
         return await asyncio.wait_for(asyncio.shield(agent_run), timeout)
     except TimeoutError:
-        return AgentOutcome(stop_reason="timeout", steps=mcp.calls() if mcp is not None else [],
-                            warnings=[f"agent exceeded timeouts.agent={timeout:g}s"])
+        return AgentOutcome(
+            stop_reason="timeout",
+            steps=mcp.calls() if mcp is not None else [],
+            warnings=[f"agent exceeded timeouts.agent={timeout:g}s"],
+        )
     finally:
         await cancel_and_wait(agent_run)
         await ssh.aclose()  # kills any session still running: nothing may change the workspace now
@@ -98,7 +128,6 @@ async def agent_outcome(agent_run: asyncio.Future[AgentOutcome], timeout: float,
 
 
 async def set_up_ahead(flavor: Flavor, agent_started: asyncio.Future[Workspace], spec: RunSpec) -> float:
-
     """The flavor's setup in the agent's workspace as soon as it is up (ahead of the agent, and
     of the run's turn when a batch started it while the run waited for its slot), bounded by
     the setup timeout; the seconds it took."""

@@ -20,6 +20,7 @@ done once:
 
 Ctrl-C cancels the runs in flight; each is recorded ``canceled`` before this returns.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -76,10 +77,18 @@ class BatchJob:
 
 
 async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, cancellation and progress in one place)
-    jobs: list[BatchJob], session: Session, *, root: Path | None = None, parallel: int = 2,
-                    reuse: bool = False, repeats: int = 0, sweep_id: str | None = None,
-                    on_record: Callable[[BatchJob, RunRecord], None] | None = None,
-                    slots: RunSlots | None = None, progress: TaskProgress | None = None) -> list[BatchJob]:
+    jobs: list[BatchJob],
+    session: Session,
+    *,
+    root: Path | None = None,
+    parallel: int = 2,
+    reuse: bool = False,
+    repeats: int = 0,
+    sweep_id: str | None = None,
+    on_record: Callable[[BatchJob, RunRecord], None] | None = None,
+    slots: RunSlots | None = None,
+    progress: TaskProgress | None = None,
+) -> list[BatchJob]:
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``slots`` allow, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again. ``progress`` is told
@@ -119,8 +128,9 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
             # The builder knows images, not tasks: the user fixes a task, so it is named first.
             tasks = sorted({job.plan.spec.task_id for job in pending if image in job.plan.images})
             raise BuildError(f"task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}: {exc}") from exc
-    runner = Runner(store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured,
-                    serving=serving)
+    runner = Runner(
+        store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured, serving=serving
+    )
 
     async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
         async with slots.holding:
@@ -139,8 +149,14 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
                         (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
                     # The slot is the next run's once this one works in no workspace: its final
                     # store write and its grading container's removal overlap that run's start.
-                    record = await runner.execute(job.plan, where, run_id=run_id, resources=ahead,
-                                                  sweep_id=sweep_id, done_with_workspaces=slot.release)
+                    record = await runner.execute(
+                        job.plan,
+                        where,
+                        run_id=run_id,
+                        resources=ahead,
+                        sweep_id=sweep_id,
+                        done_with_workspaces=slot.release,
+                    )
             except BaseException:
                 await ahead.discard()  # a run that never began (or failed to): nothing of it stays
                 raise
@@ -160,8 +176,16 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
     return jobs
 
 
-async def run_one(plan: Plan, session: Session, *, run_dir: Path | None = None, root: Path | None = None,
-                  run_id: str | None = None, config: Any = None, sweep_id: str | None = None) -> RunRecord:
+async def run_one(
+    plan: Plan,
+    session: Session,
+    *,
+    run_dir: Path | None = None,
+    root: Path | None = None,
+    run_id: str | None = None,
+    config: Any = None,
+    sweep_id: str | None = None,
+) -> RunRecord:
     """One planned run to its stored record: a batch of one, so a single run (``crucible run``,
     ``rerun``, ``serve``, a bench's, a test's) goes exactly as each run of a batch does. The
     arguments are ``BatchJob``'s and ``run_batch``'s."""

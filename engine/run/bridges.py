@@ -4,6 +4,7 @@ A run makes one under ``BRIDGE_ROOT`` (short: unix socket paths are limited to 1
 removes it when it ends; a run killed with -9 cannot, so its name carries its owner (pid and
 start time, ``engine.runtimes.owner``) and housekeeping removes those whose owner is gone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,7 +32,7 @@ def reap_orphan_bridges(root: Path = BRIDGE_ROOT) -> list[str]:
     return their paths. A name without an owner (made by an older crucible) is left alone."""
     reaped = []
     for path in root.glob(f"{BRIDGE_PREFIX}*"):
-        owner, _, _ = path.name[len(BRIDGE_PREFIX):].partition("-")
+        owner, _, _ = path.name[len(BRIDGE_PREFIX) :].partition("-")
         pid, _, started = owner.partition(".")
         if not pid.isdigit() or not started.isdigit():
             continue

@@ -4,6 +4,7 @@
 Grading never uses the agent's workspace or image: what the agent installed for itself must
 not change how the hidden tests run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,14 +17,17 @@ from engine.run.resources import RunResources
 log = logging.getLogger(__name__)
 
 
-def start_preparing(resources: RunResources, flavor: Flavor, spec: RunSpec,
-                    after: asyncio.Future[float] | None = None) -> None:
+def start_preparing(
+    resources: RunResources, flavor: Flavor, spec: RunSpec, after: asyncio.Future[float] | None = None
+) -> None:
     """Start preparing every grading workspace of the run; ``after``: once that (the task's
     setup) has ended, however it ended, so the two do not compete for the machine."""
     assert resources.grading_started is not None  # the workspaces are started first
     resources.preparing = asyncio.ensure_future(_prepare(flavor, resources.grading_started, spec, 0, after))
-    resources.preparing_extra = [asyncio.ensure_future(_prepare(flavor, started, spec, index, after))
-                                 for index, (_, started) in enumerate(resources.extra, 1)]
+    resources.preparing_extra = [
+        asyncio.ensure_future(_prepare(flavor, started, spec, index, after))
+        for index, (_, started) in enumerate(resources.extra, 1)
+    ]
 
 
 async def graded(flavor: Flavor, spec: RunSpec, submission: CapturedSubmission, resources: RunResources) -> Verdict:
@@ -36,8 +40,9 @@ async def graded(flavor: Flavor, spec: RunSpec, submission: CapturedSubmission, 
     return await asyncio.wait_for(_verdict(flavor, gws, spec, submission, resources), spec.timeouts.grade)
 
 
-async def _verdict(flavor: Flavor, gws: Workspace, spec: RunSpec, submission: CapturedSubmission,
-                   resources: RunResources) -> Verdict:
+async def _verdict(
+    flavor: Flavor, gws: Workspace, spec: RunSpec, submission: CapturedSubmission, resources: RunResources
+) -> Verdict:
     if not resources.extra:
         return await flavor.grade(gws, spec, submission)
     assert isinstance(flavor, GradesInMany)  # only such a flavor has extra workspaces
@@ -47,9 +52,13 @@ async def _verdict(flavor: Flavor, gws: Workspace, spec: RunSpec, submission: Ca
     return await flavor.grade_many([gws, *others], spec, submission)
 
 
-async def _prepare(flavor: Flavor, grading_started: asyncio.Future[Workspace], spec: RunSpec, index: int,
-                   after: asyncio.Future[float] | None) -> None:
-
+async def _prepare(
+    flavor: Flavor,
+    grading_started: asyncio.Future[Workspace],
+    spec: RunSpec,
+    index: int,
+    after: asyncio.Future[float] | None,
+) -> None:
     """The flavor's ``prepare_grading`` on the grading workspace (``prepare_extra_grading``
     on extra workspace ``index``). Never raises: grading does the work itself when it was not
     done, and reports what really breaks."""

@@ -15,6 +15,7 @@ line, redrawn in place, with what else is printed scrolling above it). Elsewhere
 ``CI`` set, a plain line is printed at most every ``every_s`` seconds, only when something
 changed, and once at the end: quiet in CI logs, and parsable.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,7 +61,7 @@ class Counts:
 
 
 def job_state(job_dir: Path) -> str | None:
-    """"completed" | "failed" | "skipped" | "running" | None (not started, or no record yet)."""
+    """ "completed" | "failed" | "skipped" | "running" | None (not started, or no record yet)."""
     if (job_dir / SKIPPED_MARKER).exists():
         return "skipped"
     if (job_dir / USER_ERROR_MARKER).exists():
@@ -84,8 +85,17 @@ class _Progress:
     quiet_until_started = False
     """Plain lines (not on a terminal) only once a run has started."""
 
-    def __init__(self, title: str, total: int, *, stream: TextIO | None = None, interactive: bool | None = None,
-                 every_s: float = 10.0, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        title: str,
+        total: int,
+        *,
+        stream: TextIO | None = None,
+        interactive: bool | None = None,
+        every_s: float = 10.0,
+        poll_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.title = title
         self.total = total
         self.stream = stream or sys.stderr
@@ -188,13 +198,29 @@ class _Progress:
 class SweepProgress(_Progress):
     """Polls a sweep's job directories and shows its progress (use as a context manager)."""
 
-    def __init__(self, sweep_dir: Path, total: int, *, label: str = "", stream: TextIO | None = None,
-                 interactive: bool | None = None, every_s: float = 10.0, poll_s: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        sweep_dir: Path,
+        total: int,
+        *,
+        label: str = "",
+        stream: TextIO | None = None,
+        interactive: bool | None = None,
+        every_s: float = 10.0,
+        poll_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.sweep_dir = Path(sweep_dir)
         self.label = label or self.sweep_dir.name
-        super().__init__(f"sweep {self.label}", total, stream=stream, interactive=interactive, every_s=every_s,
-                         poll_s=poll_s, clock=clock)
+        super().__init__(
+            f"sweep {self.label}",
+            total,
+            stream=stream,
+            interactive=interactive,
+            every_s=every_s,
+            poll_s=poll_s,
+            clock=clock,
+        )
         self._final: dict[str, str] = {}  # job -> state that can no longer change
         self._seen: dict[str, tuple[tuple[int, int], str | None]] = {}  # job -> (record inode+mtime, state)
 
@@ -268,8 +294,15 @@ class LiveLine:
         text = TextColumn("{task.description}", table_column=Column(no_wrap=False, overflow="fold"))
         # Lines printed to stdout go above the live line when both are this terminal; piped
         # elsewhere, stdout stays untouched (what tests and scripts read).
-        self.progress = Progress(BarColumn(bar_width=24), text, console=console(stream), auto_refresh=False,
-                                 transient=False, redirect_stdout=same_terminal(stream), redirect_stderr=False)
+        self.progress = Progress(
+            BarColumn(bar_width=24),
+            text,
+            console=console(stream),
+            auto_refresh=False,
+            transient=False,
+            redirect_stdout=same_terminal(stream),
+            redirect_stderr=False,
+        )
         self.task = self.progress.add_task("", total=None)
         self.started = False
 

@@ -5,6 +5,7 @@ for, and what the record says of the integrity and the limits the run got.
 The record is written durably beside the run's outputs before it reaches the store; the
 final one (``Runner._finish``) is authoritative.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,11 +47,25 @@ def new_record(plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str |
     """The run's "running" record, before anything of it starts."""
     spec = plan.spec
     return RunRecord(
-        run_id=run_id or new_run_id(), spec_hash=spec.spec_hash, spec=spec.to_dict(), status="running",
-        task_id=spec.task_id, agent=spec.agent_name, model=spec.model, flavor=spec.flavor.name,
-        runtime=spec.runtime.name, integrity_requested=spec.integrity.mode, integrity_obtained=None,
-        attempt=spec.attempt, seed=spec.seed, sweep_id=sweep_id, started_at=now_iso(), run_dir=str(run_dir),
-        image_tag=plan.image.tag, owner_pid=os.getpid(), owner_host=socket.gethostname(),
+        run_id=run_id or new_run_id(),
+        spec_hash=spec.spec_hash,
+        spec=spec.to_dict(),
+        status="running",
+        task_id=spec.task_id,
+        agent=spec.agent_name,
+        model=spec.model,
+        flavor=spec.flavor.name,
+        runtime=spec.runtime.name,
+        integrity_requested=spec.integrity.mode,
+        integrity_obtained=None,
+        attempt=spec.attempt,
+        seed=spec.seed,
+        sweep_id=sweep_id,
+        started_at=now_iso(),
+        run_dir=str(run_dir),
+        image_tag=plan.image.tag,
+        owner_pid=os.getpid(),
+        owner_host=socket.gethostname(),
     )
 
 
@@ -62,8 +77,9 @@ def write_plan_files(plan: Plan, run_dir: Path) -> None:
     task = plan.spec.task
     (run_dir / "spec.json").write_text(json.dumps(plan.spec.to_dict(), indent=2, sort_keys=True))
     (run_dir / "pins.json").write_text(json.dumps(task.pins, indent=2, sort_keys=True))
-    (run_dir / "named_tests.json").write_text(json.dumps(
-        {"fail_to_pass": list(task.fail_to_pass), "pass_to_pass": list(task.pass_to_pass)}, indent=2))
+    (run_dir / "named_tests.json").write_text(
+        json.dumps({"fail_to_pass": list(task.fail_to_pass), "pass_to_pass": list(task.pass_to_pass)}, indent=2)
+    )
 
 
 def write_traceback(run_dir: Path) -> None:
@@ -148,18 +164,20 @@ def obtained_integrity(requested: Any, ws: Workspace) -> str:
     return mode
 
 
-
 def limit_warnings(spec: RunSpec, runtime: Runtime) -> list[str]:
-
     """One line each for a task limit the run does not give: a network the integrity mode
     withholds, cpus or memory a runtime without cgroups cannot set."""
     limits, found = getattr(spec, "limits", None), list[str]()
     if limits is None:
         return found
     if limits.network and not spec.integrity.agent_network:
-        found.append(f"{LIMIT_NOTICE}the task allows the agent internet access; integrity {spec.integrity.mode} "
-                     "gives it no network")
+        found.append(
+            f"{LIMIT_NOTICE}the task allows the agent internet access; integrity {spec.integrity.mode} "
+            "gives it no network"
+        )
     if (limits.cpus or limits.memory_bytes) and not getattr(runtime, "limits_resources", False):
-        found.append(f"{LIMIT_NOTICE}the task's cpus/memory are not applied: runtime "
-                     f"{getattr(runtime, 'name', spec.runtime.name)} sets no cgroups")
+        found.append(
+            f"{LIMIT_NOTICE}the task's cpus/memory are not applied: runtime "
+            f"{getattr(runtime, 'name', spec.runtime.name)} sets no cgroups"
+        )
     return found

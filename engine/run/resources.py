@@ -6,6 +6,7 @@ A run's resources are one object (``RunResources``), started ahead of the run's 
 (``Runner.execute``) takes them over and ``close`` takes them down. A run that never began
 (cancelled while it waited) has them ``discard``-ed instead.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -97,8 +98,9 @@ class RunResources:
         assert self.grading is not None  # set together with its start
         removals = [(self.grading, self.grading_started), *self.extra]
 
-        self.grading_removed = asyncio.ensure_future(_all_done(*(close_started(ws, started)
-                                                                 for ws, started in removals)))
+        self.grading_removed = asyncio.ensure_future(
+            _all_done(*(close_started(ws, started) for ws, started in removals))
+        )
 
     async def discard(self) -> None:
         """Take down what was started for a run that never began (a cancel while it waited);
@@ -108,15 +110,17 @@ class RunResources:
         self.handed_over = True
         # All at once, and finished even through another cancel (a batch being torn down
         # cancels its waiting runs more than once).
-        started = [(ws, starting) for ws, starting in [(self.agent, self.agent_started),
-                                                       (self.grading, self.grading_started), *self.extra]
-                   if ws is not None and starting is not None]  # a workspace is set with its start
-
+        started = [
+            (ws, starting)
+            for ws, starting in [(self.agent, self.agent_started), (self.grading, self.grading_started), *self.extra]
+            if ws is not None and starting is not None
+        ]  # a workspace is set with its start
 
         async def close_all() -> list[None | BaseException]:
             await cancel_and_wait(self.set_up, self.preparing, *self.preparing_extra)  # before their containers go
-            return await asyncio.gather(*(close_started(ws, starting) for ws, starting in started),
-                                        return_exceptions=True)
+            return await asyncio.gather(
+                *(close_started(ws, starting) for ws, starting in started), return_exceptions=True
+            )
 
         closing = asyncio.ensure_future(close_all())
         try:
@@ -184,7 +188,6 @@ async def _finished(fut: Awaitable[None]) -> None:
 
 
 async def _all_done(*closing: Awaitable[None]) -> None:
-
     """Wait for every one of ``closing``, each to its end, whatever the others did; then
     raise the first failure (a workspace left behind is an error, as for one workspace)."""
     outcomes = await asyncio.gather(*closing, return_exceptions=True)

@@ -5,6 +5,7 @@ are removed (a ``kill -9`` must not leak containers) and runs it left "running" 
 recorded as errors, so no run stays stuck; terminals such a run left running become stale,
 and terminals past their retention window are closed.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,6 @@ def open_housekept_store(path: str | None = None) -> DuckDBStore:
 
 
 def housekeeping(store: DuckDBStore, *, terminals: bool = True) -> None:
-
     """Best effort: reap orphaned containers and runs. Never blocks a command on failure.
 
     Cheap when there is nothing to reap (the usual case, and every query/show/report pays
@@ -110,12 +110,13 @@ def _docker_orphans_possible() -> bool:
     if not url.startswith("unix://"):
         return True
     filters = quote(json.dumps({"label": [LABEL_OWNER_PID]}))
-    request = (f"GET /containers/json?all=1&filters={filters} HTTP/1.0\r\n"
-               "Host: docker\r\nConnection: close\r\n\r\n").encode()
+    request = (
+        f"GET /containers/json?all=1&filters={filters} HTTP/1.0\r\nHost: docker\r\nConnection: close\r\n\r\n"
+    ).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(30)
         try:
-            sock.connect(url[len("unix://"):])
+            sock.connect(url[len("unix://") :])
         except OSError:
             return False
         try:
@@ -160,7 +161,6 @@ def _local_orphans_possible() -> bool:
 
 
 def session_for(cfg: CrucibleConfig, store: DuckDBStore | None = None) -> Session:
-
 
     from engine.config.plugins import instantiate
 

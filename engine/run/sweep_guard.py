@@ -15,6 +15,7 @@ anyway. Its containers carry its pid as their owner and its run is stored as
 containers (``engine.runtimes.docker.reaper``) and records the run as an error, "owner process died"
 (``DuckDBStore.mark_orphaned_runs``); ``resume=true`` runs it again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,7 +68,10 @@ def _watch(owner: dict[str, str], poll_s: float) -> None:
     while owner_alive(owner):
         time.sleep(poll_s)
     try:
-        print(f"crucible: sweep worker {os.getpid()} exits: the sweep's process "
-              f"(pid {owner[LABEL_OWNER_PID]}) is gone", file=sys.stderr, flush=True)
+        print(
+            f"crucible: sweep worker {os.getpid()} exits: the sweep's process (pid {owner[LABEL_OWNER_PID]}) is gone",
+            file=sys.stderr,
+            flush=True,
+        )
     finally:
         os._exit(EXIT_CODE)

@@ -19,6 +19,7 @@ them while the run waits for its slot), and the run takes them over. Beside this
 holds and takes down (``resources``), its record as it is assembled (``records``), the agent's
 side of it (``agent_turn``) and its grading (``grading``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,8 +56,15 @@ log = logging.getLogger(__name__)
 
 
 class Runner:
-    def __init__(self, *, store: Store, builder: ImageBuilder, runtime: Runtime,
-                 ensured: dict[str, bool] | None = None, serving: asyncio.Future[None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        builder: ImageBuilder,
+        runtime: Runtime,
+        ensured: dict[str, bool] | None = None,
+        serving: asyncio.Future[None] | None = None,
+    ) -> None:
         self.store = store
         self.builder = builder
         self.runtime = runtime
@@ -78,11 +86,17 @@ class Runner:
         exist (a batch ensures them before anything fans out)."""
         spec = plan.spec
         resources = RunResources.with_new_bridge()
-        resources.grading = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade",
-                                                   **limited(spec))
-        resources.agent = self.runtime.provision(plan.agent_workspace_image, run_id=run_id,
-                                                 network=spec.integrity.agent_network, purpose="agent",
-                                                 bridge=resources.bridge, **limited(spec))
+        resources.grading = self.runtime.provision(
+            plan.image, run_id=run_id, network=False, purpose="grade", **limited(spec)
+        )
+        resources.agent = self.runtime.provision(
+            plan.agent_workspace_image,
+            run_id=run_id,
+            network=spec.integrity.agent_network,
+            purpose="agent",
+            bridge=resources.bridge,
+            **limited(spec),
+        )
         # The agent's first: it is the first one a run waits for.
         resources.agent_started = asyncio.ensure_future(resources.agent.__aenter__())
         resources.grading_started = asyncio.ensure_future(resources.grading.__aenter__())
@@ -96,21 +110,29 @@ class Runner:
             start_preparing(resources, flavor, spec, after=resources.set_up)
         return resources
 
-    def _start_extra_grading(self, plan: Plan, flavor: Flavor,
-                             run_id: str) -> list[tuple[Workspace, asyncio.Future[Workspace]]]:
+    def _start_extra_grading(
+        self, plan: Plan, flavor: Flavor, run_id: str
+    ) -> list[tuple[Workspace, asyncio.Future[Workspace]]]:
         """The further fresh grading workspaces of a ``GradesInMany`` flavor (a differential
         re-run), each starting together with the first."""
         extra: list[tuple[Workspace, asyncio.Future[Workspace]]] = []
-        for _ in range(flavor.grading_workspaces
-(plan.spec) - 1 if isinstance(flavor, GradesInMany) else 0):
-            workspace = self.runtime.provision(plan.image, run_id=run_id, network=False, purpose="grade",
-                                               **limited(plan.spec))
+        for _ in range(flavor.grading_workspaces(plan.spec) - 1 if isinstance(flavor, GradesInMany) else 0):
+            workspace = self.runtime.provision(
+                plan.image, run_id=run_id, network=False, purpose="grade", **limited(plan.spec)
+            )
             extra.append((workspace, asyncio.ensure_future(workspace.__aenter__())))
         return extra
 
-    async def execute(self, plan: Plan, run_dir: Path, *, run_id: str, resources: RunResources,
-                      sweep_id: str | None = None,
-                      done_with_workspaces: Callable[[], None] | None = None) -> RunRecord:
+    async def execute(
+        self,
+        plan: Plan,
+        run_dir: Path,
+        *,
+        run_id: str,
+        resources: RunResources,
+        sweep_id: str | None = None,
+        done_with_workspaces: Callable[[], None] | None = None,
+    ) -> RunRecord:
         """Run ``plan`` to a stored record. ``resources``: the run's, started by ``start_ahead``
         for ``run_id``; the run owns them from here (and takes them down).
         ``done_with_workspaces``: called once the run works in no workspace any more, before its
@@ -166,8 +188,9 @@ class Runner:
                 self.store.record_run(record)
         return cancelled
 
-    async def _pipeline(self, plan: Plan, record: RunRecord, phase: Phase, early: EarlyWrites,
-                        resources: RunResources) -> None:
+    async def _pipeline(
+        self, plan: Plan, record: RunRecord, phase: Phase, early: EarlyWrites, resources: RunResources
+    ) -> None:
         spec = plan.spec
         try:
             # The tools' server starts now and learns its workspace later: its start-up overlaps
@@ -182,8 +205,7 @@ class Runner:
             if "mcp" in resources.uses:
                 from engine.capabilities.mcp_server import MCP_SOCKET, McpService
 
-                resources.mcp = McpService(token=secrets.token_urlsafe(32),
-                                           also_uds=f"{resources.bridge}/{MCP_SOCKET}")
+                resources.mcp = McpService(token=secrets.token_urlsafe(32), also_uds=f"{resources.bridge}/{MCP_SOCKET}")
                 resources.mcp.start()
             # Made ahead, unless that failed: then making it again says why, in the plan phase.
             flavor = resources.flavor if resources.flavor is not None else instantiate(spec.flavor, where="flavor")
@@ -218,8 +240,9 @@ class Runner:
                 early.record_build(build_record)
         return all(hits)
 
-    async def _agent_side(self, plan: Plan, record: RunRecord, phase: Phase, flavor: Flavor, agent: Agent,
-                          resources: RunResources) -> CapturedSubmission:
+    async def _agent_side(
+        self, plan: Plan, record: RunRecord, phase: Phase, flavor: Flavor, agent: Agent, resources: RunResources
+    ) -> CapturedSubmission:
         """The agent's workspace: its start, setup, the agent's turn, capture. Its removal is
         left running (it overlaps grading) in ``resources``."""
         spec, timeouts = plan.spec, plan.spec.timeouts
@@ -237,9 +260,18 @@ class Runner:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
             set_up, resources.set_up = resources.set_up, None  # awaited (or cancelled) below from here
             with phase.timed("setup"):
-                agent_run = await setup_beside_agent(flavor, agent, ws, spec, mcp, resources.ssh, resources.bridge,
-                                                     TerminalLog(self.store, record.run_id), set_up,
-                                                     serve_ssh="ssh" in resources.uses)
+                agent_run = await setup_beside_agent(
+                    flavor,
+                    agent,
+                    ws,
+                    spec,
+                    mcp,
+                    resources.ssh,
+                    resources.bridge,
+                    TerminalLog(self.store, record.run_id),
+                    set_up,
+                    serve_ssh="ssh" in resources.uses,
+                )
             if set_up is not None:  # what setup took, done while the run's agent started
                 record.timings["setup_ahead"] = round(set_up.result(), 4)
             # The grading workspace gets ready (a flavor's optional prepare_grading) while the
@@ -263,7 +295,6 @@ class Runner:
 
 
 def limited(spec: RunSpec) -> dict[str, Any]:
-
     """``provision``'s ``limits`` for a spec whose task names its own (``TaskLimits``); nothing
     otherwise, so a runtime from before task limits provisions as it always did."""
     return {"limits": spec.limits} if getattr(spec, "limits", None) is not None else {}

@@ -5,6 +5,7 @@ Each runtime is a class implementing ``engine.interfaces.Runtime``, chosen by th
 ``engine.runtimes.docker.runtime.DockerRuntime``). A new runtime is a new module here plus a
 config file; nothing in the engine switches on runtime names.
 """
+
 from __future__ import annotations
 
 from typing import Any, cast

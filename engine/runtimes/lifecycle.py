@@ -5,6 +5,7 @@ cancelled closes what it had made before the error goes on; ``close`` runs the t
 (a second call, or one while it runs, waits for the same teardown) and finishes it even
 through a cancel, so no container or sandbox outlives its run.
 """
+
 from __future__ import annotations
 
 import asyncio

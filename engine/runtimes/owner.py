@@ -6,6 +6,7 @@ clean up after owners that died without doing so (a SIGKILL, an OOM kill, a powe
 start time matters: pids are reused, and a live process that happens to hold a dead owner's
 pid must not keep its workspaces alive.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,7 @@ def _proc_stat_fields(pid: int) -> list[str] | None:
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses; fields resume after the last ")".
-    return stat[stat.rfind(")") + 2:].split()
+    return stat[stat.rfind(")") + 2 :].split()
 
 
 def owner_labels() -> dict[str, str]:

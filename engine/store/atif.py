@@ -10,6 +10,7 @@ empty message; a warning is a system step. Tokens and cost go into ``metrics`` a
 ``final_metrics``; what ATIF has no field for (the run's task, reward, status, integrity mode,
 a call's error flag and duration) into ``extra``. Pure: ``trajectory`` reads rows only.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -26,18 +27,23 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "ATIF-v1.4"
 FORMATS = ("ATIF",)
-_RUNS = ("SELECT run_id, task_id, agent, model, status, reward, integrity_requested, sweep_id, started_at, spec "
-         "FROM runs WHERE status <> 'running' ORDER BY started_at, run_id")
-_STEPS = ("SELECT run_id, position, kind, capability, tool, arguments, result, is_error, started_at, seconds, "
-          "tokens_in, tokens_out, cost_usd, note FROM steps ORDER BY run_id, position")
+_RUNS = (
+    "SELECT run_id, task_id, agent, model, status, reward, integrity_requested, sweep_id, started_at, spec "
+    "FROM runs WHERE status <> 'running' ORDER BY started_at, run_id"
+)
+_STEPS = (
+    "SELECT run_id, position, kind, capability, tool, arguments, result, is_error, started_at, seconds, "
+    "tokens_in, tokens_out, cost_usd, note FROM steps ORDER BY run_id, position"
+)
 
 
 def trajectory(run: Mapping[str, Any], steps: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One run (a ``runs`` row) and its ``steps`` rows, in order, as an ATIF trajectory."""
     spec = _json(run.get("spec")) or {}
     prompt = str(((spec.get("task") or {}).get("prompt")) or "")
-    out: list[dict[str, Any]] = [{"step_id": 1, "timestamp": _time(run.get("started_at")), "source": "user",
-                                  "message": prompt}]
+    out: list[dict[str, Any]] = [
+        {"step_id": 1, "timestamp": _time(run.get("started_at")), "source": "user", "message": prompt}
+    ]
     turn: dict[str, Any] | None = None
     for row in steps:
         kind = row.get("kind")
@@ -50,22 +56,43 @@ def trajectory(run: Mapping[str, Any], steps: Iterable[Mapping[str, Any]]) -> di
             _add_call(turn or out[-1], row)
         else:
             turn = None
-            out.append({"source": "system", "timestamp": _time(row.get("started_at")),
-                        "message": str(row.get("note") or row.get("result") or ""), "extra": {"kind": kind}})
+            out.append(
+                {
+                    "source": "system",
+                    "timestamp": _time(row.get("started_at")),
+                    "message": str(row.get("note") or row.get("result") or ""),
+                    "extra": {"kind": kind},
+                }
+            )
     for index, step in enumerate(out, 1):
         step["step_id"] = index
-    return {"schema_version": SCHEMA_VERSION, "session_id": str(run["run_id"]),
-            "agent": {"name": str(run.get("agent")), "version": str(spec.get("engine_version") or "unknown"),
-                      **({"model_name": str(run["model"])} if run.get("model") else {})},
-            "steps": out, "final_metrics": _final_metrics(out),
-            "extra": {"crucible": {k: run.get(k) for k in ("task_id", "status", "reward", "integrity_requested",
-                                                             "sweep_id")}}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "session_id": str(run["run_id"]),
+        "agent": {
+            "name": str(run.get("agent")),
+            "version": str(spec.get("engine_version") or "unknown"),
+            **({"model_name": str(run["model"])} if run.get("model") else {}),
+        },
+        "steps": out,
+        "final_metrics": _final_metrics(out),
+        "extra": {
+            "crucible": {k: run.get(k) for k in ("task_id", "status", "reward", "integrity_requested", "sweep_id")}
+        },
+    }
 
 
 def _agent_step(row: Mapping[str, Any], message: str) -> dict[str, Any]:
     step: dict[str, Any] = {"source": "agent", "timestamp": _time(row.get("started_at")), "message": message}
-    metrics = {key: row[field] for key, field in (("prompt_tokens", "tokens_in"), ("completion_tokens", "tokens_out"),
-                                                  ("cost_usd", "cost_usd")) if row.get(field) is not None}
+    metrics = {
+        key: row[field]
+        for key, field in (
+            ("prompt_tokens", "tokens_in"),
+            ("completion_tokens", "tokens_out"),
+            ("cost_usd", "cost_usd"),
+        )
+        if row.get(field) is not None
+    }
     if row.get("kind") == "model" and metrics:
         step["metrics"] = metrics
     return step
@@ -74,20 +101,31 @@ def _agent_step(row: Mapping[str, Any], message: str) -> dict[str, Any]:
 def _add_call(step: dict[str, Any], row: Mapping[str, Any]) -> None:
     call_id = f"call_{row.get('position')}"
     arguments = _json(row.get("arguments"))
-    step.setdefault("tool_calls", []).append({
-        "tool_call_id": call_id, "function_name": str(row.get("tool") or ""),
-        "arguments": arguments if isinstance(arguments, dict) else {"input": arguments}})
+    step.setdefault("tool_calls", []).append(
+        {
+            "tool_call_id": call_id,
+            "function_name": str(row.get("tool") or ""),
+            "arguments": arguments if isinstance(arguments, dict) else {"input": arguments},
+        }
+    )
     step.setdefault("observation", {"results": []})["results"].append(
-        {"source_call_id": call_id, "content": str(row.get("result") or "")})
+        {"source_call_id": call_id, "content": str(row.get("result") or "")}
+    )
     step.setdefault("extra", {}).setdefault("calls", {})[call_id] = {
-        "is_error": bool(row.get("is_error")), "seconds": row.get("seconds"), "capability": row.get("capability")}
+        "is_error": bool(row.get("is_error")),
+        "seconds": row.get("seconds"),
+        "capability": row.get("capability"),
+    }
 
 
 def _final_metrics(steps: list[dict[str, Any]]) -> dict[str, Any]:
     metrics = [s["metrics"] for s in steps if "metrics" in s]
     totals: dict[str, Any] = {"total_steps": len(steps)}
-    for key, total in (("prompt_tokens", "total_prompt_tokens"), ("completion_tokens", "total_completion_tokens"),
-                       ("cost_usd", "total_cost_usd")):
+    for key, total in (
+        ("prompt_tokens", "total_prompt_tokens"),
+        ("completion_tokens", "total_completion_tokens"),
+        ("cost_usd", "total_cost_usd"),
+    ):
         values = [m[key] for m in metrics if m.get(key) is not None]
         if values:
             totals[total] = sum(values)
@@ -121,8 +159,12 @@ def export_trajectories(store: Store, out: Path, *, tasks: list[str], sweep: str
         if not sweeps:
             raise UserError("--sweep last: the store has no sweep")
         sweep = sweeps[-1]
-    runs = [r for r in runs if (not tasks or any(fnmatch.fnmatchcase(str(r["task_id"]), t) for t in tasks))
-            and (sweep is None or r["sweep_id"] == sweep)]
+    runs = [
+        r
+        for r in runs
+        if (not tasks or any(fnmatch.fnmatchcase(str(r["task_id"]), t) for t in tasks))
+        and (sweep is None or r["sweep_id"] == sweep)
+    ]
     step_columns, step_rows = store.query(_STEPS)
     by_run: dict[str, list[dict[str, Any]]] = {}
     for row in step_rows:

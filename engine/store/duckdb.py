@@ -34,6 +34,7 @@ Slowest stage::
     SELECT stage, count(*) AS runs, avg(seconds) AS mean_s, max(seconds) AS max_s
     FROM stage_timings GROUP BY stage ORDER BY mean_s DESC
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -75,6 +76,7 @@ BATCH = 500
 """Records per ingest transaction: short enough that readers get their turn."""
 FINAL_RUN_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")
 
+
 class DuckDBStore:
     """``engine.interfaces.Store`` over an embedded DuckDB file (default ``paths.store_path()``)."""
 
@@ -88,8 +90,11 @@ class DuckDBStore:
         # Each store its own spool: a reader of another store (query --store B) ingests what
         # waits in its spool, so one shared spool would commit A's records into B. The store in
         # $CRUCIBLE_HOME has the spool directory itself (where earlier versions spooled).
-        self.spool = paths.spool_dir() if self.path == paths.home() / "store.duckdb" else \
-            paths.spool_dir() / "stores" / hashlib.sha256(str(self.path).encode()).hexdigest()[:16]
+        self.spool = (
+            paths.spool_dir()
+            if self.path == paths.home() / "store.duckdb"
+            else paths.spool_dir() / "stores" / hashlib.sha256(str(self.path).encode()).hexdigest()[:16]
+        )
 
     def validate(self, *, create: bool = True) -> DuckDBStore:
         """Open the store once, now (creating a missing file, unless ``create`` is False: a
@@ -182,8 +187,7 @@ class DuckDBStore:
         """Spool one terminal event of ``run_id`` (engine/store/terminals.py), then ingest it.
         Raises StoreError as ``record_run`` does; the event then waits in the spool."""
         document = self._document("terminal", {**event, "run_id": event.get("run_id") or run_id}, next_seq())
-        spool_file = atomic_write_json(self.spool / spool_name("terminal", run_id, document["record_seq"]),
-                                       document)
+        spool_file = atomic_write_json(self.spool / spool_name("terminal", run_id, document["record_seq"]), document)
         self._ingest_or_explain(f"a terminal event of run {run_id}", spool_file)
         return spool_file
 
@@ -192,10 +196,14 @@ class DuckDBStore:
         spec again (``resume=true``): the sweep's report then counts it. Spooled first, like a
         run record, so a sweep's workers (which do not share a store handle) link alike; a link
         left in the spool by a busy store is committed by the next ingest."""
-        document = self._document("sweep_run", {"sweep_id": sweep_id, "run_id": run_id, "reused": True,
-                                                "linked_at": datetime.now(UTC).isoformat()}, next_seq())
-        spool_file = atomic_write_json(self.spool / spool_name("sweep_run", f"{sweep_id}-{run_id}",
-                                                               document["record_seq"]), document)
+        document = self._document(
+            "sweep_run",
+            {"sweep_id": sweep_id, "run_id": run_id, "reused": True, "linked_at": datetime.now(UTC).isoformat()},
+            next_seq(),
+        )
+        spool_file = atomic_write_json(
+            self.spool / spool_name("sweep_run", f"{sweep_id}-{run_id}", document["record_seq"]), document
+        )
         self._ingest_or_explain(f"the link of run {run_id} to sweep {sweep_id}", spool_file)
 
     @staticmethod
@@ -322,8 +330,9 @@ class DuckDBStore:
                 [ids],
             ).fetchall():
                 tests[run_id].append((name, status))
-        return [record_from_rows(run, steps[run["run_id"]], subscores[run["run_id"]], tests[run["run_id"]])
-                for run in runs]
+        return [
+            record_from_rows(run, steps[run["run_id"]], subscores[run["run_id"]], tests[run["run_id"]]) for run in runs
+        ]
 
     @staticmethod
     def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict[str, Any]]:
@@ -384,8 +393,11 @@ class DuckDBStore:
         exactly when ``mark_orphaned_runs`` would take it: running here, its owner not alive."""
         self.ingest_pending()
         with self._connect(read_only=True) as con:
-            owners = con.execute("SELECT owner_pid, started_at FROM runs WHERE status = 'running' AND owner_host = ? "
-                                 "AND owner_pid IS NOT NULL", [this_host()]).fetchall()
+            owners = con.execute(
+                "SELECT owner_pid, started_at FROM runs WHERE status = 'running' AND owner_host = ? "
+                "AND owner_pid IS NOT NULL",
+                [this_host()],
+            ).fetchall()
             terminals_due = terminal_rows.needs_housekeeping(con)
         runs_due = any(not process_alive(pid, _epoch(from_db_ts(started))) for pid, started in owners)
         return runs_due, terminals_due
@@ -400,7 +412,8 @@ class DuckDBStore:
         """
         host = this_host()
         orphans = [
-            r for r in self._load_runs("status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL", [host])
+            r
+            for r in self._load_runs("status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL", [host])
             if r.owner_pid is not None and not process_alive(r.owner_pid, _epoch(r.started_at))  # not NULL: the query
         ]
         now = datetime.now(UTC).isoformat()
@@ -430,9 +443,12 @@ class DuckDBStore:
             document = json.loads((Path(record.run_dir) / "record.json").read_text())
         except (OSError, ValueError):
             return False
-        if (not isinstance(document, dict) or document.get("run_id") != record.run_id
-                or document.get("status") not in FINAL_RUN_STATUSES
-                or not isinstance(document.get("record_seq"), int)):
+        if (
+            not isinstance(document, dict)
+            or document.get("run_id") != record.run_id
+            or document.get("status") not in FINAL_RUN_STATUSES
+            or not isinstance(document.get("record_seq"), int)
+        ):
             return False
         name = spool_name("run", record.run_id, document["record_seq"], document["status"])
         atomic_write_json(self.spool / name, document)

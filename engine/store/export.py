@@ -17,6 +17,7 @@ row counts), then, in one write transaction of the target store, adds what is no
 - any other table: rows the target lacks, compared on ``NATURAL_KEYS`` or else every column.
 ``meta`` is the target's own. Importing the same export twice therefore adds nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ NATURAL_KEYS = {"sweep_runs": ("sweep_id", "run_id")}
 
 # ---------------------------------------------------------------- export
 
+
 def export_store(store: DuckDBStore, directory: Path, fmt: str) -> dict[str, Any]:
     """Write every table of ``store`` into ``directory`` (new, or empty); the manifest written."""
     if fmt not in FORMATS:
@@ -58,13 +60,20 @@ def export_store(store: DuckDBStore, directory: Path, fmt: str) -> dict[str, Any
         con = turn.connection()
         for name, columns in _tables(con).items():
             target = directory / f"{name}{FORMATS[fmt]}"
-            select = ", ".join(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" if t == "JSON" else _ident(c)
-                               for c, t in columns)
+            select = ", ".join(
+                f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" if t == "JSON" else _ident(c) for c, t in columns
+            )
             options = "FORMAT PARQUET" if fmt == "parquet" else "FORMAT JSON"
             con.execute(f"COPY (SELECT {select} FROM {_ident(name)} ORDER BY rowid) TO {_literal(target)} ({options})")
             rows = _count(con, _ident(name))
-            tables.append({"name": name, "file": target.name, "rows": rows,
-                           "columns": [{"name": c, "type": t} for c, t in columns]})
+            tables.append(
+                {
+                    "name": name,
+                    "file": target.name,
+                    "rows": rows,
+                    "columns": [{"name": c, "type": t} for c, t in columns],
+                }
+            )
     manifest = {"kind": KIND, "schema_version": SCHEMA_VERSION, "format": fmt, "tables": tables}
     # Last: a directory without a manifest is an export that did not finish.
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -76,7 +85,8 @@ def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
     rows = con.execute(
         "SELECT table_name, column_name, data_type FROM duckdb_columns() "
         "WHERE database_name = current_database() AND schema_name = 'main' "
-        "ORDER BY table_name, column_index").fetchall()
+        "ORDER BY table_name, column_index"
+    ).fetchall()
     tables: dict[str, list[tuple[str, str]]] = {}
     for table, column, kind in rows:
         tables.setdefault(table, []).append((column, kind))
@@ -84,6 +94,7 @@ def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
 
 
 # ---------------------------------------------------------------- import
+
 
 def import_store(store: DuckDBStore, directory: Path) -> dict[str, int]:
     """Load the export in ``directory`` into ``store``; rows added per table. The export is checked
@@ -121,14 +132,20 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise UserError(f"{where}: {MANIFEST} is not a crucible export's manifest")
     version = manifest.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise UserError(f"{where}: schema version {version} is newer than this crucible's {SCHEMA_VERSION}; "
-                        "upgrade crucible")
+        raise UserError(
+            f"{where}: schema version {version} is newer than this crucible's {SCHEMA_VERSION}; upgrade crucible"
+        )
     if manifest.get("format") not in FORMATS or not isinstance(manifest.get("tables"), list):
         raise UserError(f"{where}: {MANIFEST} names no format or tables")
     for table in manifest["tables"]:
-        if not (isinstance(table, dict) and isinstance(table.get("name"), str) and isinstance(table.get("rows"), int)
-                and isinstance(table.get("file"), str) and "/" not in table["file"]
-                and isinstance(table.get("columns"), list)):
+        if not (
+            isinstance(table, dict)
+            and isinstance(table.get("name"), str)
+            and isinstance(table.get("rows"), int)
+            and isinstance(table.get("file"), str)
+            and "/" not in table["file"]
+            and isinstance(table.get("columns"), list)
+        ):
             raise UserError(f"{where}: {MANIFEST} has a table entry without name, file, rows and columns")
     return manifest
 
@@ -148,8 +165,9 @@ def _check_files(directory: Path, manifest: dict[str, Any]) -> None:
             except duckdb.Error as exc:
                 raise UserError(f"import {directory}: {table['file']} cannot be read ({_first_line(exc)})") from exc
             if rows != table["rows"]:
-                raise UserError(f"import {directory}: {table['file']} holds {rows} rows, the manifest says "
-                                f"{table['rows']}")
+                raise UserError(
+                    f"import {directory}: {table['file']} holds {rows} rows, the manifest says {table['rows']}"
+                )
     finally:
         scratch.close()
 
@@ -169,15 +187,19 @@ def _load(con: duckdb.DuckDBPyConnection, directory: Path, manifest: dict[str, A
         source = f"(SELECT {_cast_columns(table, have[name])} FROM {_reader(directory / table['file'], manifest['format'], table)})"
         if name in keys:
             key = _ident(keys[name])
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {_ident('new_' + name)} AS "
-                        f"SELECT {key} FROM {source} AS src WHERE {key} NOT IN (SELECT {key} FROM {_ident(name)})")
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {_ident('new_' + name)} AS "
+                f"SELECT {key} FROM {source} AS src WHERE {key} NOT IN (SELECT {key} FROM {_ident(name)})"
+            )
             where = f"{key} IN (SELECT {key} FROM {_ident('new_' + name)})"
         elif name not in NATURAL_KEYS and (parent := next((c for c in parents if c in _names(have[name])), None)):
             where = f"{_ident(parent)} IN (SELECT {_ident(parent)} FROM {_ident('new_' + parents[parent])})"
         else:
             match = NATURAL_KEYS.get(name) or tuple(_names(have[name]))
             where = "NOT EXISTS (SELECT 1 FROM {t} AS old WHERE {cond})".format(
-                t=_ident(name), cond=" AND ".join(f"old.{_ident(c)} IS NOT DISTINCT FROM src.{_ident(c)}" for c in match))
+                t=_ident(name),
+                cond=" AND ".join(f"old.{_ident(c)} IS NOT DISTINCT FROM src.{_ident(c)}" for c in match),
+            )
         columns = ", ".join(_ident(c) for c in _names(have[name]))
         before = _count(con, _ident(name))
         con.execute(f"INSERT INTO {_ident(name)} ({columns}) SELECT {columns} FROM {source} AS src WHERE {where}")
@@ -192,7 +214,8 @@ def _primary_keys(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """Table -> its one primary-key column, for the attached store's keyed tables."""
     rows = con.execute(
         "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
-        "WHERE database_name = current_database() AND constraint_type = 'PRIMARY KEY'").fetchall()
+        "WHERE database_name = current_database() AND constraint_type = 'PRIMARY KEY'"
+    ).fetchall()
     return {table: columns[0] for table, columns in rows if len(columns) == 1 and table not in OWN_TABLES}
 
 
@@ -200,16 +223,19 @@ def _cast_columns(table: dict[str, Any], target: list[tuple[str, str]]) -> str:
     """The target's columns from the file: each cast to the target's type (JSON from its text),
     NULL for a column the export predates."""
     exported = {c["name"] for c in table["columns"]}
-    return ", ".join(f"CAST({_ident(c)} AS {t}) AS {_ident(c)}" if c in exported else f"CAST(NULL AS {t}) AS {_ident(c)}"
-                     for c, t in target)
+    return ", ".join(
+        f"CAST({_ident(c)} AS {t}) AS {_ident(c)}" if c in exported else f"CAST(NULL AS {t}) AS {_ident(c)}"
+        for c, t in target
+    )
 
 
 def _reader(path: Path, fmt: str, table: dict[str, Any]) -> str:
     if fmt == "parquet":
         return f"read_parquet({_literal(path)})"
     # The types as exported (JSON was written as text), so nothing is guessed from the values.
-    columns = ", ".join(f"{_literal(c['name'])}: {_literal('VARCHAR' if c['type'] == 'JSON' else c['type'])}"
-                        for c in table["columns"])
+    columns = ", ".join(
+        f"{_literal(c['name'])}: {_literal('VARCHAR' if c['type'] == 'JSON' else c['type'])}" for c in table["columns"]
+    )
     return f"read_json({_literal(path)}, format = 'newline_delimited', columns = {{{columns}}})"
 
 

@@ -8,6 +8,7 @@ until a later ingest commits it. Spool files are the record's dict plus two keys
 ``record_kind`` ("run" | "build") and ``record_seq`` (a per-record sequence that
 orders two versions of one record; ``RunRecord.from_dict`` ignores both).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def atomic_write_json(path: Path, document: Any) -> Path:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -83,8 +84,9 @@ def pending_files(spool: Path) -> list[Path]:
     """Spool files ready to ingest, oldest sequence first (names sort by kind, key, seq)."""
     if not spool.is_dir():
         return []
-    return sorted(p for p in spool.iterdir() if p.suffix == ".json" and not p.name.startswith(TMP_PREFIX)
-                  and p.is_file())
+    return sorted(
+        p for p in spool.iterdir() if p.suffix == ".json" and not p.name.startswith(TMP_PREFIX) and p.is_file()
+    )
 
 
 def sweep_stale_tmp(spool: Path, older_than_s: float = 3600.0) -> None:
@@ -147,7 +149,7 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses; split after its last ')'.
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[19])
 
 

@@ -6,6 +6,7 @@ rules: a record replaces the stored one only if it ranks higher — (final statu
 timings) are deleted and re-inserted in the same transaction as their run row. A sweep's
 link to a run it reused (``sweep_runs``) is keyed by the pair and written once.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -143,7 +144,9 @@ def _winners(items: list[IngestItem]) -> dict[str, IngestItem]:
     return best
 
 
-def _outranking(con: duckdb.DuckDBPyConnection, table: str, key: str, status_col: str | None, items: dict[str, IngestItem]) -> list[IngestItem]:
+def _outranking(
+    con: duckdb.DuckDBPyConnection, table: str, key: str, status_col: str | None, items: dict[str, IngestItem]
+) -> list[IngestItem]:
     """The items that rank above what is stored for their key (or have nothing stored)."""
     if not items:
         return []
@@ -185,15 +188,21 @@ def _link_sweep_runs(con: duckdb.DuckDBPyConnection, items: list[IngestItem]) ->
     rows = [i.build for i in items if i.build is not None]
     if not rows:
         return
-    stored = set(con.execute("SELECT sweep_id, run_id FROM sweep_runs WHERE list_contains(?, sweep_id || '/' || run_id)",
-                             [[f"{r[0]}/{r[1]}" for r in rows]]).fetchall())
+    stored = set(
+        con.execute(
+            "SELECT sweep_id, run_id FROM sweep_runs WHERE list_contains(?, sweep_id || '/' || run_id)",
+            [[f"{r[0]}/{r[1]}" for r in rows]],
+        ).fetchall()
+    )
     _insert_many(con, "sweep_runs", SWEEP_RUN_COLUMNS, [r for r in rows if (r[0], r[1]) not in stored])
 
 
-def _insert_many(con: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def _insert_many(
+    con: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> None:
     # Multi-row VALUES: ~4x cheaper than executemany, which runs one statement per row.
     for start in range(0, len(rows), ROWS_PER_INSERT):
-        chunk = rows[start:start + ROWS_PER_INSERT]
+        chunk = rows[start : start + ROWS_PER_INSERT]
         con.execute(insert_sql(table, columns, len(chunk)), [v for row in chunk for v in row])
 
 

@@ -13,6 +13,7 @@ holds the file open between operations. Two costs shape how it is opened:
   lock), then ATTACH, still retrying in case a process outside crucible (a DuckDB shell)
   holds the file. Both waits back off exponentially with full jitter under one deadline.
 """
+
 from __future__ import annotations
 
 import fcntl

@@ -18,6 +18,7 @@ between two runs (a task's baseline and golden, say) are one self-join::
     WHERE a.run_id = 'RUN-A' AND b.run_id = 'RUN-B' AND a.status <> b.status
     ORDER BY a.name
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -79,16 +80,45 @@ DDL = [
 
 UPGRADES = [
     # A table an older store lacks comes from the DDL's IF NOT EXISTS; a column needs this.
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS final_answer TEXT",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS final_answer TEXT"
 ]
 """Statements that bring an older store's existing tables up to ``DDL`` (each idempotent)."""
 
 RUN_COLUMNS = (
-    "run_id", "spec_hash", "status", "task_id", "agent", "model", "flavor", "runtime",
-    "integrity_requested", "integrity_obtained", "attempt", "seed", "sweep_id", "started_at",
-    "ended_at", "wall_seconds", "reward", "stop_reason", "error_phase", "error", "run_dir",
-    "image_tag", "from_cache", "owner_pid", "owner_host", "spec", "raw_grade", "timings", "diff",
-    "violations", "warnings", "record_seq", "ingested_at", "final_answer",
+    "run_id",
+    "spec_hash",
+    "status",
+    "task_id",
+    "agent",
+    "model",
+    "flavor",
+    "runtime",
+    "integrity_requested",
+    "integrity_obtained",
+    "attempt",
+    "seed",
+    "sweep_id",
+    "started_at",
+    "ended_at",
+    "wall_seconds",
+    "reward",
+    "stop_reason",
+    "error_phase",
+    "error",
+    "run_dir",
+    "image_tag",
+    "from_cache",
+    "owner_pid",
+    "owner_host",
+    "spec",
+    "raw_grade",
+    "timings",
+    "diff",
+    "violations",
+    "warnings",
+    "record_seq",
+    "ingested_at",
+    "final_answer",
 )
 TEST_COLUMNS = ("run_id", "name", "status")
 STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))
@@ -141,8 +171,7 @@ def _create_or_upgrade(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     elif int(row[0]) > SCHEMA_VERSION:
         raise StoreError(
-            f"store {path} has schema version {row[0]}, newer than this crucible's "
-            f"{SCHEMA_VERSION}; upgrade crucible"
+            f"store {path} has schema version {row[0]}, newer than this crucible's {SCHEMA_VERSION}; upgrade crucible"
         )
     elif int(row[0]) < SCHEMA_VERSION:
         # New tables the DDL above has just created; new columns of old tables here.
@@ -218,9 +247,23 @@ def run_rows(record: RunRecord, seq: int) -> RunRows:
         **{name: _json(getattr(record, name)) for name in _JSON_RUN_FIELDS},
     )
     steps = [
-        (record.run_id, pos, s.idx, s.kind, s.capability, s.tool, _json(s.arguments), s.result,
-         bool(s.is_error), to_db_ts(s.started_at), float(s.seconds), s.tokens_in, s.tokens_out,
-         s.cost_usd, s.note)
+        (
+            record.run_id,
+            pos,
+            s.idx,
+            s.kind,
+            s.capability,
+            s.tool,
+            _json(s.arguments),
+            s.result,
+            bool(s.is_error),
+            to_db_ts(s.started_at),
+            float(s.seconds),
+            s.tokens_in,
+            s.tokens_out,
+            s.cost_usd,
+            s.note,
+        )
         for pos, s in enumerate(record.steps)
     ]
     return RunRows(
@@ -254,7 +297,9 @@ def build_from_dict(data: dict[str, Any]) -> BuildRecord:
     return BuildRecord(**{k: v for k, v in data.items() if k in names})
 
 
-def record_from_rows(run: dict[str, Any], steps: list[dict[str, Any]], subscores: list[tuple[Any, ...]], tests: list[tuple[Any, ...]]) -> RunRecord:
+def record_from_rows(
+    run: dict[str, Any], steps: list[dict[str, Any]], subscores: list[tuple[Any, ...]], tests: list[tuple[Any, ...]]
+) -> RunRecord:
     """The inverse of ``run_rows``: a RunRecord from its ``runs`` row and child rows (``tests``:
     ``(name, status)`` pairs, in the order the record gets them)."""
     names = {f.name for f in dataclasses.fields(RunRecord)}

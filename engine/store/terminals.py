@@ -20,6 +20,7 @@ listings), ``close_expired`` (retention over: ``closing`` becomes ``completed``,
 snapshots are pruned, the final one stays for ``crucible show``), ``mark_stale`` (a terminal
 still ``running`` whose run has ended: nothing will end it any more).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,9 +68,11 @@ class TerminalPolicy:
     def from_env(cls) -> TerminalPolicy:
         """Defaults, overridden by ``$CRUCIBLE_TERMINAL_RETENTION`` (s), ``..._SNAPSHOT_EVERY`` (s)
         and ``..._SNAPSHOTS`` (count). Raises ConfigError naming a variable that is not a number."""
-        return cls(retention=_env_number("CRUCIBLE_TERMINAL_RETENTION", cls.retention),
-                   every=max(0.2, _env_number("CRUCIBLE_TERMINAL_SNAPSHOT_EVERY", cls.every)),
-                   keep=int(_env_number("CRUCIBLE_TERMINAL_SNAPSHOTS", cls.keep)))
+        return cls(
+            retention=_env_number("CRUCIBLE_TERMINAL_RETENTION", cls.retention),
+            every=max(0.2, _env_number("CRUCIBLE_TERMINAL_SNAPSHOT_EVERY", cls.every)),
+            keep=int(_env_number("CRUCIBLE_TERMINAL_SNAPSHOTS", cls.keep)),
+        )
 
 
 def _env_number(name: str, default: float) -> float:
@@ -123,19 +126,43 @@ class TerminalLog:
         await self._write({"event": "start", "terminal": dataclasses.asdict(record)})
 
     async def snapshot(self, terminal_id: str, text: str) -> None:
-        await self._write({"event": "snapshot", "terminal_id": terminal_id, "keep": self.policy.keep,
-                           "snapshot": {"taken_at": now_iso(), "final": False, "text": text}})
+        await self._write(
+            {
+                "event": "snapshot",
+                "terminal_id": terminal_id,
+                "keep": self.policy.keep,
+                "snapshot": {"taken_at": now_iso(), "final": False, "text": text},
+            }
+        )
 
-    async def end(self, terminal_id: str, *, state: str, reason: str, tmux_server: str = "", tmux_session: str = "",
-                  owner: str = "", final_text: str | None = None) -> None:
+    async def end(
+        self,
+        terminal_id: str,
+        *,
+        state: str,
+        reason: str,
+        tmux_server: str = "",
+        tmux_session: str = "",
+        owner: str = "",
+        final_text: str | None = None,
+    ) -> None:
         """End the terminal as ``state`` (closing / failed / stale), closing after the retention."""
         ended = now_iso()
-        await self._write({"event": "end", "terminal_id": terminal_id, "run_id": self.run_id, "owner": owner,
-                           "tmux_server": tmux_server, "tmux_session": tmux_session, "state": state,
-                           "end_reason": reason, "ended_at": ended,
-                           "closes_at": later_iso(self.policy.retention, ended),
-                           "snapshot": None if final_text is None else
-                           {"taken_at": ended, "final": True, "text": final_text}})
+        await self._write(
+            {
+                "event": "end",
+                "terminal_id": terminal_id,
+                "run_id": self.run_id,
+                "owner": owner,
+                "tmux_server": tmux_server,
+                "tmux_session": tmux_session,
+                "state": state,
+                "end_reason": reason,
+                "ended_at": ended,
+                "closes_at": later_iso(self.policy.retention, ended),
+                "snapshot": None if final_text is None else {"taken_at": ended, "final": True, "text": final_text},
+            }
+        )
 
     async def _write(self, event: dict[str, Any]) -> None:
         import asyncio  # here: the store imports this module, and query/show/report need no asyncio (~0.02 s)
@@ -172,39 +199,58 @@ def _start(con: duckdb.DuckDBPyConnection, data: dict[str, Any], seq: int) -> No
     values = {**dataclasses.asdict(record), "record_seq": seq}
     for name in ("started_at", "ended_at", "closes_at", "closed_at", "last_snapshot_at"):
         values[name] = to_db_ts(values[name])
-    con.execute(insert_sql("terminals", TERMINAL_COLUMNS).replace("INSERT", "INSERT OR IGNORE", 1),
-                [values[c] for c in TERMINAL_COLUMNS])
+    con.execute(
+        insert_sql("terminals", TERMINAL_COLUMNS).replace("INSERT", "INSERT OR IGNORE", 1),
+        [values[c] for c in TERMINAL_COLUMNS],
+    )
 
 
 def _snapshot(con: duckdb.DuckDBPyConnection, data: dict[str, Any], seq: int) -> None:
     _add_snapshot(con, data["terminal_id"], seq, data["snapshot"])
     keep = int(data.get("keep", TerminalPolicy.keep))
-    con.execute("DELETE FROM terminal_snapshots WHERE terminal_id = ? AND NOT final AND seq NOT IN "
-                "(SELECT seq FROM terminal_snapshots WHERE terminal_id = ? AND NOT final ORDER BY seq DESC LIMIT ?)",
-                [data["terminal_id"], data["terminal_id"], keep])
+    con.execute(
+        "DELETE FROM terminal_snapshots WHERE terminal_id = ? AND NOT final AND seq NOT IN "
+        "(SELECT seq FROM terminal_snapshots WHERE terminal_id = ? AND NOT final ORDER BY seq DESC LIMIT ?)",
+        [data["terminal_id"], data["terminal_id"], keep],
+    )
 
 
 def _add_snapshot(con: duckdb.DuckDBPyConnection, terminal_id: str, seq: int, snapshot: dict[str, Any]) -> None:
     if con.execute("SELECT 1 FROM terminal_snapshots WHERE terminal_id = ? AND seq = ?", [terminal_id, seq]).fetchone():
         return  # ingested before (a retried batch)
     taken = to_db_ts(snapshot["taken_at"])
-    con.execute(insert_sql("terminal_snapshots", SNAPSHOT_COLUMNS),
-                [terminal_id, seq, taken, bool(snapshot["final"]), str(snapshot["text"])])
-    con.execute("UPDATE terminals SET last_snapshot_at = ? WHERE terminal_id = ? "
-                "AND (last_snapshot_at IS NULL OR last_snapshot_at < ?)", [taken, terminal_id, taken])
+    con.execute(
+        insert_sql("terminal_snapshots", SNAPSHOT_COLUMNS),
+        [terminal_id, seq, taken, bool(snapshot["final"]), str(snapshot["text"])],
+    )
+    con.execute(
+        "UPDATE terminals SET last_snapshot_at = ? WHERE terminal_id = ? "
+        "AND (last_snapshot_at IS NULL OR last_snapshot_at < ?)",
+        [taken, terminal_id, taken],
+    )
 
 
 def _end(con: duckdb.DuckDBPyConnection, data: dict[str, Any], seq: int) -> None:
     terminal_id = resolve(con, data)
     if terminal_id is None:
-        raise Unmatched(f"terminal end event matches no terminal (id {data.get('terminal_id')!r}, tmux "
-                        f"{data.get('tmux_server')!r}:{data.get('tmux_session')!r}, run {data.get('run_id')!r})")
+        raise Unmatched(
+            f"terminal end event matches no terminal (id {data.get('terminal_id')!r}, tmux "
+            f"{data.get('tmux_server')!r}:{data.get('tmux_session')!r}, run {data.get('run_id')!r})"
+        )
     changed = con.execute(
         "UPDATE terminals SET state = ?, ended_at = ?, end_reason = ?, closes_at = ?, record_seq = ? "
         "WHERE terminal_id = ? AND state IN ('running', 'stale') AND closed_at IS NULL AND record_seq < ? "
         "RETURNING terminal_id",
-        [data["state"], to_db_ts(data["ended_at"]), data.get("end_reason"), to_db_ts(data["closes_at"]), seq,
-         terminal_id, seq]).fetchall()
+        [
+            data["state"],
+            to_db_ts(data["ended_at"]),
+            data.get("end_reason"),
+            to_db_ts(data["closes_at"]),
+            seq,
+            terminal_id,
+            seq,
+        ],
+    ).fetchall()
     if changed and data.get("snapshot"):
         _add_snapshot(con, terminal_id, seq, data["snapshot"])
 
@@ -217,13 +263,17 @@ def resolve(con: duckdb.DuckDBPyConnection, data: dict[str, Any]) -> str | None:
         if row:
             return str(row[0])
     if data.get("tmux_server") and data.get("tmux_session"):
-        row = con.execute("SELECT terminal_id FROM terminals WHERE tmux_server = ? AND tmux_session = ? "
-                          "ORDER BY started_at DESC LIMIT 1", [data["tmux_server"], data["tmux_session"]]).fetchone()
+        row = con.execute(
+            "SELECT terminal_id FROM terminals WHERE tmux_server = ? AND tmux_session = ? "
+            "ORDER BY started_at DESC LIMIT 1",
+            [data["tmux_server"], data["tmux_session"]],
+        ).fetchone()
         if row:
             return str(row[0])
     if data.get("run_id"):
-        rows = con.execute("SELECT terminal_id FROM terminals WHERE run_id = ? AND state IN ('running', 'stale')",
-                           [data["run_id"]]).fetchall()
+        rows = con.execute(
+            "SELECT terminal_id FROM terminals WHERE run_id = ? AND state IN ('running', 'stale')", [data["run_id"]]
+        ).fetchall()
         if len(rows) == 1:
             return str(rows[0][0])
     return None
@@ -233,8 +283,11 @@ def resolve(con: duckdb.DuckDBPyConnection, data: dict[str, Any]) -> str | None:
 def dismiss(con: duckdb.DuckDBPyConnection, terminal_id: str) -> str:
     """Close an ended terminal now (it leaves the listings); its id. Raises UserError (one line)
     for an unknown or ambiguous id, a running terminal, or one already closed."""
-    rows = con.execute("SELECT terminal_id, state, closed_by FROM terminals WHERE starts_with(terminal_id, ?) "
-                       "ORDER BY terminal_id = ? DESC LIMIT 3", [terminal_id, terminal_id]).fetchall()
+    rows = con.execute(
+        "SELECT terminal_id, state, closed_by FROM terminals WHERE starts_with(terminal_id, ?) "
+        "ORDER BY terminal_id = ? DESC LIMIT 3",
+        [terminal_id, terminal_id],
+    ).fetchall()
     if not rows:
         raise UserError(f"no terminal '{terminal_id}' in the store")
     if len(rows) > 1 and rows[0][0] != terminal_id:
@@ -252,8 +305,11 @@ def close_expired(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
     """Ended terminals past their ``closes_at``: closed (``closing`` -> ``completed``), periodic
     snapshots pruned."""
     now = now or datetime.now(UTC)
-    rows = con.execute("SELECT terminal_id FROM terminals WHERE state <> 'running' AND closed_at IS NULL "
-                       "AND closes_at <= ? ORDER BY terminal_id", [to_db_ts(now.isoformat())]).fetchall()
+    rows = con.execute(
+        "SELECT terminal_id FROM terminals WHERE state <> 'running' AND closed_at IS NULL "
+        "AND closes_at <= ? ORDER BY terminal_id",
+        [to_db_ts(now.isoformat())],
+    ).fetchall()
     ids = [r[0] for r in rows]
     _close(con, ids, "retention")
     return ids
@@ -262,41 +318,51 @@ def close_expired(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
 def _close(con: duckdb.DuckDBPyConnection, ids: list[str], why: str) -> None:
     if not ids:
         return
-    con.execute("UPDATE terminals SET closed_at = ?, closed_by = ?, record_seq = ?, "
-                "state = CASE WHEN state = 'closing' THEN 'completed' ELSE state END "
-                "WHERE list_contains(?, terminal_id)", [to_db_ts(now_iso()), why, next_seq(), ids])
+    con.execute(
+        "UPDATE terminals SET closed_at = ?, closed_by = ?, record_seq = ?, "
+        "state = CASE WHEN state = 'closing' THEN 'completed' ELSE state END "
+        "WHERE list_contains(?, terminal_id)",
+        [to_db_ts(now_iso()), why, next_seq(), ids],
+    )
     con.execute("DELETE FROM terminal_snapshots WHERE NOT final AND list_contains(?, terminal_id)", [ids])
 
 
 def mark_stale(con: duckdb.DuckDBPyConnection, retention: float) -> list[str]:
     """Terminals still ``running`` whose run has ended (its owner died, or ended it without an end
     event): ``stale``, closing after the retention."""
-    rows = con.execute("SELECT t.terminal_id FROM terminals t JOIN runs r USING (run_id) "
-                       "WHERE t.state = 'running' AND r.status <> 'running' ORDER BY t.terminal_id").fetchall()
+    rows = con.execute(
+        "SELECT t.terminal_id FROM terminals t JOIN runs r USING (run_id) "
+        "WHERE t.state = 'running' AND r.status <> 'running' ORDER BY t.terminal_id"
+    ).fetchall()
     ids = [r[0] for r in rows]
     if ids:
         now = now_iso()
-        con.execute("UPDATE terminals SET state = 'stale', ended_at = ?, closes_at = ?, record_seq = ?, "
-                    "end_reason = 'its run ended without ending it' WHERE list_contains(?, terminal_id)",
-                    [to_db_ts(now), to_db_ts(later_iso(retention, now)), next_seq(), ids])
+        con.execute(
+            "UPDATE terminals SET state = 'stale', ended_at = ?, closes_at = ?, record_seq = ?, "
+            "end_reason = 'its run ended without ending it' WHERE list_contains(?, terminal_id)",
+            [to_db_ts(now), to_db_ts(later_iso(retention, now)), next_seq(), ids],
+        )
     return ids
 
 
 def needs_housekeeping(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> bool:
     """Whether ``mark_stale`` or ``close_expired`` would change anything (read-only, cheap)."""
     now = now or datetime.now(UTC)
-    row = con.execute("SELECT count(*) FROM terminals t LEFT JOIN runs r USING (run_id) WHERE "
-                      "(t.state = 'running' AND r.status IS NOT NULL AND r.status <> 'running') OR "
-                      "(t.state <> 'running' AND t.closed_at IS NULL AND t.closes_at <= ?)",
-                      [to_db_ts(now.isoformat())]).fetchone()
+    row = con.execute(
+        "SELECT count(*) FROM terminals t LEFT JOIN runs r USING (run_id) WHERE "
+        "(t.state = 'running' AND r.status IS NOT NULL AND r.status <> 'running') OR "
+        "(t.state <> 'running' AND t.closed_at IS NULL AND t.closes_at <= ?)",
+        [to_db_ts(now.isoformat())],
+    ).fetchone()
     return bool(row and row[0])
 
 
 # ---------------------------------------------------------------- reads
 def load_terminals(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[TerminalRecord]:
     columns = TERMINAL_COLUMNS[:-1]
-    rows = con.execute(f"SELECT {', '.join(columns)} FROM terminals WHERE {where} ORDER BY started_at, terminal_id",
-                       params).fetchall()
+    rows = con.execute(
+        f"SELECT {', '.join(columns)} FROM terminals WHERE {where} ORDER BY started_at, terminal_id", params
+    ).fetchall()
     records = []
     for row in rows:
         values = dict(zip(columns, row, strict=True))
@@ -306,12 +372,30 @@ def load_terminals(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]
     return records
 
 
-def load_snapshots(con: duckdb.DuckDBPyConnection, terminal_id: str, *, final_only: bool = False) -> list[TerminalSnapshot]:
-    rows = con.execute(f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM terminal_snapshots WHERE terminal_id = ? "
-                       + ("AND final " if final_only else "") + "ORDER BY seq", [terminal_id]).fetchall()
-    return [TerminalSnapshot(terminal_id=r[0], seq=r[1], taken_at=from_db_ts(r[2]) or "", final=bool(r[3]), text=r[4])
-            for r in rows]
+def load_snapshots(
+    con: duckdb.DuckDBPyConnection, terminal_id: str, *, final_only: bool = False
+) -> list[TerminalSnapshot]:
+    rows = con.execute(
+        f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM terminal_snapshots WHERE terminal_id = ? "
+        + ("AND final " if final_only else "")
+        + "ORDER BY seq",
+        [terminal_id],
+    ).fetchall()
+    return [
+        TerminalSnapshot(terminal_id=r[0], seq=r[1], taken_at=from_db_ts(r[2]) or "", final=bool(r[3]), text=r[4])
+        for r in rows
+    ]
 
 
-__all__ = ["TerminalLog", "TerminalPolicy", "apply_events", "check_event", "close_expired", "dismiss",
-           "load_snapshots", "load_terminals", "mark_stale", "resolve"]
+__all__ = [
+    "TerminalLog",
+    "TerminalPolicy",
+    "apply_events",
+    "check_event",
+    "close_expired",
+    "dismiss",
+    "load_snapshots",
+    "load_terminals",
+    "mark_stale",
+    "resolve",
+]

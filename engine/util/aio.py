@@ -1,4 +1,5 @@
 """Small asyncio helpers shared by the workspace backends."""
+
 from __future__ import annotations
 
 import asyncio

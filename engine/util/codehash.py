@@ -3,6 +3,7 @@
 Planning stamps it into every spec (``engine_version``), and config evaluation keys its cache
 by it (a changed schema is a new evaluation), so it sits below both, in the shared base.
 """
+
 from __future__ import annotations
 
 import functools

@@ -4,6 +4,7 @@ One console per stream: what is printed while a progress line is live goes throu
 console that draws it, so it scrolls above the line instead of tearing it. ``rich`` is
 imported only when something is drawn, never by a command that prints plain text.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,9 @@ def console(stream: TextIO) -> Console:
 def same_terminal(stream: TextIO) -> bool:
     """Whether ``stream`` is the terminal stdout is (then stdout is printed above a live line)."""
     try:
-        return sys.stdout.isatty() and os.path.samefile(f"/proc/self/fd/{sys.stdout.fileno()}",
-                                                        f"/proc/self/fd/{stream.fileno()}")
+        return sys.stdout.isatty() and os.path.samefile(
+            f"/proc/self/fd/{sys.stdout.fileno()}", f"/proc/self/fd/{stream.fileno()}"
+        )
     except (AttributeError, ValueError, OSError):
         return False
 

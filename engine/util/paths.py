@@ -1,13 +1,14 @@
 """Where crucible keeps its state. One root, ``$CRUCIBLE_HOME`` (default ``~/.crucible``).
 
-    $CRUCIBLE_HOME/store.duckdb   the results store (override: store.path / $CRUCIBLE_STORE)
-    $CRUCIBLE_HOME/runs/          one directory per run: record.json, logs, config
-    $CRUCIBLE_HOME/spool/         records written but not yet ingested into the store
-    $CRUCIBLE_HOME/cache/         generated repos, git bundles, base-image rootfs
-    $CRUCIBLE_HOME/builds/        build logs and build records
-    $CRUCIBLE_HOME/locks/         inter-process locks (image builds, ingestion)
-    $CRUCIBLE_HOME/task-repos/    task repos `crucible task new` made from upstream fixes
+$CRUCIBLE_HOME/store.duckdb   the results store (override: store.path / $CRUCIBLE_STORE)
+$CRUCIBLE_HOME/runs/          one directory per run: record.json, logs, config
+$CRUCIBLE_HOME/spool/         records written but not yet ingested into the store
+$CRUCIBLE_HOME/cache/         generated repos, git bundles, base-image rootfs
+$CRUCIBLE_HOME/builds/        build logs and build records
+$CRUCIBLE_HOME/locks/         inter-process locks (image builds, ingestion)
+$CRUCIBLE_HOME/task-repos/    task repos `crucible task new` made from upstream fixes
 """
+
 from __future__ import annotations
 
 import os

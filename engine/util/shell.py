@@ -5,6 +5,7 @@ A module that runs a script keeps it in ``sh/`` beside itself, where shellcheck 
 and with which arguments (and any shellcheck directives); the script passed to ``bash -c``
 is the text after that header, so the header costs nothing in any process's argv.
 """
+
 from __future__ import annotations
 
 import functools

@@ -3,6 +3,7 @@
 All three take what ``Store.query`` returns: column names and rows of Python values
 (None, numbers, strings, datetimes, lists, dicts, Decimals, ...).
 """
+
 from __future__ import annotations
 
 import csv

@@ -6,6 +6,7 @@ Routes are plain functions: Starlette runs them in its thread pool, and the stor
 process lock serialises their DuckDB turns. A request the viewer cannot answer gets a small
 page with one line and the status that says why (400 bad input, 404 unknown id, 503 store busy).
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ runs table (newest first, paged), every run, every sweep, the side-by-side compa
 sweep with the one before it, and the builds. What only a server can do (filters, search, a
 comparison of any two sweeps) is left off the bundle's pages rather than shown broken.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -52,15 +53,19 @@ def _runs(store: ReadStore, writer: _Writer) -> None:
     top = pages.Urls(static=True)
     first = queries.runs_page(store, RunFilters(), 1)
     for number in range(1, first.pages + 1):
-        writer.page(top.runs(number), "runs.html", pages.runs_context(store, RunFilters(), number), 0 if number == 1 else 1)
+        writer.page(
+            top.runs(number), "runs.html", pages.runs_context(store, RunFilters(), number), 0 if number == 1 else 1
+        )
     for (run_id,) in store.query("SELECT run_id FROM runs ORDER BY run_id")[1]:
         context = pages.run_context(store, run_id)
         writer.page(top.run(run_id), "run.html", context, 1)
         for step in context["steps"]:  # the whole of what the page shows cut
             for part in ("result", "arguments"):
                 if (step[f"{part}_chars"] or 0) > queries.SHOWN_CHARS:
-                    writer.text(top.step(run_id, step["position"], part),
-                                queries.step_text(store, run_id, step["position"], part) or "")
+                    writer.text(
+                        top.step(run_id, step["position"], part),
+                        queries.step_text(store, run_id, step["position"], part) or "",
+                    )
         if (context["run"]["diff_chars"] or 0) > queries.SHOWN_CHARS:
             writer.text(top.diff(run_id), queries.whole_diff(store, run_id) or "")
 

@@ -6,6 +6,7 @@ bundle, so ``crucible view --bundle`` writes the very pages the server shows.
 The sweep pages get their numbers from ``engine.report.compute.build_report``, the code
 behind ``crucible report``, so the viewer and the report never disagree.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -103,8 +104,13 @@ def environment() -> jinja2.Environment:
     if _ENV is None:
         import jinja2
 
-        _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        _ENV = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         _ENV.filters["num"] = _num
         _ENV.filters["size"] = _size
     return _ENV
@@ -116,9 +122,14 @@ def render(template: str, context: dict[str, Any], urls: Urls) -> str:
 
 # ---------------------------------------------------------------- the pages
 
+
 def runs_context(store: ReadStore, filters: RunFilters, page: int) -> dict[str, Any]:
-    return {"page": queries.runs_page(store, filters, page), "filters": filters, "choices": queries.filter_choices(store),
-            "statuses": ("completed", "error", "timeout", "canceled", "running")}
+    return {
+        "page": queries.runs_page(store, filters, page),
+        "filters": filters,
+        "choices": queries.filter_choices(store),
+        "statuses": ("completed", "error", "timeout", "canceled", "running"),
+    }
 
 
 def run_context(store: ReadStore, run_id: str) -> dict[str, Any]:
@@ -127,8 +138,12 @@ def run_context(store: ReadStore, run_id: str) -> dict[str, Any]:
         raise ViewError(404, f"no run {run_id!r} in the store")
     spec = detail["run"]["spec"]
     task = spec.get("task") if isinstance(spec.get("task"), dict) else {}
-    return {**detail, "prompt": task.get("prompt") or "", "pins": task.get("pins") or {},
-            "shown_chars": queries.SHOWN_CHARS}
+    return {
+        **detail,
+        "prompt": task.get("prompt") or "",
+        "pins": task.get("pins") or {},
+        "shown_chars": queries.SHOWN_CHARS,
+    }
 
 
 def sweeps_context(store: ReadStore) -> dict[str, Any]:
@@ -169,16 +184,19 @@ def _plots(report: Report) -> dict[str, str]:
         return {}
     from engine.report import plots
 
-    return {"pass rate per agent and model (95% intervals)": _inline(plots.pass_rate_plot(report, fmt="svg")),
-            "cost against pass rate": _inline(plots.cost_plot(report, fmt="svg"))}
+    return {
+        "pass rate per agent and model (95% intervals)": _inline(plots.pass_rate_plot(report, fmt="svg")),
+        "cost against pass rate": _inline(plots.cost_plot(report, fmt="svg")),
+    }
 
 
 def _inline(svg: bytes) -> str:
     text = svg.decode()
-    return text[text.find("<svg"):] if "<svg" in text else text
+    return text[text.find("<svg") :] if "<svg" in text else text
 
 
 # ---------------------------------------------------------------- template filters
+
 
 def _num(value: object, digits: int = 2) -> str:
     if value is None:

@@ -6,6 +6,7 @@ it) and lets go when the page has its rows, so a running sweep is never blocked 
 runs appear on the next request. Long texts (a 5 MB tool output, a huge diff) are cut in SQL,
 so a page never carries more than ``SHOWN_CHARS`` of any one of them; the whole is a link.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,15 @@ class ReadStore:
 
 # ---------------------------------------------------------------- the runs table
 
-FILTER_COLUMNS = {"sweep": "sweep_id", "agent": "agent", "model": "coalesce(model, '-')", "task": "task_id",
-                  "status": "status", "integrity": "coalesce(integrity_obtained, '-')", "flavor": "flavor"}
+FILTER_COLUMNS = {
+    "sweep": "sweep_id",
+    "agent": "agent",
+    "model": "coalesce(model, '-')",
+    "task": "task_id",
+    "status": "status",
+    "integrity": "coalesce(integrity_obtained, '-')",
+    "flavor": "flavor",
+}
 """Filter name -> the runs column it matches exactly ("-" selects runs without a value)."""
 
 
@@ -116,9 +124,11 @@ class RunFilters:
             clauses.append("started_at < ?::DATE")
             params.append((date.fromisoformat(self.until) + timedelta(days=1)).isoformat())
         if self.q:
-            clauses.append("(strpos(lower(json_extract_string(spec, '$.task.prompt')), ?) > 0 OR run_id IN ("
-                           "SELECT run_id FROM steps WHERE strpos(lower(result), ?) > 0 "
-                           "OR strpos(lower(CAST(arguments AS VARCHAR)), ?) > 0))")
+            clauses.append(
+                "(strpos(lower(json_extract_string(spec, '$.task.prompt')), ?) > 0 OR run_id IN ("
+                "SELECT run_id FROM steps WHERE strpos(lower(result), ?) > 0 "
+                "OR strpos(lower(CAST(arguments AS VARCHAR)), ?) > 0))"
+            )
             params += [self.q.lower()] * 3
         return " AND ".join(clauses) or "TRUE", params
 
@@ -156,7 +166,9 @@ def runs_page(store: ReadStore, filters: RunFilters, page: int, size: int = PAGE
         cursor = con.execute(
             "SELECT run_id, sweep_id, task_id, agent, model, status, reward, integrity_obtained, flavor, "
             f"started_at, wall_seconds FROM runs WHERE {where} "
-            "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ? OFFSET ?", [*params, size, (page - 1) * size])
+            "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ? OFFSET ?",
+            [*params, size, (page - 1) * size],
+        )
         rows = _dicts(cursor)
     for row in rows:
         row["started_at"] = _short_ts(row["started_at"])
@@ -166,8 +178,14 @@ def runs_page(store: ReadStore, filters: RunFilters, page: int, size: int = PAGE
 def filter_choices(store: ReadStore) -> dict[str, list[str]]:
     """The values each filter can take, for the runs page's menus (one scan)."""
     names = list(FILTER_COLUMNS)
-    sql = "SELECT " + ", ".join(f"list_sort(list(DISTINCT {FILTER_COLUMNS[n]}) FILTER (WHERE "
-                                f"{FILTER_COLUMNS[n]} IS NOT NULL))" for n in names) + " FROM runs"
+    sql = (
+        "SELECT "
+        + ", ".join(
+            f"list_sort(list(DISTINCT {FILTER_COLUMNS[n]}) FILTER (WHERE {FILTER_COLUMNS[n]} IS NOT NULL))"
+            for n in names
+        )
+        + " FROM runs"
+    )
     with store.connect() as con:
         row = con.execute(sql).fetchone()
         linked = [r[0] for r in con.execute("SELECT DISTINCT sweep_id FROM sweep_runs").fetchall()]
@@ -178,22 +196,33 @@ def filter_choices(store: ReadStore) -> dict[str, list[str]]:
 
 # ---------------------------------------------------------------- one run
 
+
 def run_detail(store: ReadStore, run_id: str) -> dict[str, Any] | None:
     """Everything a run page shows, long texts cut to ``SHOWN_CHARS``; None for an unknown id."""
     with store.connect() as con:
-        runs = _dicts(con.execute(
-            "SELECT * EXCLUDE (diff), left(diff, ?) AS diff, length(diff) AS diff_chars FROM runs WHERE run_id = ?",
-            [SHOWN_CHARS, run_id]))
+        runs = _dicts(
+            con.execute(
+                "SELECT * EXCLUDE (diff), left(diff, ?) AS diff, length(diff) AS diff_chars FROM runs WHERE run_id = ?",
+                [SHOWN_CHARS, run_id],
+            )
+        )
         if not runs:
             return None
-        steps = _dicts(con.execute(
-            "SELECT position, idx, kind, capability, tool, is_error, seconds, tokens_in, tokens_out, cost_usd, note, "
-            "left(CAST(arguments AS VARCHAR), ?) AS arguments, length(CAST(arguments AS VARCHAR)) AS arguments_chars, "
-            "left(result, ?) AS result, length(result) AS result_chars FROM steps WHERE run_id = ? ORDER BY position",
-            [SHOWN_CHARS, SHOWN_CHARS, run_id]))
-        tests = _dicts(con.execute(
-            "SELECT name, status FROM test_results WHERE run_id = ? ORDER BY CASE upper(status) WHEN 'FAILED' "
-            "THEN 0 WHEN 'ERROR' THEN 0 WHEN 'PASSED' THEN 2 ELSE 1 END, name", [run_id]))
+        steps = _dicts(
+            con.execute(
+                "SELECT position, idx, kind, capability, tool, is_error, seconds, tokens_in, tokens_out, cost_usd, note, "
+                "left(CAST(arguments AS VARCHAR), ?) AS arguments, length(CAST(arguments AS VARCHAR)) AS arguments_chars, "
+                "left(result, ?) AS result, length(result) AS result_chars FROM steps WHERE run_id = ? ORDER BY position",
+                [SHOWN_CHARS, SHOWN_CHARS, run_id],
+            )
+        )
+        tests = _dicts(
+            con.execute(
+                "SELECT name, status FROM test_results WHERE run_id = ? ORDER BY CASE upper(status) WHEN 'FAILED' "
+                "THEN 0 WHEN 'ERROR' THEN 0 WHEN 'PASSED' THEN 2 ELSE 1 END, name",
+                [run_id],
+            )
+        )
         subscores = con.execute("SELECT name, value FROM subscores WHERE run_id = ? ORDER BY name", [run_id]).fetchall()
         timings = con.execute("SELECT stage, seconds FROM stage_timings WHERE run_id = ?", [run_id]).fetchall()
         terminals = _terminals(con, run_id)
@@ -204,9 +233,16 @@ def run_detail(store: ReadStore, run_id: str) -> dict[str, Any] | None:
         run[name] = _short_ts(run[name])
     for step in steps:
         step["arguments_shown"] = _pretty_json(step["arguments"], step["arguments_chars"])
-    return {"run": run, "steps": steps, "tests": tests, "subscores": subscores, "terminals": terminals,
-            "waterfall": waterfall(timings), "files": run_files(run["run_dir"]),
-            "failed_tests": sum(t["status"].upper() in ("FAILED", "ERROR") for t in tests)}
+    return {
+        "run": run,
+        "steps": steps,
+        "tests": tests,
+        "subscores": subscores,
+        "terminals": terminals,
+        "waterfall": waterfall(timings),
+        "files": run_files(run["run_dir"]),
+        "failed_tests": sum(t["status"].upper() in ("FAILED", "ERROR") for t in tests),
+    }
 
 
 def step_text(store: ReadStore, run_id: str, position: int, part: str) -> str | None:
@@ -262,8 +298,9 @@ def _terminals(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, An
 
 # ---------------------------------------------------------------- sweeps and builds
 
-SWEEP_MEMBERS = ("(SELECT sweep_id, run_id FROM runs WHERE sweep_id IS NOT NULL "
-                 "UNION SELECT sweep_id, run_id FROM sweep_runs)")
+SWEEP_MEMBERS = (
+    "(SELECT sweep_id, run_id FROM runs WHERE sweep_id IS NOT NULL UNION SELECT sweep_id, run_id FROM sweep_runs)"
+)
 """Each sweep's runs: those it ran, and the earlier ones it reused (``resume=true``)."""
 
 
@@ -274,7 +311,8 @@ def sweeps(store: ReadStore) -> list[dict[str, Any]]:
         "string_agg(DISTINCT r.agent, ', ' ORDER BY r.agent) AS agents, "
         "count(*) FILTER (WHERE r.status = 'completed' AND r.reward >= 1.0) AS solved "
         f"FROM {SWEEP_MEMBERS} m JOIN runs r USING (run_id) GROUP BY m.sweep_id "
-        "ORDER BY max(r.started_at) DESC, m.sweep_id")
+        "ORDER BY max(r.started_at) DESC, m.sweep_id"
+    )
     for row in rows:
         row["started_at"] = _short_ts(row["started_at"])
     return rows
@@ -283,10 +321,13 @@ def sweeps(store: ReadStore) -> list[dict[str, Any]]:
 def builds(store: ReadStore, page: int, size: int = 100) -> Page:
     with store.connect() as con:
         total = con.execute("SELECT count(*) FROM builds").fetchone()[0]
-        rows = _dicts(con.execute(
-            "SELECT build_id, tag, purpose, cache_hit, seconds, size_bytes, CAST(inputs AS VARCHAR) AS inputs, "
-            "started_at, error FROM builds ORDER BY started_at DESC NULLS LAST, build_id LIMIT ? OFFSET ?",
-            [size, (page - 1) * size]))
+        rows = _dicts(
+            con.execute(
+                "SELECT build_id, tag, purpose, cache_hit, seconds, size_bytes, CAST(inputs AS VARCHAR) AS inputs, "
+                "started_at, error FROM builds ORDER BY started_at DESC NULLS LAST, build_id LIMIT ? OFFSET ?",
+                [size, (page - 1) * size],
+            )
+        )
         hits = con.execute("SELECT count(*) FILTER (WHERE cache_hit) FROM builds").fetchone()[0]
     for row in rows:
         row["started_at"] = _short_ts(row["started_at"])
@@ -295,6 +336,7 @@ def builds(store: ReadStore, page: int, size: int = 100) -> Page:
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     columns = [d[0] for d in cursor.description]

@@ -19,6 +19,7 @@ canary (recorded as such; ``crucible check`` notes a pytest command that lacks o
 Passing the canary some other way (appended to a command that names its own paths, or to a
 ``make`` target) would guess at the command's shape, so the author is told instead.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -92,5 +93,5 @@ def account(exit_code: int | None, output: str, canary: Mapping | None) -> tuple
         return exit_code, output, None  # a hidden test failed too
     rest = ", ".join(f"{n} {kind}" for n, kind in _COUNT.findall(last.group(1)) if kind != "failed")
     body = last.group(0).replace(last.group(1), rest, 1)
-    output = output[: last.start()] + body + output[last.end():]
+    output = output[: last.start()] + body + output[last.end() :]
     return 0, failed_line.sub("", output), None

@@ -4,6 +4,7 @@ File bytes become ``str`` through ``surrogateescape``, so any byte sequence (non
 CRLF, no final newline) survives a read-edit-write round trip unchanged; ``display``
 makes such text safe to show (MCP results must be valid UTF-8).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +38,7 @@ def replace_once(content: str, old: str, new: str) -> tuple[str, int]:
             "Please ensure it is unique"
         )
     at = content.index(old)
-    return content[:at] + new + content[at + len(old):], content.count("\n", 0, at) + 1
+    return content[:at] + new + content[at + len(old) :], content.count("\n", 0, at) + 1
 
 
 def _occurrence_lines(content: str, old: str) -> list[int]:
@@ -69,12 +70,13 @@ def numbered(content: str, view_range: Any = None) -> str:
     first, last = 1, len(lines)
     if view_range is not None:
         first, last = _check_range(view_range, len(lines))
-    return "\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines[first - 1:last], start=first)) + "\n"
+    return "\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines[first - 1 : last], start=first)) + "\n"
 
 
 def _check_range(view_range: Any, count: int) -> tuple[int, int]:
     if (
-        not isinstance(view_range, (list, tuple)) or len(view_range) != 2
+        not isinstance(view_range, (list, tuple))
+        or len(view_range) != 2
         or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)
     ):
         raise ValueError("Invalid `view_range`. It should be a list of two integers")
@@ -97,7 +99,7 @@ def edited_message(path: str, content: str, line: int, span: int) -> str:
     lines = content.split("\n")
     first = max(1, line - SNIPPET_CONTEXT)
     last = min(len(lines), line + span - 1 + SNIPPET_CONTEXT)
-    rows = "\n".join(f"{i:6}\t{display(text)}" for i, text in enumerate(lines[first - 1:last], start=first))
+    rows = "\n".join(f"{i:6}\t{display(text)}" for i, text in enumerate(lines[first - 1 : last], start=first))
     return (
         f"The file {display(path)} has been edited. Here's the result of running `cat -n` on a snippet of "
         f"{display(path)}:\n{rows}\nReview the changes and make sure they are as expected. "

@@ -7,6 +7,7 @@ change (baseline..test, ``envs.coding.hidden``) is read from the HOST repo at th
 SHAs (the answer key never enters the agent's workspace, only the grading one) and handed
 to ``envs.coding.grader.grade``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,10 @@ GATE = {"golden": GateRole(agent="integration_test", reward=1.0), "baseline": Ga
 
 EXPLAINED = frozenset({"reason", "test", "apply", "results", "renamed", "rerun", "rerun_differences", "scan"})
 """The raw-grade keys ``explain`` shows in lines of their own; the others go on its ``other fields`` line."""
-RERUN_NEEDLESS = ("no differential re-run: the verdict is isolated behind a uid wall, so the hidden files "
-                  "are out of the tested code's reach and their names cannot matter")
+RERUN_NEEDLESS = (
+    "no differential re-run: the verdict is isolated behind a uid wall, so the hidden files "
+    "are out of the tested code's reach and their names cannot matter"
+)
 
 
 def rerun_defends(spec: RunSpec) -> bool:
@@ -46,8 +49,7 @@ class CodingFlavor:
     task_schema: ClassVar[type] = CodingTaskConfig
     integrity_schema: ClassVar[type] = CodingIntegrity
     roles: ClassVar[Mapping[str, GateRole]] = GATE
-    explain_omits: ClassVar[Mapping[str, str]] = {
-        "durations": "seconds each grading step took: no part of the verdict"}
+    explain_omits: ClassVar[Mapping[str, str]] = {"durations": "seconds each grading step took: no part of the verdict"}
     """Raw-grade keys ``explain`` leaves out, with why (the flavor self-check holds it to the rest)."""
 
     def __init__(self, name: str = "coding") -> None:
@@ -79,18 +81,24 @@ class CodingFlavor:
         pins = _pins(task, repo_path, ctx.pins)
         task.pins = pins
         if (task.fail_to_pass or task.pass_to_pass) and reading.declared_format(task) == "none":
-            raise ConfigError(f"task '{task.id}' lists fail_to_pass/pass_to_pass but reads no named test results "
-                              f"(results.format {task.results.format!r} for `{task.test_command}`): set results.format")
+            raise ConfigError(
+                f"task '{task.id}' lists fail_to_pass/pass_to_pass but reads no named test results "
+                f"(results.format {task.results.format!r} for `{task.test_command}`): set results.format"
+            )
         refused = reading.text_only_refusal(task, cast(CodingIntegrity | None, ctx.integrity))
         if refused:
             raise ConfigError(refused)
         for index, allowance in enumerate(task.allow_test_aware):
             if allowance.rule not in model.RULES:
-                raise ConfigError(f"task '{task.id}': allow_test_aware[{index}].rule {allowance.rule!r} is no scanner "
-                                  f"rule; rules: {', '.join(model.RULES)}")
+                raise ConfigError(
+                    f"task '{task.id}': allow_test_aware[{index}].rule {allowance.rule!r} is no scanner "
+                    f"rule; rules: {', '.join(model.RULES)}"
+                )
             if not allowance.reason.strip():
-                raise ConfigError(f"task '{task.id}': allow_test_aware[{index}] ({allowance.rule} at "
-                                  f"{allowance.path}) gives no reason")
+                raise ConfigError(
+                    f"task '{task.id}': allow_test_aware[{index}] ({allowance.rule} at "
+                    f"{allowance.path}) gives no reason"
+                )
         # The change is read here too, so a filter that selects nothing or a submodule in it
         # is one line before any container starts (and cached for grading).
         hidden.read_change(repo_path, pins["baseline"], pins["test"], task.hidden_tests, task_id=task.id)
@@ -108,8 +116,7 @@ class CodingFlavor:
         }
         context = _baseline_context(repo_path, task, ctx.cache_dir)
         roles = {"INSTALL_CMD": "the `install:` step", "SYSTEM_PACKAGES": "the `system_packages` install"}
-        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), build_args,
-                                                        arg_roles=roles))
+        return PlannedTask(task=task, image=ImageInputs(str(ctx.dockerfile), str(context), build_args, arg_roles=roles))
 
     # ------------------------------------------------------------ run
     def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:
@@ -139,8 +146,9 @@ class CodingFlavor:
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         change = await self._prefetch_hidden(spec.task)
-        return await repo.capture_diff(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.capture),
-                                       hidden_paths=[f.path for f in change])
+        return await repo.capture_diff(
+            ws, spec.task, spec.integrity, timeout=float(spec.timeouts.capture), hidden_paths=[f.path for f in change]
+        )
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
         """Grading's commands start on the fresh workspace and wait for the submission."""
@@ -150,9 +158,16 @@ class CodingFlavor:
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         change, renaming = await self._first_change(spec)
         prepared, self._prepared = self._prepared, None
-        verdict = await grader.grade(ws, spec.task, spec.integrity, submission, change,
-                                     timeout=float(spec.timeouts.grade), renaming=renaming,
-                                     prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
+        verdict = await grader.grade(
+            ws,
+            spec.task,
+            spec.integrity,
+            submission,
+            change,
+            timeout=float(spec.timeouts.grade),
+            renaming=renaming,
+            prepared=prepared[1] if prepared is not None and prepared[0] is ws else None,
+        )
         if spec.integrity.differential_rerun and not rerun_defends(spec):
             verdict.raw["rerun_skipped"] = RERUN_NEEDLESS
         return verdict
@@ -193,19 +208,22 @@ class CodingFlavor:
     async def _read_free(self, task: CodingTaskConfig) -> frozenset[str]:
         change = await self._prefetch_hidden(task)
         try:
-            return await asyncio.to_thread(rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change,
-                                           str(task.test_command))
+            return await asyncio.to_thread(
+                rerun.renamable, repos.resolve_repo(task.repo), task.pins["test"], change, str(task.test_command)
+            )
         except KeyError as exc:
             raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
         except CrucibleError as exc:
-            raise GradeError(f"cannot read which hidden files of task {task.id!r} may take random names: "
-                             f"{exc}") from exc
+            raise GradeError(
+                f"cannot read which hidden files of task {task.id!r} may take random names: {exc}"
+            ) from exc
 
     async def _read_names(self, task: CodingTaskConfig) -> frozenset[str]:
         change = await self._prefetch_hidden(task)
         try:
-            return await asyncio.to_thread(testnames.renamable, repos.resolve_repo(task.repo), task.pins["test"],
-                                           change, str(task.test_command))
+            return await asyncio.to_thread(
+                testnames.renamable, repos.resolve_repo(task.repo), task.pins["test"], change, str(task.test_command)
+            )
         except KeyError as exc:
             raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
         except CrucibleError as exc:
@@ -222,29 +240,43 @@ class CodingFlavor:
     async def prepare_extra_grading(self, ws: Workspace, spec: RunSpec, index: int) -> None:
         """The re-run's commands start on its workspace, with its renamed hidden change."""
         renaming = await self._renaming(spec)
-        self._rerun_prepared = (ws, await grader.prepare(ws, spec.task, spec.integrity, renaming.hidden,
-                                                         renaming=renaming))
+        self._rerun_prepared = (
+            ws,
+            await grader.prepare(ws, spec.task, spec.integrity, renaming.hidden, renaming=renaming),
+        )
 
-    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
-                         submission: CapturedSubmission) -> Verdict:
+    async def grade_many(
+        self, workspaces: Sequence[Workspace], spec: RunSpec, submission: CapturedSubmission
+    ) -> Verdict:
         """The grading and its differential re-run at once, each in its own fresh workspace."""
-        first, second = await _both(CodingFlavor.grade(self, workspaces[0], spec, submission),
-                                    self._grade_rerun(workspaces[1], spec, submission))
+        first, second = await _both(
+            CodingFlavor.grade(self, workspaces[0], spec, submission),
+            self._grade_rerun(workspaces[1], spec, submission),
+        )
         return judging.with_rerun(first, second, spec.task)
 
     async def _grade_rerun(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         renaming = await self._renaming(spec)
         prepared, self._rerun_prepared = self._rerun_prepared, None
-        return await grader.grade(ws, spec.task, spec.integrity, submission, renaming.hidden,
-                                  timeout=float(spec.timeouts.grade), renaming=renaming,
-                                  prepared=prepared[1] if prepared is not None and prepared[0] is ws else None)
+        return await grader.grade(
+            ws,
+            spec.task,
+            spec.integrity,
+            submission,
+            renaming.hidden,
+            timeout=float(spec.timeouts.grade),
+            renaming=renaming,
+            prepared=prepared[1] if prepared is not None and prepared[0] is ws else None,
+        )
 
     def _renaming(self, spec: RunSpec) -> asyncio.Future:
         """The re-run's renaming, made once (which files the test ref names is read on the host,
         in a thread, while the agent works); its test names at random too under
         ``randomise_test_names``."""
         if self._rerun is None or self._rerun.get_loop() is not asyncio.get_running_loop():
-            self._rerun = asyncio.ensure_future(self._new_renaming(spec.task, bool(spec.integrity.randomise_test_names)))
+            self._rerun = asyncio.ensure_future(
+                self._new_renaming(spec.task, bool(spec.integrity.randomise_test_names))
+            )
         return self._rerun
 
     async def _new_renaming(self, task: CodingTaskConfig, functions: bool) -> rerun.Renaming:
@@ -269,36 +301,50 @@ class CodingFlavor:
         lines: what a task author needs to see why a golden failed."""
         test = raw.get("test") or {}
         apply = raw.get("apply") or {}
-        facts = {"reason": raw.get("reason"), "test_exit_code": test.get("exit_code"),
-                 "test_timed_out": test.get("timed_out"), "apply_ok": apply.get("ok")}
+        facts = {
+            "reason": raw.get("reason"),
+            "test_exit_code": test.get("exit_code"),
+            "test_timed_out": test.get("timed_out"),
+            "apply_ok": apply.get("ok"),
+        }
         lines = [json.dumps({k: v for k, v in facts.items() if v is not None}, sort_keys=True)]
         if not apply.get("ok", True) and apply.get("output"):
             lines += ["apply output:", *str(apply["output"]).strip().splitlines()[-8:]]
-        named = (raw.get("results") or {})
+        named = raw.get("results") or {}
         if named.get("error"):
             lines.append(f"named test results ({named.get('format')}): {named['error']}")
         read = rerun.map_back(named.get("tests") or [], rerun.recorded_names(raw.get("renamed") or {}))
         not_passed = [t for t in read if t.get("status") != "PASSED"]
         if not_passed:
-            lines.append(f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
-                         + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8]))
+            lines.append(
+                f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
+                + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8])
+            )
         differences = raw.get("rerun_differences") or []
         if differences:
             names = ((raw.get("rerun") or {}).get("renamed") or {}).get("names") or {}
-            lines.append(f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}) "
-                         f"disagrees: " + "; ".join(differences[:5]))
+            lines.append(
+                f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}) "
+                f"disagrees: " + "; ".join(differences[:5])
+            )
         findings = (raw.get("scan") or {}).get("findings") or []
         if findings:
-            lines.append(f"test-aware code ({len(findings)}): "
-                         + "; ".join(model.Finding(**f).describe() for f in findings[:5]))
-        rest = {k: v for k, v in sorted(raw.items()) if k not in EXPLAINED and k not in self.explain_omits
-                and v not in (None, "", [], {})}  # every other defence's record, where it holds anything
+            lines.append(
+                f"test-aware code ({len(findings)}): " + "; ".join(model.Finding(**f).describe() for f in findings[:5])
+            )
+        rest = {
+            k: v
+            for k, v in sorted(raw.items())
+            if k not in EXPLAINED and k not in self.explain_omits and v not in (None, "", [], {})
+        }  # every other defence's record, where it holds anything
         if rest:
-            lines.append("other fields: "
-                         + "; ".join(f"{k} {json.dumps(v, sort_keys=True)[:160]}" for k, v in rest.items()))
+            lines.append(
+                "other fields: " + "; ".join(f"{k} {json.dumps(v, sort_keys=True)[:160]}" for k, v in rest.items())
+            )
         # Random test names (randomise_test_names) shown as the task's, as the results are.
-        tail = rerun.map_text(str(test.get("output_tail") or ""),
-                              rerun.recorded_names(raw.get("renamed") or {})).strip()
+        tail = rerun.map_text(
+            str(test.get("output_tail") or ""), rerun.recorded_names(raw.get("renamed") or {})
+        ).strip()
         if tail:
             lines += [f"test output (last lines of `{test.get('command', '')}`):", *tail.splitlines()[-12:]]
         return lines
@@ -358,8 +404,9 @@ def hidden_files(task: CodingTaskConfig) -> list[HiddenFile]:
     """The task's hidden change (baseline..test, filtered by ``hidden_tests``), read from the host repo."""
     try:
         repo_path = repos.resolve_repo(task.repo)
-        return hidden.read_change(repo_path, task.pins["baseline"], task.pins["test"], task.hidden_tests,
-                                  task_id=task.id)
+        return hidden.read_change(
+            repo_path, task.pins["baseline"], task.pins["test"], task.hidden_tests, task_id=task.id
+        )
     except KeyError as exc:
         raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
     except CrucibleError as exc:

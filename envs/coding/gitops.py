@@ -7,6 +7,7 @@ system or global config is read, hooks and fsmonitor are off, and external diff 
 textconv drivers are never run. Images only guarantee bash, coreutils and git, so the
 scripts are plain bash, in sh/ beside this module.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -38,22 +39,38 @@ GIT_ENV: dict[str, str] = {
 # Passed as `git $HARDEN ...` (a bash array in the scripts below). Config from -c wins
 # over the repo's own config, which matters for repos the agent could have touched.
 HARDEN_FLAGS: tuple[str, ...] = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "core.untrackedCache=false",
-    "-c", "core.splitIndex=false",
-    "-c", "core.autocrlf=false",
-    "-c", "core.safecrlf=false",
-    "-c", "core.symlinks=true",
-    "-c", "core.filemode=true",
-    "-c", "core.ignorecase=false",
-    "-c", "core.quotePath=true",
-    "-c", "diff.renames=true",
-    "-c", "diff.noprefix=false",
-    "-c", "diff.mnemonicPrefix=false",
-    "-c", "diff.relative=false",
-    "-c", "color.ui=never",
-    "-c", "gc.auto=0",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.splitIndex=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.safecrlf=false",
+    "-c",
+    "core.symlinks=true",
+    "-c",
+    "core.filemode=true",
+    "-c",
+    "core.ignorecase=false",
+    "-c",
+    "core.quotePath=true",
+    "-c",
+    "diff.renames=true",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.relative=false",
+    "-c",
+    "color.ui=never",
+    "-c",
+    "gc.auto=0",
 )
 
 
@@ -77,8 +94,13 @@ async def run_script(
 ) -> ExecResult:
     """Run a bash ``script`` (with the prelude) as root; ``$1..`` are ``args``."""
     return await ws.exec(
-        script_argv(script, args), user=ROOT_UID, cwd="/", env={**GIT_ENV, **(env or {})}, timeout=timeout,
-        stdin=stdin, max_output=max_output,
+        script_argv(script, args),
+        user=ROOT_UID,
+        cwd="/",
+        env={**GIT_ENV, **(env or {})},
+        timeout=timeout,
+        stdin=stdin,
+        max_output=max_output,
     )
 
 

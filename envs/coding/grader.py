@@ -11,14 +11,13 @@ verdict is a pure function of what the steps produced (``verdict_from_test_resul
 ``Verdict.raw`` keeps those products, so a stored run can be graded again (``regrade``).
 A failure of grading itself (broken workspace, missing vault) raises ``GradeError``.
 """
+
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import posixpath
 import re
 import secrets
-import shlex
 import time
 from collections.abc import Mapping, Sequence
 
@@ -33,28 +32,34 @@ from envs.coding.hidden import HiddenFile
 from envs.coding.judging import DEFAULT_TESTS_RAN, regrade
 from envs.coding.repo import baseline_of, workdir_of
 from envs.coding.schema import CodingTaskConfig
-from envs.integrity import sources
+from envs.coding.testrun import (
+    RESULTS_OUTPUT_BYTES,
+    RESULTS_ROOT,
+    brief,
+    command_for_tests,
+    dismiss,
+    left,
+    read_results,
+    run_tests,
+    start_reader,
+    tail_text,
+)
 from envs.integrity.scan import scanner
 
-OUTPUT_TAIL_BYTES = 8192
-TIMEOUT_RESERVE = 5.0
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
-TEST_OUTPUT_BYTES = 1 << 20
-PYTEST_OUTPUT_BYTES = 8 << 20
-"""Under the end plugin, whose line names each test that passed (11 bytes a test): it is at the
-end, and the last half of what is kept holds it for a suite of some 360,000 tests."""
-RESULTS_OUTPUT_BYTES = 64 << 20
-"""Where the named results are read from the output (go test -json, a parser), all of it."""
 SCAN_FILES = 1000
 """At most this many changed files are read for the test-awareness scan (Python files, binary
 files changed by a delta); each one past it is a finding (``unscannable``), never passed unread."""
-RESULTS_ROOT = "/tmp/crucible-results"
-"""Prefix of the fresh directory (random suffix, outside the repo) pytest writes its JUnit report to."""
 
 
-async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity,
-                  hidden: Sequence[HiddenFile], renaming: rerun.Renaming | None = None) -> staging.Staging:
+async def prepare(
+    ws: Workspace,
+    task: CodingTaskConfig,
+    integrity: CodingIntegrity,
+    hidden: Sequence[HiddenFile],
+    renaming: rerun.Renaming | None = None,
+) -> staging.Staging:
     """Start grading's commands in ``ws`` (a fresh grading workspace) ahead of ``grade``: the
     reset to the baseline runs at once, the rest waits for the submission. ``hidden``: the
     task's hidden change (``envs.coding.hidden``), maybe renamed by ``renaming`` (a
@@ -67,8 +72,13 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegr
     modules = _test_files(task, hidden)
     if renaming is not None:
         modules = renaming.ordered(modules)
-    plan = isolated.plan(str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall,
-                         separate=isolates(task, integrity)) if task.isolated_verdict else None
+    plan = (
+        isolated.plan(
+            str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall, separate=isolates(task, integrity)
+        )
+        if task.isolated_verdict
+        else None
+    )
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
     entries = [f.entry for f in hidden] + ([f"644 {canary.rel}"] if canary else [])  # the canary runs last
     results_format = reading.results_format(task, plan)
@@ -77,43 +87,45 @@ async def prepare(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegr
         command, user, verdict, support = plan.command, plan.user, plan.verdict, list(plan.support)
         gates_itself, shown = plan.gates_itself, plan.shown
     else:
-        command, user = _test_command(task, modules, canary), AGENT_UID if uid_wall else ROOT_UID
+        command, user = command_for_tests(task, modules, canary), AGENT_UID if uid_wall else ROOT_UID
         verdict, support, gates_itself, shown = None, [], False, None
     end = None if gates_itself else (secrets.token_hex(16), secrets.token_hex(16))
     if end is not None:  # the shell's and pytest's ends marked (envs/coding/runner_end.py)
         shown = shown or command  # the record shows the task's command, not the report's plumbing
-        command = runner_end.wrap(command, results_dir, hide_running_test=bool(integrity.hide_running_test),
-                                  one_process=bool(integrity.tests_in_one_process),
-                                  audit=bool(integrity.refuse_test_aware_code))
+        command = runner_end.wrap(
+            command,
+            results_dir,
+            hide_running_test=bool(integrity.hide_running_test),
+            one_process=bool(integrity.tests_in_one_process),
+            audit=bool(integrity.refuse_test_aware_code),
+        )
     try:
-        ready = await staging.start(ws, workdir=workdir, baseline=baseline_of(task, GradeError), uid_wall=uid_wall,
-                                    hidden=entries, command=command, user=user, verdict=verdict, support=support,
-                                    gates_itself=gates_itself, shown=shown,
-                                    preamble=plan.preamble if plan is not None else b"")
-        reader = await _start_reader(ws, results_dir, ready) if results_dir is not None else None
+        ready = await staging.start(
+            ws,
+            workdir=workdir,
+            baseline=baseline_of(task, GradeError),
+            uid_wall=uid_wall,
+            hidden=entries,
+            command=command,
+            user=user,
+            verdict=verdict,
+            support=support,
+            gates_itself=gates_itself,
+            shown=shown,
+            preamble=plan.preamble if plan is not None else b"",
+        )
+        reader = await start_reader(ws, results_dir, ready) if results_dir is not None else None
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
-    return dataclasses.replace(ready, canary=canary, isolation=plan, results_format=results_format,
-                               results_dir=results_dir, reader=reader, end=end)
-
-
-NO_REPORT = 44
-"""The report reader's exit code when there is no report (or something other than a file)."""
-
-
-async def _start_reader(ws: Workspace, results_dir: str, ready: staging.Staging) -> staging.Waiting:
-    """A process that waits for "go" and then prints the JUnit report: started with the other
-    two, so reading the report after the tests costs no process start (~0.1 s). It runs as the
-    tests' uid: a report swapped for a symlink after its check leads nowhere the tests could
-    not read themselves."""
-    report = shlex.quote(f"{results_dir}/junit.xml")
-    script = (f'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
-              f"if [ -L {report} ] || [ ! -f {report} ]; then exit {NO_REPORT}; fi\nexec cat -- {report}\n")
-    try:
-        return staging.Waiting(await ws.open_process(["bash", "-c", script], user=ready.user, cwd="/"))
-    except BaseException:
-        await _dismiss(ready)
-        raise
+    return dataclasses.replace(
+        ready,
+        canary=canary,
+        isolation=plan,
+        results_format=results_format,
+        results_dir=results_dir,
+        reader=reader,
+        end=end,
+    )
 
 
 def _test_files(task: CodingTaskConfig, hidden: Sequence[HiddenFile]) -> list[str]:
@@ -146,8 +158,7 @@ def _shape_for(task: CodingTaskConfig, integrity: CodingIntegrity) -> tuple[bool
 def _wants_canary(task: CodingTaskConfig, integrity: CodingIntegrity) -> bool:
     """A canary guards tests that share pytest's process with the code under test; an
     isolated verdict has none of that code in there to catch."""
-    return (bool(integrity.canary) and not isolates(task, integrity)
-            and canaries.wanted(str(task.test_command)))
+    return bool(integrity.canary) and not isolates(task, integrity) and canaries.wanted(str(task.test_command))
 
 
 def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
@@ -173,17 +184,22 @@ async def grade(
     deadline = time.monotonic() + timeout
     for item in hidden:
         _check_relative(item.path)
-    raw: dict = {"durations": {}, "violations": list(submission.violations),
-                 "hidden_files": [f.path for f in hidden if f.mode != hidden_change.DELETE],
-                 "hidden_deleted": [f.path for f in hidden if f.mode == hidden_change.DELETE],
-                 "tests_ran_regex": _tests_ran_regex(task), "canary": None,
-                 "named_results_only": bool(integrity.named_results_only)}
+    raw: dict = {
+        "durations": {},
+        "violations": list(submission.violations),
+        "hidden_files": [f.path for f in hidden if f.mode != hidden_change.DELETE],
+        "hidden_deleted": [f.path for f in hidden if f.mode == hidden_change.DELETE],
+        "tests_ran_regex": _tests_ran_regex(task),
+        "canary": None,
+        "named_results_only": bool(integrity.named_results_only),
+    }
     if renaming is not None:
         raw["renamed"] = renaming.record()
     try:
-        if prepared is not None and (_hidden_of(prepared) != tuple(f.entry for f in hidden)
-                                     or _shape_of(prepared) != _shape_for(task, integrity)):
-            await _dismiss(prepared)  # prepared for another change or another mode: not usable
+        if prepared is not None and (
+            _hidden_of(prepared) != tuple(f.entry for f in hidden) or _shape_of(prepared) != _shape_for(task, integrity)
+        ):
+            await dismiss(prepared)  # prepared for another change or another mode: not usable
             prepared = None
         ready = prepared or await prepare(ws, task, integrity, hidden, renaming=renaming)
         staged = {f.path: f.data for f in hidden}
@@ -200,10 +216,13 @@ async def grade(
             owned = {} if ready.isolation.separate else owned
             staged.update(ready.isolation.support)
         try:
-            scanning = (renaming is None or not renaming.second)  # a re-run applies the same diff: the first's scan covers it
+            scanning = (
+                renaming is None or not renaming.second
+            )  # a re-run applies the same diff: the first's scan covers it
             wanted = _scan_paths(task, submission.diff) if scanning else []
-            raw["apply"], hidden_seconds, seconds, sent = await _stage(ready, submission.diff, staged, deadline, owned,
-                                                                       [] if isinstance(wanted, str) else wanted)
+            raw["apply"], hidden_seconds, seconds, sent = await _stage(
+                ready, submission.diff, staged, deadline, owned, [] if isinstance(wanted, str) else wanted
+            )
             # One command did both; "hidden" is its in-container share, so the two still add up.
             raw["durations"]["stage"] = round(max(0.0, seconds - hidden_seconds), 4)
             if raw["apply"]["ok"]:
@@ -214,19 +233,23 @@ async def grade(
                     began = time.monotonic()
                     raw["scan"] = await _scan(ws, task, integrity, submission.diff, wanted, sent)
                     raw["durations"]["scan"] = round(time.monotonic() - began, 4)
-                raw["test"], output = await _run_tests(ready, task, deadline)
+                raw["test"], output = await run_tests(ready, task, deadline)
                 raw["durations"]["test"] = raw["test"].pop("seconds")
                 began = time.monotonic()
                 if ready.results_format in ("go", "parser") and raw["test"]["output_bytes"] > RESULTS_OUTPUT_BYTES:
-                    raw["results"] = {"format": ready.results_format, "error": (
-                        f"the test output ({raw['test']['output_bytes']} bytes) is over the "
-                        f"{RESULTS_OUTPUT_BYTES} bytes the results are read from")}
+                    raw["results"] = {
+                        "format": ready.results_format,
+                        "error": (
+                            f"the test output ({raw['test']['output_bytes']} bytes) is over the "
+                            f"{RESULTS_OUTPUT_BYTES} bytes the results are read from"
+                        ),
+                    }
                 else:
-                    raw["results"] = await _read_results(ws, ready, task, output, deadline)
+                    raw["results"] = await read_results(ws, ready, task, output, deadline)
                 if ready.results_format != "none":
                     raw["durations"]["results"] = round(time.monotonic() - began, 4)
         finally:
-            await _dismiss(ready)
+            await dismiss(ready)
     except WorkspaceError as exc:
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return regrade(raw, task)
@@ -245,8 +268,14 @@ def _scan_paths(task: CodingTaskConfig, diff: str) -> list[str] | str:
         return f"diff not read: {exc}"
 
 
-async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, diff: str,
-                wanted: list[str] | str, sent: Mapping[str, bytes]) -> dict:
+async def _scan(
+    ws: Workspace,
+    task: CodingTaskConfig,
+    integrity: CodingIntegrity,
+    diff: str,
+    wanted: list[str] | str,
+    sent: Mapping[str, bytes],
+) -> dict:
     """The test-awareness scan (envs/integrity/scan/) of the code as it will run: each
     changed Python file as the stager sent it back once everything was staged (``sent``), or
     read here (one request each) where it did not; all before any test runs."""
@@ -267,13 +296,6 @@ async def _scan(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrit
     return {"refuse": integrity.refuse_test_aware_code, "findings": [f.to_dict() for f in findings]}
 
 
-def _left(deadline: float, what: str) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise GradeError(f"grade timeout spent before {what}")
-    return left
-
-
 def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
     """The diff as captured (with a final newline); if it has CRLF line ends, also with LF."""
     if not diff.strip():
@@ -285,33 +307,32 @@ def _patch_variants(diff: str) -> list[tuple[str, bytes]]:
     return variants
 
 
-async def _stage(ready: staging.Staging, diff: str, hidden: Mapping[str, bytes], deadline: float,
-                 in_repo: Mapping[str, bytes], scan: Sequence[str] = ()) -> tuple[dict, float, float, dict[str, bytes]]:
+async def _stage(
+    ready: staging.Staging,
+    diff: str,
+    hidden: Mapping[str, bytes],
+    deadline: float,
+    in_repo: Mapping[str, bytes],
+    scan: Sequence[str] = (),
+) -> tuple[dict, float, float, dict[str, bytes]]:
     """Hand the submission to the stager: (the apply record, seconds writing the hidden tests,
     seconds in all, the ``scan`` files it sent back). ``in_repo``: those of ``hidden`` written
     into the repo."""
     variants = _patch_variants(diff)
     stdin = staging.submission_input(variants, list(hidden.values()), _staged_paths(diff, in_repo), scan)
-    done = await staging.run(ready.stager, stdin, _left(deadline, "staging"), STAGE_OUTPUT_BYTES)
+    done = await staging.run(ready.stager, stdin, left(deadline, "staging"), STAGE_OUTPUT_BYTES)
     sent = staging.scanned(done.output, done.output_bytes, ready.nonce) if done.exit_code == 0 else {}
     cut = done.output.find(f"\n{ready.nonce} scan ".encode())
     text = (done.output if cut < 0 else done.output[:cut]).decode("utf-8", "replace")
     if done.timed_out or done.exit_code not in (0, staging.NOT_APPLIED):
-        raise GradeError(f"cannot stage the submission: {_brief(text, done.exit_code)}")
+        raise GradeError(f"cannot stage the submission: {brief(text, done.exit_code)}")
     attempts, hidden_seconds = _records(text, ready.nonce)
-    return ({"ok": done.exit_code == 0, "empty": not variants, "attempts": attempts}, hidden_seconds, done.seconds,
-            sent)
-
-
-async def _dismiss(ready: staging.Staging) -> None:
-    """Let whichever of the two commands still waits go (the tester, when nothing applied)."""
-    for waiting in (ready.stager, ready.tester, ready.reader):
-        if waiting is None:
-            continue
-        try:
-            await staging.dismiss(waiting)
-        except (BrokenPipeError, WorkspaceError):
-            pass
+    return (
+        {"ok": done.exit_code == 0, "empty": not variants, "attempts": attempts},
+        hidden_seconds,
+        done.seconds,
+        sent,
+    )
 
 
 def _staged_paths(diff: str, hidden: Mapping[str, bytes]) -> list[str] | None:
@@ -337,7 +358,7 @@ def _records(output: str, nonce: str) -> tuple[list[dict], float]:
         record = fields[1] if len(fields) == 4 and fields[0] == nonce else None
         if record == "apply":
             text = "\n".join(lines).strip("\n")
-            attempts.append({"variant": fields[2], "exit_code": int(fields[3]), "output": _tail_text(text)})
+            attempts.append({"variant": fields[2], "exit_code": int(fields[3]), "output": tail_text(text)})
             lines = []
         elif record == "hidden":
             hidden_seconds = max(0.0, float(fields[3]) - float(fields[2]))
@@ -348,116 +369,8 @@ def _records(output: str, nonce: str) -> tuple[list[dict], float]:
     return attempts, hidden_seconds
 
 
-def _test_command(task: CodingTaskConfig, files: Sequence[str], canary: canaries.Canary | None = None) -> str:
-    listed = [*files, canary.rel] if canary else list(files)
-    text = " ".join(shlex.quote(p) for p in listed)
-    if canary:
-        # The canary's failure must be named in pytest's short summary, whatever reportchars
-        # the task's command chose (-rN would hide it and fail an honest run): -r is "last
-        # one wins", and this comes after the task's own options before {test_files}.
-        text += " -rfE"
-    return str(task.test_command).replace("{test_files}", text)
-
-
-async def _run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: float) -> tuple[dict, bytes]:
-    """(the test run's record, its output: all of it where the results are read from it)."""
-    # A little of the grade budget is kept back, so a slow suite ends as "test timeout" here
-    # rather than as the engine cancelling the whole grade.
-    limit = min(float(task.test_timeout or 600.0), max(1.0, _left(deadline, "tests") - TIMEOUT_RESERVE))
-    keep = (RESULTS_OUTPUT_BYTES if ready.results_format in ("go", "parser")
-            else PYTEST_OUTPUT_BYTES if ready.results_format == "pytest" else TEST_OUTPUT_BYTES)
-    tokens = " ".join(ready.end or ()).encode()
-    done = await staging.run(ready.tester, b"go\n" + tokens + b"\n", limit, keep)
-    if not done.delivered:  # an infrastructure failure, never a score
-        raise GradeError(f"the test command had ended before it was started: "
-                         f"{_brief(done.output.decode('utf-8', 'replace'), done.exit_code)}")
-    user = ready.isolation.pytest_uid if ready.isolation is not None else ready.user  # pytest's, not a launcher's
-    output = done.output
-    record = {"command": ready.command, "user": user, "exit_code": done.exit_code, "timed_out": done.timed_out,
-              "timeout": limit, "output_bytes": done.output_bytes, "seconds": round(done.seconds, 4)}
-    if ready.end is not None:  # judged: what came before the runner's end; the rest only recorded
-        cut = runner_end.split(output, *ready.end)
-        output = cut.text
-        record["end"] = {"shell": cut.shell_end, "runner_report": cut.runner_report,
-                         **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {}),
-                         **({"runner_passed": sorted(cut.runner_passed)} if cut.runner_passed is not None else {})}
-        if cut.runner_audit is not None:  # the runtime audit's record (envs/coding/audit.py), kept whole
-            record["audit"] = cut.runner_audit
-        if cut.after.strip():
-            record["after_end"] = {"bytes": len(cut.after), "tail": _tail_text(cut.after.decode("utf-8", "replace"))}
-    record["output_tail"] = _tail_text(output.decode("utf-8", "replace"))
-    return record, output
-
-
-async def _read_results(ws: Workspace, ready: staging.Staging, task: CodingTaskConfig,
-                        output: bytes, deadline: float) -> dict:
-    """The named test results, as the raw grade keeps them: ``{"format", "tests": [{name,
-    status}]}`` or ``{"format", "error"}`` when they could not be read (that run scores 0:
-    a verdict never falls back to text the tested code could have written)."""
-    fmt, digest = ready.results_format, ""
-    if fmt == "none":
-        return {"format": "none"}
-    try:
-        if fmt == "pytest":
-            assert ready.reader is not None  # started by prepare for pytest
-            done = await staging.run(ready.reader, b"go\n", _left(deadline, "reading the test report"),
-                                     RESULTS_OUTPUT_BYTES)
-            if done.exit_code == NO_REPORT or not done.delivered:
-                return {"format": fmt, "error": "pytest wrote no JUnit report (it did not run, or was stopped)"}
-            if done.exit_code != 0 or done.timed_out or done.output_bytes > RESULTS_OUTPUT_BYTES:
-                raise GradeError(f"the JUnit report could not be read (exit code {done.exit_code}, "
-                                 f"{done.output_bytes} bytes)")
-            # Its digest first: a report rewritten after pytest's end may no longer parse, and
-            # that it changed is the finding (envs/coding/runner_end.py), not that it is broken.
-            digest = hashlib.sha256(done.output).hexdigest()
-            tests = sources.get("junit").parse(done.output)
-        elif fmt == "go":
-            tests = sources.get("go-json").parse(output)
-        elif fmt == "parser":
-            tests = sources.get("parser").parse(await _run_parser(ws, task, output, deadline))
-        else:
-            raise GradeError(f"task {task.id!r}: results.format {fmt!r} is not auto, pytest, go, parser or none")
-    except GradeError as exc:
-        return {"format": fmt, "error": str(exc), **({"sha256": digest} if digest else {})}
-    read = {"format": fmt, "tests": [{"name": t.name, "status": t.status} for t in tests]}
-    return {**read, "sha256": digest} if fmt == "pytest" else read
-
-
-async def _run_parser(ws: Workspace, task: CodingTaskConfig, output: bytes, deadline: float) -> bytes:
-    """Run the task's parser as root over the test output; what it wrote to ``{output}``."""
-    if not task.results.parser.strip():
-        raise GradeError(f"task {task.id!r}: results.format is parser but results.parser is empty")
-    scratch = f"{RESULTS_ROOT}-parse-{secrets.token_hex(8)}"
-    files = {"stdout": f"{scratch}/stdout", "stderr": f"{scratch}/stderr", "output": f"{scratch}/output.json"}
-    parser = task.results.parser
-    for key, path in files.items():
-        parser = parser.replace("{" + key + "}", shlex.quote(path))
-    script = (f"set -e\nmkdir -m 700 {shlex.quote(scratch)}\ncat > {shlex.quote(files['stdout'])}\n"
-              f": > {shlex.quote(files['stderr'])}\n( {parser} ) >&2\ncat -- {shlex.quote(files['output'])}\n")
-    # From /, not the repo: a parser run as root from a directory the agent's diff writes to
-    # would import whatever module the diff put there.
-    done = await ws.exec(["bash", "-c", script], user=ROOT_UID, cwd="/", stdin=output,
-                         timeout=_left(deadline, "the results parser"), max_output=RESULTS_OUTPUT_BYTES)
-    if done.timed_out or done.exit_code != 0:
-        raise GradeError(f"the results parser failed (exit code {done.exit_code}): "
-                         f"{_brief(done.stderr.decode('utf-8', 'replace'), done.exit_code, 300)}")
-    return done.stdout
-
-
-def _brief(text: str, exit_code: int, limit: int = 2000) -> str:
-    text = text.strip()
-    return text[-limit:] if text else f"(no output, exit code {exit_code})"
-
-
 def _tests_ran_regex(task: CodingTaskConfig) -> str:
     return str(task.tests_ran_regex or DEFAULT_TESTS_RAN)
-
-
-def _tail_text(text: str) -> str:
-    data = text.encode("utf-8")
-    if len(data) <= OUTPUT_TAIL_BYTES:
-        return text
-    return data[-OUTPUT_TAIL_BYTES:].decode("utf-8", "ignore")
 
 
 def _check_relative(rel: str) -> None:

@@ -10,6 +10,7 @@ lost and deleted tests are gone.
 Read once per task with the git CLI (one ``diff --raw``, one ``cat-file --batch`` for the blobs), on the host: the test
 ref never enters the agent's workspace.
 """
+
 from __future__ import annotations
 
 import functools
@@ -67,40 +68,58 @@ def read_change(repo_path: Path, baseline: str, test: str, filters: Sequence[str
 
 
 @functools.lru_cache(maxsize=64)
-def _read_change(repo_path: str, baseline: str, test: str, filters: tuple[str, ...], task_id: str) -> tuple[HiddenFile, ...]:
+def _read_change(
+    repo_path: str, baseline: str, test: str, filters: tuple[str, ...], task_id: str
+) -> tuple[HiddenFile, ...]:
     raw = _git(repo_path, ["diff", "--raw", "-z", "--no-renames", "--no-abbrev", baseline, test], baseline, test)
     changed = _parse_raw(raw.decode("utf-8", "surrogateescape"))
     chosen = set(select(sorted(changed), filters))
     exact = [f.strip("/") for f in filters if not any(c in f for c in "*?[") and not f.endswith("/")]
     unchanged = [f for f in exact if f not in changed and not any(p.startswith(f + "/") for p in changed)]
     if unchanged:  # a listed hidden test the test ref does not change would silently not run
-        raise ConfigError(f"task '{task_id}': hidden_tests names {', '.join(unchanged)}, which the test "
-                          "ref does not change relative to the baseline")
+        raise ConfigError(
+            f"task '{task_id}': hidden_tests names {', '.join(unchanged)}, which the test "
+            "ref does not change relative to the baseline"
+        )
     if filters and not chosen:
-        raise ConfigError(f"task '{task_id}': hidden_tests {list(filters)} select nothing of the test "
-                          f"change ({len(changed)} paths between the baseline and the test ref)")
+        raise ConfigError(
+            f"task '{task_id}': hidden_tests {list(filters)} select nothing of the test "
+            f"change ({len(changed)} paths between the baseline and the test ref)"
+        )
     if not chosen:
         raise ConfigError(f"task '{task_id}': the test ref changes nothing relative to the baseline")
     for path in sorted(chosen):
         mode = changed[path][0]
         if mode != "000000" and mode not in WRITE_MODES:
-            raise ConfigError(f"task '{task_id}': the test change has {path} with git mode {mode} "
-                              "(a submodule?), which grading cannot write")
+            raise ConfigError(
+                f"task '{task_id}': the test change has {path} with git mode {mode} "
+                "(a submodule?), which grading cannot write"
+            )
     written = sorted(p for p in chosen if changed[p][0] != "000000")
     blobs = _blobs(repo_path, [changed[p][1] for p in written], baseline, test)
     data = dict(zip(written, blobs, strict=True))
-    return tuple(HiddenFile(path, DELETE) if changed[path][0] == "000000" else
-                 HiddenFile(path, WRITE_MODES[changed[path][0]], data[path]) for path in sorted(chosen))
+    return tuple(
+        HiddenFile(path, DELETE)
+        if changed[path][0] == "000000"
+        else HiddenFile(path, WRITE_MODES[changed[path][0]], data[path])
+        for path in sorted(chosen)
+    )
 
 
 def _git(repo_path: str, args: list[str], baseline: str, test: str, stdin: bytes | None = None) -> bytes:
     """git's output, by the git CLI (one process; GitPython's import alone cost ~0.05 s of every
     plan, bench/bench_cached_check.py). PlanError naming the diff when git fails."""
-    proc = subprocess.run(["git", "-C", repo_path, *args], input=stdin, capture_output=True,
-                          env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"})
+    proc = subprocess.run(
+        ["git", "-C", repo_path, *args],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"},
+    )
     if proc.returncode != 0:
-        raise PlanError(f"cannot diff {baseline[:12]}..{test[:12]} in {repo_path}: "
-                        f"{proc.stderr.decode(errors='replace').strip()[-300:]}")
+        raise PlanError(
+            f"cannot diff {baseline[:12]}..{test[:12]} in {repo_path}: "
+            f"{proc.stderr.decode(errors='replace').strip()[-300:]}"
+        )
     return proc.stdout
 
 
@@ -117,7 +136,7 @@ def _blobs(repo_path: str, shas: list[str], baseline: str, test: str) -> list[by
         if len(header) != 3 or header[0].decode() != sha or header[1] != b"blob":
             raise PlanError(f"blob {sha[:12]} of the test change is not in {repo_path} ({out[at:end][:80]!r})")
         size = int(header[2])
-        found.append(out[end + 1:end + 1 + size])
+        found.append(out[end + 1 : end + 1 + size])
         at = end + 1 + size + 1
     return found
 

@@ -26,6 +26,7 @@ A mode that does not isolate the verdict (``none``, ``vault``) runs the same hid
 the ordinary way, the task's command in the repo, with the scenarios called in pytest's own
 process: those modes promise nothing against code that subverts its test run.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,8 +50,16 @@ BOOT = "import sys; exec(compile(sys.stdin.buffer.read(int(sys.argv.pop(1))), 'l
 def pytest_options(verdict_dir: str = VERDICT_DIR) -> list[str]:
     """pytest's options for the hidden tests in ``verdict_dir``/hidden: nothing of the repo's
     (no conftest, no ini, no cache), and failures named in the short summary."""
-    return ["-q", "-p", "no:cacheprovider", "--noconftest", "-rfE", f"--rootdir={verdict_dir}/hidden",
-            "-c", f"{verdict_dir}/pytest.ini"]
+    return [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--noconftest",
+        "-rfE",
+        f"--rootdir={verdict_dir}/hidden",
+        "-c",
+        f"{verdict_dir}/pytest.ini",
+    ]
 
 
 @dataclass(frozen=True)
@@ -83,8 +92,7 @@ class Plan:
         """What the raw grade keeps about where the scenarios ran."""
         if not self.separate:
             return {"separate": False, "scenarios": "in pytest's process", "pytest_uid": self.pytest_uid}
-        return {"separate": True, "pytest_uid": self.pytest_uid, "scenario_uid": self.scenario_uid,
-                "dir": VERDICT_DIR}
+        return {"separate": True, "pytest_uid": self.pytest_uid, "scenario_uid": self.scenario_uid, "dir": VERDICT_DIR}
 
 
 @functools.cache
@@ -98,18 +106,49 @@ def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bo
     if not separate:
         user = AGENT_UID if uid_wall else ROOT_UID
         files = " ".join(shlex.quote(p) for p in hidden)
-        command = (f'export PYTHONPATH={VERDICT_DIR}/lib${{PYTHONPATH:+:$PYTHONPATH}} {PROBE_MODE}=in-process\n'
-                   + test_command.replace("{test_files}", files))
+        command = (
+            f"export PYTHONPATH={VERDICT_DIR}/lib${{PYTHONPATH:+:$PYTHONPATH}} {PROBE_MODE}=in-process\n"
+            + test_command.replace("{test_files}", files)
+        )
         return Plan(False, lib, command, user, user, user, shown=command)
     tester, scenario = (TESTER_UID, AGENT_UID) if uid_wall else (ROOT_UID, ROOT_UID)
     support = {f"{VERDICT_DIR}/pytest.ini": b"[pytest]\n", **lib}
     # The launcher starts when grading is prepared, before the stager has written anything:
     # its code and the zygote's come first on its stdin (named in the record), then "go".
     launcher, zygote = _script("launch.py"), _script("crucible_scenario.py")
+
     def argv(boot: str) -> list[str]:
-        return ["python3", "-I", "-S", "-c", boot, str(len(launcher)), "--verdict", VERDICT_DIR, "--workdir", workdir,
-                "--tester-uid", str(tester), "--scenario-uid", str(scenario), "--wait-for-go",
-                "--zygote-source-bytes", str(len(zygote)), "--", *pytest_options(), *hidden]
-    return Plan(True, support, shlex.join(argv(BOOT)), ROOT_UID, tester, scenario,
-                shown=shlex.join(argv("<envs/coding/verdict/launch.py>")), gates_itself=True,
-                preamble=launcher + zygote)
+        return [
+            "python3",
+            "-I",
+            "-S",
+            "-c",
+            boot,
+            str(len(launcher)),
+            "--verdict",
+            VERDICT_DIR,
+            "--workdir",
+            workdir,
+            "--tester-uid",
+            str(tester),
+            "--scenario-uid",
+            str(scenario),
+            "--wait-for-go",
+            "--zygote-source-bytes",
+            str(len(zygote)),
+            "--",
+            *pytest_options(),
+            *hidden,
+        ]
+
+    return Plan(
+        True,
+        support,
+        shlex.join(argv(BOOT)),
+        ROOT_UID,
+        tester,
+        scenario,
+        shown=shlex.join(argv("<envs/coding/verdict/launch.py>")),
+        gates_itself=True,
+        preamble=launcher + zygote,
+    )

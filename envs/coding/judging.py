@@ -5,6 +5,7 @@ A pure function of the recorded raw grade and the task's lists (``regrade``), so
 is graded again the same way. Each guard that belongs to one of the flavor's defences names it
 (envs/coding/defences.py), so the catalogue says which check each defence adds.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,14 +23,18 @@ from envs.integrity.guards import Guard
 from envs.integrity.raw import RawGrade
 from envs.integrity.scan import model
 
-DEFAULT_TESTS_RAN = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
-                     r".*\b[1-9][0-9]* passed\b")
+DEFAULT_TESTS_RAN = (
+    r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
+    r".*\b[1-9][0-9]* passed\b"
+)
 """The schema's default (engine/config/schema.py TaskConfig.tests_ran_regex), for raw grades without one."""
 PASSED = "tests passed"
 TESTS_SKIPPED = "tests skipped (a task whose tests skip or xfail lists fail_to_pass/pass_to_pass)"
 """The reason of a plain judgement (no lists) that met a skip or an xfail."""
-TEXT_ONLY = ("text-only verdict refused: the task reads no named test results (results.format none), "
-             "and its exit code and output are the tested code's to write")
+TEXT_ONLY = (
+    "text-only verdict refused: the task reads no named test results (results.format none), "
+    "and its exit code and output are the tested code's to write"
+)
 
 
 @dataclass
@@ -148,9 +153,20 @@ def verdict_from_test_result(
     least one PASSED and nothing FAILED, ERROR or SKIPPED (for pytest and a task's own
     ``tests_ran_regex``, the pattern must match too); without, exit 0 and the pattern. From
     ``raw``: the end markers, ``named_results_only``, the runtime audit's record."""
-    built = case(applied=applied, test_exit_code=test_exit_code, timed_out=timed_out, output_tail=output_tail,
-                 tests_ran_regex=tests_ran_regex, raw=raw, canary=canary, named=named, fail_to_pass=fail_to_pass,
-                 pass_to_pass=pass_to_pass, scan=scan, allowed=allowed)
+    built = case(
+        applied=applied,
+        test_exit_code=test_exit_code,
+        timed_out=timed_out,
+        output_tail=output_tail,
+        tests_ran_regex=tests_ran_regex,
+        raw=raw,
+        canary=canary,
+        named=named,
+        fail_to_pass=fail_to_pass,
+        pass_to_pass=pass_to_pass,
+        scan=scan,
+        allowed=allowed,
+    )
     reason = guards.verdict(VERDICT, built, PASSED)
     reward = 1.0 if reason == PASSED else 0.0
     verdict_raw = {**(raw or {}), "reason": reason}
@@ -159,10 +175,21 @@ def verdict_from_test_result(
     return Verdict(reward=reward, subscores={"tests": reward}, raw=verdict_raw, tests=built.tests or [])
 
 
-def case(*, applied: bool, test_exit_code: int | None, timed_out: bool, output_tail: str,
-         tests_ran_regex: str = DEFAULT_TESTS_RAN, raw: Mapping | None = None, canary: Mapping | None = None,
-         named: Mapping | None = None, fail_to_pass: Sequence[str] = (), pass_to_pass: Sequence[str] = (),
-         scan: Mapping | None = None, allowed: Sequence[model.Allowance] = ()) -> Case:
+def case(
+    *,
+    applied: bool,
+    test_exit_code: int | None,
+    timed_out: bool,
+    output_tail: str,
+    tests_ran_regex: str = DEFAULT_TESTS_RAN,
+    raw: Mapping | None = None,
+    canary: Mapping | None = None,
+    named: Mapping | None = None,
+    fail_to_pass: Sequence[str] = (),
+    pass_to_pass: Sequence[str] = (),
+    scan: Mapping | None = None,
+    allowed: Sequence[model.Allowance] = (),
+) -> Case:
     """The guards' ``Case``: the canary taken out of the results and the exit code (judged
     from the named results where there are some), the report checked against the run's end
     markers (envs/coding/runner_end.py) before that."""
@@ -187,14 +214,30 @@ def case(*, applied: bool, test_exit_code: int | None, timed_out: bool, output_t
         else:
             test_exit_code = exit_code
     text_only = (not (named or {}).get("format") or (named or {}).get("format") == "none") and not (
-        ((raw or {}).get("isolated") or {}).get("separate"))
+        ((raw or {}).get("isolated") or {}).get("separate")
+    )
     refused, _ = model.judge((scan or {}).get("findings") or [], allowed)
-    return Case(applied=applied, exit_code=test_exit_code, timed_out=timed_out, output_tail=output_tail,
-                tests_ran_regex=tests_ran_regex, named=named, tests=tests, results_problem=results_problem,
-                named_only=named_only, text_only=text_only, tampered=tampered, unbelieved=unbelieved,
-                refused=refused, scan_refuses=bool((scan or {}).get("refuse")), fail_to_pass=fail_to_pass,
-                pass_to_pass=pass_to_pass, allowed=allowed, audit=test.get("audit"),
-                audit_scope=(raw or {}).get("audit_scope"))
+    return Case(
+        applied=applied,
+        exit_code=test_exit_code,
+        timed_out=timed_out,
+        output_tail=output_tail,
+        tests_ran_regex=tests_ran_regex,
+        named=named,
+        tests=tests,
+        results_problem=results_problem,
+        named_only=named_only,
+        text_only=text_only,
+        tampered=tampered,
+        unbelieved=unbelieved,
+        refused=refused,
+        scan_refuses=bool((scan or {}).get("refuse")),
+        fail_to_pass=fail_to_pass,
+        pass_to_pass=pass_to_pass,
+        allowed=allowed,
+        audit=test.get("audit"),
+        audit_scope=(raw or {}).get("audit_scope"),
+    )
 
 
 def _named_tests(named: Mapping | None) -> tuple[list[TestResult] | None, str | None]:
@@ -238,8 +281,10 @@ def _failing_brief(detail: Mapping) -> str:
         part = detail.get(key) or {}
         if part.get("total"):
             parts.append(f"{key} {part.get('passed')}/{part.get('total')}")
-    failing = [*((detail.get("fail_to_pass") or {}).get("failing") or []),
-               *((detail.get("pass_to_pass") or {}).get("failing") or [])]
+    failing = [
+        *((detail.get("fail_to_pass") or {}).get("failing") or []),
+        *((detail.get("pass_to_pass") or {}).get("failing") or []),
+    ]
     first = failing[0] if failing else None
     named = f"{first.get('name')} {first.get('status')}" if isinstance(first, Mapping) else first
     return ", ".join(parts) + (f" (first: {named})" if first else "")

@@ -5,6 +5,7 @@ at column 0. Content lines inside a chunk always start with ' ', '+', '-', '\\' 
 and binary hunks use base85 (no spaces), so a column-0 ``diff --git `` line is always a
 header: splitting there is exact.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -84,11 +85,11 @@ def unquote(text: str) -> tuple[str, str]:
     while i < len(text):
         ch = text[i]
         if ch == '"':
-            return out.decode("utf-8", "replace"), text[i + 1:]
+            return out.decode("utf-8", "replace"), text[i + 1 :]
         if ch == "\\":
             nxt = text[i + 1]
             if nxt in "01234567":
-                out.append(int(text[i + 1:i + 4], 8))
+                out.append(int(text[i + 1 : i + 4], 8))
                 i += 4
                 continue
             out.append(_ESCAPES.get(nxt, ord(nxt)))
@@ -105,7 +106,7 @@ def path_field(value: str) -> str:
 
 
 def _strip_prefix(path: str, prefix: str) -> str:
-    return path[len(prefix):] if path.startswith(prefix) else path
+    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 def chunk_paths(chunk: bytes) -> FileChunk:
@@ -116,18 +117,18 @@ def chunk_paths(chunk: bytes) -> FileChunk:
         if line.startswith(("@@", "GIT binary patch", "--- ", "+++ ")):
             break
         if line.startswith("rename from "):
-            rename_from = path_field(line[len("rename from "):])
+            rename_from = path_field(line[len("rename from ") :])
         elif line.startswith("rename to "):
-            rename_to = path_field(line[len("rename to "):])
+            rename_to = path_field(line[len("rename to ") :])
     if rename_from is not None and rename_to is not None:
         return FileChunk(chunk, rename_from, rename_to)
-    rest = lines[0][len("diff --git "):]
+    rest = lines[0][len("diff --git ") :]
     if rest.startswith('"'):
         old, rest = unquote(rest)
         return FileChunk(chunk, _strip_prefix(old, "a/"), _strip_prefix(path_field(rest.lstrip(" ")), "b/"))
     # Not a rename: "a/P b/P" with the same P twice, so P's length is fixed by the line's.
     size = (len(rest) - 5) // 2
-    path = rest[2:2 + size]
+    path = rest[2 : 2 + size]
     if rest != f"a/{path} b/{path}":
         raise ValueError(f"cannot parse diff header: {lines[0][:200]!r}")
     return FileChunk(chunk, path, path)

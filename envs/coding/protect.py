@@ -26,6 +26,7 @@ task's (official scripts included), and many projects need the working directory
 runner's modules keeps every honest diff working. What this cannot stop — the code under
 test itself subverting the test process it runs in — is in docs/integrity.md.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -38,11 +39,34 @@ from dataclasses import dataclass
 from envs.coding import patch
 from envs.coding.schema import CodingTaskConfig
 
-RUNNER_MODULES = frozenset({
-    "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "attr", "attrs", "tomli", "exceptiongroup",
-    "xdist", "hypothesis", "_hypothesis_pytestplugin", "coverage", "pytest_cov", "nose", "mock", "six",
-    "setuptools", "pkg_resources", "_distutils_hack", "importlib_metadata", "zipp", "typing_extensions",
-})
+RUNNER_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "packaging",
+        "attr",
+        "attrs",
+        "tomli",
+        "exceptiongroup",
+        "xdist",
+        "hypothesis",
+        "_hypothesis_pytestplugin",
+        "coverage",
+        "pytest_cov",
+        "nose",
+        "mock",
+        "six",
+        "setuptools",
+        "pkg_resources",
+        "_distutils_hack",
+        "importlib_metadata",
+        "zipp",
+        "typing_extensions",
+    }
+)
 """The test runner's own modules and what it imports: a new top-level one would replace it."""
 
 SHADOWED = frozenset(sys.stdlib_module_names - {"test"}) | RUNNER_MODULES
@@ -123,9 +147,14 @@ class Policy:
 
 
 DEFAULT_TEST_PATHS = (
-    "tests/", "testdata/",  # a directory of that name at any depth (not test/ or testing/:
+    "tests/",
+    "testdata/",  # a directory of that name at any depth (not test/ or testing/:
     # django/test/ and numpy/testing/ are library code a fix may have to change)
-    "test_*.py", "*_test.py", "conftest.py", "pytest.ini", ".pytest.ini",  # pytest's own
+    "test_*.py",
+    "*_test.py",
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",  # pytest's own
     "*_test.go",
 )
 """The task's test paths when it names none (``task.test_paths: null``): pytest's default
@@ -138,8 +167,9 @@ def test_path_patterns(task: CodingTaskConfig) -> tuple[str, ...]:
     return DEFAULT_TEST_PATHS if task.test_paths is None else tuple(str(p) for p in task.test_paths)
 
 
-def split_test_paths(chunks: list[patch.FileChunk], task: CodingTaskConfig,
-                     hidden_paths: Sequence[str]) -> tuple[list[patch.FileChunk], list[str]]:
+def split_test_paths(
+    chunks: list[patch.FileChunk], task: CodingTaskConfig, hidden_paths: Sequence[str]
+) -> tuple[list[patch.FileChunk], list[str]]:
     """(the chunks kept, the sorted paths of the chunks dropped): a chunk that touches a path
     of the hidden change or one of the task's test paths is the agent writing the task's
     tests, which grading restores from the test ref."""
@@ -155,8 +185,9 @@ def split_test_paths(chunks: list[patch.FileChunk], task: CodingTaskConfig,
     return kept, sorted(dropped)
 
 
-def split_protected(chunks: list[patch.FileChunk], task: CodingTaskConfig,
-                    hidden_paths: Sequence[str] = ()) -> tuple[list[patch.FileChunk], list[str]]:
+def split_protected(
+    chunks: list[patch.FileChunk], task: CodingTaskConfig, hidden_paths: Sequence[str] = ()
+) -> tuple[list[patch.FileChunk], list[str]]:
     """The chunks ``strict`` grades and the protected paths it drops (the run's violations)."""
     return Policy.for_task(task, hidden_paths).split(chunks)
 
@@ -203,7 +234,7 @@ def _command_files(command: str, workdir: str) -> tuple[str, ...]:
         if token.startswith("-") or "=" in token or any(c in token for c in "$`;|&<>*?"):
             continue
         if token.startswith(prefix):
-            token = token[len(prefix):]
+            token = token[len(prefix) :]
         elif token.startswith("/"):
             continue
         token = posixpath.normpath(token)

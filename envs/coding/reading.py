@@ -1,6 +1,7 @@
 """Which named test results a coding task's grading reads (``results.format``, ``auto``
 resolved from its test command), and the plan-time refusal of a task that reads none under a
 mode that takes verdicts from named results only (the ``named_results_only`` defence)."""
+
 from __future__ import annotations
 
 import re
@@ -19,9 +20,11 @@ def text_only_refusal(task: CodingTaskConfig, integrity: CodingIntegrity | None)
         return None
     if task.isolated_verdict and integrity.isolate_verdict:
         return None  # the launcher, not the tested code, says how the isolated tests went
-    return (f"task '{task.id}': integrity={integrity.mode} takes verdicts from named test results only, and "
-            f"`{task.test_command}` gives none (results.format {task.results.format!r}): set results.format "
-            "(pytest, go, parser) or grade it under integrity=vault")
+    return (
+        f"task '{task.id}': integrity={integrity.mode} takes verdicts from named test results only, and "
+        f"`{task.test_command}` gives none (results.format {task.results.format!r}): set results.format "
+        "(pytest, go, parser) or grade it under integrity=vault"
+    )
 
 
 def declared_format(task: CodingTaskConfig) -> str:

@@ -9,6 +9,7 @@ the agent gets a copy of the vault, history as cloned, and the vault stays trust
 TRUSTED vault objects and a throwaway index, never through the agent's ``.git``: hooks,
 config, attributes files or fake objects the agent planted there cannot change it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,7 +31,9 @@ FRESH_DATE = "2000-01-01T00:00:00+0000"
 """Fixed identity and date: the fresh commit's SHA depends only on the baseline tree."""
 
 
-async def setup_repo(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, *, timeout: float = 300.0) -> None:
+async def setup_repo(
+    ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, *, timeout: float = 300.0
+) -> None:
     """Make ``task.workdir`` the agent's repo. Raises ``SetupError``."""
     setup = "setup_fresh.sh" if integrity.vault else "setup_history.sh"
     script = shell.script(__file__, setup) + shell.script(__file__, "ownership.sh")
@@ -47,8 +50,14 @@ MAX_DIFF_BYTES = 512 << 20
 """A bigger diff is refused (CaptureError) rather than held in memory."""
 
 
-async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, *, timeout: float = 120.0,
-                       hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
+async def capture_diff(
+    ws: Workspace,
+    task: CodingTaskConfig,
+    integrity: CodingIntegrity,
+    *,
+    timeout: float = 120.0,
+    hidden_paths: Sequence[str] = (),
+) -> CapturedSubmission:
     """The agent's diff against the baseline; the task's test paths (``hidden_paths``, the
     hidden change's, and ``task.test_paths``) and protected paths dropped when the mode
     asks. Raises ``CaptureError``."""
@@ -62,13 +71,19 @@ async def capture_diff(ws: Workspace, task: CodingTaskConfig, integrity: CodingI
     return submission_from_chunks(chunks, task, integrity, hidden_paths)
 
 
-async def _run_capture(ws: Workspace, args: list[str], binary_paths: list[str], timeout: float,
-                       what: str = "capture") -> ExecResult:
+async def _run_capture(
+    ws: Workspace, args: list[str], binary_paths: list[str], timeout: float, what: str = "capture"
+) -> ExecResult:
     scratch = f"{SCRATCH_DIR}/capture-{uuid.uuid4().hex}"
     # Twice the bound: the output buffer keeps the first half of its limit whole.
     # One exec (sh/capture.sh): the diff comes back on stdout, the scratch dir goes with it.
-    result = await run_script(ws, shell.script(__file__, "capture.sh"), [*args, scratch, *binary_paths],
-                              timeout=timeout, max_output=2 * MAX_DIFF_BYTES)
+    result = await run_script(
+        ws,
+        shell.script(__file__, "capture.sh"),
+        [*args, scratch, *binary_paths],
+        timeout=timeout,
+        max_output=2 * MAX_DIFF_BYTES,
+    )
     if not result.ok:
         raise CaptureError(f"{what} failed: {brief(result)}")
     if result.truncated:
@@ -80,15 +95,16 @@ async def _captured_chunks(ws: Workspace, args: list[str], timeout: float) -> li
     result = await _run_capture(ws, args, [], timeout)
     for line in result.stderr.decode("utf-8", "replace").splitlines():
         if line.startswith("crucible: "):
-            log.warning("%s", line[len("crucible: "):])
+            log.warning("%s", line[len("crucible: ") :])
     chunks = patch.parse_chunks(result.stdout)
     if all(_is_utf8(c) for c in chunks):
         return chunks
     return await _with_binary_fallback(ws, args, chunks, timeout)
 
 
-async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[patch.FileChunk],
-                                timeout: float) -> list[patch.FileChunk]:
+async def _with_binary_fallback(
+    ws: Workspace, args: list[str], chunks: list[patch.FileChunk], timeout: float
+) -> list[patch.FileChunk]:
     """A second pass (rare: only for non-UTF-8 text) that re-diffs those paths as binary."""
     bad = [c for c in chunks if not _is_utf8(c)]
     specs = sorted({f":(literal){p}" for c in bad for p in c.paths})
@@ -99,8 +115,9 @@ async def _with_binary_fallback(ws: Workspace, args: list[str], chunks: list[pat
     return [c for c in chunks if _is_utf8(c)] + rebuilt
 
 
-def submission_from_chunks(chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: CodingIntegrity,
-                           hidden_paths: Sequence[str] = ()) -> CapturedSubmission:
+def submission_from_chunks(
+    chunks: list[patch.FileChunk], task: CodingTaskConfig, integrity: CodingIntegrity, hidden_paths: Sequence[str] = ()
+) -> CapturedSubmission:
     """What of a diff counts: its chunks less the task's test paths and protected paths where
     the mode drops them (recorded as violations). Any flavor that captures a diff its own way
     (sdlc's pull request) applies the coding flavor's rule through this."""

@@ -25,6 +25,7 @@ fixed name (``conftest.py``, ``__init__.py``, ``pytest.ini``, a helper module) k
 name, or the honest golden would fail the re-run. Which files are named elsewhere is read on
 the host, from the test ref, once per task (``renamable``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,9 +44,23 @@ from envs.coding import testnames
 from envs.coding.hidden import HiddenFile
 
 TAMPERED = "tampered: the differential re-run, under other hidden test names, gave another verdict"
-FIXED_NAMES = frozenset({"__init__.py", "__main__.py", "conftest.py", "pytest.ini", "tox.ini", "setup.cfg",
-                         "setup.py", "pyproject.toml", "go.mod", "go.sum", "Makefile", "Cargo.toml",
-                         "package.json"})
+FIXED_NAMES = frozenset(
+    {
+        "__init__.py",
+        "__main__.py",
+        "conftest.py",
+        "pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "setup.py",
+        "pyproject.toml",
+        "go.mod",
+        "go.sum",
+        "Makefile",
+        "Cargo.toml",
+        "package.json",
+    }
+)
 """Names a tool finds by themselves: never renamed, whatever mentions them."""
 _GO_TEST = re.compile(r"^.*_test\.go$")
 FIRST_IN_RERUN = ("0", "A")
@@ -110,7 +125,9 @@ def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], comma
     top-level directory, nor the test ``command`` (a module it names instead of
     ``{test_files}``)."""
     command = re.sub(r"\{[a-z_]+\}", " ", command)  # its placeholders (``{test_files}``) name nothing
-    return _renamable(str(repo_path), test_sha, tuple(f for f in files if _candidate(f) and not _named_in(f.path, command)))
+    return _renamable(
+        str(repo_path), test_sha, tuple(f for f in files if _candidate(f) and not _named_in(f.path, command))
+    )
 
 
 def _named_in(path: str, text: str) -> bool:
@@ -152,8 +169,9 @@ def _renamable(repo_path: str, test_sha: str, candidates: tuple[HiddenFile, ...]
                     raise
                 out = ""
     except gitpython.GitCommandError as exc:
-        raise GradeError(f"cannot read which hidden files the test ref names: "
-                         f"{str(exc.stderr).strip()[-300:]}") from exc
+        raise GradeError(
+            f"cannot read which hidden files the test ref names: {str(exc.stderr).strip()[-300:]}"
+        ) from exc
     named: dict[str, set[str]] = {}
     for line in out.splitlines():
         where, _, word = line.partition("\0")
@@ -163,8 +181,9 @@ def _renamable(repo_path: str, test_sha: str, candidates: tuple[HiddenFile, ...]
     for word in words:
         found = _as_word(word)
         named.setdefault(word, set()).update(p for p in paths if p and found.search(p))
-    return frozenset(item.path for item in candidates
-                     if not any(named.get(word, set()) - {item.path} for word in _words(item.path)))
+    return frozenset(
+        item.path for item in candidates if not any(named.get(word, set()) - {item.path} for word in _words(item.path))
+    )
 
 
 def _words(path: str) -> tuple[str, ...]:
@@ -181,8 +200,9 @@ def _split(base: str) -> tuple[str, str]:
     return stem, dot + rest
 
 
-def randomise(files: Sequence[HiddenFile], free: frozenset[str], test_names: Collection[str] = (), *,
-              second: bool = True) -> Renaming:
+def randomise(
+    files: Sequence[HiddenFile], free: frozenset[str], test_names: Collection[str] = (), *, second: bool = True
+) -> Renaming:
     """A fresh renaming of ``files``: each of ``free`` under a new random name in its own
     directory, keeping the pattern its runner collects it by (``test_*.py``, ``*_test.py``,
     ``*_test.go``) and its extension; and each of ``test_names`` (functions and classes,
@@ -244,8 +264,13 @@ def map_text(text: str, names: Mapping[str, str]) -> str:
     return pattern.sub(lambda m: names[m.group(0)], text)
 
 
-def differences(first_reward: float, first: Sequence[TestResult], second_reward: float,
-                second: Sequence[TestResult], judged: Collection[str] = ()) -> list[str]:
+def differences(
+    first_reward: float,
+    first: Sequence[TestResult],
+    second_reward: float,
+    second: Sequence[TestResult],
+    judged: Collection[str] = (),
+) -> list[str]:
     """Where two verdicts disagree: the reward, then each test whose status differs (a test
     only one of them reports counts as MISSING in the other), at most 10 named. ``judged``:
     the task's listed tests, when it has lists; only those are compared, since no other test's
@@ -253,6 +278,9 @@ def differences(first_reward: float, first: Sequence[TestResult], second_reward:
     found = [] if first_reward == second_reward else [f"reward {first_reward:g} vs {second_reward:g}"]
     a = {t.name: t.status for t in first if not judged or t.name in judged}
     b = {t.name: t.status for t in second if not judged or t.name in judged}
-    changed = [f"{name} {a.get(name, 'MISSING')} vs {b.get(name, 'MISSING')}"
-               for name in sorted(a.keys() | b.keys()) if a.get(name) != b.get(name)]
+    changed = [
+        f"{name} {a.get(name, 'MISSING')} vs {b.get(name, 'MISSING')}"
+        for name in sorted(a.keys() | b.keys())
+        if a.get(name) != b.get(name)
+    ]
     return found + changed[:10] + ([f"and {len(changed) - 10} more"] if len(changed) > 10 else [])

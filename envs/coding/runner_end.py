@@ -25,6 +25,7 @@ What stays out of reach in-process (docs/integrity.md): code inside pytest's pro
 the plugin's token from memory and rewrite the report before pytest's end; the isolated
 verdict is the answer to that.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,8 +43,9 @@ from engine.models import TestResult
 
 PLUGIN = "crucible_runner_end"
 """The plugin's module name (``-p``); its file is written beside the JUnit report."""
-TAMPERED_REPORT = ("tampered: the JUnit report changed after pytest's own end "
-                   "(rewritten by code still running after pytest finished)")
+TAMPERED_REPORT = (
+    "tampered: the JUnit report changed after pytest's own end (rewritten by code still running after pytest finished)"
+)
 _SUMMARY = re.compile(r"(?m)^=*\s*((?:[0-9]+ [a-z]+(?:, )?)+)(?: in [0-9.]+\s*s\b.*?)?\s*=*\s*$")
 _COUNT = re.compile(r"([0-9]+) ([a-z]+)")
 
@@ -68,8 +70,14 @@ ONE_PROCESS = "one-process"
 """The word after the token that asks the plugin to keep pytest-xdist from distributing the tests."""
 
 
-def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = False, one_process: bool = False,
-         audit: bool = False) -> str:
+def wrap(
+    command: str,
+    results_dir: str | None,
+    *,
+    hide_running_test: bool = False,
+    one_process: bool = False,
+    audit: bool = False,
+) -> str:
     """The tester's script around the task's ``command``: for pytest (``results_dir``), the
     report's directory with the plugin and its one-time token, then the command in a subshell
     (its own ``exit`` ends only that), then the shell end. The tokens are the tester's shell
@@ -79,22 +87,31 @@ def wrap(command: str, results_dir: str | None, *, hide_running_test: bool = Fal
     the tests in workers, where no count of its sees a report first; ``audit``: it installs the
     runtime audit hook before any code under test loads, and prints what it recorded."""
     prefix = ""
-    words = "".join(f" {word}" for word, asked in ((HIDE_RUNNING_TEST, hide_running_test), (ONE_PROCESS, one_process),
-                                                  (AUDIT, audit)) if asked)
+    words = "".join(
+        f" {word}"
+        for word, asked in ((HIDE_RUNNING_TEST, hide_running_test), (ONE_PROCESS, one_process), (AUDIT, audit))
+        if asked
+    )
     if results_dir is not None:
         folder = shlex.quote(results_dir)
         report = shlex.quote(f"{results_dir}/junit.xml")
-        prefix = (f"mkdir -m 700 {folder}\n"
-                  f"printf '%s{words}\\n' \"$crucible_runner\" "
-                  f"> {folder}/end.nonce\n"
-                  f"cat > {folder}/{PLUGIN}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source()}CRUCIBLE_RUNNER_END\n"
-                  + "".join(f"cat > {folder}/{name}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source(name)}"
-                            "CRUCIBLE_RUNNER_END\n" for name in (AUDIT_MODULES if audit else ())) +
-                  f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-                  f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '
-                  f'-o junit_family=xunit1 -p {PLUGIN}"\n')
-    return (f"{prefix}(\n{command}\n)\ncrucible_rc=$?\n"
-            "printf '\\n%s end %s\\n' \"$crucible_end\" \"$crucible_rc\"\nexit \"$crucible_rc\"\n")
+        prefix = (
+            f"mkdir -m 700 {folder}\n"
+            f"printf '%s{words}\\n' \"$crucible_runner\" "
+            f"> {folder}/end.nonce\n"
+            f"cat > {folder}/{PLUGIN}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source()}CRUCIBLE_RUNNER_END\n"
+            + "".join(
+                f"cat > {folder}/{name}.py <<'CRUCIBLE_RUNNER_END'\n{plugin_source(name)}CRUCIBLE_RUNNER_END\n"
+                for name in (AUDIT_MODULES if audit else ())
+            )
+            + f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+            f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '
+            f'-o junit_family=xunit1 -p {PLUGIN}"\n'
+        )
+    return (
+        f"{prefix}(\n{command}\n)\ncrucible_rc=$?\n"
+        'printf \'\\n%s end %s\\n\' "$crucible_end" "$crucible_rc"\nexit "$crucible_rc"\n'
+    )
 
 
 @dataclass(frozen=True)
@@ -127,20 +144,37 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
     text, after, shell_end = output, b"", False
     found = re.search(rb"\n" + re.escape(shell_token.encode()) + rb" end -?[0-9]+\n", output) if shell_token else None
     if found:
-        text, after, shell_end = output[:found.start()], output[found.end():], True
-    runner = re.search(rb"\n" + re.escape(runner_token.encode())
-                       + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?"
-                       rb"(?: passed=([0-9a-f,]*))?(?: audit=([A-Za-z0-9+/=]*))?\n",
-                       text) if runner_token else None
+        text, after, shell_end = output[: found.start()], output[found.end() :], True
+    runner = (
+        re.search(
+            rb"\n"
+            + re.escape(runner_token.encode())
+            + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?"
+            rb"(?: passed=([0-9a-f,]*))?(?: audit=([A-Za-z0-9+/=]*))?\n",
+            text,
+        )
+        if runner_token
+        else None
+    )
     if runner is None:
         return Split(text, after, shell_end, None)
-    outcomes = None if runner.group(2) is None else {
-        kind: int(n) for kind, n in re.findall(r"([a-z]+):([0-9]+)", runner.group(2).decode())}
+    outcomes = (
+        None
+        if runner.group(2) is None
+        else {kind: int(n) for kind, n in re.findall(r"([a-z]+):([0-9]+)", runner.group(2).decode())}
+    )
     passed = None if runner.group(3) is None else frozenset(runner.group(3).decode().split(",")) - {""}
     if passed is not None and any(len(k) != 10 for k in passed):
         passed = frozenset()  # not the plugin's: no test vouched for
-    return Split(text[:runner.start()], text[runner.end():] + after, shell_end, runner.group(1).decode(), outcomes,
-                 passed, None if runner.group(4) is None else _audit_record(runner.group(4)))
+    return Split(
+        text[: runner.start()],
+        text[runner.end() :] + after,
+        shell_end,
+        runner.group(1).decode(),
+        outcomes,
+        passed,
+        None if runner.group(4) is None else _audit_record(runner.group(4)),
+    )
 
 
 def _audit_record(encoded: bytes) -> dict:
@@ -162,8 +196,14 @@ def summary_counts(text: str) -> dict[str, int] | None:
     return {kind: int(n) for n, kind in _COUNT.findall(found[-1].group(1))}
 
 
-def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult] | None,
-          output: str, vouched_only: bool, as_reported: Sequence[TestResult] | None = None) -> str | None:
+def check(
+    end: Mapping | None,
+    named: Mapping | None,
+    tests: Sequence[TestResult] | None,
+    output: str,
+    vouched_only: bool,
+    as_reported: Sequence[TestResult] | None = None,
+) -> str | None:
     """Why the named results of a pytest run cannot be believed, or None. ``end``: the test
     record's ``end`` (absent on runs graded before it existed: nothing to check);
     ``vouched_only``: a report pytest's own end did not vouch for is refused too;
@@ -184,15 +224,20 @@ def check(end: Mapping | None, named: Mapping | None, tests: Sequence[TestResult
         return TAMPERED_REPORT
     own = end.get("runner_outcomes")
     if own and own.get("outranked"):
-        return ("tampered: a hook wrapper registered after pytest's configure ran before crucible's count of the "
-                "outcomes (it could change each report before the count saw it)")
-    return (unseen_passes(tests, as_reported, end.get("runner_passed"))
-            or (counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
-            or counts(tests, summary_counts(output), "pytest's own summary"))
+        return (
+            "tampered: a hook wrapper registered after pytest's configure ran before crucible's count of the "
+            "outcomes (it could change each report before the count saw it)"
+        )
+    return (
+        unseen_passes(tests, as_reported, end.get("runner_passed"))
+        or (counts(tests, own, "crucible's count as the tests reported") if own is not None else None)
+        or counts(tests, summary_counts(output), "pytest's own summary")
+    )
 
 
-def unseen_passes(tests: Sequence[TestResult], as_reported: Sequence[TestResult] | None,
-                  passed: Sequence[str] | None) -> str | None:
+def unseen_passes(
+    tests: Sequence[TestResult], as_reported: Sequence[TestResult] | None, passed: Sequence[str] | None
+) -> str | None:
     """A test the report says PASSED that the plugin did not see pass: its report was changed or
     made up after pytest made it (a failure swapped with an unlisted test's pass keeps every
     count; so does a pass written under the task's own name beside a failure under the random

@@ -3,6 +3,7 @@
 Registered by the flavor (``CodingFlavor.task_schema``), so every ``task.*`` key of a
 coding task is validated at compose time, by name.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -88,8 +89,10 @@ class CodingTaskConfig(TaskConfig):
     workdir: str = "/app"
     protected_paths: list[str] = field(default_factory=list)
     test_timeout: float = 600.0
-    tests_ran_regex: str = (r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
-                            r".*\b[1-9][0-9]* passed\b")
+    tests_ran_regex: str = (
+        r"(?m)^(?!.*\b[1-9][0-9]* (?:failed|skipped|deselected|xfailed|xpassed|errors?)\b)"
+        r".*\b[1-9][0-9]* passed\b"
+    )
     """Output must match this for a passing exit code to count: no tests run scores 0, and so
     does a summary that also counts skipped, deselected, xfailed or errored tests (code under
     test calling pytest.skip() where it would fail must not pass). A task whose hidden tests

@@ -16,6 +16,7 @@ code>" after each apply's output, "<nonce> hidden <began> <ended>" (the hidden t
 writing, by the clock in there); "<nonce> received <npatch> <nhidden>" first, so what the
 reset printed is not taken for the first apply's output.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,9 +46,11 @@ KILL_WAIT = 10.0
 # maybe empty: envs/coding/runner_end.py), kept in shell variables no child inherits; then the
 # command gets no stdin (as a plain exec would) and one output stream, interleaved as a
 # terminal would show it.
-_GO = ('IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
-       'read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n')
-_SELF_GATED = 'exec 2>&1\n'
+_GO = (
+    'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
+    "read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n"
+)
+_SELF_GATED = "exec 2>&1\n"
 
 
 @dataclass
@@ -95,10 +98,21 @@ class Finished:
     seconds: float
 
 
-async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, hidden: Sequence[str],
-                command: str, user: int, verdict: tuple[str, int] | None = None,
-                support: Sequence[str] = (), gates_itself: bool = False, shown: str | None = None,
-                preamble: bytes = b"") -> Staging:
+async def start(
+    ws: Workspace,
+    *,
+    workdir: str,
+    baseline: str,
+    uid_wall: bool,
+    hidden: Sequence[str],
+    command: str,
+    user: int,
+    verdict: tuple[str, int] | None = None,
+    support: Sequence[str] = (),
+    gates_itself: bool = False,
+    shown: str | None = None,
+    preamble: bytes = b"",
+) -> Staging:
     """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``.
 
     ``hidden``: the stager's "MODE PATH" entries (sh/stager.sh). ``verdict`` (a directory and the tester's uid) puts the hidden tests under its hidden/
@@ -110,13 +124,26 @@ async def start(ws: Workspace, *, workdir: str, baseline: str, uid_wall: bool, h
     (the launcher's own code, which so travels in no argv)."""
     nonce = uuid.uuid4().hex
     verdict_dir, tester_uid = verdict or ("", ROOT_UID)
-    args = [workdir, baseline, VAULT, GRADE_DIR, "1" if uid_wall else "0", nonce, verdict_dir, str(tester_uid),
-            *hidden, *(f"644 {path}" for path in support)]
+    args = [
+        workdir,
+        baseline,
+        VAULT,
+        GRADE_DIR,
+        "1" if uid_wall else "0",
+        nonce,
+        verdict_dir,
+        str(tester_uid),
+        *hidden,
+        *(f"644 {path}" for path in support),
+    ]
     # Both at once: when the grading workspace comes up late, their starts are on the run's path.
     stager_argv = script_argv(shell.script(__file__, "stager.sh"), args)
-    starts = [asyncio.ensure_future(ws.open_process(stager_argv, user=ROOT_UID, cwd="/", env=GIT_ENV)),
-              asyncio.ensure_future(ws.open_process(["bash", "-c", (_SELF_GATED if gates_itself else _GO) + command],
-                                                    user=user, cwd=workdir))]
+    starts = [
+        asyncio.ensure_future(ws.open_process(stager_argv, user=ROOT_UID, cwd="/", env=GIT_ENV)),
+        asyncio.ensure_future(
+            ws.open_process(["bash", "-c", (_SELF_GATED if gates_itself else _GO) + command], user=user, cwd=workdir)
+        ),
+    ]
     try:
         stager, tester = await asyncio.gather(*starts)
         if preamble:
@@ -140,8 +167,9 @@ async def _write_preamble(process: Process, data: bytes) -> None:
         pass  # it has ended already: running it reports how
 
 
-def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None,
-                     scan: Sequence[str] = ()) -> bytes:
+def submission_input(
+    variants: Sequence[tuple[str, bytes]], hidden: Sequence[bytes], owned: list[str] | None, scan: Sequence[str] = ()
+) -> bytes:
     """What the stager reads: the header line, then every piece back to back. ``scan``: the
     repo paths whose contents the stager sends back once everything is staged (``scanned``)."""
     own_list = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in owned or [])
@@ -149,8 +177,7 @@ def submission_input(variants: Sequence[tuple[str, bytes]], hidden: Sequence[byt
     header = [str(len(variants)), "all" if owned is None else "list", str(len(own_list)), str(len(scan_list))]
     header += [f"{label} {len(body)}" for label, body in variants]
     header += [str(len(body)) for body in hidden]
-    return " ".join(header).encode() + b"\n" + b"".join([*(body for _, body in variants), *hidden, own_list,
-                                                        scan_list])
+    return " ".join(header).encode() + b"\n" + b"".join([*(body for _, body in variants), *hidden, own_list, scan_list])
 
 
 def scanned(output: bytes, total: int, nonce: str) -> dict[str, bytes]:
@@ -165,15 +192,15 @@ def scanned(output: bytes, total: int, nonce: str) -> dict[str, bytes]:
     at = output.find(marker)
     while at >= 0:
         line_end = output.find(b"\n", at + len(marker))
-        fields = output[at + len(marker):line_end].split(b" ") if line_end >= 0 else []
+        fields = output[at + len(marker) : line_end].split(b" ") if line_end >= 0 else []
         if len(fields) != 2 or not all(f.isdigit() for f in fields):
             return found
         size, path_bytes = int(fields[0]), int(fields[1])
         start = line_end + 1
         if start + path_bytes + size > len(output):
             return found
-        path = output[start:start + path_bytes].decode("utf-8", "surrogateescape")
-        found[path] = output[start + path_bytes:start + path_bytes + size]
+        path = output[start : start + path_bytes].decode("utf-8", "surrogateescape")
+        found[path] = output[start + path_bytes : start + path_bytes + size]
         at = output.find(marker, start + path_bytes + size)
     return found
 
@@ -248,7 +275,7 @@ class _Output:
             data = data[room:]
         self.tail += data
         if len(self.tail) > 2 * self.half:  # trimmed lazily: amortised O(1) per byte
-            del self.tail[:-self.half]
+            del self.tail[: -self.half]
 
     def value(self) -> bytes:
-        return bytes(self.head) + bytes(self.tail[-self.half:])
+        return bytes(self.head) + bytes(self.tail[-self.half :])

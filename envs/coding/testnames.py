@@ -30,6 +30,7 @@ The same identifier gets the same new name in every hidden module of one grading
 class inheriting methods from another module still overrides what it overrode. Line and
 column positions never move (tracebacks read the same).
 """
+
 from __future__ import annotations
 
 import ast
@@ -51,8 +52,11 @@ _FSTRING_MIDDLE = getattr(tokenize, "FSTRING_MIDDLE", None)
 
 def is_module(item: HiddenFile) -> bool:
     """A hidden pytest module this may rewrite: a plain file named as pytest collects it."""
-    return (item.mode in ("644", "755") and item.path.endswith(".py")
-            and hidden_change.TEST_MODULE.match(posixpath.basename(item.path)) is not None)
+    return (
+        item.mode in ("644", "755")
+        and item.path.endswith(".py")
+        and hidden_change.TEST_MODULE.match(posixpath.basename(item.path)) is not None
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -116,10 +120,11 @@ class _Module:
     def rewrite(self, tokens_for: Mapping[str, str]) -> str:
         lines = _lines(self.text)
         # Right to left within a line, so earlier columns stay where the tokenizer put them.
-        for name, (row, col) in sorted(((n, at) for n, at in self.positions if n in tokens_for),
-                                       key=lambda found: found[1], reverse=True):
+        for name, (row, col) in sorted(
+            ((n, at) for n, at in self.positions if n in tokens_for), key=lambda found: found[1], reverse=True
+        ):
             line = lines[row - 1]
-            lines[row - 1] = line[:col] + tokens_for[name] + line[col + len(name):]
+            lines[row - 1] = line[:col] + tokens_for[name] + line[col + len(name) :]
         return "".join(lines)
 
 
@@ -173,13 +178,16 @@ def candidates(files: Sequence[HiddenFile]) -> frozenset[str]:
     collected names that every hidden module mentioning them could rewrite. A module that
     does not parse renames nothing, and keeps every name it spells."""
     modules = [(item, _parse(item.data)) for item in files if is_module(item)]
-    unreadable = {word for item, module in modules if module is None
-                  for word in _words(item.data.decode("utf-8", "replace"))}
+    unreadable = {
+        word for item, module in modules if module is None for word in _words(item.data.decode("utf-8", "replace"))
+    }
     parsed = [module for _, module in modules if module is not None]
     wanted = {name for module in parsed for name in module.collected}
-    return frozenset(name for name in wanted
-                     if all(module.safe(name) for module in parsed if module.mentions(name))
-                     and name not in unreadable)
+    return frozenset(
+        name
+        for name in wanted
+        if all(module.safe(name) for module in parsed if module.mentions(name)) and name not in unreadable
+    )
 
 
 def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], command: str = "") -> frozenset[str]:
@@ -202,8 +210,7 @@ def _renamable(repo_path: str, test_sha: str, files: tuple[HiddenFile, ...], com
         with gitpython.Repo(repo_path) as repo:
             paths = repo.git.ls_tree("-r", "--name-only", "-z", test_sha).split("\0")
             out = _grep(repo, "-I", "-w", "-F", "-o", "-z", *patterns, test_sha)
-            selecting = _grep(repo, "-I", "-l", "-E", "-e", r"addopts.*(-k|--keyword)", test_sha,
-                              "--", *_INI_FILES)
+            selecting = _grep(repo, "-I", "-l", "-E", "-e", r"addopts.*(-k|--keyword)", test_sha, "--", *_INI_FILES)
     except gitpython.GitCommandError as exc:
         raise GradeError(f"cannot read which test names the test ref uses: {str(exc.stderr).strip()[-300:]}") from exc
     elsewhere = set()

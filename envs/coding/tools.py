@@ -9,6 +9,7 @@ the tool's user, so symlinks count) and refused when it leaves the workdir.
 ``call`` never raises for the agent's mistakes: an unknown tool or bad arguments come back
 as ``(text, True)``. Bytes pass through unchanged (non-UTF-8, CRLF, no final newline).
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -126,8 +127,13 @@ class CodingTools:
         if not isinstance(command, str) or not command.strip():
             raise ToolError("bash needs a non-empty string `command`")
         timeout = self._timeout(args.get("timeout"))
-        result = await self.ws.exec(["bash", "-lc", command], user=self.user, cwd=self.workdir,
-                                    timeout=timeout, max_output=self.max_output_bytes)
+        result = await self.ws.exec(
+            ["bash", "-lc", command],
+            user=self.user,
+            cwd=self.workdir,
+            timeout=timeout,
+            max_output=self.max_output_bytes,
+        )
         text = result.text()
         if result.truncated:
             total = result.stdout_bytes_total + result.stderr_bytes_total
@@ -187,8 +193,9 @@ class CodingTools:
             if view_range is not None:
                 raise ToolError("`view_range` is not allowed when `path` is a directory")
             listing = _bounded(body.decode("utf-8", "replace"), self.max_output_bytes)
-            return (f"Here are the files and directories up to 2 levels deep in {path}, "
-                    f"excluding hidden items:\n{listing}")
+            return (
+                f"Here are the files and directories up to 2 levels deep in {path}, excluding hidden items:\n{listing}"
+            )
         content = self._file_text(path, kind, body)
         try:
             numbered = editor.numbered(content, view_range)
@@ -202,8 +209,12 @@ class CodingTools:
         what the step printed after the header). Refused when the path leaves the workdir."""
         step = shell.script(__file__, "edit_step.sh")
         result = await self.ws.exec(
-            ["bash", "-c", step, "edit", action, self.workdir, wanted, str(MAX_FILE_BYTES)], user=self.user,
-            cwd=self.workdir, timeout=self.bash_timeout, stdin=data, max_output=2 * (MAX_FILE_BYTES + _HEADER_BYTES),
+            ["bash", "-c", step, "edit", action, self.workdir, wanted, str(MAX_FILE_BYTES)],
+            user=self.user,
+            cwd=self.workdir,
+            timeout=self.bash_timeout,
+            stdin=data,
+            max_output=2 * (MAX_FILE_BYTES + _HEADER_BYTES),
         )
         fields = result.stdout.split(b"\0", 3)
         if len(fields) != 4:

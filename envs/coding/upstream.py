@@ -13,6 +13,7 @@ work tree), dated and authored as the fix was, so the same fix gives the same SH
 those three branches are left in the task repo. Nothing of upstream is copied into crucible:
 the repo goes to the user's task-repo directory and the YAML names it by path.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,11 +54,14 @@ def new_task(fix: UpstreamFix) -> Path:
     rest = {p: c for p, c in changes.items() if p not in tests}
     where = f"fix {fix_sha[:12]} (base {base_sha[:12]}, {len(changes)} paths)"
     if not tests:
-        raise ConfigError(f"{where}: no path matches the test paths {list(patterns)}, so the test change would "
-                          "be empty; name them with --tests GLOB")
+        raise ConfigError(
+            f"{where}: no path matches the test paths {list(patterns)}, so the test change would "
+            "be empty; name them with --tests GLOB"
+        )
     if not rest:
-        raise ConfigError(f"{where}: every path is a test path ({', '.join(sorted(tests)[:5])}), so the golden "
-                          "would be empty")
+        raise ConfigError(
+            f"{where}: every path is a test path ({', '.join(sorted(tests)[:5])}), so the golden would be empty"
+        )
     _write_repo(source, target, name, base_sha, fix_sha, tests, rest)
     prompt = fix.prompt if fix.prompt is not None else _message(source, fix_sha)
     yaml_path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,8 +75,13 @@ def prompt_digest(prompt: str) -> str:
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, input=stdin,
-                          env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", **(env or {})})
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", **(env or {})},
+    )
     if proc.returncode != 0:
         raise ConfigError(f"git {args[0]} failed in {repo}: {proc.stderr.strip()[-300:]}")
     return proc.stdout
@@ -103,23 +112,42 @@ def _message(source: Path, sha: str) -> str:
     return _git(source, "log", "-1", "--format=%B", sha).strip()
 
 
-def _write_repo(source: Path, target: Path, name: str, base: str, fix: str,
-                tests: dict[str, tuple[str, str]], rest: dict[str, tuple[str, str]]) -> None:
+def _write_repo(
+    source: Path,
+    target: Path,
+    name: str,
+    base: str,
+    fix: str,
+    tests: dict[str, tuple[str, str]],
+    rest: dict[str, tuple[str, str]],
+) -> None:
     """The task repo: a bare clone of ``source`` cut down to the three branches."""
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         repo = scratch / "repo.git"
         # Tags too: a fix may be reachable only from one (every ref but the three goes below).
-        proc = subprocess.run(["git", "clone", "--quiet", "--bare", str(source), str(repo)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", "clone", "--quiet", "--bare", str(source), str(repo)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             raise ConfigError(f"cannot clone {source}: {proc.stderr.strip()[-300:]}")
         _git(repo, "cat-file", "-e", f"{fix}^{{commit}}")  # a fix on no branch is not in a plain clone
-        dated = dict(zip(("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
-                          "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE"),
-                         _git(repo, "log", "-1", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd",
-                              "--date=raw", fix).rstrip("\n").split("\0")))
+        dated = dict(
+            zip(
+                (
+                    "GIT_AUTHOR_NAME",
+                    "GIT_AUTHOR_EMAIL",
+                    "GIT_AUTHOR_DATE",
+                    "GIT_COMMITTER_NAME",
+                    "GIT_COMMITTER_EMAIL",
+                    "GIT_COMMITTER_DATE",
+                ),
+                _git(repo, "log", "-1", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd", "--date=raw", fix)
+                .rstrip("\n")
+                .split("\0"),
+            )
+        )
         test_sha = _commit(repo, base, tests, dated, f"{name}: the hidden test change of {fix[:12]}")
         golden_sha = _commit(repo, base, rest, dated, f"{name}: the fix of {fix[:12]} without its tests")
         for ref in _git(repo, "for-each-ref", "--format=%(refname)").split():
@@ -146,8 +174,16 @@ def _commit(repo: Path, base: str, changes: dict[str, tuple[str, str]], env: dic
         return _git(repo, "commit-tree", tree, "-p", base, "-m", message, env=index_env).strip()
 
 
-def _task_yaml(fix: UpstreamFix, name: str, set_name: str, repo: Path, prompt: str, fix_sha: str,
-               base_sha: str, tests: Sequence[str]) -> str:
+def _task_yaml(
+    fix: UpstreamFix,
+    name: str,
+    set_name: str,
+    repo: Path,
+    prompt: str,
+    fix_sha: str,
+    base_sha: str,
+    tests: Sequence[str],
+) -> str:
     import json
 
     def quoted(value: str) -> str:

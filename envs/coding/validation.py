@@ -6,6 +6,7 @@ UTF-8 text files, ``bash`` for what the edit tool cannot express (deletions, ren
 binary or non-UTF-8 content, symlinks, mode changes). Replayed through the task's own
 tools by the ``integration_test`` agent, they must make the hidden tests pass.
 """
+
 from __future__ import annotations
 
 import base64
@@ -115,7 +116,7 @@ def _binary_steps(root: str, rel: str, data: bytes) -> list[dict]:
     target = shlex.quote(f"{root}/{rel}")
     steps = [_bash(_mkdir_for(root, rel) + f": > {target}")]
     for start in range(0, len(data), BINARY_CHUNK):
-        encoded = base64.b64encode(data[start:start + BINARY_CHUNK]).decode()
+        encoded = base64.b64encode(data[start : start + BINARY_CHUNK]).decode()
         steps.append(_bash(f"printf '%s' {encoded} | base64 -d >> {target}"))
     return steps
 

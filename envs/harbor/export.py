@@ -8,6 +8,7 @@ work, deletions listed) with a test.sh running the task's test command and writi
 What does not carry over is said per task on stdout (an sdlc task's PR check; the strict-mode
 defences of the coding grader).
 """
+
 from __future__ import annotations
 
 import io
@@ -92,11 +93,15 @@ def export(cfg, out: Path) -> list[str]:
     task = cfg.task
     task_id = f"{task.set}/{task.name}"
     if cfg.flavor.name not in EXPORTABLE:
-        raise ConfigError(f"task {task_id}: flavor {cfg.flavor.name} cannot be exported to a Harbor folder "
-                          f"(only {', '.join(EXPORTABLE)})")
+        raise ConfigError(
+            f"task {task_id}: flavor {cfg.flavor.name} cannot be exported to a Harbor folder "
+            f"(only {', '.join(EXPORTABLE)})"
+        )
     repo = repos.resolve_repo(task.repo)
-    shas = {role: repos.pin(repo, getattr(task.refs, role), task_id=task_id, role=role)
-            for role in ("baseline", "test", "golden")}
+    shas = {
+        role: repos.pin(repo, getattr(task.refs, role), task_id=task_id, role=role)
+        for role in ("baseline", "test", "golden")
+    }
     change = hidden.read_change(repo, shas["baseline"], shas["test"], task.hidden_tests, task_id=task_id)
     target = out / task.name
     if target.exists():
@@ -105,11 +110,14 @@ def export(cfg, out: Path) -> list[str]:
     _tests(target / "tests", change, cfg, task_id)
     (target / "solution").mkdir(parents=True)
     (target / "solution" / "golden.diff").write_bytes(
-        repos.git_bytes(repo, "diff", "--binary", "--no-color", shas["baseline"], shas["golden"]))
+        repos.git_bytes(repo, "diff", "--binary", "--no-color", shas["baseline"], shas["golden"])
+    )
     _script(target / "solution" / "solve.sh", SOLVE_SH.format(task_id=task_id, workdir=shlex.quote(task.workdir)))
     (target / "instruction.md").write_text(str(task.prompt).rstrip("\n") + "\n", encoding="utf-8")
-    (target / "task.toml").write_text(TASK_TOML.format(task_id=task_id, verifier=_verifier_limit(cfg),
-                                                       agent=float(cfg.timeouts.agent)), encoding="utf-8")
+    (target / "task.toml").write_text(
+        TASK_TOML.format(task_id=task_id, verifier=_verifier_limit(cfg), agent=float(cfg.timeouts.agent)),
+        encoding="utf-8",
+    )
     lines = [f"exported {task_id} -> {target}"]
     if cfg.flavor.name == "sdlc":
         lines.append(f"  {task_id}: its PR check (0.2 of the sdlc reward) is not exported: the reward is its tests'")
@@ -131,10 +139,13 @@ def _environment(env_dir: Path, repo: Path, baseline: str, cfg) -> None:
     task = cfg.task
     packages = sorted({"git", "ca-certificates", *cfg.env.system_packages, *task.system_packages})
     workdir = task.workdir
-    lines = ["FROM debian:bookworm",
-             "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-             f"{' '.join(packages)} && rm -rf /var/lib/apt/lists/*",
-             f"COPY repo/ {workdir}/", f"WORKDIR {workdir}"]
+    lines = [
+        "FROM debian:bookworm",
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+        f"{' '.join(packages)} && rm -rf /var/lib/apt/lists/*",
+        f"COPY repo/ {workdir}/",
+        f"WORKDIR {workdir}",
+    ]
     if task.install:
         lines.append(f"RUN {task.install}")
     (env_dir / "Dockerfile").write_text("\n".join(lines) + "\n", encoding="utf-8")

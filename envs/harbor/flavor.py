@@ -9,6 +9,7 @@ capture is the binary diff of that directory against the baseline the image comm
 (``sh/capture.sh``); grading, in a fresh workspace, applies it and runs tests/test.sh
 (``grader.py``), and the reward is Harbor's reward file (``reward.py``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -60,8 +61,10 @@ register("harbor", HarborIntegrity)
 class HarborFlavor:
     task_schema: ClassVar[type] = HarborTaskConfig
     integrity_schema: ClassVar[type] = HarborIntegrity
-    roles: ClassVar[Mapping[str, GateRole]] = {"golden": GateRole("integration_test", 1.0),
-                                               "baseline": GateRole("noop", 0.0)}
+    roles: ClassVar[Mapping[str, GateRole]] = {
+        "golden": GateRole("integration_test", 1.0),
+        "baseline": GateRole("noop", 0.0),
+    }
     """golden = solution/solve.sh run as the agent (Harbor's ``oracle``); baseline = nothing (``nop``)."""
 
     def __init__(self, name: str = "harbor") -> None:
@@ -70,13 +73,25 @@ class HarborFlavor:
     def plan_task(self, task: HarborTaskConfig, ctx: PlanContext) -> PlannedTask:
         found = harbor_folder.read(Path(task.path))
         if not found.workdir:
-            raise ConfigError(f"harbor task {task.id}: environment/Dockerfile sets no WORKDIR; crucible captures "
-                              "the task's working directory, so name it (e.g. WORKDIR /app)")
+            raise ConfigError(
+                f"harbor task {task.id}: environment/Dockerfile sets no WORKDIR; crucible captures "
+                "the task's working directory, so name it (e.g. WORKDIR /app)"
+            )
         task = dataclasses.replace(
-            task, prompt=found.instruction, workdir=found.workdir, agent_timeout_sec=found.agent_timeout,
-            verifier_timeout_sec=found.verifier_timeout, verifier_env=found.verifier_env, cpus=found.cpus,
-            memory_mb=found.memory_mb, allow_internet=found.allow_internet, shape=found.shape, capture=found.capture,
-            sidecars=found.sidecars, pins=harbor_folder.pins(found))
+            task,
+            prompt=found.instruction,
+            workdir=found.workdir,
+            agent_timeout_sec=found.agent_timeout,
+            verifier_timeout_sec=found.verifier_timeout,
+            verifier_env=found.verifier_env,
+            cpus=found.cpus,
+            memory_mb=found.memory_mb,
+            allow_internet=found.allow_internet,
+            shape=found.shape,
+            capture=found.capture,
+            sidecars=found.sidecars,
+            pins=harbor_folder.pins(found),
+        )
         if ctx.pins and dict(ctx.pins) != task.pins:
             raise ConfigError(f"harbor task {task.id}: its folder changed since the run was planned")
         if task.validation is None:
@@ -85,21 +100,30 @@ class HarborFlavor:
 
     def tools(self, ws: Workspace, spec: RunSpec) -> CodingTools:
         env = spec.env
-        return CodingTools(ws, workdir=spec.task.workdir, user=AGENT_UID if spec.integrity.uid_wall else ROOT_UID,
-                           bash_timeout=float(env.bash_timeout), max_output_bytes=int(env.max_output_bytes),
-                           enabled=list(env.tools))
+        return CodingTools(
+            ws,
+            workdir=spec.task.workdir,
+            user=AGENT_UID if spec.integrity.uid_wall else ROOT_UID,
+            bash_timeout=float(env.bash_timeout),
+            max_output_bytes=int(env.max_output_bytes),
+            enabled=list(env.tools),
+        )
 
     async def setup(self, ws: Workspace, spec: RunSpec) -> None:
         """Nothing to stage (the image holds the task at its baseline, tests and solution never);
         a compose task with services beside ``main`` is refused in one line."""
         if spec.task.capture == "live" and spec.integrity.uid_wall:
-            raise SetupError(f"harbor task {spec.task.id} needs the agent's live container to grade "
-                             "([metadata].crucible_capture = \"live\"); strict grades only in a fresh container: "
-                             "run it under integrity=none or vault (graded from its file changes, processes lost)")
+            raise SetupError(
+                f"harbor task {spec.task.id} needs the agent's live container to grade "
+                '([metadata].crucible_capture = "live"); strict grades only in a fresh container: '
+                "run it under integrity=none or vault (graded from its file changes, processes lost)"
+            )
         if spec.task.sidecars:
-            raise SetupError(f"harbor task {spec.task.id}: docker-compose.yaml services beside main "
-                             f"({', '.join(spec.task.sidecars)}) are not supported yet: only the main service's "
-                             "image is built, and its sidecars would need the flavor's services hook")
+            raise SetupError(
+                f"harbor task {spec.task.id}: docker-compose.yaml services beside main "
+                f"({', '.join(spec.task.sidecars)}) are not supported yet: only the main service's "
+                "image is built, and its sidecars would need the flavor's services hook"
+            )
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
         return None
@@ -112,14 +136,18 @@ class HarborFlavor:
         whole = "1" if spec.task.capture in ("container", "live") else "0"
         mark = f"CRUCIBLE-{secrets.token_hex(8)}"
         try:
-            result = await ws.exec(["bash", "-c", shell.script(__file__, "capture.sh"), "crucible",
-                                    spec.task.workdir, carry, whole, mark], timeout=float(spec.timeouts.capture),
-                                   max_output=256 << 20)
+            result = await ws.exec(
+                ["bash", "-c", shell.script(__file__, "capture.sh"), "crucible", spec.task.workdir, carry, whole, mark],
+                timeout=float(spec.timeouts.capture),
+                max_output=256 << 20,
+            )
         except WorkspaceError as exc:
             raise CaptureError(f"capture could not run: {exc}") from exc
         if result.timed_out or result.truncated or result.exit_code != 0:
-            raise CaptureError(f"capture of {spec.task.workdir} failed (exit {result.exit_code}"
-                               f"{', output truncated' if result.truncated else ''}): {result.stderr[-400:]!r}")
+            raise CaptureError(
+                f"capture of {spec.task.workdir} failed (exit {result.exit_code}"
+                f"{', output truncated' if result.truncated else ''}): {result.stderr[-400:]!r}"
+            )
         out, *sections = result.stdout.split(f"{mark} ".encode())
         data = {"carried": "", "container": ""}
         for section in sections:
@@ -148,8 +176,10 @@ class HarborFlavor:
         test.sh files download uv and pytest there), so name the fix."""
         output = reward.decode(raw.get("output")) if raw else ""
         if any(sign in output for sign in OFFLINE_SIGNS):
-            return ("test.sh reached for the internet, and crucible grades without a network: install its "
-                    "test runner (uv, pytest, curl) in environment/Dockerfile instead of in tests/test.sh")
+            return (
+                "test.sh reached for the internet, and crucible grades without a network: install its "
+                "test runner (uv, pytest, curl) in environment/Dockerfile instead of in tests/test.sh"
+            )
         return None
 
     def notes(self, spec: RunSpec, raw: Mapping[str, Any]) -> list[str]:
@@ -160,12 +190,20 @@ class HarborFlavor:
         return []
 
     def lock_refusal(self, spec: RunSpec) -> str | None:
-        return (f"harbor task {spec.task.id} is graded by the reward file tests/test.sh writes, not by named "
-                "test results: there are no test lists to lock")
+        return (
+            f"harbor task {spec.task.id} is graded by the reward file tests/test.sh writes, not by named "
+            "test results: there are no test lists to lock"
+        )
 
 
-PROTECTED = protect.Policy(hidden_tests=(), patterns=patch.PYTEST_PROTECTED, import_roots=("",), test_packages=(),
-                           shadowed=protect.SHADOWED, command_files=())
+PROTECTED = protect.Policy(
+    hidden_tests=(),
+    patterns=patch.PYTEST_PROTECTED,
+    import_roots=("",),
+    test_packages=(),
+    shadowed=protect.SHADOWED,
+    command_files=(),
+)
 """``strict``'s protected paths in a Harbor task's working directory (envs/coding/protect.py):
 test-runner configuration, interpreter start-up files, bytecode and package metadata at any
 depth, and new top-level modules shadowing the standard library or the pytest stack (a test.sh
@@ -178,8 +216,13 @@ def _protected_dropped(diff: bytes) -> tuple[bytes, list[str]]:
     return b"".join(chunk.data for chunk in kept), violations
 
 
-OFFLINE_SIGNS = ("Could not resolve host", "Temporary failure resolving", "Temporary failure in name resolution",
-                 "Network is unreachable", "Failed to establish a new connection")
+OFFLINE_SIGNS = (
+    "Could not resolve host",
+    "Temporary failure resolving",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Failed to establish a new connection",
+)
 """What a download in test.sh prints when grading, which has no network, runs it."""
 GRADE_SLACK = 60.0
 """Seconds of grading beyond test.sh's limit and the grader's own margin (writing the diff and
@@ -191,10 +234,13 @@ def limits(found: harbor_folder.HarborFolder) -> TaskLimits:
     the agent's turn, ``[verifier].timeout_sec`` (with the grader's margin) grading,
     ``[environment]`` cpus and memory every workspace's; ``allow_internet`` the agent's network
     where task.toml names it (false takes it away in every mode; true never gives ``strict`` one)."""
-    return TaskLimits(agent_timeout=found.agent_timeout,
-                      grade_timeout=found.verifier_timeout + grader.MARGIN + GRADE_SLACK,
-                      cpus=found.cpus, memory_bytes=None if found.memory_mb is None else found.memory_mb << 20,
-                      network=found.allow_internet if found.internet_named else None)
+    return TaskLimits(
+        agent_timeout=found.agent_timeout,
+        grade_timeout=found.verifier_timeout + grader.MARGIN + GRADE_SLACK,
+        cpus=found.cpus,
+        memory_bytes=None if found.memory_mb is None else found.memory_mb << 20,
+        network=found.allow_internet if found.internet_named else None,
+    )
 
 
 def oracle_calls(solution: Path, timeout: float) -> list[dict]:
@@ -207,8 +253,9 @@ def oracle_calls(solution: Path, timeout: float) -> list[dict]:
     empty = f"find {ORACLE_DIR} -mindepth 1 -delete"
     calls = [{"name": "bash", "arguments": {"command": f"mkdir -p {ORACLE_DIR} && {empty}; rm -f {_PAYLOAD}"}}]
     for start in range(0, len(payload), _CHUNK):
-        calls.append({"name": "bash", "arguments": {
-            "command": f"printf %s '{payload[start:start + _CHUNK]}' >> {_PAYLOAD}"}})
+        calls.append(
+            {"name": "bash", "arguments": {"command": f"printf %s '{payload[start : start + _CHUNK]}' >> {_PAYLOAD}"}}
+        )
     run = textwrap.dedent(f"""\
         mkdir -p {ORACLE_DIR} && base64 -d {_PAYLOAD} | tar -xf - -C {ORACLE_DIR} && rm -f {_PAYLOAD} \\
           && bash {ORACLE_DIR}/solve.sh; s=$?; {empty}; rm -f {_PAYLOAD}; exit $s""")

@@ -5,6 +5,7 @@ Pure reading (no Docker, no config): the source lists folders with it, the flavo
 Field names follow Harbor's ``task.toml`` (``[agent].timeout_sec``, ``[verifier].timeout_sec``,
 ``[verifier].env``, ``[environment]`` ``cpus``/``memory_mb``/``memory``/``allow_internet``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -80,20 +81,26 @@ def read(path: Path, error: Callable[[str], Exception] = ConfigError) -> HarborF
     agent, verifier, env = (_table(settings, k, where, error) for k in ("agent", "verifier", "environment"))
     shape, sidecars = _shape(path, where, error)
     folder = HarborFolder(
-        path=path, instruction=instruction,
+        path=path,
+        instruction=instruction,
         agent_timeout=_seconds(agent, "agent", DEFAULT_AGENT_TIMEOUT, where, error),
         verifier_timeout=_seconds(verifier, "verifier", DEFAULT_VERIFIER_TIMEOUT, where, error),
         verifier_env={str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
         cpus=float(env["cpus"]) if isinstance(env.get("cpus"), (int, float)) else None,
-        memory_mb=_memory_mb(env), allow_internet=bool(env.get("allow_internet", True)),
-        shape=shape, sidecars=sidecars)
+        memory_mb=_memory_mb(env),
+        allow_internet=bool(env.get("allow_internet", True)),
+        shape=shape,
+        sidecars=sidecars,
+    )
     folder.workdir = _workdir(folder)
     folder.internet_named = "allow_internet" in env
     metadata = _table(settings, "metadata", where, error)
     folder.capture = str(metadata.get("crucible_capture", "workdir"))
     if folder.capture not in CAPTURES:
-        raise error(f"{where}: task.toml's [metadata].crucible_capture must be one of {', '.join(CAPTURES)}, "
-                    f"got {folder.capture!r}")
+        raise error(
+            f"{where}: task.toml's [metadata].crucible_capture must be one of {', '.join(CAPTURES)}, "
+            f"got {folder.capture!r}"
+        )
     return folder
 
 
@@ -165,9 +172,12 @@ def digest(path: Path) -> str:
 def pins(folder: HarborFolder) -> dict[str, str]:
     """What a verdict depends on, by content: the tests, the solution, the environment, the
     instruction. A changed part is a new spec, never a stale verdict."""
-    return {"tests_sha256": digest(folder.path / "tests"), "solution_sha256": digest(folder.path / "solution"),
-            "environment_sha256": digest(folder.path / "environment"),
-            "instruction_sha256": hashlib.sha256(folder.instruction.encode()).hexdigest()}
+    return {
+        "tests_sha256": digest(folder.path / "tests"),
+        "solution_sha256": digest(folder.path / "solution"),
+        "environment_sha256": digest(folder.path / "environment"),
+        "instruction_sha256": hashlib.sha256(folder.instruction.encode()).hexdigest(),
+    }
 
 
 def tarball(path: Path) -> bytes:

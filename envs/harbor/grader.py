@@ -4,6 +4,7 @@ outside the working directory put back), tests/ laid into /tests only now, test.
 ``[verifier].timeout_sec``, the reward files read back. Returns the raw grade; the verdict is
 ``reward.verdict`` of it alone.
 """
+
 from __future__ import annotations
 
 import base64
@@ -40,14 +41,23 @@ async def grade(ws: Workspace, spec: RunSpec, submission: CapturedSubmission) ->
         await ws.write_file(f"{STAGE}/agent.diff", diff, mode=0o600)
         await ws.write_file(f"{STAGE}/tests.tar", harbor_folder.tarball(tests), mode=0o600)
         await ws.write_file(f"{STAGE}/carried.tar", carried, mode=0o600)
-        await ws.write_file(f"{STAGE}/container.tar", base64.b64decode(submission.data.get("container") or ""),
-                            mode=0o600)
+        await ws.write_file(
+            f"{STAGE}/container.tar", base64.b64decode(submission.data.get("container") or ""), mode=0o600
+        )
         nonce = secrets.token_hex(8)
         limit = float(task.verifier_timeout_sec)
-        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
-               "LANG": "C.UTF-8", **dict(task.verifier_env)}
-        result = await ws.exec(["bash", "-c", shell.script(__file__, "grade.sh"), "crucible", task.workdir,
-                                f"{limit:g}", mode, nonce], env=env, timeout=limit + MARGIN, max_output=4 << 20)
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+            **dict(task.verifier_env),
+        }
+        result = await ws.exec(
+            ["bash", "-c", shell.script(__file__, "grade.sh"), "crucible", task.workdir, f"{limit:g}", mode, nonce],
+            env=env,
+            timeout=limit + MARGIN,
+            max_output=4 << 20,
+        )
     except WorkspaceError as exc:
         raise GradeError(f"harbor grading could not run: {exc}") from exc
     if result.timed_out:
@@ -55,8 +65,12 @@ async def grade(ws: Workspace, spec: RunSpec, submission: CapturedSubmission) ->
     raw = _parsed(result.stdout, nonce)
     if "apply" not in raw:
         raise GradeError(f"harbor grading ended early (exit {result.exit_code}): {result.stderr[-400:]!r}")
-    return {"mode": mode, "limit": limit, **raw, **({"violations": submission.violations}
-                                                    if submission.violations else {})}
+    return {
+        "mode": mode,
+        "limit": limit,
+        **raw,
+        **({"violations": submission.violations} if submission.violations else {}),
+    }
 
 
 def _parsed(stdout: bytes, nonce: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ The context is a copy of environment/ under the cache, named by its content, so 
 input hash covers the task's files, the Dockerfile as built, the build args and the base's ID:
 an unchanged task is a cache hit, with no build sent to the daemon.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,13 +28,15 @@ DOCKERFILE = "Dockerfile.crucible"
 _FROM = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)((?:\s+AS\s+\S+)?\s*)$", re.IGNORECASE | re.MULTILINE)
 _TAIL = Path(__file__).with_name("tail.Dockerfile")
 _PYTHON_IMAGE = re.compile(r"(?:(?:docker\.io/)?library/)?python(?::[^@\s]*)?(?:@\S+)?", re.IGNORECASE)
-PYTHON_SHIM = ("RUN set -eu; if ! command -v pip >/dev/null 2>&1; then apt-get update; "
-               "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-pip "
-               "python3-venv python-is-python3 ca-certificates; rm -rf /var/lib/apt/lists/*; fi\n"
-               f"COPY {CA_FILE} /etc/crucible/ca.pem\n"
-               "RUN [ -s /etc/crucible/ca.pem ] || cp /etc/ssl/certs/ca-certificates.crt /etc/crucible/ca.pem\n"
-               "ARG PIP_CERT=/etc/crucible/ca.pem\n"
-               "ENV PIP_BREAK_SYSTEM_PACKAGES=1\n")
+PYTHON_SHIM = (
+    "RUN set -eu; if ! command -v pip >/dev/null 2>&1; then apt-get update; "
+    "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-pip "
+    "python3-venv python-is-python3 ca-certificates; rm -rf /var/lib/apt/lists/*; fi\n"
+    f"COPY {CA_FILE} /etc/crucible/ca.pem\n"
+    "RUN [ -s /etc/crucible/ca.pem ] || cp /etc/ssl/certs/ca-certificates.crt /etc/crucible/ca.pem\n"
+    "ARG PIP_CERT=/etc/crucible/ca.pem\n"
+    "ENV PIP_BREAK_SYSTEM_PACKAGES=1\n"
+)
 """After a ``FROM python:*`` mapped onto crucible's base: what the official image has and the
 base lacks (python, pip, venv), so the Dockerfile's ``pip install`` steps run as written. The
 base's Debian python (3.11 on bookworm) stands for the tag's version; pip may install into it
@@ -46,8 +49,10 @@ def inputs(task_folder: HarborFolder, base_image: str, ctx: PlanContext) -> Imag
     """The image's Dockerfile, context and build args (nothing is built here)."""
     base = ctx.base_image() if base_image == "auto" else base_image
     if base == LOCAL_BASE:
-        raise ConfigError(f"harbor task {task_folder.path.name}: its image is its own environment/Dockerfile, which "
-                          "runtime=local (a host directory, no images) cannot build; use runtime=docker")
+        raise ConfigError(
+            f"harbor task {task_folder.path.name}: its image is its own environment/Dockerfile, which "
+            "runtime=local (a host directory, no images) cannot build; use runtime=docker"
+        )
     text = _dockerfile_text(task_folder, bool(base))
     env_dir = task_folder.path / "environment"
     key = hashlib.sha256(f"{harbor_folder.digest(env_dir)}\0{text}".encode()).hexdigest()[:24]
@@ -55,8 +60,10 @@ def inputs(task_folder: HarborFolder, base_image: str, ctx: PlanContext) -> Imag
     if not (context / DOCKERFILE).is_file():
         _materialise(context, env_dir, text)
     args = {"CRUCIBLE_WORKDIR": task_folder.workdir, **({BASE_ARG: base} if base else {})}
-    hint = (f"harbor task {task_folder.path.name}: its Dockerfile's FROM image is not here and no registry "
-            "gave it; map it onto a local image with the source's base_image (auto = crucible's base)")
+    hint = (
+        f"harbor task {task_folder.path.name}: its Dockerfile's FROM image is not here and no registry "
+        "gave it; map it onto a local image with the source's base_image (auto = crucible's base)"
+    )
     return ImageInputs(str(context / DOCKERFILE), str(context), args, missing_base_hint=hint)
 
 

@@ -8,6 +8,7 @@ apply, and under ``strict`` a process of the tests that outlived test.sh) is a r
 the reason recorded, and no subscores where the reward files are not to be trusted (they stay in
 ``raw.rewards``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -37,8 +38,11 @@ def rewards(raw: Mapping[str, Any]) -> tuple[dict[str, float], str | None]:
             return {}, f"reward.json is not JSON: {exc}"
         if not isinstance(data, dict) or not data:
             return {}, "reward.json is not a non-empty object of numbers"
-        bad = [k for k, v in data.items() if isinstance(v, bool) or not isinstance(v, (int, float))
-               or not math.isfinite(float(v))]
+        bad = [
+            k
+            for k, v in data.items()
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v))
+        ]
         if bad:
             return {}, f"reward.json's {bad[0]!r} is not a number"
         return {str(k): float(v) for k, v in data.items()}, None
@@ -77,8 +81,10 @@ def explain(raw: Mapping[str, Any]) -> list[str]:
         return ["no raw grade: the run ended before grading (its error says why)"]
     lines = [f"reason: {raw.get('reason')}; test.sh exited {raw.get('exit_code')} (integrity {raw.get('mode')})"]
     source = next((f"reward.{kind}" for kind in ("json", "txt") if raw.get(f"reward_{kind}") is not None), "no file")
-    lines.append(f"rewards {json.dumps(raw.get('rewards'), sort_keys=True)} from {source}; test.sh's limit "
-                 f"{raw.get('limit')} s{', timed out' if raw.get('timed_out') else ''}")
+    lines.append(
+        f"rewards {json.dumps(raw.get('rewards'), sort_keys=True)} from {source}; test.sh's limit "
+        f"{raw.get('limit')} s{', timed out' if raw.get('timed_out') else ''}"
+    )
     if raw.get("apply") not in (None, "ok"):
         lines += ["git apply output:", *decode(raw.get("apply")).strip().splitlines()[-8:]]
     if raw.get("violations"):

@@ -4,6 +4,7 @@ A task option (``envs/harbor/source.py``) sets ``path`` and ``base_image``; ``pl
 the rest from the folder (instruction, ``task.toml``, the Dockerfile's WORKDIR), so all of it is
 in the run spec and its hash.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

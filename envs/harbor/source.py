@@ -6,6 +6,7 @@ them with no YAML per task. An option carries only where its folder is: the flav
 folder itself when it plans (its instruction, settings and content hashes), so a changed test is
 a new spec at once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,10 +34,17 @@ class HarborSource:
     def options(self, set_name: str) -> Mapping[str, Mapping[str, Any]]:
         if self.path is None:
             return {}
-        return {name: {"defaults": [{"override /flavor@_global_.flavor": FLAVOR}, "_self_"],
-                       "name": name, "set": set_name, "prompt": "", "path": str(self.path / name),
-                       "base_image": self.base_image}
-                for name in self._names()}
+        return {
+            name: {
+                "defaults": [{"override /flavor@_global_.flavor": FLAVOR}, "_self_"],
+                "name": name,
+                "set": set_name,
+                "prompt": "",
+                "path": str(self.path / name),
+                "base_image": self.base_image,
+            }
+            for name in self._names()
+        }
 
     def missing(self, set_name: str, name: str) -> tuple[str, list[str]]:
         if self.path is None:
@@ -51,6 +59,8 @@ class HarborSource:
         names = sorted(p.name for p in self.path.iterdir() if folder.is_task(p))
         odd = [n for n in names if not _NAME.match(n) or n.startswith("base_")]
         if odd:
-            raise ConfigError(f"harbor dataset {self.path}: task folder name {odd[0]!r} cannot be a task name "
-                              "(letters, digits, '.', '_', '-'; not starting with base_)")
+            raise ConfigError(
+                f"harbor dataset {self.path}: task folder name {odd[0]!r} cannot be a task name "
+                "(letters, digits, '.', '_', '-'; not starting with base_)"
+            )
         return names

@@ -11,6 +11,7 @@ generated docs (``envs.integrity.docs``) and for whoever lists what a flavor app
 A new defence is a ``Defence`` and a field: no engine file, no ``conf/integrity/*.yaml`` (each
 mode's value comes from ``modes``), and ``integrity.defences.<name>=false`` turns it off.
 """
+
 from __future__ import annotations
 
 import dataclasses

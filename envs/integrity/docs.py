@@ -7,6 +7,7 @@
 The shipped flavors are the ones conf/flavor/ names: each is loaded by its ``_target_`` (its
 module registers its defences), so this package imports no flavor's code by name.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,11 +82,16 @@ def modes_table(flavors: Sequence[str]) -> str:
     engine = _engine_modes()
     yes = {True: "yes", False: "no"}
     chosen = _default_mode()
-    rows = ["| | " + " | ".join(f"`{m}`" + (" (default)" if m == chosen else "") for m in MODES) + " |", "| --- |" + " --- |" * len(MODES),
-            "| the agent's tool calls run as uid 1000 (`uid_wall`, the engine's) | "
-            + " | ".join(yes[bool(engine[m].get("uid_wall"))] for m in MODES) + " |",
-            "| the agent has a network (`agent_network`, the engine's) | "
-            + " | ".join(yes[bool(engine[m].get("agent_network"))] for m in MODES) + " |"]
+    rows = [
+        "| | " + " | ".join(f"`{m}`" + (" (default)" if m == chosen else "") for m in MODES) + " |",
+        "| --- |" + " --- |" * len(MODES),
+        "| the agent's tool calls run as uid 1000 (`uid_wall`, the engine's) | "
+        + " | ".join(yes[bool(engine[m].get("uid_wall"))] for m in MODES)
+        + " |",
+        "| the agent has a network (`agent_network`, the engine's) | "
+        + " | ".join(yes[bool(engine[m].get("agent_network"))] for m in MODES)
+        + " |",
+    ]
     for names, schema, defences in _groups(flavors):
         cells = [", ".join(f"`{d.name}`" for d in defences if _on(d, mode, schema)) or "none" for mode in MODES]
         rows.append(f"| {names}: defences on | " + " | ".join(cells) + " |")
@@ -97,10 +103,15 @@ def catalogue_table(flavors: Sequence[str]) -> str:
     rows = ["| flavor | defence | on by default in | answers | adds |", "| --- | --- | --- | --- | --- |"]
     for names, schema, defences in _groups(flavors):
         for defence in defences:
-            key = (f"`{defence.name}`" if defence.switch
-                   else f"`{defence.name}` (while grading is crucible-strict{_needs(defence)})")
+            key = (
+                f"`{defence.name}`"
+                if defence.switch
+                else f"`{defence.name}` (while grading is crucible-strict{_needs(defence)})"
+            )
             modes = ", ".join(m for m in MODES if _on(defence, m, schema))
-            rows.append(f"| {names} | {key} | {modes or '— (only by an override)'} | {_cell(defence.threat)} | {_cell(defence.adds)} |")
+            rows.append(
+                f"| {names} | {key} | {modes or '— (only by an override)'} | {_cell(defence.threat)} | {_cell(defence.adds)} |"
+            )
     return "\n".join(rows)
 
 

@@ -10,6 +10,7 @@ fails, or nothing. The list is read in order, and what each kind of guard does i
 So the order of a flavor's list is its verdict's order, to be read top to bottom, and a guard
 that belongs to a defence names it (``defence``), for the catalogue.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

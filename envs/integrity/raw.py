@@ -5,6 +5,7 @@ The stored form stays the dict: ``RawGrade.from_dict`` reads every raw grade sto
 (keys added later missing, keys since retired ignored) and never changes it; ``data`` is that
 dict as it was given, for whatever a part does not type.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -49,9 +50,13 @@ class TestRun:
     def from_dict(cls, data: Any) -> TestRun:
         part = _mapping(data)
         end, audit = part.get("end"), part.get("audit")
-        return cls(exit_code=part.get("exit_code"), timed_out=bool(part.get("timed_out")),
-                   output_tail=str(part.get("output_tail", "")),
-                   end=end if isinstance(end, Mapping) else None, audit=audit if isinstance(audit, Mapping) else None)
+        return cls(
+            exit_code=part.get("exit_code"),
+            timed_out=bool(part.get("timed_out")),
+            output_tail=str(part.get("output_tail", "")),
+            end=end if isinstance(end, Mapping) else None,
+            audit=audit if isinstance(audit, Mapping) else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,11 @@ class NamedResults:
     def from_dict(cls, data: Any) -> NamedResults:
         part = _mapping(data)
         tests = tuple(TestResult(str(t["name"]), str(t["status"])) for t in part.get("tests") or [])
-        return cls(format=str(part.get("format") or "none"), tests=tests,
-                   error=str(part["error"]) if part.get("error") else None)
+        return cls(
+            format=str(part.get("format") or "none"),
+            tests=tests,
+            error=str(part["error"]) if part.get("error") else None,
+        )
 
     @property
     def read(self) -> bool:
@@ -86,8 +94,11 @@ class ScanRecord:
     @classmethod
     def from_dict(cls, data: Any) -> ScanRecord:
         part = _mapping(data)
-        return cls(refuse=bool(part.get("refuse")), findings=tuple(part.get("findings") or []),
-                   error=str(part["error"]) if part.get("error") else None)
+        return cls(
+            refuse=bool(part.get("refuse")),
+            findings=tuple(part.get("findings") or []),
+            error=str(part["error"]) if part.get("error") else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -116,11 +127,17 @@ class RawGrade:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RawGrade:
         renamed, canary, again = raw.get("renamed"), raw.get("canary"), raw.get("rerun")
-        return cls(apply=Applied.from_dict(raw.get("apply")), test=TestRun.from_dict(raw.get("test")),
-                   results=NamedResults.from_dict(raw.get("results")),
-                   canary=canary if isinstance(canary, Mapping) else None, scan=ScanRecord.from_dict(raw.get("scan")),
-                   named_results_only=bool(raw.get("named_results_only")),
-                   tests_ran_regex=str(raw["tests_ran_regex"]) if raw.get("tests_ran_regex") else None,
-                   separate=bool(_mapping(raw.get("isolated")).get("separate")),
-                   renamed=renamed if isinstance(renamed, Mapping) else None, audit_scope=raw.get("audit_scope"),
-                   rerun=again if isinstance(again, Mapping) else None, data=raw)
+        return cls(
+            apply=Applied.from_dict(raw.get("apply")),
+            test=TestRun.from_dict(raw.get("test")),
+            results=NamedResults.from_dict(raw.get("results")),
+            canary=canary if isinstance(canary, Mapping) else None,
+            scan=ScanRecord.from_dict(raw.get("scan")),
+            named_results_only=bool(raw.get("named_results_only")),
+            tests_ran_regex=str(raw["tests_ran_regex"]) if raw.get("tests_ran_regex") else None,
+            separate=bool(_mapping(raw.get("isolated")).get("separate")),
+            renamed=renamed if isinstance(renamed, Mapping) else None,
+            audit_scope=raw.get("audit_scope"),
+            rerun=again if isinstance(again, Mapping) else None,
+            data=raw,
+        )

@@ -8,6 +8,7 @@ services -> the run's bare remote on the host, relayed into the workspace over t
 capture -> the latest open PR and its head AS THE REMOTE HOLDS IT NOW, diffed against main
 on the host; grade -> tests (the coding grader on that diff) 0.8 + the PR check 0.2.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,10 @@ class SdlcFlavor(CodingFlavor):
     @classmethod
     def new_task(cls, fix: UpstreamFix) -> Path:
         """Not for sdlc (yet): the issues a task is worked from are not in a fix commit."""
-        raise ConfigError("crucible task new cannot make an sdlc task: make a coding task (--flavor coding), then "
-                          "add the flavor override and its issues by hand (docs/sdlc.md)")
+        raise ConfigError(
+            "crucible task new cannot make an sdlc task: make a coding task (--flavor coding), then "
+            "add the flavor override and its issues by hand (docs/sdlc.md)"
+        )
 
     # ------------------------------------------------------------ plan
     def plan_task(self, task: CodingTaskConfig, ctx: PlanContext) -> PlannedTask:
@@ -76,8 +79,9 @@ class SdlcFlavor(CodingFlavor):
         async with remote.serving(bridge_dir) as served:
             try:
                 source = await asyncio.to_thread(repos.resolve_repo, task.repo)
-                await asyncio.to_thread(served.seed, source, repo.baseline_of(task), fresh=spec.integrity.vault,
-                                        fresh_date=repo.FRESH_DATE)
+                await asyncio.to_thread(
+                    served.seed, source, repo.baseline_of(task), fresh=spec.integrity.vault, fresh_date=repo.FRESH_DATE
+                )
             except Exception as exc:
                 raise SetupError(f"the mock remote of task {task.id!r} could not be seeded: {exc}") from exc
             self._remote = served
@@ -91,14 +95,16 @@ class SdlcFlavor(CodingFlavor):
         await super().setup(ws, spec)
         workdir = repo.workdir_of(spec.task)
         args = [workdir, RELAY, "1" if spec.integrity.uid_wall else "0"]
-        result = await run_script(ws, shell.script(__file__, "setup_origin.sh"), args,
-                                  timeout=float(spec.timeouts.setup))
+        result = await run_script(
+            ws, shell.script(__file__, "setup_origin.sh"), args, timeout=float(spec.timeouts.setup)
+        )
         if not result.ok:
             raise SetupError(f"origin setup failed in {workdir}: {brief(result)}")
         # The first fetch, as the agent: origin/main exists, and the relay is proven to work.
         user = self.tools(ws, spec).user
-        fetched = await ws.exec(["git", "fetch", "-q", "origin"], user=user, cwd=workdir,
-                                timeout=float(spec.timeouts.setup))
+        fetched = await ws.exec(
+            ["git", "fetch", "-q", "origin"], user=user, cwd=workdir, timeout=float(spec.timeouts.setup)
+        )
         if not fetched.ok:
             raise SetupError(f"the agent's repo cannot fetch from the mock remote: {brief(fetched)}")
 
@@ -113,15 +119,26 @@ class SdlcFlavor(CodingFlavor):
         # and nothing left running in the workspace can move a branch after this.
         await served.freeze()
         change = await self._prefetch_hidden(task)
-        data: dict[str, Any] = {"main": served.main, "reason": None, "pull_request": None,
-                                "transcript": list(github.transcript), "pushes": list(served.pushes)}
+        data: dict[str, Any] = {
+            "main": served.main,
+            "reason": None,
+            "pull_request": None,
+            "transcript": list(github.transcript),
+            "pushes": list(served.pushes),
+        }
         pull = github.latest_open_pull()
         if pull is None:
             data["reason"] = "no open pull request"
             return CapturedSubmission(diff="", kind="pull_request", data=data)
         head_sha = await asyncio.to_thread(served.head_of, pull.head)
-        data["pull_request"] = {"number": pull.number, "title": pull.title, "body": pull.body, "head": pull.head,
-                                "base": pull.base, "head_sha": head_sha}
+        data["pull_request"] = {
+            "number": pull.number,
+            "title": pull.title,
+            "body": pull.body,
+            "head": pull.head,
+            "base": pull.base,
+            "head_sha": head_sha,
+        }
         if head_sha is None:
             data["reason"] = f"the pull request's head branch {pull.head!r} is not on the remote"
             return CapturedSubmission(diff="", kind="pull_request", data=data)
@@ -133,20 +150,24 @@ class SdlcFlavor(CodingFlavor):
         # The coding flavor's own rule for what of a diff counts (test and protected paths
         # dropped and recorded as violations under the modes that say so).
         kept = repo.submission_from_chunks(chunks, task, spec.integrity, [f.path for f in change])
-        return CapturedSubmission(diff=kept.diff, files_changed=kept.files_changed, violations=kept.violations,
-                                  kind="pull_request", data=data)
+        return CapturedSubmission(
+            diff=kept.diff, files_changed=kept.files_changed, violations=kept.violations, kind="pull_request", data=data
+        )
 
     async def grade(self, ws: Workspace, spec: RunSpec, submission: CapturedSubmission) -> Verdict:
         return await self._graded(spec, submission, lambda: super(SdlcFlavor, self).grade(ws, spec, submission))
 
-    async def grade_many(self, workspaces: Sequence[Workspace], spec: RunSpec,
-                         submission: CapturedSubmission) -> Verdict:
+    async def grade_many(
+        self, workspaces: Sequence[Workspace], spec: RunSpec, submission: CapturedSubmission
+    ) -> Verdict:
         """The PR's tests graded with the coding flavor's differential re-run."""
-        return await self._graded(spec, submission,
-                                  lambda: super(SdlcFlavor, self).grade_many(workspaces, spec, submission))
+        return await self._graded(
+            spec, submission, lambda: super(SdlcFlavor, self).grade_many(workspaces, spec, submission)
+        )
 
-    async def _graded(self, spec: RunSpec, submission: CapturedSubmission,
-                      tests_verdict: Callable[[], Awaitable[Verdict]]) -> Verdict:
+    async def _graded(
+        self, spec: RunSpec, submission: CapturedSubmission, tests_verdict: Callable[[], Awaitable[Verdict]]
+    ) -> Verdict:
         task: SdlcTaskConfig = spec.task
         raw: dict[str, Any] = dict(submission.data)
         if raw.get("reason"):
@@ -166,27 +187,43 @@ class SdlcFlavor(CodingFlavor):
             return Verdict(reward=0.0, subscores={"tests": 0.0, "pr_check": 0.0}, raw=dict(raw))
         tests = judging.regrade(raw["tests"], spec.task)
         pr = prcheck.score(raw.get("pr_check") or {})
-        subscores = {"tests": tests.reward, "pr_check": pr,
-                     **{f"tests.{k}": v for k, v in tests.subscores.items()}}
+        subscores = {"tests": tests.reward, "pr_check": pr, **{f"tests.{k}": v for k, v in tests.subscores.items()}}
         reward = round(TESTS_WEIGHT * tests.reward + PR_WEIGHT * pr, 6)
         return Verdict(reward=reward, subscores=subscores, raw=dict(raw), tests=tests.tests)
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
         pull = raw.get("pull_request") or {}
-        lines = [json.dumps({"reason": raw.get("reason"), "pull_request": pull.get("number"),
-                             "head": pull.get("head"), "head_sha": pull.get("head_sha"), "main": raw.get("main")},
-                            sort_keys=True)]
+        lines = [
+            json.dumps(
+                {
+                    "reason": raw.get("reason"),
+                    "pull_request": pull.get("number"),
+                    "head": pull.get("head"),
+                    "head_sha": pull.get("head_sha"),
+                    "main": raw.get("main"),
+                },
+                sort_keys=True,
+            )
+        ]
         pushes = list(raw.get("pushes") or [])
-        lines.append(f"pushes ({len(pushes)}):" + "".join(
-            f" [exit {p.get('exit_code')}: " + ", ".join(f"{b} {str(sha)[:12]}" for b, sha in
-                                                        sorted((p.get("branches") or {}).items())) + "]"
-            for p in pushes[:SHOWN_CALLS]))
+        lines.append(
+            f"pushes ({len(pushes)}):"
+            + "".join(
+                f" [exit {p.get('exit_code')}: "
+                + ", ".join(f"{b} {str(sha)[:12]}" for b, sha in sorted((p.get("branches") or {}).items()))
+                + "]"
+                for p in pushes[:SHOWN_CALLS]
+            )
+        )
         if raw.get("pr_check"):
             lines.append("PR check: " + prcheck.describe(raw["pr_check"]))
         calls = list(raw.get("transcript") or [])
         lines.append(f"github calls ({len(calls)}):" + ("" if calls else " none"))
-        lines += [f"  {c.get('seq')} {'ERR' if c.get('is_error') else 'ok '} {c.get('tool')} "
-                  f"{json.dumps(c.get('arguments'))[:100]}" for c in calls[:SHOWN_CALLS]]
+        lines += [
+            f"  {c.get('seq')} {'ERR' if c.get('is_error') else 'ok '} {c.get('tool')} "
+            f"{json.dumps(c.get('arguments'))[:100]}"
+            for c in calls[:SHOWN_CALLS]
+        ]
         if len(calls) > SHOWN_CALLS:
             lines.append(f"  ... and {len(calls) - SHOWN_CALLS} more")
         if raw.get("tests"):
@@ -219,9 +256,19 @@ def golden_steps_after(task: SdlcTaskConfig) -> list[dict]:
     number = prcheck.issue_number(task)
     issue = next(i for i in task.issues if i.number == number)
     branch = shlex.quote(task.branch)
-    push = (f"git checkout -q -b {branch} && git add -A && git commit -q -m {shlex.quote(f'Fix #{number}')} "
-            f"&& git push -q origin {branch}")
-    return [{"name": "bash", "arguments": {"command": push}},
-            {"name": "github_create_pull_request",
-             "arguments": {"title": f"Fix #{number}: {issue.title}", "head": task.branch, "base": "main",
-                           "body": f"Fixes #{number}.\n\n{issue.title}: fixed, as the issue describes."}}]
+    push = (
+        f"git checkout -q -b {branch} && git add -A && git commit -q -m {shlex.quote(f'Fix #{number}')} "
+        f"&& git push -q origin {branch}"
+    )
+    return [
+        {"name": "bash", "arguments": {"command": push}},
+        {
+            "name": "github_create_pull_request",
+            "arguments": {
+                "title": f"Fix #{number}: {issue.title}",
+                "head": task.branch,
+                "base": "main",
+                "body": f"Fixes #{number}.\n\n{issue.title}: fixed, as the issue describes.",
+            },
+        },
+    ]

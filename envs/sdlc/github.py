@@ -6,6 +6,7 @@ so the agent reaches it only through the ``github_*`` tools. Every call is recor
 flavor stores it with the grade. Results are JSON, and errors look like GitHub's REST API's
 (``{"message": "Not Found", "status": "404"}``, ``422 Validation Failed`` with ``errors``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,8 +39,9 @@ def not_found() -> GitHubError:
 
 
 def invalid(resource: str, field_: str, message: str, code: str = "invalid") -> GitHubError:
-    return GitHubError(422, "Validation Failed",
-                       [{"resource": resource, "field": field_, "code": code, "message": message}])
+    return GitHubError(
+        422, "Validation Failed", [{"resource": resource, "field": field_, "code": code, "message": message}]
+    )
 
 
 @dataclass
@@ -89,33 +91,77 @@ TEXT = {"type": "string"}
 STATE = {"type": "string", "enum": ["open", "closed", "all"], "description": "default open"}
 
 SPECS: list[dict] = [
-    {"name": "github_list_issues", "description": "List the repository's issues (not pull requests).",
-     "inputSchema": _schema({"state": STATE}, [])},
-    {"name": "github_get_issue", "description": "One issue with its comments.",
-     "inputSchema": _schema({"number": NUMBER}, ["number"])},
-    {"name": "github_comment_issue", "description": "Add a comment to an issue.",
-     "inputSchema": _schema({"number": NUMBER, "body": TEXT}, ["number", "body"])},
-    {"name": "github_close_issue", "description": "Close an issue.",
-     "inputSchema": _schema({"number": NUMBER}, ["number"])},
-    {"name": "github_create_pull_request",
-     "description": "Open a pull request from a branch you pushed to origin (git push origin BRANCH) into base.",
-     "inputSchema": _schema({"title": TEXT, "body": TEXT, "head": {"type": "string", "description": "the pushed branch"},
-                             "base": {"type": "string", "description": "default main"}}, ["title", "head"])},
-    {"name": "github_list_pull_requests", "description": "List pull requests.",
-     "inputSchema": _schema({"state": STATE}, [])},
-    {"name": "github_get_pull_request", "description": "One pull request, with its head commit and comments.",
-     "inputSchema": _schema({"number": NUMBER}, ["number"])},
-    {"name": "github_comment_pull_request", "description": "Add a comment to a pull request.",
-     "inputSchema": _schema({"number": NUMBER, "body": TEXT}, ["number", "body"])},
-    {"name": "github_update_pull_request", "description": "Change a pull request's title, body or state.",
-     "inputSchema": _schema({"number": NUMBER, "title": TEXT, "body": TEXT,
-                             "state": {"type": "string", "enum": ["open", "closed"]}}, ["number"])},
-    {"name": "github_list_branches", "description": "The branches origin holds, with their head commits.",
-     "inputSchema": _schema({}, [])},
-    {"name": "github_get_file", "description": "A file's content at a ref (branch or commit) of origin.",
-     "inputSchema": _schema({"path": TEXT, "ref": {"type": "string", "description": "default main"}}, ["path"])},
-    {"name": "github_get_pull_request_diff", "description": "A pull request's diff (base...head).",
-     "inputSchema": _schema({"number": NUMBER}, ["number"])},
+    {
+        "name": "github_list_issues",
+        "description": "List the repository's issues (not pull requests).",
+        "inputSchema": _schema({"state": STATE}, []),
+    },
+    {
+        "name": "github_get_issue",
+        "description": "One issue with its comments.",
+        "inputSchema": _schema({"number": NUMBER}, ["number"]),
+    },
+    {
+        "name": "github_comment_issue",
+        "description": "Add a comment to an issue.",
+        "inputSchema": _schema({"number": NUMBER, "body": TEXT}, ["number", "body"]),
+    },
+    {
+        "name": "github_close_issue",
+        "description": "Close an issue.",
+        "inputSchema": _schema({"number": NUMBER}, ["number"]),
+    },
+    {
+        "name": "github_create_pull_request",
+        "description": "Open a pull request from a branch you pushed to origin (git push origin BRANCH) into base.",
+        "inputSchema": _schema(
+            {
+                "title": TEXT,
+                "body": TEXT,
+                "head": {"type": "string", "description": "the pushed branch"},
+                "base": {"type": "string", "description": "default main"},
+            },
+            ["title", "head"],
+        ),
+    },
+    {
+        "name": "github_list_pull_requests",
+        "description": "List pull requests.",
+        "inputSchema": _schema({"state": STATE}, []),
+    },
+    {
+        "name": "github_get_pull_request",
+        "description": "One pull request, with its head commit and comments.",
+        "inputSchema": _schema({"number": NUMBER}, ["number"]),
+    },
+    {
+        "name": "github_comment_pull_request",
+        "description": "Add a comment to a pull request.",
+        "inputSchema": _schema({"number": NUMBER, "body": TEXT}, ["number", "body"]),
+    },
+    {
+        "name": "github_update_pull_request",
+        "description": "Change a pull request's title, body or state.",
+        "inputSchema": _schema(
+            {"number": NUMBER, "title": TEXT, "body": TEXT, "state": {"type": "string", "enum": ["open", "closed"]}},
+            ["number"],
+        ),
+    },
+    {
+        "name": "github_list_branches",
+        "description": "The branches origin holds, with their head commits.",
+        "inputSchema": _schema({}, []),
+    },
+    {
+        "name": "github_get_file",
+        "description": "A file's content at a ref (branch or commit) of origin.",
+        "inputSchema": _schema({"path": TEXT, "ref": {"type": "string", "description": "default main"}}, ["path"]),
+    },
+    {
+        "name": "github_get_pull_request_diff",
+        "description": "A pull request's diff (base...head).",
+        "inputSchema": _schema({"number": NUMBER}, ["number"]),
+    },
 ]
 NAMES = frozenset(s["name"] for s in SPECS)
 
@@ -125,14 +171,23 @@ class MockGitHub:
 
     def __init__(self, issues: list[IssueConfig], remote: Remote | None = None) -> None:
         self.remote = remote
-        self.issues = {i.number: Issue(i.number, i.title, i.body, i.author, list(i.labels),
-                                       comments=[Comment(n + 1, c.author, c.body, OPENED_AT)
-                                                 for n, c in enumerate(i.comments)]) for i in issues}
+        self.issues = {
+            i.number: Issue(
+                i.number,
+                i.title,
+                i.body,
+                i.author,
+                list(i.labels),
+                comments=[Comment(n + 1, c.author, c.body, OPENED_AT) for n, c in enumerate(i.comments)],
+            )
+            for i in issues
+        }
         self.pulls: dict[int, PullRequest] = {}
         self.transcript: list[dict] = []
         self._next_comment = 1000
         self._handlers: dict[str, Callable[[dict], Awaitable[Any]]] = {
-            name: getattr(self, "_" + name.removeprefix("github_")) for name in NAMES}
+            name: getattr(self, "_" + name.removeprefix("github_")) for name in NAMES
+        }
 
     async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
         """Run one ``github_*`` call and record it: (JSON text, is_error)."""
@@ -147,8 +202,16 @@ class MockGitHub:
         except (KeyError, TypeError, ValueError) as exc:
             text = json.dumps(invalid("Request", "arguments", f"bad arguments: {exc}").body)
             is_error = True
-        self.transcript.append({"seq": len(self.transcript), "tool": name, "arguments": json.loads(json.dumps(arguments)),
-                                "result": text[:4000], "is_error": is_error, "at": at})
+        self.transcript.append(
+            {
+                "seq": len(self.transcript),
+                "tool": name,
+                "arguments": json.loads(json.dumps(arguments)),
+                "result": text[:4000],
+                "is_error": is_error,
+                "at": at,
+            }
+        )
         return text, is_error
 
     def latest_open_pull(self) -> PullRequest | None:
@@ -164,8 +227,11 @@ class MockGitHub:
 
     async def _list_issues(self, arguments: dict) -> list[dict]:
         state = _state(arguments)
-        return [_issue_view(i, brief=True) for i in sorted(self.issues.values(), key=lambda i: i.number)
-                if state in ("all", i.state)]
+        return [
+            _issue_view(i, brief=True)
+            for i in sorted(self.issues.values(), key=lambda i: i.number)
+            if state in ("all", i.state)
+        ]
 
     async def _get_issue(self, arguments: dict) -> dict:
         return _issue_view(self._issue(arguments))
@@ -200,8 +266,11 @@ class MockGitHub:
         head = head.split(":", 1)[-1]  # "owner:branch" as GitHub takes it
         branches = await asyncio.to_thread(self.remote.branches)
         if head not in branches:
-            raise invalid("PullRequest", "head", f"head branch {head!r} does not exist on the remote "
-                                                 "(push it first: git push origin HEAD:BRANCH)")
+            raise invalid(
+                "PullRequest",
+                "head",
+                f"head branch {head!r} does not exist on the remote (push it first: git push origin HEAD:BRANCH)",
+            )
         if base not in branches:
             raise invalid("PullRequest", "base", f"base branch {base!r} does not exist")
         if head == base or branches[head] == branches[base]:
@@ -210,15 +279,25 @@ class MockGitHub:
             raise invalid("PullRequest", "head", f"A pull request already exists for {head}.", "custom")
         number = max([0, *self.issues, *self.pulls]) + 1
         now = _now()
-        pull = PullRequest(number, _text(arguments, "title", required=False), _text(arguments, "body", required=False),
-                           head, base, created_at=now, updated_at=now)
+        pull = PullRequest(
+            number,
+            _text(arguments, "title", required=False),
+            _text(arguments, "body", required=False),
+            head,
+            base,
+            created_at=now,
+            updated_at=now,
+        )
         self.pulls[number] = pull
         return await self._pull_view(pull)
 
     async def _list_pull_requests(self, arguments: dict) -> list[dict]:
         state = _state(arguments)
-        return [await self._pull_view(p, brief=True) for p in sorted(self.pulls.values(), key=lambda p: p.number)
-                if state in ("all", p.state)]
+        return [
+            await self._pull_view(p, brief=True)
+            for p in sorted(self.pulls.values(), key=lambda p: p.number)
+            if state in ("all", p.state)
+        ]
 
     async def _get_pull_request(self, arguments: dict) -> dict:
         return await self._pull_view(self._pull(arguments))
@@ -263,8 +342,10 @@ class MockGitHub:
     async def _list_branches(self, arguments: dict) -> list[dict]:
         assert self.remote is not None
         branches = await asyncio.to_thread(self.remote.branches)
-        return [{"name": name, "commit": {"sha": sha}, "protected": name == "main"}
-                for name, sha in sorted(branches.items())]
+        return [
+            {"name": name, "commit": {"sha": sha}, "protected": name == "main"}
+            for name, sha in sorted(branches.items())
+        ]
 
     async def _get_file(self, arguments: dict) -> str:
         assert self.remote is not None

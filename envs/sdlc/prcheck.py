@@ -3,6 +3,7 @@
 Both are pure functions of the raw grade once the judge's reply is in it, so a stored run
 regrades without calling any model again.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ from typing import Any
 from engine.errors import GradeError
 from envs.sdlc.schema import JudgeConfig, SdlcTaskConfig
 
-JUDGE_SYSTEM = ("You review pull requests against a rubric. Reply with one short paragraph of reasons, then a "
-                "last line of the form `SCORE: x` where x is a number from 0 to 1.")
+JUDGE_SYSTEM = (
+    "You review pull requests against a rubric. Reply with one short paragraph of reasons, then a "
+    "last line of the form `SCORE: x` where x is a number from 0 to 1."
+)
 MAX_DIFF_CHARS = 20000
 
 
@@ -80,9 +83,12 @@ async def judge(task: SdlcTaskConfig, pull: Mapping[str, Any], diff: str) -> dic
     config: JudgeConfig = task.judge
     choice = parse_model(config.model)
     key_env = key_env_for(choice, config.api_key_env)
-    provider = make_provider(choice, base_url=base_url_for(choice, config.base_url),
-                             api_key=os.environ.get(key_env) if key_env else None,
-                             sampling=Sampling(temperature=0.0, max_tokens=config.max_tokens, seed=None))
+    provider = make_provider(
+        choice,
+        base_url=base_url_for(choice, config.base_url),
+        api_key=os.environ.get(key_env) if key_env else None,
+        sampling=Sampling(temperature=0.0, max_tokens=config.max_tokens, seed=None),
+    )
     prompt = rubric_prompt(task, pull, diff)
     try:
         reply = await provider.complete(JUDGE_SYSTEM, [UserText(prompt)], [], timeout=config.request_timeout)

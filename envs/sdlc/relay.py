@@ -6,6 +6,7 @@ Runs INSIDE the workspace (stdlib only, no network needed): sends the service gi
 in the bridge, then relays git's stdio both ways. The host decides everything else (which
 repository, which services, which refs may change); this script holds no state.
 """
+
 import os
 import socket
 import sys

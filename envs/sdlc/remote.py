@@ -9,6 +9,7 @@ serves, whatever the client asks: so the agent sees exactly the refs the remote 
 ``hooks/pre-receive.sh`` refuses any update to ``main``. Works the same on every runtime, with
 no network in the workspace.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,18 +32,33 @@ HERE = Path(__file__).resolve().parent
 SOCKET_NAME = "git.sock"
 RELAY_NAME = "git-relay.py"
 SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-pack"}
-FRESH_IDENTITY = {"GIT_AUTHOR_NAME": "crucible", "GIT_AUTHOR_EMAIL": "crucible@crucible.invalid",
-                  "GIT_COMMITTER_NAME": "crucible", "GIT_COMMITTER_EMAIL": "crucible@crucible.invalid"}
+FRESH_IDENTITY = {
+    "GIT_AUTHOR_NAME": "crucible",
+    "GIT_AUTHOR_EMAIL": "crucible@crucible.invalid",
+    "GIT_COMMITTER_NAME": "crucible",
+    "GIT_COMMITTER_EMAIL": "crucible@crucible.invalid",
+}
 """The coding flavor's fresh one-commit repo (``sh/setup_fresh.sh``) is made with this
 identity and ``FRESH_DATE``: made the same way here, main is the very commit the agent has."""
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
-           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "LANG": "C"}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_TERMINAL_PROMPT": "0",
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "LANG": "C",
+}
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None, env: dict | None = None) -> bytes:
     """Host git on the remote's repository; raises ``subprocess.CalledProcessError``."""
-    proc = subprocess.run(["git", "--git-dir", str(repo), *args], input=stdin, capture_output=True,
-                          env={**GIT_ENV, **(env or {})}, check=True)
+    proc = subprocess.run(
+        ["git", "--git-dir", str(repo), *args],
+        input=stdin,
+        capture_output=True,
+        env={**GIT_ENV, **(env or {})},
+        check=True,
+    )
     return proc.stdout
 
 
@@ -61,21 +77,37 @@ class Remote:
         """``main`` := what the agent's repo starts from: with the vault, the fresh one-commit
         repo's commit (the baseline's tree only, no history); without, the baseline with its
         ancestry. No other ref is ever copied in, so no answer-key ref is reachable."""
-        subprocess.run(["git", "init", "-q", "--bare", "--template=", str(self.path)], env=GIT_ENV,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "init", "-q", "--bare", "--template=", str(self.path)], env=GIT_ENV, check=True, capture_output=True
+        )
         if fresh:
-            tree = subprocess.run(["git", "-C", str(source), "rev-parse", f"{baseline}^{{tree}}"], env=GIT_ENV,
-                                  check=True, capture_output=True, text=True).stdout.strip()
-            objects = subprocess.run(["git", "-C", str(source), "rev-list", "--objects", tree], env=GIT_ENV,
-                                     check=True, capture_output=True).stdout
-            pack = subprocess.run(["git", "-C", str(source), "pack-objects", "-q", "--stdout"], input=objects,
-                                  env=GIT_ENV, check=True, capture_output=True).stdout
+            tree = subprocess.run(
+                ["git", "-C", str(source), "rev-parse", f"{baseline}^{{tree}}"],
+                env=GIT_ENV,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            objects = subprocess.run(
+                ["git", "-C", str(source), "rev-list", "--objects", tree], env=GIT_ENV, check=True, capture_output=True
+            ).stdout
+            pack = subprocess.run(
+                ["git", "-C", str(source), "pack-objects", "-q", "--stdout"],
+                input=objects,
+                env=GIT_ENV,
+                check=True,
+                capture_output=True,
+            ).stdout
             git(self.path, "index-pack", "--stdin", stdin=pack)
             dated = {**FRESH_IDENTITY, "GIT_AUTHOR_DATE": fresh_date, "GIT_COMMITTER_DATE": fresh_date}
             commit = git(self.path, "commit-tree", tree, "-m", "baseline", env=dated).decode().strip()
         else:
-            subprocess.run(["git", "-C", str(source), "push", "-q", str(self.path), f"{baseline}:refs/heads/main"],
-                           env=GIT_ENV, check=True, capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(source), "push", "-q", str(self.path), f"{baseline}:refs/heads/main"],
+                env=GIT_ENV,
+                check=True,
+                capture_output=True,
+            )
             commit = baseline
         git(self.path, "update-ref", "refs/heads/main", commit)
         git(self.path, "symbolic-ref", "HEAD", "refs/heads/main")
@@ -106,8 +138,21 @@ class Remote:
     def diff(self, base: str, head: str) -> bytes:
         """The change from ``base`` to ``head`` in the form the coding flavor captures and
         applies (binary, full index, no drivers of any kind)."""
-        return git(self.path, "-c", "core.attributesFile=/dev/null", "diff", "--binary", "--full-index",
-                   "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", base, head, "--")
+        return git(
+            self.path,
+            "-c",
+            "core.attributesFile=/dev/null",
+            "diff",
+            "--binary",
+            "--full-index",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--no-renames",
+            base,
+            head,
+            "--",
+        )
 
     def merge_base(self, a: str, b: str) -> str | None:
         try:
@@ -157,14 +202,25 @@ class Remote:
             if re.fullmatch(r"version=[0-9]", protocol):  # git's own protocol negotiation, nothing else
                 env["GIT_PROTOCOL"] = protocol
             proc = await asyncio.create_subprocess_exec(
-                "git", SERVICES[service], str(self.path), stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+                "git",
+                SERVICES[service],
+                str(self.path),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+            )
             assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
             await asyncio.gather(_pump(reader, proc.stdin), _pump_out(proc.stdout, writer), proc.stderr.read())
             code = await proc.wait()
             if service == "git-receive-pack":
-                self.pushes.append({"at": datetime.now(UTC).isoformat(), "exit_code": code,
-                                    "branches": await asyncio.to_thread(self.branches)})
+                self.pushes.append(
+                    {
+                        "at": datetime.now(UTC).isoformat(),
+                        "exit_code": code,
+                        "branches": await asyncio.to_thread(self.branches),
+                    }
+                )
         except (ConnectionError, OSError) as exc:
             log.debug("git relay connection ended: %s", exc)
         finally:

@@ -3,6 +3,7 @@
 Registered by the flavor (``SdlcFlavor.task_schema``), so a misspelled key of a task or of
 one of its issues fails at compose time, in one line naming it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

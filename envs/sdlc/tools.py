@@ -1,4 +1,5 @@
 """The sdlc agent's tools: the coding flavor's bash and edit tools, plus the mock GitHub's."""
+
 from __future__ import annotations
 
 from envs.coding.tools import CodingTools

@@ -5,6 +5,7 @@
 
 Deterministic: the same commit SHAs on every machine and run (see samples/repogen.py).
 """
+
 import sys
 from pathlib import Path
 

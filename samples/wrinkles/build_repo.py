@@ -7,6 +7,7 @@ binary fixture and a mode change, a Go module).
 
 Deterministic: the same commit SHAs on every machine and run (see samples/repogen.py).
 """
+
 import sys
 from pathlib import Path
 

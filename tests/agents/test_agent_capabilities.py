@@ -1,6 +1,7 @@
 """Agents declare the run's capabilities they connect to; a run serves only those
 (engine/capabilities ``capabilities_used``; the run itself: tests/build/test_agent_image.py,
 whose probe agent declares none and is given none)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

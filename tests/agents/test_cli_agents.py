@@ -6,6 +6,7 @@ streamed or not; a call cut off by the CLI's end still recorded), the event pars
 Codex's idle and busy screens, its rollout and the per-call cross-check). The real CLIs run in
 test_cli_agents_runs.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -57,23 +58,39 @@ def test_a_misspelled_key_in_a_cli_agent_file_names_the_key(tmp_path, monkeypatc
 
 
 def test_crucible_run_with_a_bad_cli_agent_key_says_so_in_one_line_without_a_traceback():
-    done = subprocess.run([sys.executable, "-m", "engine.cli.main", "run", "task=sample/last_page",
-                           "agent=claude_code", "agent.permision_mode=plan"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "ANTHROPIC_API_KEY": "unused"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.main",
+            "run",
+            "task=sample/last_page",
+            "agent=claude_code",
+            "agent.permision_mode=plan",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ANTHROPIC_API_KEY": "unused"},
+    )
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "agent.permision_mode" in lines[0], done.stderr
     assert "Traceback" not in done.stderr + done.stdout
 
 
-@pytest.mark.parametrize(("agent", "override", "says"), [
-    ("codex", "agent.max_turns=5", "max_turns is not a limit codex has"),
-    ("codex", "agent.permission_mode=on-request", "only 'never'"),
-    ("codex", "agent.builtin_tools.allow=[shell]", "builtin_tools can only allow"),
-    ("claude_code", "agent.permission_mode=yolo", "permission_mode 'yolo' is not one of"),
-    ("claude_code", "model=openai/gpt-5", "must be anthropic/<name>"),
-    ("claude_code", "agent.transport=screen", "transport 'screen'; claude_code offers headless or tmux"),
-])
+@pytest.mark.parametrize(
+    ("agent", "override", "says"),
+    [
+        ("codex", "agent.max_turns=5", "max_turns is not a limit codex has"),
+        ("codex", "agent.permission_mode=on-request", "only 'never'"),
+        ("codex", "agent.builtin_tools.allow=[shell]", "builtin_tools can only allow"),
+        ("claude_code", "agent.permission_mode=yolo", "permission_mode 'yolo' is not one of"),
+        ("claude_code", "model=openai/gpt-5", "must be anthropic/<name>"),
+        ("claude_code", "agent.transport=screen", "transport 'screen'; claude_code offers headless or tmux"),
+    ],
+)
 def test_an_option_a_cli_cannot_honour_fails_before_anything_runs(agent, override, says, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "unused")
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
@@ -92,8 +109,11 @@ def test_a_cli_without_a_tui_profile_refuses_the_tmux_transport_in_one_line(monk
         provider = "openai"
 
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
-    with pytest.raises(ConfigError, match=r"^agent plain: transport 'tmux'; plain offers headless "
-                                          r"\(its tmux transport is not built yet\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^agent plain: transport 'tmux'; plain offers headless "
+        r"\(its tmux transport is not built yet\)$",
+    ):
         Plain("plain", "openai/gpt-5", transport="tmux")
     assert Plain("plain", "openai/gpt-5").transport == "headless"
 
@@ -143,6 +163,7 @@ def test_the_cli_binaries_are_pinned_by_version_and_sha512_in_the_agent_layer():
 # ---------------------------------------------------------------- the model proxy
 def proxied(script, calls, *, key: str | None = KEY, header: str = "x-api-key"):
     """Run ``calls(client)`` through a proxy in front of a stand-in; (proxy steps, exchanges)."""
+
     async def go(api: StandIn, folder: str):
         proxy = ModelProxy(f"{folder}/model.sock", Upstream(api.url, header, key), PRICE)
         async with proxy:
@@ -194,12 +215,18 @@ def test_the_proxy_reads_the_responses_apis_stream_and_sends_the_key_as_a_bearer
 def test_anthropic_cache_tokens_are_counted_and_priced_as_cache_tokens():
     from engine.agents.cli.proxy import read_reply
 
-    sse = (b'event: message_start\ndata: {"type": "message_start", "message": {"usage": {"input_tokens": 10, '
-           b'"cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200, "output_tokens": 1}}}\n\n'
-           b'event: message_delta\ndata: {"type": "message_delta", "usage": {"output_tokens": 42}}\n\n')
+    sse = (
+        b'event: message_start\ndata: {"type": "message_start", "message": {"usage": {"input_tokens": 10, '
+        b'"cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200, "output_tokens": 1}}}\n\n'
+        b'event: message_delta\ndata: {"type": "message_delta", "usage": {"output_tokens": 42}}\n\n'
+    )
     usage, _ = read_reply(sse)
-    assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_write_tokens, usage.output_tokens) == \
-        (1210, 1000, 200, 42)
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+        1210,
+        1000,
+        200,
+        42,
+    )
     assert pricing.cost_usd(PRICE, usage) == pytest.approx((10 * 3.0 + 1000 * 0.3 + 200 * 3.75 + 42 * 15.0) / 1e6)
 
 
@@ -227,30 +254,59 @@ def events(*data: dict) -> list[Event]:
 
 
 def test_claudes_max_turns_result_is_the_runs_stop_reason():
-    parsed = parse_claude(events(
-        {"type": "system", "subtype": "init", "session_id": "s1", "mcp_servers": [{"name": "crucible",
-                                                                                   "status": "failed"}]},
-        {"type": "assistant", "message": {"content": [{"type": "tool_use", "id": "t1", "name": "mcp__crucible__bash",
-                                                       "input": {"command": "ls"}}]}},
-        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a\nb"}]}},
-        {"type": "result", "subtype": "error_max_turns", "is_error": True, "result": "",
-         "usage": {"input_tokens": 5, "cache_read_input_tokens": 7, "output_tokens": 3}},
-    ))
+    parsed = parse_claude(
+        events(
+            {
+                "type": "system",
+                "subtype": "init",
+                "session_id": "s1",
+                "mcp_servers": [{"name": "crucible", "status": "failed"}],
+            },
+            {
+                "type": "assistant",
+                "message": {
+                    "content": [
+                        {"type": "tool_use", "id": "t1", "name": "mcp__crucible__bash", "input": {"command": "ls"}}
+                    ]
+                },
+            },
+            {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a\nb"}]}},
+            {
+                "type": "result",
+                "subtype": "error_max_turns",
+                "is_error": True,
+                "result": "",
+                "usage": {"input_tokens": 5, "cache_read_input_tokens": 7, "output_tokens": 3},
+            },
+        )
+    )
     assert (parsed.finished, parsed.stop_reason, parsed.session_id) == (True, "max_turns", "s1")
-    assert [(s.tool, s.capability, s.result, s.is_error) for _, s in parsed.tool_steps] == \
-        [("bash", "mcp", "a\nb", False)]
+    assert [(s.tool, s.capability, s.result, s.is_error) for _, s in parsed.tool_steps] == [
+        ("bash", "mcp", "a\nb", False)
+    ]
     assert parsed.usage == {"input": 12, "output": 3, "cached_input": 7}
     assert "MCP servers not connected" in parsed.warnings[0]
 
 
 def test_codexs_failed_turn_is_a_model_error_and_not_finished():
-    parsed = parse_codex(events(
-        {"type": "thread.started", "thread_id": "th1"},
-        {"type": "item.started", "item": {"id": "i1", "type": "command_execution", "command": "ls"}},
-        {"type": "item.completed", "item": {"id": "i1", "type": "command_execution", "command": "ls",
-                                            "aggregated_output": "x", "exit_code": 2, "status": "failed"}},
-        {"type": "turn.failed", "error": {"message": "stream disconnected"}},
-    ))
+    parsed = parse_codex(
+        events(
+            {"type": "thread.started", "thread_id": "th1"},
+            {"type": "item.started", "item": {"id": "i1", "type": "command_execution", "command": "ls"}},
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "i1",
+                    "type": "command_execution",
+                    "command": "ls",
+                    "aggregated_output": "x",
+                    "exit_code": 2,
+                    "status": "failed",
+                },
+            },
+            {"type": "turn.failed", "error": {"message": "stream disconnected"}},
+        )
+    )
     assert (parsed.finished, parsed.stop_reason, parsed.session_id) == (False, "model_error", "th1")
     assert [(s.tool, s.is_error, s.started_at is not None) for _, s in parsed.tool_steps] == [("shell", True, True)]
     assert parsed.warnings == ["codex: stream disconnected"]
@@ -261,8 +317,9 @@ def test_the_cross_check_names_a_difference_between_the_cli_and_the_proxy():
 
     step = Step(idx=0, kind="model", tokens_in=100, tokens_out=10, arguments={"model": "m", "cached_input_tokens": 0})
     assert cross_check({"input": 100, "output": 10, "cached_input": 0}, [step], "m") == []
-    assert cross_check({"input": 100, "output": 11}, [step], "m") == \
-        ["cross-check: the CLI reports 11 output tokens for m, the model proxy recorded 10"]
+    assert cross_check({"input": 100, "output": 11}, [step], "m") == [
+        "cross-check: the CLI reports 11 output tokens for m, the model proxy recorded 10"
+    ]
 
 
 # ---------------------------------------------------------------- the TUI's answer
@@ -388,35 +445,73 @@ def test_codexs_tui_answer_is_the_text_after_its_last_tool_call():
 
 
 def rollout(*lines: tuple[str, dict]) -> list[Event]:
-    return [Event({"timestamp": f"2026-12-02T02:05:4{i}.000Z", "type": kind, "payload": payload}, float(i))
-            for i, (kind, payload) in enumerate(lines)]
+    return [
+        Event({"timestamp": f"2026-12-02T02:05:4{i}.000Z", "type": kind, "payload": payload}, float(i))
+        for i, (kind, payload) in enumerate(lines)
+    ]
 
 
 def test_codexs_rollout_gives_its_tool_calls_answer_usage_and_per_call_tokens():
     from engine.agents.cli.codex import parse_rollout
 
-    mcp_call = {"type": "function_call", "name": "bash", "namespace": "mcp__crucible",
-                "arguments": '{"command": "ls"}', "call_id": "c1"}
-    parsed = parse_rollout(rollout(
-        ("session_meta", {"id": "s1", "cwd": "/app"}),
-        ("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Look"}]}),
-        ("response_item", mcp_call),
-        ("token_usage_record", {"usage": {"input_tokens": 100, "output_tokens": 7}}),
-        ("event_msg", {"type": "item_completed", "item": {"type": "McpToolCall", "id": "c1", "server": "crucible",
-                       "tool": "bash", "status": "completed", "result": {"content": [{"type": "text", "text": "a\n"}]}}}),
-        ("response_item", {"type": "function_call_output", "call_id": "c1",
-                           "output": [{"type": "input_text", "text": "Wall time: 0.1 s"}]}),
-        ("response_item", {"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "false"}',
-                           "call_id": "c2"}),
-        ("token_usage_record", {"usage": {"input_tokens": 120, "output_tokens": 3}}),
-        ("event_msg", {"type": "token_count", "info": {"total_token_usage": {
-            "input_tokens": 220, "cached_input_tokens": 0, "output_tokens": 10}}}),
-        ("event_msg", {"type": "task_complete", "last_agent_message": "Done."}),
-    ))
+    mcp_call = {
+        "type": "function_call",
+        "name": "bash",
+        "namespace": "mcp__crucible",
+        "arguments": '{"command": "ls"}',
+        "call_id": "c1",
+    }
+    parsed = parse_rollout(
+        rollout(
+            ("session_meta", {"id": "s1", "cwd": "/app"}),
+            (
+                "response_item",
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Look"}]},
+            ),
+            ("response_item", mcp_call),
+            ("token_usage_record", {"usage": {"input_tokens": 100, "output_tokens": 7}}),
+            (
+                "event_msg",
+                {
+                    "type": "item_completed",
+                    "item": {
+                        "type": "McpToolCall",
+                        "id": "c1",
+                        "server": "crucible",
+                        "tool": "bash",
+                        "status": "completed",
+                        "result": {"content": [{"type": "text", "text": "a\n"}]},
+                    },
+                },
+            ),
+            (
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": "c1",
+                    "output": [{"type": "input_text", "text": "Wall time: 0.1 s"}],
+                },
+            ),
+            (
+                "response_item",
+                {"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "false"}', "call_id": "c2"},
+            ),
+            ("token_usage_record", {"usage": {"input_tokens": 120, "output_tokens": 3}}),
+            (
+                "event_msg",
+                {
+                    "type": "token_count",
+                    "info": {"total_token_usage": {"input_tokens": 220, "cached_input_tokens": 0, "output_tokens": 10}},
+                },
+            ),
+            ("event_msg", {"type": "task_complete", "last_agent_message": "Done."}),
+        )
+    )
     assert (parsed.session_id, parsed.finished, parsed.answer) == ("s1", True, "Done.")
     assert [(s.tool, s.capability, s.arguments, s.result, s.is_error) for _, s in parsed.tool_steps] == [
         ("bash", "mcp", {"command": "ls"}, "a\n", False),
-        ("exec_command", "builtin", {"cmd": "false"}, None, True)]  # no output recorded: not a success
+        ("exec_command", "builtin", {"cmd": "false"}, None, True),
+    ]  # no output recorded: not a success
     assert parsed.usage == {"input": 220, "output": 10, "cached_input": 0}
     assert parsed.calls == [(100, 7), (120, 3)]
     assert not parse_rollout(rollout(("session_meta", {"id": "s2"}))).finished
@@ -431,7 +526,8 @@ def test_the_per_call_cross_check_ignores_the_clis_side_calls_but_names_a_call_i
 
     assert cross_check_calls([(100, 7)], [step(100, 7), step(40, 5)], "m") == []  # (40, 5): a title call
     assert cross_check_calls([(100, 7), (100, 7)], [step(100, 7)], "m") == [
-        "cross-check: the CLI counts a call of 100 input and 7 output tokens to m that the model proxy did not record"]
+        "cross-check: the CLI counts a call of 100 input and 7 output tokens to m that the model proxy did not record"
+    ]
 
 
 def test_an_idle_codex_screen_ends_the_turn_only_once_its_rollout_says_so():
@@ -464,7 +560,8 @@ def test_codexs_rollout_ending_with_a_model_error_is_a_model_error():
 
     # As 0.171 wrote it when the stand-in refused its first call with a 400: the body as the message.
     body = '{"error": {"message": "stand-in refuses this request", "type": "invalid_request_error"}}'
-    parsed = parse_rollout(rollout(("event_msg", {"type": "task_complete", "last_agent_message": None,
-                                                  "error": {"message": body}})))
+    parsed = parse_rollout(
+        rollout(("event_msg", {"type": "task_complete", "last_agent_message": None, "error": {"message": body}}))
+    )
     assert (parsed.stop_reason, parsed.answer) == ("model_error", "")
     assert parsed.warnings == [f"codex: {body}"]

@@ -8,6 +8,7 @@ wall-clock limit ends the run as ``timeout`` with nothing of it left running.
 
 One module fixture makes the runs (a run takes seconds; the layers build once, ~20 s each).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,16 +29,20 @@ KEY_ENV = "CRUCIBLE_TEST_CLI_KEY"
 KEY = "sk-standin-cli-5f0c1e7a9b3d"
 TASK = "sample/last_page"
 MODELS = {"claude_code": "anthropic/claude-sonnet-4-6", "codex": "openai/gpt-5"}
-PRICES = {"anthropic/claude-sonnet-4-6": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0},
-          "openai/gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
+PRICES = {
+    "anthropic/claude-sonnet-4-6": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0},
+    "openai/gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0},
+}
 WALL = {"timeout": 30, "timeout_tmux": 45, "timeout_codex_tmux": 45}
 """The wall-clock runs' limits: long enough for the CLI to reach the model first (its first call
 came 28 s after launch headless and 53 s in tmux at a load average of ~20 on this 2-core machine)."""
 TITLE = '{"title": "Fix report paging"}'
 """What the stand-in answers Codex's TUI when it asks for a title for the session (a call of the
 TUI's own beside the session, with no tools and a JSON schema ``{title}``)."""
-UID_PROCESSES = ('for p in /proc/[0-9]*; do [ "$(stat -c %u "$p" 2>/dev/null)" = 1000 ] '
-                 '&& printf "%s " "$(cat "$p/comm" 2>/dev/null)"; done; true')
+UID_PROCESSES = (
+    'for p in /proc/[0-9]*; do [ "$(stat -c %u "$p" 2>/dev/null)" = 1000 ] '
+    '&& printf "%s " "$(cat "$p/comm" 2>/dev/null)"; done; true'
+)
 
 
 def tool(turn, name: str) -> str:
@@ -57,29 +62,35 @@ class Probe:
 
     def look(self, label: str) -> None:
         container = self.containers[-1]
-        inspect = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
-                                            check=True).stdout)[0]
+        inspect = json.loads(
+            subprocess.run(["docker", "inspect", container], capture_output=True, text=True, check=True).stdout
+        )[0]
         # Root reads its own processes' environments; those of the agent's uid only that uid can
         # (docker drops CAP_SYS_PTRACE, which reading another uid's environ needs).
-        environ = "".join(_exec(container, user, "cat /proc/[0-9]*/environ | tr '\\0' '\\n'")
-                          for user in ("0", "1000"))
+        environ = "".join(_exec(container, user, "cat /proc/[0-9]*/environ | tr '\\0' '\\n'") for user in ("0", "1000"))
         files = _exec(container, "0", f"grep -rls -e '{KEY}' /tmp /run /home /root /etc /app /usr/local; true")
         self.seen[label] = {
             "network_mode": inspect["HostConfig"]["NetworkMode"],
-            "interfaces": sorted(line.split(":")[0].strip() for line in _exec(container, "0", "cat /proc/net/dev")
-                                 .splitlines()[2:]),
+            "interfaces": sorted(
+                line.split(":")[0].strip() for line in _exec(container, "0", "cat /proc/net/dev").splitlines()[2:]
+            ),
             "key_in_inspect": KEY in json.dumps(inspect),
             "key_in_environ": KEY in environ,
             "cli_environ": "ANTHROPIC_BASE_URL" in environ or "CODEX_HOME" in environ,
             "files_with_key": files.split(),
-            "config_files": _exec(container, "0", "ls /tmp/crucible-cli; cat /tmp/crucible-cli/mcp.json "
-                                  "/tmp/crucible-cli/codex-home/config.toml 2>/dev/null; true"),
+            "config_files": _exec(
+                container,
+                "0",
+                "ls /tmp/crucible-cli; cat /tmp/crucible-cli/mcp.json "
+                "/tmp/crucible-cli/codex-home/config.toml 2>/dev/null; true",
+            ),
         }
 
 
 def _exec(container: str, user: str, script: str) -> str:
-    return subprocess.run(["docker", "exec", "-u", user, container, "sh", "-c", script], capture_output=True,
-                          text=True, timeout=60).stdout
+    return subprocess.run(
+        ["docker", "exec", "-u", user, container, "sh", "-c", script], capture_output=True, text=True, timeout=60
+    ).stdout
 
 
 def fixer_script(probe: Probe, hung: threading.Event):
@@ -112,8 +123,11 @@ def real_run(tmp_path_factory, agent: str, task: str, *overrides: str):
     from engine.run.batch import run_one
     from engine.run.session import session_for
 
-    typed = to_typed(compose_config([f"task={task}", f"agent={agent}", f"model={MODELS[agent]}",
-                                     f"agent.api_key_env={KEY_ENV}", *overrides]))
+    typed = to_typed(
+        compose_config(
+            [f"task={task}", f"agent={agent}", f"model={MODELS[agent]}", f"agent.api_key_env={KEY_ENV}", *overrides]
+        )
+    )
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
     return asyncio.run(run_one(planned, session, run_dir=tmp_path_factory.mktemp("run")))
@@ -150,28 +164,49 @@ def runs(docker_client, base_image, tmp_path_factory):
             made = {
                 "claude_code": real_run(tmp_path_factory, "claude_code", TASK, url),
                 "codex": real_run(tmp_path_factory, "codex", TASK, url),
-                "timeout": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
-                                    f"agent.wall_timeout={WALL['timeout']}"),
+                "timeout": real_run(
+                    tmp_path_factory,
+                    "claude_code",
+                    "sample/snapshot_alias",
+                    url,
+                    f"agent.wall_timeout={WALL['timeout']}",
+                ),
                 # The CLIs' own tools denied: the run's MCP tools are all they have.
-                "claude_code_bare": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=1",
-                                             "agent.builtin_tools.allow=[]"),
-                "codex_bare": real_run(tmp_path_factory, "codex", TASK, url, "attempt=1",
-                                       "agent.builtin_tools.allow=[]"),
+                "claude_code_bare": real_run(
+                    tmp_path_factory, "claude_code", TASK, url, "attempt=1", "agent.builtin_tools.allow=[]"
+                ),
+                "codex_bare": real_run(
+                    tmp_path_factory, "codex", TASK, url, "attempt=1", "agent.builtin_tools.allow=[]"
+                ),
                 # Claude Code's TUI in a private tmux server instead of its headless mode.
-                "claude_code_tmux": real_run(tmp_path_factory, "claude_code", TASK, url, "attempt=2",
-                                             "agent.transport=tmux"),
-                "timeout_tmux": real_run(tmp_path_factory, "claude_code", "sample/snapshot_alias", url,
-                                         f"agent.wall_timeout={WALL['timeout_tmux']}", "agent.transport=tmux",
-                                         "attempt=1"),
+                "claude_code_tmux": real_run(
+                    tmp_path_factory, "claude_code", TASK, url, "attempt=2", "agent.transport=tmux"
+                ),
+                "timeout_tmux": real_run(
+                    tmp_path_factory,
+                    "claude_code",
+                    "sample/snapshot_alias",
+                    url,
+                    f"agent.wall_timeout={WALL['timeout_tmux']}",
+                    "agent.transport=tmux",
+                    "attempt=1",
+                ),
                 # Codex's TUI likewise (after the headless codex runs: the stand-in numbers its
                 # conversations per model and task in the order they start).
                 "codex_tmux": real_run(tmp_path_factory, "codex", TASK, url, "attempt=2", "agent.transport=tmux"),
                 # A model call refused: Codex's TUI ends its turn with the error on screen.
-                "model_error_codex_tmux": real_run(tmp_path_factory, "codex", "sample/negative_money", url,
-                                                   "agent.transport=tmux"),
-                "timeout_codex_tmux": real_run(tmp_path_factory, "codex", "sample/snapshot_alias", url,
-                                               f"agent.wall_timeout={WALL['timeout_codex_tmux']}",
-                                               "agent.transport=tmux", "attempt=1"),
+                "model_error_codex_tmux": real_run(
+                    tmp_path_factory, "codex", "sample/negative_money", url, "agent.transport=tmux"
+                ),
+                "timeout_codex_tmux": real_run(
+                    tmp_path_factory,
+                    "codex",
+                    "sample/snapshot_alias",
+                    url,
+                    f"agent.wall_timeout={WALL['timeout_codex_tmux']}",
+                    "agent.transport=tmux",
+                    "attempt=1",
+                ),
             }
             return made, api, probe, census
 
@@ -187,16 +222,20 @@ def stored_answer(run_id: str) -> str | None:
 def stored_steps(run_id: str) -> list[tuple]:
     from engine.store.duckdb import DuckDBStore
 
-    return DuckDBStore().query(f"SELECT kind, capability, tool, is_error, tokens_in, tokens_out, cost_usd "
-                               f"FROM steps WHERE run_id = '{run_id}' ORDER BY position")[1]
+    return DuckDBStore().query(
+        f"SELECT kind, capability, tool, is_error, tokens_in, tokens_out, cost_usd "
+        f"FROM steps WHERE run_id = '{run_id}' ORDER BY position"
+    )[1]
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
 def test_a_real_cli_fixes_a_sample_task_through_the_runs_mcp_tools_and_scores_1(runs, agent):
     made, api, _, _ = runs
     record = made[agent]
-    assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
-        (record.error, record.warnings)
+    assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), (
+        record.error,
+        record.warnings,
+    )
     # The answer the CLI's result event carried, stored with the run.
     assert record.final_answer == "Fixed: the change is in place."
     assert stored_answer(record.run_id) == record.final_answer
@@ -260,8 +299,12 @@ def test_builtin_tools_denied_leaves_the_cli_only_the_runs_tools(runs, agent):
     model = MODELS[agent].split("/")[1]
 
     def offered(conversation: int) -> set[str]:
-        return {name for e in api.exchanges if (e.protocol, e.model, e.task, e.conversation) ==
-                (protocol, model, TASK, conversation) for name in _tool_names(e.request)}
+        return {
+            name
+            for e in api.exchanges
+            if (e.protocol, e.model, e.task, e.conversation) == (protocol, model, TASK, conversation)
+            for name in _tool_names(e.request)
+        }
 
     assert made[f"{agent}_bare"].reward == 1.0, made[f"{agent}_bare"].warnings
     run_tools = {"bash", "str_replace_based_edit_tool"}
@@ -283,8 +326,10 @@ def _tool_names(request: dict) -> list[str]:
 def test_a_clis_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_its_transcript(runs, agent):
     made, api, _, census = runs
     record = made[f"{agent}_tmux"]
-    assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), \
-        (record.error, record.warnings)
+    assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), (
+        record.error,
+        record.warnings,
+    )
     # The answer block the TUI showed last: not the narration before its tool calls, no panels or echo.
     assert record.final_answer == "Fixed: the change is in place."
     tools = [(s.capability, s.tool, s.is_error) for s in record.steps if s.kind == "tool_call"]
@@ -300,23 +345,36 @@ def test_a_clis_tui_in_tmux_fixes_the_task_with_its_tool_calls_read_from_its_tra
     # snapshot the TUI's screen with the answer, periodic snapshots taken while it worked.
     [terminal] = stored_terminals(record.run_id)
     assert (terminal.state, terminal.end_reason, terminal.tmux_server) == (
-        "closing", "done", f"crucible-{terminal.terminal_id}") and terminal.closes_at
+        "closing",
+        "done",
+        f"crucible-{terminal.terminal_id}",
+    ) and terminal.closes_at
     snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)
     assert [s.final for s in snapshots][-1:] == [True] and "Fixed: the change is in place." in snapshots[-1].text
     assert any(not s.final and s.text for s in snapshots[:-1])
     protocol = "anthropic" if agent == "claude_code" else "responses"
-    served = [e for e in api.exchanges if e.protocol == protocol and e.task == TASK and e.conversation is not None
-              and e.conversation >= 2 and _tool_names(e.request)]
+    served = [
+        e
+        for e in api.exchanges
+        if e.protocol == protocol
+        and e.task == TASK
+        and e.conversation is not None
+        and e.conversation >= 2
+        and _tool_names(e.request)
+    ]
     assert len(served) >= 3 and all("stream" in e.request for e in served)
 
 
 def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs):
     made, _, _, census = runs
     record = made["model_error_codex_tmux"]
-    assert (record.status, record.stop_reason, record.reward) == ("completed", "model_error", 0.0), \
-        (record.error, record.warnings)
-    assert [w for w in record.warnings if w.startswith("codex: ") and "stand-in refuses this request" in w], \
+    assert (record.status, record.stop_reason, record.reward) == ("completed", "model_error", 0.0), (
+        record.error,
+        record.warnings,
+    )
+    assert [w for w in record.warnings if w.startswith("codex: ") and "stand-in refuses this request" in w], (
         record.warnings
+    )
     assert "codex's turn in its TUI ended as model_error" in record.warnings
     assert record.timings["agent"] < 120, "its rollout's task_complete ended the turn, not the wall clock"
     assert census[record.run_id] == ""
@@ -327,7 +385,8 @@ def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs)
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
 def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_leaves_nothing(
-        agent, docker_client, base_image, tmp_path, monkeypatch):
+    agent, docker_client, base_image, tmp_path, monkeypatch
+):
     from engine.plan.spec import plan
     from engine.run.batch import run_one
     from engine.run.records import new_run_id
@@ -346,9 +405,18 @@ def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_l
     monkeypatch.setattr(DockerWorkspace, "close", close)
     monkeypatch.setenv(KEY_ENV, KEY)
     with StandIn(fixer_script(Probe(), hung), require_key=KEY) as api:
-        typed = to_typed(compose_config(["task=sample/snapshot_alias", f"agent={agent}", f"model={MODELS[agent]}",
-                                         f"agent.api_key_env={KEY_ENV}", f"agent.base_url={api.base_url}",
-                                         "attempt=9"]))
+        typed = to_typed(
+            compose_config(
+                [
+                    "task=sample/snapshot_alias",
+                    f"agent={agent}",
+                    f"model={MODELS[agent]}",
+                    f"agent.api_key_env={KEY_ENV}",
+                    f"agent.base_url={api.base_url}",
+                    "attempt=9",
+                ]
+            )
+        )
         session = session_for(typed)
         planned = plan(typed, builder=session.builder)
         run_id = new_run_id()

@@ -4,6 +4,7 @@ one; it answers 401 to any request without the key, which only the host proxy ho
 `crucible report`: each agent's runs are there, each scored, with the tokens and the cost its
 model calls spent (the CLIs' default models, priced by the shipped table).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,24 @@ def sweep(docker_client, base_image, tmp_path_factory):
     try:
         with standin_server(folder, SCRIPT, require_key_env=KEY_ENV) as url:
             proc = subprocess.run(
-                [sys.executable, "-m", "engine.cli.main", "run", "-m", "agent=claude_code,codex",
-                 "task=glob(sample/*)", "attempt=range(0,2)", f"agent.base_url={url}", f"agent.api_key_env={KEY_ENV}"],
-                cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env)
+                [
+                    sys.executable,
+                    "-m",
+                    "engine.cli.main",
+                    "run",
+                    "-m",
+                    "agent=claude_code,codex",
+                    "task=glob(sample/*)",
+                    "attempt=range(0,2)",
+                    f"agent.base_url={url}",
+                    f"agent.api_key_env={KEY_ENV}",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=1500,
+                env=env,
+            )
     finally:
         os.environ.pop(KEY_ENV, None)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -54,8 +70,9 @@ def sweep(docker_client, base_image, tmp_path_factory):
 
 def test_the_cli_sweep_runs_both_clis_on_every_sample_task_twice_and_each_fixes_it(sweep):
     sweep_id, exchanges = sweep
-    _, rows = DuckDBStore().query(f"SELECT agent, model, task_id, attempt, status, reward FROM runs "
-                                  f"WHERE sweep_id = '{sweep_id}'")
+    _, rows = DuckDBStore().query(
+        f"SELECT agent, model, task_id, attempt, status, reward FROM runs WHERE sweep_id = '{sweep_id}'"
+    )
     assert len(rows) == 16
     assert {(r[0], r[1]) for r in rows} == {("claude_code", "anthropic/claude-sonnet-4-6"), ("codex", "openai/gpt-5")}
     assert [r for r in rows if (r[4], r[5]) != ("completed", 1.0)] == []
@@ -64,8 +81,13 @@ def test_the_cli_sweep_runs_both_clis_on_every_sample_task_twice_and_each_fixes_
 
 def test_report_shows_tokens_and_cost_per_cli_agent(sweep):
     sweep_id, _ = sweep
-    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep_id, "--format", "json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep_id, "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = {row["agent"]: row for row in json.loads(proc.stdout)["summary"]}
     assert set(summary) == {"claude_code", "codex"}
@@ -73,6 +95,11 @@ def test_report_shows_tokens_and_cost_per_cli_agent(sweep):
         assert row["pass@1"] == 1.0, row
         assert row["tokens_in"] > 0 and row["tokens_out"] > 0 and row["cost_usd"] > 0, row
         assert row["unpriced_steps"] == 0, row
-    table = subprocess.run([sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep_id],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+    table = subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep_id],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert "claude_code" in table and "codex" in table and "cost" in table

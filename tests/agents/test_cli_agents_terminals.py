@@ -4,6 +4,7 @@ bounded number) while the CLI works, ``closing`` with ``closes_at`` and a final 
 run ends it, ``completed`` and unlisted after its retention (the final snapshot kept, printed by
 ``crucible show``), ``stale`` when its tmux server dies under it, ``failed`` when the end comes
 after; parallel terminals stay apart; a dismissed terminal leaves the listing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,7 @@ pytestmark = pytest.mark.slow  # real tmux, turns wait for a stable screen
 
 
 async def host_run(argv) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode("utf-8", "replace")
 
@@ -43,10 +43,24 @@ def store(tmp_path) -> DuckDBStore:
 
 def run_record(run_id: str, status: str = "running") -> RunRecord:
     now = datetime.now(UTC)
-    return RunRecord(run_id=run_id, spec_hash="h", spec={}, status=status, task_id="sample/t", agent="claude_code",
-                     model="anthropic/claude-sonnet-4-6", flavor="coding", runtime="docker",
-                     integrity_requested="strict", integrity_obtained=None, attempt=0, seed=0, sweep_id=None,
-                     started_at=now.isoformat(), ended_at=None if status == "running" else now.isoformat())
+    return RunRecord(
+        run_id=run_id,
+        spec_hash="h",
+        spec={},
+        status=status,
+        task_id="sample/t",
+        agent="claude_code",
+        model="anthropic/claude-sonnet-4-6",
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="strict",
+        integrity_obtained=None,
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at=now.isoformat(),
+        ended_at=None if status == "running" else now.isoformat(),
+    )
 
 
 class Terminal:
@@ -58,12 +72,19 @@ class Terminal:
         self.tmp_path = tmp_path
         self.id = new_terminal_id()
         self.pane = TmuxPane(host_run, server_name(self.id))
-        self.recorder = TerminalRecorder(self.pane, TerminalLog(store, run_id, policy), terminal_id=self.id,
-                                         owner="workflow-step:" + run_id, cwd=str(tmp_path / "repo"))
+        self.recorder = TerminalRecorder(
+            self.pane,
+            TerminalLog(store, run_id, policy),
+            terminal_id=self.id,
+            owner="workflow-step:" + run_id,
+            cwd=str(tmp_path / "repo"),
+        )
 
     async def start(self) -> TmuxPane:
-        await self.pane.start([sys.executable, str(FAKE), "--state", str(self.tmp_path / "state"), "--no-trust"],
-                              cwd=str(self.tmp_path / "repo"))
+        await self.pane.start(
+            [sys.executable, str(FAKE), "--state", str(self.tmp_path / "state"), "--no-trust"],
+            cwd=str(self.tmp_path / "repo"),
+        )
         await self.recorder.start()
         await self.pane.wait_ready(20)
         return self.pane
@@ -75,12 +96,12 @@ def drive(body):
 
 def crucible(tmp_path: Path, store: DuckDBStore, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "CRUCIBLE_STORE": str(store.path), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
 
 
-def test_a_terminal_runs_with_bounded_snapshots_closes_with_closes_at_then_its_retention_cleans_it_up(
-        tmp_path, store):
+def test_a_terminal_runs_with_bounded_snapshots_closes_with_closes_at_then_its_retention_cleans_it_up(tmp_path, store):
     run_id = f"run-{uuid.uuid4().hex[:8]}"
     store.record_run(run_record(run_id))
     policy = TerminalPolicy(retention=2.0, every=0.2, keep=3)
@@ -102,7 +123,8 @@ def test_a_terminal_runs_with_bounded_snapshots_closes_with_closes_at_then_its_r
     during, answer = drive(body)
     ended_at = datetime.now(UTC)
     assert [(t.terminal_id, t.state, t.tmux_server, t.owner) for t in during] == [
-        (terminal.id, "running", f"crucible-{terminal.id}", f"workflow-step:{run_id}")]
+        (terminal.id, "running", f"crucible-{terminal.id}", f"workflow-step:{run_id}")
+    ]
     [closing] = store.terminals(run_id)
     assert closing.state == "closing" and closing.end_reason == "done" and closing.closed_at is None
     closes_at = datetime.fromisoformat(closing.closes_at)
@@ -156,8 +178,9 @@ def test_a_terminal_whose_tmux_server_dies_becomes_stale_and_a_later_end_fails_i
 
 def test_parallel_terminals_have_their_own_ids_servers_and_final_snapshots(tmp_path, store):
     run_ids = [f"run-{uuid.uuid4().hex[:8]}" for _ in "ab"]
-    terminals = [Terminal(tmp_path / name, store, run_id, TerminalPolicy(every=0.3))
-                 for name, run_id in zip("ab", run_ids)]
+    terminals = [
+        Terminal(tmp_path / name, store, run_id, TerminalPolicy(every=0.3)) for name, run_id in zip("ab", run_ids)
+    ]
 
     async def body():
         try:
@@ -193,8 +216,9 @@ def test_an_ended_terminal_is_dismissed_and_leaves_the_listing_a_running_one_is_
 
     refused = drive(body)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
-    assert refused.stderr.strip() == (f"crucible terminals: terminal {terminal.id} is still running; "
-                                      "it can be dismissed once its run has ended it")
+    assert refused.stderr.strip() == (
+        f"crucible terminals: terminal {terminal.id} is still running; it can be dismissed once its run has ended it"
+    )
     listed = crucible(tmp_path, store, "terminals", run_id)
     assert listed.returncode == 0 and f"{terminal.id}  closing" in listed.stdout and "closes_at" in listed.stdout
 

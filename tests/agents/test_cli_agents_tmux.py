@@ -6,6 +6,7 @@ completion and leaves the pane reusable, the false-idle trap of a slow tool, the
 extracted with old turns, tool panels and echoes present, a crash, parallel panes kept apart, and
 a real MCP tool call through the run's server that becomes a step of the run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,7 @@ pytestmark = pytest.mark.slow  # each turn waits for the screen to be stable (~1
 
 
 async def host_run(argv) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode("utf-8", "replace")
 
@@ -215,14 +215,28 @@ class BashTools:
         self.cwd, self.calls = cwd, []
 
     def specs(self) -> list[dict]:
-        return [{"name": "bash", "description": "Run a shell command in the repository.",
-                 "inputSchema": {"type": "object", "properties": {"command": {"type": "string"}},
-                                 "required": ["command"]}}]
+        return [
+            {
+                "name": "bash",
+                "description": "Run a shell command in the repository.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"command": {"type": "string"}},
+                    "required": ["command"],
+                },
+            }
+        ]
 
     async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
         self.calls.append((name, arguments))
-        proc = await asyncio.create_subprocess_exec("bash", "-c", arguments["command"], cwd=self.cwd,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            arguments["command"],
+            cwd=self.cwd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await proc.communicate()
         return out.decode(), proc.returncode != 0
 
@@ -253,5 +267,10 @@ def test_a_real_mcp_tool_call_through_the_runs_server_becomes_a_step_of_the_run(
     assert "● mcp__crucible__bash(" in screen and f"⎿ {repo}" in screen
     [(_, step)] = steps
     assert (step.kind, step.capability, step.tool, step.arguments, step.is_error) == (
-        "tool_call", "mcp", "bash", {"command": command}, False)
+        "tool_call",
+        "mcp",
+        "bash",
+        {"command": command},
+        False,
+    )
     assert step.result == f"{repo}\nfrom-the-run\n"

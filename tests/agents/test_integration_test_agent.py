@@ -4,6 +4,7 @@ The tool set here is a small recording one, so the test can see exactly which ca
 were executed; the coding environment's own tools are exercised in test_coding_env.py
 and end to end in test_check_gate.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,17 +45,19 @@ async def replay(validation, *, capabilities=("mcp",), timeout=30.0):
     tools, token = RecordingTools(), secrets.token_urlsafe(16)
     async with serve_mcp(tools, token=token) as url:
         caps = {name: url for name in capabilities}
-        ctx = AgentContext(spec=None, capabilities=caps, capability_auth={"mcp": token},
-                           validation=validation, prompt="")
+        ctx = AgentContext(
+            spec=None, capabilities=caps, capability_auth={"mcp": token}, validation=validation, prompt=""
+        )
         outcome = await IntegrationTestAgent(timeout_seconds=timeout).run(ctx)
     return outcome, tools.calls
 
 
 def test_every_validation_call_is_replayed_through_mcp_and_recorded_as_a_step():
-    outcome, calls = asyncio.run(replay([
-        {"name": "echo", "arguments": {"text": "héllo 'quoted' \"double\""}},
-        {"name": "fail", "arguments": {}},
-    ]))
+    outcome, calls = asyncio.run(
+        replay(
+            [{"name": "echo", "arguments": {"text": "héllo 'quoted' \"double\""}}, {"name": "fail", "arguments": {}}]
+        )
+    )
     assert calls == [("echo", {"text": "héllo 'quoted' \"double\""}), ("fail", {})]
     assert [(s.tool, s.is_error) for s in outcome.steps] == [("echo", False), ("fail", True)]
     assert outcome.steps[0].result == "echo:héllo 'quoted' \"double\""
@@ -68,10 +71,17 @@ def test_string_arguments_are_rejected_without_executing():
     assert any("string arguments" in w for w in outcome.warnings)
 
 
-@pytest.mark.parametrize("entry", [
-    "echo hi", 42, {"arguments": {}}, {"name": 7}, {"name": "echo", "arguments": [1, 2]},
-    {"name": "no_such_tool", "arguments": {}},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "echo hi",
+        42,
+        {"arguments": {}},
+        {"name": 7},
+        {"name": "echo", "arguments": [1, 2]},
+        {"name": "no_such_tool", "arguments": {}},
+    ],
+)
 def test_unknown_or_malformed_steps_are_skipped_with_a_warning(entry):
     outcome, calls = asyncio.run(replay([entry, {"name": "echo", "arguments": {"text": "after"}}]))
     assert calls == [("echo", {"text": "after"})], "the bad step was executed or stopped the replay"
@@ -94,8 +104,13 @@ def test_the_staging_pass_is_bounded_by_timeout_seconds():
     async def run():
         tools, token = SlowTools(), "t"
         async with serve_mcp(tools, token=token) as url:
-            ctx = AgentContext(spec=None, capabilities={"mcp": url}, capability_auth={"mcp": token},
-                               validation=[{"name": "echo", "arguments": {}}] * 3, prompt="")
+            ctx = AgentContext(
+                spec=None,
+                capabilities={"mcp": url},
+                capability_auth={"mcp": token},
+                validation=[{"name": "echo", "arguments": {}}] * 3,
+                prompt="",
+            )
             return await IntegrationTestAgent(timeout_seconds=1.0).run(ctx)
 
     outcome = asyncio.run(run())

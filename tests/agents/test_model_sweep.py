@@ -6,6 +6,7 @@ stand-in server (tests/standin) speaks the real OpenAI chat-completions protocol
 pass@1 and pass@3 differ. Everything else is real: the CLI, Hydra's joblib launcher,
 the images, containers, MCP tools, grading and the store.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,10 +55,24 @@ def standin(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sweep(standin, docker_client, base_image):
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", "run", "-m", "agent=tool_calling",
-         "model=openai-compatible/standin-a,openai-compatible/standin-b", "task=glob(sample/*)",
-         "attempt=range(0,3)", f"agent.base_url={standin}", "hydra/launcher=joblib"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, "OPENAI_API_KEY": "unused"},
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.main",
+            "run",
+            "-m",
+            "agent=tool_calling",
+            "model=openai-compatible/standin-a,openai-compatible/standin-b",
+            "task=glob(sample/*)",
+            "attempt=range(0,3)",
+            f"agent.base_url={standin}",
+            "hydra/launcher=joblib",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "OPENAI_API_KEY": "unused"},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     match = re.search(r"^sweep (\S+): (\d+) run\(s\) stored", proc.stdout, re.M)
@@ -67,8 +82,8 @@ def sweep(standin, docker_client, base_image):
 
 def test_the_model_sweep_stores_every_run_once_each_in_its_own_workspace(sweep):
     _, rows = DuckDBStore().query(
-        "SELECT run_id, model, task_id, attempt, status, run_dir, spec_hash FROM runs "
-        f"WHERE sweep_id = '{sweep}'")
+        f"SELECT run_id, model, task_id, attempt, status, run_dir, spec_hash FROM runs WHERE sweep_id = '{sweep}'"
+    )
     assert len(rows) == 24
     assert len({r[0] for r in rows}) == 24 and len({r[5] for r in rows}) == 24 and len({r[6] for r in rows}) == 24
     assert {(r[1], r[3]) for r in rows} == {(f"openai-compatible/standin-{m}", a) for m in "ab" for a in range(3)}
@@ -76,8 +91,13 @@ def test_the_model_sweep_stores_every_run_once_each_in_its_own_workspace(sweep):
 
 
 def test_report_pass_at_1_and_3_match_a_hand_count(sweep):
-    proc = subprocess.run([sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep, "--format", "json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "report", "--sweep", sweep, "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
     tasks = sorted({row["task_id"] for row in document["matrix"]})

@@ -8,6 +8,7 @@ stand-in accepts only the canary key (so the key really was read and sent), make
 agent run ``env`` in its workspace, and holds its next reply until this test has
 inspected the run's containers while they are live.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SNOOP = ("env; echo '--- every readable process environment'; "
-         "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\"; done 2>/dev/null; true")
+SNOOP = (
+    "env; echo '--- every readable process environment'; "
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\"; done 2>/dev/null; true"
+)
 
 
 def test_an_api_key_in_the_environment_appears_nowhere_even_when_the_agent_runs_env(docker_client, base_image):
-    canaries = {name: f"sk-canary-{secrets.token_hex(12)}"
-                for name in ("CRUCIBLE_CANARY_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    canaries = {
+        name: f"sk-canary-{secrets.token_hex(12)}"
+        for name in ("CRUCIBLE_CANARY_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
     key = canaries["CRUCIBLE_CANARY_KEY"]
     reached, release, seen = threading.Event(), threading.Event(), {}
 
@@ -47,10 +52,22 @@ def test_an_api_key_in_the_environment_appears_nowhere_even_when_the_agent_runs_
 
     with StandIn(script, require_key=key) as api:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli.main", "run", "task=sample/last_page", "agent=tool_calling",
-             "model=openai-compatible/standin", f"agent.base_url={api.base_url}",
-             "agent.api_key_env=CRUCIBLE_CANARY_KEY"],
-            cwd=ROOT, env={**os.environ, **canaries}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "engine.cli.main",
+                "run",
+                "task=sample/last_page",
+                "agent=tool_calling",
+                "model=openai-compatible/standin",
+                f"agent.base_url={api.base_url}",
+                "agent.api_key_env=CRUCIBLE_CANARY_KEY",
+            ],
+            cwd=ROOT,
+            env={**os.environ, **canaries},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             assert reached.wait(180), "the agent never came back from running env"
@@ -78,7 +95,12 @@ def test_an_api_key_in_the_environment_appears_nowhere_even_when_the_agent_runs_
     assert json.loads(runs[0][1])["agent"]["api_key_env"] == "CRUCIBLE_CANARY_KEY"  # the name, not the value
 
     files = [p for p in paths.home().rglob("*") if p.is_file()]
-    places = {"the workspace's env output": seen["env"], "docker inspect": inspected, "the CLI's output": stdout + stderr,
-              "the store's rows": str(store_rows), **{str(p): p.read_bytes().decode("latin-1") for p in files}}
+    places = {
+        "the workspace's env output": seen["env"],
+        "docker inspect": inspected,
+        "the CLI's output": stdout + stderr,
+        "the store's rows": str(store_rows),
+        **{str(p): p.read_bytes().decode("latin-1") for p in files},
+    }
     leaks = [(where, name) for where, text in places.items() for name, value in canaries.items() if value in text]
     assert leaks == []

@@ -5,6 +5,7 @@ per test says what the "model" does. Behaviours of the agent alone run over a re
 server (official SDK, HTTP) serving a tiny tools object; the end-to-end ones are real runs
 of a sample task, in test_tool_calling_runs.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,17 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from standin import (
-    StandIn,
-    answer,
-    call,
-    context_length_exceeded,
-    hang,
-    rate_limited,
-    raw_call,
-    reply,
-    server_error,
-)
+from standin import StandIn, answer, call, context_length_exceeded, hang, rate_limited, raw_call, reply, server_error
 
 from engine.agents import AgentContext
 from engine.agents.providers import parse_model
@@ -40,8 +31,10 @@ from engine.plan.spec import agent_part
 
 PROMPT = "Say hello through the echo tool, then stop."
 KEY_ENV = "CRUCIBLE_TEST_STANDIN_KEY"
-PRICES = {"openai-compatible/standin": {"input": 1.0, "output": 2.0},
-          "anthropic/standin-claude": {"input": 3.0, "output": 15.0}}
+PRICES = {
+    "openai-compatible/standin": {"input": 1.0, "output": 2.0},
+    "anthropic/standin-claude": {"input": 3.0, "output": 15.0},
+}
 MODELS = {"openai": "openai-compatible/standin", "anthropic": "anthropic/standin-claude"}
 
 
@@ -85,8 +78,9 @@ def run_agent(script, *, protocol="openai", model=None, tools=None, **config):
         with StandIn(script) as api:
             async with serve_mcp(tools, token=token) as url:
                 agent = ToolCallingAgent(model=model or MODELS[protocol], base_url=api.base_url, **config)
-                ctx = AgentContext(spec=None, capabilities={"mcp": url}, capability_auth={"mcp": token},
-                                   validation=[], prompt=PROMPT)
+                ctx = AgentContext(
+                    spec=None, capabilities={"mcp": url}, capability_auth={"mcp": token}, validation=[], prompt=PROMPT
+                )
                 return await agent.run(ctx), api
 
     outcome, api = asyncio.run(go())
@@ -112,8 +106,10 @@ def test_tools_come_from_the_mcp_server_so_an_extra_tool_reaches_the_model_with_
 
     _, plain, _ = run_agent(script, protocol=protocol)
     outcome, extra, tools = run_agent(script, protocol=protocol, tools=Tools(extra=True))
-    tool_names = {"openai": lambda r: [t["function"]["name"] for t in r["tools"]],
-                  "anthropic": lambda r: [t["name"] for t in r["tools"]]}[protocol]
+    tool_names = {
+        "openai": lambda r: [t["function"]["name"] for t in r["tools"]],
+        "anthropic": lambda r: [t["name"] for t in r["tools"]],
+    }[protocol]
     assert tool_names(plain.requests()[0]) == ["echo"]
     assert tool_names(extra.requests()[0]) == ["echo", "shout"]
     assert tools.calls == [("shout", {"text": "hi"})]
@@ -124,8 +120,11 @@ def test_tools_come_from_the_mcp_server_so_an_extra_tool_reaches_the_model_with_
 def test_every_model_call_and_tool_call_is_a_step_with_tokens_latency_and_cost(protocol):
     outcome, api, tools = run_agent(echo_then_answer, protocol=protocol)
     assert outcome.stop_reason == "done" and outcome.answer == "said hello"
-    assert [(s.idx, s.kind, s.tool) for s in outcome.steps] == [(0, "model", None), (1, "tool_call", "echo"),
-                                                                 (2, "model", None)]
+    assert [(s.idx, s.kind, s.tool) for s in outcome.steps] == [
+        (0, "model", None),
+        (1, "tool_call", "echo"),
+        (2, "model", None),
+    ]
     price = PRICES[MODELS[protocol]]
     for step, exchange in zip(model_steps(outcome), api.exchanges):
         usage = exchange.response["usage"]
@@ -135,7 +134,12 @@ def test_every_model_call_and_tool_call_is_a_step_with_tokens_latency_and_cost(p
         assert step.cost_usd == pytest.approx((sent_in * price["input"] + sent_out * price["output"]) / 1e6)
         assert step.seconds > 0 and step.started_at
     tool = outcome.steps[1]
-    assert (tool.capability, tool.arguments, tool.result, tool.is_error) == ("mcp", {"text": "hello"}, "echo:hello", False)
+    assert (tool.capability, tool.arguments, tool.result, tool.is_error) == (
+        "mcp",
+        {"text": "hello"},
+        "echo:hello",
+        False,
+    )
     assert tools.calls == [("echo", {"text": "hello"})]
     second = api.requests()[1]
     assert "echo:hello" in json.dumps(second["messages"][-1])  # the result went back to the model
@@ -227,8 +231,9 @@ def test_a_429_then_success_is_retried_after_the_retry_after_delay(protocol):
     assert [(e.turn, e.retry, e.status) for e in api.exchanges] == [(0, 0, 429), (0, 1, 200), (1, 0, 200)]
     first = outcome.steps[0]
     assert "HTTP 429: retry 1/4 after 0.30 s (Retry-After)" in first.note and first.seconds >= 0.3
-    assert first.tokens_in == api.exchanges[1].response["usage"].get("prompt_tokens",
-                                                                     api.exchanges[1].response["usage"].get("input_tokens"))
+    assert first.tokens_in == api.exchanges[1].response["usage"].get(
+        "prompt_tokens", api.exchanges[1].response["usage"].get("input_tokens")
+    )
     assert time.monotonic() - began >= 0.3
 
 
@@ -280,16 +285,33 @@ def test_max_steps_bounds_the_number_of_model_calls():
 
 def test_the_stand_in_rejects_a_conversation_the_real_api_would_reject():
     with StandIn(lambda turn: answer("x")) as api:
-        bad = {"model": "m", "max_tokens": 5, "messages": [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}}]},
-            {"role": "user", "content": "no tool_result here"}]}
+        bad = {
+            "model": "m",
+            "max_tokens": 5,
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}}]},
+                {"role": "user", "content": "no tool_result here"},
+            ],
+        }
         response = httpx.post(f"{api.base_url}/messages", json=bad, headers={"anthropic-version": "2023-06-01"})
         assert response.status_code == 400 and "tool_result" in response.json()["error"]["message"]
-        missing = httpx.post(f"{api.base_url}/chat/completions", json={"model": "m", "messages": [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]}]})
+        missing = httpx.post(
+            f"{api.base_url}/chat/completions",
+            json={
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}
+                        ],
+                    },
+                ],
+            },
+        )
         assert missing.status_code == 400 and "c1" in missing.json()["error"]["message"]
 
 
@@ -301,13 +323,31 @@ def test_the_stand_in_runs_as_a_process_numbering_conversations_per_model_and_ta
     from standin.tasks import prompt_index
 
     script = tmp_path / "script.py"
-    script.write_text("from tests.standin import outcome_table\n"
-                      "script = outcome_table({('m-a', 'sample/last_page'): ['fix', 'give_up']})\n")
+    script.write_text(
+        "from tests.standin import outcome_table\n"
+        "script = outcome_table({('m-a', 'sample/last_page'): ['fix', 'give_up']})\n"
+    )
     port_file, log = tmp_path / "port", tmp_path / "log.jsonl"
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-m", "tests.standin.server", "--script", str(script),
-                             "--port-file", str(port_file), "--log", str(log), "--require-key-env", KEY_ENV],
-                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.standin.server",
+            "--script",
+            str(script),
+            "--port-file",
+            str(port_file),
+            "--log",
+            str(log),
+            "--require-key-env",
+            KEY_ENV,
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -319,8 +359,11 @@ def test_the_stand_in_runs_as_a_process_numbering_conversations_per_model_and_ta
         first, second = (httpx.post(url, json=start, headers=auth).json()["choices"][0]["message"] for _ in range(2))
         replies = []
         for opened in (first, second):
-            history = [*start["messages"], opened,
-                       {"role": "tool", "tool_call_id": opened["tool_calls"][0]["id"], "content": "README.md"}]
+            history = [
+                *start["messages"],
+                opened,
+                {"role": "tool", "tool_call_id": opened["tool_calls"][0]["id"], "content": "README.md"},
+            ]
             replies.append(httpx.post(url, json={"model": "m-a", "messages": history}, headers=auth).json())
     finally:
         proc.terminate()
@@ -330,6 +373,10 @@ def test_the_stand_in_runs_as_a_process_numbering_conversations_per_model_and_ta
     assert "giving up" in giving_up["content"] and "tool_calls" not in giving_up
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(x["conversation"], x["turn"], x["task"]) for x in lines] == [
-        (0, 0, "sample/last_page"), (1, 0, "sample/last_page"), (0, 1, "sample/last_page"), (1, 1, "sample/last_page")]
+        (0, 0, "sample/last_page"),
+        (1, 0, "sample/last_page"),
+        (0, 1, "sample/last_page"),
+        (1, 1, "sample/last_page"),
+    ]
     assert {x["api_key"] for x in lines} == {"present"} and os.environ[KEY_ENV] not in log.read_text()
     assert "stand-in listening on http://127.0.0.1:" in output and "Warning" not in output

@@ -5,6 +5,7 @@ malformed call and an unknown tool), given up, and timed out; each graded and st
 Four runs share one module fixture (a run takes a few seconds); the agent's behaviours
 one by one are in test_tool_calling_agent.py, over a real MCP server without Docker.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,10 @@ from engine.config.compose import compose_config, to_typed
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 KEY_ENV = "CRUCIBLE_TEST_STANDIN_KEY"
-PRICES = {"openai-compatible/standin": {"input": 1.0, "output": 2.0},
-          "anthropic/standin-claude": {"input": 3.0, "output": 15.0}}
+PRICES = {
+    "openai-compatible/standin": {"input": 1.0, "output": 2.0},
+    "anthropic/standin-claude": {"input": 3.0, "output": 15.0},
+}
 MODELS = {"openai": "openai-compatible/standin", "anthropic": "anthropic/standin-claude"}
 
 
@@ -28,8 +31,18 @@ def real_run(tmp_path_factory, api: StandIn, model: str, task: str, *overrides: 
     from engine.run.batch import run_one
     from engine.run.session import session_for
 
-    typed = to_typed(compose_config([f"task={task}", "agent=tool_calling", f"model={model}",
-                                     f"agent.base_url={api.base_url}", f"agent.api_key_env={KEY_ENV}", *overrides]))
+    typed = to_typed(
+        compose_config(
+            [
+                f"task={task}",
+                "agent=tool_calling",
+                f"model={model}",
+                f"agent.base_url={api.base_url}",
+                f"agent.api_key_env={KEY_ENV}",
+                *overrides,
+            ]
+        )
+    )
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
     return asyncio.run(run_one(planned, session, run_dir=tmp_path_factory.mktemp("run")))
@@ -56,8 +69,11 @@ def runs(docker_client, base_image, tmp_path_factory):
         mp.setenv(KEY_ENV, "sk-standin-run")
 
         def script(turn):
-            behaviour = {"sample/last_page": hiccups_then_fix, "sample/query_ops": fixer,
-                         "sample/negative_money": giver_up}.get(turn.task)
+            behaviour = {
+                "sample/last_page": hiccups_then_fix,
+                "sample/query_ops": fixer,
+                "sample/negative_money": giver_up,
+            }.get(turn.task)
             if behaviour is None:  # sample/snapshot_alias: looks around, then the model hangs
                 return hang(120) if turn.turn == 1 else reply("", call("bash", command="ls"))
             return behaviour(turn)
@@ -67,16 +83,22 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "openai_fix": (real_run(tmp_path_factory, api, MODELS["openai"], "sample/last_page"), api),
                 "anthropic_fix": (real_run(tmp_path_factory, api, MODELS["anthropic"], "sample/query_ops"), api),
                 "give_up": (real_run(tmp_path_factory, api, MODELS["openai"], "sample/negative_money"), api),
-                "timeout": (real_run(tmp_path_factory, api, MODELS["anthropic"], "sample/snapshot_alias",
-                                     "agent.wall_timeout=3"), api),
+                "timeout": (
+                    real_run(
+                        tmp_path_factory, api, MODELS["anthropic"], "sample/snapshot_alias", "agent.wall_timeout=3"
+                    ),
+                    api,
+                ),
             }
 
 
 def stored_steps(run_id: str) -> list[tuple]:
     from engine.store.duckdb import DuckDBStore
 
-    return DuckDBStore().query(f"SELECT kind, tool, is_error, tokens_in, tokens_out, cost_usd, note FROM steps "
-                               f"WHERE run_id = '{run_id}' ORDER BY position")[1]
+    return DuckDBStore().query(
+        f"SELECT kind, tool, is_error, tokens_in, tokens_out, cost_usd, note FROM steps "
+        f"WHERE run_id = '{run_id}' ORDER BY position"
+    )[1]
 
 
 @pytest.mark.parametrize("name", ["openai_fix", "anthropic_fix"])
@@ -85,8 +107,10 @@ def test_a_run_that_fixes_a_sample_task_scores_1(runs, name):
     assert (record.status, record.reward, record.stop_reason) == ("completed", 1.0, "done"), record.error
     steps = stored_steps(record.run_id)
     usages = [e.response["usage"] for e in api.exchanges if e.task == record.task_id and e.status == 200]
-    sent = [(u.get("prompt_tokens", u.get("input_tokens")), u.get("completion_tokens", u.get("output_tokens")))
-            for u in usages]
+    sent = [
+        (u.get("prompt_tokens", u.get("input_tokens")), u.get("completion_tokens", u.get("output_tokens")))
+        for u in usages
+    ]
     models = [s for s in steps if s[0] == "model"]
     assert [(s[3], s[4]) for s in models] == sent and len(sent) >= 3
     price = PRICES[record.model]

@@ -1,4 +1,5 @@
 """The runs of tests/flavors/coding/test_canary_runs.py against fixtures/good: (steps, task overrides) by id."""
+
 from __future__ import annotations
 
 from attacks.payloads import FORCE_PASS_IN_PROCESS, FORCE_PASS_SPARING_THE_CANARY, FORGE_EXIT_IN_PROCESS, bash

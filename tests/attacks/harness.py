@@ -11,6 +11,7 @@ at a time: most of a run is waiting on Docker (or, on ``runtime=local``, on the 
 under ``none`` and ``vault`` the agent's tool calls run as root, and on ``runtime=local``
 that root is in a sandbox on the host itself — no attack is ever run that way).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,8 +45,10 @@ class AttackRunner:
         modes = tuple(modes)
         unsafe = [m for m in modes if m not in SAFE_MODES.get(runtime, ("strict",))]
         if unsafe:
-            raise ValueError(f"attacks never run on runtime={runtime} under {', '.join(unsafe)}: "
-                             "the agent's tool calls would run as root on the host")
+            raise ValueError(
+                f"attacks never run on runtime={runtime} under {', '.join(unsafe)}: "
+                "the agent's tool calls would run as root on the host"
+            )
         # runtime=docker is the config's default: its overrides stay exactly what they were.
         extra = [] if runtime == "docker" else [f"runtime={runtime}"]
         self.runtime = runtime
@@ -63,8 +66,9 @@ class AttackRunner:
         self.session.builder.ensure(first.image, self.session.store)
         self.run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "attacks"
 
-    def plan_for(self, mode: str, steps: list[dict] | None, task: dict | None = None,
-                 integrity: dict | None = None) -> Plan:
+    def plan_for(
+        self, mode: str, steps: list[dict] | None, task: dict | None = None, integrity: dict | None = None
+    ) -> Plan:
         """The mode's plan with ``steps`` as the validation (None keeps the derived golden),
         ``task`` merged over the task's settings (e.g. a stricter ``tests_ran_regex``) and
         ``integrity`` over the mode's flags (one defence off, to show another alone)."""
@@ -74,8 +78,9 @@ class AttackRunner:
         merged = dataclasses.replace(base.spec.task, **(task or {}))
         if steps is not None:
             merged.validation = list(steps)
-        spec = dataclasses.replace(base.spec, task=merged,
-                                   integrity=dataclasses.replace(base.spec.integrity, **(integrity or {})))
+        spec = dataclasses.replace(
+            base.spec, task=merged, integrity=dataclasses.replace(base.spec.integrity, **(integrity or {}))
+        )
         return Plan(spec=spec, image=base.image)
 
     async def run(self, jobs: list[tuple], concurrency: int = 4) -> dict[tuple[str, str], RunRecord]:

@@ -11,6 +11,7 @@ its mode is marked with ``!``; the exit code is 1 if there is one, 2 if the loca
 cannot give ``strict`` here (``--no-local`` leaves its column out). tests/attacks/README.md
 pastes this output.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,10 @@ from attacks import catalog, ordinary  # noqa: E402
 from attacks.catalog import Attack  # noqa: E402
 from attacks.harness import MODES, TASK, AttackRunner  # noqa: E402
 
-SUITES = {"sample": (catalog.ATTACKS, catalog.THREATS, TASK), "ordinary": (ordinary.ATTACKS, ordinary.THREATS, ordinary.TASK)}
+SUITES = {
+    "sample": (catalog.ATTACKS, catalog.THREATS, TASK),
+    "ordinary": (ordinary.ATTACKS, ordinary.THREATS, ordinary.TASK),
+}
 """``sample``: sample/last_page (an isolated verdict); ``ordinary``: wrinkles/data_driven, whose
 tests import the code under test (tests/attacks/ordinary.py; its task lives in tests/conf)."""
 
@@ -56,8 +60,10 @@ def render(attacks: list[Attack], columns: list[str], records: dict) -> tuple[st
     """The markdown table and the number of cells that differ from ``expect``.
 
     ``records`` are keyed by (attack id, column); a column is a mode or ``LOCAL``."""
-    lines = ["| threat | attack | " + " | ".join(columns) + " | strict drops |",
-             "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |"]
+    lines = [
+        "| threat | attack | " + " | ".join(columns) + " | strict drops |",
+        "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |",
+    ]
     surprises = 0
     for attack in attacks:
         cells = []
@@ -69,8 +75,7 @@ def render(attacks: list[Attack], columns: list[str], records: dict) -> tuple[st
         strict = records.get((attack.id, "strict")) or records.get((attack.id, LOCAL))
         dropped = ", ".join(f"`{p}`" for p in strict.violations) if strict and strict.violations else ""
         summary = attack.summary.replace("|", "\\|")  # a pipe inside a cell would split it
-        lines.append(f"| {attack.threat} | `{attack.id}`: {summary} | " + " | ".join(cells)
-                     + f" | {dropped} |")
+        lines.append(f"| {attack.threat} | `{attack.id}`: {summary} | " + " | ".join(cells) + f" | {dropped} |")
     return "\n".join(lines), surprises
 
 
@@ -79,8 +84,12 @@ def main() -> int:
     parser.add_argument("--suite", choices=sorted(SUITES), default="sample")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--only", help="comma-separated attack ids")
-    parser.add_argument("--local", action=argparse.BooleanOptionalAction, default=True,
-                        help=f"add the '{LOCAL}' column (every attack under strict on runtime=local)")
+    parser.add_argument(
+        "--local",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=f"add the '{LOCAL}' column (every attack under strict on runtime=local)",
+    )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--out", type=Path, help="also write the table here")
     ns = parser.parse_args()
@@ -112,8 +121,7 @@ def main() -> int:
     table, surprises = render(attacks, columns, records)
     seconds = time.perf_counter() - began
     print(table)
-    print(f"\n{len(records)} runs in {seconds:.0f} s; threats: "
-          + "; ".join(f"{k} = {v}" for k, v in threats.items()))
+    print(f"\n{len(records)} runs in {seconds:.0f} s; threats: " + "; ".join(f"{k} = {v}" for k, v in threats.items()))
     for (attack_id, column), record in sorted(records.items()):
         if record.status != "completed":
             print(f"  {attack_id} [{column}]: {record.status} in {record.error_phase}: {record.error}")

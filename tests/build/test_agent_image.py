@@ -4,6 +4,7 @@ the task image; the agent works in the layer and grading stays on the task image
 
 The agents are ``tests/conf/agent/noop_with_jq.yaml`` (the noop agent with needs) and
 ``probe_with_jq.yaml`` (``tests/agent_probe``: it reports what its workspace holds)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -60,11 +61,20 @@ def strict_as_it_was() -> CodingIntegrity:
 
 
 def synthetic_spec(agent) -> RunSpec:
-    return RunSpec(engine_version="0123456789abcdef",
-                   task=TaskConfig(name="t", set="s", prompt="p", id="s/t", pins={"baseline": "0" * 40}),
-                   env=EnvConfig(), flavor=FlavorConfig(_target_="envs.coding.flavor.CodingFlavor", name="coding"),
-                   agent=agent, model=None, integrity=strict_as_it_was(), runtime=DockerRuntimeConfig(),
-                   image={"tag": "crucible/task:abc", "input_hash": "abc"}, timeouts=Timeouts(), seed=0, attempt=0)
+    return RunSpec(
+        engine_version="0123456789abcdef",
+        task=TaskConfig(name="t", set="s", prompt="p", id="s/t", pins={"baseline": "0" * 40}),
+        env=EnvConfig(),
+        flavor=FlavorConfig(_target_="envs.coding.flavor.CodingFlavor", name="coding"),
+        agent=agent,
+        model=None,
+        integrity=strict_as_it_was(),
+        runtime=DockerRuntimeConfig(),
+        image={"tag": "crucible/task:abc", "input_hash": "abc"},
+        timeouts=Timeouts(),
+        seed=0,
+        attempt=0,
+    )
 
 
 def test_an_agent_without_image_needs_keeps_the_spec_hash_it_had_before_agents_could_declare_any():
@@ -122,7 +132,10 @@ def test_needs_plan_a_layer_over_the_task_image_and_the_same_needs_plan_the_same
     assert first.agent_image is not None and first.agent_image.tag.startswith("crucible/agent:")
     assert first.agent_image.tag != first.image.tag
     assert dict(first.agent_image.build_args)["BASE"] == first.image.tag
-    assert (first.agent_image.tag, first.agent_image.context_dir) == (again.agent_image.tag, again.agent_image.context_dir)
+    assert (first.agent_image.tag, first.agent_image.context_dir) == (
+        again.agent_image.tag,
+        again.agent_image.context_dir,
+    )
     assert first.spec.spec_hash == again.spec.spec_hash
     assert first.spec.image == plain.spec.image, "grading's image must not depend on the agent"
     assert first.spec.agent_image == {"tag": first.agent_image.tag, "input_hash": first.agent_image.input_hash}
@@ -206,8 +219,12 @@ class SpyRuntime:
 
 
 def has_in_image(tag: str, command: str) -> bool:
-    return subprocess.run(["docker", "run", "--rm", "--network", "none", tag, "sh", "-c", command],
-                          capture_output=True, timeout=120).returncode == 0
+    return (
+        subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", tag, "sh", "-c", command], capture_output=True, timeout=120
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.docker
@@ -235,7 +252,9 @@ def test_the_agent_works_in_its_layer_and_grading_in_the_task_image(docker_clien
     assert sorted(spy.provisioned) == [("agent", planned.agent_image.tag), ("grade", planned.image.tag)]
     assert record.image_tag == planned.image.tag and record.spec["agent_image"]["tag"] == planned.agent_image.tag
 
-    assert not has_in_image(planned.image.tag, f"command -v jq || test -e {HELLO}"), "the task image has the agent's needs"
+    assert not has_in_image(planned.image.tag, f"command -v jq || test -e {HELLO}"), (
+        "the task image has the agent's needs"
+    )
     assert has_in_image(planned.agent_image.tag, f"command -v jq && test -e {HELLO}")
 
 

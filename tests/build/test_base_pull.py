@@ -5,6 +5,7 @@ The registry is a real one: Debian's ``docker-registry`` (the distribution proje
 served on 127.0.0.1 for this module, which the Docker engine pulls from over plain HTTP as it
 does for any loopback registry.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -39,8 +40,9 @@ def registry(tmp_path_factory):
     root = tmp_path_factory.mktemp("registry")
     port = _free_port()
     config = root / "config.yml"
-    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
     server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         for _ in range(200):  # until it answers (bounded: 200 tries)
@@ -77,7 +79,8 @@ def test_a_base_image_only_the_registry_has_is_pulled(docker_client, base_image,
         docker_client.images.get(ref)
     (tmp_path / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nRUN true\n")
     planned = ContentAddressedBuilder(docker_client, ca_bundle=None).plan(
-        tmp_path / "Dockerfile", tmp_path, {"BASE": ref}, "test")
+        tmp_path / "Dockerfile", tmp_path, {"BASE": ref}, "test"
+    )
     assert docker_client.images.get(ref).id == docker_client.images.get(base_image).id
     assert planned.base == docker_client.images.get(ref).id or planned.base.startswith("inputs:")
 
@@ -86,15 +89,17 @@ def test_an_image_no_registry_gives_is_one_plain_line(docker_client, registry, t
     (tmp_path / "Dockerfile").write_text("ARG BASE\nFROM ${BASE}\n")
     missing = f"{registry}/crucible-test/never-pushed:1"
     with pytest.raises(BaseImageMissing) as caught:
-        ContentAddressedBuilder(docker_client, ca_bundle=None).plan(tmp_path / "Dockerfile", tmp_path,
-                                                                    {"BASE": missing}, "test")
+        ContentAddressedBuilder(docker_client, ca_bundle=None).plan(
+            tmp_path / "Dockerfile", tmp_path, {"BASE": missing}, "test"
+        )
     said = str(caught.value)
     assert "\n" not in said
     assert said.startswith(f"base image {missing} is not present and could not be pulled from its registry (")
     unreachable = "127.0.0.1:1/crucible-test/nowhere:1"  # nothing listens on port 1
     with pytest.raises(BaseImageMissing, match=r"could not be pulled from its registry \(.*connection refused"):
-        ContentAddressedBuilder(docker_client, ca_bundle=None).plan(tmp_path / "Dockerfile", tmp_path,
-                                                                    {"BASE": unreachable}, "test")
+        ContentAddressedBuilder(docker_client, ca_bundle=None).plan(
+            tmp_path / "Dockerfile", tmp_path, {"BASE": unreachable}, "test"
+        )
 
 
 def test_the_offline_base_is_not_looked_for_in_a_registry(docker_client):

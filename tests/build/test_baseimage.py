@@ -3,6 +3,7 @@
 The bootstrap itself (debootstrap + import, ~1 min) runs once per machine through the
 ``base_image`` fixture; these tests reuse it and never rebuild it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -68,7 +69,10 @@ def test_doctor_fix_on_a_healthy_host_changes_nothing_and_says_ok(base_image):
         lines: list[str] = []
         assert run_doctor(fix=fix, echo=lines.append) == 0
         assert [line.split()[:2] for line in lines] == [
-            ["ok", "engine"], ["ok", "debootstrap"], ["ok", "base-image"], ["ok", "store"],
+            ["ok", "engine"],
+            ["ok", "debootstrap"],
+            ["ok", "base-image"],
+            ["ok", "store"],
         ]
         assert base_image in lines[2]
 
@@ -87,4 +91,3 @@ def test_doctor_fix_never_starts_a_local_dockerd_for_a_remote_docker_host(monkey
     lines: list[str] = []
     assert run_doctor(fix=True, echo=lines.append) != 0
     assert lines[0].startswith("FAIL") and "is not local" in lines[0]
-

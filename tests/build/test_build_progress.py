@@ -1,4 +1,5 @@
 """An image build's steps on a terminal (engine/build/progress.py)."""
+
 from __future__ import annotations
 
 import io

@@ -3,6 +3,7 @@
 Builds are kept tiny: each recipe is a RUN step or two on top of the offline base image,
 and every image a test builds is removed when its module ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,7 +69,12 @@ def build_events(client, since: float, until: float, tag: str, lineage: set[str]
     out = []
     for event in client.events(since=f"{since:.9f}", until=f"{until:.9f}", decode=True):
         attrs = event.get("Actor", {}).get("Attributes", {})
-        if event.get("Type") == "container" and attrs.get("image") in lineage or event.get("Type") == "image" and (attrs.get("name") == tag or event["Actor"].get("ID") in lineage):
+        if (
+            event.get("Type") == "container"
+            and attrs.get("image") in lineage
+            or event.get("Type") == "image"
+            and (attrs.get("name") == tag or event["Actor"].get("ID") in lineage)
+        ):
             out.append(event)
     return out
 
@@ -118,9 +124,13 @@ def test_ca_bundle_is_an_input_and_lands_in_the_context(docker_client, base_imag
     dockerfile, context = make_context(tmp_path)
     pem = tmp_path / "ca.pem"
     pem.write_text("-----BEGIN CERTIFICATE-----\nnot-a-real-cert\n-----END CERTIFICATE-----\n")
-    without = ContentAddressedBuilder(docker_client, ca_bundle=None).plan(dockerfile, context, {"BASE": base_image}, "test")
+    without = ContentAddressedBuilder(docker_client, ca_bundle=None).plan(
+        dockerfile, context, {"BASE": base_image}, "test"
+    )
     assert (context / CA_FILE).read_bytes() == b""
-    with_ca = ContentAddressedBuilder(docker_client, ca_bundle=str(pem)).plan(dockerfile, context, {"BASE": base_image}, "test")
+    with_ca = ContentAddressedBuilder(docker_client, ca_bundle=str(pem)).plan(
+        dockerfile, context, {"BASE": base_image}, "test"
+    )
     assert (context / CA_FILE).read_text() == pem.read_text()
     assert with_ca.tag != without.tag
 
@@ -165,7 +175,9 @@ def test_second_ensure_sends_nothing_to_the_daemon(docker_client, builder, base_
     assert "Step 1/" in Path(cold.log_path).read_text()
 
     builder.ensure(ref, store)
-    _, rows = store.query(f"select cache_hit, size_bytes > 0 from builds where input_hash = '{ref.input_hash}' order by started_at")
+    _, rows = store.query(
+        f"select cache_hit, size_bytes > 0 from builds where input_hash = '{ref.input_hash}' order by started_at"
+    )
     assert rows == [(False, True), (True, True)]
 
 
@@ -228,8 +240,11 @@ def test_failing_run_step_raises_build_error_naming_the_log(builder, base_image,
     assert log_path.is_file() and "about-to-fail" in log_path.read_text()
     # The step and its exit code on one line, then what the step printed (not Docker's line,
     # which repeats the step's shell text).
-    assert re.fullmatch(rf"build step \d+/\d+ of {re.escape(ref.tag)} failed with exit code 7 "
-                        rf"\(log: {re.escape(str(log_path))}\); its last lines:", head), head
+    assert re.fullmatch(
+        rf"build step \d+/\d+ of {re.escape(ref.tag)} failed with exit code 7 "
+        rf"\(log: {re.escape(str(log_path))}\); its last lines:",
+        head,
+    ), head
     assert tail == [f"    about-to-fail {marker}"]
     assert builder.status(ref) == "missing"
 
@@ -253,8 +268,14 @@ echo "ca_in_store=$(grep -c -F "$CA_LINE" /etc/ssl/certs/ca-certificates.crt)"
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -274,9 +295,24 @@ def hud_facts(docker_client, base_image, built_tags, tmp_path_factory):
     _git(repo, "bundle", "create", str(context / "repo.bundle"), "demo_baseline")
     ca = root / "ca.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=crucible-test-ca",
-         "-keyout", str(root / "ca.key"), "-out", str(ca)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=crucible-test-ca",
+            "-keyout",
+            str(root / "ca.key"),
+            "-out",
+            str(ca),
+        ],
+        check=True,
+        capture_output=True,
     )
     builder = ContentAddressedBuilder(docker_client, ca_bundle=str(ca))
     args = {
@@ -320,7 +356,9 @@ def test_hud_build_installs_system_packages_and_forwards_the_ca(hud_facts):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_hud_instance_build_keeps_the_instance_repo_and_needs_no_bundle(docker_client, builder, hud_facts, built_tags, tmp_path):
+def test_hud_instance_build_keeps_the_instance_repo_and_needs_no_bundle(
+    docker_client, builder, hud_facts, built_tags, tmp_path
+):
     _, baseline_sha, instance_image = hud_facts  # stands in for an instance image carrying /app
     context = tmp_path / "instance-context"
     context.mkdir()

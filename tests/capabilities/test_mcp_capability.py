@@ -4,6 +4,7 @@ One container (the coding task image, set up under integrity=strict: uid wall) a
 MCP server serve the whole module; every call goes client -> HTTP -> server -> tools ->
 docker exec, as an agent's would. The unix-socket bind needs no container.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -86,12 +87,12 @@ single 'quotes' and "double" quotes, $HOME unexpanded, a	tab, and é
 EOF
 printf '%s|%s\n' "a b" 'c"d' | tr '|' '\t' >> "out dir/it's \"q\".txt" && wc -l < "out dir/it's \"q\".txt" && cat "out dir/it's \"q\".txt"
 echo "to stderr" >&2"""
-EXPECTED_FILE = "single 'quotes' and \"double\" quotes, $HOME unexpanded, a\ttab, and é\na b\tc\"d\n".encode()
+EXPECTED_FILE = 'single \'quotes\' and "double" quotes, $HOME unexpanded, a\ttab, and é\na b\tc"d\n'.encode()
 
 
 @pytest.mark.docker
 def test_bash_over_mcp_is_byte_identical_to_bash_lc(session, ws):
-    target = f"{ct.WORKDIR}/out dir/it's \"q\".txt"
+    target = f'{ct.WORKDIR}/out dir/it\'s "q".txt'
 
     async def body(call):
         text, is_error = await call("bash", {"command": QUOTING})
@@ -149,8 +150,10 @@ def test_edit_tool_writes_as_the_agent_uid(session, ws, run):
     run(ws.exec(["mkdir", "-m", "755", f"{ct.WORKDIR}/rootonly"]))  # root's directory inside the repo
 
     async def body(call):
-        return (await edit(call, command="create", path="rootonly/f.txt", file_text="x"),
-                await edit(call, command="create", path="mine/f.txt", file_text="x"))
+        return (
+            await edit(call, command="create", path="rootonly/f.txt", file_text="x"),
+            await edit(call, command="create", path="mine/f.txt", file_text="x"),
+        )
 
     (denied_text, denied), (_, failed) = session(body)
     assert denied and "Permission denied" in denied_text and not failed
@@ -196,8 +199,11 @@ def test_edit_tool_keeps_bytes_and_follows_text_editor_semantics(session, ws):
 @pytest.mark.docker
 def test_unknown_tools_and_bad_arguments_come_back_as_errors(session):
     async def body(call):
-        return [await call("no_such_tool", {}), await call("bash", {"command": 42}),
-                await call("bash", {"command": " "})]
+        return [
+            await call("no_such_tool", {}),
+            await call("bash", {"command": 42}),
+            await call("bash", {"command": " "}),
+        ]
 
     unknown, mistyped, blank = session(body)
     assert unknown[1] and "no_such_tool" in unknown[0]
@@ -263,7 +269,8 @@ my $status = <$s>; print $status;
 
 @pytest.mark.docker
 def test_an_agent_inside_a_workspace_without_network_reaches_the_runs_mcp_server_through_the_bridge(
-        base_image, tmp_path_factory, run):
+    base_image, tmp_path_factory, run
+):
     """The run's MCP server also listens in the agent workspace's bridge (BRIDGE_PATH/mcp.sock):
     a client inside, as the agent's uid, with no network, gets the server with the run's
     token, and 401 without it."""
@@ -279,12 +286,15 @@ def test_an_agent_inside_a_workspace_without_network_reaches_the_runs_mcp_server
     async def scenario():
         async with serve_mcp(_Echo(), token=TOKEN, also_uds=f"{bridge}/{MCP_SOCKET}"):
             runtime = DockerRuntime()
-            async with runtime.provision(base_image, run_id=f"bridge-{uuid.uuid4().hex[:8]}", network=False,
-                                         purpose="test", bridge=bridge) as ws:
+            async with runtime.provision(
+                base_image, run_id=f"bridge-{uuid.uuid4().hex[:8]}", network=False, purpose="test", bridge=bridge
+            ) as ws:
                 assert ws.bridge == BRIDGE_PATH
                 inside = f"{ws.bridge}/{MCP_SOCKET}"
-                answers = [await ws.exec(["perl", "-e", _HTTP_OVER_SOCKET, inside, *token], user=AGENT_UID, timeout=30)
-                           for token in ([TOKEN], [])]
+                answers = [
+                    await ws.exec(["perl", "-e", _HTTP_OVER_SOCKET, inside, *token], user=AGENT_UID, timeout=30)
+                    for token in ([TOKEN], [])
+                ]
                 return [a.stdout.decode().strip() for a in answers], ws.network
 
     (with_token, without), network = run(scenario())

@@ -1,6 +1,7 @@
 """The MCP endpoint's HTTP checks (engine/capabilities/mcp_guard.py) case by case: Host, Origin,
 then the bearer token. The whole server behind them, with the TypeScript SDK client, is in
 test_mcp_spec.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,10 @@ def status(headers: dict[str, str], *, bound: str = "127.0.0.1", origins: tuple[
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@pytest.mark.parametrize("host", [f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", "localhost",
-                                  "127.0.0.1:5555", f"LOCALHOST:{PORT}"])
+@pytest.mark.parametrize(
+    "host",
+    [f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", "localhost", "127.0.0.1:5555", f"LOCALHOST:{PORT}"],
+)
 def test_loopback_hosts_on_any_port_are_accepted(host):
     assert status({**AUTH, "Host": host}) == 200
 
@@ -49,8 +52,17 @@ def test_the_servers_own_origin_is_accepted(origin):
     assert status({**AUTH, "Host": f"127.0.0.1:{PORT}", "Origin": origin}) == 200
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null", f"http://evil.example:{PORT}",
-                                    "http://127.0.0.1:6274", f"file://127.0.0.1:{PORT}", "http://localhost:notaport"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example",
+        "null",
+        f"http://evil.example:{PORT}",
+        "http://127.0.0.1:6274",
+        f"file://127.0.0.1:{PORT}",
+        "http://localhost:notaport",
+    ],
+)
 def test_a_foreign_origin_is_refused(origin):
     assert status({**AUTH, "Host": f"127.0.0.1:{PORT}", "Origin": origin}) == 403
 
@@ -60,9 +72,18 @@ def test_an_origin_allowed_on_purpose_is_accepted():
     assert status(headers, origins=("http://localhost:6274",)) == 200
 
 
-@pytest.mark.parametrize("value,expected", [(f"Bearer {TOKEN}", 200), (f"bearer {TOKEN}", 200),
-                                            (f"BEARER  {TOKEN}", 200), (f"Bearer {TOKEN}x", 401),
-                                            (f"Basic {TOKEN}", 401), (TOKEN, 401), ("", 401)])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (f"Bearer {TOKEN}", 200),
+        (f"bearer {TOKEN}", 200),
+        (f"BEARER  {TOKEN}", 200),
+        (f"Bearer {TOKEN}x", 401),
+        (f"Basic {TOKEN}", 401),
+        (TOKEN, 401),
+        ("", 401),
+    ],
+)
 def test_the_bearer_scheme_is_case_insensitive_and_the_token_exact(value, expected):
     assert status({"Host": f"127.0.0.1:{PORT}", "Authorization": value}) == expected
 

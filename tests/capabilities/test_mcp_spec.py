@@ -6,6 +6,7 @@ case-insensitive, progress notifications that keep a long call alive in a client
 ``resetTimeoutOnProgress``, a client's cancellation killing the command in the workspace, and a
 shutdown that answers the call in flight, closes within 0.5 s and prints nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -98,11 +99,15 @@ def test_a_65_s_call_completes_under_the_sdks_60_s_timeout_with_default_progress
 
 
 def test_shutdown_answers_the_call_in_flight_at_once_closes_the_endpoint_and_prints_nothing(served):
-    """"At once" is judged against the call's own length (``sleep 4343.5``): an answer or a listener
+    """ "At once" is judged against the call's own length (``sleep 4343.5``): an answer or a listener
     that waited for the call would take over an hour. The bound is loose so the test holds on a
     loaded machine; on a quiet one both take well under half a second."""
-    client = subprocess.Popen(["node", "client.mjs", "inflight", served.url, served.token,
-                               json.dumps({"marker": "4343.5"})], cwd=TS_DIR, stdout=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        ["node", "client.mjs", "inflight", served.url, served.token, json.dumps({"marker": "4343.5"})],
+        cwd=TS_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert client.stdout is not None
     first = json.loads(client.stdout.readline() or "{}")
     assert first == {"event": "running", "ok": True}, first
@@ -132,4 +137,3 @@ def _until_refused(url: str, deadline: float) -> float:
             return time.time()
         time.sleep(0.005)
     raise AssertionError(f"{url} still accepted connections 30 s after Ctrl-C")
-

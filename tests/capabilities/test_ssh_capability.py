@@ -5,6 +5,7 @@ through SSH (the integration_test agent's ``bash -lc`` over ``run_bash``), in tw
 workspaces, must leave byte-identical trees and give byte-identical step results. The other
 tests share one workspace (set up under integrity=strict: uid wall, vault) and one server.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,7 +27,7 @@ from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding.repo import setup_repo
 from envs.coding.tools import CodingTools
 
-BIG = ("0123456789 abc $HOME \"dq\" \\ é|<>&;*?[] " * 2600)[:100_000]
+BIG = ('0123456789 abc $HOME "dq" \\ é|<>&;*?[] ' * 2600)[:100_000]
 """A 100 KB argument (> 100,000 bytes: é is two) full of shell metacharacters."""
 
 AWKWARD = {
@@ -36,12 +37,16 @@ EOF
 printf '%s|%s\n' "a b" 'c"d' | tr '|' '\t' >> "out dir/it's \"q\".txt" && wc -l < "out dir/it's \"q\".txt" && cat "out dir/it's \"q\".txt"
 echo "to stderr" >&2""",
     "nested quotes": """bash -c 'printf "%s\\n" "inner \\"$0\\" '"'"'single'"'"'" $'"'"'ansi\\ttab'"'"'' zero > nested.txt; cat nested.txt""",
-    "heredoc": 'x=42\ncat > here.txt <<EOF\nvalue $x, sum $((1+2)), sub `echo sub`, "dq" \'sq\' \\$literal\nEOF\ncat here.txt',
-    "redirects": ("exec 3>fd3.txt; echo three >&3; exec 3>&-; echo out > r.txt; ls /no/such 2>> r.txt;"
-                  " echo append >> r.txt; wc -l < r.txt; cat fd3.txt 1>&2"),
-    "globs": ("mkdir -p g && touch g/a.txt g/b.txt 'g/c d.txt' g/.hidden && echo g/*.txt > globs.txt"
-              " && echo 'g/*.txt' \"g/*.txt\" >> globs.txt && shopt -s nullglob && echo [g]/*.none >> globs.txt"
-              " && cat globs.txt"),
+    "heredoc": "x=42\ncat > here.txt <<EOF\nvalue $x, sum $((1+2)), sub `echo sub`, \"dq\" 'sq' \\$literal\nEOF\ncat here.txt",
+    "redirects": (
+        "exec 3>fd3.txt; echo three >&3; exec 3>&-; echo out > r.txt; ls /no/such 2>> r.txt;"
+        " echo append >> r.txt; wc -l < r.txt; cat fd3.txt 1>&2"
+    ),
+    "globs": (
+        "mkdir -p g && touch g/a.txt g/b.txt 'g/c d.txt' g/.hidden && echo g/*.txt > globs.txt"
+        " && echo 'g/*.txt' \"g/*.txt\" >> globs.txt && shopt -s nullglob && echo [g]/*.none >> globs.txt"
+        " && cat globs.txt"
+    ),
     "non-ascii": "printf 'héllo wörld — 日本語 🎉\\n' > 'ü ñ.txt' && echo $'\\xe2\\x82\\xac' >> 'ü ñ.txt' && ls *.txt && cat 'ü ñ.txt'",
     "100 KB argument": f"printf '%s' '{BIG}' > big.txt && wc -c < big.txt && sha256sum big.txt",
     # stderr written well before stdout: one merged stream would put it first; both
@@ -50,8 +55,10 @@ echo "to stderr" >&2""",
     "failing": "echo partial; ls /no/such/file; exit 3",
 }
 
-TREE = ("cd /app && find . -path ./.git -prune -o -printf '%M %U:%G %s %p\\n' | LC_ALL=C sort"
-        " && find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum")
+TREE = (
+    "cd /app && find . -path ./.git -prune -o -printf '%M %U:%G %s %p\\n' | LC_ALL=C sort"
+    " && find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +71,9 @@ def task(docker_client, base_image, tmp_path_factory):
 @contextlib.asynccontextmanager
 async def fresh_workspace(task):
     image, task_dict = task
-    async with DockerRuntime().provision(image, run_id=f"ssh-{uuid.uuid4().hex[:8]}", network=False,
-                                         purpose="agent") as ws:
+    async with DockerRuntime().provision(
+        image, run_id=f"ssh-{uuid.uuid4().hex[:8]}", network=False, purpose="agent"
+    ) as ws:
         await setup_repo(ws, task_dict, ct.integrity("strict"))
         yield ws
 
@@ -116,14 +124,18 @@ async def stage(capabilities, auth, validation):
 async def stage_over_mcp(ws, commands):
     tools = CodingTools(ws, workdir=ct.WORKDIR, user=1000, bash_timeout=60)
     async with serve_mcp(tools, token="parity-token") as url:
-        return await stage({"mcp": url}, {"mcp": "parity-token"},
-                           [{"name": "bash", "arguments": {"command": c}} for c in commands])
+        return await stage(
+            {"mcp": url}, {"mcp": "parity-token"}, [{"name": "bash", "arguments": {"command": c}} for c in commands]
+        )
 
 
 async def stage_over_ssh(ws, commands):
     async with serve_ssh(ws, user=1000, cwd=ct.WORKDIR) as ep:
-        return await stage({"ssh": ep.url}, {"ssh": ep.credential()},
-                           [{"name": "bash", "capability": "ssh", "arguments": {"command": c}} for c in commands])
+        return await stage(
+            {"ssh": ep.url},
+            {"ssh": ep.credential()},
+            [{"name": "bash", "capability": "ssh", "arguments": {"command": c}} for c in commands],
+        )
 
 
 async def tree_of(ws) -> str:
@@ -183,22 +195,39 @@ def test_exit_codes_propagate_and_mark_the_step_an_error(run, endpoint):
     # the session's own shell killed by SIGTERM travels as an exit-signal: still 128 + 15 here, as MCP says
     assert bash(run, endpoint, "kill -TERM $PPID") == ("[exit code 143]", 143)
 
-    outcome = run(stage({"ssh": endpoint.url}, {"ssh": endpoint.credential()}, [
-        {"name": "bash", "capability": "ssh", "arguments": {"command": "exit 3"}},
-        {"name": "bash", "capability": "ssh", "arguments": {"command": "echo fine"}},
-    ]))
+    outcome = run(
+        stage(
+            {"ssh": endpoint.url},
+            {"ssh": endpoint.credential()},
+            [
+                {"name": "bash", "capability": "ssh", "arguments": {"command": "exit 3"}},
+                {"name": "bash", "capability": "ssh", "arguments": {"command": "echo fine"}},
+            ],
+        )
+    )
     assert [(s.capability, s.is_error, s.result) for s in outcome.steps] == [
-        ("ssh", True, "[exit code 3]"), ("ssh", False, "fine\n")]
+        ("ssh", True, "[exit code 3]"),
+        ("ssh", False, "fine\n"),
+    ]
 
 
 @pytest.mark.docker
 def test_only_bash_travels_over_ssh_and_bad_steps_are_not_executed(run, endpoint, ws):
-    outcome = run(stage({"ssh": endpoint.url}, {"ssh": endpoint.credential()}, [
-        {"name": "str_replace_based_edit_tool", "capability": "ssh",
-         "arguments": {"command": "create", "path": "/app/edited.txt", "file_text": "x"}},
-        {"name": "bash", "capability": "ssh", "arguments": {"command": ""}},
-        {"name": "bash", "capability": "ssh", "arguments": {"command": "touch /app/never", "timeout": "soon"}},
-    ]))
+    outcome = run(
+        stage(
+            {"ssh": endpoint.url},
+            {"ssh": endpoint.credential()},
+            [
+                {
+                    "name": "str_replace_based_edit_tool",
+                    "capability": "ssh",
+                    "arguments": {"command": "create", "path": "/app/edited.txt", "file_text": "x"},
+                },
+                {"name": "bash", "capability": "ssh", "arguments": {"command": ""}},
+                {"name": "bash", "capability": "ssh", "arguments": {"command": "touch /app/never", "timeout": "soon"}},
+            ],
+        )
+    )
     assert [s.is_error for s in outcome.steps] == [True, True, True]
     assert all("not executed" in s.result for s in outcome.steps)
     assert run(ws.exec(["bash", "-c", "ls /app/edited.txt /app/never"])).exit_code == 2
@@ -211,8 +240,9 @@ def test_wrong_credentials_are_rejected(run, endpoint, ws):
     attempts = {
         "another client key": SSHEndpoint(endpoint.host, endpoint.port, endpoint.username, stranger, endpoint.host_key),
         "another username": SSHEndpoint(endpoint.host, endpoint.port, "root", endpoint.client_key, endpoint.host_key),
-        "another host key": SSHEndpoint(endpoint.host, endpoint.port, endpoint.username, endpoint.client_key,
-                                        impostor_host),
+        "another host key": SSHEndpoint(
+            endpoint.host, endpoint.port, endpoint.username, endpoint.client_key, impostor_host
+        ),
     }
     for label, attempt in attempts.items():
         with pytest.raises(AgentError, match="cannot connect"):
@@ -220,8 +250,16 @@ def test_wrong_credentials_are_rejected(run, endpoint, ws):
     assert run(ws.exec(["bash", "-c", "ls /tmp/another-*"])).exit_code == 2  # nothing ran
 
     async def with_password():
-        await asyncssh.connect(endpoint.host, endpoint.port, username=endpoint.username, password="crucible",
-                               client_keys=None, known_hosts=None, agent_path=None, config=None)
+        await asyncssh.connect(
+            endpoint.host,
+            endpoint.port,
+            username=endpoint.username,
+            password="crucible",
+            client_keys=None,
+            known_hosts=None,
+            agent_path=None,
+            config=None,
+        )
 
     with pytest.raises(asyncssh.PermissionDenied):
         run(with_password())
@@ -232,15 +270,28 @@ def test_wrong_credentials_are_rejected(run, endpoint, ws):
 def test_credentials_never_reach_the_workspace(run, endpoint, ws):
     keys = json.loads(endpoint.credential())
     private_body = "".join(keys["client_key"].splitlines()[1:-1])
-    needles = [private_body[40:80], private_body[-60:-20], keys["host_key"].split()[1][20:60],
-               asyncssh.import_private_key(keys["client_key"]).export_public_key().decode().split()[1][20:60]]
-    seen_by_session, _ = bash(run, endpoint, "env; tr '\\0' '\\n' < /proc/$$/environ; tr '\\0' '\\n' < /proc/$PPID/environ")
+    needles = [
+        private_body[40:80],
+        private_body[-60:-20],
+        keys["host_key"].split()[1][20:60],
+        asyncssh.import_private_key(keys["client_key"]).export_public_key().decode().split()[1][20:60],
+    ]
+    seen_by_session, _ = bash(
+        run, endpoint, "env; tr '\\0' '\\n' < /proc/$$/environ; tr '\\0' '\\n' < /proc/$PPID/environ"
+    )
     assert "PATH=" in seen_by_session and "HOME=" in seen_by_session
     assert not any(n in seen_by_session for n in needles)
     assert "SSH_" not in seen_by_session
 
-    grep = ["grep", "-rlsF", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev",
-            *(arg for n in needles for arg in ("-e", n)), "/"]
+    grep = [
+        "grep",
+        "-rlsF",
+        "--exclude-dir=proc",
+        "--exclude-dir=sys",
+        "--exclude-dir=dev",
+        *(arg for n in needles for arg in ("-e", n)),
+        "/",
+    ]
     pid1 = run(ws.exec(["cat", "/proc/1/environ"]))
     assert pid1.ok and not any(n.encode() in pid1.stdout for n in needles)
     assert run(ws.exec(grep, timeout=120)).exit_code == 1, "a credential was found in the workspace"
@@ -271,6 +322,7 @@ def test_an_interactive_shell_session_works_over_pipes(run, endpoint):
 
 def _wait_until_gone(run, ws, marker, patience=10.0):
     """The processes whose command line holds ``marker`` still alive after ``patience`` s."""
+
     async def poll():
         deadline = asyncio.get_running_loop().time() + patience
         while (alive := await _marked_async(ws, marker)) and asyncio.get_running_loop().time() < deadline:
@@ -281,7 +333,9 @@ def _wait_until_gone(run, ws, marker, patience=10.0):
 
 
 async def _marked_async(ws, marker):
-    listing = await ws.exec(["bash", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"])
+    listing = await ws.exec(
+        ["bash", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"]
+    )
     return [line for line in listing.stdout.decode().splitlines() if marker in line]
 
 
@@ -299,9 +353,15 @@ def test_closing_the_endpoint_kills_running_sessions(run, ws):
 
     async def scenario():
         async with serve_ssh(ws, user=1000, cwd=ct.WORKDIR) as ep:
-            conn = await asyncssh.connect(ep.host, ep.port, username=ep.username, config=None, agent_path=None,
-                                          client_keys=[asyncssh.import_private_key(ep.client_key)],
-                                          known_hosts=([asyncssh.import_public_key(ep.host_key)], [], []))
+            conn = await asyncssh.connect(
+                ep.host,
+                ep.port,
+                username=ep.username,
+                config=None,
+                agent_path=None,
+                client_keys=[asyncssh.import_private_key(ep.client_key)],
+                known_hosts=([asyncssh.import_public_key(ep.host_key)], [], []),
+            )
             await conn.create_process(f"(exec -a {marker}-child sleep 300) & exec -a {marker} sleep 300")
             for _ in range(50):
                 if len(await _marked_async(ws, marker)) >= 2:
@@ -319,12 +379,17 @@ def test_closing_the_endpoint_kills_running_sessions(run, ws):
 
 def test_an_endpoint_travels_as_url_and_credential_and_hides_its_key():
     key = asyncssh.generate_private_key("ssh-ed25519")
-    endpoint = SSHEndpoint("127.0.0.1", 2222, "crucible", key.export_private_key().decode(),
-                           key.export_public_key().decode().strip())
+    endpoint = SSHEndpoint(
+        "127.0.0.1", 2222, "crucible", key.export_private_key().decode(), key.export_public_key().decode().strip()
+    )
     assert endpoint.url == "ssh://crucible@127.0.0.1:2222"
     assert SSHEndpoint.from_capability(endpoint.url, endpoint.credential()) == endpoint
     assert "PRIVATE" not in repr(endpoint)
-    for url, credential in [("http://x@h:1", endpoint.credential()), ("ssh://h:1", endpoint.credential()),
-                            (endpoint.url, ""), (endpoint.url, "{}")]:
+    for url, credential in [
+        ("http://x@h:1", endpoint.credential()),
+        ("ssh://h:1", endpoint.credential()),
+        (endpoint.url, ""),
+        (endpoint.url, "{}"),
+    ]:
         with pytest.raises(AgentError, match="malformed ssh capability"):
             SSHEndpoint.from_capability(url, credential)

@@ -4,6 +4,7 @@ Each backend gets one network-less workspace and one ``serve_ssh`` endpoint (as 
 directory it owns) for the whole module; the clients are the real binaries, pinned to the
 endpoint's host key and using its client key, never any ~/.ssh of this machine.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,9 @@ FULL_SCREEN_PACKAGES = ("tmux", "procps")
 def _docker(request):
     from engine.runtimes.docker.runtime import DockerRuntime
 
-    return DockerRuntime(), _with_full_screen_programs(request.getfixturevalue("docker_client"),
-                                                       request.getfixturevalue("base_image"))
+    return DockerRuntime(), _with_full_screen_programs(
+        request.getfixturevalue("docker_client"), request.getfixturevalue("base_image")
+    )
 
 
 def _with_full_screen_programs(client, base: str) -> str:
@@ -64,8 +66,10 @@ def _with_full_screen_programs(client, base: str) -> str:
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
-        dockerfile = (f"FROM {base}\nRUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                      f"--no-install-recommends {' '.join(FULL_SCREEN_PACKAGES)} && rm -rf /var/lib/apt/lists/*\n")
+        dockerfile = (
+            f"FROM {base}\nRUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+            f"--no-install-recommends {' '.join(FULL_SCREEN_PACKAGES)} && rm -rf /var/lib/apt/lists/*\n"
+        )
         client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, network_mode="host", rm=True)
     return tag
 
@@ -86,10 +90,17 @@ def server(request, loop, run, tmp_path_factory):
     ready, stop, steps = loop.create_future(), asyncio.Event(), []
 
     async def hold():
-        async with runtime.provision(image, run_id=f"ssh-openssh-{uuid.uuid4().hex[:8]}", network=False,
-                                     purpose="agent") as ws:
-            prepared = await ws.exec(["sh", "-c", f"mkdir -p {CWD} && chown {AGENT_UID}:{AGENT_UID} {CWD} && "
-                                      f"echo root only > {SECRET} && chmod 600 {SECRET}"])
+        async with runtime.provision(
+            image, run_id=f"ssh-openssh-{uuid.uuid4().hex[:8]}", network=False, purpose="agent"
+        ) as ws:
+            prepared = await ws.exec(
+                [
+                    "sh",
+                    "-c",
+                    f"mkdir -p {CWD} && chown {AGENT_UID}:{AGENT_UID} {CWD} && "
+                    f"echo root only > {SECRET} && chmod 600 {SECRET}",
+                ]
+            )
             assert prepared.ok, prepared.text
             async with serve_ssh(ws, user=AGENT_UID, cwd=CWD, on_step=steps.append) as endpoint:
                 ready.set_result((ws, endpoint))
@@ -102,20 +113,47 @@ def server(request, loop, run, tmp_path_factory):
     key.write_text(endpoint.client_key)
     key.chmod(0o600)
     (home / "known_hosts").write_text(f"[{endpoint.host}]:{endpoint.port} {endpoint.host_key}\n")
-    options = ["-F", "/dev/null", "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-               "-o", f"UserKnownHostsFile={home / 'known_hosts'}", "-o", "StrictHostKeyChecking=yes",
-               "-o", "LogLevel=ERROR", "-o", f"User={endpoint.username}"]
-    client = {"options": options, "host": endpoint.host, "port": str(endpoint.port), "home": home, "endpoint": endpoint,
-              # the server lives on the module's loop: a client runs in a thread while that loop serves
-              "call": lambda fn, *args, **kwargs: run(asyncio.to_thread(fn, *args, **kwargs))}
+    options = [
+        "-F",
+        "/dev/null",
+        "-i",
+        str(key),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"UserKnownHostsFile={home / 'known_hosts'}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        f"User={endpoint.username}",
+    ]
+    client = {
+        "options": options,
+        "host": endpoint.host,
+        "port": str(endpoint.port),
+        "home": home,
+        "endpoint": endpoint,
+        # the server lives on the module's loop: a client runs in a thread while that loop serves
+        "call": lambda fn, *args, **kwargs: run(asyncio.to_thread(fn, *args, **kwargs)),
+    }
     yield ws, client, steps
     stop.set()
     run(holder)
 
 
 def ssh(client, *args, env=None, **kwargs) -> subprocess.CompletedProcess:
-    return client["call"](subprocess.run, ["ssh", *client["options"], "-p", client["port"], *args],
-                          capture_output=True, timeout=CLIENT_TIMEOUT, env=env, **kwargs)
+    return client["call"](
+        subprocess.run,
+        ["ssh", *client["options"], "-p", client["port"], *args],
+        capture_output=True,
+        timeout=CLIENT_TIMEOUT,
+        env=env,
+        **kwargs,
+    )
 
 
 def client_run(client, argv) -> subprocess.CompletedProcess:
@@ -133,9 +171,15 @@ def _ssh_on_a_terminal(client, args, size, *, resize_to=None, typed=b"") -> tupl
     the new size, then "stop". ``typed`` is typed ahead, at once."""
     master, slave = pty.openpty()
     fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-    process = subprocess.Popen(["ssh", *client["options"], "-p", client["port"], *args], stdin=slave, stdout=slave,
-                               stderr=slave, start_new_session=True, env={**os.environ, "TERM": "xterm-256color"},
-                               preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    process = subprocess.Popen(
+        ["ssh", *client["options"], "-p", client["port"], *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        env={**os.environ, "TERM": "xterm-256color"},
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )
     os.close(slave)
     os.write(master, typed)
     seen, resized, stopped = b"", False, False
@@ -213,8 +257,9 @@ def test_forced_tty_without_a_local_terminal_still_gets_one(server):
 
 def test_without_t_there_is_no_terminal_and_stderr_has_its_own_channel(server):
     _, client, _ = server
-    result = ssh(client, client["host"], "test -t 0 || echo no-tty; echo out; echo err >&2; exit 3",
-                 stdin=subprocess.DEVNULL)
+    result = ssh(
+        client, client["host"], "test -t 0 || echo no-tty; echo out; echo err >&2; exit 3", stdin=subprocess.DEVNULL
+    )
     assert (result.returncode, result.stdout, result.stderr) == (3, b"no-tty\nout\n", b"err\n")
 
 
@@ -233,7 +278,7 @@ def test_the_signal_travels_as_an_exit_signal_naming_it(server, run):
     _, client, _ = server
     # OpenSSH 9.2's client takes an exit-signal without a word (only -v logs it) and exits 255.
     at = client["options"].index("LogLevel=ERROR")
-    options = client["options"][:at - 1] + client["options"][at + 1:]  # OpenSSH keeps an option's first value
+    options = client["options"][: at - 1] + client["options"][at + 1 :]  # OpenSSH keeps an option's first value
     killed = client_run(client, ["ssh", *options, "-v", "-p", client["port"], client["host"], "kill -INT $$"])
     assert killed.returncode == 255 and b"rtype exit-signal" in killed.stderr, killed
     endpoint = client["endpoint"]
@@ -248,8 +293,17 @@ def test_the_signal_travels_as_an_exit_signal_naming_it(server, run):
 def test_only_safe_environment_variables_pass(server):
     _, client, _ = server
     env = {**os.environ, "LC_CRUCIBLE": "passed", "LANG": "C.UTF-8"}
-    result = ssh(client, "-o", "SendEnv=LC_* LANG", "-o", "SetEnv=BASH_ENV=/tmp/evil PATH=/evil", client["host"],
-                 'echo "$LC_CRUCIBLE|$LANG|${BASH_ENV-unset}|$PATH"', env=env, stdin=subprocess.DEVNULL)
+    result = ssh(
+        client,
+        "-o",
+        "SendEnv=LC_* LANG",
+        "-o",
+        "SetEnv=BASH_ENV=/tmp/evil PATH=/evil",
+        client["host"],
+        'echo "$LC_CRUCIBLE|$LANG|${BASH_ENV-unset}|$PATH"',
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     fields = result.stdout.decode().strip().split("|")
     assert result.returncode == 0, result
     assert fields[:3] == ["passed", "C.UTF-8", "unset"] and "/evil" not in fields[3], fields
@@ -276,7 +330,9 @@ def test_scp_copies_both_ways_as_the_workspace_user(server, run, tmp_path, legac
     assert not (tmp_path / "secret").exists() or (tmp_path / "secret").read_bytes() == b""
     # legacy scp runs `scp -t`/`scp -f` as a command; modern scp is an SFTP session
     tool = "scp" if legacy else "sftp"
-    assert any(step.tool == tool and f"write {CWD}/{name} (200000 bytes)" in (step.result or "") for step in steps), steps
+    assert any(step.tool == tool and f"write {CWD}/{name} (200000 bytes)" in (step.result or "") for step in steps), (
+        steps
+    )
 
 
 @pytest.mark.slow  # every SFTP operation is a command in the workspace: ~25 of them
@@ -286,11 +342,24 @@ def test_an_sftp_session_sees_the_workspace_not_the_host(server, run, tmp_path):
     host_only.write_text("on the host\n")
     (tmp_path / "put.txt").write_text("sent over sftp\n")
     batch = tmp_path / "batch"
-    batch.write_text("\n".join([
-        "pwd", "mkdir d", f"put {tmp_path / 'put.txt'} d/f.txt", "rename d/f.txt d/g.txt", "ls -l d",
-        f"get d/g.txt {tmp_path / 'got.txt'}", f"-get {SECRET} {tmp_path / 'secret.txt'}",
-        f"-get {host_only} {tmp_path / 'leak.txt'}", "rm d/g.txt", "rmdir d", "ls",
-    ]) + "\n")
+    batch.write_text(
+        "\n".join(
+            [
+                "pwd",
+                "mkdir d",
+                f"put {tmp_path / 'put.txt'} d/f.txt",
+                "rename d/f.txt d/g.txt",
+                "ls -l d",
+                f"get d/g.txt {tmp_path / 'got.txt'}",
+                f"-get {SECRET} {tmp_path / 'secret.txt'}",
+                f"-get {host_only} {tmp_path / 'leak.txt'}",
+                "rm d/g.txt",
+                "rmdir d",
+                "ls",
+            ]
+        )
+        + "\n"
+    )
     result = client_run(client, ["sftp", *client["options"], "-P", client["port"], "-b", str(batch), client["host"]])
     out, err = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == 0, (out, err)

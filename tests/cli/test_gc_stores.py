@@ -1,5 +1,6 @@
 """Two stores on one Docker engine: ``crucible gc`` of one removes only the images its own builds
 made, and lists the other's as not touched, naming the store that built them."""
+
 from __future__ import annotations
 
 import uuid
@@ -35,8 +36,9 @@ def gc(capsys, *args: str) -> list[str]:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_gc_removes_its_own_unreferenced_images_and_leaves_another_stores_alone(tmp_path, monkeypatch, capsys,
-                                                                             docker_client, base_image):
+def test_gc_removes_its_own_unreferenced_images_and_leaves_another_stores_alone(
+    tmp_path, monkeypatch, capsys, docker_client, base_image
+):
     monkeypatch.delenv("CRUCIBLE_STORE", raising=False)
     home_a, home_b = tmp_path / "a" / "home", tmp_path / "b" / "home"
     tag_b, store_b = build_in(home_b, monkeypatch, docker_client, base_image, "b")

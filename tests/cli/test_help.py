@@ -1,6 +1,7 @@
 """`crucible --help` lists the commands plug-in packages add (conf/command/<name>.yaml, its
 `help` line), read from their config files: no plug-in is imported, and no task source run,
 to list them (engine/cli/plugins.py)."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,14 @@ assert not loaded, loaded
 
 
 def crucible(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 def test_help_lists_swe_eval_with_its_description_and_imports_no_flavor():
@@ -92,8 +99,9 @@ COMMAND_HELP = {
 def test_every_commands_help_says_what_it_does_and_its_options(command, with_task):
     description, option = COMMAND_HELP[command]
     # Wide enough that argparse does not wrap the description across lines.
-    proc = crucible("-m", "engine.cli", command, "--help", *(["task=sample/last_page"] if with_task else []),
-                    env={"COLUMNS": "200"})
+    proc = crucible(
+        "-m", "engine.cli", command, "--help", *(["task=sample/last_page"] if with_task else []), env={"COLUMNS": "200"}
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr and proc.stderr == ""
     assert proc.stdout.startswith(f"usage: crucible {command}"), proc.stdout[:300]

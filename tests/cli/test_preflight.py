@@ -1,5 +1,6 @@
 """Mistakes found before work starts: a store that cannot be one is one line, nothing runs,
 nothing is lost; and the read-only commands (query, show, report) start cheaply."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +20,19 @@ import pytest
 from engine.models import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("mcp", "docker", "hydra", "omegaconf", "asyncssh", "httpx", "uvicorn", "starlette", "pydantic", "duckdb", "asyncio")
+HEAVY = (
+    "mcp",
+    "docker",
+    "hydra",
+    "omegaconf",
+    "asyncssh",
+    "httpx",
+    "uvicorn",
+    "starlette",
+    "pydantic",
+    "duckdb",
+    "asyncio",
+)
 """Packages query/show/report must not import when there is nothing to reap (``duckdb``: its
 Python layer; the store uses the C extension ``_duckdb``)."""
 
@@ -27,8 +40,9 @@ Python layer; the store uses the C extension ``_duckdb``)."""
 def crucible(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "CRUCIBLE_STORE"}
     full.update({"CRUCIBLE_HOME": str(home), **(env or {})})
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=full, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT, env=full, timeout=300
+    )
 
 
 def digest(path: Path) -> str:
@@ -65,10 +79,28 @@ def store_a_run(home: Path, monkeypatch) -> str:
     monkeypatch.setenv("CRUCIBLE_HOME", str(home))  # its spool too: never the session's
     run_id = f"preflight-{uuid.uuid4().hex[:8]}"
     now = datetime.now(UTC).isoformat()
-    DuckDBStore(home / "store.duckdb").record_run(RunRecord(
-        run_id=run_id, spec_hash="0" * 64, spec={}, status="completed", task_id="sample/last_page", agent="noop",
-        model=None, flavor="coding", runtime="docker", integrity_requested="strict", integrity_obtained="strict",
-        attempt=0, seed=0, sweep_id=None, started_at=now, ended_at=now, reward=0.0, image_tag="crucible/task:x"))
+    DuckDBStore(home / "store.duckdb").record_run(
+        RunRecord(
+            run_id=run_id,
+            spec_hash="0" * 64,
+            spec={},
+            status="completed",
+            task_id="sample/last_page",
+            agent="noop",
+            model=None,
+            flavor="coding",
+            runtime="docker",
+            integrity_requested="strict",
+            integrity_obtained="strict",
+            attempt=0,
+            seed=0,
+            sweep_id=None,
+            started_at=now,
+            ended_at=now,
+            reward=0.0,
+            image_tag="crucible/task:x",
+        )
+    )
     return run_id
 
 
@@ -88,8 +120,11 @@ def test_a_bad_crucible_store_is_one_line_for_the_read_commands(tmp_path, comman
 
 
 @pytest.mark.parametrize("kind", ["missing-dir", "text-file", "directory"])
-@pytest.mark.parametrize("command", [["run", "agent=noop"], ["check"], ["run", "-m", "agent=noop,integration_test"]],
-                         ids=["run", "check", "sweep"])
+@pytest.mark.parametrize(
+    "command",
+    [["run", "agent=noop"], ["check"], ["run", "-m", "agent=noop,integration_test"]],
+    ids=["run", "check", "sweep"],
+)
 def test_a_bad_store_override_stops_run_and_check_before_anything_starts(tmp_path, monkeypatch, command, kind):
     home = tmp_path / "home"
     home.mkdir()
@@ -115,8 +150,9 @@ def test_a_bad_store_override_stops_run_and_check_before_anything_starts(tmp_pat
 def test_a_new_store_file_in_an_existing_directory_is_created(tmp_path):
     path = tmp_path / "stores" / "fresh.duckdb"
     path.parent.mkdir()
-    proc = crucible(tmp_path / "home", "query", "select count(*) AS n from runs", "--csv",
-                    env={"CRUCIBLE_STORE": str(path)})
+    proc = crucible(
+        tmp_path / "home", "query", "select count(*) AS n from runs", "--csv", env={"CRUCIBLE_STORE": str(path)}
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["n", "0"] and path.is_file()
 
@@ -138,8 +174,7 @@ def test_read_commands_import_no_heavy_stack_when_there_is_nothing_to_reap(tmp_p
     # No engine at this socket: nothing to reap there, as on a machine without Docker.
     env = {**os.environ, "CRUCIBLE_HOME": str(home), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     env.pop("CRUCIBLE_STORE", None)
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stderr, proc.stderr
 
@@ -153,23 +188,49 @@ def test_a_run_left_running_by_a_dead_process_is_marked_by_the_next_query(tmp_pa
     dead = subprocess.Popen(["true"])
     dead.wait()
     now = datetime.now(UTC).isoformat()
-    DuckDBStore(home / "store.duckdb").record_run(RunRecord(
-        run_id="killed-run", spec_hash="1" * 64, spec={}, status="running", task_id="sample/last_page",
-        agent="noop", model=None, flavor="coding", runtime="docker", integrity_requested="strict",
-        integrity_obtained=None, attempt=0, seed=0, sweep_id=None, started_at=now, image_tag="crucible/task:x",
-        owner_pid=dead.pid, owner_host=socket.gethostname()))
-    proc = crucible(home, "query", "select status, error from runs", "--csv",
-                    env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    DuckDBStore(home / "store.duckdb").record_run(
+        RunRecord(
+            run_id="killed-run",
+            spec_hash="1" * 64,
+            spec={},
+            status="running",
+            task_id="sample/last_page",
+            agent="noop",
+            model=None,
+            flavor="coding",
+            runtime="docker",
+            integrity_requested="strict",
+            integrity_obtained=None,
+            attempt=0,
+            seed=0,
+            sweep_id=None,
+            started_at=now,
+            image_tag="crucible/task:x",
+            owner_pid=dead.pid,
+            owner_host=socket.gethostname(),
+        )
+    )
+    proc = crucible(
+        home,
+        "query",
+        "select status, error from runs",
+        "--csv",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "error,owner process died" in proc.stdout, proc.stdout
 
 
 # ---------------------------------------------------------------- with a Docker engine
 
+
 def created_containers(docker_client, since: float, owner_pid: int) -> list[str]:
-    events = docker_client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
-                                  filters={"type": "container", "event": "create",
-                                           "label": f"crucible.owner_pid={owner_pid}"})
+    events = docker_client.events(
+        since=int(since) - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "event": "create", "label": f"crucible.owner_pid={owner_pid}"},
+    )
     return [event.get("id", "")[:12] for event in events]
 
 
@@ -179,9 +240,14 @@ def test_a_bad_store_starts_no_container(tmp_path, docker_client, command):
     home = tmp_path / "home"
     path, words = bad_stores(tmp_path)["text-file"]
     since = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", command[0], *command[1:], "task=sample/last_page",
-                             f"store={path}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "CRUCIBLE_HOME": str(home)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", command[0], *command[1:], "task=sample/last_page", f"store={path}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CRUCIBLE_HOME": str(home)},
+    )
     stdout, stderr = proc.communicate(timeout=300)
     assert_one_line(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), command[0], path, words)
     assert created_containers(docker_client, since, proc.pid) == []
@@ -197,9 +263,15 @@ def test_the_next_query_removes_a_dead_owners_container(tmp_path, docker_client,
     dead = subprocess.Popen(["true"])
     dead.wait()
     container = docker_client.containers.create(
-        base_image, ["sleep", "infinity"], network_mode="none",
-        labels={LABEL_RUN_ID: f"preflight-{uuid.uuid4().hex[:8]}", **owner_labels(),
-                "crucible.owner_pid": str(dead.pid)})
+        base_image,
+        ["sleep", "infinity"],
+        network_mode="none",
+        labels={
+            LABEL_RUN_ID: f"preflight-{uuid.uuid4().hex[:8]}",
+            **owner_labels(),
+            "crucible.owner_pid": str(dead.pid),
+        },
+    )
     try:
         proc = crucible(tmp_path / "home", "query", "select 1")
         assert proc.returncode == 0, proc.stderr
@@ -212,23 +284,34 @@ def test_the_next_query_removes_a_dead_owners_container(tmp_path, docker_client,
 
 @pytest.mark.docker
 @pytest.mark.parametrize("command", [["run", "-m", "agent=noop,integration_test"], ["check"]], ids=["sweep", "check"])
-def test_a_missing_ref_in_one_task_of_a_selection_is_one_line_before_any_container_starts(tmp_path, docker_client,
-                                                                                      command):
+def test_a_missing_ref_in_one_task_of_a_selection_is_one_line_before_any_container_starts(
+    tmp_path, docker_client, command
+):
     """A sweep or a check over several tasks, one of which names a ref its repo lacks: one line
     naming the task and the ref, and not one container started for the good tasks either."""
     conf = tmp_path / "conf" / "task" / "mixed"
     conf.mkdir(parents=True)
     good = (ROOT / "conf" / "task" / "sample" / "last_page.yaml").read_text()
-    (conf / "a_good.yaml").write_text(good.replace("name: last_page", "name: last_page\nrefs: {baseline: last_page_baseline, "
-                                                   "test: last_page_test, golden: last_page_golden}")
-                                      .replace("set: sample", "set: mixed"))
-    (conf / "b_bad.yaml").write_text(good.replace("name: last_page", "name: last_page\nrefs: {golden: no_such_branch}")
-                                     .replace("set: sample", "set: mixed"))
+    (conf / "a_good.yaml").write_text(
+        good.replace(
+            "name: last_page",
+            "name: last_page\nrefs: {baseline: last_page_baseline, test: last_page_test, golden: last_page_golden}",
+        ).replace("set: sample", "set: mixed")
+    )
+    (conf / "b_bad.yaml").write_text(
+        good.replace("name: last_page", "name: last_page\nrefs: {golden: no_such_branch}").replace(
+            "set: sample", "set: mixed"
+        )
+    )
     since = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", command[0], *command[1:], "task=glob(mixed/*)"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"),
-                                 "CRUCIBLE_CONFIG_PATH": str(tmp_path / "conf")})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", command[0], *command[1:], "task=glob(mixed/*)"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_CONFIG_PATH": str(tmp_path / "conf")},
+    )
     stdout, stderr = proc.communicate(timeout=300)
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and "Traceback" not in stdout + stderr, stdout + stderr

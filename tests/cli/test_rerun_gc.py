@@ -6,6 +6,7 @@ images other tests in the session (or other sessions on the machine) use are nev
 candidates. Before the real collection, the dry run must list exactly this module's
 unreferenced throwaways, or the test stops there.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,9 @@ pytestmark = pytest.mark.docker
 
 
 def crucible(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
 
 
 def run_count() -> int:
@@ -84,8 +86,9 @@ def test_rerun_reproduces_a_golden_run_as_a_new_run_without_building(golden, fir
     assert store.get_run(golden.run_id).to_dict() == original, "the original run was changed"
     # Nothing was built: the image is the very same one, and every build record since is a cache hit.
     assert docker_client.images.get(golden.image_tag).id == image_id
-    _, hits = store.query(f"SELECT cache_hit FROM builds WHERE tag = '{golden.image_tag}' "
-                          f"AND started_at >= TIMESTAMP '{began}'")
+    _, hits = store.query(
+        f"SELECT cache_hit FROM builds WHERE tag = '{golden.image_tag}' AND started_at >= TIMESTAMP '{began}'"
+    )
     assert hits and all(hit for (hit,) in hits)
 
 
@@ -113,8 +116,9 @@ def test_rerun_of_an_unknown_run_is_one_line_and_exit_2(docker_client):
     assert one_line(proc.stderr) == "crucible rerun: no run 'no-such-run-4711' in the store"
 
 
-def stored_copy(golden: RunRecord, tmp_path: Path, *, engine: str | None = None,
-                golden_pin: str | None = None) -> RunRecord:
+def stored_copy(
+    golden: RunRecord, tmp_path: Path, *, engine: str | None = None, golden_pin: str | None = None
+) -> RunRecord:
     """The golden run as if stored by another engine, or with edited pins: a copy with its own
     id and run directory (the original's stay untouched)."""
     copy_dir = tmp_path / "copy"
@@ -125,8 +129,9 @@ def stored_copy(golden: RunRecord, tmp_path: Path, *, engine: str | None = None,
     if golden_pin:
         pins = json.loads((copy_dir / "pins.json").read_text())
         (copy_dir / "pins.json").write_text(json.dumps({**pins, "golden": golden_pin}))
-    record = dataclasses.replace(golden, run_id=new_run_id(), spec=spec, spec_hash=spec_hash_of(spec),
-                                 run_dir=str(copy_dir))
+    record = dataclasses.replace(
+        golden, run_id=new_run_id(), spec=spec, spec_hash=spec_hash_of(spec), run_dir=str(copy_dir)
+    )
     DuckDBStore().record_run(record)
     return record
 
@@ -139,10 +144,13 @@ def rerun_in_process(capsys, run_id: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.mark.parametrize("change, says", [
-    ("engine", "the engine changed (engine version 00000000c0ffee00 -> {now})"),
-    ("pins", "a pinned ref differs (task.pins.golden)"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ("engine", "the engine changed (engine version 00000000c0ffee00 -> {now})"),
+        ("pins", "a pinned ref differs (task.pins.golden)"),
+    ],
+)
 def test_rerun_refuses_in_one_line_when_the_run_would_plan_differently(golden, tmp_path, capsys, change, says):
     if change == "engine":
         copy = stored_copy(golden, tmp_path, engine="00000000c0ffee00")
@@ -161,21 +169,44 @@ def test_rerun_of_a_run_whose_directory_is_gone_names_the_path(golden, tmp_path,
     shutil.rmtree(copy.run_dir)
     code, _, err = rerun_in_process(capsys, copy.run_id)
     assert code == 2
-    assert one_line(err) == (f"crucible rerun: run {copy.run_id}: its run directory {copy.run_dir} is gone; "
-                             "it cannot be re-planned")
+    assert one_line(err) == (
+        f"crucible rerun: run {copy.run_id}: its run directory {copy.run_dir} is gone; it cannot be re-planned"
+    )
 
 
-@pytest.mark.parametrize("deterministic, code, says", [
-    (True, 1, "not reproducible: agent integration_test is deterministic but its verdict changed: "
-              "completed reward 1.0 -> completed reward 0.0"),
-    (False, 0, "agent integration_test is not deterministic: reward 1.0 then 0.0 (reported, not compared)"),
-])
+@pytest.mark.parametrize(
+    "deterministic, code, says",
+    [
+        (
+            True,
+            1,
+            "not reproducible: agent integration_test is deterministic but its verdict changed: "
+            "completed reward 1.0 -> completed reward 0.0",
+        ),
+        (False, 0, "agent integration_test is not deterministic: reward 1.0 then 0.0 (reported, not compared)"),
+    ],
+)
 def test_a_changed_reward_fails_a_deterministic_rerun_and_is_only_reported_otherwise(deterministic, code, says):
     from engine.cli.rerun import Rerun, conclusion
 
-    old = RunRecord(run_id="a", spec_hash="h" * 64, spec={}, status="completed", task_id="t", agent="integration_test",
-                    model=None, flavor="coding", runtime="docker", integrity_requested="vault",
-                    integrity_obtained="vault", attempt=0, seed=0, sweep_id=None, started_at="", reward=1.0)
+    old = RunRecord(
+        run_id="a",
+        spec_hash="h" * 64,
+        spec={},
+        status="completed",
+        task_id="t",
+        agent="integration_test",
+        model=None,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="vault",
+        integrity_obtained="vault",
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at="",
+        reward=1.0,
+    )
     new = dataclasses.replace(old, run_id="b", reward=0.0)
     assert conclusion(Rerun(original=old, record=new, deterministic=deterministic)) == (says, code)
 
@@ -214,11 +245,28 @@ def template(home: Path, name: str) -> Path:
 
 def store_run(image_tag: str) -> None:
     """A stored run that refers to ``image_tag`` (the store is the only thing gc asks)."""
-    DuckDBStore().record_run(RunRecord(
-        run_id=new_run_id(), spec_hash="0" * 64, spec={}, status="completed", task_id="gc/test", agent="noop",
-        model=None, flavor="coding", runtime="docker", integrity_requested="vault", integrity_obtained="vault",
-        attempt=0, seed=0, sweep_id=None, started_at=datetime.now(UTC).isoformat(),
-        ended_at=datetime.now(UTC).isoformat(), reward=0.0, image_tag=image_tag))
+    DuckDBStore().record_run(
+        RunRecord(
+            run_id=new_run_id(),
+            spec_hash="0" * 64,
+            spec={},
+            status="completed",
+            task_id="gc/test",
+            agent="noop",
+            model=None,
+            flavor="coding",
+            runtime="docker",
+            integrity_requested="vault",
+            integrity_obtained="vault",
+            attempt=0,
+            seed=0,
+            sweep_id=None,
+            started_at=datetime.now(UTC).isoformat(),
+            ended_at=datetime.now(UTC).isoformat(),
+            reward=0.0,
+            image_tag=image_tag,
+        )
+    )
 
 
 @pytest.fixture
@@ -230,14 +278,17 @@ def gc_world(docker_client, base_image, tmp_path, monkeypatch):
     for key in ("kept", "unused", "in-use"):
         throwaway_image(docker_client, base_image, names[key], os.urandom(64 * 1024))
     docker_client.api.tag(base_image, *names["base"].split(":"))
-    live = docker_client.containers.run(names["in-use"], ["sleep", "300"], detach=True, init=True,
-                                        network_mode="none")
+    live = docker_client.containers.run(names["in-use"], ["sleep", "300"], detach=True, init=True, network_mode="none")
     home = Path(os.environ["CRUCIBLE_HOME"])
     referenced_tpl, unused_tpl = (template(home, MARK + suffix) for suffix in ("0" * 20, "1" * 20))
     store_run(names["kept"])
     store_run(f"local/task:{referenced_tpl.name[:24]}")
-    world = {**names, "tpl-kept": referenced_tpl, "tpl-unused": unused_tpl,
-             "tpl-unused-name": f"local/task:{unused_tpl.name[:24]}"}
+    world = {
+        **names,
+        "tpl-kept": referenced_tpl,
+        "tpl-unused": unused_tpl,
+        "tpl-unused-name": f"local/task:{unused_tpl.name[:24]}",
+    }
     yield world
     live.remove(force=True)
     for key in ("kept", "unused", "in-use", "base"):
@@ -253,12 +304,13 @@ def gc(capsys, *args: str) -> list[str]:
 
 
 def names_after(lines: list[str], verb: str) -> set[str]:
-    return {line[len(verb):].split()[0] for line in lines if line.startswith(verb) and "/task:" in line}
+    return {line[len(verb) :].split()[0] for line in lines if line.startswith(verb) and "/task:" in line}
 
 
 @pytest.mark.slow
-def test_gc_removes_only_unreferenced_images_and_templates_and_is_idempotent(gc_world, capsys, docker_client,
-                                                                           base_image):
+def test_gc_removes_only_unreferenced_images_and_templates_and_is_idempotent(
+    gc_world, capsys, docker_client, base_image
+):
     w = gc_world
     # By default gc keeps what is younger than an hour (a run may be about to use it): all of it here.
     young = gc(capsys)

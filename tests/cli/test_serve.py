@@ -4,6 +4,7 @@ End to end with real clients only: the official TypeScript MCP SDK (tests/mcp_ts
 ``ssh``, against real containers and the real store. (A served run the agent leaves unfixed
 scoring 0, and ``crucible finish``, are in tests/capabilities/test_mcp_spec.py too.)
 """
+
 from __future__ import annotations
 
 import shlex
@@ -44,8 +45,11 @@ def test_a_task_fixed_by_the_typescript_sdk_client_is_graded_one_with_every_call
     assert record is not None and (record.status, record.reward) == ("completed", 1.0), record
     assert record.agent == "external" and "grade" in record.timings
     assert [(s.capability, s.tool) for s in record.steps] == [
-        ("mcp", "str_replace_based_edit_tool"), ("mcp", "str_replace_based_edit_tool"), ("mcp", "bash"),
-        ("mcp", "finish")]
+        ("mcp", "str_replace_based_edit_tool"),
+        ("mcp", "str_replace_based_edit_tool"),
+        ("mcp", "bash"),
+        ("mcp", "finish"),
+    ]
     assert record.steps[1].arguments["command"] == "str_replace"
     assert record.final_answer == "page_count rounds up"
 
@@ -57,11 +61,17 @@ def test_a_task_fixed_over_plain_openssh_is_graded_one_after_crucible_finish(doc
     run = serve("task=sample/last_page")
     ssh = shlex.split(run.info["ssh"]["command"]) + ["-o", "BatchMode=yes"]
     try:
-        fixed = subprocess.run([*ssh, f"sed -i '{FIX}' stockroom/report.py"], capture_output=True, text=True,
-                               timeout=120)
+        fixed = subprocess.run(
+            [*ssh, f"sed -i '{FIX}' stockroom/report.py"], capture_output=True, text=True, timeout=120
+        )
         assert fixed.returncode == 0, fixed.stderr
-        session = subprocess.run([*ssh, "-T"], input="python3 -m pytest -q -p no:cacheprovider | tail -n 1\n",
-                                 capture_output=True, text=True, timeout=120)
+        session = subprocess.run(
+            [*ssh, "-T"],
+            input="python3 -m pytest -q -p no:cacheprovider | tail -n 1\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert session.returncode == 0 and "passed" in session.stdout, session.stdout + session.stderr
         finished = crucible("finish", run.run_id)
         assert finished.returncode == 0 and "asked run" in finished.stdout, finished.stderr
@@ -76,9 +86,12 @@ def test_a_task_fixed_over_plain_openssh_is_graded_one_after_crucible_finish(doc
 
 
 def test_serve_mistakes_are_one_line_each():
-    for args, says in ((["serve"], "task="), (["serve", "agent=noop", "task=sample/last_page"], "agent=external"),
-                       (["serve", "--bogus", "task=sample/last_page"], "--bogus"),
-                       (["finish", "20990101000000-nosuchrun0"], "no run")):
+    for args, says in (
+        (["serve"], "task="),
+        (["serve", "agent=noop", "task=sample/last_page"], "agent=external"),
+        (["serve", "--bogus", "task=sample/last_page"], "--bogus"),
+        (["finish", "20990101000000-nosuchrun0"], "no run"),
+    ):
         done = crucible(*args)
         assert done.returncode != 0 and says in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -1,4 +1,5 @@
 """Composing configs: schemas catch bad keys and types, nested task sets glob, errors are one line."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,7 @@ def extra_conf(tmp_path, monkeypatch):
 
 
 def write_task(conf: Path, name: str, body: str) -> None:
-    (conf / "task" / "broken" / f"{name}.yaml").write_text(
-        body
-    )
+    (conf / "task" / "broken" / f"{name}.yaml").write_text(body)
 
 
 GOOD_TASK = (
@@ -111,7 +110,9 @@ def test_a_misspelled_key_in_a_task_file_names_the_key(extra_conf):
 
 def test_a_wrong_type_in_a_task_file_names_the_key(extra_conf):
     write_task(extra_conf, "wrongtype", GOOD_TASK.format(name="wrongtype") + "test_timeout: soon\n")
-    with pytest.raises(ConfigError, match=r"task broken/wrongtype \(flavor coding\): bad config value at 'task.test_timeout'"):
+    with pytest.raises(
+        ConfigError, match=r"task broken/wrongtype \(flavor coding\): bad config value at 'task.test_timeout'"
+    ):
         to_typed(compose_config(["task=broken/wrongtype"]))
 
 
@@ -122,8 +123,12 @@ def test_missing_task_names_the_group():
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, **(env or {})}, timeout=120,
+        [sys.executable, "-m", "engine.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=120,
     )
 
 
@@ -149,11 +154,14 @@ def test_user_mistakes_give_one_line_and_a_nonzero_exit(args):
     assert lines[0].startswith("crucible")
 
 
-@pytest.mark.parametrize("args", [
-    ("run", "task=glob(sample/*)", "-m"),
-    ("check", "task=glob(sample/*)"),
-    ("build", "task=glob(sample/*)", "--dry-run"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "task=glob(sample/*)", "-m"),
+        ("check", "task=glob(sample/*)"),
+        ("build", "task=glob(sample/*)", "--dry-run"),
+    ],
+)
 def test_an_unreachable_engine_is_one_line_naming_the_fix(args, tmp_path):
     proc = run_cli(*args, env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -240,21 +248,31 @@ def test_a_sweeps_parallelism_is_no_part_of_its_jobs_configs(monkeypatch):
 
 # ---------------------------------------------------------------- what a new user stumbled on (issue 39)
 
-@pytest.mark.parametrize("overrides, message", [
-    (["timeouts.agent=-1"], "timeouts.agent must be positive, got -1"),
-    (["timeouts.setup=0"], "timeouts.setup must be positive, got 0"),
-    (["timeouts.grade=-0.5"], "timeouts.grade must be positive, got -0.5"),
-    (["timeouts.capture=nan"], "timeouts.capture must be positive, got nan"),
-    (["env.bash_timeout=0"], "env.bash_timeout must be positive, got 0"),
-    (["runtime.api_timeout=-1"], "runtime.api_timeout must be positive, got -1"),
-    (["runtime=local", "runtime.install_timeout=0"], "runtime.install_timeout must be positive, got 0"),
-    (["agent=integration_test", "agent.timeout_seconds=0"], "agent.timeout_seconds must be positive, got 0"),
-    (["agent=tool_calling", "agent.request_timeout=-2"], "agent.request_timeout must be positive, got -2"),
-    (["agent=tool_calling", "agent.wall_timeout=0"], "agent.wall_timeout must be positive, got 0"),
-    (["agent=claude_code", "agent.wall_timeout=-5"], "agent.wall_timeout must be positive, got -5"),  # a plug-in's schema
-    (["task=sdlc/last_page", "+task.judge.request_timeout=0"],
-     "task sdlc/last_page (flavor sdlc): task.judge.request_timeout must be positive, got 0"),
-], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["timeouts.agent=-1"], "timeouts.agent must be positive, got -1"),
+        (["timeouts.setup=0"], "timeouts.setup must be positive, got 0"),
+        (["timeouts.grade=-0.5"], "timeouts.grade must be positive, got -0.5"),
+        (["timeouts.capture=nan"], "timeouts.capture must be positive, got nan"),
+        (["env.bash_timeout=0"], "env.bash_timeout must be positive, got 0"),
+        (["runtime.api_timeout=-1"], "runtime.api_timeout must be positive, got -1"),
+        (["runtime=local", "runtime.install_timeout=0"], "runtime.install_timeout must be positive, got 0"),
+        (["agent=integration_test", "agent.timeout_seconds=0"], "agent.timeout_seconds must be positive, got 0"),
+        (["agent=tool_calling", "agent.request_timeout=-2"], "agent.request_timeout must be positive, got -2"),
+        (["agent=tool_calling", "agent.wall_timeout=0"], "agent.wall_timeout must be positive, got 0"),
+        (
+            ["agent=claude_code", "agent.wall_timeout=-5"],
+            "agent.wall_timeout must be positive, got -5",
+        ),  # a plug-in's schema
+        (
+            ["task=sdlc/last_page", "+task.judge.request_timeout=0"],
+            "task sdlc/last_page (flavor sdlc): task.judge.request_timeout must be positive, got 0",
+        ),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
 def test_a_timeout_of_zero_or_less_is_refused_naming_the_key_and_value(overrides, message):
     task = [] if any(o.startswith("task=") for o in overrides) else ["task=sample/last_page"]
     with pytest.raises(ConfigError) as refused:
@@ -276,8 +294,17 @@ def test_swebench_pro_task_timeouts_are_refused_by_the_same_rule(key):
     from engine.config.schema import refuse_nonpositive_timeouts
     from swe_tasks.schema import SwebenchProTaskConfig
 
-    row = dict(name="i", set="swebench_pro", prompt="p", instance_id="i", repo="r", base_commit="c", patch="",
-               problem_statement="p", assets="/a")
+    row = dict(
+        name="i",
+        set="swebench_pro",
+        prompt="p",
+        instance_id="i",
+        repo="r",
+        base_commit="c",
+        patch="",
+        problem_statement="p",
+        assets="/a",
+    )
     refuse_nonpositive_timeouts(SwebenchProTaskConfig(**row), "task")  # its defaults are fine
     with pytest.raises(ConfigError, match=rf"^task\.{key} must be positive, got -1$"):
         refuse_nonpositive_timeouts(SwebenchProTaskConfig(**row, **{key: -1.0}), "task")
@@ -292,18 +319,25 @@ def test_a_negative_timeout_is_one_line_from_the_commands(command):
 
 BROKEN_YAML = {
     # An unclosed flow sequence: the parser gives up on the next line, where the next key starts.
-    "unclosed": ("name: unclosed\nset: broken\nprompt: [fix the\nrepo: generated://sample\n",
-                 "line 4, column 5: YAML syntax error: expected ',' or ']', but got ':' "
-                 "(while parsing a flow sequence from line 3, column 9)"),
-    "tab": ("name: tab\nset: broken\n\tprompt: p\n",
-            "line 3, column 1: YAML syntax error: found character '\\t' that cannot start any token; "
-            "YAML indents with spaces, never tabs"),
+    "unclosed": (
+        "name: unclosed\nset: broken\nprompt: [fix the\nrepo: generated://sample\n",
+        "line 4, column 5: YAML syntax error: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence from line 3, column 9)",
+    ),
+    "tab": (
+        "name: tab\nset: broken\n\tprompt: p\n",
+        "line 3, column 1: YAML syntax error: found character '\\t' that cannot start any token; "
+        "YAML indents with spaces, never tabs",
+    ),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN_YAML))
-@pytest.mark.parametrize("command", [["run", "agent=noop"], ["run", "-m", "agent=noop,integration_test"], ["check"],
-                                     ["build", "--dry-run"]], ids=["run", "sweep", "check", "build"])
+@pytest.mark.parametrize(
+    "command",
+    [["run", "agent=noop"], ["run", "-m", "agent=noop,integration_test"], ["check"], ["build", "--dry-run"]],
+    ids=["run", "sweep", "check", "build"],
+)
 def test_a_task_yaml_with_a_syntax_error_is_one_line_naming_file_line_and_column(extra_conf, command, kind):
     text, where = BROKEN_YAML[kind]
     write_task(extra_conf, kind, text)
@@ -329,7 +363,8 @@ def test_a_task_yaml_from_an_earlier_version_says_its_defaults_list_is_no_longer
     path = extra_conf / "task" / "broken" / "old.yaml"
     assert proc.stderr.splitlines() == [
         f"crucible build: {path}: its defaults list (/task/base_task@_here_) is from an earlier crucible and no "
-        "longer needed: delete it (a task's schema now comes from its flavor)"]
+        "longer needed: delete it (a task's schema now comes from its flavor)"
+    ]
     # Without the list the same task composes: the list was the only thing wrong.
     write_task(extra_conf, "old", GOOD_TASK.format(name="old"))
     assert compose_config(["task=broken/old"]).task.name == "old"
@@ -339,12 +374,29 @@ def task_set_folders() -> list[str]:
     """The task sets, counted independently of crucible: folders under each config dir's task/, at
     any depth (``harbor/dataset``), that hold a YAML file (a task, or a task source's _source.yaml)."""
     dirs = [ROOT / "conf", *(Path(p) for p in os.environ.get("CRUCIBLE_CONFIG_PATH", "").split(":") if p)]
-    return sorted({y.parent.relative_to(root / "task").as_posix() for root in dirs if (root / "task").is_dir()
-                   for y in (root / "task").rglob("*.yaml") if y.parent != root / "task"})
+    return sorted(
+        {
+            y.parent.relative_to(root / "task").as_posix()
+            for root in dirs
+            if (root / "task").is_dir()
+            for y in (root / "task").rglob("*.yaml")
+            if y.parent != root / "task"
+        }
+    )
 
 
-@pytest.mark.parametrize("command", [["check"], ["run", "agent=noop"], ["run"], ["run", "-m", "agent=noop,integration_test"],
-                                     ["build", "--dry-run"], ["lock"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check"],
+        ["run", "agent=noop"],
+        ["run"],
+        ["run", "-m", "agent=noop,integration_test"],
+        ["build", "--dry-run"],
+        ["lock"],
+    ],
+    ids=" ".join,
+)
 def test_a_missing_task_says_how_to_choose_one_and_lists_the_sets(extra_conf, command):
     write_task(extra_conf, "fine", GOOD_TASK.format(name="fine"))
     (extra_conf / "task" / "empty_set").mkdir()  # no task in it: no set to choose
@@ -352,5 +404,7 @@ def test_a_missing_task_says_how_to_choose_one_and_lists_the_sets(extra_conf, co
     assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     sets = task_set_folders()
     assert {"sample", "sdlc", "toy", "broken"} <= set(sets)  # conf/'s, the fixtures' and this test's own
-    assert proc.stderr.splitlines() == [f"crucible {command[0]}: no task selected: add task=SET/NAME, or "
-                                        f"task='glob(SET/*)' for a whole set; task sets: {', '.join(sets)}"]
+    assert proc.stderr.splitlines() == [
+        f"crucible {command[0]}: no task selected: add task=SET/NAME, or "
+        f"task='glob(SET/*)' for a whole set; task sets: {', '.join(sets)}"
+    ]

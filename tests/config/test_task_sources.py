@@ -1,6 +1,7 @@
 """Task sources (engine/config/sources.py): a set's options from a plug-in, not a YAML file
 each, composed like files, selected by glob, and never answered stale from the evaluation
 cache when the data behind them changes. The plug-in here is the toy flavor's (tests/)."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,14 @@ def test_a_source_outside_the_allowed_packages_is_refused_in_one_line(toyset, mo
     import os
 
     env = {**os.environ, "CRUCIBLE_PLUGIN_PACKAGES": "", "PYTHONPATH": str(TESTS)}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "build", "task=toyset/q1", "--dry-run"],
-                          capture_output=True, text=True, cwd=PROJECT_ROOT, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "build", "task=toyset/q1", "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env=env,
+        timeout=120,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr
     assert "toy_flavor.source.ToySource' is outside crucible's packages" in lines[0]
@@ -56,14 +63,22 @@ def test_a_task_a_sources_set_lacks_says_so_in_one_line_even_from_a_source_that_
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
 
     def one_line(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                              cwd=PROJECT_ROOT, env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=PROJECT_ROOT,
+            env=env,
+            timeout=120,
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode != 0 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
         return lines[0]
 
     assert one_line("build", "task=toyset/q9", "--dry-run").endswith(
-        "unknown task toyset/q9: task set toyset has no q9: its source (toy_flavor.source.ToySource) makes no option q9")
+        "unknown task toyset/q9: task set toyset has no q9: its source (toy_flavor.source.ToySource) makes no option q9"
+    )
     toyset.write_text("{}")
     assert one_line("build", "task=toyset/q1", "--dry-run").endswith(
-        "unknown task toyset/q1: task set toyset is empty: its source (toy_flavor.source.ToySource) makes no options")
+        "unknown task toyset/q1: task set toyset is empty: its source (toy_flavor.source.ToySource) makes no options"
+    )

@@ -20,6 +20,7 @@ draft. While working it shows a spinner line with "(esc to interrupt)"; Esc inte
 A message submitted while it works is queued into the same turn ("● (steered) TEXT").
 The session's memory lives in DIR/<session>.json, so --resume SESSION_ID continues it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ async def mcp_call(socket_path: str, token: str, tool: str, arguments: dict) -> 
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60,
-                               transport=httpx.AsyncHTTPTransport(uds=socket_path))
+    client = httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=60, transport=httpx.AsyncHTTPTransport(uds=socket_path)
+    )
     async with client, streamable_http_client("http://localhost/mcp/", http_client=client) as (read, write, _):  # noqa: SIM117 (the session opens on the transport)
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -97,7 +99,7 @@ class Tui:
                 if end < 0:
                     return submitted
                 text = self.buffer[6:end].decode()
-                self.buffer = self.buffer[end + 6:]
+                self.buffer = self.buffer[end + 6 :]
                 self.pastes += 1
                 self.draft += text
                 marker = f"[Pasted text #{self.pastes} +{text.count(chr(10)) + 1} lines]"
@@ -172,16 +174,19 @@ class Tui:
             text, is_error = asyncio.run(mcp_call(*self.mcp, tool, arguments))
         except Exception as exc:  # the panel says it, as a TUI would
             text, is_error = f"{type(exc).__name__}: {exc}", True
-        self.transcript("user", {"type": "tool_result", "tool_use_id": call_id, "content": text,
-                                 "is_error": is_error})
+        self.transcript("user", {"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": is_error})
         first = (text.strip().splitlines() or [""])[0]
         out(f"  ⎿ {first[:120]}\r\n")
         return f"The tool {'failed' if is_error else 'said'}: {first}"
 
     def transcript(self, kind: str, block: dict) -> None:
         """Claude Code's session record: the same messages as its stream-json."""
-        line = {"type": kind, "session_id": self.session.id, "message": {"content": [block]},
-                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"}
+        line = {
+            "type": kind,
+            "session_id": self.session.id,
+            "message": {"content": [block]},
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
+        }
         with open(os.path.join(self.session.state, f"{self.session.id}.jsonl"), "a") as f:
             f.write(json.dumps(line) + "\n")
 

@@ -3,6 +3,7 @@ every flavor crucible has (the toy one from tests/, coding, sdlc, SWE-bench Pro 
 synthetic instances, Harbor on a generated task folder), each on one task's golden and
 baseline; and it can fail: a toy flavor that breaks one clause of the contract
 (tests/toy_flavor/broken.py) fails that check, by name, with its one line."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -92,8 +93,9 @@ def broken(subject: Subject, flavor_class: str) -> Subject:
     from engine.config.plugins import instantiate
 
     flavor = dataclasses.replace(subject.typed.flavor, _target_=f"toy_flavor.broken.{flavor_class}")
-    return dataclasses.replace(subject, typed=dataclasses.replace(subject.typed, flavor=flavor),
-                               flavor=instantiate(flavor, where="flavor"))
+    return dataclasses.replace(
+        subject, typed=dataclasses.replace(subject.typed, flavor=flavor), flavor=instantiate(flavor, where="flavor")
+    )
 
 
 def outcome(subject: Subject, check: str) -> CheckResult:
@@ -131,21 +133,41 @@ def test_the_command_prints_each_check_and_exits_1_naming_a_failure(toy):
     """``crucible selfcheck``: a row per check; a flavor failing one (``ExplainDropsAField``, the
     toy task under that flavor) exits 1 with its one line. The gate's runs come from the store."""
     env = {**os.environ, **TOY_ENV, "PYTHONPATH": str(TESTS)}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "selfcheck", "task=toy/life"], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "selfcheck", "task=toy/life"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("toy/life")] == CHECK_NAMES
     assert proc.stdout.rstrip().endswith(f"{len(CHECK_NAMES)} passed, 0 failed"), proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "selfcheck", "task=toy/life",
-                           "flavor._target_=toy_flavor.broken.ExplainDropsAField"], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "selfcheck",
+            "task=toy/life",
+            "flavor._target_=toy_flavor.broken.ExplainDropsAField",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert ("FAIL toy/life explain_covers_every_raw_grade_field: golden: explain never reads raw-grade field(s) "
-            "['answer']") in proc.stdout, proc.stdout
+    assert (
+        "FAIL toy/life explain_covers_every_raw_grade_field: golden: explain never reads raw-grade field(s) ['answer']"
+    ) in proc.stdout, proc.stdout
 
 
 def test_selfcheck_without_a_task_is_one_line():
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "selfcheck"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "selfcheck"], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("crucible selfcheck: ") and "task=" in proc.stderr, proc.stderr

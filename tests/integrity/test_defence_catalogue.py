@@ -1,6 +1,7 @@
 """The defence catalogue (envs/integrity/catalogue.py): the flavors' defences as schema fields
 with each mode's value, overridden by name, hashed only where on; the coding verdict as an
 ordered list of guards; docs/integrity.md's tables as the catalogue renders them."""
+
 from __future__ import annotations
 
 import os
@@ -17,17 +18,51 @@ from envs.coding import judging
 from envs.integrity import docs
 
 SPEC_BEFORE = {
-    "none": ("dd9a178cd200235925623799a4c911d002882788a6f09ae0c175fffaeabd4d9a",
-             {"mode": "none", "vault": False, "uid_wall": False, "agent_network": True, "drop_protected": False,
-              "restore_test_paths": False, "canary": False, "isolate_verdict": False}),
-    "vault": ("81edb6bfcb3cd062a7df2facd49d4b853e1b9c27c900f2224342f39bdc4081fd",
-              {"mode": "vault", "vault": True, "uid_wall": False, "agent_network": True, "drop_protected": False,
-               "restore_test_paths": True, "canary": False, "isolate_verdict": False}),
-    "strict": ("c7a14838ffcfe674939f7aa4e4417da2f53ed5ed591920f245ef42030a663434",
-               {"mode": "strict", "vault": True, "uid_wall": True, "agent_network": False, "drop_protected": True,
-                "restore_test_paths": True, "canary": True, "refuse_test_aware_code": True,
-                "differential_rerun": True, "isolate_verdict": True, "hide_running_test": True,
-                "tests_in_one_process": True, "randomise_test_names": True, "named_results_only": True}),
+    "none": (
+        "dd9a178cd200235925623799a4c911d002882788a6f09ae0c175fffaeabd4d9a",
+        {
+            "mode": "none",
+            "vault": False,
+            "uid_wall": False,
+            "agent_network": True,
+            "drop_protected": False,
+            "restore_test_paths": False,
+            "canary": False,
+            "isolate_verdict": False,
+        },
+    ),
+    "vault": (
+        "81edb6bfcb3cd062a7df2facd49d4b853e1b9c27c900f2224342f39bdc4081fd",
+        {
+            "mode": "vault",
+            "vault": True,
+            "uid_wall": False,
+            "agent_network": True,
+            "drop_protected": False,
+            "restore_test_paths": True,
+            "canary": False,
+            "isolate_verdict": False,
+        },
+    ),
+    "strict": (
+        "c7a14838ffcfe674939f7aa4e4417da2f53ed5ed591920f245ef42030a663434",
+        {
+            "mode": "strict",
+            "vault": True,
+            "uid_wall": True,
+            "agent_network": False,
+            "drop_protected": True,
+            "restore_test_paths": True,
+            "canary": True,
+            "refuse_test_aware_code": True,
+            "differential_rerun": True,
+            "isolate_verdict": True,
+            "hide_running_test": True,
+            "tests_in_one_process": True,
+            "randomise_test_names": True,
+            "named_results_only": True,
+        },
+    ),
 }
 """The spec of sample/last_page in each mode (agent integration_test, engine_version "0.0-test"),
 hashed and stored by the code before the defences were the flavor's (the engine's
@@ -36,12 +71,22 @@ written here, so a stored run keeps its hash (and its place in the evaluation ca
 
 
 def spec_of(mode: str, *overrides: str) -> RunSpec:
-    cfg = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", "agent=integration_test",
-                                   *overrides]))
+    cfg = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}", "agent=integration_test", *overrides]))
     cfg.task.id = "sample/last_page"
-    return RunSpec(engine_version="0.0-test", task=cfg.task, env=cfg.env, flavor=cfg.flavor, agent=cfg.agent,
-                   model=None, integrity=cfg.integrity, runtime=cfg.runtime, image={}, timeouts=cfg.timeouts,
-                   seed=0, attempt=0)
+    return RunSpec(
+        engine_version="0.0-test",
+        task=cfg.task,
+        env=cfg.env,
+        flavor=cfg.flavor,
+        agent=cfg.agent,
+        model=None,
+        integrity=cfg.integrity,
+        runtime=cfg.runtime,
+        image={},
+        timeouts=cfg.timeouts,
+        seed=0,
+        attempt=0,
+    )
 
 
 @pytest.mark.parametrize("mode", ["none", "vault", "strict"])
@@ -69,30 +114,58 @@ def test_a_defence_is_overridden_by_name_and_a_misspelt_one_fails_in_one_line_na
     with pytest.raises(ConfigError) as caught:
         spec_of("strict", "integrity.defences.canarry=false")
     assert "integrity.defences.canarry" in str(caught.value) and "flavor coding" in str(caught.value)
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "build", "task=sample/last_page",
-                           "integrity.defences.canarry=false", "--dry-run"], capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, timeout=120, env={**os.environ})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "build",
+            "task=sample/last_page",
+            "integrity.defences.canarry=false",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=120,
+        env={**os.environ},
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1 and "integrity.defences.canarry" in lines[0], proc.stderr
 
 
 def test_the_coding_verdict_is_its_guards_in_the_order_the_branches_had():
     assert [(g.name, g.kind, g.defence) for g in judging.VERDICT] == [
-        ("diff applies", "refuse", ""), ("test-aware code refused", "refuse", "refuse_test_aware_code"),
-        ("text-only verdict refused", "refuse", "named_results_only"), ("test timeout", "refuse", ""),
-        ("canary tampered", "refuse", "canary"), ("end marker unbelieved", "refuse", "named_results_only"),
-        ("no named results", "refuse", ""), ("lists judged", "judge", ""), ("plain results judged", "judge", ""),
-        ("text judged", "judge", ""), ("runtime audit", "on_pass", "refuse_test_aware_code")]
+        ("diff applies", "refuse", ""),
+        ("test-aware code refused", "refuse", "refuse_test_aware_code"),
+        ("text-only verdict refused", "refuse", "named_results_only"),
+        ("test timeout", "refuse", ""),
+        ("canary tampered", "refuse", "canary"),
+        ("end marker unbelieved", "refuse", "named_results_only"),
+        ("no named results", "refuse", ""),
+        ("lists judged", "judge", ""),
+        ("plain results judged", "judge", ""),
+        ("text judged", "judge", ""),
+        ("runtime audit", "on_pass", "refuse_test_aware_code"),
+    ]
 
 
 def test_a_defence_judges_and_explains_a_stored_raw_grade_alone():
     """The canary's own judgement of a raw grade whose canary was reported passed, and its line."""
     from envs.coding.defences import CANARY
 
-    raw = {"apply": {"ok": True}, "test": {"exit_code": 0, "output_tail": "2 passed"},
-           "canary": {"nodeid": "tests/test_c.py::test_canary", "rel": "tests/test_c.py"},
-           "results": {"format": "pytest", "tests": [{"name": "tests/test_c.py::test_canary", "status": "PASSED"},
-                                                     {"name": "tests/test_a.py::test_a", "status": "PASSED"}]}}
+    raw = {
+        "apply": {"ok": True},
+        "test": {"exit_code": 0, "output_tail": "2 passed"},
+        "canary": {"nodeid": "tests/test_c.py::test_canary", "rel": "tests/test_c.py"},
+        "results": {
+            "format": "pytest",
+            "tests": [
+                {"name": "tests/test_c.py::test_canary", "status": "PASSED"},
+                {"name": "tests/test_a.py::test_a", "status": "PASSED"},
+            ],
+        },
+    }
     assert CANARY.judge(raw) == judging.regrade(raw).raw["reason"] and CANARY.judge(raw)
     assert CANARY.judge({**raw, "canary": None}) is None
     assert CANARY.explain(raw) == [f"the canary (raw_grade.canary): {raw['canary']}"]
@@ -103,7 +176,8 @@ def test_docs_integrity_md_holds_the_tables_the_catalogue_renders_now():
     page = (PROJECT_ROOT / "docs" / "integrity.md").read_text()
     for table, body in docs.render().items():
         assert docs.between(page, table) == body, (
-            f"docs/integrity.md's {table} table is not the catalogue's: run `python -m envs.integrity.docs --write`")
+            f"docs/integrity.md's {table} table is not the catalogue's: run `python -m envs.integrity.docs --write`"
+        )
 
 
 def test_a_raw_grade_of_any_age_types_without_being_changed():
@@ -115,10 +189,15 @@ def test_a_raw_grade_of_any_age_types_without_being_changed():
 
     empty = RawGrade.from_dict({})
     assert (empty.apply.ok, empty.test.exit_code, empty.results.read, empty.scan.refuse) == (False, None, False, False)
-    stored = {"apply": {"ok": True, "attempts": []}, "test": {"exit_code": 1, "timed_out": False, "output_tail": "x",
-                                                           "end": {"shell": True}}, "reason": "tests failed",
-              "results": {"format": "pytest", "tests": [{"name": "t::a", "status": "FAILED"}]},
-              "isolated": {"separate": True}, "retired_key": 1, "tests_ran_regex": None}
+    stored = {
+        "apply": {"ok": True, "attempts": []},
+        "test": {"exit_code": 1, "timed_out": False, "output_tail": "x", "end": {"shell": True}},
+        "reason": "tests failed",
+        "results": {"format": "pytest", "tests": [{"name": "t::a", "status": "FAILED"}]},
+        "isolated": {"separate": True},
+        "retired_key": 1,
+        "tests_ran_regex": None,
+    }
     kept = copy.deepcopy(stored)
     grade = RawGrade.from_dict(stored)
     assert stored == kept and grade.data is stored

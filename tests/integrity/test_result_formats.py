@@ -1,5 +1,6 @@
 """Result sources (envs/integrity/sources/): named test results read from real pytest JUnit
 reports, a go test -json stream, and the SWE-bench Pro parser format; one result per name, the worst."""
+
 from __future__ import annotations
 
 import json
@@ -139,9 +140,26 @@ def _pytest(root: Path, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no outer addopts
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the venv's plugins (hydra, anyio) only cost startup time
     env["PYTHONIOENCODING"] = "utf-8"  # the listing names test_ünïcode, whatever the locale
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(root),
-                             "--continue-on-collection-errors", *args, "tests", "pkg"],
-                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(root),
+            "--continue-on-collection-errors",
+            *args,
+            "tests",
+            "pkg",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        encoding="utf-8",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +175,10 @@ def suite(tmp_path_factory) -> Path:
 def pytest_runs(suite) -> tuple[dict[str, bytes], set[str]]:
     """The suite run for real, once per junit_family, and the node ids pytest collects in it
     (the three runs at once: each is mostly interpreter startup)."""
-    procs = {family: _pytest(suite, f"--junitxml={suite / family}.xml", "-o", f"junit_family={family}")
-             for family in ("xunit1", "xunit2")}
+    procs = {
+        family: _pytest(suite, f"--junitxml={suite / family}.xml", "-o", f"junit_family={family}")
+        for family in ("xunit1", "xunit2")
+    }
     procs["collect"] = _pytest(suite, "--collect-only", "-q")
     outputs = {}
     try:
@@ -213,19 +233,26 @@ def _xml(cases: str, root: str = "testsuites") -> bytes:
 def test_junit_single_testsuite_root_and_several_suites_are_read():
     single = _xml('<testcase classname="t.test_a" name="test_1"/>', root="testsuite")
     assert parse_junit(single) == [TestResult("t/test_a.py::test_1", "PASSED")], "a bare <testsuite> root is read"
-    several = (b'<testsuites><testsuite><testcase classname="t.test_a" name="test_1"/></testsuite>'
-               b'<testsuite><testcase classname="t.test_b" name="test_2"><skipped/></testcase></testsuite></testsuites>')
-    assert parse_junit(several) == [TestResult("t/test_a.py::test_1", "PASSED"),
-                                    TestResult("t/test_b.py::test_2", "SKIPPED")], "every suite's cases are read"
+    several = (
+        b'<testsuites><testsuite><testcase classname="t.test_a" name="test_1"/></testsuite>'
+        b'<testsuite><testcase classname="t.test_b" name="test_2"><skipped/></testcase></testsuite></testsuites>'
+    )
+    assert parse_junit(several) == [
+        TestResult("t/test_a.py::test_1", "PASSED"),
+        TestResult("t/test_b.py::test_2", "SKIPPED"),
+    ], "every suite's cases are read"
 
 
-@pytest.mark.parametrize(("classname", "name", "expected"), [
-    ("a.b.test_mod.TestC", "test_m", "a/b/test_mod.py::TestC::test_m"),
-    ("a.b.mod_test", "test_q", "a/b/mod_test.py::test_q"),
-    ("tests.test_x.TestOuter.TestInner", "test_i[1-2]", "tests/test_x.py::TestOuter::TestInner::test_i[1-2]"),
-    ("lib.checks", "check_x", "lib/checks.py::check_x"),  # no test-like component: all of it is the module
-    ("", "tests.test_broken", "tests/test_broken.py"),  # collection error
-])
+@pytest.mark.parametrize(
+    ("classname", "name", "expected"),
+    [
+        ("a.b.test_mod.TestC", "test_m", "a/b/test_mod.py::TestC::test_m"),
+        ("a.b.mod_test", "test_q", "a/b/mod_test.py::test_q"),
+        ("tests.test_x.TestOuter.TestInner", "test_i[1-2]", "tests/test_x.py::TestOuter::TestInner::test_i[1-2]"),
+        ("lib.checks", "check_x", "lib/checks.py::check_x"),  # no test-like component: all of it is the module
+        ("", "tests.test_broken", "tests/test_broken.py"),  # collection error
+    ],
+)
 def test_junit_without_file_attribute_guesses_the_module(classname, name, expected):
     report = _xml(f'<testcase classname="{classname}" name="{name}"/>')
     assert [r.name for r in parse_junit(report)] == [expected], "xunit2's documented best-effort node id"
@@ -234,20 +261,23 @@ def test_junit_without_file_attribute_guesses_the_module(classname, name, expect
 def test_junit_file_attribute_of_another_module_is_not_trusted():
     # An inherited test method: xunit1's file is where the method is defined, not the node's module.
     report = _xml('<testcase classname="tests.test_x.TestSub" name="test_base" file="tests/base.py" line="3"/>')
-    assert [r.name for r in parse_junit(report)] == ["tests/test_x.py::TestSub::test_base"], \
+    assert [r.name for r in parse_junit(report)] == ["tests/test_x.py::TestSub::test_base"], (
         "a file that is not a prefix of classname falls back to the guess"
+    )
 
 
 def test_junit_file_attribute_gives_paths_a_guess_cannot():
     report = _xml('<testcase classname="my.dir.checks_x.Case" name="t" file="my.dir/checks_x.py"/>')
-    assert [r.name for r in parse_junit(report)] == ["my.dir/checks_x.py::Case::t"], \
+    assert [r.name for r in parse_junit(report)] == ["my.dir/checks_x.py::Case::t"], (
         "a dotted directory and a non-default module name come out right from xunit1's file"
+    )
 
 
 def test_junit_odd_names_are_kept_verbatim():
     report = _xml('<testcase classname="tests.test_x" name="test_a[x::y z-ü-&lt;&amp;&gt;]" file="tests/test_x.py"/>')
-    assert [r.name for r in parse_junit(report)] == ["tests/test_x.py::test_a[x::y z-ü-<&>]"], \
+    assert [r.name for r in parse_junit(report)] == ["tests/test_x.py::test_a[x::y z-ü-<&>]"], (
         "unicode, '::', brackets, spaces and XML-escaped characters survive as pytest wrote them"
+    )
 
 
 def test_junit_worst_child_decides_a_case_with_several():
@@ -255,14 +285,17 @@ def test_junit_worst_child_decides_a_case_with_several():
     assert parse_junit(report) == [TestResult("t/test_a.py::test_1", "ERROR")], "error outranks skipped"
 
 
-@pytest.mark.parametrize("declaration", [
-    b'<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;">]>',
-    b'<!DOCTYPE x SYSTEM "file:///etc/passwd">',
-    b'<!doctype testsuites>',
-    b'<!ENTITY x "y">',
-])
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        b'<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;">]>',
+        b'<!DOCTYPE x SYSTEM "file:///etc/passwd">',
+        b"<!doctype testsuites>",
+        b'<!ENTITY x "y">',
+    ],
+)
 def test_junit_with_a_dtd_or_entity_is_refused(declaration):
-    report = b'<?xml version="1.0"?>' + declaration + b'<testsuites><testsuite/></testsuites>'
+    report = b'<?xml version="1.0"?>' + declaration + b"<testsuites><testsuite/></testsuites>"
     with pytest.raises(GradeError, match="DOCTYPE or ENTITY"):
         parse_junit(report)
 
@@ -270,18 +303,23 @@ def test_junit_with_a_dtd_or_entity_is_refused(declaration):
 @pytest.mark.parametrize("codec", ["utf-16", "utf-32", "cp500"])
 def test_junit_in_another_encoding_cannot_hide_a_dtd(codec):
     # A search of the bytes would not see "<!DOCTYPE" in these; the report must be UTF-8 or nothing.
-    body = ('<!DOCTYPE x [<!ENTITY e "boom">]>'
-            '<testsuites><testsuite><testcase classname="t" name="&e;"/></testsuite></testsuites>').encode(codec)
+    body = (
+        '<!DOCTYPE x [<!ENTITY e "boom">]>'
+        '<testsuites><testsuite><testcase classname="t" name="&e;"/></testsuite></testsuites>'
+    ).encode(codec)
     report = f'<?xml version="1.0" encoding="{codec}"?>'.encode() + body
     with pytest.raises(GradeError, match="junit report: not UTF-8"):
         parse_junit(report)
 
 
 def test_junit_encoding_declaration_and_bom_do_not_change_how_it_reads():
-    report = '\ufeff<?xml version="1.0" encoding="latin-1"?><testsuites><testsuite>' \
-             '<testcase classname="t.test_a" name="test_é"/></testsuite></testsuites>'
-    assert parse_junit(report.encode("utf-8")) == [TestResult("t/test_a.py::test_é", "PASSED")], \
+    report = (
+        '\ufeff<?xml version="1.0" encoding="latin-1"?><testsuites><testsuite>'
+        '<testcase classname="t.test_a" name="test_é"/></testsuite></testsuites>'
+    )
+    assert parse_junit(report.encode("utf-8")) == [TestResult("t/test_a.py::test_é", "PASSED")], (
         "a UTF-8 BOM is dropped and the declared encoding ignored: UTF-8 is read as UTF-8"
+    )
 
 
 def test_junit_over_the_size_limit_is_refused(monkeypatch):
@@ -291,12 +329,15 @@ def test_junit_over_the_size_limit_is_refused(monkeypatch):
         parse_junit(report)
 
 
-@pytest.mark.parametrize(("report", "message"), [
-    (b"<testsuites><testsuite>", "not well-formed XML"),
-    (b"", "not well-formed XML"),
-    (b"<html><testcase name='x'/></html>", "root element is <html>"),
-    (b"<testsuite><testcase classname='t'/></testsuite>", "testcase #0 has no name attribute"),
-])
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        (b"<testsuites><testsuite>", "not well-formed XML"),
+        (b"", "not well-formed XML"),
+        (b"<html><testcase name='x'/></html>", "root element is <html>"),
+        (b"<testsuite><testcase classname='t'/></testsuite>", "testcase #0 has no name attribute"),
+    ],
+)
 def test_junit_malformed_report_raises_naming_the_problem(report, message):
     with pytest.raises(GradeError, match=message) as caught:
         parse_junit(report)
@@ -407,13 +448,17 @@ def test_go_stream_names_tests_and_failed_packages():
 
 
 def test_go_124_build_events_are_read_like_older_ones():
-    assert parse_go_json(GO_124_BUILD_FAILURE) == [TestResult("example.com/m/broken", "ERROR")], \
+    assert parse_go_json(GO_124_BUILD_FAILURE) == [TestResult("example.com/m/broken", "ERROR")], (
         "the package's fail event, not the build-output events, names the failure"
+    )
 
 
 def test_go_repeated_run_keeps_worst_and_an_unfinished_repeat_errors():
-    events = [{"Action": "run", "Package": "p", "Test": "TestA"}, {"Action": "pass", "Package": "p", "Test": "TestA"},
-              {"Action": "run", "Package": "p", "Test": "TestA"}]  # -count=2, the second run never ended
+    events = [
+        {"Action": "run", "Package": "p", "Test": "TestA"},
+        {"Action": "pass", "Package": "p", "Test": "TestA"},
+        {"Action": "run", "Package": "p", "Test": "TestA"},
+    ]  # -count=2, the second run never ended
     stream = "\n".join(json.dumps(e) for e in events)
     assert parse_go_json(stream) == [TestResult("TestA", "ERROR")], "a later unfinished run is not hidden by a pass"
 
@@ -433,28 +478,50 @@ def test_go_stream_over_the_size_limit_is_refused(monkeypatch):
 
 
 def test_parser_output_reads_and_dedupes_worst():
-    data = json.dumps({"tests": [{"name": "b::t", "status": "PASSED"}, {"name": "a::t", "status": "SKIPPED"},
-                                 {"name": "b::t", "status": "FAILED", "extra": 1}], "meta": {}}).encode()
-    assert parse_parser_output(data) == [TestResult("a::t", "SKIPPED"), TestResult("b::t", "FAILED")], \
+    data = json.dumps(
+        {
+            "tests": [
+                {"name": "b::t", "status": "PASSED"},
+                {"name": "a::t", "status": "SKIPPED"},
+                {"name": "b::t", "status": "FAILED", "extra": 1},
+            ],
+            "meta": {},
+        }
+    ).encode()
+    assert parse_parser_output(data) == [TestResult("a::t", "SKIPPED"), TestResult("b::t", "FAILED")], (
         "sorted by name, a duplicate keeps its worst status, extra keys ignored"
+    )
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"PASSED a\n", r"^parser output: not JSON \("),
-    (b'["tests"]', r"^parser output: top level is a JSON array, not an object$"),
-    (b'{"results": []}', r'^parser output: no "tests" list \(found null\)$'),
-    (b'{"tests": {"a": "PASSED"}}', r'^parser output: no "tests" list \(found object\)$'),
-    (b'{"tests": ["a"]}', r"^parser output: tests\[0\] is a JSON string, not an object$"),
-    (b'{"tests": [{"name": "a", "status": "PASSED"}, {"status": "PASSED"}]}',
-     r"^parser output: tests\[1\] has no string name \(found null\)$"),
-    (b'{"tests": [{"name": 7, "status": "PASSED"}]}', r"^parser output: tests\[0\] has no string name \(found number\)$"),
-    (b'{"tests": [{"name": "", "status": "PASSED"}]}', r"^parser output: tests\[0\] has an empty name$"),
-    (b'{"tests": [{"name": "a", "status": "PASSED"}, {"name": "b", "status": "PASSED"}, {"name": "c", "status": "PASSED"},'
-     b' {"name": "d", "status": "OK"}]}',
-     r"^parser output: tests\[3\] has status 'OK', not one of PASSED, FAILED, SKIPPED, ERROR$"),
-    (b'{"tests": [{"name": "a", "status": "passed\\nx"}]}', r"^parser output: tests\[0\] has status 'passed\\nx', "),
-    (b'{"tests": [{"name": "a"}]}', r"^parser output: tests\[0\] has status None, not one of "),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"PASSED a\n", r"^parser output: not JSON \("),
+        (b'["tests"]', r"^parser output: top level is a JSON array, not an object$"),
+        (b'{"results": []}', r'^parser output: no "tests" list \(found null\)$'),
+        (b'{"tests": {"a": "PASSED"}}', r'^parser output: no "tests" list \(found object\)$'),
+        (b'{"tests": ["a"]}', r"^parser output: tests\[0\] is a JSON string, not an object$"),
+        (
+            b'{"tests": [{"name": "a", "status": "PASSED"}, {"status": "PASSED"}]}',
+            r"^parser output: tests\[1\] has no string name \(found null\)$",
+        ),
+        (
+            b'{"tests": [{"name": 7, "status": "PASSED"}]}',
+            r"^parser output: tests\[0\] has no string name \(found number\)$",
+        ),
+        (b'{"tests": [{"name": "", "status": "PASSED"}]}', r"^parser output: tests\[0\] has an empty name$"),
+        (
+            b'{"tests": [{"name": "a", "status": "PASSED"}, {"name": "b", "status": "PASSED"}, {"name": "c", "status": "PASSED"},'
+            b' {"name": "d", "status": "OK"}]}',
+            r"^parser output: tests\[3\] has status 'OK', not one of PASSED, FAILED, SKIPPED, ERROR$",
+        ),
+        (
+            b'{"tests": [{"name": "a", "status": "passed\\nx"}]}',
+            r"^parser output: tests\[0\] has status 'passed\\nx', ",
+        ),
+        (b'{"tests": [{"name": "a"}]}', r"^parser output: tests\[0\] has status None, not one of "),
+    ],
+)
 def test_parser_output_malformed_raises_naming_the_field(data, message):
     with pytest.raises(GradeError, match=message) as caught:
         parse_parser_output(data)
@@ -471,11 +538,20 @@ def test_parser_output_over_the_size_limit_is_refused(monkeypatch):
 
 
 def test_merge_worst_ranks_error_failed_skipped_passed():
-    merged = merge_worst([TestResult("z", "PASSED"), TestResult("z", "SKIPPED"), TestResult("y", "FAILED"),
-                          TestResult("y", "ERROR"), TestResult("x", "SKIPPED"), TestResult("x", "FAILED"),
-                          TestResult("y", "PASSED")])
-    assert merged == [TestResult("x", "FAILED"), TestResult("y", "ERROR"), TestResult("z", "SKIPPED")], \
+    merged = merge_worst(
+        [
+            TestResult("z", "PASSED"),
+            TestResult("z", "SKIPPED"),
+            TestResult("y", "FAILED"),
+            TestResult("y", "ERROR"),
+            TestResult("x", "SKIPPED"),
+            TestResult("x", "FAILED"),
+            TestResult("y", "PASSED"),
+        ]
+    )
+    assert merged == [TestResult("x", "FAILED"), TestResult("y", "ERROR"), TestResult("z", "SKIPPED")], (
         "ERROR > FAILED > SKIPPED > PASSED, output sorted by name"
+    )
 
 
 def test_merge_worst_refuses_an_unknown_status():

@@ -6,6 +6,7 @@ xfail, a coin flip, and a stale test the test change deletes. Counted by hand, i
 F2P = test_add_two; P2P = test_zero, test_negate; flaky = test_coin; the skip and the xfail
 in neither list.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SUITE = b'''import os
+SUITE = b"""import os
 
 import pytest
 
@@ -48,13 +49,13 @@ def test_known_bug():
 
 def test_coin():
     assert os.urandom(1)[0] < 128
-'''
+"""
 F2P = ["tests/test_calc.py::test_add_two"]
 P2P = ["tests/test_calc.py::test_negate", "tests/test_calc.py::test_zero"]
 FLAKY = ["tests/test_calc.py::test_coin"]
 
 
-STEADY_SUITE = SUITE[:SUITE.index(b"\n\ndef test_coin")] + b"\n"
+STEADY_SUITE = SUITE[: SUITE.index(b"\n\ndef test_coin")] + b"\n"
 """The suite without its coin flip: nothing in it can pass on one side by chance."""
 
 
@@ -62,13 +63,24 @@ def task_repo(where: Path, suite: bytes = SUITE) -> Path:
     repo = where / "lockrepo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    commit(repo, {"calc.py": b"def add(a, b):\n    return a - b\n\n\ndef negate(a):\n    return -a\n",
-                  "tests/test_calc.py": suite,
-                  "tests/test_legacy.py": b"from calc import add\n\n\ndef test_old():\n    assert add(2, 1) == 1\n"},
-           "baseline")
+    commit(
+        repo,
+        {
+            "calc.py": b"def add(a, b):\n    return a - b\n\n\ndef negate(a):\n    return -a\n",
+            "tests/test_calc.py": suite,
+            "tests/test_legacy.py": b"from calc import add\n\n\ndef test_old():\n    assert add(2, 1) == 1\n",
+        },
+        "baseline",
+    )
     git(repo, "branch", "calc_baseline")
-    commit(repo, {"tests/test_calc.py": suite + b"\n\ndef test_add_two():\n    assert add(1, 1) == 2\n",
-                  "tests/test_legacy.py": None}, "the test change")
+    commit(
+        repo,
+        {
+            "tests/test_calc.py": suite + b"\n\ndef test_add_two():\n    assert add(1, 1) == 2\n",
+            "tests/test_legacy.py": None,
+        },
+        "the test change",
+    )
     git(repo, "branch", "calc_test")
     git(repo, "checkout", "-q", "--detach", "calc_baseline")
     commit(repo, {"calc.py": b"def add(a, b):\n    return a + b\n\n\ndef negate(a):\n    return -a\n"}, "the fix")
@@ -85,14 +97,21 @@ def conf(tmp_path_factory, docker_client, base_image) -> Path:
     (conf / "task" / "lk" / "calc.yaml").write_text(
         f"name: calc\nset: lk\nrepo: {repo}\n"
         "test_command: python3 -m pytest -q -p no:cacheprovider tests\n"
-        "prompt: add(1, 1) is 0. Please fix add.\nsystem_packages: [python3, python3-pytest]\n")
+        "prompt: add(1, 1) is 0. Please fix add.\nsystem_packages: [python3, python3-pytest]\n"
+    )
     return conf
 
 
 def crucible(conf: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
     env = {**os.environ, "CRUCIBLE_CONFIG_PATH": str(conf)}
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def spec_of(conf: Path, monkeypatch):
@@ -117,7 +136,9 @@ def test_lock_writes_the_hand_counted_lists_and_names_the_flaky_test(conf, locke
     data = json.loads((conf / "task" / "lk" / "calc.lock").read_text())
     assert (data["fail_to_pass"], data["pass_to_pass"], data["flaky"]) == (F2P, P2P, FLAKY)
     assert data["repeats"] == 6 and set(data["pins"]) == {"baseline", "test", "golden"}
-    assert "flaky lk/calc: tests/test_calc.py::test_coin (status differs across repeats; in neither list)" in locked.stdout
+    assert (
+        "flaky lk/calc: tests/test_calc.py::test_coin (status differs across repeats; in neither list)" in locked.stdout
+    )
 
 
 def test_the_locked_task_ships_and_the_spec_hash_follows_the_lock(conf, locked, monkeypatch, tmp_path):
@@ -139,8 +160,10 @@ def test_the_locked_task_ships_and_the_spec_hash_follows_the_lock(conf, locked, 
         # A rerun of a locked run is planned on the lists it was graded on, not the edited lock's.
         from engine.store.duckdb import DuckDBStore
 
-        run_id = DuckDBStore().query("SELECT run_id FROM runs WHERE task_id = 'lk/calc' AND agent = 'integration_test' "
-                                     "AND status = 'completed' ORDER BY started_at DESC LIMIT 1")[1][0][0]
+        run_id = DuckDBStore().query(
+            "SELECT run_id FROM runs WHERE task_id = 'lk/calc' AND agent = 'integration_test' "
+            "AND status = 'completed' ORDER BY started_at DESC LIMIT 1"
+        )[1][0][0]
         rerun = crucible(conf, "rerun", run_id)
         assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     finally:
@@ -168,7 +191,8 @@ def test_a_task_whose_change_makes_no_test_pass_is_not_shippable(tmp_path, docke
     (conf / "task" / "lk").mkdir(parents=True)
     (conf / "task" / "lk" / "calc.yaml").write_text(
         f"name: calc\nset: lk\nrepo: {repo}\ntest_command: python3 -m pytest -q -p no:cacheprovider tests\n"
-        "prompt: p\nsystem_packages: [python3, python3-pytest]\n")
+        "prompt: p\nsystem_packages: [python3, python3-pytest]\n"
+    )
     proc = crucible(conf, "lock", "task=lk/calc")
     assert proc.returncode == 1
     assert "FAIL lk/calc: not shippable: no test fails on the baseline and passes on the golden" in proc.stdout
@@ -191,13 +215,18 @@ def test_task_new_makes_a_shipping_locked_task_from_an_upstream_fix(tmp_path, do
     # task is written and noted by check. The default test command names no {test_files},
     # so under strict (the default) the task has no canary: noted too, with why.
     prompt_note = "note up/add: prompt is still the fix's commit message"
-    canary_note = ("note up/add: no canary (raw_grade.canary.skipped): the test command has no {test_files}, "
-                   "where the grader adds its canary test to pytest's arguments")
-    assert f"note: the prompt is the fix's commit message, which usually names the fix: write the task's own " \
-           f"in {yaml_path}" in proc.stdout
+    canary_note = (
+        "note up/add: no canary (raw_grade.canary.skipped): the test command has no {test_files}, "
+        "where the grader adds its canary test to pytest's arguments"
+    )
+    assert (
+        f"note: the prompt is the fix's commit message, which usually names the fix: write the task's own "
+        f"in {yaml_path}" in proc.stdout
+    )
     assert prompt_note in proc.stdout and canary_note in proc.stdout
-    yaml_path.write_text(yaml_path.read_text().replace('prompt: "Fix add, which subtracted',
-                                                       'prompt: "add(1, 1) gives 0, not 2.'))
+    yaml_path.write_text(
+        yaml_path.read_text().replace('prompt: "Fix add, which subtracted', 'prompt: "add(1, 1) gives 0, not 2.')
+    )
     edited = crucible(conf, "check", "task=up/add")
     assert edited.returncode == 0, edited.stdout + edited.stderr
     assert prompt_note not in edited.stdout and canary_note in edited.stdout
@@ -208,19 +237,23 @@ def test_task_new_makes_a_shipping_locked_task_from_an_upstream_fix(tmp_path, do
     assert "so the golden would be empty" in refused.stderr
 
 
-def test_a_hand_written_task_whose_suite_skips_fails_the_gate_naming_the_lock_command(tmp_path, docker_client,
-                                                                                     base_image):
+def test_a_hand_written_task_whose_suite_skips_fails_the_gate_naming_the_lock_command(
+    tmp_path, docker_client, base_image
+):
     repo = task_repo(tmp_path, STEADY_SUITE)  # a skip and an xfail, and no lock
     conf = tmp_path / "conf"
     (conf / "task" / "lk").mkdir(parents=True)
     (conf / "task" / "lk" / "calc.yaml").write_text(
         f"name: calc\nset: lk\nrepo: {repo}\ntest_command: python3 -m pytest -q -p no:cacheprovider tests\n"
-        "prompt: p\nsystem_packages: [python3, python3-pytest]\n")
+        "prompt: p\nsystem_packages: [python3, python3-pytest]\n"
+    )
     proc = crucible(conf, "check", "task=lk/calc")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     fail = [line for line in proc.stdout.splitlines() if line.startswith("FAIL lk/calc (golden")]
-    assert fail == ["FAIL lk/calc (golden, agent integration_test): reward 0.0 (expected 1.0); run "
-                    "`crucible lock task=lk/calc` to list the task's tests (fail_to_pass/pass_to_pass)"], proc.stdout
+    assert fail == [
+        "FAIL lk/calc (golden, agent integration_test): reward 0.0 (expected 1.0); run "
+        "`crucible lock task=lk/calc` to list the task's tests (fail_to_pass/pass_to_pass)"
+    ], proc.stdout
     assert "tests skipped (a task whose tests skip or xfail" in proc.stdout  # the reason, on the raw grade's line
 
 
@@ -230,7 +263,8 @@ def test_lists_on_a_task_that_reads_no_named_results_are_one_line(tmp_path, dock
     (conf / "task" / "lk").mkdir(parents=True)
     (conf / "task" / "lk" / "calc.yaml").write_text(
         f"name: calc\nset: lk\nrepo: {repo}\ntest_command: make test\nprompt: p\n"
-        "fail_to_pass: [tests/test_calc.py::test_add_two]\nsystem_packages: [python3, python3-pytest]\n")
+        "fail_to_pass: [tests/test_calc.py::test_add_two]\nsystem_packages: [python3, python3-pytest]\n"
+    )
     proc = crucible(conf, "check", "task=lk/calc")
     assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr
     assert "task 'lk/calc' lists fail_to_pass/pass_to_pass but reads no named test results" in proc.stderr
@@ -252,8 +286,11 @@ def test_lock_on_a_task_with_no_results_format_names_the_setting(tmp_path):
     repo = task_repo(tmp_path, STEADY_SUITE)
     (conf / "task" / "lk" / "calc.yaml").write_text(
         f"name: calc\nset: lk\nrepo: {repo}\ntest_command: make test\nprompt: p\n"
-        "system_packages: [python3, python3-pytest]\n")
+        "system_packages: [python3, python3-pytest]\n"
+    )
     proc = crucible(conf, "lock", "task=lk/calc", "integrity=vault", timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert ("task 'lk/calc' reads no named test results (results.format 'auto' for `make test`), so there are no "
-            "tests to lock: set results.format (pytest, go, parser)") in proc.stderr
+    assert (
+        "task 'lk/calc' reads no named test results (results.format 'auto' for `make test`), so there are no "
+        "tests to lock: set results.format (pytest, go, parser)"
+    ) in proc.stderr

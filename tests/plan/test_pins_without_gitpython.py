@@ -1,6 +1,7 @@
 """Planning pins refs and reads the hidden change with the git CLI (one process per call), not
 GitPython, whose import alone was ~0.05-0.1 s of a check answered from the store: the answers
 must be the very ones GitPython gave, and a wrong ref must still be named."""
+
 from __future__ import annotations
 
 import subprocess
@@ -46,8 +47,10 @@ def test_recorded_pins_are_checked_in_one_call_and_a_missing_one_is_told(repo):
 
 
 def test_planning_a_coding_task_imports_neither_gitpython_nor_omegaconf():
-    code = ("import sys; import envs.coding.flavor, envs.coding.hidden, engine.plan.repos; "
-            "print(sorted(m for m in ('git', 'omegaconf') if m in sys.modules))")
+    code = (
+        "import sys; import envs.coding.flavor, envs.coding.hidden, engine.plan.repos; "
+        "print(sorted(m for m in ('git', 'omegaconf') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -1,4 +1,5 @@
 """Run specs: frozen, pinned at plan time, content-hashed, and re-plannable to the same hash."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -2,6 +2,7 @@
 
 The PNG is decoded and its pixels measured (a blank or tiny image fails); the SVG keeps its
 text as text, so what a plot says (labels, solved counts, "no known cost") is read from it."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,7 @@ def decoded(path):
 def test_report_plot_writes_a_png_with_visible_content(swept, tmp_path, capsys, kind):
     store, sweep = swept
     target = tmp_path / f"{kind}.png"
-    assert main(["report", "--store", str(store), "--sweep", sweep, "--plot", str(target),
-                 "--plot-kind", kind]) == 0
+    assert main(["report", "--store", str(store), "--sweep", sweep, "--plot", str(target), "--plot-kind", kind]) == 0
     assert "By agent and model" in capsys.readouterr().out  # the report is printed as ever
     pixels = decoded(target)
     height, width, _ = pixels.shape
@@ -84,11 +84,26 @@ def test_report_plot_with_another_extension_is_one_line_and_writes_nothing(tmp_p
 
 def priced_run(run_id: str, model: str, reward: float, cost: float | None) -> RunRecord:
     return RunRecord(
-        run_id=run_id, spec_hash=run_id, spec={}, status="completed", task_id="t1", agent="tool_calling", model=model,
-        flavor="coding", runtime="docker", integrity_requested="vault", integrity_obtained="vault", attempt=0, seed=0,
-        sweep_id="S", started_at=T0.isoformat(), ended_at=(T0 + timedelta(seconds=5)).isoformat(), reward=reward,
+        run_id=run_id,
+        spec_hash=run_id,
+        spec={},
+        status="completed",
+        task_id="t1",
+        agent="tool_calling",
+        model=model,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="vault",
+        integrity_obtained="vault",
+        attempt=0,
+        seed=0,
+        sweep_id="S",
+        started_at=T0.isoformat(),
+        ended_at=(T0 + timedelta(seconds=5)).isoformat(),
+        reward=reward,
         steps=[Step(idx=0, kind="model", tokens_in=10, tokens_out=5, cost_usd=cost)],
-        owner_pid=os.getpid(), owner_host=socket.gethostname(),
+        owner_pid=os.getpid(),
+        owner_host=socket.gethostname(),
     )
 
 

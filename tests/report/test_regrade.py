@@ -8,6 +8,7 @@ protected-path reasons among them), the runtime-audit attacks, the canary cases 
 re-run's catch under strict, and synthetic SWE-bench Pro instances under none and strict.
 Every stored raw grade must still explain and regrade to its stored verdict.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,9 +46,12 @@ def _crucible(*args: str) -> subprocess.CompletedProcess:
 def test_every_raw_grade_stored_before_the_catalogue_regrades_to_its_verdict(old_store):
     _, records = old_store
     results = regrade_records(records)
-    differing = [f"{r.run_id} {r.task_id}: stored {r.stored_reward} {r.stored_reason!r}, today "
-                 f"{r.reward} {r.reason!r}{' (tests differ)' if not r.same_tests else ''} {r.problem}"
-                 for r in results if not r.same]
+    differing = [
+        f"{r.run_id} {r.task_id}: stored {r.stored_reward} {r.stored_reason!r}, today "
+        f"{r.reward} {r.reason!r}{' (tests differ)' if not r.same_tests else ''} {r.problem}"
+        for r in results
+        if not r.same
+    ]
     assert differing == []
     assert all(r.explained for r in results), "every raw grade explains"
     # The fixture covers what it claims: each flavor, both verdicts, the defences' reasons.
@@ -55,8 +59,16 @@ def test_every_raw_grade_stored_before_the_catalogue_regrades_to_its_verdict(old
     assert {"coding", "sdlc", "swebench_pro"} <= set(flavors), flavors
     assert {r.reward for r in records} == {0.0, 1.0}
     reasons = " | ".join(r.stored_reason for r in results)
-    for defence in ("canary test", "test-aware code", "runtime audit", "differential re-run", "text-only verdict",
-                    "JUnit report changed after pytest's own end", "resolved", "no open pull request"):
+    for defence in (
+        "canary test",
+        "test-aware code",
+        "runtime audit",
+        "differential re-run",
+        "text-only verdict",
+        "JUnit report changed after pytest's own end",
+        "resolved",
+        "no open pull request",
+    ):
         assert defence in reasons, defence
 
 

@@ -1,4 +1,5 @@
 """``crucible report``: the statistics against hand counts, then reports read from a real store."""
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,21 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 # ---------------------------------------------------------------- statistics
 
-@pytest.mark.parametrize("n, c, k, expected", [
-    (3, 1, 1, 1 / 3), (3, 1, 2, 2 / 3), (3, 1, 3, 1.0),  # 1 - C(2,k)/C(3,k)
-    (3, 0, 1, 0.0), (3, 0, 3, 0.0), (3, 3, 1, 1.0), (3, 2, 2, 1.0),
-    (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
-    (10, 1, 5, 0.5),  # 1 - C(9,5)/C(10,5) = 1 - 126/252
-])
+
+@pytest.mark.parametrize(
+    "n, c, k, expected",
+    [
+        (3, 1, 1, 1 / 3),
+        (3, 1, 2, 2 / 3),
+        (3, 1, 3, 1.0),  # 1 - C(2,k)/C(3,k)
+        (3, 0, 1, 0.0),
+        (3, 0, 3, 0.0),
+        (3, 3, 1, 1.0),
+        (3, 2, 2, 1.0),
+        (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+        (10, 1, 5, 0.5),  # 1 - C(9,5)/C(10,5) = 1 - 126/252
+    ],
+)
 def test_pass_at_k_is_the_unbiased_estimator(n, c, k, expected):
     assert pass_at_k(n, c, k) == pytest.approx(expected)
 
@@ -77,8 +87,14 @@ def test_wilson_interval_matches_published_values():
 
 
 def test_t_interval_uses_the_exact_t_quantile():
-    assert [round(t_quantile(df, 0.975), 3) for df in (1, 2, 4, 10, 30, 2000)] == \
-        [12.706, 4.303, 2.776, 2.228, 2.042, 1.961]
+    assert [round(t_quantile(df, 0.975), 3) for df in (1, 2, 4, 10, 30, 2000)] == [
+        12.706,
+        4.303,
+        2.776,
+        2.228,
+        2.042,
+        1.961,
+    ]
     interval = t_interval([1, 2, 3, 4, 5])  # mean 3, s = sqrt(2.5), t(4) = 2.7764
     assert (round(interval.low, 3), round(interval.high, 3)) == (1.037, 4.963)
     assert t_interval([0.5]) is None
@@ -102,18 +118,46 @@ def test_since_takes_durations_and_iso_times_as_utc():
 
 # ---------------------------------------------------------------- reports from a store
 
-def run(run_id: str, *, task: str, model: str | None, attempt: int, status: str = "completed",
-        reward: float | None = None, agent: str = "tool_calling", sweep: str = "S1", minutes: float = 0,
-        steps: list[Step] | None = None, spec: str | None = None, started: datetime | None = None) -> RunRecord:
+
+def run(
+    run_id: str,
+    *,
+    task: str,
+    model: str | None,
+    attempt: int,
+    status: str = "completed",
+    reward: float | None = None,
+    agent: str = "tool_calling",
+    sweep: str = "S1",
+    minutes: float = 0,
+    steps: list[Step] | None = None,
+    spec: str | None = None,
+    started: datetime | None = None,
+) -> RunRecord:
     started = started or T0 + timedelta(minutes=minutes)
     final = status != "running"
     return RunRecord(
-        run_id=run_id, spec_hash=spec or f"{agent}|{model}|{task}|{attempt}", spec={}, status=status,
-        task_id=task, agent=agent, model=model, flavor="coding", runtime="docker", integrity_requested="vault",
-        integrity_obtained="vault", attempt=attempt, seed=0, sweep_id=sweep, started_at=started.isoformat(),
+        run_id=run_id,
+        spec_hash=spec or f"{agent}|{model}|{task}|{attempt}",
+        spec={},
+        status=status,
+        task_id=task,
+        agent=agent,
+        model=model,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="vault",
+        integrity_obtained="vault",
+        attempt=attempt,
+        seed=0,
+        sweep_id=sweep,
+        started_at=started.isoformat(),
         ended_at=(started + timedelta(seconds=10 + attempt)).isoformat() if final else None,
-        reward=reward if status == "completed" else None, error="boom" if status == "error" else None,
-        steps=steps or [], owner_pid=os.getpid(), owner_host=socket.gethostname(),
+        reward=reward if status == "completed" else None,
+        error="boom" if status == "error" else None,
+        steps=steps or [],
+        owner_pid=os.getpid(),
+        owner_host=socket.gethostname(),
     )
 
 
@@ -142,9 +186,18 @@ def store(tmp_path, monkeypatch):
             for attempt, outcome in enumerate(outcomes):
                 status = {"E": "error", "T": "timeout"}.get(outcome, "completed")
                 steps = [model_step(100, 10, 0.01 if model == "m1" else None), tool_step()]
-                records.append(run(f"{model}-{task}-{attempt}", task=task, model=model, attempt=attempt,
-                                   status=status, reward=None if status != "completed" else float(outcome),
-                                   minutes=attempt, steps=steps))
+                records.append(
+                    run(
+                        f"{model}-{task}-{attempt}",
+                        task=task,
+                        model=model,
+                        attempt=attempt,
+                        status=status,
+                        reward=None if status != "completed" else float(outcome),
+                        minutes=attempt,
+                        steps=steps,
+                    )
+                )
     records += [
         # m1/t2 attempt 0 failed first, then was resumed: one attempt, the completed one.
         run("m1-t2-0-killed", task="t2", model="m1", attempt=0, status="error", minutes=-5),
@@ -176,10 +229,25 @@ def test_report_counts_pass_at_k_and_intervals_as_counted_by_hand(store):
     # m2: t1 1, t2 0 (0.5 is not a success), t3 0 (timeout + two zeros), t4 2
     assert m2.pass_at[1] == pytest.approx((1 / 3 + 0 + 0 + 2 / 3) / 4)
     assert m2.pass_at[3] == pytest.approx(2 / 4)
-    assert (m1.runs, m1.running, m1.superseded, m1.attempts, m1.completed, m1.errors, m1.timeouts, m1.solved) == \
-        (14, 1, 1, 12, 11, 1, 0, 5)
-    assert (m2.runs, m2.canceled, m2.attempts, m2.completed, m2.errors, m2.timeouts, m2.solved) == \
-        (13, 1, 12, 11, 0, 1, 3)
+    assert (m1.runs, m1.running, m1.superseded, m1.attempts, m1.completed, m1.errors, m1.timeouts, m1.solved) == (
+        14,
+        1,
+        1,
+        12,
+        11,
+        1,
+        0,
+        5,
+    )
+    assert (m2.runs, m2.canceled, m2.attempts, m2.completed, m2.errors, m2.timeouts, m2.solved) == (
+        13,
+        1,
+        12,
+        11,
+        0,
+        1,
+        3,
+    )
     # mean reward over completed attempts only: errors have no reward
     assert m1.mean_reward == pytest.approx(5 / 11) and m1.interval == wilson_interval(5, 11)
     assert m2.mean_reward == pytest.approx(3.5 / 11) and m2.interval.method == "t"
@@ -225,14 +293,24 @@ def test_compare_lists_the_tasks_that_flipped_between_two_sweeps(store):
     for record in extra:
         store.write_run_record(record, None)
     report = build_report(store, Filters(models=("m1",)), compare=("S1", "S2"))
-    tally, = report.comparison.tallies
-    assert (tally.tasks, tally.solved_a, tally.solved_b, tally.gained, tally.lost, tally.only_a, tally.only_b) == \
-        (3, 2, 2, 1, 1, 1, 0)
-    assert [(f.task_id, f.change, f.a.solved, f.a.attempts, f.b.solved) for f in report.comparison.flips] == \
-        [("t1", "lost", 3, 3, 0), ("t3", "gained", 0, 3, 1)]
+    (tally,) = report.comparison.tallies
+    assert (tally.tasks, tally.solved_a, tally.solved_b, tally.gained, tally.lost, tally.only_a, tally.only_b) == (
+        3,
+        2,
+        2,
+        1,
+        1,
+        1,
+        0,
+    )
+    assert [(f.task_id, f.change, f.a.solved, f.a.attempts, f.b.solved) for f in report.comparison.flips] == [
+        ("t1", "lost", 3, 3, 0),
+        ("t3", "gained", 0, 3, 1),
+    ]
 
 
 # ---------------------------------------------------------------- the command
+
 
 def test_report_command_prints_every_format(store, capsys):
     assert main(["report", "--sweep", "S1", "--format", "json"]) == 0
@@ -240,8 +318,14 @@ def test_report_command_prints_every_format(store, capsys):
     assert document["ks"] == [1, 2, 3] and document["filters"] == {"sweep": ["S1"]}
     m1 = next(row for row in document["summary"] if row["model"] == "m1")
     assert m1["pass@3"] == 0.75 and m1["ci_method"] == "wilson" and m1["running"] == 1
-    assert {"task_id": "t4", "agent": "tool_calling", "model": "m1", "solved": 1, "attempts": 3,
-            "failed": 1} in document["matrix"]
+    assert {
+        "task_id": "t4",
+        "agent": "tool_calling",
+        "model": "m1",
+        "solved": 1,
+        "attempts": 3,
+        "failed": 1,
+    } in document["matrix"]
     assert any("still running" in note for note in document["notes"])
 
     assert main(["report", "--sweep", "S1", "--format", "csv", "--k", "1,3"]) == 0
@@ -270,16 +354,29 @@ def test_report_command_rejects_bad_options_in_one_line(store, capsys):
 def report_cli(*args: str) -> subprocess.CompletedProcess:
     """``crucible report`` as a user runs it, on the store the ``store`` fixture filled (its
     $CRUCIBLE_HOME is in this process's environment, which the child inherits)."""
-    return subprocess.run([sys.executable, "-m", "engine.cli", "report", *args], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", "report", *args],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--sweep", "NOSUCH"], "--sweep NOSUCH: no such sweep in the store (the latest is S1; --sweep last names it)"),
-    (["--sweep", "S1,NOSUCH"], "--sweep NOSUCH: no such sweep in the store (the latest is S1; --sweep last names it)"),
-    (["--compare", "S0", "NOSUCH"], "--compare NOSUCH: no such sweep in the store (the latest is S1; "
-                                    "--compare last names it)"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--sweep", "NOSUCH"], "--sweep NOSUCH: no such sweep in the store (the latest is S1; --sweep last names it)"),
+        (
+            ["--sweep", "S1,NOSUCH"],
+            "--sweep NOSUCH: no such sweep in the store (the latest is S1; --sweep last names it)",
+        ),
+        (
+            ["--compare", "S0", "NOSUCH"],
+            "--compare NOSUCH: no such sweep in the store (the latest is S1; --compare last names it)",
+        ),
+    ],
+)
 def test_a_sweep_the_store_lacks_exits_non_zero_naming_it(store, args, line):
     proc = report_cli(*args)
     assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
@@ -291,11 +388,13 @@ def test_a_sweep_the_store_lacks_exits_non_zero_naming_it(store, args, line):
 def test_sweep_last_in_a_store_without_sweeps_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "home"))
     no_sweep = DuckDBStore()
-    no_sweep.write_run_record(run("single", task="t1", model=None, attempt=0, reward=1.0, agent="noop", sweep=None),
-                              None)
+    no_sweep.write_run_record(
+        run("single", task="t1", model=None, attempt=0, reward=1.0, agent="noop", sweep=None), None
+    )
     no_sweep.ingest_pending()
     proc = report_cli("--sweep", "last")
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.splitlines() == ["crucible report: --sweep last: the store has no sweep yet "
-                                        "(crucible run -m makes one)"]
+    assert proc.stderr.splitlines() == [
+        "crucible report: --sweep last: the store has no sweep yet (crucible run -m makes one)"
+    ]
     assert report_cli().returncode == 0  # the run outside any sweep is still reported without --sweep

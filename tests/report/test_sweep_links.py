@@ -1,5 +1,6 @@
 """A resumed sweep's report covers the runs it reused: the store's ``sweep_runs`` links, written
 through the spool (as a sweep's workers write), ingested once, read by the report's sweep filter."""
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,24 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 def record(run_id: str, task: str, sweep: str, minutes: int) -> RunRecord:
     started = T0 + timedelta(minutes=minutes)
     return RunRecord(
-        run_id=run_id, spec_hash=f"spec-{task}", spec={}, status="completed", task_id=task, agent="noop",
-        model=None, flavor="coding", runtime="docker", integrity_requested="vault", integrity_obtained="vault",
-        attempt=0, seed=0, sweep_id=sweep, started_at=started.isoformat(),
-        ended_at=(started + timedelta(seconds=5)).isoformat(), reward=0.0)
+        run_id=run_id,
+        spec_hash=f"spec-{task}",
+        spec={},
+        status="completed",
+        task_id=task,
+        agent="noop",
+        model=None,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="vault",
+        integrity_obtained="vault",
+        attempt=0,
+        seed=0,
+        sweep_id=sweep,
+        started_at=started.isoformat(),
+        ended_at=(started + timedelta(seconds=5)).isoformat(),
+        reward=0.0,
+    )
 
 
 @pytest.fixture
@@ -51,7 +66,8 @@ def test_a_link_spooled_twice_is_stored_once_and_a_bad_one_is_set_aside(store):
         store.link_sweep_run("B", "a1")
     assert store.query("SELECT sweep_id, run_id, reused FROM sweep_runs")[1] == [("B", "a1", True)]
     (store.spool / "sweep_run.bad.00000000000000000001.json").write_text(
-        json.dumps({"record_kind": "sweep_run", "record_seq": 1, "sweep_id": "", "run_id": "a2"}))
+        json.dumps({"record_kind": "sweep_run", "record_seq": 1, "sweep_id": "", "run_id": "a2"})
+    )
     store.ingest_pending()
     assert store.query("SELECT count(*) FROM sweep_runs")[1] == [(1,)]
     assert list((store.spool / "rejected").glob("sweep_run.bad.*"))

@@ -1,5 +1,6 @@
 """A run's bridge directory names its owner, so one left by a run killed with -9 is removed
 by the next crucible command's housekeeping, and a live run's bridge is never touched."""
+
 from __future__ import annotations
 
 import os

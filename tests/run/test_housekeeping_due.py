@@ -1,6 +1,7 @@
 """Housekeeping reads what is due in one store turn (``DuckDBStore.housekeeping_due``) and writes
 only then: a run is due exactly when ``mark_orphaned_runs`` would take it (running on this host,
 its owner dead), and a terminal left running by an ended run is still marked stale."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,10 +28,25 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 
 def running(run_id: str, pid: int) -> RunRecord:
     now = datetime.now(UTC).isoformat()
-    return RunRecord(run_id=run_id, spec_hash="h", spec={}, status="running", task_id="t", agent="noop",
-                     model=None, flavor="coding", runtime="docker", integrity_requested="strict",
-                     integrity_obtained=None, attempt=0, seed=0, sweep_id=None, started_at=now,
-                     owner_pid=pid, owner_host=this_host())
+    return RunRecord(
+        run_id=run_id,
+        spec_hash="h",
+        spec={},
+        status="running",
+        task_id="t",
+        agent="noop",
+        model=None,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="strict",
+        integrity_obtained=None,
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at=now,
+        owner_pid=pid,
+        owner_host=this_host(),
+    )
 
 
 def dead_pid() -> int:
@@ -51,9 +67,19 @@ def test_a_live_owners_run_is_not_due_and_a_dead_owners_is(store):
 def test_housekeeping_ends_a_dead_owners_run_and_stales_its_terminal(store):
     store.record_run(running("r", pid=dead_pid()))
     log = TerminalLog(store, "r", TerminalPolicy(retention=60))
-    asyncio.run(log.start(TerminalRecord(terminal_id="t-r", run_id="r", owner="agent:x", tmux_server="s",
-                                         tmux_session="crucible", state="running",
-                                         started_at=datetime.now(UTC).isoformat())))
+    asyncio.run(
+        log.start(
+            TerminalRecord(
+                terminal_id="t-r",
+                run_id="r",
+                owner="agent:x",
+                tmux_server="s",
+                tmux_session="crucible",
+                state="running",
+                started_at=datetime.now(UTC).isoformat(),
+            )
+        )
+    )
     housekeeping(store)
     record = store.get_run("r")
     assert record is not None and record.status == "error" and "owner process died" in (record.error or "")
@@ -62,12 +88,21 @@ def test_housekeeping_ends_a_dead_owners_run_and_stales_its_terminal(store):
 
 
 def test_a_terminal_of_a_run_that_ended_is_due_and_housekeeping_stales_it(store):
-    store.record_run(replace(running("e", pid=os.getpid()), status="completed",
-                             ended_at=datetime.now(UTC).isoformat()))
+    store.record_run(replace(running("e", pid=os.getpid()), status="completed", ended_at=datetime.now(UTC).isoformat()))
     log = TerminalLog(store, "e", TerminalPolicy(retention=60))
-    asyncio.run(log.start(TerminalRecord(terminal_id="t-e", run_id="e", owner="agent:x", tmux_server="s",
-                                         tmux_session="crucible", state="running",
-                                         started_at=datetime.now(UTC).isoformat())))
+    asyncio.run(
+        log.start(
+            TerminalRecord(
+                terminal_id="t-e",
+                run_id="e",
+                owner="agent:x",
+                tmux_server="s",
+                tmux_session="crucible",
+                state="running",
+                started_at=datetime.now(UTC).isoformat(),
+            )
+        )
+    )
     assert store.housekeeping_due() == (False, True)
     housekeeping(store)
     assert [t.state for t in store.terminals("e", include_closed=True)] == ["stale"]

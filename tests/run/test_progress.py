@@ -1,4 +1,5 @@
 """The sweep progress display, fed record files and markers the way sweep jobs write them."""
+
 from __future__ import annotations
 
 import io
@@ -49,14 +50,16 @@ def test_plain_lines_come_at_most_every_interval_and_only_with_news_then_once_at
     clock.now += 4
     assert progress.tick() is None
     clock.now += 7.5
-    assert progress.tick() == ("sweep S: 2/4 done, 1 completed, 1 failed, 1 running, 1 waiting"
-                               " | 0:22 elapsed, ETA 0:22")  # 2 jobs in 22.5 s, 2 to go
+    assert progress.tick() == (
+        "sweep S: 2/4 done, 1 completed, 1 failed, 1 running, 1 waiting | 0:22 elapsed, ETA 0:22"
+    )  # 2 jobs in 22.5 s, 2 to go
     clock.now += 30
     assert progress.tick() is None  # only the clock moved
     record(sweep, 2, "timeout")
     mark_job(sweep / "3", SKIPPED_MARKER, "skip t a: spec already has completed run (resume=true)")
-    assert progress.tick(final=True) == ("sweep S: 4/4 done, 1 completed, 2 failed, 1 skipped, 0 running,"
-                                         " 0 waiting | 0:52 elapsed, done")
+    assert progress.tick(final=True) == (
+        "sweep S: 4/4 done, 1 completed, 2 failed, 1 skipped, 0 running, 0 waiting | 0:52 elapsed, done"
+    )
     assert out.getvalue().count("\n") == 4 and "\r" not in out.getvalue()
 
 
@@ -74,7 +77,9 @@ def test_on_a_terminal_one_line_is_redrawn_in_place(tmp_path, clock, monkeypatch
     progress.stop()
     # rich draws it: each redraw returns to the line's start and clears it; one newline, at the end.
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
-    frames = list(dict.fromkeys(f[f.index("sweep S"):].split(" | ")[0] for f in re.split(r"[\r\n]", text) if "sweep S" in f))
+    frames = list(
+        dict.fromkeys(f[f.index("sweep S") :].split(" | ")[0] for f in re.split(r"[\r\n]", text) if "sweep S" in f)
+    )
     assert frames == [
         "sweep S: 0/2 done, 0 completed, 0 failed, 0 running, 2 waiting",
         "sweep S: 1/2 done, 1 completed, 0 failed, 0 running, 1 waiting",

@@ -5,6 +5,7 @@ Each case is a real run of ``sample/last_page`` under ``strict`` whose one slow 
 marked ``sleep`` (in the agent's tool call, or in the test command), so the test can see,
 from inside the container, that the run is in that phase before it cancels.
 """
+
 from __future__ import annotations
 
 import asyncio

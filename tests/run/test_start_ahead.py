@@ -5,6 +5,7 @@ cancelled while runs still wait for their slot.
 Real runs of ``sample/last_page`` (the ``noop`` agent: no change, reward 0) on Docker, one
 slot and one run ahead, so a run always waits while another one runs.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,7 @@ def _ours(docker_client) -> list:
     removes its containers while another one looks: one listed and gone before it is
     inspected is not ours any more, so it is left out rather than failing the look."""
     pid = owner_labels()[LABEL_OWNER_PID]
-    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"},
-                                         ignore_removed=True)
+    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_OWNER_PID}={pid}"}, ignore_removed=True)
 
 
 def _bridges_made(monkeypatch) -> list[str]:
@@ -52,8 +52,7 @@ def _bridges_made(monkeypatch) -> list[str]:
     return made
 
 
-def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, docker_client, tmp_path,
-                                                                     monkeypatch):
+def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, docker_client, tmp_path, monkeypatch):
     import time
 
     import engine.run.trial as trial
@@ -74,8 +73,9 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
             if container.labels[LABEL_PURPOSE] == "agent":
                 deadline = time.monotonic() + 30  # a setup still under way: it is the waiting run's own
                 while True:
-                    log = container.exec_run(["git", "-c", "safe.directory=*", "-C", plan.spec.task.workdir,
-                                              "log", "--format=%s"])
+                    log = container.exec_run(
+                        ["git", "-c", "safe.directory=*", "-C", plan.spec.task.workdir, "log", "--format=%s"]
+                    )
                     if log.exit_code == 0 or time.monotonic() > deadline:
                         break
                     time.sleep(0.1)
@@ -123,8 +123,7 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     assert len(bridges) == 3 and not any(Path(b).exists() for b in bridges)
 
 
-def test_a_batch_cancelled_while_runs_wait_leaves_nothing_started_ahead(planned, docker_client, tmp_path,
-                                                                        monkeypatch):
+def test_a_batch_cancelled_while_runs_wait_leaves_nothing_started_ahead(planned, docker_client, tmp_path, monkeypatch):
     from engine.run.batch import BatchJob, RunSlots, run_batch
 
     session, plan = planned

@@ -1,4 +1,5 @@
 """Hydra multirun sweeps through ``crucible run -m``: parallel, stored once, resumable."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hyd
 
 
 def crucible(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 def sweep_id_of(stdout: str) -> str:
@@ -49,7 +51,7 @@ def test_a_parallel_sweep_stores_exactly_one_run_per_job_and_runs_overlap(first_
     assert sorted(r[4] for r in rows if r[2] == "integration_test") == [1.0] * 4
     assert sorted(r[4] for r in rows if r[2] == "noop") == [0.0] * 4
     spans = [(r[5], r[6]) for r in rows]
-    overlapping = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    overlapping = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1 :] if a[0] < b[1] and b[0] < a[1]]
     assert overlapping, f"no two runs overlapped: {sorted(spans)}"
 
 
@@ -65,9 +67,20 @@ def test_resume_skips_every_spec_that_already_has_a_completed_run(first_sweep):
 def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(first_sweep, docker_client):
     """A run interrupted while its agent works ends as 'canceled', with no container left."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.main", "run", f"task={_a_sample_task()}", "agent=integration_test",
-         "timeouts.setup=300", "seed=4242"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.main",
+            "run",
+            f"task={_a_sample_task()}",
+            "agent=integration_test",
+            "timeouts.setup=300",
+            "seed=4242",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     label = {"label": f"crucible.owner_pid={proc.pid}"}

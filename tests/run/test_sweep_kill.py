@@ -7,6 +7,7 @@ kill is tried on two sweeps: the deterministic agents' (8 runs), and the model a
 issue 5 (2 models x 4 tasks x 3 attempts) against the model STAND-IN (tests/standin: a
 hosted model API is unreachable here; everything else is real).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,11 +28,20 @@ from engine.util.codehash import _content_hash, engine_version
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
-MODEL_SWEEP = ["run", "-m", "agent=tool_calling", "model=openai-compatible/standin-a,openai-compatible/standin-b",
-               "task=glob(sample/*)", "attempt=range(0,3)", "hydra.launcher.n_jobs=2"]
+MODEL_SWEEP = [
+    "run",
+    "-m",
+    "agent=tool_calling",
+    "model=openai-compatible/standin-a,openai-compatible/standin-b",
+    "task=glob(sample/*)",
+    "attempt=range(0,3)",
+    "hydra.launcher.n_jobs=2",
+]
 # Mixed outcomes, so both passing and failing verdicts are among what the kill interrupts.
-MODEL_SCRIPT = ("from tests.standin.script import outcome_table\n"
-                "script = outcome_table({('standin-a', '*'): ['fix', 'give_up', 'fix']}, default='give_up')\n")
+MODEL_SCRIPT = (
+    "from tests.standin.script import outcome_table\n"
+    "script = outcome_table({('standin-a', '*'): ['fix', 'give_up', 'fix']}, default='give_up')\n"
+)
 
 
 @pytest.fixture
@@ -43,8 +53,14 @@ def home(tmp_path, docker_client, base_image):
 
 
 def crucible(env: dict, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(params=["deterministic", "model-standin"])
@@ -60,8 +76,14 @@ def sweep_args(request, tmp_path, home) -> tuple[list[str], int]:
 
 def start_sweep(env: dict, log: Path, args: list[str] = SWEEP) -> subprocess.Popen:
     with log.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "engine.cli.main", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def records(env: dict) -> dict[str, dict]:
@@ -112,8 +134,9 @@ def query(env: dict, sql: str) -> list[tuple]:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishes_the_rest(home, docker_client,
-                                                                                           tmp_path, sweep_args):
+def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishes_the_rest(
+    home, docker_client, tmp_path, sweep_args
+):
     args, jobs = sweep_args
     version = engine_version()
     sweep = start_sweep(home, tmp_path / "sweep.log", args)
@@ -170,14 +193,17 @@ def test_kill_9_of_a_sweep_leaves_no_container_no_running_run_and_resume_finishe
     assert len(completed) == jobs and set(completed.values()) == {1}, rows
     assert not any(status == "running" for _, status, _ in rows)
     # The progress display's last line, on stderr: every job accounted for.
-    assert f"{jobs}/{jobs} done, {jobs - len(completed_before)} completed, 0 failed, {len(completed_before)} skipped" \
-        in resumed.stderr, resumed.stderr[-2000:]
+    assert (
+        f"{jobs}/{jobs} done, {jobs - len(completed_before)} completed, 0 failed, {len(completed_before)} skipped"
+        in resumed.stderr
+    ), resumed.stderr[-2000:]
 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_when_only_the_sweep_process_dies_its_workers_exit_and_the_next_command_cleans_up(home, docker_client,
-                                                                                          tmp_path):
+def test_when_only_the_sweep_process_dies_its_workers_exit_and_the_next_command_cleans_up(
+    home, docker_client, tmp_path
+):
     log = tmp_path / "sweep.log"
     sweep = start_sweep(home, log, [*SWEEP, "hydra/launcher=joblib"])  # the guard is for a launcher's workers
     workers: set[int] = set()
@@ -209,8 +235,12 @@ def test_a_dead_owner_not_yet_waited_for_counts_as_dead():
     child = subprocess.Popen(["true"])
     labels = {LABEL_OWNER_PID: str(child.pid), LABEL_OWNER_STARTED: process_start_time(child.pid) or ""}
     try:
-        wait_for(lambda: Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", 10,
-                 "the child to become a zombie", interval=0.01)
+        wait_for(
+            lambda: Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
+            10,
+            "the child to become a zombie",
+            interval=0.01,
+        )
         assert owner_alive(labels) is False
     finally:
         child.wait()

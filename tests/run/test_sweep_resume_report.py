@@ -1,5 +1,6 @@
 """``crucible report --sweep last`` after an interrupted sweep and its ``resume=true`` covers the
 whole sweep: the runs the resume ran and the completed ones it reused (``sweep_runs``)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=integration_test", "hydra.la
 
 
 def crucible(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
 
 
 def records(env: dict) -> list[dict]:
@@ -45,13 +47,20 @@ def wait_for(condition, timeout: float, what: str) -> None:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_report_of_the_last_sweep_after_a_kill_and_resume_counts_every_task_of_the_sweep(tmp_path, docker_client,
-                                                                                          base_image):
+def test_report_of_the_last_sweep_after_a_kill_and_resume_counts_every_task_of_the_sweep(
+    tmp_path, docker_client, base_image
+):
     env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
     env.pop("CRUCIBLE_STORE", None)
     with (tmp_path / "sweep.log").open("w") as log:
-        sweep = subprocess.Popen([sys.executable, "-m", "engine.cli.main", *SWEEP], cwd=ROOT, env=env,
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli.main", *SWEEP],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def some_but_not_all_completed():
         """Checked with the sweep stopped (SIGSTOP), so no run ends between the look and the kill."""
@@ -80,6 +89,13 @@ def test_report_of_the_last_sweep_after_a_kill_and_resume_counts_every_task_of_t
     assert len(tasks) == 4 and all(t.startswith("sample/") for t in tasks), document["matrix"]
     assert all(row["solved"] == 1 and row["attempts"] == 1 for row in document["matrix"]), document["matrix"]
     # The resume ran only what was left, and its report still counts all four.
-    ran = json.loads(crucible(env, "query", "--json", "SELECT count(*) AS n FROM runs WHERE sweep_id = "
-                                    "(SELECT sweep_id FROM runs ORDER BY started_at DESC LIMIT 1)").stdout)
+    ran = json.loads(
+        crucible(
+            env,
+            "query",
+            "--json",
+            "SELECT count(*) AS n FROM runs WHERE sweep_id = "
+            "(SELECT sweep_id FROM runs ORDER BY started_at DESC LIMIT 1)",
+        ).stdout
+    )
     assert ran == [{"n": 4 - reused}]

@@ -1,5 +1,6 @@
 """The progress of runs in this process (check, lock, swe eval), and of the tool calls an MCP server
 journals for a run whose agent cannot say what it did."""
+
 from __future__ import annotations
 
 import io
@@ -25,8 +26,9 @@ def test_plain_lines_wait_for_a_run_then_count_done_running_failed_and_the_eta()
     progress.running()
     clock.now = 10
     progress.finished("completed")
-    assert progress.tick() == ("check: 2/4 done, 1 completed, 0 failed, 1 skipped, 1 running, 1 waiting"
-                               " | 0:10 elapsed, ETA 0:20")
+    assert progress.tick() == (
+        "check: 2/4 done, 1 completed, 0 failed, 1 skipped, 1 running, 1 waiting | 0:10 elapsed, ETA 0:20"
+    )
     progress.finished("timeout")
     assert progress.tick(final=True).startswith("check: 3/4 done, 1 completed, 1 failed, 1 skipped, 0 running")
     assert out.getvalue().count("\n") == 2
@@ -49,7 +51,9 @@ def test_the_journal_numbers_calls_by_start_and_marks_those_in_flight():
     journal.ended(first, "README.md", False)
     steps = journal.steps()
     assert [(s.idx, s.arguments["command"], s.is_error, s.note) for s in steps] == [
-        (0, "ls", False, None), (1, "sleep 300", True, IN_FLIGHT_NOTE)]
+        (0, "ls", False, None),
+        (1, "sleep 300", True, IN_FLIGHT_NOTE),
+    ]
     assert steps[0].result == "README.md" and slow.note is None  # a copy is marked, not the call's own
     journal.forget(slow)  # cancelled at shutdown: it ended without a result
     assert [s.arguments["command"] for s in journal.steps()] == ["ls"]

@@ -1,4 +1,5 @@
 """Reaching the Docker engine (engine/runtimes/docker/daemon.py): one actionable line when none answers."""
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ right after the wrapper's ``echo $$`` can reach the stream before that line. The
 found it staged a submission into a workspace without a vault: the stager's "vault ... is
 missing" came first, was taken as the pid line, and the pid ("23") came out as the output.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,11 +50,15 @@ async def _read(frames: list[tuple[int, bytes]]) -> tuple[int | None, bytes]:
     return pid, output
 
 
-@pytest.mark.parametrize("frames", [
-    [(STDOUT, b"23\n"), (STDERR, b"crucible: vault is missing\n")],
-    [(STDERR, b"crucible: vault is missing\n"), (STDOUT, b"23\n")],
-    [(STDERR, b"crucible: vault "), (STDOUT, b"2"), (STDERR, b"is missing\n"), (STDOUT, b"3\n")],
-], ids=["pid-line-first", "stderr-first", "interleaved"])
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [(STDOUT, b"23\n"), (STDERR, b"crucible: vault is missing\n")],
+        [(STDERR, b"crucible: vault is missing\n"), (STDOUT, b"23\n")],
+        [(STDERR, b"crucible: vault "), (STDOUT, b"2"), (STDERR, b"is missing\n"), (STDOUT, b"3\n")],
+    ],
+    ids=["pid-line-first", "stderr-first", "interleaved"],
+)
 def test_the_pid_line_comes_from_stdout_and_stderr_stays_output(frames):
     pid, output = asyncio.run(_read(frames))
     assert pid == 23

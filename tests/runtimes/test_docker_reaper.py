@@ -4,6 +4,7 @@ Owners here are real child processes that provision a real workspace; the reaper
 against the real engine. Other owners' containers (a live process, another host) are
 created bare (not started: the reaper sees stopped containers too) and must survive.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,8 +59,12 @@ def owner(base_image, docker_client):
     names: list[str] = []
 
     def start() -> tuple[subprocess.Popen, str]:
-        child = subprocess.Popen([sys.executable, "-c", OWNER, base_image, f"reaper-{uuid.uuid4().hex[:8]}"],
-                                 cwd=PROJECT, stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", OWNER, base_image, f"reaper-{uuid.uuid4().hex[:8]}"],
+            cwd=PROJECT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         children.append(child)
         ready, _, _ = select.select([child.stdout], [], [], 60)
         assert ready, "owner process did not report its container within 60 s"
@@ -86,7 +91,9 @@ def bare_containers(base_image, docker_client):
 
     def create(labels: dict[str, str]) -> str:
         container = docker_client.containers.create(
-            base_image, ["sleep", "infinity"], network_mode="none",
+            base_image,
+            ["sleep", "infinity"],
+            network_mode="none",
             labels={LABEL_RUN_ID: f"reaper-{uuid.uuid4().hex[:8]}", **labels},
         )
         made.append(container.name)
@@ -122,13 +129,15 @@ def test_reaper_removes_the_container_of_a_sigkilled_owner(owner, docker_client)
 
 def test_reaper_leaves_live_owners_and_other_hosts_alone(base_image, docker_client, bare_containers):
     async def scenario():
-        async with DockerRuntime().provision(base_image, run_id=f"reaper-{uuid.uuid4().hex[:8]}",
-                                             network=False, purpose="test") as ws:
+        async with DockerRuntime().provision(
+            base_image, run_id=f"reaper-{uuid.uuid4().hex[:8]}", network=False, purpose="test"
+        ) as ws:
             reaped = reap_orphans(docker_client)
             return ws.name, reaped, exists(docker_client, ws.name)
 
-    other_host = bare_containers({**owner_labels(), LABEL_OWNER_HOST: "another-host.invalid",
-                                  LABEL_OWNER_PID: str(dead_pid())})
+    other_host = bare_containers(
+        {**owner_labels(), LABEL_OWNER_HOST: "another-host.invalid", LABEL_OWNER_PID: str(dead_pid())}
+    )
     mine, reaped, still_there = asyncio.run(scenario())
     assert mine not in reaped and still_there
     assert other_host not in reaped and exists(docker_client, other_host)

@@ -7,6 +7,7 @@ nothing running and only directories to reap, and that the coding flavor grades 
 task end to end on it (golden 1.0, empty diff 0.0). The shared Workspace contract runs
 against it in tests/runtimes/test_workspace_conformance.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,14 +35,22 @@ from envs.coding.isolated import TESTER_UID, VERDICT_DIR
 BASELINE_REF = "tiny_baseline"
 BASELINE_FILES = {"README.md": b"tiny\n", "pkg/mod.py": b"VALUE = 1\n"}
 STRICT = ct.integrity("strict")
-_GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000"}
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000",
+}
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **_GIT_ENV}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**os.environ, **_GIT_ENV}
+    ).stdout.strip()
 
 
 def tiny_image(where: Path, **build_args: str) -> ImageRef:
@@ -88,8 +97,10 @@ def image(tmp_path_factory) -> ImageRef:
 @pytest.fixture(scope="module")
 def workspaces(runtime, image, run):
     """Two started network-less workspaces (this run's and a neighbour's), shared by the module."""
-    started = [runtime.provision(image, run_id=f"local-{uuid.uuid4().hex[:8]}", network=False, purpose=p)
-               for p in ("agent", "neighbour")]
+    started = [
+        runtime.provision(image, run_id=f"local-{uuid.uuid4().hex[:8]}", network=False, purpose=p)
+        for p in ("agent", "neighbour")
+    ]
     for ws in started:
         run(ws.__aenter__())
     yield started
@@ -137,12 +148,24 @@ def test_sandbox_hides_host_home_crucible_home_store_project_and_other_runs(work
     ws, neighbour = workspaces
     run(neighbour.write_file("/app/neighbour-secret", b"x"))
     host_home = [str(p) for p in Path.home().iterdir()][:5]  # e.g. /root/.bashrc
-    secrets = [*host_home, str(paths.home()), str(paths.store_path().parent), str(paths.PROJECT_ROOT / "conf"),
-               str(neighbour.root), str(neighbour.root / "app" / "neighbour-secret"), str(ws.root)]
+    secrets = [
+        *host_home,
+        str(paths.home()),
+        str(paths.store_path().parent),
+        str(paths.PROJECT_ROOT / "conf"),
+        str(neighbour.root),
+        str(neighbour.root / "app" / "neighbour-secret"),
+        str(ws.root),
+    ]
     for path in secrets:
         assert os.path.exists(path), path  # the control: each is really there on the host
-    probe = sh(run, ws, 'for p in "$@"; do if [ -e "$p" ]; then echo "VISIBLE $p"; fi; done; ls -A /root || true',
-               user=user, env={"PATH": "/usr/bin:/bin"})
+    probe = sh(
+        run,
+        ws,
+        'for p in "$@"; do if [ -e "$p" ]; then echo "VISIBLE $p"; fi; done; ls -A /root || true',
+        user=user,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert b"VISIBLE" not in probe.stdout, probe.text()
     assert probe.stdout == b""  # /root is this run's own, empty (and closed to uid 1000)
 
@@ -200,15 +223,21 @@ def test_root_in_the_sandbox_cannot_write_system_dirs_or_reach_host_capabilities
 
 
 def test_uid_1000_has_no_groups_capabilities_or_setuid_escalation(ws, run):
-    status = sh(run, ws, "id -u; id -G; grep -E '^(Groups|CapEff|CapBnd|NoNewPrivs):' /proc/self/status",
-                user=AGENT_UID).stdout.decode().split("\n")
+    status = (
+        sh(run, ws, "id -u; id -G; grep -E '^(Groups|CapEff|CapBnd|NoNewPrivs):' /proc/self/status", user=AGENT_UID)
+        .stdout.decode()
+        .split("\n")
+    )
     assert status[:2] == ["1000", "1000"]
     fields = dict(line.split(":", 1) for line in status[2:] if line)
     assert fields["Groups"].strip() == ""
     assert int(fields["CapEff"], 16) == 0 and int(fields["CapBnd"], 16) == 0
     assert fields["NoNewPrivs"].strip() == "1"
     # A setuid-root binary (staged by root) does not elevate uid 1000.
-    assert sh(run, ws, "cp /usr/bin/id /tmp/suid-id && chmod 4755 /tmp/suid-id && stat -c %a /tmp/suid-id").stdout == b"4755\n"
+    assert (
+        sh(run, ws, "cp /usr/bin/id /tmp/suid-id && chmod 4755 /tmp/suid-id && stat -c %a /tmp/suid-id").stdout
+        == b"4755\n"
+    )
     assert sh(run, ws, "/tmp/suid-id -u", user=AGENT_UID).stdout == b"1000\n"
 
 
@@ -231,8 +260,7 @@ def test_no_network_without_network_but_the_host_is_reachable_with_it(ws, runtim
     assert blocked.exit_code != 0 and b"connected" not in blocked.stdout
 
     async def with_network():  # the control: the same connect works when network is given
-        async with runtime.provision(image, run_id=f"local-{uuid.uuid4().hex[:8]}", network=True,
-                                     purpose="net") as net:
+        async with runtime.provision(image, run_id=f"local-{uuid.uuid4().hex[:8]}", network=True, purpose="net") as net:
             return await net.exec(["python3", "-c", CONNECT, str(listener)], user=AGENT_UID, timeout=30)
 
     assert run(with_network()).stdout == b"connected\n"
@@ -350,8 +378,12 @@ asyncio.run(main())
 
 def test_a_killed_engine_leaves_no_sandbox_running_and_its_dir_is_reaped(runtime, image, ws):
     seconds = str(uuid.uuid4().int % 900_000 + 100_000)  # a sleep no other process runs
-    crashed = subprocess.run([sys.executable, "-c", CRASHER, str(paths.PROJECT_ROOT), image.context_dir, BASELINE_REF,
-                              seconds], capture_output=True, text=True, timeout=120)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASHER, str(paths.PROJECT_ROOT), image.context_dir, BASELINE_REF, seconds],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert crashed.returncode == -9, crashed.stderr
     init_pid, root, sleepers = crashed.stdout.split()
     assert Path(root).is_dir() and sleepers == "1"  # the control: a background process was running
@@ -392,8 +424,20 @@ def test_coding_flavor_scores_golden_1_and_empty_diff_0_on_local(sample_plan, ru
 
     spec, flavor = sample_plan.spec, CodingFlavor()
     pins = spec.task.pins
-    golden = subprocess.run(["git", "-C", str(resolve_repo(spec.task.repo)), "diff", "--binary", "--full-index",
-                             pins["baseline"], pins["golden"]], check=True, capture_output=True).stdout
+    golden = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(resolve_repo(spec.task.repo)),
+            "diff",
+            "--binary",
+            "--full-index",
+            pins["baseline"],
+            pins["golden"],
+        ],
+        check=True,
+        capture_output=True,
+    ).stdout
 
     async def scenario():
         run_id = f"local-e2e-{uuid.uuid4().hex[:8]}"
@@ -412,8 +456,12 @@ def test_coding_flavor_scores_golden_1_and_empty_diff_0_on_local(sample_plan, ru
         assert captured.diff and not captured.violations
         assert verdict.reward == 1.0, verdict.raw
         # the isolated verdict: pytest as its own uid, the code under test as the agent's
-        assert verdict.raw["isolated"] == {"separate": True, "pytest_uid": TESTER_UID, "scenario_uid": AGENT_UID,
-                                           "dir": VERDICT_DIR}
+        assert verdict.raw["isolated"] == {
+            "separate": True,
+            "pytest_uid": TESTER_UID,
+            "scenario_uid": AGENT_UID,
+            "dir": VERDICT_DIR,
+        }
         assert verdict.raw["test"]["user"] == TESTER_UID
     else:
         assert captured.diff == ""

@@ -8,6 +8,7 @@ probe. Checks that need no fresh workspace share one per module (``workspace``);
 lifecycle provision their own. A check the backend's probe lacks a capability for is skipped
 (the Docker-only ones on local).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -126,13 +127,18 @@ def test_run_conformance_reports_a_failure_with_its_message_and_skips_what_the_p
     async def check_passes(ws):
         """Passes."""
 
-    checks = [Check("always_fails", check_always_fails), Check("passes", check_passes),
-              Check("needs_a_container", check_passes, needs=frozenset({DOCKER_CONTAINER}))]
+    checks = [
+        Check("always_fails", check_always_fails),
+        Check("passes", check_passes),
+        Check("needs_a_container", check_passes, needs=frozenset({DOCKER_CONTAINER})),
+    ]
     results = run(run_conformance(_FakeRuntime(), "image", checks=checks))
     assert isinstance(probe_for(_FakeRuntime()), BlindProbe)
     assert [(r.name, r.passed, r.skipped, r.message) for r in results] == [
-        ("always_fails", False, False, "the reason, in one line"), ("passes", True, False, ""),
-        ("needs_a_container", False, True, "needs docker_container")]
+        ("always_fails", False, False, "the reason, in one line"),
+        ("passes", True, False, ""),
+        ("needs_a_container", False, True, "needs docker_container"),
+    ]
     assert report(results).splitlines()[-1] == "1 passed, 1 failed, 1 skipped"
 
 
@@ -151,8 +157,14 @@ def test_unreachable_engine_is_one_actionable_line(monkeypatch):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_the_module_entry_runs_every_check_on_docker_and_prints_a_table(docker_client):
-    done = subprocess.run([sys.executable, "-m", "engine.cli.conformance", "runtime=docker"],
-                          cwd=paths.PROJECT_ROOT, capture_output=True, text=True, timeout=540, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli.conformance", "runtime=docker"],
+        cwd=paths.PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()[2:] if len(line.split()) > 1}
     assert {check.name: rows.get(check.name) for check in CHECKS} == {check.name: "passed" for check in CHECKS}

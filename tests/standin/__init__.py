@@ -3,6 +3,7 @@
 Tests import it as ``standin`` (tests/ is on pytest's path); a stand-in process started from
 the repo root, and the script files it loads, import it as ``tests.standin``.
 """
+
 from .script import (
     BEHAVIOURS,
     Call,
@@ -38,7 +39,26 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "BEHAVIOURS", "Call", "Error", "Exchange", "Reply", "StandIn", "Turn", "answer", "call",
-    "context_length_exceeded", "error", "fixer", "giver_up", "golden_edits", "hang", "offered", "outcome_table",
-    "rate_limited", "raw_call", "reply", "server_error", "wait",
+    "BEHAVIOURS",
+    "Call",
+    "Error",
+    "Exchange",
+    "Reply",
+    "StandIn",
+    "Turn",
+    "answer",
+    "call",
+    "context_length_exceeded",
+    "error",
+    "fixer",
+    "giver_up",
+    "golden_edits",
+    "hang",
+    "offered",
+    "outcome_table",
+    "rate_limited",
+    "raw_call",
+    "reply",
+    "server_error",
+    "wait",
 ]

@@ -7,6 +7,7 @@ next turn; Anthropic wants ``anthropic-version``, ``max_tokens``, alternating ro
 start with the user, non-empty text blocks, and every ``tool_use`` answered by a
 ``tool_result`` in the very next user message.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,9 +69,11 @@ def parse_openai(body: dict, headers: dict) -> Parsed:  # noqa: C901 (one branch
             pending.discard(message["tool_call_id"])
             continue
         if pending:
-            raise BadRequest("An assistant message with 'tool_calls' must be followed by tool messages responding "
-                             f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                             f"{', '.join(sorted(pending))}")
+            raise BadRequest(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                f"{', '.join(sorted(pending))}"
+            )
         if role == "user" and prompt is None:
             prompt = _text(message.get("content"))
         if role == "assistant":
@@ -87,8 +90,13 @@ def parse_openai(body: dict, headers: dict) -> Parsed:  # noqa: C901 (one branch
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise BadRequest("each tool must be {'type': 'function', 'function': {'name': ...}}")
-        tools.append({"name": function["name"], "description": function.get("description", ""),
-                      "input_schema": function.get("parameters")})
+        tools.append(
+            {
+                "name": function["name"],
+                "description": function.get("description", ""),
+                "input_schema": function.get("parameters"),
+            }
+        )
     results = []
     for message in reversed(messages):
         if message.get("role") != "tool":
@@ -101,17 +109,28 @@ def openai_reply(reply: Reply, model: str, conv: int, turn: int, usage: tuple[in
     message: dict = {"role": "assistant", "content": reply.text or None, "refusal": None}
     if reply.calls:
         message["tool_calls"] = [
-            {"id": f"call_standin_c{conv}_t{turn}_{i}", "type": "function",
-             "function": {"name": c.name, "arguments": _arguments_text(c)}}
+            {
+                "id": f"call_standin_c{conv}_t{turn}_{i}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": _arguments_text(c)},
+            }
             for i, c in enumerate(reply.calls)
         ]
     return {
-        "id": f"chatcmpl-standin-{serial}", "object": "chat.completion", "created": int(time.time()),
-        "model": model, "system_fingerprint": "fp_standin",
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if reply.calls else "stop"}],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage),
-                  "prompt_tokens_details": {"cached_tokens": 0}},
+        "id": f"chatcmpl-standin-{serial}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_standin",
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if reply.calls else "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
     }
 
 
@@ -119,14 +138,19 @@ def _arguments_text(call: Call) -> str:
     return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
 
 
-OPENAI_ERROR_TYPES = {"rate_limit": ("rate_limit_exceeded", "requests"), "server": ("server_error", None),
-                      "context_length": ("invalid_request_error", "messages")}
+OPENAI_ERROR_TYPES = {
+    "rate_limit": ("rate_limit_exceeded", "requests"),
+    "server": ("server_error", None),
+    "context_length": ("invalid_request_error", "messages"),
+}
 
 
 def openai_error(err: Error) -> dict:
     kind, param = OPENAI_ERROR_TYPES.get(err.error_type or "", (err.error_type or "invalid_request_error", None))
-    message = err.message or ("This model's maximum context length is 128000 tokens. However, your messages "
-                              "resulted in 131072 tokens. Please reduce the length of the messages.")
+    message = err.message or (
+        "This model's maximum context length is 128000 tokens. However, your messages "
+        "resulted in 131072 tokens. Please reduce the length of the messages."
+    )
     return {"error": {"message": message, "type": kind, "param": param, "code": err.code}}
 
 
@@ -144,13 +168,17 @@ def parse_anthropic(body: dict, headers: dict) -> Parsed:
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if role != expected_role:
-            raise BadRequest(f"messages: roles must alternate between \"user\" and \"assistant\", starting "
-                             f"with \"user\"; messages[{i}] is {role!r}")
+            raise BadRequest(
+                f'messages: roles must alternate between "user" and "assistant", starting '
+                f'with "user"; messages[{i}] is {role!r}'
+            )
         blocks = _blocks(i, message.get("content"))
         answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
         if pending - answered:
-            raise BadRequest(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
-                             f"after: {', '.join(sorted(pending - answered))}")
+            raise BadRequest(
+                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+                f"after: {', '.join(sorted(pending - answered))}"
+            )
         pending = set()
         if role == "assistant":
             assistant_turns += 1
@@ -167,13 +195,18 @@ def parse_anthropic(body: dict, headers: dict) -> Parsed:
     for tool in body.get("tools") or []:
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or "input_schema" not in tool:
             raise BadRequest("each tool needs 'name' and 'input_schema'")
-        tools.append({"name": tool["name"], "description": tool.get("description", ""),
-                      "input_schema": tool["input_schema"]})
+        tools.append(
+            {"name": tool["name"], "description": tool.get("description", ""), "input_schema": tool["input_schema"]}
+        )
     last = _blocks(len(messages) - 1, messages[-1]["content"])
-    results = [{"id": b["tool_use_id"], "text": _text(b.get("content")), "is_error": bool(b.get("is_error"))}
-               for b in last if b.get("type") == "tool_result"]
-    return Parsed(body["model"], _text(_blocks(0, messages[0]["content"])), assistant_turns,
-                  _conversation(ids), tools, results)
+    results = [
+        {"id": b["tool_use_id"], "text": _text(b.get("content")), "is_error": bool(b.get("is_error"))}
+        for b in last
+        if b.get("type") == "tool_result"
+    ]
+    return Parsed(
+        body["model"], _text(_blocks(0, messages[0]["content"])), assistant_turns, _conversation(ids), tools, results
+    )
 
 
 def _blocks(i: int, content) -> list[dict]:
@@ -192,17 +225,31 @@ def _blocks(i: int, content) -> list[dict]:
 def anthropic_reply(reply: Reply, model: str, conv: int, turn: int, usage: tuple[int, int], serial: int) -> dict:
     content: list[dict] = [{"type": "text", "text": reply.text}] if reply.text else []
     for i, c in enumerate(reply.calls):
-        content.append({"type": "tool_use", "id": f"toolu_standin_c{conv}_t{turn}_{i}", "name": c.name,
-                        "input": c.arguments})
+        content.append(
+            {"type": "tool_use", "id": f"toolu_standin_c{conv}_t{turn}_{i}", "name": c.name, "input": c.arguments}
+        )
     return {
-        "id": f"msg_standin_{serial}", "type": "message", "role": "assistant", "model": model, "content": content,
-        "stop_reason": "tool_use" if reply.calls else "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": usage[0], "output_tokens": usage[1],
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        "id": f"msg_standin_{serial}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }
 
 
-ANTHROPIC_ERROR_TYPES = {"rate_limit": "rate_limit_error", "server": "api_error", "context_length": "invalid_request_error"}
+ANTHROPIC_ERROR_TYPES = {
+    "rate_limit": "rate_limit_error",
+    "server": "api_error",
+    "context_length": "invalid_request_error",
+}
 
 
 def anthropic_error(err: Error) -> dict:

@@ -24,6 +24,7 @@ task and conversation number: "fix" / "give_up" / any script), e.g.::
     script = outcome_table({("standin-a", "sample/last_page"): ["fix", "give_up", "fix"],
                             ("standin-b", "*"): ["give_up"]}, default="give_up")
 """
+
 from __future__ import annotations
 
 import threading
@@ -117,8 +118,14 @@ def answer(text: str, *, usage: tuple[int, int] | None = None) -> Reply:
     return Reply(text, [], usage)
 
 
-def error(status: int, message: str, *, error_type: str | None = None, code: str | None = None,
-          retry_after: float | None = None) -> Error:
+def error(
+    status: int,
+    message: str,
+    *,
+    error_type: str | None = None,
+    code: str | None = None,
+    retry_after: float | None = None,
+) -> Error:
     return Error(status, message, error_type, code, retry_after)
 
 
@@ -167,8 +174,9 @@ def golden_edits(turn: Turn) -> list[Call]:
 def fixer(turn: Turn) -> Reply:
     """Looks around, makes the golden's edits (all in one turn, as parallel tool calls), answers."""
     if turn.turn == 0:
-        return reply("Let me look at the repository first.",
-                     call(offered(turn, "bash"), command="git status --short; ls"))
+        return reply(
+            "Let me look at the repository first.", call(offered(turn, "bash"), command="git status --short; ls")
+        )
     if turn.turn == 1:
         edits = golden_edits(turn)
         if not edits:
@@ -194,6 +202,7 @@ def outcome_table(table: dict[tuple[str, str], list[Any]], default: Any = "give_
     a name from ``BEHAVIOURS`` or a script function; conversations past the list, and
     pairs not in the table, get ``default``.
     """
+
     def script(turn: Turn) -> Any:
         plan = table.get((turn.model, turn.task or "")) or table.get((turn.model, "*")) or []
         chosen = plan[turn.conversation] if turn.conversation < len(plan) else default
@@ -201,4 +210,3 @@ def outcome_table(table: dict[tuple[str, str], list[Any]], default: Any = "give_
         return behaviour(turn)
 
     return script
-

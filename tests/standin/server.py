@@ -25,6 +25,7 @@ helpers as ``from tests.standin import ...``; start the process from the repo ro
 The key it expects, if any, is read from the environment variable named by
 ``--require-key-env``, never from the command line. The ``--log`` file never holds a key.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,15 @@ class Exchange:
 class StandIn:
     """The server; a context manager. ``script(turn)`` decides every reply."""
 
-    def __init__(self, script: Callable[[Turn], Any], *, host: str = "127.0.0.1", port: int = 0,
-                 require_key: str | None = None, log_path: str | None = None) -> None:
+    def __init__(
+        self,
+        script: Callable[[Turn], Any],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        require_key: str | None = None,
+        log_path: str | None = None,
+    ) -> None:
         self.script = script
         self.require_key = require_key
         self.log_path = log_path
@@ -126,8 +134,21 @@ class StandIn:
         try:
             parsed = parse(body, headers)
         except BadRequest as exc:
-            return self._log(Exchange(protocol, body.get("model"), None, None, None, None, body, 400,
-                                      render_error(Error(400, str(exc), "invalid_request_error")), key), {})
+            return self._log(
+                Exchange(
+                    protocol,
+                    body.get("model"),
+                    None,
+                    None,
+                    None,
+                    None,
+                    body,
+                    400,
+                    render_error(Error(400, str(exc), "invalid_request_error")),
+                    key,
+                ),
+                {},
+            )
         if self.require_key is not None and key != self.require_key:
             payload = render_error(Error(401, "Incorrect API key provided (stand-in)", "authentication_error"))
             return self._log(Exchange(protocol, parsed.model, None, None, None, None, body, 401, payload, key), {})
@@ -139,8 +160,18 @@ class StandIn:
             payload = render_error(Error(400, "stand-in: this conversation carries none of its tool-call ids"))
             return self._log(Exchange(protocol, parsed.model, task, None, None, None, body, 400, payload, key), {})
         retry = self._failures.get((pair, conversation, parsed.assistant_turns), 0)
-        turn = Turn(protocol, parsed.model, parsed.prompt, task, conversation, parsed.assistant_turns, retry,
-                    parsed.tools, parsed.results, body)
+        turn = Turn(
+            protocol,
+            parsed.model,
+            parsed.prompt,
+            task,
+            conversation,
+            parsed.assistant_turns,
+            retry,
+            parsed.tools,
+            parsed.results,
+            body,
+        )
         exchange = Exchange(protocol, parsed.model, task, conversation, turn.turn, retry, body, None, None, key)
         try:
             outcome = self._resolve(self.script(turn))
@@ -152,8 +183,11 @@ class StandIn:
                 self._release(pair, conversation)
             return self._log(exchange, {})
         if outcome.kind == "reply":
-            counted = body if protocol != "responses" else {
-                "system": body.get("instructions"), "messages": body.get("input"), "tools": body.get("tools")}
+            counted = (
+                body
+                if protocol != "responses"
+                else {"system": body.get("instructions"), "messages": body.get("input"), "tools": body.get("tools")}
+            )
             usage = outcome.usage or counted_usage(counted, outcome)
             exchange.status = 200
             exchange.response = render(outcome, parsed.model, conversation, turn.turn, usage, next(self._serial))
@@ -165,8 +199,10 @@ class StandIn:
         exchange.status, exchange.response = outcome.status, render_error(outcome)
         extra = {}
         if outcome.retry_after is not None:  # as the real APIs send it: whole seconds, and milliseconds
-            extra = {"retry-after": str(max(1, round(outcome.retry_after))),
-                     "retry-after-ms": str(int(outcome.retry_after * 1000))}
+            extra = {
+                "retry-after": str(max(1, round(outcome.retry_after))),
+                "retry-after-ms": str(int(outcome.retry_after * 1000)),
+            }
         return self._log(exchange, extra)
 
     def _resolve(self, outcome: Any) -> Any:
@@ -214,7 +250,7 @@ def _presented_key(protocol: str, headers: dict[str, str]) -> str | None:
     if protocol == "anthropic":
         return headers.get("x-api-key")
     auth = headers.get("authorization", "")
-    return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+    return auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
 
 
 def _handler_for(standin: StandIn) -> type[BaseHTTPRequestHandler]:
@@ -223,8 +259,15 @@ def _handler_for(standin: StandIn) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
             route = self.path.split("?")[0].rstrip("/")  # Claude Code asks for /v1/messages?beta=true
-            protocol = ("openai" if route.endswith("/chat/completions") else "anthropic" if route.endswith("/messages")
-                        else "responses" if route.endswith("/responses") else None)
+            protocol = (
+                "openai"
+                if route.endswith("/chat/completions")
+                else "anthropic"
+                if route.endswith("/messages")
+                else "responses"
+                if route.endswith("/responses")
+                else None
+            )
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
             if protocol is None:
                 return self._send(404, {"error": {"message": f"stand-in: no route {self.path}"}}, {})
@@ -281,8 +324,9 @@ def _handler_for(standin: StandIn) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> int:
     import os
 
-    parser = argparse.ArgumentParser(prog="python -m tests.standin.server",
-                                     description="stand-in for a hosted model API, which is unreachable here")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.standin.server", description="stand-in for a hosted model API, which is unreachable here"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", required=True, help="a Python file defining script(turn)")

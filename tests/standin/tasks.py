@@ -6,6 +6,7 @@ turn the baseline into the golden, derived from the task repo on the host (the g
 sample repo: ``engine.plan.repos.resolve_repo`` + ``git``), exactly what ``crucible check``
 replays. A stand-in that "fixes" a task therefore sends the same edits the golden makes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,4 +59,3 @@ def golden_calls(task_id: str) -> tuple[dict, ...]:
     baseline = repos.pin(repo, task.refs.baseline, task_id=task_id, role="baseline")
     golden = repos.pin(repo, task.refs.golden, task_id=task_id, role="golden")
     return tuple(derive_validation(repo, baseline, golden, task.workdir))
-

@@ -1,6 +1,7 @@
 """``crucible export`` / ``crucible import``: a real sweep's store, exported as Parquet and as
 JSONL, loaded into other stores: every table equal, the same ``crucible report`` byte for
 byte, nothing twice, and bad exports refused in one line with the target untouched."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,15 +35,25 @@ def source(tmp_path_factory):
     log = TerminalLog(filled, first, TerminalPolicy(retention=60))
 
     async def terminal():
-        await log.start(TerminalRecord(terminal_id="term-1", run_id=first, owner="test", tmux_server="crucible-x",
-                                       tmux_session="crucible", state="running",
-                                       started_at=datetime.now(UTC).isoformat()))
+        await log.start(
+            TerminalRecord(
+                terminal_id="term-1",
+                run_id=first,
+                owner="test",
+                tmux_server="crucible-x",
+                tmux_session="crucible",
+                state="running",
+                started_at=datetime.now(UTC).isoformat(),
+            )
+        )
         await log.end("term-1", state="closing", reason="done", final_text="● Done.\n  ünïcode")
 
     asyncio.run(terminal())
     filled.link_sweep_run("S-resumed", second)
-    _, counts = filled.query("SELECT (SELECT count(*) FROM terminals), (SELECT count(*) FROM terminal_snapshots), "
-                             "(SELECT count(*) FROM sweep_runs)")
+    _, counts = filled.query(
+        "SELECT (SELECT count(*) FROM terminals), (SELECT count(*) FROM terminal_snapshots), "
+        "(SELECT count(*) FROM sweep_runs)"
+    )
     assert counts == [(1, 1, 1)]
     return store
 
@@ -121,8 +132,7 @@ def test_a_store_that_has_some_of_the_runs_keeps_each_once(source, exports, tmp_
     _, counts = partial.query("SELECT run_id, count(*) FROM runs GROUP BY run_id")
     assert sorted(counts) == [(r, 1) for r in run_ids]
     # the runs it had keep their own child rows, not a second set from the export
-    assert partial.query(f"SELECT * FROM steps WHERE run_id IN ('{had[0]}', '{had[1]}') ORDER BY ALL")[1] \
-        == own_steps
+    assert partial.query(f"SELECT * FROM steps WHERE run_id IN ('{had[0]}', '{had[1]}') ORDER BY ALL")[1] == own_steps
     for child in ("steps", "subscores", "stage_timings"):
         assert tables(target)[child] == tables(source)[child], child
     assert report(target, "json", capsys) == report(source, "json", capsys)
@@ -142,7 +152,10 @@ def broken(exports, tmp_path, how: str):
     if how == "newer_schema":
         manifest["schema_version"] = SCHEMA_VERSION + 1
         (directory / "manifest.json").write_text(json.dumps(manifest))
-        return directory, f"schema version {SCHEMA_VERSION + 1} is newer than this crucible's {SCHEMA_VERSION}; upgrade crucible"
+        return (
+            directory,
+            f"schema version {SCHEMA_VERSION + 1} is newer than this crucible's {SCHEMA_VERSION}; upgrade crucible",
+        )
     lines = (directory / "stage_timings.jsonl").read_text().splitlines(keepends=True)
     (directory / "stage_timings.jsonl").write_text("".join(lines[:-1]))  # a file cut short
     return directory, f"stage_timings.jsonl holds {len(lines) - 1} rows, the manifest says {len(lines)}"
@@ -164,7 +177,8 @@ def test_a_bad_export_is_one_line_and_leaves_the_target_as_it_was(exports, tmp_p
 def test_export_refuses_a_directory_that_holds_files(source, exports, capsys):
     assert main(["export", "--store", str(source), "--format", "parquet", str(exports["parquet"])]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"crucible export: export {exports['parquet']}: exists and is not an empty directory (name a new one)"]
+        f"crucible export: export {exports['parquet']}: exists and is not an empty directory (name a new one)"
+    ]
 
 
 def test_an_export_of_an_older_schema_loads_with_what_it_predates_left_empty(source, exports, tmp_path, capsys):
@@ -174,13 +188,18 @@ def test_an_export_of_an_older_schema_loads_with_what_it_predates_left_empty(sou
     shutil.copytree(exports["parquet"], directory)
     manifest = json.loads((directory / "manifest.json").read_text())
     con = duckdb.connect()  # the runs file as a schema-2 store wrote it: no final_answer column
-    con.execute(f"COPY (SELECT * EXCLUDE (final_answer) FROM read_parquet('{directory / 'runs.parquet'}')) "
-                f"TO '{directory / 'runs2.parquet'}' (FORMAT PARQUET)")
+    con.execute(
+        f"COPY (SELECT * EXCLUDE (final_answer) FROM read_parquet('{directory / 'runs.parquet'}')) "
+        f"TO '{directory / 'runs2.parquet'}' (FORMAT PARQUET)"
+    )
     con.close()
     (directory / "runs2.parquet").replace(directory / "runs.parquet")
     manifest["schema_version"] = 2
-    manifest["tables"] = [t for t in manifest["tables"] if t["name"] in
-                          ("meta", "runs", "steps", "subscores", "test_results", "stage_timings", "builds")]
+    manifest["tables"] = [
+        t
+        for t in manifest["tables"]
+        if t["name"] in ("meta", "runs", "steps", "subscores", "test_results", "stage_timings", "builds")
+    ]
     runs = next(t for t in manifest["tables"] if t["name"] == "runs")
     runs["columns"] = [c for c in runs["columns"] if c["name"] != "final_answer"]
     (directory / "manifest.json").write_text(json.dumps(manifest))
@@ -196,14 +215,33 @@ def test_predictions_of_a_coding_sweep_name_instances_by_the_tasks_last_componen
     capsys.readouterr()
     assert main(["export", "--store", str(source), "--predictions", str(preds), "--sweep", sweep]) == 2
     [line] = capsys.readouterr().err.splitlines()
-    assert "ran 2 agent/model pairs; a predictions file is for one: choose with --agent integration_test, " \
-           "--agent noop" in line
-    assert main(["export", "--store", str(source), "--predictions", str(preds), "--sweep", sweep,
-                 "--agent", "integration_test"]) == 0
+    assert (
+        "ran 2 agent/model pairs; a predictions file is for one: choose with --agent integration_test, "
+        "--agent noop" in line
+    )
+    assert (
+        main(
+            [
+                "export",
+                "--store",
+                str(source),
+                "--predictions",
+                str(preds),
+                "--sweep",
+                sweep,
+                "--agent",
+                "integration_test",
+            ]
+        )
+        == 0
+    )
     lines = [json.loads(line) for line in preds.read_text().splitlines()]
-    assert [(p["instance_id"], p["model_name_or_path"]) for p in lines] == \
-        [("last_page", "integration_test"), ("query_ops", "integration_test")]
+    assert [(p["instance_id"], p["model_name_or_path"]) for p in lines] == [
+        ("last_page", "integration_test"),
+        ("query_ops", "integration_test"),
+    ]
     assert all(p["model_patch"].startswith("diff --git") for p in lines)
     assert main(["export", "--store", str(source), "--predictions", str(preds)]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "crucible export: --predictions and --swebench-report need --sweep ID (or --sweep last)"]
+        "crucible export: --predictions and --swebench-report need --sweep ID (or --sweep last)"
+    ]

@@ -1,4 +1,5 @@
 """The DuckDB results store: durable records, idempotent ingestion, queries, output formats."""
+
 from __future__ import annotations
 
 import json
@@ -36,24 +37,53 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 def make_run(run_id: str, status: str = "completed", **overrides) -> RunRecord:
     final = status != "running"
     fields = dict(
-        run_id=run_id, spec_hash=f"hash-{run_id}", spec={"task": {"id": "t1"}, "seed": 0, "x": [1.5, None]},
-        status=status, task_id="t1", agent="integration_test", model=None, flavor="coding", runtime="docker",
-        integrity_requested="vault", integrity_obtained="vault" if final else None, attempt=0, seed=0,
-        sweep_id=None, started_at=T0.isoformat(),
+        run_id=run_id,
+        spec_hash=f"hash-{run_id}",
+        spec={"task": {"id": "t1"}, "seed": 0, "x": [1.5, None]},
+        status=status,
+        task_id="t1",
+        agent="integration_test",
+        model=None,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="vault",
+        integrity_obtained="vault" if final else None,
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at=T0.isoformat(),
         ended_at=(T0 + timedelta(seconds=12.5)).isoformat() if final else None,
-        reward=1.0 if final else None, subscores={"tests": 1.0, "pr": 0.5} if final else {},
+        reward=1.0 if final else None,
+        subscores={"tests": 1.0, "pr": 0.5} if final else {},
         raw_grade={"exit_code": 0, "tail": "2 passed"} if final else {},
         diff="--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n" if final else None,
-        violations=["tests/test_f.py"] if final else [], stop_reason="done" if final else None,
+        violations=["tests/test_f.py"] if final else [],
+        stop_reason="done" if final else None,
         warnings=["slow provision"] if final else [],
         timings={"build": 0.25, "agent": 3.0, "grade": 1.5} if final else {},
         steps=[
-            Step(idx=0, kind="tool_call", capability="mcp", tool="bash", arguments={"command": "ls -la"},
-                 result="a\nb\n", started_at=T0.isoformat(), seconds=0.5, tokens_in=10, tokens_out=3, cost_usd=0.001),
+            Step(
+                idx=0,
+                kind="tool_call",
+                capability="mcp",
+                tool="bash",
+                arguments={"command": "ls -la"},
+                result="a\nb\n",
+                started_at=T0.isoformat(),
+                seconds=0.5,
+                tokens_in=10,
+                tokens_out=3,
+                cost_usd=0.001,
+            ),
             Step(idx=1, kind="model", result="thinking — ünïcode", is_error=True, note="n", seconds=1.25),
             Step(idx=2, kind="tool_call", capability="ssh", tool="shell", arguments=["a", 1, None]),
-        ] if final else [],
-        image_tag="crucible/x:1", from_cache=True, owner_pid=12345, owner_host="somewhere",
+        ]
+        if final
+        else [],
+        image_tag="crucible/x:1",
+        from_cache=True,
+        owner_pid=12345,
+        owner_host="somewhere",
     )
     fields.update(overrides)
     return RunRecord(**fields)
@@ -121,10 +151,14 @@ def test_mark_orphaned_runs_marks_only_dead_owners_on_this_host(store, tmp_path)
         now = datetime.now(UTC).isoformat()
         run_dir = tmp_path / "runs" / "orphan"
         host = this_host()
-        store.record_run(make_run("orphan", "running", owner_pid=dead.pid, owner_host=host, started_at=now,
-                                  run_dir=str(run_dir)))
-        store.record_run(make_run("setup-orphan", "running", owner_pid=dead.pid, owner_host=host,
-                                  started_at=now, error_phase="setup"))
+        store.record_run(
+            make_run("orphan", "running", owner_pid=dead.pid, owner_host=host, started_at=now, run_dir=str(run_dir))
+        )
+        store.record_run(
+            make_run(
+                "setup-orphan", "running", owner_pid=dead.pid, owner_host=host, started_at=now, error_phase="setup"
+            )
+        )
         store.record_run(make_run("live", "running", owner_pid=alive.pid, owner_host=host, started_at=now))
         store.record_run(make_run("elsewhere", "running", owner_pid=dead.pid, owner_host="other-host"))
         store.record_run(make_run("finished", owner_pid=dead.pid, owner_host=host))
@@ -142,11 +176,13 @@ def test_mark_orphaned_runs_marks_only_dead_owners_on_this_host(store, tmp_path)
     assert json.loads((run_dir / "record.json").read_text())["status"] == "error"
     assert store.get_run("setup-orphan").error_phase == "setup"
     assert {r: store.get_run(r).status for r in ("live", "elsewhere", "finished")} == {
-        "live": "running", "elsewhere": "running", "finished": "completed"}
+        "live": "running",
+        "elsewhere": "running",
+        "finished": "completed",
+    }
 
 
-def test_a_process_killed_between_a_records_two_writes_leaves_no_run_the_store_cannot_see(store, tmp_path,
-                                                                                            monkeypatch):
+def test_a_process_killed_between_a_records_two_writes_leaves_no_run_the_store_cannot_see(store, tmp_path, monkeypatch):
     """A "running" record goes to the spool before record.json: a run its directory says is
     running always reaches the store (and is marked dead with its owner). A final record goes
     beside the run first, where the next command takes the ending from (the respool)."""
@@ -165,8 +201,16 @@ def test_a_process_killed_between_a_records_two_writes_leaves_no_run_the_store_c
     run_dir = tmp_path / "runs" / "killed"
     run_dir.mkdir(parents=True)
     with pytest.raises(KeyboardInterrupt):
-        store.record_run(make_run("killed", "running", owner_pid=dead.pid, owner_host=this_host(),
-                                  started_at=datetime.now(UTC).isoformat(), run_dir=str(run_dir)))
+        store.record_run(
+            make_run(
+                "killed",
+                "running",
+                owner_pid=dead.pid,
+                owner_host=this_host(),
+                started_at=datetime.now(UTC).isoformat(),
+                run_dir=str(run_dir),
+            )
+        )
     assert written[0].startswith("run") and not (run_dir / "record.json").exists()  # the spool's copy only
     monkeypatch.setattr(engine.store.duckdb, "atomic_write_json", real)
     assert store.mark_orphaned_runs() == ["killed"]
@@ -217,9 +261,18 @@ def test_completed_run_for_returns_the_latest_completed_run_of_a_spec(store):
 
 
 def test_record_build_is_durable_and_upserted_by_build_id(store):
-    build = BuildRecord(build_id="b1", tag="crucible/x:abc", input_hash="abc", purpose="task", cache_hit=False,
-                        seconds=4.5, size_bytes=1 << 30, inputs={"dockerfile": "FROM x"}, log_path=None,
-                        started_at=T0.isoformat())
+    build = BuildRecord(
+        build_id="b1",
+        tag="crucible/x:abc",
+        input_hash="abc",
+        purpose="task",
+        cache_hit=False,
+        seconds=4.5,
+        size_bytes=1 << 30,
+        inputs={"dockerfile": "FROM x"},
+        log_path=None,
+        started_at=T0.isoformat(),
+    )
     store.record_build(build)
     build.cache_hit, build.seconds = True, 0.01
     store.record_build(build)
@@ -231,8 +284,18 @@ def test_record_build_is_durable_and_upserted_by_build_id(store):
 def test_a_record_spooled_without_ingest_waits_for_the_next_ingest_and_every_read_sees_it(store):
     """A run's early records (its "running" record, its build) are spooled only; the final
     record's ingest commits them with it, and a read before that ingests them itself."""
-    build = BuildRecord(build_id="b1", tag="crucible/x:abc", input_hash="abc", purpose="task", cache_hit=True,
-                        seconds=0.01, size_bytes=1, inputs={}, log_path=None, started_at=T0.isoformat())
+    build = BuildRecord(
+        build_id="b1",
+        tag="crucible/x:abc",
+        input_hash="abc",
+        purpose="task",
+        cache_hit=True,
+        seconds=0.01,
+        size_bytes=1,
+        inputs={},
+        log_path=None,
+        started_at=T0.isoformat(),
+    )
     store.record_build(build, ingest=False)
     store.record_run(make_run("r1", "running"), ingest=False)
     assert len(pending_files(paths.spool_dir())) == 2
@@ -255,9 +318,17 @@ def test_a_write_leaves_its_log_until_the_log_outgrows_the_checkpoint_size(store
     logged = wal.stat().st_size
     assert 0 < logged < lock.WAL_CHECKPOINT_BYTES
     # another process (a fresh DuckDB) reads what sits in the log
-    read = subprocess.run([sys.executable, "-c", f"import duckdb; c = duckdb.connect({str(store.path)!r}, read_only=True); "
-                           "print(c.execute('SELECT run_id FROM runs').fetchall())"],
-                          capture_output=True, text=True, check=True)
+    read = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb; c = duckdb.connect({str(store.path)!r}, read_only=True); "
+            "print(c.execute('SELECT run_id FROM runs').fetchall())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert read.stdout.strip() == "[('r1',)]"
     monkeypatch.setattr(lock, "WAL_CHECKPOINT_BYTES", logged)  # the next write takes it past
     store.record_run(make_run("r2"))
@@ -268,8 +339,13 @@ def test_a_write_leaves_its_log_until_the_log_outgrows_the_checkpoint_size(store
 def test_a_locked_store_keeps_the_record_in_the_spool_for_the_next_command(store):
     store.ingest_pending()  # create the file
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(store.path)!r}); print(1, flush=True); "
-                               "time.sleep(30)"], stdout=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(store.path)!r}); print(1, flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         holder.stdout.readline()
         impatient = DuckDBStore(lock_timeout=0.5)
@@ -377,8 +453,18 @@ def test_the_documented_example_questions_are_one_query_each(store):
         ("b4", "sweep-B", "t1", "ag", "m2", "error", None, 2.0),
     ]
     for run_id, sweep, task, agent, model, status, reward, agent_s in runs:
-        store.record_run(make_run(run_id, status, sweep_id=sweep, task_id=task, agent=agent, model=model,
-                                  reward=reward, timings={"build": 0.5, "agent": agent_s, "grade": 1.0}))
+        store.record_run(
+            make_run(
+                run_id,
+                status,
+                sweep_id=sweep,
+                task_id=task,
+                agent=agent,
+                model=model,
+                reward=reward,
+                timings={"build": 0.5, "agent": agent_s, "grade": 1.0},
+            )
+        )
     queries = example_queries()
     assert set(queries) == {"Pass rate per agent and model", "Tasks that flipped between two sweeps", "Slowest stage"}
 
@@ -398,13 +484,15 @@ COLUMNS = ["agent", "model", "pass_rate", "runs", "at"]
 
 
 def test_format_table_aligns_columns_and_shows_none_empty_and_floats_to_three_decimals():
-    assert format_table(COLUMNS, ROWS) == "\n".join([
-        "agent         model  pass_rate  runs  at",
-        "------------  -----  ---------  ----  -------------------",
-        "ag                       0.667    12  2025-01-02T03:04:05",
-        "longer-agent  m              1     7",
-        "(2 rows)",
-    ])
+    assert format_table(COLUMNS, ROWS) == "\n".join(
+        [
+            "agent         model  pass_rate  runs  at",
+            "------------  -----  ---------  ----  -------------------",
+            "ag                       0.667    12  2025-01-02T03:04:05",
+            "longer-agent  m              1     7",
+            "(2 rows)",
+        ]
+    )
 
 
 def test_format_table_keeps_multiline_cells_on_one_line_and_cuts_long_ones():
@@ -434,11 +522,23 @@ def test_an_orphan_whose_run_dir_holds_its_final_record_is_recovered_not_marked_
     dead.wait()
     run_dir = tmp_path / "runs" / "finished-then-killed"
     run_dir.mkdir(parents=True)
-    running = make_run("finished-then-killed", "running", owner_pid=dead.pid, owner_host=this_host(),
-                       started_at=datetime.now(UTC).isoformat(), run_dir=str(run_dir))
+    running = make_run(
+        "finished-then-killed",
+        "running",
+        owner_pid=dead.pid,
+        owner_host=this_host(),
+        started_at=datetime.now(UTC).isoformat(),
+        run_dir=str(run_dir),
+    )
     store.record_run(running)
-    final = make_run("finished-then-killed", "completed", owner_pid=dead.pid, owner_host=this_host(),
-                     run_dir=str(run_dir), reward=1.0)
+    final = make_run(
+        "finished-then-killed",
+        "completed",
+        owner_pid=dead.pid,
+        owner_host=this_host(),
+        run_dir=str(run_dir),
+        reward=1.0,
+    )
     document = store._document("run", final.to_dict(), 10**12)  # what write_run_record puts in the run dir
     (run_dir / "record.json").write_text(json.dumps(document))
 

@@ -1,4 +1,5 @@
 """Four sweep workers write into one store while it is queried; one is SIGKILLed mid-way."""
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,15 @@ def test_parallel_writers_and_readers_lose_nothing_and_double_nothing(tmp_path, 
     procs, printed, readers = [], [], []
     err_files = [open(tmp_path / f"writer{w}.err", "w") for w in range(WRITERS)]  # noqa: SIM115 (the writers' stderr, closed below)
     for w in range(WRITERS):
-        procs.append(subprocess.Popen([sys.executable, str(WRITER_SCRIPT), str(w), str(RUNS_EACH)],
-                                      stdout=subprocess.PIPE, stderr=err_files[w], text=True, env=env))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WRITER_SCRIPT), str(w), str(RUNS_EACH)],
+                stdout=subprocess.PIPE,
+                stderr=err_files[w],
+                text=True,
+                env=env,
+            )
+        )
         printed.append([])
         kill_after = KILL_AFTER if w == KILLED else None
         readers.append(threading.Thread(target=_read_ids, args=(procs[w], printed[w], kill_after), daemon=True))

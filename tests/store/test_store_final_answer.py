@@ -1,5 +1,6 @@
 """The agent's final answer in the store: kept with its run, loaded back, NULL for runs of a
 store made before the column existed (schema 2, upgraded in place), and printed by ``crucible show``."""
+
 from __future__ import annotations
 
 import os
@@ -39,10 +40,23 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 
 def make_run(run_id: str, answer: str | None) -> RunRecord:
     return RunRecord(
-        run_id=run_id, spec_hash=f"hash-{run_id}", spec={"task": {"id": "t1"}}, status="completed", task_id="t1",
-        agent="claude_code", model="anthropic/claude-sonnet-4-6", flavor="coding", runtime="docker",
-        integrity_requested="strict", integrity_obtained="strict", attempt=0, seed=0, sweep_id=None,
-        started_at=T0.isoformat(), ended_at=(T0 + timedelta(seconds=3)).isoformat(), reward=1.0,
+        run_id=run_id,
+        spec_hash=f"hash-{run_id}",
+        spec={"task": {"id": "t1"}},
+        status="completed",
+        task_id="t1",
+        agent="claude_code",
+        model="anthropic/claude-sonnet-4-6",
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="strict",
+        integrity_obtained="strict",
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at=T0.isoformat(),
+        ended_at=(T0 + timedelta(seconds=3)).isoformat(),
+        reward=1.0,
         final_answer=answer,
     )
 
@@ -63,8 +77,10 @@ def test_a_store_made_before_final_answer_gains_the_column_and_keeps_its_runs(st
         con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
         con.execute(V2_RUNS)
-        con.execute("INSERT INTO runs (run_id, spec_hash, status, task_id, record_seq) "
-                    "VALUES ('old', 'h', 'completed', 't1', 1)")
+        con.execute(
+            "INSERT INTO runs (run_id, spec_hash, status, task_id, record_seq) "
+            "VALUES ('old', 'h', 'completed', 't1', 1)"
+        )
     finally:
         con.close()
 
@@ -77,11 +93,21 @@ def test_a_store_made_before_final_answer_gains_the_column_and_keeps_its_runs(st
 
 def test_show_prints_the_final_answer(store, tmp_path):
     store.record_run(make_run("r1", "The bug was an off-by-one in last_page."))
-    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_STORE": str(store.path),
-           "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}  # nothing to reap: no engine there
+    env = {
+        **os.environ,
+        "CRUCIBLE_HOME": str(tmp_path / "home"),
+        "CRUCIBLE_STORE": str(store.path),
+        "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock",
+    }  # nothing to reap: no engine there
 
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "show", "r1"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "show", "r1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
     assert proc.returncode == 0, proc.stderr
     assert "answer     The bug was an off-by-one in last_page." in proc.stdout.splitlines()

@@ -2,6 +2,7 @@
 session or run metadata when the owner strings differ (never by the owner), an end that matches
 nothing set aside, a terminal left running by an ended run marked stale, retention, and the
 policy's variables checked in one line."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,16 +29,37 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 
 
 def started(terminal_id: str, run_id: str, owner: str, server: str, session: str = "crucible") -> TerminalRecord:
-    return TerminalRecord(terminal_id=terminal_id, run_id=run_id, owner=owner, tmux_server=server,
-                          tmux_session=session, state="running", started_at=datetime.now(UTC).isoformat())
+    return TerminalRecord(
+        terminal_id=terminal_id,
+        run_id=run_id,
+        owner=owner,
+        tmux_server=server,
+        tmux_session=session,
+        state="running",
+        started_at=datetime.now(UTC).isoformat(),
+    )
 
 
 def run_record(run_id: str, status: str) -> RunRecord:
     now = datetime.now(UTC).isoformat()
-    return RunRecord(run_id=run_id, spec_hash="h", spec={}, status=status, task_id="t", agent="claude_code",
-                     model=None, flavor="coding", runtime="docker", integrity_requested="strict",
-                     integrity_obtained=None, attempt=0, seed=0, sweep_id=None, started_at=now,
-                     ended_at=None if status == "running" else now)
+    return RunRecord(
+        run_id=run_id,
+        spec_hash="h",
+        spec={},
+        status=status,
+        task_id="t",
+        agent="claude_code",
+        model=None,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="strict",
+        integrity_obtained=None,
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at=now,
+        ended_at=None if status == "running" else now,
+    )
 
 
 def states(store: DuckDBStore) -> dict[str, str]:
@@ -51,8 +73,15 @@ def test_an_end_whose_owner_differs_closes_the_terminal_by_its_tmux_session_and_
         await log.start(started("t-a", "run-1", "workflow-step:42", "crucible-a"))
         await log.start(started("t-b", "run-1", "workflow-step:43", "crucible-b"))
         # The end names neither the terminal nor the owner the start used: only its tmux identity.
-        await log.end("", state="closing", reason="done", owner="42", tmux_server="crucible-a",
-                      tmux_session="crucible", final_text="● Done.")
+        await log.end(
+            "",
+            state="closing",
+            reason="done",
+            owner="42",
+            tmux_server="crucible-a",
+            tmux_session="crucible",
+            final_text="● Done.",
+        )
 
     asyncio.run(events())
     assert states(store) == {"t-a": "closing", "t-b": "running"}
@@ -119,16 +148,27 @@ def test_a_bad_retention_variable_is_one_line_naming_it(monkeypatch):
 
 
 def test_an_unknown_terminal_to_dismiss_is_one_line(store, tmp_path):
-    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_STORE": str(store.path),
-           "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "terminals", "dismiss", "nope"], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "CRUCIBLE_HOME": str(tmp_path / "home"),
+        "CRUCIBLE_STORE": str(store.path),
+        "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "terminals", "dismiss", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode != 0 and proc.stderr == "crucible terminals: no terminal 'nope' in the store\n"
 
 
 @pytest.mark.docker
-def test_gc_closes_terminals_past_their_retention_and_a_dry_run_only_counts_them(store, monkeypatch, capsys,
-                                                                                  docker_client):
+def test_gc_closes_terminals_past_their_retention_and_a_dry_run_only_counts_them(
+    store, monkeypatch, capsys, docker_client
+):
     from engine.cli import main as cli
 
     monkeypatch.setenv("CRUCIBLE_STORE", str(store.path))
@@ -151,7 +191,8 @@ def test_gc_closes_terminals_past_their_retention_and_a_dry_run_only_counts_them
     assert cli.main(["gc", match]) == 0
     assert capsys.readouterr().out.splitlines()[0] == (
         "terminals: 0 marked stale (their run ended without ending them), 1 closed past their retention "
-        "window (periodic snapshots removed, final snapshots kept)")
+        "window (periodic snapshots removed, final snapshots kept)"
+    )
     assert states(store) == {"t-old": "completed", "t-new": "failed"}
     assert [s.text for s in store.terminal_snapshots("t-old")] == ["● Done."]
     assert [t.terminal_id for t in store.terminals()] == ["t-new"]

@@ -1,5 +1,6 @@
 """Named test results in the store: one set of rows per run, loaded back in order, queryable
 across runs, in a store made before the table existed, and in ``crucible show``."""
+
 from __future__ import annotations
 
 import os
@@ -48,12 +49,27 @@ def store(tmp_path, monkeypatch) -> DuckDBStore:
 def make_run(run_id: str, status: str = "completed", tests: list[TestResult] | None = None) -> RunRecord:
     final = status != "running"
     return RunRecord(
-        run_id=run_id, spec_hash=f"hash-{run_id}", spec={"task": {"id": "t1"}}, status=status, task_id="t1",
-        agent="integration_test", model=None, flavor="coding", runtime="docker", integrity_requested="vault",
-        integrity_obtained="vault" if final else None, attempt=0, seed=0, sweep_id=None, started_at=T0.isoformat(),
-        ended_at=(T0 + timedelta(seconds=3)).isoformat() if final else None, reward=1.0 if final else None,
-        subscores={"tests": 1.0} if final else {}, raw_grade={"exit_code": 0} if final else {},
-        tests=list(tests or []), timings={"grade": 1.5} if final else {},
+        run_id=run_id,
+        spec_hash=f"hash-{run_id}",
+        spec={"task": {"id": "t1"}},
+        status=status,
+        task_id="t1",
+        agent="integration_test",
+        model=None,
+        flavor="coding",
+        runtime="docker",
+        integrity_requested="vault",
+        integrity_obtained="vault" if final else None,
+        attempt=0,
+        seed=0,
+        sweep_id=None,
+        started_at=T0.isoformat(),
+        ended_at=(T0 + timedelta(seconds=3)).isoformat() if final else None,
+        reward=1.0 if final else None,
+        subscores={"tests": 1.0} if final else {},
+        raw_grade={"exit_code": 0} if final else {},
+        tests=list(tests or []),
+        timings={"grade": 1.5} if final else {},
         steps=[Step(idx=0, kind="tool_call", capability="mcp", tool="bash", arguments={"command": "ls"})],
     )
 
@@ -166,11 +182,21 @@ def test_an_older_crucible_refuses_a_store_that_holds_test_results(store, monkey
 
 def test_show_counts_the_tests_and_names_the_ones_that_did_not_pass(store, tmp_path):
     store.record_run(make_run("r1", tests=BASELINE))
-    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_STORE": str(store.path),
-           "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}  # nothing to reap: no engine there
+    env = {
+        **os.environ,
+        "CRUCIBLE_HOME": str(tmp_path / "home"),
+        "CRUCIBLE_STORE": str(store.path),
+        "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock",
+    }  # nothing to reap: no engine there
 
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "show", "r1"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "show", "r1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

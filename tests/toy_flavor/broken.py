@@ -1,5 +1,6 @@
 """Toy flavors that each break one clause of the flavor contract, for the flavor self-check's
 own tests (tests/flavors/test_flavor_selfcheck.py): each must fail its check, by its message."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,5 @@
 """The toy flavor: question in, answer out, graded by comparing with the host-side answer."""
+
 from __future__ import annotations
 
 import hashlib
@@ -35,21 +36,29 @@ class ToyTools:
         self.ws, self.user, self.workdir = ws, user, WORKDIR
 
     def specs(self) -> list[dict]:
-        return [{"name": "answer", "description": "Give your answer to the question in question.txt.",
-                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]
+        return [
+            {
+                "name": "answer",
+                "description": "Give your answer to the question in question.txt.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            }
+        ]
 
     async def call(self, name: str, arguments: dict) -> tuple[str, bool]:
         if name != "answer" or not isinstance(arguments.get("text"), str):
             return f"unknown tool or bad arguments: {name} {arguments}", True
-        result = await self.ws.exec(["sh", "-c", f"cat > {ANSWER}"], user=self.user, cwd=WORKDIR,
-                                    stdin=arguments["text"].encode())
+        result = await self.ws.exec(
+            ["sh", "-c", f"cat > {ANSWER}"], user=self.user, cwd=WORKDIR, stdin=arguments["text"].encode()
+        )
         return ("answered", False) if result.ok else (result.text(), True)
 
 
 class ToyFlavor:
     task_schema: ClassVar[type] = ToyTaskConfig
-    roles: ClassVar[Mapping[str, GateRole]] = {"golden": GateRole("integration_test", 1.0),
-                                               "baseline": GateRole("noop", 0.0)}
+    roles: ClassVar[Mapping[str, GateRole]] = {
+        "golden": GateRole("integration_test", 1.0),
+        "baseline": GateRole("noop", 0.0),
+    }
 
     def __init__(self, name: str = "toy") -> None:
         self.name = name
@@ -96,12 +105,17 @@ class ToyFlavor:
         right = raw.get("exit_code") == 0
         refused = refusal(spec.integrity, raw) if right else None
         passed = right and not refused
-        return Verdict(reward=1.0 if passed else 0.0, subscores={"answer": 1.0 if passed else 0.0},
-                       raw={**raw, "reason": refused or ("right answer" if right else "wrong answer")})
+        return Verdict(
+            reward=1.0 if passed else 0.0,
+            subscores={"answer": 1.0 if passed else 0.0},
+            raw={**raw, "reason": refused or ("right answer" if right else "wrong answer")},
+        )
 
     def explain(self, raw: Mapping[str, Any]) -> list[str]:
-        return [f"reason: {raw.get('reason')}; the comparison exited {raw.get('exit_code')}; "
-                f"answer given: {str(raw.get('answer'))[:80]!r}"]
+        return [
+            f"reason: {raw.get('reason')}; the comparison exited {raw.get('exit_code')}; "
+            f"answer given: {str(raw.get('answer'))[:80]!r}"
+        ]
 
 
 class ToyManyFlavor(ToyFlavor):
@@ -130,8 +144,12 @@ class ToyManyFlavor(ToyFlavor):
             fresh, host = marked.stdout.decode().split()
             seen.append({"host": host, "fresh": fresh == "1"})
         verdicts = [await self.grade(ws, spec, submission) for ws in workspaces]
-        raw = {**verdicts[0].raw, "gradings": seen, "prepared": [self.prepared.get(i) for i in range(len(workspaces))],
-               "rewards": [v.reward for v in verdicts]}
+        raw = {
+            **verdicts[0].raw,
+            "gradings": seen,
+            "prepared": [self.prepared.get(i) for i in range(len(workspaces))],
+            "rewards": [v.reward for v in verdicts],
+        }
         return Verdict(reward=min(v.reward for v in verdicts), subscores=verdicts[0].subscores, raw=raw)
 
     async def _hostname(self, ws: Workspace) -> str:

@@ -1,4 +1,5 @@
 """A toy task source (engine/config/sources.py): toy tasks from a JSON file, no YAML each."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +17,14 @@ class ToySource:
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def options(self, set_name: str) -> Mapping[str, Mapping[str, Any]]:
-        return {name: {"defaults": [{"override /flavor@_global_.flavor": "toy"}, "_self_"], "name": name,
-                       "set": set_name, "prompt": "Answer the question in question.txt with the answer tool.",
-                       "question": qa[0], "answer": qa[1]}
-                for name, qa in json.loads(self.path.read_text()).items()}
+        return {
+            name: {
+                "defaults": [{"override /flavor@_global_.flavor": "toy"}, "_self_"],
+                "name": name,
+                "set": set_name,
+                "prompt": "Answer the question in question.txt with the answer tool.",
+                "question": qa[0],
+                "answer": qa[1],
+            }
+            for name, qa in json.loads(self.path.read_text()).items()
+        }

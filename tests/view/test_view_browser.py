@@ -8,6 +8,7 @@ the code and prints ``PROBE``, so B's integration_test run has tool calls, a dif
 PROBE is in no other run's output, and sample/last_page flips (solved in A, lost in B).
 Screenshots go to ``$CRUCIBLE_TEST_ARTIFACTS/view`` (else the test's tmp folder; the path is printed).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ from engine.util.paths import PROJECT_ROOT
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 PROBE = "viewer-probe-7f3a"
-PROBE_CALL = (f"+task.validation=[{{name: bash, arguments: {{command: "
-              f"'echo \"# viewer probe\" >> stockroom/report.py && echo {PROBE}'}}}}]")
+PROBE_CALL = (
+    f"+task.validation=[{{name: bash, arguments: {{command: "
+    f"'echo \"# viewer probe\" >> stockroom/report.py && echo {PROBE}'}}}}]"
+)
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
@@ -46,8 +49,13 @@ def sweeps(docker_client, base_image, tmp_path_factory) -> tuple[Path, str, str]
 
 @pytest.fixture(scope="module")
 def server(sweeps):
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "view", "--port", "0", "--store", str(sweeps[0])],
-                            cwd=PROJECT_ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "view", "--port", "0", "--store", str(sweeps[0])],
+        cwd=PROJECT_ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     line = proc.stdout.readline()
     found = re.search(r"at (http://127\.0\.0\.1:\d+)/", line)
     assert found, line + proc.stderr.read()
@@ -162,9 +170,14 @@ def test_the_static_bundle_shows_the_same_run_from_the_file_system(sweeps, brows
     assert proc.returncode == 0, proc.stderr
     browser.get((tmp_path / "site" / "index.html").as_uri())
     assert css(browser, "#count")[0].text == "6 runs"
-    probe_runs = [a for a in css(browser, "a.run-link")
-                  if a.text in crucible("query", f"SELECT run_id FROM steps WHERE result LIKE '%{PROBE}%'",
-                                        "--csv", "--store", str(store)).stdout]
+    probe_runs = [
+        a
+        for a in css(browser, "a.run-link")
+        if a.text
+        in crucible(
+            "query", f"SELECT run_id FROM steps WHERE result LIKE '%{PROBE}%'", "--csv", "--store", str(store)
+        ).stdout
+    ]
     assert len(probe_runs) == 1
     probe_runs[0].click()
     wait(browser, lambda d: d.current_url.startswith("file://") and css(d, "#run-id"))

@@ -1,6 +1,7 @@
 """``crucible view`` over a store of synthesised runs (written through the store's real spool and
 ingest): every page over HTTP (Starlette's TestClient), bad input, the 5 MB output, the bundle,
 and the command itself. No Docker: tests/view/test_view_browser.py reads a real sweep's store."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,17 +41,59 @@ def store(tmp_path_factory) -> DuckDBStore:
     with_dir = record(RUNS + 1, RUNS + 2)  # an integration_test run
     with_dir.run_id, with_dir.run_dir, with_dir.sweep_id = "synth-with-dir", str(run_dir), None
     store.write_run_record(with_dir, run_dir)
-    terminal = TerminalRecord("term-1", with_dir.run_id, "claude_code", "crucible-t1", "main", "running",
-                              "2026-01-10T09:00:00+00:00", width=80, height=24)
+    terminal = TerminalRecord(
+        "term-1",
+        with_dir.run_id,
+        "claude_code",
+        "crucible-t1",
+        "main",
+        "running",
+        "2026-01-10T09:00:00+00:00",
+        width=80,
+        height=24,
+    )
     store.record_terminal_event(with_dir.run_id, {"event": "start", "terminal": dataclasses.asdict(terminal)})
-    store.record_terminal_event(with_dir.run_id, {
-        "event": "end", "terminal_id": "term-1", "run_id": with_dir.run_id, "state": "closing", "end_reason": "done",
-        "ended_at": "2026-01-10T09:01:00+00:00", "closes_at": "2099-01-01T00:00:00+00:00",
-        "snapshot": {"taken_at": "2026-01-10T09:01:00+00:00", "final": True, "text": "> all done, 3 files edited"}})
-    store.record_build(BuildRecord("b1", "crucible/task:abc", "abc" * 8, "task", False, 9.5, 271_000_000,
-                                   {"dockerfile": "FROM base"}, None, "2026-01-10T08:00:00+00:00"))
-    store.record_build(BuildRecord("b2", "crucible/task:abc", "abc" * 8, "task", True, 0.01, 271_000_000,
-                                   {"dockerfile": "FROM base"}, None, "2026-01-10T08:05:00+00:00"))
+    store.record_terminal_event(
+        with_dir.run_id,
+        {
+            "event": "end",
+            "terminal_id": "term-1",
+            "run_id": with_dir.run_id,
+            "state": "closing",
+            "end_reason": "done",
+            "ended_at": "2026-01-10T09:01:00+00:00",
+            "closes_at": "2099-01-01T00:00:00+00:00",
+            "snapshot": {"taken_at": "2026-01-10T09:01:00+00:00", "final": True, "text": "> all done, 3 files edited"},
+        },
+    )
+    store.record_build(
+        BuildRecord(
+            "b1",
+            "crucible/task:abc",
+            "abc" * 8,
+            "task",
+            False,
+            9.5,
+            271_000_000,
+            {"dockerfile": "FROM base"},
+            None,
+            "2026-01-10T08:00:00+00:00",
+        )
+    )
+    store.record_build(
+        BuildRecord(
+            "b2",
+            "crucible/task:abc",
+            "abc" * 8,
+            "task",
+            True,
+            0.01,
+            271_000_000,
+            {"dockerfile": "FROM base"},
+            None,
+            "2026-01-10T08:05:00+00:00",
+        )
+    )
     return store
 
 
@@ -109,16 +152,18 @@ def test_a_5mb_tool_output_is_cut_on_the_page_and_whole_behind_its_link(client):
 
 
 def test_unknown_ids_and_bad_filter_values_get_one_line_and_their_status(client):
-    cases = [("/runs/nosuch", 404, "no run 'nosuch' in the store"),
-             ("/runs?status=finished", 400, "status='finished': not a run status"),
-             ("/runs?since=yesterday", 400, "since='yesterday': give a date as YYYY-MM-DD"),
-             ("/runs?page=0", 400, "page='0': pages start at 1"),
-             ("/builds?page=two", 400, "page='two': give a page number"),
-             ("/sweeps/nosuch", 404, "no sweep 'nosuch' in the store"),
-             ("/compare?a=synth-sweep-00", 400, "compare: give two sweeps"),
-             ("/compare?a=synth-sweep-00&b=nosuch", 404, "sweep nosuch: no such sweep in the store"),
-             ("/runs/synth-00001/steps/99/result", 404, "no step 99 in run 'synth-00001'"),
-             ("/nowhere", 404, "/nowhere: Not Found")]
+    cases = [
+        ("/runs/nosuch", 404, "no run 'nosuch' in the store"),
+        ("/runs?status=finished", 400, "status='finished': not a run status"),
+        ("/runs?since=yesterday", 400, "since='yesterday': give a date as YYYY-MM-DD"),
+        ("/runs?page=0", 400, "page='0': pages start at 1"),
+        ("/builds?page=two", 400, "page='two': give a page number"),
+        ("/sweeps/nosuch", 404, "no sweep 'nosuch' in the store"),
+        ("/compare?a=synth-sweep-00", 400, "compare: give two sweeps"),
+        ("/compare?a=synth-sweep-00&b=nosuch", 404, "sweep nosuch: no such sweep in the store"),
+        ("/runs/synth-00001/steps/99/result", 404, "no step 99 in run 'synth-00001'"),
+        ("/nowhere", 404, "/nowhere: Not Found"),
+    ]
     for path, status, line in cases:
         response = client.get(path)
         assert response.status_code == status, path
@@ -177,8 +222,13 @@ with open_store(Path(sys.argv[1]), read_only=False, timeout=60):
 
 def test_a_page_says_busy_when_another_process_holds_the_store_past_its_timeout(store):
     impatient = TestClient(create_app(store.path, read_timeout=0.3))
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store.path)], cwd=PROJECT_ROOT, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(store.path)],
+        cwd=PROJECT_ROOT,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         busy = impatient.get("/runs")
@@ -198,14 +248,20 @@ def test_bundle_writes_every_page_with_links_that_resolve_on_disk(store, tmp_pat
     for page in out.rglob("*.html"):
         for link in re.findall(r'\shref="([^"#]+)"', page.read_text()):  # not the plots' xlink:href="#id"
             if link.startswith("file://"):
-                assert Path(link[len("file://"):]).exists(), (page, link)
+                assert Path(link[len("file://") :]).exists(), (page, link)
             else:
                 assert not link.startswith("/") and (page.parent / link).resolve().exists(), (page, link)
 
 
 def view_cli(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "engine.cli", "view", *args], cwd=PROJECT_ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "view", *args],
+        cwd=PROJECT_ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def test_view_command_serves_on_a_free_local_port_and_ctrl_c_ends_it_cleanly(store):
@@ -222,11 +278,14 @@ def test_view_command_serves_on_a_free_local_port_and_ctrl_c_ends_it_cleanly(sto
     assert proc.returncode == 0 and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--store", "/nonexistent/store.duckdb"], "crucible view: store /nonexistent/store.duckdb: its directory"),
-    (["--port", "70000"], "crucible view: --port 70000: give a port from 1 to 65535, or 0 for a free one"),
-    (["--bundle", "pyproject.toml"], "crucible view: --bundle pyproject.toml: is a file, not a directory"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--store", "/nonexistent/store.duckdb"], "crucible view: store /nonexistent/store.duckdb: its directory"),
+        (["--port", "70000"], "crucible view: --port 70000: give a port from 1 to 65535, or 0 for a free one"),
+        (["--bundle", "pyproject.toml"], "crucible view: --bundle pyproject.toml: is a file, not a directory"),
+    ],
+)
 def test_view_command_refuses_a_bad_store_port_or_bundle_folder_in_one_line(args, line):
     proc = view_cli(*args)
     _, err = proc.communicate(timeout=60)

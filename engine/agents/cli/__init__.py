@@ -16,6 +16,7 @@ price table), each tool call as the CLI's event stream reported it, in the order
 the usage the CLI reports itself is cross-checked against the proxy's record (a warning says
 where they differ).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -147,24 +148,38 @@ class CliAgent:
     tui: TuiProfile | None = None
     """What the CLI's TUI looks like, for the tmux transport; None = headless only."""
 
-    def __init__(self, name: str, model: str = "", *, version: str = "", default_model: str | None = None,
-                 base_url: str | None = None,
-                 api_key_env: str | None = None, permission_mode: str = "bypassPermissions",
-                 max_turns: int | None = None, builtin_tools: BuiltinToolsConfig | None = None,
-                 wall_timeout: float | None = None, request_timeout: float = 600.0,
-                 transport: str = "headless") -> None:
+    def __init__(
+        self,
+        name: str,
+        model: str = "",
+        *,
+        version: str = "",
+        default_model: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        permission_mode: str = "bypassPermissions",
+        max_turns: int | None = None,
+        builtin_tools: BuiltinToolsConfig | None = None,
+        wall_timeout: float | None = None,
+        request_timeout: float = 600.0,
+        transport: str = "headless",
+    ) -> None:
         self.name, self.model, self.version = name, model or default_model or "", version
         model = self.model
         choice = parse_model(model)
         if choice.provider != self.provider:
-            raise ConfigError(f"agent {name}: model {model} must be {self.provider}/<name> "
-                              f"(the {name} CLI speaks only that provider's protocol)")
+            raise ConfigError(
+                f"agent {name}: model {model} must be {self.provider}/<name> "
+                f"(the {name} CLI speaks only that provider's protocol)"
+            )
         self.model_name = choice.name
         self.base_url = (base_url or DEFAULT_BASE_URL[self.provider]).rstrip("/")
         self.key_env = api_key_env or DEFAULT_KEY_ENV[self.provider]
         if self.key_env and not os.environ.get(self.key_env):
-            raise AgentError(f"agent {name}: model {model} reads its API key from ${self.key_env} on the host, "
-                             "which is not set (set it, or choose another variable with agent.api_key_env=NAME)")
+            raise AgentError(
+                f"agent {name}: model {model} reads its API key from ${self.key_env} on the host, "
+                "which is not set (set it, or choose another variable with agent.api_key_env=NAME)"
+            )
         self.permission_mode = permission_mode
         self.max_turns = max_turns
         self.builtin_tools = builtin_tools or BuiltinToolsConfig()
@@ -198,10 +213,13 @@ class CliAgent:
     async def run(self, ctx: AgentContext) -> AgentOutcome:
         ws = ctx.workspace
         if ws is None or ws.bridge is None or ctx.bridge_host is None or "mcp_socket" not in ctx.capabilities:
-            raise AgentError(f"agent {self.name} works inside the workspace and needs its bridge "
-                             "(runtime=docker; the run's MCP server reached without a network)")
-        proxy = ModelProxy(os.path.join(ctx.bridge_host, MODEL_SOCKET), self.upstream(), self.price,
-                           self.request_timeout)
+            raise AgentError(
+                f"agent {self.name} works inside the workspace and needs its bridge "
+                "(runtime=docker; the run's MCP server reached without a network)"
+            )
+        proxy = ModelProxy(
+            os.path.join(ctx.bridge_host, MODEL_SOCKET), self.upstream(), self.price, self.request_timeout
+        )
         async with proxy:
             argv, env, files = self.command(ctx, ctx.capability_auth.get("mcp_socket", ""))
             await self._stage(ctx, files)
@@ -223,8 +241,9 @@ class CliAgent:
         middle of a turn; None = the screen alone tells."""
         return None
 
-    async def _execute_tmux(self, ctx: AgentContext, argv: list[str],
-                            env: dict[str, str]) -> tuple[Parsed, int | None, bool, str]:
+    async def _execute_tmux(
+        self, ctx: AgentContext, argv: list[str], env: dict[str, str]
+    ) -> tuple[Parsed, int | None, bool, str]:
         """Run the CLI's TUI in a private tmux server, submit the prompt, wait until it is idle
         and stable, take its answer from the pane and its tool calls from its transcript. The
         pane is recorded as the run's terminal (``ctx.terminals``) from launch to its end."""
@@ -232,12 +251,24 @@ class CliAgent:
         from engine.agents.cli.tmux import TmuxPane, TuiError, in_workspace
 
         assert ctx.workspace is not None and self.tui is not None
-        launcher = ["sh", "-c", shell.script(__file__, "crucible_cli.sh"), "crucible-cli", str(MODEL_PORT),
-                    str(MCP_PORT), *argv]
+        launcher = [
+            "sh",
+            "-c",
+            shell.script(__file__, "crucible_cli.sh"),
+            "crucible-cli",
+            str(MODEL_PORT),
+            str(MCP_PORT),
+            *argv,
+        ]
         terminal_id = new_terminal_id()
         pane = TmuxPane(in_workspace(ctx.workspace, ctx.uid), server_name(terminal_id), profile=self.tui)
-        recorder = None if ctx.terminals is None else TerminalRecorder(
-            pane, ctx.terminals, terminal_id=terminal_id, owner=f"agent:{self.name}", cwd=ctx.workdir)
+        recorder = (
+            None
+            if ctx.terminals is None
+            else TerminalRecorder(
+                pane, ctx.terminals, terminal_id=terminal_id, owner=f"agent:{self.name}", cwd=ctx.workdir
+            )
+        )
         answer, problem, timed_out, code = "", "", False, None
         failure: str | None = "canceled"  # until the turn ends otherwise
         try:
@@ -261,8 +292,9 @@ class CliAgent:
         parsed.answer, parsed.finished = answer or parsed.answer, code == 0 and parsed.stop_reason == "done"
         return parsed, code, timed_out, problem
 
-    async def _end_tmux(self, ctx: AgentContext, pane: TmuxPane, recorder: TerminalRecorder | None,
-                        failure: str | None) -> None:
+    async def _end_tmux(
+        self, ctx: AgentContext, pane: TmuxPane, recorder: TerminalRecorder | None, failure: str | None
+    ) -> None:
         """The terminal's end is recorded, then the TUI's server goes, and with it every process of
         the agent's uid (a TUI may outlive its terminal's hang-up; nothing of the CLI may outlive its run)."""
         assert ctx.workspace is not None
@@ -280,13 +312,21 @@ class CliAgent:
         if result.exit_code != 0:
             raise AgentError(f"agent {self.name}: could not prepare {CLI_ROOT}: {result.stderr[-300:]!r}")
 
-    async def _execute(self, ctx: AgentContext, argv: list[str],
-                       env: dict[str, str]) -> tuple[list[Event], int | None, bool, str]:
+    async def _execute(
+        self, ctx: AgentContext, argv: list[str], env: dict[str, str]
+    ) -> tuple[list[Event], int | None, bool, str]:
         """Run the CLI with stdin closed; its events as they arrived, its exit code (None when
         killed), whether the wall clock ran out, and what it wrote that is not an event."""
         assert ctx.workspace is not None
-        launcher = ["sh", "-c", shell.script(__file__, "crucible_cli.sh"), "crucible-cli", str(MODEL_PORT),
-                    str(MCP_PORT), *argv]
+        launcher = [
+            "sh",
+            "-c",
+            shell.script(__file__, "crucible_cli.sh"),
+            "crucible-cli",
+            str(MODEL_PORT),
+            str(MCP_PORT),
+            *argv,
+        ]
         process = await ctx.workspace.open_process(launcher, user=ctx.uid, cwd=ctx.workdir, env=env)
         events: list[Event] = []
         other: list[str] = []
@@ -304,8 +344,15 @@ class CliAgent:
             await asyncio.shield(process.kill())
         return events, code, timed_out, "\n".join(other)
 
-    def _outcome(self, parsed: Parsed, model_steps: list[Step], exit_code: int | None, timed_out: bool,
-                 stderr: str, ctx: AgentContext) -> AgentOutcome:
+    def _outcome(
+        self,
+        parsed: Parsed,
+        model_steps: list[Step],
+        exit_code: int | None,
+        timed_out: bool,
+        stderr: str,
+        ctx: AgentContext,
+    ) -> AgentOutcome:
         outcome = AgentOutcome(answer=parsed.answer, warnings=list(parsed.warnings))
         timeline = [(_epoch(s.started_at), s) for s in model_steps] + parsed.tool_steps
         for idx, (_, step) in enumerate(sorted(timeline, key=lambda pair: pair[0])):
@@ -320,9 +367,11 @@ class CliAgent:
             if self.transport == "tmux" and exit_code == 0:  # the TUI's turn ended; its record says how
                 outcome.warnings.append(f"{self.name}'s turn in its TUI ended as {outcome.stop_reason}")
             else:
-                outcome.warnings.append(f"{self.name} exited with code {exit_code}"
-                                        + ("" if parsed.finished else " without its final event")
-                                        + (f": {tail}" if tail else ""))
+                outcome.warnings.append(
+                    f"{self.name} exited with code {exit_code}"
+                    + ("" if parsed.finished else " without its final event")
+                    + (f": {tail}" if tail else "")
+                )
         else:
             outcome.stop_reason = parsed.stop_reason
         if parsed.calls is not None:
@@ -364,25 +413,37 @@ def cross_check(reported: dict[str, int], model_steps: list[Step], model: str) -
     if not reported:
         return []
     mine = [s for s in model_steps if (s.arguments or {}).get("model") == model and not s.is_error]
-    seen = {"input": sum(s.tokens_in or 0 for s in mine), "output": sum(s.tokens_out or 0 for s in mine),
-            "cached_input": sum((s.arguments or {}).get("cached_input_tokens", 0) for s in mine)}
-    return [f"cross-check: the CLI reports {value} {kind} tokens for {model}, the model proxy recorded {seen[kind]}"
-            for kind, value in sorted(reported.items()) if kind in seen and value != seen[kind]]
+    seen = {
+        "input": sum(s.tokens_in or 0 for s in mine),
+        "output": sum(s.tokens_out or 0 for s in mine),
+        "cached_input": sum((s.arguments or {}).get("cached_input_tokens", 0) for s in mine),
+    }
+    return [
+        f"cross-check: the CLI reports {value} {kind} tokens for {model}, the model proxy recorded {seen[kind]}"
+        for kind, value in sorted(reported.items())
+        if kind in seen and value != seen[kind]
+    ]
 
 
 def cross_check_calls(counted: list[tuple[int, int]], model_steps: list[Step], model: str) -> list[str]:
     """The model calls the CLI counted that the proxy did not record with the same tokens; the
     proxy's other calls to ``model`` are the CLI's own side calls (recorded and priced as steps)."""
-    seen = [(s.tokens_in or 0, s.tokens_out or 0) for s in model_steps
-            if (s.arguments or {}).get("model") == model and not s.is_error]
+    seen = [
+        (s.tokens_in or 0, s.tokens_out or 0)
+        for s in model_steps
+        if (s.arguments or {}).get("model") == model and not s.is_error
+    ]
     missing = []
     for call in counted:
         if call in seen:
             seen.remove(call)
         else:
             missing.append(call)
-    return [f"cross-check: the CLI counts a call of {i} input and {o} output tokens to {model} "
-            "that the model proxy did not record" for i, o in missing]
+    return [
+        f"cross-check: the CLI counts a call of {i} input and {o} output tokens to {model} "
+        "that the model proxy did not record"
+        for i, o in missing
+    ]
 
 
 def _epoch(iso: str | None) -> float:
@@ -393,10 +454,19 @@ def now_iso(at: float | None = None) -> str:
     return datetime.fromtimestamp(at if at is not None else time.time(), UTC).isoformat()
 
 
-def tool_step(at: float, tool: str, arguments: object, result: str | None, is_error: bool,
-              capability: str) -> tuple[float, Step]:
-    return at, Step(idx=0, kind="tool_call", capability=capability, tool=tool, arguments=arguments,
-                    result=result, is_error=is_error, started_at=now_iso(at))
+def tool_step(
+    at: float, tool: str, arguments: object, result: str | None, is_error: bool, capability: str
+) -> tuple[float, Step]:
+    return at, Step(
+        idx=0,
+        kind="tool_call",
+        capability=capability,
+        tool=tool,
+        arguments=arguments,
+        result=result,
+        is_error=is_error,
+        started_at=now_iso(at),
+    )
 
 
 __all__ = ["BRIDGE_PATH", "BuiltinToolsConfig", "CliAgent", "CliAgentConfig", "Event", "Parsed"]

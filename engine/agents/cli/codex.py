@@ -19,6 +19,7 @@ Under ``transport=tmux`` the same binary runs its TUI (no ``exec``, no prompt: i
 session's rollout JSONL (``parse_rollout``). What its screen looks like: ``TUI`` below and
 docs/cli_agents.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,13 @@ DISABLED_FEATURES = ("enable_request_compression",)
 BUILTIN_FEATURES = ("shell_tool", "goals", "multi_agent")
 """Codex's own tools that ``builtin_tools.allow: []`` switches off (its shell, its goal
 tracking, its sub-agents; web search too, by config)."""
-ALWAYS_OFFERED = ("view_image", "request_user_input", "list_mcp_resources", "list_mcp_resource_templates",
-                  "read_mcp_resource")
+ALWAYS_OFFERED = (
+    "view_image",
+    "request_user_input",
+    "list_mcp_resources",
+    "list_mcp_resource_templates",
+    "read_mcp_resource",
+)
 """Codex's own tools that no switch of 0.171 removes; none reaches outside the workspace."""
 _TOOL_ITEMS = {"mcp_tool_call", "command_execution", "file_change", "web_search"}
 
@@ -63,8 +69,17 @@ class CodexAgentConfig(CliAgentConfig):
     """Codex's approval policy; only ``never`` works (nobody answers, headless or in tmux)."""
 
 
-TUI = TuiProfile(ready=r"^›(?!\s*\d+\.\s)", ready_within=3, busy=r"esc to interrupt", trust=r"Trust this folder\?",
-                trust_answer="1", pasted=r"\[Pasted", echo=r"^› ", answer=r"^• ", tool_panel=r"^(• Called|\s*└)")
+TUI = TuiProfile(
+    ready=r"^›(?!\s*\d+\.\s)",
+    ready_within=3,
+    busy=r"esc to interrupt",
+    trust=r"Trust this folder\?",
+    trust_answer="1",
+    pasted=r"\[Pasted",
+    echo=r"^› ",
+    answer=r"^• ",
+    tool_panel=r"^(• Called|\s*└)",
+)
 """Codex 0.171's TUI (seen in tmux): the composer "› " (a placeholder when empty) with a model line
 and a footer under it, shown while it works too, with "• Working (Ns • esc to interrupt)" above
 it; a chooser's "› 1. ..." is not the composer; answers as "• " blocks, tool calls as "• Called
@@ -80,24 +95,46 @@ class CodexAgent(CliAgent):
     def __init__(self, name: str = "codex", model: str = "", **options: Any) -> None:
         super().__init__(name, model, **options)
         if self.permission_mode != "never":
-            raise ConfigError(f"agent {name}: permission_mode {self.permission_mode!r}: codex runs "
-                              "unattended (headless or in tmux), where only 'never' (no approvals asked) can work")
+            raise ConfigError(
+                f"agent {name}: permission_mode {self.permission_mode!r}: codex runs "
+                "unattended (headless or in tmux), where only 'never' (no approvals asked) can work"
+            )
         if self.max_turns is not None:
-            raise ConfigError(f"agent {name}: max_turns is not a limit codex has; leave it unset "
-                              "(agent.wall_timeout bounds the run)")
+            raise ConfigError(
+                f"agent {name}: max_turns is not a limit codex has; leave it unset (agent.wall_timeout bounds the run)"
+            )
         allow, deny = self.builtin_tools.allow, self.builtin_tools.deny
         if allow not in (["*"], []) or deny not in ([], ["shell"]):
-            raise ConfigError(f"agent {name}: builtin_tools can only allow ['*'] or [] and deny [] or ['shell'] "
-                              "for codex (its own tools switch off together, or its shell alone)")
+            raise ConfigError(
+                f"agent {name}: builtin_tools can only allow ['*'] or [] and deny [] or ['shell'] "
+                "for codex (its own tools switch off together, or its shell alone)"
+            )
 
     def command(self, ctx: AgentContext, mcp_token: str) -> tuple[list[str], dict[str, str], dict[str, str]]:
         home = f"{CLI_ROOT}/codex-home"
         if self.transport == "tmux":
-            argv = [BINARY, "--strict-config", "--dangerously-bypass-approvals-and-sandbox", "--no-alt-screen",
-                    "--no-daemon", "-C", ctx.workdir]
+            argv = [
+                BINARY,
+                "--strict-config",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--no-alt-screen",
+                "--no-daemon",
+                "-C",
+                ctx.workdir,
+            ]
         else:
-            argv = [BINARY, "exec", "--json", "--strict-config", "--skip-git-repo-check",
-                    "--dangerously-bypass-approvals-and-sandbox", "--color", "never", "-C", ctx.workdir]
+            argv = [
+                BINARY,
+                "exec",
+                "--json",
+                "--strict-config",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--color",
+                "never",
+                "-C",
+                ctx.workdir,
+            ]
         for feature in DISABLED_FEATURES:
             argv += ["--disable", feature]
         if self.builtin_tools.allow == []:
@@ -107,8 +144,14 @@ class CodexAgent(CliAgent):
             argv += ["--disable", "shell_tool"]
         if self.transport == "headless":
             argv += ["--", ctx.prompt]
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": f"{CLI_ROOT}/home", "LANG": "C.UTF-8",
-               "USER": "agent", "CODEX_HOME": home, TOKEN_ENV: mcp_token}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": f"{CLI_ROOT}/home",
+            "LANG": "C.UTF-8",
+            "USER": "agent",
+            "CODEX_HOME": home,
+            TOKEN_ENV: mcp_token,
+        }
         if self.transport == "tmux":
             env["TERM"] = "xterm-256color"
         return argv, env, {f"{home}/config.toml": self.config_toml(ctx.workdir)}
@@ -141,6 +184,7 @@ class CodexAgent(CliAgent):
         """Its TUI shows no busy line between a tool's result and the next model reply (nor while
         an MCP call runs: "• Calling ..."), so an idle screen is a turn's end only once the
         rollout has it: ``task_complete`` (which a failed model call ends with too)."""
+
         async def over() -> bool:
             return turn_ended(await self.transcript(ctx, env))
 
@@ -150,8 +194,16 @@ class CodexAgent(CliAgent):
         """The session's rollout JSONL under ``$CODEX_HOME/sessions/YYYY/MM/DD/``."""
         assert ctx.workspace is not None
         result = await ctx.workspace.exec(
-            ["sh", "-c", 'find "$CODEX_HOME/sessions" -name "rollout-*.jsonl" -type f -exec cat {} + 2>/dev/null; true'],
-            user=ctx.uid, env={"CODEX_HOME": env["CODEX_HOME"], "PATH": env["PATH"]}, timeout=60, max_output=64 << 20)
+            [
+                "sh",
+                "-c",
+                'find "$CODEX_HOME/sessions" -name "rollout-*.jsonl" -type f -exec cat {} + 2>/dev/null; true',
+            ],
+            user=ctx.uid,
+            env={"CODEX_HOME": env["CODEX_HOME"], "PATH": env["PATH"]},
+            timeout=60,
+            max_output=64 << 20,
+        )
         return session_events(result.stdout)
 
 
@@ -180,8 +232,11 @@ def parse_stream(events: list[Event]) -> Parsed:
         elif kind == "turn.completed":
             parsed.finished, parsed.stop_reason = True, "done"
             usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
-            for key, name in (("input", "input_tokens"), ("output", "output_tokens"),
-                              ("cached_input", "cached_input_tokens")):
+            for key, name in (
+                ("input", "input_tokens"),
+                ("output", "output_tokens"),
+                ("cached_input", "cached_input_tokens"),
+            ):
                 totals[key] += int(usage.get(name) or 0)
             parsed.usage = dict(totals)
         elif kind in ("turn.failed", "error"):
@@ -205,16 +260,22 @@ def _tool(item: dict[str, Any], at: float) -> tuple[float, Step]:
         return tool_step(at, name, item.get("arguments"), text, failed or bool(error), capability)
     if kind == "command_execution":
         failed = failed or item.get("exit_code") not in (0, None)
-        return tool_step(at, "shell", {"command": item.get("command")}, item.get("aggregated_output"), failed,
-                         "builtin")
-    return tool_step(at, str(kind), {k: v for k, v in item.items() if k not in ("id", "type", "status")},
-                     None, failed, "builtin")
+        return tool_step(
+            at, "shell", {"command": item.get("command")}, item.get("aggregated_output"), failed, "builtin"
+        )
+    return tool_step(
+        at, str(kind), {k: v for k, v in item.items() if k not in ("id", "type", "status")}, None, failed, "builtin"
+    )
 
 
 def turn_ended(events: list[Event]) -> bool:
     """Whether the rollout records the end of a turn (``task_complete``, also when it failed)."""
-    return any(e.data.get("type") == "event_msg" and isinstance(e.data.get("payload"), dict)
-               and e.data["payload"].get("type") == "task_complete" for e in events)
+    return any(
+        e.data.get("type") == "event_msg"
+        and isinstance(e.data.get("payload"), dict)
+        and e.data["payload"].get("type") == "task_complete"
+        for e in events
+    )
 
 
 def parse_rollout(events: list[Event]) -> Parsed:  # noqa: C901 (one branch per event kind of the rollout file)
@@ -237,8 +298,12 @@ def parse_rollout(events: list[Event]) -> Parsed:  # noqa: C901 (one branch per 
             parsed.session_id = str(payload.get("id") or "") or parsed.session_id
         elif kind == "response_item" and inner in ("function_call", "custom_tool_call"):
             arguments = payload.get("arguments") if inner == "function_call" else {"input": payload.get("input")}
-            calls[str(payload.get("call_id"))] = (event.at, str(payload.get("name")),
-                                                  str(payload.get("namespace") or ""), _json_or_text(arguments))
+            calls[str(payload.get("call_id"))] = (
+                event.at,
+                str(payload.get("name")),
+                str(payload.get("namespace") or ""),
+                _json_or_text(arguments),
+            )
         elif kind == "response_item" and inner in ("function_call_output", "custom_tool_call_output"):
             outputs[str(payload.get("call_id"))] = _output_text(payload.get("output"))
         elif kind == "event_msg" and inner == "item_completed":
@@ -246,22 +311,27 @@ def parse_rollout(events: list[Event]) -> Parsed:  # noqa: C901 (one branch per 
             if isinstance(item, dict) and item.get("type") == "McpToolCall":
                 mcp[str(item.get("id"))] = _mcp_result(item)
         elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
-            parsed.calls.append((int(payload["usage"].get("input_tokens") or 0),
-                                 int(payload["usage"].get("output_tokens") or 0)))
+            parsed.calls.append(
+                (int(payload["usage"].get("input_tokens") or 0), int(payload["usage"].get("output_tokens") or 0))
+            )
         elif kind == "event_msg" and inner == "token_count":
             info = payload.get("info")
             totals = info.get("total_token_usage") if isinstance(info, dict) else None
             if isinstance(totals, dict):
-                parsed.usage = {"input": int(totals.get("input_tokens") or 0),
-                                "output": int(totals.get("output_tokens") or 0),
-                                "cached_input": int(totals.get("cached_input_tokens") or 0)}
+                parsed.usage = {
+                    "input": int(totals.get("input_tokens") or 0),
+                    "output": int(totals.get("output_tokens") or 0),
+                    "cached_input": int(totals.get("cached_input_tokens") or 0),
+                }
         elif kind == "event_msg" and inner == "task_complete":  # the turn's end, with its error if it failed
             parsed.finished, parsed.stop_reason = True, "done"
             parsed.answer = str(payload.get("last_agent_message") or "")
             error = payload.get("error")
             if error:
                 parsed.stop_reason = "model_error"
-                parsed.warnings.append(f"codex: {str(error.get('message') if isinstance(error, dict) else error)[:500]}")
+                parsed.warnings.append(
+                    f"codex: {str(error.get('message') if isinstance(error, dict) else error)[:500]}"
+                )
         elif kind == "event_msg" and inner in ("error", "stream_error"):
             parsed.warnings.append(f"codex: {str(payload.get('message') or payload)[:500]}")
     for call_id, (at, name, namespace, arguments) in calls.items():
@@ -271,8 +341,9 @@ def parse_rollout(events: list[Event]) -> Parsed:  # noqa: C901 (one branch per 
             capability = "mcp" if server == MCP_SERVER else f"mcp:{server}"
             parsed.tool_steps.append(tool_step(at, name, arguments, text, is_error, capability))
         else:
-            parsed.tool_steps.append(tool_step(at, name, arguments, outputs.get(call_id), call_id not in outputs,
-                                               "builtin"))
+            parsed.tool_steps.append(
+                tool_step(at, name, arguments, outputs.get(call_id), call_id not in outputs, "builtin")
+            )
     return parsed
 
 

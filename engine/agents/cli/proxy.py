@@ -14,6 +14,7 @@ the CLI byte for byte as it arrives.
 One request per connection (the reply ends by closing it): each connection through the relay
 is its own, so nothing is gained by keep-alive, and a close-delimited body is plain HTTP/1.1.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,20 @@ MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 MAX_KEPT = 16 * 1024 * 1024
 """Bytes of a reply kept for reading its usage (a reply is passed on whole regardless)."""
-_HOP = {"host", "content-length", "connection", "transfer-encoding", "keep-alive", "accept-encoding",
-        "authorization", "x-api-key", "proxy-authorization", "upgrade", "te", "trailer"}
+_HOP = {
+    "host",
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "keep-alive",
+    "accept-encoding",
+    "authorization",
+    "x-api-key",
+    "proxy-authorization",
+    "upgrade",
+    "te",
+    "trailer",
+}
 _HOP_REPLY = {"content-length", "connection", "transfer-encoding", "keep-alive", "content-encoding"}
 
 
@@ -71,9 +84,12 @@ class ModelProxy:
     """The calls in flight: cut off (and recorded as such) when the proxy closes."""
 
     async def start(self) -> None:
-        self._client = httpx.AsyncClient(follow_redirects=False, trust_env=True,
-                                         verify=self.upstream.origin.startswith("https:"),
-                                         timeout=httpx.Timeout(self.request_timeout, connect=30.0))
+        self._client = httpx.AsyncClient(
+            follow_redirects=False,
+            trust_env=True,
+            verify=self.upstream.origin.startswith("https:"),
+            timeout=httpx.Timeout(self.request_timeout, connect=30.0),
+        )
         self._server = await asyncio.start_unix_server(self._serve, path=self.socket_path, limit=MAX_HEAD)
         os.chmod(self.socket_path, 0o666)  # the agent's uid in the container is not ours
 
@@ -120,8 +136,13 @@ class ModelProxy:
 
     async def _forward(self, request: _Request, writer: asyncio.StreamWriter) -> None:
         assert self._client is not None
-        step = Step(idx=0, kind="model", capability="model_proxy", tool=request.path.split("?")[0],
-                    started_at=datetime.now(UTC).isoformat())
+        step = Step(
+            idx=0,
+            kind="model",
+            capability="model_proxy",
+            tool=request.path.split("?")[0],
+            started_at=datetime.now(UTC).isoformat(),
+        )
         began = time.monotonic()
         headers = {k: v for k, v in request.headers if k.lower() not in _HOP}
         headers.update(self.upstream.auth())
@@ -129,8 +150,9 @@ class ModelProxy:
         kept = bytearray()
         status = 0
         try:
-            upstream = self._client.build_request(request.method, self.upstream.origin + request.path,
-                                                  headers=headers, content=request.body)
+            upstream = self._client.build_request(
+                request.method, self.upstream.origin + request.path, headers=headers, content=request.body
+            )
             response = await self._client.send(upstream, stream=True)
             status = response.status_code
             try:
@@ -156,10 +178,13 @@ class ModelProxy:
     def _record(self, step: Step, request: _Request, status: int, reply: bytes) -> None:
         model = _json(request.body).get("model")
         usage, text = read_reply(reply)
-        step.arguments = {"status": status, "model": model if isinstance(model, str) else None,
-                          "stream": bool(_json(request.body).get("stream")),
-                          "cached_input_tokens": usage.cached_input_tokens,
-                          "cache_write_tokens": usage.cache_write_tokens}
+        step.arguments = {
+            "status": status,
+            "model": model if isinstance(model, str) else None,
+            "stream": bool(_json(request.body).get("stream")),
+            "cached_input_tokens": usage.cached_input_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        }
         step.is_error = step.is_error or not 200 <= status < 300
         step.tokens_in, step.tokens_out = usage.input_tokens, usage.output_tokens
         step.cost_usd = pricing.cost_usd(self.price, usage)
@@ -211,24 +236,36 @@ def _usage_of(body: dict[str, Any]) -> Usage:
     raw = body.get("usage")
     if not isinstance(raw, dict):
         return Usage()
-    if "input_tokens" in raw and ("cache_read_input_tokens" in raw or "cache_creation_input_tokens" in raw
-                                  or "input_tokens_details" not in raw and "output_tokens_details" not in raw):
+    if "input_tokens" in raw and (
+        "cache_read_input_tokens" in raw
+        or "cache_creation_input_tokens" in raw
+        or "input_tokens_details" not in raw
+        and "output_tokens_details" not in raw
+    ):
         # Anthropic: input_tokens excludes cache reads and writes; crucible counts every prompt token.
         fresh = _int(raw.get("input_tokens"))
         read, write = _int(raw.get("cache_read_input_tokens")) or 0, _int(raw.get("cache_creation_input_tokens")) or 0
-        return Usage(input_tokens=None if fresh is None else fresh + read + write,
-                     output_tokens=_int(raw.get("output_tokens")), cached_input_tokens=read, cache_write_tokens=write)
+        return Usage(
+            input_tokens=None if fresh is None else fresh + read + write,
+            output_tokens=_int(raw.get("output_tokens")),
+            cached_input_tokens=read,
+            cache_write_tokens=write,
+        )
     details = raw.get("input_tokens_details") or raw.get("prompt_tokens_details") or {}
-    return Usage(input_tokens=_int(raw.get("input_tokens", raw.get("prompt_tokens"))),
-                 output_tokens=_int(raw.get("output_tokens", raw.get("completion_tokens"))),
-                 cached_input_tokens=_int(details.get("cached_tokens") if isinstance(details, dict) else None) or 0)
+    return Usage(
+        input_tokens=_int(raw.get("input_tokens", raw.get("prompt_tokens"))),
+        output_tokens=_int(raw.get("output_tokens", raw.get("completion_tokens"))),
+        cached_input_tokens=_int(details.get("cached_tokens") if isinstance(details, dict) else None) or 0,
+    )
 
 
 def _merge(a: Usage, b: Usage) -> Usage:
-    return Usage(input_tokens=b.input_tokens if b.input_tokens is not None else a.input_tokens,
-                 output_tokens=b.output_tokens if b.output_tokens is not None else a.output_tokens,
-                 cached_input_tokens=b.cached_input_tokens or a.cached_input_tokens,
-                 cache_write_tokens=b.cache_write_tokens or a.cache_write_tokens)
+    return Usage(
+        input_tokens=b.input_tokens if b.input_tokens is not None else a.input_tokens,
+        output_tokens=b.output_tokens if b.output_tokens is not None else a.output_tokens,
+        cached_input_tokens=b.cached_input_tokens or a.cached_input_tokens,
+        cache_write_tokens=b.cache_write_tokens or a.cache_write_tokens,
+    )
 
 
 def _text_of(body: dict[str, Any]) -> str:
@@ -237,8 +274,13 @@ def _text_of(body: dict[str, Any]) -> str:
         return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
     output = body.get("output")
     if isinstance(output, list):  # OpenAI Responses
-        return "".join(str(c.get("text", "")) for item in output if isinstance(item, dict)
-                       for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "output_text")
+        return "".join(
+            str(c.get("text", ""))
+            for item in output
+            if isinstance(item, dict)
+            for c in item.get("content") or []
+            if isinstance(c, dict) and c.get("type") == "output_text"
+        )
     return ""
 
 
@@ -303,8 +345,10 @@ def _head(response: httpx.Response) -> bytes:
 
 def _plain(status: int, message: str) -> bytes:
     body = json.dumps({"error": {"type": "proxy_error", "message": message}}).encode()
-    return (f"HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            "connection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    ).encode() + body
 
 
 __all__ = ["ModelProxy", "Upstream", "read_reply"]

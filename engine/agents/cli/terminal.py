@@ -10,6 +10,7 @@ terminal lifecycle; the store's side is engine/store/terminals.py).
 The terminal's id names its private tmux server (``crucible-<id>``), so the tmux identity an end
 event carries is unique across runs and hosts, whatever the container calls itself.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,10 +45,20 @@ class TerminalRecorder:
         self._ended = False
 
     async def start(self) -> None:
-        await self.sink.start(TerminalRecord(
-            terminal_id=self.terminal_id, run_id=self.sink.run_id, owner=self.owner, tmux_server=self.pane.server,
-            tmux_session=self.pane.session, state="running", started_at=datetime.now(UTC).isoformat(),
-            cwd=self.cwd, width=self.pane.width, height=self.pane.height))
+        await self.sink.start(
+            TerminalRecord(
+                terminal_id=self.terminal_id,
+                run_id=self.sink.run_id,
+                owner=self.owner,
+                tmux_server=self.pane.server,
+                tmux_session=self.pane.session,
+                state="running",
+                started_at=datetime.now(UTC).isoformat(),
+                cwd=self.cwd,
+                width=self.pane.width,
+                height=self.pane.height,
+            )
+        )
         self._watch = asyncio.ensure_future(self._watching())
 
     async def _watching(self) -> None:
@@ -66,8 +77,13 @@ class TerminalRecorder:
             text = None
         if text is None or not await self.pane.alive():
             self.stale = True
-            await self.sink.end(self.terminal_id, state="stale", reason="its tmux server went away",
-                                **self._keys(), final_text=self.last or None)
+            await self.sink.end(
+                self.terminal_id,
+                state="stale",
+                reason="its tmux server went away",
+                **self._keys(),
+                final_text=self.last or None,
+            )
             return False
         if text != self.last:
             self.last = text
@@ -88,9 +104,14 @@ class TerminalRecorder:
         with contextlib.suppress(TuiError):
             if await self.pane.alive():
                 lines = await self.pane.screen(history=True)
-                final = "\n".join(lines[-self.sink.final_lines:]).rstrip()
-        await self.sink.end(self.terminal_id, state="failed" if failure else "closing", reason=failure or "done",
-                            **self._keys(), final_text=final)
+                final = "\n".join(lines[-self.sink.final_lines :]).rstrip()
+        await self.sink.end(
+            self.terminal_id,
+            state="failed" if failure else "closing",
+            reason=failure or "done",
+            **self._keys(),
+            final_text=final,
+        )
 
     def _keys(self) -> dict[str, str]:
         return {"tmux_server": self.pane.server, "tmux_session": self.pane.session, "owner": self.owner}

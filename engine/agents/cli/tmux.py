@@ -18,6 +18,7 @@ any workspace that has tmux.
 - Cancel: Escape, then C-c; a pane that is not prompt-ready after that is killed, never reused.
 - Resume: a lost server is a new pane started with the CLI's resume arguments.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,6 +40,7 @@ Over = Callable[[], Awaitable[bool]]
 
 def in_workspace(ws: Workspace, uid: int) -> Run:
     """``Run`` for tmux inside a workspace, as ``uid`` (its server socket is that uid's)."""
+
     async def run(argv: Sequence[str]) -> tuple[int, str]:
         result = await ws.exec(list(argv), user=uid, timeout=30)
         return result.exit_code, result.stdout.decode("utf-8", "replace")
@@ -71,8 +73,17 @@ class TuiProfile:
 class TmuxPane:
     """One CLI in one private tmux server."""
 
-    def __init__(self, run: Run, server: str, *, profile: TuiProfile = TuiProfile(), width: int = 160,
-                 height: int = 48, history: int = 50000, poll: float = 0.1) -> None:
+    def __init__(
+        self,
+        run: Run,
+        server: str,
+        *,
+        profile: TuiProfile = TuiProfile(),
+        width: int = 160,
+        height: int = 48,
+        history: int = 50000,
+        poll: float = 0.1,
+    ) -> None:
         self.run, self.server, self.profile = run, server, profile
         self.width, self.height, self.history, self.poll = width, height, history, poll
         self.session = "crucible"
@@ -90,9 +101,32 @@ class TmuxPane:
     # ------------------------------------------------------------ lifecycle
     async def start(self, argv: Sequence[str], *, cwd: str, env: dict[str, str] | None = None) -> None:
         exports = [item for k, v in (env or {}).items() for item in ("-e", f"{k}={v}")]
-        await self.tmux("start-server", ";", "set-option", "-g", "history-limit", str(self.history), ";",
-                        "new-session", "-d", "-s", self.session, "-x", str(self.width), "-y", str(self.height),
-                        "-c", cwd, *exports, "--", "bash", "-lc", 'cd "$0" && exec "$@"', cwd, *argv)
+        await self.tmux(
+            "start-server",
+            ";",
+            "set-option",
+            "-g",
+            "history-limit",
+            str(self.history),
+            ";",
+            "new-session",
+            "-d",
+            "-s",
+            self.session,
+            "-x",
+            str(self.width),
+            "-y",
+            str(self.height),
+            "-c",
+            cwd,
+            *exports,
+            "--",
+            "bash",
+            "-lc",
+            'cd "$0" && exec "$@"',
+            cwd,
+            *argv,
+        )
 
     async def alive(self) -> bool:
         code, _ = await self.run(["tmux", "-L", self.server, "-f", "/dev/null", "has-session", "-t", self.session])
@@ -109,9 +143,10 @@ class TmuxPane:
         """The prompt line alone at the bottom and no busy marker in the status area above it
         (the bottom lines: a TUI's spinner and footer live there, old turns scroll above)."""
         shown = [line for line in lines if line.strip()]
-        bottom = shown[-self.profile.ready_within:]
-        return any(re.search(self.profile.ready, line) for line in bottom) and \
-            not any(re.search(self.profile.busy, line) for line in shown[-self.status_lines:])
+        bottom = shown[-self.profile.ready_within :]
+        return any(re.search(self.profile.ready, line) for line in bottom) and not any(
+            re.search(self.profile.busy, line) for line in shown[-self.status_lines :]
+        )
 
     async def wait_ready(self, timeout: float = 30.0, *, stable: float = 0.5) -> None:
         """Until the TUI is idle and stable, answering a trust prompt on the way."""
@@ -143,14 +178,16 @@ class TmuxPane:
             if await self._until(functools.partial(self._arrived, before, text=text), 3.0):
                 break
         else:
-            raise TuiError(f"the paste did not arrive after {retries} tries; the screen ends: "
-                           f"{self._tail(await self.screen())!r}")
+            raise TuiError(
+                f"the paste did not arrive after {retries} tries; the screen ends: {self._tail(await self.screen())!r}"
+            )
         for _ in range(retries):
             await self.tmux("send-keys", "-t", self.session, "Enter")
             if await self._until(functools.partial(self._started, text=text), 3.0):
                 return
-        raise TuiError(f"Enter did not start a turn after {retries} tries; the screen ends: "
-                       f"{self._tail(await self.screen())!r}")
+        raise TuiError(
+            f"Enter did not start a turn after {retries} tries; the screen ends: {self._tail(await self.screen())!r}"
+        )
 
     def _tail(self, lines: list[str]) -> str:
         return " | ".join(line.strip() for line in lines if line.strip())[-600:]
@@ -160,7 +197,7 @@ class TmuxPane:
         (the input line, the last ready-like line, is empty again)."""
         first = text.strip().splitlines()[0][:40]
         shown = [line for line in lines if line.strip()]
-        if any(re.search(self.profile.busy, line) for line in shown[-self.status_lines:]):
+        if any(re.search(self.profile.busy, line) for line in shown[-self.status_lines :]):
             return True
         echoed = any(first in line and re.search(self.profile.echo, line) for line in lines)
         return echoed and self.idle(lines)
@@ -213,7 +250,7 @@ class TmuxPane:
             raise TuiError("the submitted prompt is not on screen")
         blocks: list[str] = []
         inside = False  # within an answer block: its wrapped lines are indented
-        for line in lines[echoes[-1] + 1:]:
+        for line in lines[echoes[-1] + 1 :]:
             if re.search(self.profile.ready, line):
                 break
             if re.search(self.profile.tool_panel, line):

@@ -11,6 +11,7 @@ for every failure (HTTP status, transport, an unreadable reply) and never retry
 themselves: ``engine.agents.providers.transport.with_retries`` does that, bounded by the
 agent's wall clock. The API key lives only in the headers of one ``httpx`` client.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -104,8 +105,15 @@ class ModelAPIError(Exception):
     """A model call that failed. ``retryable`` for rate limits, server errors and transport
     failures; ``context_length`` when the prompt no longer fits the model."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None, context_length: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        context_length: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
@@ -118,8 +126,7 @@ class Provider(Protocol):
     warnings: list[str]
     """Things the provider could not honour (e.g. a seed the protocol lacks), said once."""
 
-    async def complete(self, system: str, messages: list[Message], tools: list[ToolSpec],
-                       timeout: float) -> ModelReply:
+    async def complete(self, system: str, messages: list[Message], tools: list[ToolSpec], timeout: float) -> ModelReply:
         """One model call. Raises ``ModelAPIError``."""
 
     async def aclose(self) -> None: ...
@@ -163,5 +170,6 @@ def make_provider(choice: ModelChoice, *, base_url: str, api_key: str | None, sa
         return AnthropicMessages(choice.name, base_url=base_url, api_key=api_key, sampling=sampling)
     from engine.agents.providers.openai_chat import OpenAIChat
 
-    return OpenAIChat(choice.name, base_url=base_url, api_key=api_key, sampling=sampling,
-                      official=choice.provider == "openai")
+    return OpenAIChat(
+        choice.name, base_url=base_url, api_key=api_key, sampling=sampling, official=choice.provider == "openai"
+    )

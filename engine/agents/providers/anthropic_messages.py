@@ -6,6 +6,7 @@ Tool calls arrive as ``tool_use`` blocks whose ``input`` the API has already par
 results go back as ``tool_result`` blocks (with ``is_error``) in the next user turn.
 The protocol has no seed: a configured seed is not sent, and the run says so once.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,11 +45,16 @@ class AnthropicMessages(JsonOverHttp):
             self.warnings.append(f"the Anthropic messages API has no seed parameter; seed={sampling.seed} was not sent")
 
     def request_body(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.sampling.max_tokens, "system": system,
-                      "messages": [_render(m) for m in messages]}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.sampling.max_tokens,
+            "system": system,
+            "messages": [_render(m) for m in messages],
+        }
         if tools:
-            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                             for t in tools]
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
+            ]
         if self.sampling.temperature is not None:
             body["temperature"] = self.sampling.temperature
         return body
@@ -63,14 +69,24 @@ def _render(message: Message) -> dict[str, Any]:
     if isinstance(message, AssistantTurn):
         # The API rejects empty text blocks and empty content.
         blocks: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
-        blocks += [{"type": "tool_use", "id": c.id, "name": c.name,
-                    "input": c.arguments if c.arguments is not None else {}} for c in message.tool_calls]
+        blocks += [
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments if c.arguments is not None else {}}
+            for c in message.tool_calls
+        ]
         return {"role": "assistant", "content": blocks or [{"type": "text", "text": "(no reply)"}]}
     assert isinstance(message, ToolResults)
-    return {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": r.call_id, "content": r.text or "(no output)", "is_error": r.is_error}
-        for r in message.results
-    ]}
+    return {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": r.text or "(no output)",
+                "is_error": r.is_error,
+            }
+            for r in message.results
+        ],
+    }
 
 
 def parse_reply(data: dict[str, Any]) -> ModelReply:
@@ -85,14 +101,19 @@ def parse_reply(data: dict[str, Any]) -> ModelReply:
             texts.append(str(block.get("text", "")))
         elif block.get("type") == "tool_use":
             calls.append(_tool_call(index, block))
-    return ModelReply(text="".join(texts), tool_calls=calls, usage=_usage(data.get("usage")),
-                      finish_reason=data.get("stop_reason"))
+    return ModelReply(
+        text="".join(texts), tool_calls=calls, usage=_usage(data.get("usage")), finish_reason=data.get("stop_reason")
+    )
 
 
 def _tool_call(index: int, block: dict[str, Any]) -> ToolCall:
     name, arguments = block.get("name"), block.get("input")
-    call = ToolCall(id=str(block.get("id") or f"toolu_{index}"), name=name if isinstance(name, str) else "",
-                    arguments=arguments if isinstance(arguments, dict) else None, raw=arguments)
+    call = ToolCall(
+        id=str(block.get("id") or f"toolu_{index}"),
+        name=name if isinstance(name, str) else "",
+        arguments=arguments if isinstance(arguments, dict) else None,
+        raw=arguments,
+    )
     if not call.name:
         call.problem = "the tool_use block names no tool"
     elif call.arguments is None:

@@ -6,6 +6,7 @@ Tool-call arguments arrive as a JSON *string* the model wrote, so they can be ma
 such a call comes back with ``arguments=None`` and a ``problem``, and its raw string is
 echoed back verbatim in the history so the model sees what it sent.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ from engine.agents.providers.transport import JsonOverHttp, new_client
 class OpenAIChat(JsonOverHttp):
     protocol = "openai-chat"
 
-    def __init__(self, model: str, *, base_url: str, api_key: str | None, sampling: Sampling,
-                 official: bool = True) -> None:
+    def __init__(
+        self, model: str, *, base_url: str, api_key: str | None, sampling: Sampling, official: bool = True
+    ) -> None:
         self.model = model
         self.url = f"{base_url}/chat/completions"
         self.sampling = sampling
@@ -46,8 +48,13 @@ class OpenAIChat(JsonOverHttp):
         for message in messages:
             body["messages"].extend(_render(message))
         if tools:
-            body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                               "parameters": t.input_schema}} for t in tools]
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+                }
+                for t in tools
+            ]
         body[self.max_tokens_key] = self.sampling.max_tokens
         if self.sampling.temperature is not None:
             body["temperature"] = self.sampling.temperature
@@ -88,17 +95,27 @@ def parse_reply(data: dict[str, Any]) -> ModelReply:
         raise ModelAPIError(f"the reply has no choices: {json.dumps(data)[:300]}")
     message = choices[0].get("message") or {}
     calls = [parse_tool_call(i, raw) for i, raw in enumerate(message.get("tool_calls") or [])]
-    return ModelReply(text=_text(message.get("content")), tool_calls=calls, usage=_usage(data.get("usage")),
-                      finish_reason=choices[0].get("finish_reason"))
+    return ModelReply(
+        text=_text(message.get("content")),
+        tool_calls=calls,
+        usage=_usage(data.get("usage")),
+        finish_reason=choices[0].get("finish_reason"),
+    )
 
 
 def parse_tool_call(index: int, raw: object) -> ToolCall:
     if not isinstance(raw, dict):
-        return ToolCall(id=f"call_{index}", name="", arguments=None, raw=None, problem="a tool call that is not an object")
+        return ToolCall(
+            id=f"call_{index}", name="", arguments=None, raw=None, problem="a tool call that is not an object"
+        )
     function = fn if isinstance(fn := raw.get("function"), dict) else {}
     name = function.get("name")
-    call = ToolCall(id=str(raw.get("id") or f"call_{index}"), name=name if isinstance(name, str) else "",
-                    arguments=None, raw=function.get("arguments"))
+    call = ToolCall(
+        id=str(raw.get("id") or f"call_{index}"),
+        name=name if isinstance(name, str) else "",
+        arguments=None,
+        raw=function.get("arguments"),
+    )
     if not call.name:
         call.problem = "the tool call names no function"
         return call
@@ -136,8 +153,11 @@ def _usage(raw: object) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     details = d if isinstance(d := raw.get("prompt_tokens_details"), dict) else {}
-    return Usage(input_tokens=_int(raw.get("prompt_tokens")), output_tokens=_int(raw.get("completion_tokens")),
-                 cached_input_tokens=_int(details.get("cached_tokens")) or 0)
+    return Usage(
+        input_tokens=_int(raw.get("prompt_tokens")),
+        output_tokens=_int(raw.get("completion_tokens")),
+        cached_input_tokens=_int(details.get("cached_tokens")) or 0,
+    )
 
 
 def _int(value: object) -> int | None:

@@ -4,6 +4,7 @@ bounded retries with exponential backoff that honour ``Retry-After``.
 Error messages are built from the status and the API's own error body, never from the
 request: the API key is in a request header and must not reach a log or the store.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,8 +61,7 @@ def new_client(headers: dict[str, str], url: str) -> httpx.AsyncClient:
     # Proxies and CA bundles may come from the environment (corporate proxies); the key and
     # the base URL never do: they come from the spec (api_key_env names the one variable).
     # A plain-http endpoint (a local server) never does TLS, so skip loading the CA bundle.
-    return httpx.AsyncClient(headers=headers, follow_redirects=False, trust_env=True,
-                             verify=url.startswith("https:"))
+    return httpx.AsyncClient(headers=headers, follow_redirects=False, trust_env=True, verify=url.startswith("https:"))
 
 
 async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
@@ -70,8 +70,7 @@ async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *
     try:
         response = await client.post(url, json=body, timeout=limits)
     except httpx.TimeoutException as exc:
-        raise ModelAPIError(f"no reply from {url} within {timeout:g} s ({type(exc).__name__})",
-                            retryable=True) from exc
+        raise ModelAPIError(f"no reply from {url} within {timeout:g} s ({type(exc).__name__})", retryable=True) from exc
     except httpx.TransportError as exc:
         raise ModelAPIError(f"cannot reach {url}: {type(exc).__name__}: {exc}", retryable=True) from exc
     if response.status_code != 200:
@@ -91,8 +90,13 @@ def error_for(response: httpx.Response) -> ModelAPIError:
     context = status in (400, 413) and (code == "context_length_exceeded" or bool(_CONTEXT_LENGTH.search(message)))
     retryable = status in (408, 409, 429) or status >= 500
     prefix = "context length exceeded: " if context else ""
-    return ModelAPIError(f"{prefix}HTTP {status}: {message}", status=status, retryable=retryable and not context,
-                         retry_after=retry_after(response.headers), context_length=context)
+    return ModelAPIError(
+        f"{prefix}HTTP {status}: {message}",
+        status=status,
+        retryable=retryable and not context,
+        retry_after=retry_after(response.headers),
+        context_length=context,
+    )
 
 
 def _api_message(response: httpx.Response) -> tuple[str, str | None]:
@@ -129,7 +133,7 @@ def backoff(attempt: int, asked: float | None) -> float:
     """Seconds before retry number ``attempt + 1``: what the server asked for, else exponential with jitter."""
     if asked is not None:
         return asked
-    return min(MAX_BACKOFF, BASE_BACKOFF * 2.0 ** attempt) * random.uniform(0.5, 1.0)
+    return min(MAX_BACKOFF, BASE_BACKOFF * 2.0**attempt) * random.uniform(0.5, 1.0)
 
 
 async def with_retries(call: Callable[[], Awaitable[T]], *, max_retries: int, log: list[str]) -> T:
@@ -147,11 +151,16 @@ async def with_retries(call: Callable[[], Awaitable[T]], *, max_retries: int, lo
                     exc.args = (f"{exc} (after {attempt} retr{'y' if attempt == 1 else 'ies'})",)
                 raise
             if exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER:
-                raise ModelAPIError(f"{exc}; the server asked to retry after {exc.retry_after:g} s "
-                                    f"(more than {MAX_RETRY_AFTER:g} s), giving up", status=exc.status) from exc
+                raise ModelAPIError(
+                    f"{exc}; the server asked to retry after {exc.retry_after:g} s "
+                    f"(more than {MAX_RETRY_AFTER:g} s), giving up",
+                    status=exc.status,
+                ) from exc
             delay = backoff(attempt, exc.retry_after)
-            log.append(f"{_short(exc)}: retry {attempt + 1}/{max_retries} after {delay:.2f} s"
-                       + (" (Retry-After)" if exc.retry_after is not None else ""))
+            log.append(
+                f"{_short(exc)}: retry {attempt + 1}/{max_retries} after {delay:.2f} s"
+                + (" (Retry-After)" if exc.retry_after is not None else "")
+            )
             await asyncio.sleep(delay)
             attempt += 1
 

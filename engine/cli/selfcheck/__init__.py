@@ -20,6 +20,7 @@ Each result is a ``CheckResult`` (check, task, passed, one-line message); the co
 them as a table and exits 1 on any failure. ``--rebuild`` runs the gate even where the store
 has its verdicts. By hand, as the conformance suite: ``python -m engine.cli.selfcheck task=...``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,23 +30,29 @@ import typing
 from dataclasses import dataclass
 
 from engine.cli.check import Job, plan_jobs
-from engine.cli.selfcheck.checks import (
-    CHECKS,
-    EXPLAIN_OMITS,
-    Check,
-    SelfCheckFailure,
-    Side,
-    Subject,
-    expect,
-)
+from engine.cli.selfcheck.checks import CHECKS, EXPLAIN_OMITS, Check, SelfCheckFailure, Side, Subject, expect
 from engine.config.compose import to_typed
 from engine.config.plugins import instantiate
 from engine.run.batch import run_batch
 from engine.run.session import Session, housekeeping
 from engine.util import paths
 
-__all__ = ["CHECKS", "EXPLAIN_OMITS", "Check", "CheckResult", "SelfCheckFailure", "Side", "Subject", "expect",
-           "subjects", "run_gate", "run_one", "run_selfcheck", "report", "main"]
+__all__ = [
+    "CHECKS",
+    "EXPLAIN_OMITS",
+    "Check",
+    "CheckResult",
+    "SelfCheckFailure",
+    "Side",
+    "Subject",
+    "expect",
+    "subjects",
+    "run_gate",
+    "run_one",
+    "run_selfcheck",
+    "report",
+    "main",
+]
 
 
 @dataclass(frozen=True)
@@ -76,13 +83,17 @@ def subjects(overrides: list[str]) -> tuple[list[Subject], list[Job], Session]:
     return list(found.values()), jobs, session
 
 
-def run_gate(subjects_: list[Subject], jobs: list[Job], session: Session, *, rebuild: bool = False,
-             parallel: int = 2) -> None:
+def run_gate(
+    subjects_: list[Subject], jobs: list[Job], session: Session, *, rebuild: bool = False, parallel: int = 2
+) -> None:
     """Run the gate's jobs (or take their verdicts from the store), then read each side's run
     back from the store: the checks look at what was stored, not at what was in memory."""
     housekeeping(session.store)
-    asyncio.run(run_batch([job.batch for job in jobs], session, root=paths.runs_dir() / "check",
-                          parallel=parallel, reuse=not rebuild))
+    asyncio.run(
+        run_batch(
+            [job.batch for job in jobs], session, root=paths.runs_dir() / "check", parallel=parallel, reuse=not rebuild
+        )
+    )
     sides = {(s.task_id, side.role): side for s in subjects_ for side in s.sides}
     stored = session.store.completed_runs_for([job.batch.plan.spec.spec_hash for job in jobs])
     for job in jobs:
@@ -104,8 +115,9 @@ def run_one(check: Check, subject: Subject) -> CheckResult:
     return CheckResult(check.name, subject.task_id, False, " ".join(message.split()), time.monotonic() - started)
 
 
-def run_selfcheck(overrides: list[str], *, rebuild: bool = False, parallel: int = 2,
-                  checks: list[Check] | None = None) -> list[CheckResult]:
+def run_selfcheck(
+    overrides: list[str], *, rebuild: bool = False, parallel: int = 2, checks: list[Check] | None = None
+) -> list[CheckResult]:
     """Every check (or ``checks``) on every selected task: those needing no run first, then
     the gate, then those reading its stored runs."""
     chosen = CHECKS if checks is None else checks
@@ -123,8 +135,10 @@ def report(results: list[CheckResult]) -> str:
 
     rows = [(r.task_id, r.check, "passed" if r.passed else "FAILED", round(r.seconds, 2), r.message) for r in results]
     failed = sum(1 for r in results if not r.passed)
-    return (format_table(["task", "check", "result", "seconds", "message"], rows, max_cell=160)
-            + f"\n{len(results) - failed} passed, {failed} failed")
+    return (
+        format_table(["task", "check", "result", "seconds", "message"], rows, max_cell=160)
+        + f"\n{len(results) - failed} passed, {failed} failed"
+    )
 
 
 def main(args: list[str]) -> int:
@@ -136,9 +150,11 @@ def main(args: list[str]) -> int:
         def error(self, message: str) -> typing.NoReturn:
             raise UserError(message)
 
-    parser = OneLineParser(prog="crucible selfcheck",
-                           description="check the selected tasks' flavors against the flavor contract: "
-                                       "pure plans, the gate, regrade, explain, a bad task config")
+    parser = OneLineParser(
+        prog="crucible selfcheck",
+        description="check the selected tasks' flavors against the flavor contract: "
+        "pure plans, the gate, regrade, explain, a bad task config",
+    )
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--rebuild", action="store_true", help="run the gate even if the store has its verdicts")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs in parallel (default 2)")

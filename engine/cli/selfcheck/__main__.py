@@ -1,5 +1,6 @@
 """``python -m engine.cli.selfcheck task=SET/NAME [overrides]``: ``crucible selfcheck``, as the
 conformance suite runs by hand (``python -m engine.cli.conformance``)."""
+
 from __future__ import annotations
 
 import sys

@@ -6,6 +6,7 @@ saying what broke. ``CHECKS`` lists them in the order they run; the runner
 (``engine.cli.selfcheck``) turns each into a ``CheckResult``. Only the engine's interfaces are
 used: nothing here knows any flavor by name.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,6 +78,7 @@ def check(needs_runs: bool) -> Callable[[Callable[[Subject], None]], Callable[[S
     def register(fn: Callable[[Subject], None]) -> Callable[[Subject], None]:
         CHECKS.append(Check(fn.__name__.removeprefix("check_"), fn, needs_runs))
         return fn
+
     return register
 
 
@@ -91,15 +93,22 @@ def check_plan_is_pure_and_hashable(subject: Subject) -> None:
     first = plan(subject.typed, builder=subject.builder).spec
     expect(_task_as_dict(subject.typed) == before, "planning changed the task config it was given")
     second = plan(subject.typed, builder=subject.builder).spec
-    expect(first.spec_hash == second.spec_hash,
-           f"two plans of the same task differ: {_first_difference(first.to_dict(), second.to_dict())}")
+    expect(
+        first.spec_hash == second.spec_hash,
+        f"two plans of the same task differ: {_first_difference(first.to_dict(), second.to_dict())}",
+    )
     expect(first == second, "two plans of the same task hash the same but are not equal specs")
     stored = json.loads(json.dumps(first.to_dict(), sort_keys=True))
-    expect(spec_hash_of(stored) == first.spec_hash,
-           f"the spec's stored form hashes differently: {_first_difference(first.to_dict(), stored)}")
+    expect(
+        spec_hash_of(stored) == first.spec_hash,
+        f"the spec's stored form hashes differently: {_first_difference(first.to_dict(), stored)}",
+    )
     again = plan(subject.typed, builder=subject.builder, pins=dict(first.task.pins)).spec
-    expect(again.spec_hash == first.spec_hash, "planning with the recorded pins (crucible rerun) gives another "
-           f"spec: {_first_difference(first.to_dict(), again.to_dict())}")
+    expect(
+        again.spec_hash == first.spec_hash,
+        "planning with the recorded pins (crucible rerun) gives another "
+        f"spec: {_first_difference(first.to_dict(), again.to_dict())}",
+    )
 
 
 def _task_as_dict(cfg: CrucibleConfig) -> Any:
@@ -134,10 +143,14 @@ def check_golden_and_baseline_gate(subject: Subject) -> None:
         record = side.stored or (side.ran[-1] if side.ran else None)
         expect(record is not None, f"{side.role}: no run")
         assert record is not None
-        expect(record.status == "completed",
-               f"{side.role}: status {record.status} in {record.error_phase}: {record.error}")
-        expect(record.reward == side.expected, f"{side.role}: reward {record.reward} (expected {side.expected}): "
-               + " | ".join(subject.flavor.explain(record.raw_grade or {}))[:300])
+        expect(
+            record.status == "completed", f"{side.role}: status {record.status} in {record.error_phase}: {record.error}"
+        )
+        expect(
+            record.reward == side.expected,
+            f"{side.role}: reward {record.reward} (expected {side.expected}): "
+            + " | ".join(subject.flavor.explain(record.raw_grade or {}))[:300],
+        )
 
 
 # -- 3. grading is a pure function of the raw grade ----------------------------------------------
@@ -149,16 +162,23 @@ def check_regrade_equals_the_stored_verdict(subject: Subject) -> None:
     for side in _stored_sides(subject):
         record = side.stored
         assert record is not None
-        expect(spec_hash_of(record.spec) == record.spec_hash == side.spec.spec_hash,
-               f"{side.role}: the stored spec does not hash to the run's spec hash")
+        expect(
+            spec_hash_of(record.spec) == record.spec_hash == side.spec.spec_hash,
+            f"{side.role}: the stored spec does not hash to the run's spec hash",
+        )
         verdict = subject.flavor.regrade(side.spec, record.raw_grade)
-        expect(verdict.reward == record.reward, f"{side.role}: regrade gives reward {verdict.reward}, "
-               f"the store holds {record.reward}")
+        expect(
+            verdict.reward == record.reward,
+            f"{side.role}: regrade gives reward {verdict.reward}, the store holds {record.reward}",
+        )
         reason, stored_reason = verdict.raw.get("reason"), record.raw_grade.get("reason")
-        expect(reason == stored_reason,
-               f"{side.role}: regrade gives reason {reason!r}, the store holds {stored_reason!r}")
-        expect(_tests(verdict) == _tests(record), f"{side.role}: regrade gives other tests: "
-               f"{_short(sorted(_tests(verdict) ^ _tests(record)))}")
+        expect(
+            reason == stored_reason, f"{side.role}: regrade gives reason {reason!r}, the store holds {stored_reason!r}"
+        )
+        expect(
+            _tests(verdict) == _tests(record),
+            f"{side.role}: regrade gives other tests: {_short(sorted(_tests(verdict) ^ _tests(record)))}",
+        )
 
 
 def _tests(result: Verdict | RunRecord) -> set[tuple[str, str]]:
@@ -222,11 +242,16 @@ def check_explain_covers_every_raw_grade_field(subject: Subject) -> None:
         assert side.stored is not None
         raw = ReadLog(side.stored.raw_grade)
         lines = subject.flavor.explain(raw)
-        expect(isinstance(lines, list) and lines and all(isinstance(line, str) for line in lines),
-               f"{side.role}: explain gives no lines of text: {_short(lines)}")
+        expect(
+            isinstance(lines, list) and lines and all(isinstance(line, str) for line in lines),
+            f"{side.role}: explain gives no lines of text: {_short(lines)}",
+        )
         dropped = sorted(set(side.stored.raw_grade) - raw.read - set(omits))
-        expect(not dropped, f"{side.role}: explain never reads raw-grade field(s) {dropped}; show them, or name "
-               f"them in the flavor's {EXPLAIN_OMITS} with why")
+        expect(
+            not dropped,
+            f"{side.role}: explain never reads raw-grade field(s) {dropped}; show them, or name "
+            f"them in the flavor's {EXPLAIN_OMITS} with why",
+        )
 
 
 # -- 5. a bad task config is one line -------------------------------------------------------------
@@ -248,7 +273,7 @@ def _misspelling(name: str, schema: type) -> str:
     """``name`` with two letters swapped (or one doubled), not itself a field of ``schema``."""
     names = {f.name for f in dataclasses.fields(schema)}
     for i in range(len(name) - 1):
-        swapped = name[:i] + name[i + 1] + name[i] + name[i + 2:]
+        swapped = name[:i] + name[i + 1] + name[i] + name[i + 2 :]
         if swapped not in names:
             return swapped
     return name + name[-1]
@@ -276,10 +301,13 @@ def _expect_one_line(subject: Subject, key: str, value: Any, what: str) -> None:
     except ConfigError as exc:
         message = str(exc)
         expect("\n" not in message.strip(), f"{what} ({key}) fails in more than one line: {_short(message)}")
-        expect(f"task.{key}" in message and subject.task_id in message,
-               f"{what} ({key}) fails without naming task.{key} and the task {subject.task_id}: {_short(message)}")
+        expect(
+            f"task.{key}" in message and subject.task_id in message,
+            f"{what} ({key}) fails without naming task.{key} and the task {subject.task_id}: {_short(message)}",
+        )
         return
     except Exception as exc:  # the contract is a ConfigError; anything else is a traceback for the user
-        raise SelfCheckFailure(f"{what} ({key}) raises {type(exc).__name__}, not ConfigError: "
-                               f"{_short(str(exc))}") from exc
+        raise SelfCheckFailure(
+            f"{what} ({key}) raises {type(exc).__name__}, not ConfigError: {_short(str(exc))}"
+        ) from exc
     raise SelfCheckFailure(f"{what} (task.{key}={value!r}) composes without an error")

@@ -110,12 +110,31 @@ from engine.runtimes.conformance._open_process import (
 
 __all__ = [
     # _core
-    "LEFTOVERS", "DOCKER_CONTAINER", "EXEC_BACKSTOP", "ConformanceFailure", "expect", "raises", "Probe", "BlindProbe",
-    "probe_for", "Target", "fresh_run_id", "Check", "CHECKS", "check",
+    "LEFTOVERS",
+    "DOCKER_CONTAINER",
+    "EXEC_BACKSTOP",
+    "ConformanceFailure",
+    "expect",
+    "raises",
+    "Probe",
+    "BlindProbe",
+    "probe_for",
+    "Target",
+    "fresh_run_id",
+    "Check",
+    "CHECKS",
+    "check",
     # here: the runner
-    "CHECK_TIMEOUT", "CheckResult", "run_check", "run_conformance",
+    "CHECK_TIMEOUT",
+    "CheckResult",
+    "run_check",
+    "run_conformance",
     # _helpers
-    "marker", "processes_sleeping", "wait_for_sleepers", "kill_sleepers", "expect_no_sleepers",
+    "marker",
+    "processes_sleeping",
+    "wait_for_sleepers",
+    "kill_sleepers",
+    "expect_no_sleepers",
     # _exec
     "check_workspace_satisfies_the_protocol",
     "check_exec_reports_exit_code_and_stdout_stderr_separately",
@@ -192,8 +211,14 @@ async def run_check(check: Check, target: Target, shared: Workspace | None) -> C
     return CheckResult(check.name, True, time.monotonic() - started)
 
 
-async def run_conformance(runtime: Runtime, image: object, *, probe: Probe | None = None,
-                          checks: list[Check] | None = None, purpose: str = "conformance") -> list[CheckResult]:
+async def run_conformance(
+    runtime: Runtime,
+    image: object,
+    *,
+    probe: Probe | None = None,
+    checks: list[Check] | None = None,
+    purpose: str = "conformance",
+) -> list[CheckResult]:
     """Run every check (or ``checks``) against ``runtime``, one after the other."""
     target = Target(runtime, image, probe or probe_for(runtime), purpose)
     results = []

@@ -1,4 +1,5 @@
 """Checks of clean-up: however a workspace's block ends (or its provisioning is cancelled), nothing is left."""
+
 from __future__ import annotations
 
 import asyncio

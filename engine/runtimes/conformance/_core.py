@@ -1,4 +1,5 @@
 """What every check builds on: how it fails, what it runs against, and the registry."""
+
 from __future__ import annotations
 
 import asyncio
@@ -43,8 +44,9 @@ class _Raises:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         if exc_type is None:
             raise ConformanceFailure(f"{self.what}: expected {self.kind.__name__}, nothing was raised")
         if issubclass(exc_type, self.kind):
@@ -113,8 +115,13 @@ class Target:
 
     def provision(self, run_id: str | None = None, *, network: bool = False, bridge: str | None = None) -> Workspace:
         # image: an ImageRef or a bare tag; each runtime checks what it takes.
-        return self.runtime.provision(self.image, run_id=run_id or fresh_run_id(), network=network,  # type: ignore[arg-type]
-                                      purpose=self.purpose, bridge=bridge)
+        return self.runtime.provision(
+            self.image,  # type: ignore[arg-type]
+            run_id=run_id or fresh_run_id(),
+            network=network,
+            purpose=self.purpose,
+            bridge=bridge,
+        )
 
     async def leftovers(self, run_id: str) -> list[str]:
         return await asyncio.to_thread(self.probe.leftovers, run_id)
@@ -158,14 +165,22 @@ CHECKS: list[Check] = []
 CheckFunc = TypeVar("CheckFunc", bound=Callable[..., Awaitable[None]])
 
 
-def check(*, fresh: bool = False, needs: tuple[str, ...] = (), uses_probe: bool = False,
-          variants: Mapping[str, Mapping[str, object]] | None = None) -> Callable[[CheckFunc], CheckFunc]:
+def check(
+    *,
+    fresh: bool = False,
+    needs: tuple[str, ...] = (),
+    uses_probe: bool = False,
+    variants: Mapping[str, Mapping[str, object]] | None = None,
+) -> Callable[[CheckFunc], CheckFunc]:
     """Register ``check_<name>`` (once per variant, as ``<name>-<variant>``)."""
+
     def register(func: CheckFunc) -> CheckFunc:
 
         name = func.__name__.removeprefix("check_")
         for suffix, kwargs in (variants or {"": {}}).items():
-            CHECKS.append(Check(f"{name}-{suffix}" if suffix else name, func, fresh, frozenset(needs),
-                                uses_probe, dict(kwargs)))
+            CHECKS.append(
+                Check(f"{name}-{suffix}" if suffix else name, func, fresh, frozenset(needs), uses_probe, dict(kwargs))
+            )
         return func
+
     return register

@@ -1,4 +1,5 @@
 """Checks of ``exec``: exit code and streams, user and cwd, env, timeouts and cancels, output limits, stdin."""
+
 from __future__ import annotations
 
 import asyncio
@@ -77,8 +78,14 @@ async def check_exec_env_replaces_the_engine_environment(ws: Workspace, *, probe
     expect(default_root.get("HOME") == "/root", f"root's default HOME is {default_root.get('HOME')!r}")
     expect(default_agent.get("HOME") == "/tmp", f"the agent's default HOME is {default_agent.get('HOME')!r}")
     expect(default_root.get("LANG") == "C.UTF-8", f"default LANG is {default_root.get('LANG')!r}")
-    expect("/usr/bin" in default_root.get("PATH", "").split(":"), f"default PATH {default_root.get('PATH')!r} lacks /usr/bin")
-    expect(given.get("ONLY_THIS") == "1" and given.get("PATH") == "/usr/bin:/bin", f"the given env was not applied: {given}")
+    expect(
+        "/usr/bin" in default_root.get("PATH", "").split(":"),
+        f"default PATH {default_root.get('PATH')!r} lacks /usr/bin",
+    )
+    expect(
+        given.get("ONLY_THIS") == "1" and given.get("PATH") == "/usr/bin:/bin",
+        f"the given env was not applied: {given}",
+    )
     baseline = await probe.baseline_env_names(ws)
     for who, listing in (("root default", default_root), ("agent default", default_agent), ("given", given)):
         expect("CRUCIBLE_SECRET_CANARY" not in listing, f"the engine's environment leaked into the {who} env")
@@ -91,8 +98,10 @@ async def check_exec_timeout_kills_the_whole_process_group(ws: Workspace) -> Non
     """A timeout kills the command's background grandchild as well as the child: exit 124."""
     seconds = marker()
     result = await ws.exec(["bash", "-c", f"sleep {seconds} & sleep {seconds}"], timeout=1)
-    expect(result.timed_out and result.exit_code == 124,
-           f"timed_out={result.timed_out} exit_code={result.exit_code}, expected True and 124")
+    expect(
+        result.timed_out and result.exit_code == 124,
+        f"timed_out={result.timed_out} exit_code={result.exit_code}, expected True and 124",
+    )
     expect(1 <= result.seconds < 8, f"a 1 s timeout took {result.seconds:.2f} s")
     await expect_no_sleepers(ws, seconds, "the timeout")
 
@@ -134,14 +143,19 @@ async def check_exec_returns_when_the_command_exits_though_a_background_child_ho
 @check()
 async def check_exec_keeps_head_and_tail_of_huge_output_without_deadlock(ws: Workspace) -> None:
     """Past max_output, the first and last halves of each stream are kept and totals count all."""
-    script = ("echo HEAD; echo head >&2; head -c 20000000 /dev/zero; head -c 20000000 /dev/zero >&2;"
-              " echo TAIL; echo tail >&2")
+    script = (
+        "echo HEAD; echo head >&2; head -c 20000000 /dev/zero; head -c 20000000 /dev/zero >&2; echo TAIL; echo tail >&2"
+    )
     result = await ws.exec(["sh", "-c", script], max_output=64 * 1024, timeout=120)
     expect(result.ok and result.truncated, f"ok={result.ok} truncated={result.truncated}, expected both")
     sizes = (len(result.stdout), len(result.stderr))
     expect(sizes == (64 * 1024, 64 * 1024), f"kept {sizes} bytes, expected 65536 of each")
-    expect(result.stdout.startswith(b"HEAD\n\0") and result.stdout.endswith(b"\0TAIL\n"), "stdout lost its head or tail")
-    expect(result.stderr.startswith(b"head\n\0") and result.stderr.endswith(b"\0tail\n"), "stderr lost its head or tail")
+    expect(
+        result.stdout.startswith(b"HEAD\n\0") and result.stdout.endswith(b"\0TAIL\n"), "stdout lost its head or tail"
+    )
+    expect(
+        result.stderr.startswith(b"head\n\0") and result.stderr.endswith(b"\0tail\n"), "stderr lost its head or tail"
+    )
     totals = (result.stdout_bytes_total, result.stderr_bytes_total)
     expect(totals == (20_000_010, 20_000_010), f"byte totals are {totals}, expected 20000010 each")
 
@@ -151,7 +165,10 @@ async def check_exec_feeds_stdin_while_reading_output(ws: Workspace) -> None:
     """stdin larger than any pipe buffer is fed while output is read; empty stdin is EOF."""
     data = os.urandom(3 << 20)
     result = await ws.exec(["cat"], stdin=data, max_output=4 << 20, timeout=120)
-    expect(result.ok and not result.truncated, f"cat of 3 MiB stdin: {result.exit_code=} {result.timed_out=} {result.truncated=}")
+    expect(
+        result.ok and not result.truncated,
+        f"cat of 3 MiB stdin: {result.exit_code=} {result.timed_out=} {result.truncated=}",
+    )
     expect(result.stdout == data, f"cat gave back {len(result.stdout)} bytes, not the 3 MiB fed")
     count = (await ws.exec(["wc", "-c"], stdin=b"")).stdout.strip()
     expect(count == b"0", f"wc -c of empty stdin printed {count!r}")

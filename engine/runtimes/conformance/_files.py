@@ -1,4 +1,5 @@
 """Checks of ``write_file`` / ``read_file``: bytes, mode, owner, replacing, errors, symlinks."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,4 +1,5 @@
 """Helpers the checks share: find, wait for and kill a check's own ``sleep`` processes (via /proc)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,10 @@ async def wait_for_sleepers(ws: Workspace, seconds: str, count: int, limit: floa
 
 
 async def kill_sleepers(ws: Workspace, seconds: str) -> None:
-    script = (f'for p in /proc/[0-9]*; do [ "$(tr "\\0" " " < $p/cmdline 2>/dev/null)" = "sleep {seconds} " ]'
-              ' && kill -9 "${p#/proc/}"; done; true')
+    script = (
+        f'for p in /proc/[0-9]*; do [ "$(tr "\\0" " " < $p/cmdline 2>/dev/null)" = "sleep {seconds} " ]'
+        ' && kill -9 "${p#/proc/}"; done; true'
+    )
     await ws.exec(["sh", "-c", script])
 
 

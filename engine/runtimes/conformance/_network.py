@@ -1,4 +1,5 @@
 """Checks of isolation: no network but loopback, ``network=True``, and the read-only bridge."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,9 +24,11 @@ async def check_network_false_leaves_only_loopback(ws: Workspace) -> None:
 
 
 # perl-base's IO::Socket::INET: a listener and a client by the name "localhost", in one process.
-_LOOPBACK = ('use IO::Socket::INET; my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => "localhost:0")'
-             ' or die "listen: $@\\n"; my $c = IO::Socket::INET->new(PeerAddr => "localhost:" . $l->sockport)'
-             ' or die "connect: $@\\n"; print $l->accept ? "ok\\n" : "accept: $!\\n";')
+_LOOPBACK = (
+    'use IO::Socket::INET; my $l = IO::Socket::INET->new(Listen => 1, LocalAddr => "localhost:0")'
+    ' or die "listen: $@\\n"; my $c = IO::Socket::INET->new(PeerAddr => "localhost:" . $l->sockport)'
+    ' or die "connect: $@\\n"; print $l->accept ? "ok\\n" : "accept: $!\\n";'
+)
 
 
 @check()
@@ -33,8 +36,10 @@ async def check_loopback_answers_and_localhost_resolves_without_network(ws: Work
     """Without network a test suite can still serve and connect on loopback by the name
     localhost (Docker writes no /etc/hosts for a container whose network is disabled)."""
     result = await ws.exec(["perl", "-e", _LOOPBACK], timeout=30)
-    expect(result.exit_code == 0 and result.stdout == b"ok\n",
-           f"a loopback server at localhost: exit {result.exit_code}, {(result.stdout + result.stderr)[-300:]!r}")
+    expect(
+        result.exit_code == 0 and result.stdout == b"ok\n",
+        f"a loopback server at localhost: exit {result.exit_code}, {(result.stdout + result.stderr)[-300:]!r}",
+    )
 
 
 @check(fresh=True)
@@ -48,8 +53,10 @@ async def check_network_true_has_a_real_interface(target: Target) -> None:
 
 # perl-base is in every Debian image (and on the host the local runtime shares): a unix-socket
 # client that needs nothing installed. Prints what the server answers.
-_SOCKET_CLIENT = ("use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\\n\";"
-                  " print $s \"ping\\n\"; my $line = <$s>; print $line;")
+_SOCKET_CLIENT = (
+    'use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!\\n";'
+    ' print $s "ping\\n"; my $line = <$s>; print $line;'
+)
 
 
 @check(fresh=True)
@@ -83,8 +90,10 @@ async def check_a_bridge_is_read_only_inside_and_its_unix_socket_is_reachable_wi
             got = await ws.exec(["perl", "-e", _SOCKET_CLIENT, f"{BRIDGE_PATH}/echo.sock"], user=AGENT_UID, timeout=30)
             expect(got.stdout == b"pong from the host\n", f"through the bridge: {got.text()!r} (exit {got.exit_code})")
             wrote = await ws.exec(["sh", "-c", f"echo x > {BRIDGE_PATH}/planted"], timeout=30)
-            expect(wrote.exit_code != 0 and not os.path.exists(f"{host_dir}/planted"),
-                   "root inside the workspace could write into the bridge")
+            expect(
+                wrote.exit_code != 0 and not os.path.exists(f"{host_dir}/planted"),
+                "root inside the workspace could write into the bridge",
+            )
             expect((await _interfaces(ws)) == ({"lo"}, {"lo"}), "a bridged workspace must still have no network")
     finally:
         server.cancel()

@@ -1,11 +1,13 @@
 """Checks of ``open_process``: streaming stdin and merged output, ``close_stdin``, ``wait``, ``kill``;
 stderr kept apart, and a terminal (``tty``: size, owner, resize)."""
+
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from engine.interfaces import AGENT_UID, Process, TtySize, Workspace
+from engine.interfaces import AGENT_UID, Process, Workspace
+from engine.models import TtySize
 from engine.runtimes.conformance._core import ConformanceFailure, check, expect, raises
 from engine.runtimes.conformance._helpers import expect_no_sleepers, marker, processes_sleeping, wait_for_sleepers
 
@@ -89,8 +91,9 @@ async def check_open_process_kill_ends_the_whole_group(ws: Workspace) -> None:
 @check()
 async def check_open_process_can_keep_stderr_apart(ws: Workspace) -> None:
     """separate_stderr: stderr comes from read_stderr, stdout alone from read, both to their end."""
-    process = await ws.open_process(["sh", "-c", "echo err >&2; echo out; echo more err >&2; exit 4"],
-                                    user=AGENT_UID, separate_stderr=True)
+    process = await ws.open_process(
+        ["sh", "-c", "echo err >&2; echo out; echo more err >&2; exit 4"], user=AGENT_UID, separate_stderr=True
+    )
     try:
         out, err = await asyncio.wait_for(asyncio.gather(_read_all(process.read), _read_all(process.read_stderr)), 10)
         code = await process.wait(timeout=10)
@@ -112,8 +115,10 @@ async def check_open_process_with_a_tty_gives_the_command_a_sized_terminal_it_ow
     """tty: stdin is a terminal (named in the workspace, owned by the uid) of the asked size;
     resize changes the size the command sees; stderr shows on the terminal too; close_stdin
     types the EOF character, and a write after it fails."""
-    script = ('tty; stat -c "owner %u" "$(tty)"; stty size; echo on-stderr >&2; read line; stty size; '
-              'echo "got $line"; cat; echo cat-ended')
+    script = (
+        'tty; stat -c "owner %u" "$(tty)"; stty size; echo on-stderr >&2; read line; stty size; '
+        'echo "got $line"; cat; echo cat-ended'
+    )
     process = await ws.open_process(["sh", "-c", script], user=AGENT_UID, tty=TtySize(cols=97, rows=31))
     try:
         first = await _read_until(process, b"on-stderr")
@@ -129,6 +134,9 @@ async def check_open_process_with_a_tty_gives_the_command_a_sized_terminal_it_ow
         await process.kill()
     lines = first.decode(errors="replace").split("\r\n")
     expect(lines[0].startswith("/dev/pts/"), f"`tty` said {lines[0]!r}, not a terminal named in the workspace")
-    expect(lines[1:3] == [f"owner {AGENT_UID}", "31 97"], f"owner and size were {lines[1:3]}, expected uid {AGENT_UID}, 31 97")
+    expect(
+        lines[1:3] == [f"owner {AGENT_UID}", "31 97"],
+        f"owner and size were {lines[1:3]}, expected uid {AGENT_UID}, 31 97",
+    )
     expect(b"40 120\r\n" in rest, f"after resize to 120x40 the command saw {rest!r}")
     expect(code == 0, f"the command exited {code}")

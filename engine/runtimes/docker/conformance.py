@@ -1,5 +1,6 @@
 """What the conformance checks (``engine.runtimes.conformance``) see of ``runtime=docker``
 from outside its containers: leftovers by run label, and the image's declared ENV."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -10,7 +11,6 @@ from engine.runtimes.docker.reaper import LABEL_RUN_ID
 
 if TYPE_CHECKING:
     from engine.runtimes.docker.runtime import DockerRuntime
-
 
 
 class DockerProbe:

@@ -5,6 +5,7 @@ Everything that needs the engine gets its client from here (a build's client is 
 the builder); ``crucible doctor --fix`` uses the start-up half to repair a host. The Docker
 SDK is imported only when an engine is asked for, so commands that never reach one stay fast.
 """
+
 from __future__ import annotations
 
 import os

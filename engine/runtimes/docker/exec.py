@@ -16,6 +16,7 @@ Output is read in a dedicated thread (never the event loop, never the default ex
 pool, which a few long execs would exhaust) into bounded buffers, so a chatty command
 can neither block on a full pipe nor fill the host's memory.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,13 +64,29 @@ async def sdk_call(what: str, fn: Callable[..., T], *args: object, **kwargs: obj
         raise WorkspaceError(f"docker {what} failed: {exc}") from exc
 
 
-def start_exec(api: DockerApi, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
-               env: Mapping[str, str], stdin: bool, tty: bool = False) -> tuple[str, HijackedStream]:
+def start_exec(
+    api: DockerApi,
+    container_id: str,
+    argv: Sequence[str],
+    *,
+    user: int,
+    cwd: str | None,
+    env: Mapping[str, str],
+    stdin: bool,
+    tty: bool = False,
+) -> tuple[str, HijackedStream]:
     """Create and start an exec; return its id and its hijacked stream (blocking). With ``tty``
     the stream is the terminal's raw bytes, not Docker's multiplexed frames."""
     created = api.exec_create(
-        container_id, list(argv), stdout=True, stderr=True, stdin=stdin, tty=tty,
-        user=docker_user(user), workdir=cwd, environment=[f"{k}={v}" for k, v in env.items()],
+        container_id,
+        list(argv),
+        stdout=True,
+        stderr=True,
+        stdin=stdin,
+        tty=tty,
+        user=docker_user(user),
+        workdir=cwd,
+        environment=[f"{k}={v}" for k, v in env.items()],
     )
     sock = api.exec_start(created["Id"], socket=True, tty=tty)
     return created["Id"], HijackedStream(sock)
@@ -77,8 +94,7 @@ def start_exec(api: DockerApi, container_id: str, argv: Sequence[str], *, user: 
 
 def run_simple(api: DockerApi, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]:
     """Run a short root command without wrapper or bounds (blocking); for housekeeping."""
-    exec_id, stream = start_exec(api, container_id, argv, user=0, cwd=None,
-                                 env=default_env(0), stdin=False)
+    exec_id, stream = start_exec(api, container_id, argv, user=0, cwd=None, env=default_env(0), stdin=False)
     output, demux = bytearray(), Demuxer()
     try:
         while chunk := stream.recv():
@@ -110,8 +126,9 @@ async def kill_group(api: DockerApi, container_id: str, pid: int | None) -> None
     if pid is None:
         return
     # dash's kill rejects "--"; "-9 -PGID" works in dash and bash alike.
-    await sdk_call("exec (kill)", run_simple, api, container_id,
-                   ["/bin/sh", "-c", f"kill -9 -{int(pid)} 2>/dev/null; true"])
+    await sdk_call(
+        "exec (kill)", run_simple, api, container_id, ["/bin/sh", "-c", f"kill -9 -{int(pid)} 2>/dev/null; true"]
+    )
 
 
 class OutputPump:
@@ -159,9 +176,19 @@ def _feed_stdin(stream: HijackedStream, data: bytes) -> None:
         pass  # the command exited without reading all its input; that is its business
 
 
-async def run_exec(api: DockerApi, container_id: str, argv: Sequence[str], *, user: int, cwd: str | None,
-                   env: Mapping[str, str], timeout: float, stdin: bytes | None,
-                   max_output: int, backstop_grace: float = BACKSTOP_GRACE) -> ExecResult:
+async def run_exec(
+    api: DockerApi,
+    container_id: str,
+    argv: Sequence[str],
+    *,
+    user: int,
+    cwd: str | None,
+    env: Mapping[str, str],
+    timeout: float,
+    stdin: bytes | None,
+    max_output: int,
+    backstop_grace: float = BACKSTOP_GRACE,
+) -> ExecResult:
     if not argv:
         raise ValueError("exec needs a non-empty argv")
     if timeout <= 0:
@@ -169,12 +196,12 @@ async def run_exec(api: DockerApi, container_id: str, argv: Sequence[str], *, us
     started = time.monotonic()
     # Never "0.000": to GNU timeout a zero duration means no deadline at all.
     wrapped = [*TIMEOUT_WRAPPER, f"{max(timeout, 0.001):.3f}", *argv]
-    exec_id, stream = await sdk_call("exec", start_exec, api, container_id, wrapped, user=user,
-                                     cwd=cwd, env=env, stdin=stdin is not None)
+    exec_id, stream = await sdk_call(
+        "exec", start_exec, api, container_id, wrapped, user=user, cwd=cwd, env=env, stdin=stdin is not None
+    )
     pump = OutputPump(stream, max_output, asyncio.get_running_loop())
     if stdin is not None:
-        threading.Thread(target=_feed_stdin, args=(stream, stdin), name="crucible-exec-stdin",
-                         daemon=True).start()
+        threading.Thread(target=_feed_stdin, args=(stream, stdin), name="crucible-exec-stdin", daemon=True).start()
     try:
         finished = await _until_exit(api, exec_id, pump, deadline=started + timeout + backstop_grace)
     except BaseException:
@@ -220,8 +247,7 @@ async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadlin
         poll = min(poll * 2, 2.0)
 
 
-async def _kill_quietly(api: DockerApi, container_id
-: str, pump: OutputPump) -> None:
+async def _kill_quietly(api: DockerApi, container_id: str, pump: OutputPump) -> None:
     try:
         await kill_group(api, container_id, pump.pid_line.pid)
     except WorkspaceError:

@@ -13,6 +13,7 @@ and the exec's own session is the group. ``separate_stderr`` routes stderr frame
 own queue (``read_stderr``); both queues share the backpressure credits, so a caller that
 asks for it must read both.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,13 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engine.errors import WorkspaceError
-from engine.interfaces import TtySize
+from engine.models import TtySize
 from engine.runtimes.docker.exec import DockerApi, kill_group, sdk_call, start_exec
 from engine.runtimes.docker.stream import STDERR, STDOUT, Demuxer, HijackedStream, PidLine
 
 PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
-TTY_WRAPPER = ("/bin/sh", "-c", 'stty rows "$1" cols "$2" 2>/dev/null; shift 2; echo $$; exec "$@"',
-               "crucible-process")
+TTY_WRAPPER = ("/bin/sh", "-c", 'stty rows "$1" cols "$2" 2>/dev/null; shift 2; echo $$; exec "$@"', "crucible-process")
 _QUEUED_CHUNKS = 64
 """Output chunks buffered ahead of the reader; past that the daemon connection applies backpressure."""
 _EOF = None
@@ -39,8 +39,16 @@ _EOF = None
 class DockerProcess:
     """Implements ``engine.interfaces.Process`` over one exec's hijacked connection."""
 
-    def __init__(self, api: DockerApi, container_id: str, exec_id: str, stream: HijackedStream, *,
-                 tty: bool = False, separate_stderr: bool = False) -> None:
+    def __init__(
+        self,
+        api: DockerApi,
+        container_id: str,
+        exec_id: str,
+        stream: HijackedStream,
+        *,
+        tty: bool = False,
+        separate_stderr: bool = False,
+    ) -> None:
         self._api, self._container_id, self._exec_id = api, container_id, exec_id
         self._stream = stream
         self._tty, self._separate = tty, separate_stderr and not tty
@@ -68,16 +76,35 @@ class DockerProcess:
         threading.Thread(target=self._write_loop, name="crucible-process-writer", daemon=True).start()
 
     @classmethod
-    async def start(cls, api: DockerApi, container_id: str, argv: Sequence[str], *, user: int,
-                    cwd: str | None, env: Mapping[str, str], tty: TtySize | None = None,
-                    separate_stderr: bool = False) -> DockerProcess:
+    async def start(
+        cls,
+        api: DockerApi,
+        container_id: str,
+        argv: Sequence[str],
+        *,
+        user: int,
+        cwd: str | None,
+        env: Mapping[str, str],
+        tty: TtySize | None = None,
+        separate_stderr: bool = False,
+    ) -> DockerProcess:
         if not argv:
             raise ValueError("open_process needs a non-empty argv")
         if tty is not None and (tty.cols < 1 or tty.rows < 1):
             raise ValueError(f"a terminal needs at least 1x1 cells, got {tty}")
         wrapped = [*PROCESS_WRAPPER, *argv] if tty is None else [*TTY_WRAPPER, str(tty.rows), str(tty.cols), *argv]
-        exec_id, stream = await sdk_call("exec (process)", start_exec, api, container_id, wrapped, user=user,
-                                         cwd=cwd, env=env, stdin=True, tty=tty is not None)
+        exec_id, stream = await sdk_call(
+            "exec (process)",
+            start_exec,
+            api,
+            container_id,
+            wrapped,
+            user=user,
+            cwd=cwd,
+            env=env,
+            stdin=True,
+            tty=tty is not None,
+        )
         process = cls(api, container_id, exec_id, stream, tty=tty is not None, separate_stderr=separate_stderr)
         if tty is not None:
             await process.resize(tty)  # where the image has no stty, the size comes a moment late

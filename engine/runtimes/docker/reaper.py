@@ -6,6 +6,7 @@ starts is labelled with its owner (``engine.runtimes.owner``); any crucible comm
 then sweep up after dead owners with one cheap ``containers.list``. Containers of other
 hosts (a shared remote engine) are never touched: their owners cannot be checked from here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,6 @@ LABEL_PURPOSE = "crucible.purpose"
 
 
 def reap_orphans(client: Any = None) -> list[str]:
-
     """Force-remove crucible containers of dead owners on this host; return their names.
 
     Raises ``EngineUnavailable`` when no Docker engine can be reached.
@@ -36,9 +36,7 @@ def reap_orphans(client: Any = None) -> list[str]:
         # The low-level list carries the labels; the high-level one would inspect each container.
         containers = client.api.containers(all=True, filters={"label": LABEL_OWNER_PID})
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise EngineUnavailable(
-            f"Docker engine unreachable ({exc}); start it with `crucible doctor --fix`"
-        ) from exc
+        raise EngineUnavailable(f"Docker engine unreachable ({exc}); start it with `crucible doctor --fix`") from exc
     host = socket.gethostname()
     reaped = []
     for container in containers:
@@ -53,7 +51,6 @@ def reap_orphans(client: Any = None) -> list[str]:
         except docker.errors.APIError as exc:
             log.warning("could not remove orphaned container %s: %s", name, exc)
             continue
-        log.info("removed orphaned container %s (owner pid %s gone)", name,
-                 labels.get(LABEL_OWNER_PID))
+        log.info("removed orphaned container %s (owner pid %s gone)", name, labels.get(LABEL_OWNER_PID))
         reaped.append(name)
     return reaped

@@ -21,6 +21,7 @@ the CLI does (``signal.signal(SIGTERM, signal.default_int_handler)``, or
 ``loop.add_signal_handler(SIGTERM, main_task.cancel)``). What no ``finally`` can
 survive (SIGKILL, OOM) is left to ``engine.runtimes.docker.reaper.reap_orphans`` via the owner labels.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,17 +38,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineUnavailable, WorkspaceError
-from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
-from engine.models import ExecResult, ImageRef, TaskLimits
+from engine.interfaces import BRIDGE_PATH, ROOT_UID
+from engine.models import ExecResult, ImageRef, TaskLimits, TtySize
 from engine.runtimes.docker.daemon import ensure_engine
-from engine.runtimes.docker.exec import (
-    BACKSTOP_GRACE,
-    DEFAULT_PATH,
-    default_env,
-    run_exec,
-    run_simple,
-    sdk_call,
-)
+from engine.runtimes.docker.exec import BACKSTOP_GRACE, DEFAULT_PATH, default_env, run_exec, run_simple, sdk_call
 from engine.runtimes.docker.process import DockerProcess
 from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
 from engine.runtimes.lifecycle import StartedOnce
@@ -117,11 +111,20 @@ class DockerRuntime:
     limits_resources = True
     """A task's cpus and memory (``TaskLimits``) are applied: the container's cgroup."""
 
-    def provision(self, image: ImageRef | str, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None, limits: TaskLimits | None = None) -> DockerWorkspace:
+    def provision(
+        self,
+        image: ImageRef | str,
+        *,
+        run_id: str,
+        network: bool,
+        purpose: str,
+        bridge: str | None = None,
+        limits: TaskLimits | None = None,
+    ) -> DockerWorkspace:
         tag = image.tag if isinstance(image, ImageRef) else str(image)
-        return DockerWorkspace(self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge,
-                               limits=limits)
+        return DockerWorkspace(
+            self, tag, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge, limits=limits
+        )
 
     def host_config(self, task: TaskLimits | None = None) -> dict[str, Any]:
         """The container's resource limits: the runtime's own (``runtime.memory``/``cpus``), a
@@ -149,9 +152,7 @@ def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no
         return client
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise EngineUnavailable(
-            f"Docker engine unreachable ({reason}); start it with `crucible doctor --fix`"
-        ) from exc
+        raise EngineUnavailable(f"Docker engine unreachable ({reason}); start it with `crucible doctor --fix`") from exc
 
 
 class DockerWorkspace(StartedOnce):
@@ -159,8 +160,17 @@ class DockerWorkspace(StartedOnce):
 
     backstop_grace = BACKSTOP_GRACE
 
-    def __init__(self, runtime: DockerRuntime, image: str, *, run_id: str, network: bool, purpose: str,
-                 bridge_dir: str | None = None, limits: TaskLimits | None = None) -> None:
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        image: str,
+        *,
+        run_id: str,
+        network: bool,
+        purpose: str,
+        bridge_dir: str | None = None,
+        limits: TaskLimits | None = None,
+    ) -> None:
         self.runtime = runtime
         self.limits = limits
         self.image = image
@@ -206,9 +216,15 @@ class DockerWorkspace(StartedOnce):
         self._created = True
         try:
             container = client.containers.create(
-                self.image, entrypoint=list(KEEPER), command=[], healthcheck={"test": ["NONE"]},
-                name=self.name, init=True, detach=True,
-                network_mode="bridge" if self.network else "none", labels=labels,
+                self.image,
+                entrypoint=list(KEEPER),
+                command=[],
+                healthcheck={"test": ["NONE"]},
+                name=self.name,
+                init=True,
+                detach=True,
+                network_mode="bridge" if self.network else "none",
+                labels=labels,
                 # No network: NetworkDisabled as well as mode none. Docker then makes no network
                 # sandbox for the container (none still gets one: two re-execs of dockerd, the
                 # libnetwork-setkey hook and set-ipv6, ~0.13 CPU-s a container, half its start),
@@ -279,10 +295,16 @@ class DockerWorkspace(StartedOnce):
     ) -> ExecResult:
         try:
             return await run_exec(
-                self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
+                self.runtime.client.api,
+                self._running_id(),
+                argv,
+                user=user,
+                cwd=cwd,
                 env=self.default_env(user) if env is None else dict(env),
                 timeout=self.runtime.default_exec_timeout if timeout is None else timeout,
-                stdin=stdin, max_output=max_output, backstop_grace=self.backstop_grace,
+                stdin=stdin,
+                max_output=max_output,
+                backstop_grace=self.backstop_grace,
             )
         except WorkspaceError as exc:
             raise await self._with_container_state(exc) from exc
@@ -313,8 +335,13 @@ class DockerWorkspace(StartedOnce):
         separate_stderr: bool = False,
     ) -> DockerProcess:
         process = await DockerProcess.start(
-            self.runtime.client.api, self._running_id(), argv, user=user, cwd=cwd,
-            env=self.default_env(user) if env is None else dict(env), tty=tty,
+            self.runtime.client.api,
+            self._running_id(),
+            argv,
+            user=user,
+            cwd=cwd,
+            env=self.default_env(user) if env is None else dict(env),
+            tty=tty,
             separate_stderr=separate_stderr,
         )
         self._processes.append(process)
@@ -367,8 +394,9 @@ class DockerWorkspace(StartedOnce):
             raise WorkspaceError(f"could not write {path}: {exc}") from exc
         # Parents via mkdir -p as root, not via directory entries in the tar: extracting
         # those over existing directories would reset their owner and mode (think /tmp).
-        code, output = await sdk_call("exec (mkdir)", run_simple, self.runtime.client.api,
-                                      container_id, ["mkdir", "-p", "--", parent])
+        code, output = await sdk_call(
+            "exec (mkdir)", run_simple, self.runtime.client.api, container_id, ["mkdir", "-p", "--", parent]
+        )
         if code != 0:
             raise WorkspaceError(f"could not create {parent}: {output.decode(errors='replace').strip()}")
         await sdk_call("put_archive", self.runtime.client.api.put_archive, container_id, parent, archive)
@@ -383,7 +411,7 @@ def _absolute(path: str) -> str:
 def _image_path(attrs: Mapping[str, Any]) -> str | None:
     for item in (attrs.get("Config") or {}).get("Env") or []:
         if item.startswith("PATH="):
-            path: str = item[len("PATH="):]
+            path: str = item[len("PATH=") :]
             return path
 
     return None

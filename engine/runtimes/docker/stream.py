@@ -3,6 +3,7 @@
 Pure plumbing with no asyncio in it; ``docker_exec`` and ``docker_process`` drive these
 from reader/writer threads.
 """
+
 from __future__ import annotations
 
 import socket
@@ -37,7 +38,6 @@ class HijackedStream:
         reader = self._reader
         data: bytes = reader.read1(n) if hasattr(reader, "read1") else reader.recv(n)
         return data
-
 
     def send_all(self, data: bytes) -> None:
         self._sock.sendall(data)
@@ -75,7 +75,7 @@ class Demuxer:
             end = _HEADER.size + length
             if len(buf) < end:
                 return
-            payload = bytes(buf[_HEADER.size:end])
+            payload = bytes(buf[_HEADER.size : end])
             del buf[:end]
             yield stream_id, payload
 
@@ -144,5 +144,5 @@ class BoundedBuffer:
         return self.total > len(self._head) + min(len(self._tail), self._tail_limit)
 
     def value(self) -> bytes:
-        tail = self._tail[-self._tail_limit:] if self._tail_limit else b""
+        tail = self._tail[-self._tail_limit :] if self._tail_limit else b""
         return bytes(self._head) + bytes(tail)

@@ -1,5 +1,6 @@
 """What the conformance checks (``engine.runtimes.conformance``) see of ``runtime=local``
 from outside its sandboxes: a run's roots on disk and any process whose mounts still hold one."""
+
 from __future__ import annotations
 
 import os

@@ -16,6 +16,7 @@ stdin, stdout, stderr and controlling terminal (``setsid`` then ``TIOCSCTTY`` in
 before nsenter: the terminal carries over into the sandbox). ``separate_stderr`` reads fd 2
 into a queue of its own.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from engine.errors import WorkspaceError
-from engine.interfaces import TtySize
-from engine.models import ExecResult
+from engine.models import ExecResult, TtySize
 from engine.runtimes.docker.exec import DRAIN_GRACE
 from engine.runtimes.docker.stream import BoundedBuffer, PidLine
 from engine.runtimes.local.sandbox import enter_argv
@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 
 _QUEUE_HIGH = 1 << 20
 """Bytes of ``open_process`` output buffered ahead of the reader before the pipe is paused."""
-
-
 
 
 def _settle(fut: asyncio.Future[Any], value: object = None) -> None:
@@ -73,20 +71,37 @@ class _Spawned:
         self.pgid = transport.get_pid()
 
     @classmethod
-    async def start(cls, init_pid: int, argv: Sequence[str], *, user: int, cwd: str, env: Mapping[str, str],
-                    protocol: asyncio.SubprocessProtocol, stdin: bool, merge: bool,
-                    terminal: int | None = None) -> _Spawned:
+    async def start(
+        cls,
+        init_pid: int,
+        argv: Sequence[str],
+        *,
+        user: int,
+        cwd: str,
+        env: Mapping[str, str],
+        protocol: asyncio.SubprocessProtocol,
+        stdin: bool,
+        merge: bool,
+        terminal: int | None = None,
+    ) -> _Spawned:
         if not argv:
             raise ValueError("a command needs a non-empty argv")
         loop = asyncio.get_running_loop()
-        pipes: dict[str, Any] = dict(stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT if merge else subprocess.PIPE)
+        pipes: dict[str, Any] = dict(
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+        )
         if terminal is not None:  # all three are the terminal, which becomes the controlling one
             pipes = dict(stdin=terminal, stdout=terminal, stderr=terminal, preexec_fn=take_terminal)
         try:
             transport, _ = await loop.subprocess_exec(
-                lambda: protocol, *enter_argv(init_pid, user=user, cwd=cwd, argv=list(argv)),
-                env=dict(env), cwd="/", start_new_session=True, **pipes,
+                lambda: protocol,
+                *enter_argv(init_pid, user=user, cwd=cwd, argv=list(argv)),
+                env=dict(env),
+                cwd="/",
+                start_new_session=True,
+                **pipes,
             )
         except OSError as exc:
             raise WorkspaceError(f"could not enter the sandbox: {exc}") from exc
@@ -120,14 +135,24 @@ class _Collector(asyncio.SubprocessProtocol):
         _settle(self.exited)
 
 
-async def run_exec(init_pid: int, argv: Sequence[str], *, user: int, cwd: str, env: Mapping[str, str],
-                   timeout: float, stdin: bytes | None, max_output: int) -> ExecResult:
+async def run_exec(
+    init_pid: int,
+    argv: Sequence[str],
+    *,
+    user: int,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout: float,
+    stdin: bytes | None,
+    max_output: int,
+) -> ExecResult:
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     started = time.monotonic()
     collector = _Collector(max_output)
-    spawned = await _Spawned.start(init_pid, argv, user=user, cwd=cwd, env=env, protocol=collector,
-                                   stdin=stdin is not None, merge=False)
+    spawned = await _Spawned.start(
+        init_pid, argv, user=user, cwd=cwd, env=env, protocol=collector, stdin=stdin is not None, merge=False
+    )
     try:
         if stdin is not None:
             pipe = cast(asyncio.WriteTransport, spawned.transport.get_pipe_transport(0))  # stdin=PIPE
@@ -160,9 +185,13 @@ async def run_exec(init_pid: int, argv: Sequence[str], *, user: int, cwd: str, e
         why = collector.pid_line.start_error or collector.stderr.value().decode("utf-8", "replace").strip()
         raise WorkspaceError(f"could not start {argv[0]!r} in {cwd}: {why or f'exit code {code}'}")
     return ExecResult(
-        exit_code=code, stdout=collector.stdout.value(), stderr=collector.stderr.value(), timed_out=timed_out,
+        exit_code=code,
+        stdout=collector.stdout.value(),
+        stderr=collector.stderr.value(),
+        timed_out=timed_out,
         truncated=collector.stdout.truncated or collector.stderr.truncated,
-        stdout_bytes_total=collector.stdout.total, stderr_bytes_total=collector.stderr.total,
+        stdout_bytes_total=collector.stdout.total,
+        stderr_bytes_total=collector.stderr.total,
         seconds=time.monotonic() - started,
     )
 
@@ -253,25 +282,36 @@ class LocalProcess:
         self._stdin_closed = False
 
     @classmethod
-    async def start(cls, init_pid: int, argv: Sequence[str], *, user: int, cwd: str,
-                    env: Mapping[str, str], tty: TtySize | None = None,
-                    separate_stderr: bool = False) -> LocalProcess:
+    async def start(
+        cls,
+        init_pid: int,
+        argv: Sequence[str],
+        *,
+        user: int,
+        cwd: str,
+        env: Mapping[str, str],
+        tty: TtySize | None = None,
+        separate_stderr: bool = False,
+    ) -> LocalProcess:
         if tty is None:
             stream = _Stream(separate_stderr)
-            spawned = await _Spawned.start(init_pid, argv, user=user, cwd=cwd, env=env, protocol=stream,
-                                           stdin=True, merge=not separate_stderr)
+            spawned = await _Spawned.start(
+                init_pid, argv, user=user, cwd=cwd, env=env, protocol=stream, stdin=True, merge=not separate_stderr
+            )
             return cls(spawned, stream)
         stream = _Stream()
         try:
             master, slave = open_pty(init_pid, tty, user)
         except OSError as exc:
             raise WorkspaceError(f"could not open a terminal in the sandbox: {exc}") from exc
-        pty = PtyMaster(master, lambda data: stream.pipe_data_received(1, data),
-                        lambda: stream.pipe_connection_lost(1, None))
+        pty = PtyMaster(
+            master, lambda data: stream.pipe_data_received(1, data), lambda: stream.pipe_connection_lost(1, None)
+        )
         stream.output = pty
         try:
-            spawned = await _Spawned.start(init_pid, argv, user=user, cwd=cwd, env=env, protocol=stream,
-                                           stdin=True, merge=True, terminal=slave)
+            spawned = await _Spawned.start(
+                init_pid, argv, user=user, cwd=cwd, env=env, protocol=stream, stdin=True, merge=True, terminal=slave
+            )
         except BaseException:
             pty.close()
             raise

@@ -19,6 +19,7 @@ Nothing is weakened to make a mode "work": what cannot be had is refused.
 Differences from ``runtime=docker``: no CPU/memory/pids limits (no cgroups are set up);
 with ``network=True`` the sandbox shares the host's network, loopback included.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import IntegrityUnavailable, WorkspaceError
-from engine.interfaces import BRIDGE_PATH, ROOT_UID, TtySize
-from engine.models import ExecResult, ImageRef, TaskLimits
+from engine.interfaces import BRIDGE_PATH, ROOT_UID
+from engine.models import ExecResult, ImageRef, TaskLimits, TtySize
 from engine.runtimes.docker.exec import default_env
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.runtimes.lifecycle import StartedOnce
@@ -92,8 +93,16 @@ class LocalRuntime:
     """A task's cpus and memory (``TaskLimits``) cannot be applied: bubblewrap sets up no
     cgroups (only its network, which planning folds into ``network``); the run's warnings say so."""
 
-    def provision(self, image: ImageRef, *, run_id: str, network: bool, purpose: str,
-                  bridge: str | None = None, limits: TaskLimits | None = None) -> LocalWorkspace:
+    def provision(
+        self,
+        image: ImageRef,
+        *,
+        run_id: str,
+        network: bool,
+        purpose: str,
+        bridge: str | None = None,
+        limits: TaskLimits | None = None,
+    ) -> LocalWorkspace:
         if not isinstance(image, ImageRef):
             raise WorkspaceError(f"runtime=local provisions from a planned ImageRef, got {image!r}")
         return LocalWorkspace(self, image, run_id=run_id, network=network, purpose=purpose, bridge_dir=bridge)
@@ -102,14 +111,17 @@ class LocalRuntime:
         """None if this host can give ``integrity`` here, else one line: what is missing and the fix."""
         found = probe(self.bwrap)
         mode = integrity.mode
-        needs = [(found.sandbox, "no bubblewrap sandbox"),
-                 (found.netns, "no network namespace (grading always runs without network)")]
+        needs = [
+            (found.sandbox, "no bubblewrap sandbox"),
+            (found.netns, "no network namespace (grading always runs without network)"),
+        ]
         if integrity.uid_wall or mode == "strict":
             needs.append((found.uid_drop, "no uid wall"))
         for reason, what in needs:
             if reason:
-                return (f"runtime=local cannot give integrity={mode} here: {what}: {reason}; fix it, "
-                        "or use runtime=docker")
+                return (
+                    f"runtime=local cannot give integrity={mode} here: {what}: {reason}; fix it, or use runtime=docker"
+                )
         return None
 
     def require(self, integrity: IntegrityConfig) -> None:
@@ -130,8 +142,16 @@ class LocalRuntime:
 class LocalWorkspace(StartedOnce):
     """One per-run root and the sandbox over it."""
 
-    def __init__(self, runtime: LocalRuntime, image: ImageRef, *, run_id: str, network: bool, purpose: str,
-                 bridge_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: LocalRuntime,
+        image: ImageRef,
+        *,
+        run_id: str,
+        network: bool,
+        purpose: str,
+        bridge_dir: str | None = None,
+    ) -> None:
         self.runtime = runtime
         self.image = image
         self.run_id = run_id
@@ -159,8 +179,9 @@ class LocalWorkspace(StartedOnce):
         inputs = TemplateInputs.of(self.image)
         self.workdir = inputs.workdir
         # Not shielded: a cancelled start abandons the (shared, locked) template build to finish alone.
-        template, _ = await asyncio.to_thread(ensure_template, inputs, bwrap=self.runtime.bwrap,
-                                              install_timeout=self.runtime.install_timeout)
+        template, _ = await asyncio.to_thread(
+            ensure_template, inputs, bwrap=self.runtime.bwrap, install_timeout=self.runtime.install_timeout
+        )
         self.root = new_run_root(self.run_id, self.purpose)
         layout = Layout(self.root, inputs.workdir, bridge=Path(self.bridge_dir) if self.bridge_dir else None)
         # Shielded: close() must find the copy finished, not racing the removal.
@@ -185,9 +206,15 @@ class LocalWorkspace(StartedOnce):
         try:
             # From the event loop's thread: --die-with-parent follows the thread that forked.
             self._bwrap, _ = await loop.subprocess_exec(
-                lambda: self._boot_log, *bwrap_command(self.runtime.bwrap, args_fd=args_fd, info_fd=write_info),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(args_fd, write_info), start_new_session=True, cwd="/")
+                lambda: self._boot_log,
+                *bwrap_command(self.runtime.bwrap, args_fd=args_fd, info_fd=write_info),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(args_fd, write_info),
+                start_new_session=True,
+                cwd="/",
+            )
         except OSError as exc:
             os.close(read_info)
             raise WorkspaceError(f"cannot run {self.runtime.bwrap}: {exc}") from exc
@@ -195,8 +222,9 @@ class LocalWorkspace(StartedOnce):
             os.close(write_info)
             os.close(args_fd)
         info = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(info),
-                                                    os.fdopen(read_info, "rb"))
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(info), os.fdopen(read_info, "rb")
+        )
         try:
             self.init_pid = child_pid(await info.read())  # bwrap writes it right after the clone
         finally:
@@ -279,10 +307,14 @@ class LocalWorkspace(StartedOnce):
         if not argv:
             raise ValueError("exec needs a non-empty argv")
         return await run_exec(
-            self._running_pid(), argv, user=int(user), cwd=cwd or self.workdir,
+            self._running_pid(),
+            argv,
+            user=int(user),
+            cwd=cwd or self.workdir,
             env=self.default_env(user) if env is None else dict(env),
             timeout=self.runtime.default_exec_timeout if timeout is None else timeout,
-            stdin=stdin, max_output=max_output,
+            stdin=stdin,
+            max_output=max_output,
         )
 
     async def open_process(
@@ -295,9 +327,15 @@ class LocalWorkspace(StartedOnce):
         tty: TtySize | None = None,
         separate_stderr: bool = False,
     ) -> LocalProcess:
-        process = await LocalProcess.start(self._running_pid(), argv, user=int(user), cwd=cwd or self.workdir,
-                                           env=self.default_env(user) if env is None else dict(env),
-                                           tty=tty, separate_stderr=separate_stderr)
+        process = await LocalProcess.start(
+            self._running_pid(),
+            argv,
+            user=int(user),
+            cwd=cwd or self.workdir,
+            env=self.default_env(user) if env is None else dict(env),
+            tty=tty,
+            separate_stderr=separate_stderr,
+        )
         self._processes.append(process)
         return process
 
@@ -324,14 +362,25 @@ class LocalWorkspace(StartedOnce):
         if result.exit_code == 21:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
         if b"Read-only file system" in result.stderr:
-            raise PermissionError(errno.EROFS, f"outside the workspace's writable dirs ({self.workdir}, /tmp, "
-                                               "/var/lib/crucible, /root)", path)
+            raise PermissionError(
+                errno.EROFS,
+                f"outside the workspace's writable dirs ({self.workdir}, /tmp, /var/lib/crucible, /root)",
+                path,
+            )
         if not result.ok:
             raise WorkspaceError(f"could not write {path}: {one_line(result.stderr)}")
 
     async def _file_op(self, argv: list[str], stdin: bytes | None) -> ExecResult:
-        return await run_exec(self._running_pid(), argv, user=ROOT_UID, cwd="/", env=default_env(ROOT_UID),
-                              timeout=self.runtime.default_exec_timeout, stdin=stdin, max_output=_FILE_LIMIT)
+        return await run_exec(
+            self._running_pid(),
+            argv,
+            user=ROOT_UID,
+            cwd="/",
+            env=default_env(ROOT_UID),
+            timeout=self.runtime.default_exec_timeout,
+            stdin=stdin,
+            max_output=_FILE_LIMIT,
+        )
 
 
 class _BootLog(asyncio.SubprocessProtocol):
@@ -352,7 +401,7 @@ class _BootLog(asyncio.SubprocessProtocol):
         if fd == 2:
             self.err.add(data)
         elif not self.ready.done():
-            self.out = (self.out + data)[-len(READY) * 4:]
+            self.out = (self.out + data)[-len(READY) * 4 :]
             if READY in self.out:
                 self.ready.set_result(True)
 

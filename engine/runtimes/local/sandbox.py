@@ -22,6 +22,7 @@ no-new-privs (setuid binaries do not elevate); root gets Docker's default capabi
 less mknod, net_raw and everything that could reach the host (no sys_admin,
 dac_read_search, sys_ptrace, ...).
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,20 +45,36 @@ SETPRIV = "/usr/bin/setpriv"
 CRUCIBLE_DIR = "/var/lib/crucible"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-ROOT_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
-             "setfcap", "net_bind_service", "sys_chroot", "audit_write")
+ROOT_CAPS = (
+    "chown",
+    "dac_override",
+    "fowner",
+    "fsetid",
+    "kill",
+    "setgid",
+    "setuid",
+    "setpcap",
+    "setfcap",
+    "net_bind_service",
+    "sys_chroot",
+    "audit_write",
+)
 """Docker's default set less mknod (no device cgroup here) and net_raw (host traffic with network)."""
 
 READY = b"crucible-sandbox-ready\n"
-_INIT = (f"mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /sys || exit 1; printf '{READY.decode().strip()}\\n'; "
-         f"exec {SETPRIV} --bounding-set=-all --inh-caps=-all --no-new-privs -- sleep infinity"
-         " </dev/null >/dev/null 2>&1")
+_INIT = (
+    f"mount -t sysfs -o ro,nosuid,nodev,noexec sysfs /sys || exit 1; printf '{READY.decode().strip()}\\n'; "
+    f"exec {SETPRIV} --bounding-set=-all --inh-caps=-all --no-new-privs -- sleep infinity"
+    " </dev/null >/dev/null 2>&1"
+)
 # Runs as the target user inside the sandbox: the cwd is entered as that user (as runc
 # does), then the first line of stdout says the command is starting (its pid, as the
 # Docker runtime's wrapper prints it); without that line, nothing started.
 # cd exports OLDPWD: restored to what the caller's env said, so env stays exactly as given.
-_ENTER = ('had=${OLDPWD+1}; old=${OLDPWD-}; cd -- "$1" || exit 1; '
-          'if [ -n "$had" ]; then OLDPWD=$old; else unset OLDPWD; fi; shift; echo $$; exec "$@"')
+_ENTER = (
+    'had=${OLDPWD+1}; old=${OLDPWD-}; cd -- "$1" || exit 1; '
+    'if [ -n "$had" ]; then OLDPWD=$old; else unset OLDPWD; fi; shift; echo $$; exec "$@"'
+)
 
 
 @dataclass(frozen=True)
@@ -88,8 +105,12 @@ class Layout:
 
     def binds(self) -> list[tuple[Path, str]]:
         """(host dir, sandbox path), parents before children so nested binds stack right."""
-        binds = [(self.root / "tmp", "/tmp"), (self.root / "root", "/root"),
-                 (self.crucible, CRUCIBLE_DIR), (self.app, self.workdir)]
+        binds = [
+            (self.root / "tmp", "/tmp"),
+            (self.root / "root", "/root"),
+            (self.crucible, CRUCIBLE_DIR),
+            (self.app, self.workdir),
+        ]
         return sorted(binds, key=lambda item: item[1].count("/"))
 
     def make_private_dirs(self) -> None:
@@ -108,8 +129,15 @@ class Layout:
 
 def bwrap_options(layout: Layout, *, network: bool) -> list[str]:
     """The sandbox's namespaces and mounts, as bwrap options."""
-    options = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-               "--hostname", "crucible"]
+    options = [
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "crucible",
+    ]
     if not network:
         options.append("--unshare-net")
     bound = []
@@ -130,7 +158,15 @@ def bwrap_options(layout: Layout, *, network: bool) -> list[str]:
     for host, inside in layout.binds():
         options += ["--bind", str(host), inside]
     if layout.bridge is not None:  # its parent made traversable: bwrap makes mount points 0700
-        options += ["--perms", "0755", "--dir", os.path.dirname(BRIDGE_PATH), "--ro-bind", str(layout.bridge), BRIDGE_PATH]
+        options += [
+            "--perms",
+            "0755",
+            "--dir",
+            os.path.dirname(BRIDGE_PATH),
+            "--ro-bind",
+            str(layout.bridge),
+            BRIDGE_PATH,
+        ]
     return options + ["--chdir", "/", "--remount-ro", "/"]
 
 
@@ -192,10 +228,15 @@ def _covered(bound: list[str]) -> list[str]:
 def privileges(user: int) -> list[str]:
     """setpriv's options for running as ``user`` inside the sandbox."""
     if user == 0:
-        return ["--inh-caps=-all", "--bounding-set=-all," + ",".join(f"+{c}" for c in ROOT_CAPS),
-                "--no-new-privs"]
-    return [f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs"]
+        return ["--inh-caps=-all", "--bounding-set=-all," + ",".join(f"+{c}" for c in ROOT_CAPS), "--no-new-privs"]
+    return [
+        f"--reuid={user}",
+        f"--regid={user}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+    ]
 
 
 def enter_argv(init_pid: int, *, user: int, cwd: str, argv: list[str]) -> list[str]:
@@ -204,9 +245,28 @@ def enter_argv(init_pid: int, *, user: int, cwd: str, argv: list[str]) -> list[s
     ``--root``/``--wd`` without a value take the init's root and cwd: a value would be
     opened on the HOST before entering, leaving the command a directory outside the sandbox.
     """
-    return [NSENTER, f"--target={init_pid}", "--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup",
-            "--root", "--wd", "--", SETPRIV, *privileges(user), "--",
-            "/bin/sh", "-c", _ENTER, "crucible-exec", cwd, *argv]
+    return [
+        NSENTER,
+        f"--target={init_pid}",
+        "--mount",
+        "--uts",
+        "--ipc",
+        "--net",
+        "--pid",
+        "--cgroup",
+        "--root",
+        "--wd",
+        "--",
+        SETPRIV,
+        *privileges(user),
+        "--",
+        "/bin/sh",
+        "-c",
+        _ENTER,
+        "crucible-exec",
+        cwd,
+        *argv,
+    ]
 
 
 # -- probing what this host can give ---------------------------------------------------------
@@ -268,7 +328,8 @@ def _try_sandbox(bwrap: str, *, network: bool) -> tuple[str, str] | None:
             return "uid", "entering the sandbox as uid 1000 did not finish within 30 s"
         if entered.stdout.strip() != b"1000":
             return "uid", f"cannot enter the sandbox as uid 1000 with {NSENTER} and {SETPRIV}: " + one_line(
-                entered.stderr or entered.stdout)
+                entered.stderr or entered.stdout
+            )
         return None
 
 
@@ -292,8 +353,13 @@ class BlockingSandbox:
         try:
             self._proc = subprocess.Popen(
                 bwrap_command(self.bwrap, args_fd=args_fd, info_fd=write_info),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(args_fd, write_info), start_new_session=True, cwd="/")
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(args_fd, write_info),
+                start_new_session=True,
+                cwd="/",
+            )
         except OSError as exc:
             os.close(read_info)
             raise SandboxError(f"cannot run {self.bwrap}: {exc}") from exc
@@ -308,8 +374,15 @@ class BlockingSandbox:
             raise SandboxError("bwrap failed: " + one_line(self._err))
         return self
 
-    def run(self, argv: list[str], *, user: int = 0, cwd: str = "/", env: dict[str, str] | None = None,
-            timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        user: int = 0,
+        cwd: str = "/",
+        env: dict[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> subprocess.CompletedProcess[bytes]:
         """Run ``argv`` to completion inside; raises SandboxError if it could not start.
 
         Output goes to files, not pipes: a daemon the command leaves behind would hold a
@@ -317,10 +390,15 @@ class BlockingSandbox:
         """
         assert self.pid is not None, "the sandbox is not entered"
         with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
-            proc = subprocess.Popen(enter_argv(self.pid, user=user, cwd=cwd, argv=argv),
-                                    stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
-                                    cwd="/", start_new_session=True,
-                                    env=env if env is not None else {"PATH": DEFAULT_PATH})
+            proc = subprocess.Popen(
+                enter_argv(self.pid, user=user, cwd=cwd, argv=argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out_file,
+                stderr=err_file,
+                cwd="/",
+                start_new_session=True,
+                env=env if env is not None else {"PATH": DEFAULT_PATH},
+            )
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

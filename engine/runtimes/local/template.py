@@ -14,6 +14,7 @@ Every run root records its owner (pid, its start time, host) so ``reap_local_orp
 can remove what a SIGKILLed engine left behind (its sandbox died with it:
 ``--die-with-parent``).
 """
+
 from __future__ import annotations
 
 import json
@@ -76,18 +77,29 @@ class TemplateInputs:
     def of(cls, image: ImageRef) -> TemplateInputs:
         args = dict(image.build_args)
         if args.get("INSTANCE_ID"):
-            raise WorkspaceError(f"runtime=local cannot run the SWE-bench Pro instance image {image.tag}; "
-                                 "use runtime=docker")
+            raise WorkspaceError(
+                f"runtime=local cannot run the SWE-bench Pro instance image {image.tag}; use runtime=docker"
+            )
         workdir = os.path.normpath(args.get("REPO_DIR") or "/app")
-        if not workdir.startswith("/") or workdir == "/" or any(
-                workdir == p or workdir.startswith(p + "/") for p in _RESERVED):
-            raise WorkspaceError(f"runtime=local cannot put the repo at REPO_DIR={workdir!r} "
-                                 f"(the sandbox keeps {', '.join(_RESERVED)} for itself)")
+        if (
+            not workdir.startswith("/")
+            or workdir == "/"
+            or any(workdir == p or workdir.startswith(p + "/") for p in _RESERVED)
+        ):
+            raise WorkspaceError(
+                f"runtime=local cannot put the repo at REPO_DIR={workdir!r} "
+                f"(the sandbox keeps {', '.join(_RESERVED)} for itself)"
+            )
         if not args.get("BASELINE_REF"):
             raise WorkspaceError(f"image {image.tag} has no BASELINE_REF build arg")
-        return cls(input_hash=image.input_hash, bundle=Path(image.context_dir) / "repo.bundle",
-                   workdir=workdir, baseline_ref=args["BASELINE_REF"],
-                   packages=tuple(args.get("SYSTEM_PACKAGES", "").split()), install_cmd=args.get("INSTALL_CMD", ""))
+        return cls(
+            input_hash=image.input_hash,
+            bundle=Path(image.context_dir) / "repo.bundle",
+            workdir=workdir,
+            baseline_ref=args["BASELINE_REF"],
+            packages=tuple(args.get("SYSTEM_PACKAGES", "").split()),
+            install_cmd=args.get("INSTALL_CMD", ""),
+        )
 
 
 def plan_template(context_dir: Path, build_args: Mapping[str, str], purpose: str) -> ImageRef:
@@ -101,9 +113,16 @@ def plan_template(context_dir: Path, build_args: Mapping[str, str], purpose: str
     args = {k: v for k, v in sorted(build_args.items()) if k != "BASE"}
     inputs = {"kind": TEMPLATE_KIND, "bundle_sha256": _file_sha(bundle), "build_args": args}
     input_hash = sha256_hex(canonical_json(inputs))
-    return ImageRef(tag=f"local/{purpose}:{input_hash[:24]}", input_hash=input_hash, dockerfile="",
-                    context_dir=str(Path(context_dir).resolve()), build_args=tuple(args.items()),
-                    base="host", purpose=purpose, inputs=inputs)
+    return ImageRef(
+        tag=f"local/{purpose}:{input_hash[:24]}",
+        input_hash=input_hash,
+        dockerfile="",
+        context_dir=str(Path(context_dir).resolve()),
+        build_args=tuple(args.items()),
+        base="host",
+        purpose=purpose,
+        inputs=inputs,
+    )
 
 
 def _file_sha(path: Path) -> str:
@@ -122,12 +141,15 @@ def missing_packages(packages: tuple[str, ...]) -> list[str]:
     if not packages:
         return []
     try:
-        listed = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\n", *packages],
-                                capture_output=True, text=True, timeout=60)
+        listed = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\n", *packages],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except FileNotFoundError as exc:
         raise BuildError("runtime=local needs a Debian host (dpkg-query) to check SYSTEM_PACKAGES") from exc
-    installed = {line.split()[0].split(":")[0] for line in listed.stdout.splitlines()
-                 if line.endswith(" installed")}
+    installed = {line.split()[0].split(":")[0] for line in listed.stdout.splitlines() if line.endswith(" installed")}
     _installed.update(p for p in packages if p.split(":")[0] in installed)
     return [p for p in packages if p.split(":")[0] not in installed]
 
@@ -145,8 +167,10 @@ def ensure_template(inputs: TemplateInputs, *, bwrap: str, install_timeout: floa
     missing = missing_packages(inputs.packages)
     if missing:
         names = " ".join(missing)
-        raise BuildError(f"runtime=local needs host packages that are not installed: {names} "
-                         f"(install them with `apt-get install -y {names}`)")
+        raise BuildError(
+            f"runtime=local needs host packages that are not installed: {names} "
+            f"(install them with `apt-get install -y {names}`)"
+        )
     target = template_path(inputs)
     if template_ready(inputs):
         return target, True
@@ -173,12 +197,21 @@ def _build(stage: Path, inputs: TemplateInputs, *, bwrap: str, install_timeout: 
     vault.mkdir(parents=True)
     for path in (layout.crucible, vault):
         os.chmod(path, 0o700)
-    git_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(stage), "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LANG": "C"}
+    git_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(stage),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "LANG": "C",
+    }
     _git(["clone", "--quiet", "--branch", inputs.baseline_ref, str(inputs.bundle), str(layout.app)], git_env)
     os.rename(layout.app / ".git", vault / "repo.git")
-    subprocess.run(["git", f"--git-dir={vault / 'repo.git'}", "config", "--unset", "core.worktree"],
-                   env=git_env, capture_output=True)
+    subprocess.run(
+        ["git", f"--git-dir={vault / 'repo.git'}", "config", "--unset", "core.worktree"],
+        env=git_env,
+        capture_output=True,
+    )
     if inputs.install_cmd:
         _install(layout, inputs, bwrap=bwrap, timeout=install_timeout)
     for sub in ("tmp", "root", "gitconfig", "empty"):  # per-run parts made by the install sandbox
@@ -210,8 +243,10 @@ def _install(layout: Layout, inputs: TemplateInputs, *, bwrap: str, timeout: flo
         raise BuildError(f"INSTALL_CMD did not finish within {timeout:g} s") from exc
     log_path.write_bytes(done.stdout + done.stderr)
     if done.returncode != 0:
-        raise BuildError(f"INSTALL_CMD failed with exit code {done.returncode}: "
-                         f"{one_line(done.stderr[-500:] or done.stdout[-500:])} (log: {log_path})")
+        raise BuildError(
+            f"INSTALL_CMD failed with exit code {done.returncode}: "
+            f"{one_line(done.stderr[-500:] or done.stdout[-500:])} (log: {log_path})"
+        )
 
 
 def _chown_tree(top: Path, uid: int) -> None:
@@ -266,8 +301,11 @@ def _kill_recorded_sandbox(root: Path) -> None:
 def populate(root: Path, template: Path) -> None:
     """Copy the template's tree and vault into ``root`` (ownership and modes kept)."""
     for sub in ("app", "crucible"):
-        done = subprocess.run(["cp", "-a", "--reflink=auto", "--", str(template / sub), str(root / sub)],
-                              capture_output=True, timeout=3600)
+        done = subprocess.run(
+            ["cp", "-a", "--reflink=auto", "--", str(template / sub), str(root / sub)],
+            capture_output=True,
+            timeout=3600,
+        )
         if done.returncode != 0:
             raise WorkspaceError(f"could not copy the local template {template.name}: {one_line(done.stderr)}")
 
@@ -365,9 +403,19 @@ class LocalTemplateBuilder:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            record = BuildRecord(build_id=uuid.uuid4().hex, tag=ref.tag, input_hash=ref.input_hash,
-                                 purpose=ref.purpose, cache_hit=hit, seconds=time.monotonic() - t0, size_bytes=None,
-                                 inputs=ref.inputs, log_path=None, started_at=started, error=error)
+            record = BuildRecord(
+                build_id=uuid.uuid4().hex,
+                tag=ref.tag,
+                input_hash=ref.input_hash,
+                purpose=ref.purpose,
+                cache_hit=hit,
+                seconds=time.monotonic() - t0,
+                size_bytes=None,
+                inputs=ref.inputs,
+                log_path=None,
+                started_at=started,
+                error=error,
+            )
             if store is not None:
                 store.record_build(record, ingest=not hit)  # a hit's record waits for the next ingest
         return record

@@ -8,6 +8,7 @@ root (``/proc/<init>/root/dev/pts/ptmx``): the command gets a terminal that exis
 by the event loop itself (``add_reader``; a pty master ends with EIO, not EOF, once every
 holder of the terminal has closed it).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ import struct
 import termios
 from collections.abc import Callable
 
-from engine.interfaces import TtySize
+from engine.models import TtySize
 
 _TIOCSPTLCK = 0x40045431
 _TIOCGPTN = 0x80045430
@@ -100,7 +101,7 @@ class PtyMaster:
             if self._closed:
                 raise BrokenPipeError("the terminal is closed")
             try:
-                view = view[os.write(self.fd, view):]
+                view = view[os.write(self.fd, view) :]
             except BlockingIOError:
                 ready = self._loop.create_future()
                 self._loop.add_writer(self.fd, _settle, ready)

@@ -1,6 +1,7 @@
 """Diff handling: what the agent's diff writes, file by file (the added lines, new symlinks,
 binary files), which of those files the scan reads as staged, and symlinks that leave the repo.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -73,8 +74,18 @@ def changed_files(diff: bytes) -> list[ChangedFile]:
                 staged_size = None if content is not None else payloads.delta_size(hunk[1]) if hunk is not None else -1
             else:
                 content, staged_size = "\n".join(t for _, t in added_text).encode("utf-8", "replace"), None
-            found.append(ChangedFile(chunk.new_path, frozenset(added), target if symlink else None, tuple(added_text),
-                                     created, payloads.sniff(content, whole=binary or created), binary, staged_size))
+            found.append(
+                ChangedFile(
+                    chunk.new_path,
+                    frozenset(added),
+                    target if symlink else None,
+                    tuple(added_text),
+                    created,
+                    payloads.sniff(content, whole=binary or created),
+                    binary,
+                    staged_size,
+                )
+            )
     return found
 
 
@@ -97,6 +108,7 @@ def staged_kind(changed: ChangedFile, data: bytes | None) -> str | None:
         return f"a binary file the diff changes by a delta into {changed.staged_size} bytes, past what the scan reads"
     return payloads.sniff(data, whole=True)
 
+
 def symlink_findings(changed: ChangedFile, test_patterns: Sequence[str]) -> list[Finding]:
     """A symlink out of the repo, or from code to a test path (where nothing is scanned)."""
     target = changed.symlink_target or ""
@@ -105,10 +117,23 @@ def symlink_findings(changed: ChangedFile, test_patterns: Sequence[str]) -> list
         return [Finding("symlink-escape", changed.path, min(changed.added, default=1), f"-> {target}")]
     suffix = posixpath.splitext(changed.path)[1].lower()
     if (suffix == ".py" or suffix in payloads.UNREAD_FILES) and posixpath.splitext(resolved)[1].lower() != suffix:
-        return [Finding("unread-code", changed.path, min(changed.added, default=1),
-                        f"-> {target} (code under a name the scan reads, its source under one it does not)")]
-    if (not patch.is_protected(changed.path, tuple(test_patterns))
-            and any(patch.is_protected(p, tuple(test_patterns)) for p in (resolved, resolved + "/x.py"))):
-        return [Finding("symlink-escape", changed.path, min(changed.added, default=1),
-                        f"-> {target} (a test path, which is not scanned)")]
+        return [
+            Finding(
+                "unread-code",
+                changed.path,
+                min(changed.added, default=1),
+                f"-> {target} (code under a name the scan reads, its source under one it does not)",
+            )
+        ]
+    if not patch.is_protected(changed.path, tuple(test_patterns)) and any(
+        patch.is_protected(p, tuple(test_patterns)) for p in (resolved, resolved + "/x.py")
+    ):
+        return [
+            Finding(
+                "symlink-escape",
+                changed.path,
+                min(changed.added, default=1),
+                f"-> {target} (a test path, which is not scanned)",
+            )
+        ]
     return []

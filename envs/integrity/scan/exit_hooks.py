@@ -36,6 +36,7 @@ shutdown), and a hook registered from a function is not flagged (``trailing-atex
 docs/integrity.md). The rule catches the hook in plain sight; what stands against code at exit
 is the runner's end, the named results and the end marker.
 """
+
 from __future__ import annotations
 
 import ast
@@ -44,7 +45,9 @@ from envs.integrity.scan.exit_names import Qualify
 from envs.integrity.scan.exit_reader import Reader
 
 
-def refusal(tree: ast.Module, hook: ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, qualified: Qualify) -> str | None:
+def refusal(
+    tree: ast.Module, hook: ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, qualified: Qualify
+) -> str | None:
     """None where the exit hook ``hook`` registers is cleared: ``hook`` is an
     ``atexit.register(...)`` call at import time, or the def ``@atexit.register`` decorates;
     else what keeps it from being cleared, in a few words. ``qualified`` names a call's callee

@@ -1,6 +1,7 @@
 """What an exit hook registered at import time may do and still be cleared (exit_hooks.py): the
 cleanups, the makers of data and handles, and the helpers the reader shares.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,21 +14,50 @@ Kind = Literal["data", "handle"]
 
 CLEANUPS = frozenset({"shutil.rmtree", "os.remove", "os.unlink", "os.rmdir", "logging.shutdown"})
 """Calls a hook may make: each deletes or shuts down what the process has, and prints nothing."""
-DATA_CALLS = frozenset({
-    "tempfile.mkdtemp", "tempfile.gettempdir", "os.path.join", "os.path.dirname", "os.path.basename",
-    "os.path.abspath", "os.path.realpath", "os.path.expanduser", "os.path.exists", "os.path.isdir",
-    "os.path.isfile", "os.path.lexists", "os.getcwd", "os.getpid", "os.fspath", "pathlib.Path",
-    "pathlib.PurePath", "pathlib.PosixPath", "builtins.str"})
+DATA_CALLS = frozenset(
+    {
+        "tempfile.mkdtemp",
+        "tempfile.gettempdir",
+        "os.path.join",
+        "os.path.dirname",
+        "os.path.basename",
+        "os.path.abspath",
+        "os.path.realpath",
+        "os.path.expanduser",
+        "os.path.exists",
+        "os.path.isdir",
+        "os.path.isfile",
+        "os.path.lexists",
+        "os.getcwd",
+        "os.getpid",
+        "os.fspath",
+        "pathlib.Path",
+        "pathlib.PurePath",
+        "pathlib.PosixPath",
+        "builtins.str",
+    }
+)
 """The standard library's makers of paths (and tests on them): what they give is data."""
-HANDLE_CALLS = frozenset({
-    "builtins.open", "io.open", "tempfile.TemporaryDirectory", "tempfile.NamedTemporaryFile",
-    "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile", "logging.FileHandler",
-    "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
-    "logging.handlers.WatchedFileHandler", "sqlite3.connect"})
+HANDLE_CALLS = frozenset(
+    {
+        "builtins.open",
+        "io.open",
+        "tempfile.TemporaryDirectory",
+        "tempfile.NamedTemporaryFile",
+        "tempfile.TemporaryFile",
+        "tempfile.SpooledTemporaryFile",
+        "logging.FileHandler",
+        "logging.handlers.RotatingFileHandler",
+        "logging.handlers.TimedRotatingFileHandler",
+        "logging.handlers.WatchedFileHandler",
+        "sqlite3.connect",
+    }
+)
 """The standard library's handles a module opens, whose HANDLE_METHODS run only its own code."""
 HANDLE_METHODS = frozenset({"close", "cleanup", "flush"})
-DATA_METHODS = frozenset({"joinpath", "with_name", "with_suffix", "exists", "is_dir", "is_file", "resolve",
-                          "absolute", "expanduser"})
+DATA_METHODS = frozenset(
+    {"joinpath", "with_name", "with_suffix", "exists", "is_dir", "is_file", "resolve", "absolute", "expanduser"}
+)
 DATA_CLEANUPS = frozenset({"unlink", "rmdir"})
 """A path's own deletions (``Path.unlink``)."""
 OUTPUT_PATHS = ("/dev/", "/proc/")
@@ -37,6 +67,7 @@ MAX_FUNCTIONS = 16
 """Functions followed from one hook; past them it is not read (and not cleared)."""
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
 
 def output_literal(value: object) -> bool:
     """Whether a literal handed to ``open`` is, or may lead to, the process's output: a file
@@ -72,8 +103,15 @@ def own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
 def names_bound(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """The names a function binds in its own scope (its parameters among them)."""
     arguments = function.args
-    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                             *(x for x in (arguments.vararg, arguments.kwarg) if x is not None))}
+    names = {
+        a.arg
+        for a in (
+            *arguments.posonlyargs,
+            *arguments.args,
+            *arguments.kwonlyargs,
+            *(x for x in (arguments.vararg, arguments.kwarg) if x is not None),
+        )
+    }
     for node in own_nodes(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)

@@ -1,6 +1,7 @@
 """The reader behind ``exit_hooks.refusal``: a module's bindings collected, then what a hook and
 the module's functions it calls do, statement by statement, each value kept as data or a handle.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,9 +60,14 @@ class Reader:
                 self.dynamic = "the module reaches an object's __dict__"
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 self._set_on(node.value)
-            if isinstance(node, ast.Call) and node.args and (
+            if (
+                isinstance(node, ast.Call)
+                and node.args
+                and (
                     (isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"))
-                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("__setattr__", "__delattr__"))):
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("__setattr__", "__delattr__"))
+                )
+            ):
                 self._set_on(node.args[0])
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 declared = {n for s in own_nodes(node) if isinstance(s, ast.Global) for n in s.names}
@@ -84,8 +90,10 @@ class Reader:
     def _alias_refusal(self) -> str | None:
         for name in sorted(self._aliases_set):
             for kind, value, _ in self._of_module(name):
-                if kind == "import" or (kind == "value" and isinstance(value, (ast.Name, ast.Attribute, ast.Subscript,
-                                                                                ast.Starred, ast.NamedExpr))):
+                if kind == "import" or (
+                    kind == "value"
+                    and isinstance(value, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.NamedExpr))
+                ):
                     return f"the module sets attributes of {name}, which may be a module"
         return None
 
@@ -180,8 +188,13 @@ class Reader:
             return f"registers what {short(target.func)}() returns"
         return "registers what the scan cannot read"
 
-    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, args: Sequence[ast.expr],
-                 keywords: Sequence[ast.keyword], decorated: bool = False) -> str | None:
+    def function(
+        self,
+        node: ast.FunctionDef | ast.AsyncFunctionDef,
+        args: Sequence[ast.expr],
+        keywords: Sequence[ast.keyword],
+        decorated: bool = False,
+    ) -> str | None:
         if isinstance(node, ast.AsyncFunctionDef):
             return f"{node.name} is async"
         if node.decorator_list and not decorated:
@@ -205,8 +218,9 @@ class Reader:
             return scope
         return self.effect("<lambda>", node.body, scope)
 
-    def parameters(self, where: str, signature: ast.arguments, args: Sequence[ast.expr],
-                   keywords: Sequence[ast.keyword]) -> dict[str, Kind | None] | str:
+    def parameters(
+        self, where: str, signature: ast.arguments, args: Sequence[ast.expr], keywords: Sequence[ast.keyword]
+    ) -> dict[str, Kind | None] | str:
         """What each parameter is given (an argument, else its default): data or a handle, or
         why not."""
         if signature.vararg or signature.kwarg:
@@ -220,7 +234,9 @@ class Reader:
             if keyword.arg not in named or keyword.arg in given:
                 return f"{where} is given an argument it does not take"
             given[str(keyword.arg)] = keyword.value
-        defaults = dict(zip([p.arg for p in positional][len(positional) - len(signature.defaults):], signature.defaults))
+        defaults = dict(
+            zip([p.arg for p in positional][len(positional) - len(signature.defaults) :], signature.defaults)
+        )
         defaults.update({p.arg: d for p, d in zip(signature.kwonlyargs, signature.kw_defaults) if d is not None})
         scope: dict[str, Kind | None] = {}
         for param in (*positional, *signature.kwonlyargs):
@@ -247,8 +263,11 @@ class Reader:
         if isinstance(node, ast.Expr):
             return None if isinstance(node.value, ast.Constant) else self.effect(where, node.value, scope)
         if isinstance(node, ast.Return):
-            return None if node.value is None or isinstance(node.value, ast.Constant) else \
-                f"{where} returns {short(node.value)}"
+            return (
+                None
+                if node.value is None or isinstance(node.value, ast.Constant)
+                else f"{where} returns {short(node.value)}"
+            )
         if isinstance(node, ast.Assign):
             if all(isinstance(t, ast.Name) for t in node.targets) and isinstance(node.value, ast.Constant):
                 return None  # ``_handle = None`` once it is closed
@@ -263,14 +282,19 @@ class Reader:
                     return f"{where} catches {short(handler.type)}, no builtin exception"
                 if handler.name:
                     scope[handler.name] = None  # an exception is no data of the module's
-            return self.statements(where, [*node.body, *(s for h in node.handlers for s in h.body), *node.orelse,
-                                           *node.finalbody], scope)
+            return self.statements(
+                where, [*node.body, *(s for h in node.handlers for s in h.body), *node.orelse, *node.finalbody], scope
+            )
         if isinstance(node, ast.With):
             for item in node.items:
                 call = item.context_expr
-                if item.optional_vars is not None or not isinstance(call, ast.Call) or call.keywords \
-                        or self.name_of(call.func, scope) != "contextlib.suppress" \
-                        or not all(self.builtin_exceptions(a, scope) for a in call.args):
+                if (
+                    item.optional_vars is not None
+                    or not isinstance(call, ast.Call)
+                    or call.keywords
+                    or self.name_of(call.func, scope) != "contextlib.suppress"
+                    or not all(self.builtin_exceptions(a, scope) for a in call.args)
+                ):
                     return f"{where} enters {short(call)}"
             return self.statements(where, node.body, scope)
         return f"{where} has a statement that is no cleanup ({type(node).__name__.lower()})"
@@ -290,8 +314,9 @@ class Reader:
         if name in CLEANUPS or name in DATA_CALLS or (name is None and self._method_clears(func, scope)):
             why = self.handed(node.args, node.keywords, name or ast.unparse(func), scope)
             return None if why is None else f"{where} {why}"
-        return f"{where} calls {short(func)}" + ("" if name is not None or isinstance(func, ast.Name)
-                                                  else ", on what the module did not open")
+        return f"{where} calls {short(func)}" + (
+            "" if name is not None or isinstance(func, ast.Name) else ", on what the module did not open"
+        )
 
     def _method_clears(self, func: ast.expr, scope: Mapping[str, Kind | None]) -> bool:
         """``handle.close`` on a handle the module opened, ``path.unlink`` on a path it made."""
@@ -300,8 +325,9 @@ class Reader:
         kind = self.value(func.value, scope)
         return (kind == "handle" and func.attr in HANDLE_METHODS) or (kind == "data" and func.attr in DATA_CLEANUPS)
 
-    def handed(self, args: Sequence[ast.expr], keywords: Sequence[ast.keyword], callee: str,
-               scope: Mapping[str, Kind | None]) -> str | None:
+    def handed(
+        self, args: Sequence[ast.expr], keywords: Sequence[ast.keyword], callee: str, scope: Mapping[str, Kind | None]
+    ) -> str | None:
         """None where every argument is data the module made or a handle it opened (never a
         function: ``rmtree(p, onerror=print)`` runs print)."""
         for value in (*args, *(k.value for k in keywords)):
@@ -343,8 +369,11 @@ class Reader:
             return self._name(node.id, scope)
         if isinstance(node, ast.Attribute):  # a path's .parent, a handle's .name; not a module's (sys.stdout)
             return "data" if self.name_of(node, scope) is None and self.value(node.value, scope) else None
-        if isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args) \
-                and all(k.arg is not None for k in node.keywords):
+        if (
+            isinstance(node, ast.Call)
+            and not any(isinstance(a, ast.Starred) for a in node.args)
+            and all(k.arg is not None for k in node.keywords)
+        ):
             return self._made(node, scope)
         return None
 
@@ -354,8 +383,7 @@ class Reader:
         if name in ("__file__", "__name__"):
             return "data"
         bound = self._of_module(name)
-        if not bound or name in self.evaluating or name in self.mutated \
-                or any(kind != "value" for kind, _, _ in bound):
+        if not bound or name in self.evaluating or name in self.mutated or any(kind != "value" for kind, _, _ in bound):
             return None
         self.evaluating.add(name)
         try:
@@ -385,12 +413,19 @@ class Reader:
         if name in DATA_CALLS:
             return "data"
         if name in HANDLE_CALLS:
-            where = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("file", "filename")),
-                                                        None)
+            where = (
+                node.args[0]
+                if node.args
+                else next((k.value for k in node.keywords if k.arg in ("file", "filename")), None)
+            )
             if self._may_be_output(where) or any(k.arg in ("closefd", "opener") for k in node.keywords):
                 return None  # open(1, "w"), FileHandler("/dev/stdout"): the output itself
             return "handle"
-        if name is None and isinstance(node.func, ast.Attribute) and node.func.attr in DATA_METHODS \
-                and self.value(node.func.value, scope) == "data":
+        if (
+            name is None
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in DATA_METHODS
+            and self.value(node.func.value, scope) == "data"
+        ):
             return "data"
         return None

@@ -15,6 +15,7 @@ Python's ``getattr`` with a computed name. Each pattern names what a bug fix has
 doing; the false positives on real projects' commits are measured by bench/bench_scanner.py
 (bench/README.md).
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -57,7 +58,7 @@ _CALL_OPEN = re.compile(r"\s*\($")
 
 
 def language(path: str) -> str | None:
-    """"go", "js" or None (not read by these rules)."""
+    """ "go", "js" or None (not read by these rules)."""
     if path.endswith(GO_SUFFIXES):
         return "go"
     if path.endswith(JS_SUFFIXES):
@@ -69,8 +70,14 @@ def is_test_file(path: str, lang: str) -> bool:
     return bool((GO_TEST_FILE if lang == "go" else JS_TEST_FILE).search(path))
 
 
-def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bool = False,
-             a_test: bool = False, written: frozenset[str] = frozenset()) -> list[tuple[str, int, str]]:
+def findings(
+    path: str,
+    lang: str,
+    added: Iterable[tuple[int, str]],
+    created: bool = False,
+    a_test: bool = False,
+    written: frozenset[str] = frozenset(),
+) -> list[tuple[str, int, str]]:
     """(rule, line, what matched) for each added line of a file in ``lang``: one finding per rule
     and line. ``created``: the diff makes the file; ``a_test``: a test file of the agent's that
     runs in the grading (SWE-bench Pro's), read for ``JS_TEST_RULES``; ``written``: the paths the
@@ -78,10 +85,16 @@ def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bo
     or an extensionless file, is JavaScript to Node, and source the scan never reads)."""
     if a_test and lang == "go":
         return []
-    helper = (GO_TEST_HELPER.search(path) or not created and GO_TEST_HELPER_NAMED.search(path)
-              if lang == "go" else JS_RUNNER_CONFIG.search(path))
-    rules = [(rule, pattern) for rule, pattern in (GO_RULES if lang == "go" else JS_RULES)
-             if (rule in JS_TEST_RULES if a_test else not (helper and rule in HELPER_RULES))]
+    helper = (
+        GO_TEST_HELPER.search(path) or not created and GO_TEST_HELPER_NAMED.search(path)
+        if lang == "go"
+        else JS_RUNNER_CONFIG.search(path)
+    )
+    rules = [
+        (rule, pattern)
+        for rule, pattern in (GO_RULES if lang == "go" else JS_RULES)
+        if (rule in JS_TEST_RULES if a_test else not (helper and rule in HELPER_RULES))
+    ]
     test_path = None if a_test or helper else GO_TEST_PATH if lang == "go" else JS_TEST_PATH
     found: list[tuple[str, int, str]] = []
     for number, text in added:
@@ -90,7 +103,12 @@ def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bo
             continue
         for rule, pattern in rules:
             match = pattern.search(code)
-            if match is None and rule == "unread-code" and lang == "js" and any(word in code for word in JS_UNREAD_WORDS):
+            if (
+                match is None
+                and rule == "unread-code"
+                and lang == "js"
+                and any(word in code for word in JS_UNREAD_WORDS)
+            ):
                 match = JS_UNREAD_MORE.search(code)
             if match:
                 detail = _CALL_OPEN.sub("()", match.group(0).strip())  # a call reads as one: runtime.Caller()
@@ -100,7 +118,13 @@ def findings(path: str, lang: str, added: Iterable[tuple[int, str]], created: bo
                 rel = required.group(1) or required.group(2)
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(path), rel))
                 if target in written and not target.endswith(NOT_CODE_SUFFIXES):
-                    found.append(("unread-code", number, f"requires {rel}, which the diff writes: no JavaScript by its name"[:80]))
+                    found.append(
+                        (
+                            "unread-code",
+                            number,
+                            f"requires {rel}, which the diff writes: no JavaScript by its name"[:80],
+                        )
+                    )
         if test_path is None:
             continue
         for literal in STRING.finditer(code):

@@ -1,6 +1,7 @@
 """Manifests that name what Node or mocha loads (package.json, .mocharc, .npmrc): a file they
 name that the diff writes and that is no JavaScript by its name is ``unread-code``.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,14 +32,17 @@ _TOKEN = re.compile(r"""(["'])((?:(?!\1)[^\\\n]|\\.)*+)\1?|([^\s"'\[\]{},:#]++)"
 """A config line's quoted strings (JSON's, YAML's) and bare words, in one pass: one left open runs
 to the line's end."""
 _KEY_END = re.compile(r"\s*+:")
-_PRELOAD = re.compile(r"""(?<![\w-])(?P<option>--require|--import|--(?:experimental-)?loader|--file|-r)(?:\s*+=\s*+|\s++)"""
-                      r"""(?:\\?["'])?(?P<file>[^\s"'\\;,|&)\]]{1,300}+)""")
+_PRELOAD = re.compile(
+    r"""(?<![\w-])(?P<option>--require|--import|--(?:experimental-)?loader|--file|-r)(?:\s*+=\s*+|\s++)"""
+    r"""(?:\\?["'])?(?P<file>[^\s"'\\;,|&)\]]{1,300}+)"""
+)
 """A preload on a command line or in ``node-options``: Node's ``--require``/``--import``/
 ``--loader``, mocha's ``--file``."""
 
 
-def manifest_findings(path: str, added: Iterable[tuple[int, str]], created: bool = False,
-                      written: frozenset[str] = frozenset()) -> list[tuple[str, int, str]]:
+def manifest_findings(
+    path: str, added: Iterable[tuple[int, str]], created: bool = False, written: frozenset[str] = frozenset()
+) -> list[tuple[str, int, str]]:
     """``unread-code`` (rule, line, what) for each added line of a ``MANIFEST`` file that names a
     file the diff writes that is no JavaScript by its name (``"main": "notes.txt"``, an
     extensionless ``"./helpers"``): Node loads it as JavaScript the scan never reads, as it does a
@@ -58,14 +62,27 @@ def manifest_findings(path: str, added: Iterable[tuple[int, str]], created: bool
                 first_line.setdefault(value, number)
         named += [(first_line.get(spec, lines[0][0]), field, key, spec) for field, key, spec in entries]
     elif name == "package.json":
-        named += [(number, key, key, value) for number, text in lines for key, value in _pairs(text)
-                  if key is not None and (key in LOADING_KEYS or key.startswith((".", "#")))]
+        named += [
+            (number, key, key, value)
+            for number, text in lines
+            for key, value in _pairs(text)
+            if key is not None and (key in LOADING_KEYS or key.startswith((".", "#")))
+        ]
     elif name.startswith(".mocharc"):
-        named += [(number, key or "mocha", key, value) for number, text in lines
-                  for key, value in _pairs(text, keyless=True) if key not in MOCHA_INERT_KEYS]
+        named += [
+            (number, key or "mocha", key, value)
+            for number, text in lines
+            for key, value in _pairs(text, keyless=True)
+            if key not in MOCHA_INERT_KEYS
+        ]
     base = posixpath.dirname(path)
-    return sorted({("unread-code", number, f"{field} names {spec}, which the diff writes: no JavaScript by its name"[:80])
-                   for number, field, key, spec in named if _loads_unread(base, key, spec, written)})
+    return sorted(
+        {
+            ("unread-code", number, f"{field} names {spec}, which the diff writes: no JavaScript by its name"[:80])
+            for number, field, key, spec in named
+            if _loads_unread(base, key, spec, written)
+        }
+    )
 
 
 def _package_entries(text: str) -> list[tuple[str, str, str]] | None:
@@ -126,5 +143,8 @@ def _loads_unread(base: str, key: str | None, spec: str, written: frozenset[str]
         return False
     target = posixpath.normpath(posixpath.join(base, spec))
     suffix = posixpath.splitext(target)[1]
-    return (target in written and not target.endswith(NOT_CODE_SUFFIXES)
-            and not (suffix and posixpath.splitext(key or "")[1] == suffix))
+    return (
+        target in written
+        and not target.endswith(NOT_CODE_SUFFIXES)
+        and not (suffix and posixpath.splitext(key or "")[1] == suffix)
+    )

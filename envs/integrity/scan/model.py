@@ -4,6 +4,7 @@ allowances that excuse one (``judge``, which regrade calls: a run is judged agai
 A finding of the runtime audit (envs/coding/audit.py) is the same record with the test it
 happened in (``where``): stored as a dict, a scan finding's four keys, an audit finding's five.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -24,7 +25,7 @@ RULES = {
     "unscannable": "is nested too deep for the scan to read, so nothing in it can be cleared",
     "unread-code": "runs code the scan cannot read (source exec'd from data, bytecode, a native module, an archive)",
     "always-equal": "makes a value equal to anything (``__eq__`` that answers True whatever it is given), "
-                    "so every `assert result == expected` passes",
+    "so every `assert result == expected` passes",
 }
 """Each rule, as the reason a finding gives (``docs/integrity.md`` lists them with examples)."""
 
@@ -63,7 +64,8 @@ def judge(findings: Iterable[Mapping], allowed: Iterable[Allowance]) -> tuple[li
     refused: list[dict] = []
     excused: list[dict] = []
     for finding in findings:
-        ok = any(a.rule == finding.get("rule") and fnmatch.fnmatchcase(str(finding.get("path")), a.path)
-                 for a in allowances)
+        ok = any(
+            a.rule == finding.get("rule") and fnmatch.fnmatchcase(str(finding.get("path")), a.path) for a in allowances
+        )
         (excused if ok else refused).append(dict(finding))
     return refused, excused

@@ -5,6 +5,7 @@ embeds, a package.json script), is read for what a parser of the runner's text t
 escapes decoded, the literals' joints removed, a few consecutive lines together (a literal split
 over them). SWE-bench Pro's ``strict`` reads its test files too.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,8 @@ RUNNER_OUTPUT = re.compile(
     rf"---{_H}*+PASS{_H}*+:|---{_H}*+{_VERB}{_H}*+:{_H}*+(?:Test|{_VERB})|{_VERB}{_H}++PASS{_H}*+:"
     rf"""|\\?["']Action\\?["']{_H}*+:{_H}*+\\?["']pass\b"""  # test2json's pass event, as the go command writes it
     rf"|assertions{_H}*+passed"  # ospec's summary, which most of tutanota's parsers name whole suites by
-    r"|SPEC O >")  # the spec lines the other tutanota parsers name tests under
+    r"|SPEC O >"
+)  # the spec lines the other tutanota parsers name tests under
 """What a parser of the runner's text takes for a pass, where no honest code prints it: each
 instance whose verdict is still read from text (a Go image older than 1.20, which frames
 nothing; tutanota's own runner) is forged with exactly these lines. Only passes: a forged
@@ -43,12 +45,14 @@ JOINED_LINES = 3
 def _unescape(text: str) -> str:
     """Escapes in literals decoded (``"--- P\\u0041SS\\x3a"``), as the language would; an escaped
     backslash stays as it is (``"\\\\x41"`` is a backslash and ``x41``)."""
+
     def one(match: re.Match[str]) -> str:
         code = match.group(1)
         if code == "\\":
             return match.group(0)
         value = int(code, 8) if code[0] in "01234567" else int(code[1:].strip("{}"), 16)
         return chr(value) if value < 0x110000 else match.group(0)
+
     return _ESCAPE.sub(one, text)
 
 
@@ -60,8 +64,8 @@ def runner_output(changed: ChangedFile) -> list[Finding]:
     found = []
     lines = list(changed.added_text)
     for at, (number, _) in enumerate(lines):
-        run = [text for _, text in lines[at:at + JOINED_LINES]]
-        run = run[:next((i for i in range(1, len(run)) if lines[at + i][0] != number + i), len(run))]
+        run = [text for _, text in lines[at : at + JOINED_LINES]]
+        run = run[: next((i for i in range(1, len(run)) if lines[at + i][0] != number + i), len(run))]
         for width in range(1, len(run) + 1):
             match = pass_line("\n".join(run[:width]))
             if match and (width == 1 or not pass_line("\n".join(run[1:width]))):

@@ -5,6 +5,7 @@ on ``sys.path``: ``UNREAD_FILES``, by its name), a zip or an ELF under any name,
 globals name a runner it calls when loaded (by its bytes: ``sniff``), and git's binary hunks
 decoded to read them (``binary_hunk``, ``delta_size``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -15,13 +16,19 @@ import zipfile
 import zlib
 
 UNREAD_FILES = {
-    ".pyc": "bytecode Python imports in place of (or beside) source", ".pyo": "bytecode",
-    ".so": "a native module Python imports before a .py of its name", ".pyd": "a native module",
-    ".zip": "an archive Python imports from on sys.path", ".egg": "an archive Python imports from on sys.path",
-    ".whl": "an archive Python imports from on sys.path", ".pyz": "an archive Python imports from on sys.path",
-    ".dll": "a native library", ".dylib": "a native library",
+    ".pyc": "bytecode Python imports in place of (or beside) source",
+    ".pyo": "bytecode",
+    ".so": "a native module Python imports before a .py of its name",
+    ".pyd": "a native module",
+    ".zip": "an archive Python imports from on sys.path",
+    ".egg": "an archive Python imports from on sys.path",
+    ".whl": "an archive Python imports from on sys.path",
+    ".pyz": "an archive Python imports from on sys.path",
+    ".dll": "a native library",
+    ".dylib": "a native library",
     ".pth": "a path file: each of its lines that starts with import runs (site.addsitedir reads it)",
-    ".node": "a native addon Node.js requires", ".syso": "an object file go build links into its package",
+    ".node": "a native addon Node.js requires",
+    ".syso": "an object file go build links into its package",
 }
 """Files the diff writes that run as code but are not source the scan reads. An honest fix
 hardly writes one: SWE-bench Pro's evaluator strips binary hunks, so what it applies of these
@@ -31,9 +38,11 @@ came as text (a zip stored with only 7-bit bytes, which git apply writes as it i
 BINARY_LIMIT = 64 << 20
 """How much of a binary literal is inflated (a zip bomb of zeros is 1000 to 1); a file larger
 than this is taken for an archive the scan cannot read (what it holds past the limit is unread)."""
-MAGIC = ((b"PK\x03\x04", "a zip archive (Python imports from one on sys.path, whatever its name)"),
-         (b"PK\x05\x06", "a zip archive (Python imports from one on sys.path, whatever its name)"),
-         (b"\x7fELF", "a native library or program (ctypes loads one, whatever its name)"))
+MAGIC = (
+    (b"PK\x03\x04", "a zip archive (Python imports from one on sys.path, whatever its name)"),
+    (b"PK\x05\x06", "a zip archive (Python imports from one on sys.path, whatever its name)"),
+    (b"\x7fELF", "a native library or program (ctypes loads one, whatever its name)"),
+)
 
 
 def sniff(content: bytes | None, whole: bool) -> str | None:
@@ -49,34 +58,144 @@ def sniff(content: bytes | None, whole: bool) -> str | None:
     return f"a pickle that calls {called} when loaded" if called is not None else None
 
 
-PICKLE_MODULES = frozenset({
-    "builtins", "__builtin__", "os", "posix", "nt", "subprocess", "sys", "importlib", "runpy", "inspect",
-    "pickle", "_pickle", "marshal", "types", "ctypes", "code", "codeop", "gc", "pytest", "_pytest", "unittest",
-    "pluggy", "pdb", "bdb", "timeit", "cProfile", "profile", "trace", "operator", "functools", "pathlib", "io", "_io",
-    "shutil", "tempfile", "threading", "_thread", "multiprocessing", "atexit", "signal", "socket", "zipimport",
-    "pkgutil", "doctest", "logging", "site", "sysconfig", "traceback", "warnings", "faulthandler", "imp", "_imp",
-    "_operator", "_functools", "_frozen_importlib", "_frozen_importlib_external", "zipfile"})
+PICKLE_MODULES = frozenset(
+    {
+        "builtins",
+        "__builtin__",
+        "os",
+        "posix",
+        "nt",
+        "subprocess",
+        "sys",
+        "importlib",
+        "runpy",
+        "inspect",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "types",
+        "ctypes",
+        "code",
+        "codeop",
+        "gc",
+        "pytest",
+        "_pytest",
+        "unittest",
+        "pluggy",
+        "pdb",
+        "bdb",
+        "timeit",
+        "cProfile",
+        "profile",
+        "trace",
+        "operator",
+        "functools",
+        "pathlib",
+        "io",
+        "_io",
+        "shutil",
+        "tempfile",
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "atexit",
+        "signal",
+        "socket",
+        "zipimport",
+        "pkgutil",
+        "doctest",
+        "logging",
+        "site",
+        "sysconfig",
+        "traceback",
+        "warnings",
+        "faulthandler",
+        "imp",
+        "_imp",
+        "_operator",
+        "_functools",
+        "_frozen_importlib",
+        "_frozen_importlib_external",
+        "zipfile",
+    }
+)
 """Modules a pickle has no business calling into: loading one runs what its ``GLOBAL``/``INST``/
 ``STACK_GLOBAL`` names with the arguments it holds (``builtins.exec`` of a source, ``getattr`` to
 reach anything, ``os.system``), so a pickle the diff writes, or a literal it unpickles, is code
 the scan cannot read. An honest pickle names data classes (``datetime``, ``collections``, the
 project's own, whose code is read) and ``copyreg._reconstructor``."""
-PICKLE_SAFE_BUILTINS = frozenset({
-    "set", "frozenset", "bytearray", "bytes", "complex", "slice", "range", "object", "list", "dict", "tuple",
-    "int", "float", "str", "bool", "Ellipsis", "NotImplemented", "xrange", "unicode", "long"})
+PICKLE_SAFE_BUILTINS = frozenset(
+    {
+        "set",
+        "frozenset",
+        "bytearray",
+        "bytes",
+        "complex",
+        "slice",
+        "range",
+        "object",
+        "list",
+        "dict",
+        "tuple",
+        "int",
+        "float",
+        "str",
+        "bool",
+        "Ellipsis",
+        "NotImplemented",
+        "xrange",
+        "unicode",
+        "long",
+    }
+)
 """The builtins an honest pickle names: the containers and numbers Python's pickler writes by name."""
-PICKLE_NAMES = frozenset({
-    "exec", "eval", "compile", "getattr", "setattr", "delattr", "__import__", "open", "vars", "globals", "system",
-    "popen", "Popen", "run", "call", "check_call", "check_output", "spawnv", "execv", "_getframe", "stack",
-    "currentframe", "import_module", "run_path", "run_module", "loads", "load", "methodcaller", "attrgetter",
-    "partial", "register", "settrace", "setprofile", "get_objects", "get_referrers"})
+PICKLE_NAMES = frozenset(
+    {
+        "exec",
+        "eval",
+        "compile",
+        "getattr",
+        "setattr",
+        "delattr",
+        "__import__",
+        "open",
+        "vars",
+        "globals",
+        "system",
+        "popen",
+        "Popen",
+        "run",
+        "call",
+        "check_call",
+        "check_output",
+        "spawnv",
+        "execv",
+        "_getframe",
+        "stack",
+        "currentframe",
+        "import_module",
+        "run_path",
+        "run_module",
+        "loads",
+        "load",
+        "methodcaller",
+        "attrgetter",
+        "partial",
+        "register",
+        "settrace",
+        "setprofile",
+        "get_objects",
+        "get_referrers",
+    }
+)
 """Where a ``STACK_GLOBAL``'s module is a memo reference (the pickler writes a repeated module
 name once), the names that count whatever the module."""
 _PICKLE_TEXT_GLOBAL = re.compile(rb"(?=([ci])([A-Za-z_][\w.]{0,99}+)\n([A-Za-z_][\w.]{0,99}+)\n)")
 """A text protocol's ``GLOBAL`` or ``INST``, at every position (a lookahead: one that starts inside
 another, ``Kicos``, is found too)."""
 _PICKLE_STACK_GLOBAL = re.compile(
-    rb"(?:\x8c([\x01-\x64])([\w.]{1,100}+)|h[\s\S]|j[\s\S]{4})\x94?\x8c([\x01-\x64])([\w.]{1,100}+)\x94?\x93")
+    rb"(?:\x8c([\x01-\x64])([\w.]{1,100}+)|h[\s\S]|j[\s\S]{4})\x94?\x8c([\x01-\x64])([\w.]{1,100}+)\x94?\x93"
+)
 _PICKLE_CALLS = frozenset({"REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"})
 
 
@@ -90,7 +209,11 @@ def pickle_call(content: bytes) -> str | None:
         module, name = match.group(2).decode(), match.group(3).decode()
         if not pickle_runner(module, name):
             continue
-        if match.group(1) == b"i" and name in PICKLE_NAMES and b"(" in data[max(0, match.start() - 4096):match.start()]:
+        if (
+            match.group(1) == b"i"
+            and name in PICKLE_NAMES
+            and b"(" in data[max(0, match.start() - 4096) : match.start()]
+        ):
             return f"{module}.{name}"  # INST is the call itself, on what follows its mark: a runner's name
             # (text reads as one often: "int\nbase64_decode\n" in C, "print\nstatements\n")
         tried += 1
@@ -157,7 +280,7 @@ def binary_hunk(lines: list[str]) -> tuple[str, bytes] | None:
     if start + 1 >= len(lines) or not lines[start + 1].startswith(("literal ", "delta ")):
         return None
     data = bytearray()
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line:
             break
         size = ord(line[0]) - (ord("A") - 1 if line[0] <= "Z" else ord("a") - 27)

@@ -2,6 +2,7 @@
 it and walked by the visitor (python_visitor.py), or, where the scan's Python cannot parse it,
 read line by line; only the lines the diff adds count.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +27,15 @@ def findings(changed: ChangedFile, data: bytes | None, a_test: bool) -> list[Fin
     if changed.binary and changed.code_inside is None and (data is None or not parses(data, changed.path)):
         # a .py the diff writes as binary (the coding flavor's capture re-diffs text that is
         # not UTF-8 so): read whole below where given and Python source, else no source
-        return [Finding("unread-code", changed.path, 1, "a .py written as binary that is no Python "
-                        "source the scan was given (zipimport and runpy read a zip by any name)")]
+        return [
+            Finding(
+                "unread-code",
+                changed.path,
+                1,
+                "a .py written as binary that is no Python "
+                "source the scan was given (zipimport and runpy read a zip by any name)",
+            )
+        ]
     if data is None or not (changed.added or changed.binary):
         return []
     try:
@@ -44,9 +52,16 @@ def findings(changed: ChangedFile, data: bytes | None, a_test: bool) -> list[Fin
     try:
         found = PythonVisitor(changed.path, test_file=a_test, added=added).run(tree)
     except (RecursionError, MemoryError):  # nested past what the visitor walks: it cannot be cleared
-        found = [Finding("unscannable", changed.path, min(added or changed.added, default=1), "nested too deep to read")]
+        found = [
+            Finding("unscannable", changed.path, min(added or changed.added, default=1), "nested too deep to read")
+        ]
     if rewritten:  # what a rewrite dropped (def f[T = sys._getframe(1)]) is read on its lines
-        found += python_by_line(dataclasses.replace(changed, added_text=tuple(
-            (n, t) for n, t in changed.added_text if n in rewritten)), a_test)
-    return [f for f in found if (added is None or f.line in added or f.rule == "unscannable")
-            and (not a_test or f.rule in PY_TEST_RULES)]
+        found += python_by_line(
+            dataclasses.replace(changed, added_text=tuple((n, t) for n, t in changed.added_text if n in rewritten)),
+            a_test,
+        )
+    return [
+        f
+        for f in found
+        if (added is None or f.line in added or f.rule == "unscannable") and (not a_test or f.rule in PY_TEST_RULES)
+    ]

@@ -3,6 +3,7 @@ library's other runners: a literal's source is read as code where it runs, any o
 code no file shows), code loaded from paths or bytes, and a runner or a stack-inspecting
 function taken to be called under another name.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,8 +17,9 @@ from envs.integrity.scan.python_walk import Walker
 class CodeReader(Walker):
     """Code the file runs or loads from text, a path or bytes."""
 
-    def _runs_code(self, node: ast.Call, runner: str, at: int = 0, keywords: tuple[str, ...] = ("source",),
-                   mode: str = "exec") -> None:
+    def _runs_code(
+        self, node: ast.Call, runner: str, at: int = 0, keywords: tuple[str, ...] = ("source",), mode: str = "exec"
+    ) -> None:
         """A runner of source text (exec, eval, compile, SOURCE_RUNNERS), its text argument ``at``
         (or by one of ``keywords``). A literal's source is read here as code, at this call's depth
         (exec at import time runs it at import time); any other text (a data file read, made at run
@@ -25,16 +27,22 @@ class CodeReader(Walker):
         cookie it reads otherwise, a later version's syntax). In a test's own body in a test file
         only what lasts counts, and exec there runs a test's own snippet."""
         self.called.add(id(node.func))
-        source = node.args[at] if len(node.args) > at else next((k.value for k in node.keywords
-                                                                 if k.arg in keywords), None)
-        if source is None and not any(k.arg is None for k in node.keywords) \
-                and not any(isinstance(a, ast.Starred) for a in node.args):
+        source = (
+            node.args[at] if len(node.args) > at else next((k.value for k in node.keywords if k.arg in keywords), None)
+        )
+        if (
+            source is None
+            and not any(k.arg is None for k in node.keywords)
+            and not any(isinstance(a, ast.Starred) for a in node.args)
+        ):
             return  # nothing to run (exec() fails), or the code object is another argument
         if isinstance(source, ast.Call) and self.code_runner(source.func) == "compile":
             return  # exec(compile("...", ...)): the compile's source is read where it is
-        if runner not in BUILTIN_RUNNERS and (isinstance(source, (ast.Lambda, ast.Attribute)) or (
-                isinstance(source, ast.Name) and source.id in self.functions) or (
-                isinstance(source, ast.Call) and self.qualified(source.func) == "functools.partial")):
+        if runner not in BUILTIN_RUNNERS and (
+            isinstance(source, (ast.Lambda, ast.Attribute))
+            or (isinstance(source, ast.Name) and source.id in self.functions)
+            or (isinstance(source, ast.Call) and self.qualified(source.func) == "functools.partial")
+        ):
             return  # timeit.timeit(lambda: f()), timeit.Timer(self.run), partial(f, x): a function, not text
         if self.in_test:
             return
@@ -45,8 +53,9 @@ class CodeReader(Walker):
             self.add("unread-code", node, f"{runner}() of source the scan cannot read", whole=True)
             return
         if runner == "compile":
-            given = node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "mode"),
-                                                                  None)
+            given = (
+                node.args[2] if len(node.args) > 2 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            )
             mode = "eval" if given is not None and literal(given) == "eval" else "exec"
         try:
             tree = ast.parse(text, mode="eval" if mode == "eval" else "exec")
@@ -73,20 +82,37 @@ class CodeReader(Walker):
         None)``, ``(name, self)``: a meta path finder's everyday spec)."""
         if self.in_test:
             return
-        where = {"runpy.run_path": 0, "importlib.machinery.SourceFileLoader": 1, "imp.load_source": 1,
-                 "importlib.util.spec_from_file_location": 1, "importlib.machinery.spec_from_file_location": 1}.get(name)
+        where = {
+            "runpy.run_path": 0,
+            "importlib.machinery.SourceFileLoader": 1,
+            "imp.load_source": 1,
+            "importlib.util.spec_from_file_location": 1,
+            "importlib.machinery.spec_from_file_location": 1,
+        }.get(name)
         if where is not None:
-            given = node.args[where] if len(node.args) > where else next(
-                (k.value for k in node.keywords if k.arg in ("path", "path_name", "location", "pathname")), None)
+            given = (
+                node.args[where]
+                if len(node.args) > where
+                else next(
+                    (k.value for k in node.keywords if k.arg in ("path", "path_name", "location", "pathname")), None
+                )
+            )
             if given is not None and ends_in_py(given):
                 return
         if name.endswith(("spec_from_loader", ".ModuleSpec")):
-            loader = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "loader"),
-                                                                  None)
-            if loader is None or (isinstance(loader, ast.Constant) and loader.value is None) \
-                    or (isinstance(loader, ast.Name) and loader.id in ("self", "cls")):
+            loader = (
+                node.args[1]
+                if len(node.args) > 1
+                else next((k.value for k in node.keywords if k.arg == "loader"), None)
+            )
+            if (
+                loader is None
+                or (isinstance(loader, ast.Constant) and loader.value is None)
+                or (isinstance(loader, ast.Name) and loader.id in ("self", "cls"))
+            ):
                 return
         self.add("unread-code", node, f"{name}()", whole=True)
+
     def _taken(self, node: ast.AST) -> None:
         """A stack-inspecting function or a code runner taken, not called here (``peek =
         sys._getframe``, ``partial(inspect.stack)``, ``run = exec``, ``getattr(sys, "_getframe")``,

@@ -1,6 +1,7 @@
 """A collected test swapped from a test file (``runner-hook``: ``request.node.obj = ...``, the
 names a file gives an item), and a value made equal to anything (``always-equal``).
 """
+
 from __future__ import annotations
 
 import ast
@@ -11,8 +12,13 @@ from envs.integrity.scan.python_names import ITEM_ATTRIBUTES, ITEM_NAMES
 from envs.integrity.scan.python_tree import literal, namespace
 
 
-def item_attribute(receiver: ast.AST, attribute: object, value: ast.expr | None = None,
-                    in_test: bool = False, items: Collection[str] = ()) -> bool:
+def item_attribute(
+    receiver: ast.AST,
+    attribute: object,
+    value: ast.expr | None = None,
+    in_test: bool = False,
+    items: Collection[str] = (),
+) -> bool:
     """Whether setting ``attribute`` on ``receiver`` swaps a collected test's function or class (in
     a test file): ITEM_ATTRIBUTES on anything, ``__class__`` on anything but ``self``, ``obj`` on
     what ITEM_NAMES names or on a class (``type(item).obj``) unless given a literal, which is
@@ -27,8 +33,9 @@ def item_attribute(receiver: ast.AST, attribute: object, value: ast.expr | None 
         return not (isinstance(receiver, ast.Name) and receiver.id == "self")
     if attribute != "obj" or isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
         return False
-    if (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "type") \
-            or (isinstance(receiver, ast.Attribute) and receiver.attr == "__class__"):
+    if (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "type") or (
+        isinstance(receiver, ast.Attribute) and receiver.attr == "__class__"
+    ):
         return True
     return _an_item(receiver, items)
 
@@ -41,8 +48,12 @@ def _an_item(node: ast.AST, items: Collection[str]) -> bool:
         return node.attr in ITEM_NAMES
     if isinstance(node, ast.Name):
         return node.id in ITEM_NAMES or node.id in items
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-            and len(node.args) > 1:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) > 1
+    ):
         return literal(node.args[1]) in ITEM_NAMES
     if isinstance(node, ast.Subscript):  # items[0], vars(request)["node"]
         return _item_list(node.value) or (literal(node.slice) in ITEM_NAMES and namespace(node.value))
@@ -56,9 +67,14 @@ def _item_list(node: ast.AST) -> bool:
         return _item_list(node.value)
     if isinstance(node, ast.Name):
         return node.id == "items"
-    return (isinstance(node, ast.Attribute) and node.attr == "items"
-            and ((isinstance(node.value, ast.Name) and node.value.id == "session")
-                 or (isinstance(node.value, ast.Attribute) and node.value.attr == "session")))
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "items"
+        and (
+            (isinstance(node.value, ast.Name) and node.value.id == "session")
+            or (isinstance(node.value, ast.Attribute) and node.value.attr == "session")
+        )
+    )
 
 
 _ITERATION = frozenset({"enumerate", "list", "tuple", "sorted", "reversed", "iter", "set", "filter"})
@@ -84,8 +100,11 @@ def item_names(tree: ast.AST) -> set[str]:  # noqa: C901 (one branch per form a 
             bindings.append((node.target, node.value, False))
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             bindings.append((node.target, node.iter, True))
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None and isinstance(node.context_expr,
-                                                                                             ast.Call):
+        elif (
+            isinstance(node, ast.withitem)
+            and node.optional_vars is not None
+            and isinstance(node.context_expr, ast.Call)
+        ):
             bindings += [(node.optional_vars, a, False) for a in node.context_expr.args]
         elif isinstance(node, ast.Call):
             bindings += _arguments_bound(node, functions)
@@ -93,13 +112,19 @@ def item_names(tree: ast.AST) -> set[str]:  # noqa: C901 (one branch per form a 
     def holds(value: ast.AST, iterated: bool) -> bool:
         if not iterated:
             return _an_item(value, found)
-        return _item_list(value) or (isinstance(value, (ast.List, ast.Tuple, ast.Set))
-                                     and any(_an_item(e, found) for e in value.elts))
+        return _item_list(value) or (
+            isinstance(value, (ast.List, ast.Tuple, ast.Set)) and any(_an_item(e, found) for e in value.elts)
+        )
 
     def bind(target: ast.AST, value: ast.AST, iterated: bool) -> list[str]:
         """The names this binding makes items now."""
-        if iterated and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-                and value.func.id in _ITERATION and value.args:
+        if (
+            iterated
+            and isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in _ITERATION
+            and value.args
+        ):
             inner = value.args[-1] if value.func.id == "filter" else value.args[0]
             if value.func.id == "enumerate" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 return bind(target.elts[1], inner, True)
@@ -136,8 +161,11 @@ def always_answers(function: ast.FunctionDef | ast.AsyncFunctionDef, answer: boo
     """Whether every ``return`` of ``function`` (not of a function nested in it) gives a literal
     of ``answer``'s truth, and the body ends in one: it answers the same whatever it is given."""
     returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
-    return bool(returns) and isinstance(function.body[-1], ast.Return) and all(
-        r.value is not None and constant_answer(r.value, answer) for r in returns)
+    return (
+        bool(returns)
+        and isinstance(function.body[-1], ast.Return)
+        and all(r.value is not None and constant_answer(r.value, answer) for r in returns)
+    )
 
 
 def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
@@ -151,11 +179,18 @@ def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
 
 
 def constant_answer(node: ast.AST, answer: bool) -> bool:
-    return isinstance(node, ast.Constant) and not isinstance(node.value, (str, bytes)) \
-        and node.value is not None and node.value is not ... and bool(node.value) is answer
+    return (
+        isinstance(node, ast.Constant)
+        and not isinstance(node.value, (str, bytes))
+        and node.value is not None
+        and node.value is not ...
+        and bool(node.value) is answer
+    )
 
 
-def _arguments_bound(call: ast.Call, functions: Mapping[str, list[ast.arguments]]) -> list[tuple[ast.AST, ast.AST, bool]]:
+def _arguments_bound(
+    call: ast.Call, functions: Mapping[str, list[ast.arguments]]
+) -> list[tuple[ast.AST, ast.AST, bool]]:
     """A call of one of the file's functions (by its name, as a method, a lambda called where it
     stands, or mapped over a list) as bindings of its parameters to the arguments: an item handed
     to a helper (``_swap(request.node)``) is an item there too."""

@@ -1,6 +1,7 @@
 """Python source as the grading's Python reads it: parsed (later versions' syntax rewritten line
 for line), the lines Python numbers, and a file the scan's Python cannot parse read line by line.
 """
+
 from __future__ import annotations
 
 import ast
@@ -92,38 +93,69 @@ def plain_encoding(data: bytes) -> bool:
     except (SyntaxError, LookupError):
         return False
 
+
 _SINCE = f"read line by line: the file does not parse as Python {sys.version_info[0]}.{sys.version_info[1]} reads it"
-_LOADER_NAMES = "|".join(sorted({name.rsplit(".", 1)[1] for name in CODE_LOADERS if not name.startswith(("marshal.", "types."))}
-                                | {"CodeType", "co_code", "compile_command", "pythonapi", "__builtins__"}))
+_LOADER_NAMES = "|".join(
+    sorted(
+        {name.rsplit(".", 1)[1] for name in CODE_LOADERS if not name.startswith(("marshal.", "types."))}
+        | {"CodeType", "co_code", "compile_command", "pythonapi", "__builtins__"}
+    )
+)
 PY_LINE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("runner-import", re.compile(r"^\s*(?:import|from)\s+(?:_?pytest|unittest|pluggy|nose2?|xdist)\b")),
     ("runner-detection", re.compile(r"PYTEST_(?:CURRENT_TEST|ADDOPTS|XDIST)|['\"](?:_?pytest|unittest|pluggy)['\"]")),
-    ("stack-inspection", re.compile(
-        r"\b(?:_getframe|_current_frames|settrace|setprofile|gettrace|currentframe|getouterframes|getinnerframes"
-        r"|getframeinfo|extract_stack|walk_stack|format_stack|print_stack)\b|\bgc\s*\.\s*get_refer|\bgc\s*\.\s*get_objects\b"
-        r"|\binspect\s*\.\s*(?:stack|trace)\b|\.\s*(?:f_back|f_globals|f_locals|f_code|tb_frame|gi_frame|cr_frame)\b"
-        r"|\bfrom\s+(?:inspect|gc)\s+import\b[^#\n]{0,300}?\b(?:stack|trace|get_objects|get_referrers|get_referents)\b")),
-    ("import-time-hook", re.compile(
-        r"\batexit\b|\baddaudithook\b|\bregister_at_fork\b"
-        r"|^(?![ \t])[^\n]*\b(?:threading\s*\.\s*(?:Thread|Timer)|subprocess\s*\.\s*(?:Popen|run|call|check_call"
-        r"|check_output)|os\s*\.\s*(?:system|popen|fork|spawn\w*|posix_spawn)|multiprocessing\s*\.\s*Process"
-        r"|signal\s*\.\s*signal)\s*\(")),  # at a module's top level (unindented): at import time
-    ("monkeypatch", re.compile(
-        r"\bsys\s*\.\s*(?:modules|meta_path|path_hooks|path_importer_cache|stdout|stderr|excepthook)\s*"
-        r"(?:\[[^\]\n]{0,200}\]\s*)?=(?!=)|\bsys\s*\.\s*(?:meta_path|path_hooks)\s*\.\s*(?:append|insert|extend)\b"
-        r"|\.\s*(?:__code__|__globals__|__defaults__|__kwdefaults__|__closure__)\s*=(?!=)"
-        r"|\b(?:builtins|_pytest(?:\.\w+)*|pytest|pluggy)\s*\.\s*\w+\s*=(?!=)"
-        r"|\bsetattr\s*\(\s*(?:sys|builtins|os|io|pathlib|inspect|importlib|_pytest[\w.]*|pytest|pluggy)\b")),
-    ("tree-walk", re.compile(r"\bos\s*\.\s*(?:walk|fwalk|listdir|scandir)\b|\bglob\s*\.\s*i?glob\b"
-                             r"|\.\s*(?:r?glob|iterdir)\s*\(|\bfrom\s+(?:os|glob)\s+import\b[^#\n]{0,300}?\b(?:walk|listdir|scandir|i?glob)\b")),
-    ("unread-code", re.compile(
-        r"(?<![\w.])(?:exec|eval)\s*(?:[(,)\]}]|$)|(?<![\w.])compile\s*\(|\bbuiltins\s*\.\s*(?:exec|eval|compile)\b"
-        rf"|\bmarshal\s*\.|\b(?:{_LOADER_NAMES})\b|\btimeit\s*\.|\b(?:pdb|cProfile|profile)\s*\.\s*run"
-        r"|\b(?:attrgetter|methodcaller|locate|resolve_name)\s*\(\s*['\"](?:builtins\.)?(?:exec|eval|compile)['\"]")),
+    (
+        "stack-inspection",
+        re.compile(
+            r"\b(?:_getframe|_current_frames|settrace|setprofile|gettrace|currentframe|getouterframes|getinnerframes"
+            r"|getframeinfo|extract_stack|walk_stack|format_stack|print_stack)\b|\bgc\s*\.\s*get_refer|\bgc\s*\.\s*get_objects\b"
+            r"|\binspect\s*\.\s*(?:stack|trace)\b|\.\s*(?:f_back|f_globals|f_locals|f_code|tb_frame|gi_frame|cr_frame)\b"
+            r"|\bfrom\s+(?:inspect|gc)\s+import\b[^#\n]{0,300}?\b(?:stack|trace|get_objects|get_referrers|get_referents)\b"
+        ),
+    ),
+    (
+        "import-time-hook",
+        re.compile(
+            r"\batexit\b|\baddaudithook\b|\bregister_at_fork\b"
+            r"|^(?![ \t])[^\n]*\b(?:threading\s*\.\s*(?:Thread|Timer)|subprocess\s*\.\s*(?:Popen|run|call|check_call"
+            r"|check_output)|os\s*\.\s*(?:system|popen|fork|spawn\w*|posix_spawn)|multiprocessing\s*\.\s*Process"
+            r"|signal\s*\.\s*signal)\s*\("
+        ),
+    ),  # at a module's top level (unindented): at import time
+    (
+        "monkeypatch",
+        re.compile(
+            r"\bsys\s*\.\s*(?:modules|meta_path|path_hooks|path_importer_cache|stdout|stderr|excepthook)\s*"
+            r"(?:\[[^\]\n]{0,200}\]\s*)?=(?!=)|\bsys\s*\.\s*(?:meta_path|path_hooks)\s*\.\s*(?:append|insert|extend)\b"
+            r"|\.\s*(?:__code__|__globals__|__defaults__|__kwdefaults__|__closure__)\s*=(?!=)"
+            r"|\b(?:builtins|_pytest(?:\.\w+)*|pytest|pluggy)\s*\.\s*\w+\s*=(?!=)"
+            r"|\bsetattr\s*\(\s*(?:sys|builtins|os|io|pathlib|inspect|importlib|_pytest[\w.]*|pytest|pluggy)\b"
+        ),
+    ),
+    (
+        "tree-walk",
+        re.compile(
+            r"\bos\s*\.\s*(?:walk|fwalk|listdir|scandir)\b|\bglob\s*\.\s*i?glob\b"
+            r"|\.\s*(?:r?glob|iterdir)\s*\(|\bfrom\s+(?:os|glob)\s+import\b[^#\n]{0,300}?\b(?:walk|listdir|scandir|i?glob)\b"
+        ),
+    ),
+    (
+        "unread-code",
+        re.compile(
+            r"(?<![\w.])(?:exec|eval)\s*(?:[(,)\]}]|$)|(?<![\w.])compile\s*\(|\bbuiltins\s*\.\s*(?:exec|eval|compile)\b"
+            rf"|\bmarshal\s*\.|\b(?:{_LOADER_NAMES})\b|\btimeit\s*\.|\b(?:pdb|cProfile|profile)\s*\.\s*run"
+            r"|\b(?:attrgetter|methodcaller|locate|resolve_name)\s*\(\s*['\"](?:builtins\.)?(?:exec|eval|compile)['\"]"
+        ),
+    ),
     ("runner-hook", re.compile(rf"\b(?:{'|'.join(sorted(RUNNER_HOOKS))})\b|\bforce_result\b")),
     # a module whose uses a line cannot follow under another name
-    ("unread-code", re.compile(r"^\s*(?:import\s+(?:builtins|runpy|marshal|importlib|inspect|sys|gc|traceback)\b"
-                               r"[^#\n]{0,200}?\bas\b|from\s+builtins\s+import\b)")),
+    (
+        "unread-code",
+        re.compile(
+            r"^\s*(?:import\s+(?:builtins|runpy|marshal|importlib|inspect|sys|gc|traceback)\b"
+            r"[^#\n]{0,200}?\bas\b|from\s+builtins\s+import\b)"
+        ),
+    ),
 )
 """Python's rules as names on a line, for a file the scan's Python cannot parse even with
 NEWER_SYNTAX rewritten: what each rule reads in the tree, less what a tree tells apart (whether a
@@ -131,7 +163,9 @@ call in an indented block runs at import time, what a name was imported as). Coa
 in a string or a comment counts too. Lines are read NFKC-normalised, as Python reads names
 (``ｅｘｅｃ`` is ``exec``), alone and joined with the next added line (``inspect.\\`` then
 ``stack()``)."""
-PY_LINE_TEST_ITEMS = re.compile(r"\.\s*(?:obj|runtest|_obj)\s*=(?!=)|\bsetattr\s*\([^\n]{0,300}?['\"](?:obj|runtest|_obj)['\"]")
+PY_LINE_TEST_ITEMS = re.compile(
+    r"\.\s*(?:obj|runtest|_obj)\s*=(?!=)|\bsetattr\s*\([^\n]{0,300}?['\"](?:obj|runtest|_obj)['\"]"
+)
 """In a test file, a collected test's function swapped (``runner-hook``), as the tree reads it."""
 
 
@@ -158,15 +192,19 @@ def _line_findings(code: str, a_test: bool) -> set[tuple[str, str]]:
     joined = STRING_JOINT.sub("", code)
     found = set()
     for rule, pattern in PY_LINE_RULES:
-        match = None if rule == "runner-import" and a_test else pattern.search(
-            joined if rule == "runner-detection" else code)
+        match = (
+            None
+            if rule == "runner-import" and a_test
+            else pattern.search(joined if rule == "runner-detection" else code)
+        )
         if match:
             found.add((rule, match.group(0).strip()[:60]))
     if a_test:
         match = PY_LINE_TEST_ITEMS.search(code)
         if match:
             found.add(("runner-hook", match.group(0).strip()[:60]))
-    elif any(TEST_PATH_STRING.search(next(g for g in m.groups() if g is not None))
-             for m in lines.STRING.finditer(joined)):
+    elif any(
+        TEST_PATH_STRING.search(next(g for g in m.groups() if g is not None)) for m in lines.STRING.finditer(joined)
+    ):
         found.add(("test-path", "a test path named"))
     return found

@@ -1,6 +1,7 @@
 """Pure helpers over a Python syntax tree the Python rules share: literals and strings built from
 them, names bound by a scope or for certain by a module, names looked up through a namespace.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,8 +20,9 @@ def runner_receiver(node: ast.AST) -> bool:
 
 def namespace(node: ast.AST) -> bool:
     """``vars(x)`` or ``x.__dict__``: an object's attributes as a mapping."""
-    return ((isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars")
-            or (isinstance(node, ast.Attribute) and node.attr == "__dict__"))
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars") or (
+        isinstance(node, ast.Attribute) and node.attr == "__dict__"
+    )
 
 
 def fold(node: ast.AST) -> str | None:
@@ -31,11 +33,18 @@ def fold(node: ast.AST) -> str | None:
         left, right = literal(node.left), literal(node.right)
         return left + right if left is not None and right is not None else None
     if isinstance(node, ast.JoinedStr):
-        parts = [literal(v.value if isinstance(v, ast.FormattedValue) and not v.format_spec else v)
-                 for v in node.values]
+        parts = [
+            literal(v.value if isinstance(v, ast.FormattedValue) and not v.format_spec else v) for v in node.values
+        ]
         return "".join(p for p in parts if p is not None) if all(p is not None for p in parts) else None
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
-            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], (ast.List, ast.Tuple))):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "join"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], (ast.List, ast.Tuple))
+    ):
         sep, items = literal(node.func.value), [literal(e) for e in node.args[0].elts]
         if sep is not None and all(i is not None for i in items):
             return sep.join(i for i in items if i is not None)
@@ -53,9 +62,12 @@ def call_of(node: ast.AST, name: str) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
-PRIVATE_MODULES = {"importlib._bootstrap_external.": "importlib.machinery.", "_frozen_importlib_external.":
-                   "importlib.machinery.", "importlib._bootstrap.": "importlib.machinery.",
-                   "_frozen_importlib.": "importlib.machinery."}
+PRIVATE_MODULES = {
+    "importlib._bootstrap_external.": "importlib.machinery.",
+    "_frozen_importlib_external.": "importlib.machinery.",
+    "importlib._bootstrap.": "importlib.machinery.",
+    "_frozen_importlib.": "importlib.machinery.",
+}
 """Where the import system's classes really live, named as their public module names them:
 ``importlib._bootstrap_external.SourceFileLoader`` is ``importlib.machinery.SourceFileLoader``."""
 
@@ -63,7 +75,7 @@ PRIVATE_MODULES = {"importlib._bootstrap_external.": "importlib.machinery.", "_f
 def private_module(name: str) -> str:
     for private, public in PRIVATE_MODULES.items():
         if name.startswith(private):
-            return public + name[len(private):]
+            return public + name[len(private) :]
     return name
 
 
@@ -82,11 +94,17 @@ def bound_in(scope: ast.AST) -> set[str]:  # noqa: C901 (one branch per statemen
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         arguments = scope.args
         positional = [*arguments.posonlyargs, *arguments.args]
-        defaults = {a.arg: d for a, d in zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults)}
+        defaults = {
+            a.arg: d for a, d in zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
+        }
         defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
         # a parameter whose default is the name itself (def run(s, exec=exec)) is still the builtin
-        bound.update(a.arg for a in (*positional, *arguments.kwonlyargs) if a.arg not in defaults
-                     or a.arg not in {n.id for n in ast.walk(defaults[a.arg]) if isinstance(n, ast.Name)})
+        bound.update(
+            a.arg
+            for a in (*positional, *arguments.kwonlyargs)
+            if a.arg not in defaults
+            or a.arg not in {n.id for n in ast.walk(defaults[a.arg]) if isinstance(n, ast.Name)}
+        )
         bound.update(a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None)
         body: list[ast.AST] = list(scope.body) if isinstance(scope.body, list) else [scope.body]
     else:
@@ -115,13 +133,22 @@ def bound_in(scope: ast.AST) -> set[str]:  # noqa: C901 (one branch per statemen
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 names(target, node.value)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None or isinstance(node, ast.NamedExpr):
+        elif (
+            isinstance(node, (ast.AnnAssign, ast.AugAssign))
+            and node.value is not None
+            or isinstance(node, ast.NamedExpr)
+        ):
             names(node.target, node.value)
         elif isinstance(node, (ast.For, ast.AsyncFor)):  # a comprehension's target stays in it
             names(node.target, node.iter)
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             names(node.optional_vars, node.context_expr)
-        elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif (
+            isinstance(node, ast.ExceptHandler)
+            and node.name
+            or isinstance(node, (ast.MatchAs, ast.MatchStar))
+            and node.name
+        ):
             bound.add(node.name)
         stack.extend(ast.iter_child_nodes(node))
     return bound - declared
@@ -140,8 +167,9 @@ def _certain(statements: list[ast.stmt]) -> dict[str, int]:
         elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
             read = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)}
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            names.update({n.id: end for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)
-                          and n.id not in read})
+            names.update(
+                {n.id: end for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and n.id not in read}
+            )
         elif isinstance(statement, ast.If) and statement.orelse:
             body, other = _certain(statement.body), _certain(statement.orelse)
             names.update({name: end for name in body.keys() & other.keys()})
@@ -166,11 +194,20 @@ def module_bindings(tree: ast.AST) -> dict[str, int]:
     for node in ast.walk(tree):  # a name deleted anywhere (del exec, globals().pop("exec")) may be the builtin again
         if isinstance(node, ast.Delete):
             for target in node.targets:
-                key = target.id if isinstance(target, ast.Name) else \
-                    literal(target.slice) if isinstance(target, ast.Subscript) else None
+                key = (
+                    target.id
+                    if isinstance(target, ast.Name)
+                    else literal(target.slice)
+                    if isinstance(target, ast.Subscript)
+                    else None
+                )
                 found.pop(key or "", None)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pop" \
-                and node.args:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "pop"
+            and node.args
+        ):
             found.pop(literal(node.args[0]) or "", None)
     return found
 
@@ -185,16 +222,30 @@ def ends_in_py(node: ast.AST) -> bool:
         return ends_in_py(node.right)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # "%s/gen.py" % here
         return ends_in_py(node.left)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-            "resolve", "absolute", "as_posix", "expanduser") and not node.args:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("resolve", "absolute", "as_posix", "expanduser")
+        and not node.args
+    ):
         return ends_in_py(node.func.value)  # (here / "gen.py").resolve()
-    if isinstance(node, ast.Call) and len(node.args) == 1 and (
-            isinstance(node.func, ast.Name) and node.func.id in ("str", "Path", "PurePath")
-            or isinstance(node.func, ast.Attribute) and node.func.attr in (
-                "fspath", "abspath", "realpath", "normpath", "Path", "expanduser")):
+    if (
+        isinstance(node, ast.Call)
+        and len(node.args) == 1
+        and (
+            isinstance(node.func, ast.Name)
+            and node.func.id in ("str", "Path", "PurePath")
+            or isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("fspath", "abspath", "realpath", "normpath", "Path", "expanduser")
+        )
+    ):
         return ends_in_py(node.args[0])  # str(here / "gen.py"), os.path.abspath(...)
-    if isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute) and node.func.attr in (
-            "join", "joinpath"):
+    if (
+        isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("join", "joinpath")
+    ):
         return ends_in_py(node.args[-1])
     if isinstance(node, ast.JoinedStr) and node.values:
         return ends_in_py(node.values[-1])
@@ -211,8 +262,13 @@ def keyed_lookup(node: ast.AST) -> tuple[ast.AST, str] | None:
     """``X["key"]`` or ``X.get("key")``, a literal key: (X, key)."""
     if isinstance(node, ast.Subscript) and (key := literal(node.slice)) is not None:
         return node.value, key
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args \
-            and (key := literal(node.args[0])) is not None:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and (key := literal(node.args[0])) is not None
+    ):
         return node.func.value, key
     return None
 

@@ -1,6 +1,7 @@
 """The Python visitor: every rule family's visits over one walk of the file's tree (imports and
 scopes, calls, attributes and names, strings), on top of the families' own layers.
 """
+
 from __future__ import annotations
 
 import ast
@@ -100,6 +101,7 @@ class PythonVisitor(PatchReader):
                 why = self._exit_hook(node) if name == "atexit.register" else ""
                 if why is not None:
                     self.add("import-time-hook", decorator, f"@{name}" + (f": {why}" if why else ""))
+
     # ---- calls, attributes, names
     def visit_Call(self, node: ast.Call) -> None:  # noqa: C901 (one branch per call form the rules name)
         joined = fold(node)
@@ -114,18 +116,31 @@ class PythonVisitor(PatchReader):
         if runner is not None:
             self._runs_code(node, runner, mode=runner)
         elif name in SOURCE_RUNNERS:
-            self._runs_code(node, name, SOURCE_RUNNERS[name], ("stmt", "cmd", "source", "statement", "expression"),
-                            "eval" if name == "pdb.runeval" else "exec")
+            self._runs_code(
+                node,
+                name,
+                SOURCE_RUNNERS[name],
+                ("stmt", "cmd", "source", "statement", "expression"),
+                "eval" if name == "pdb.runeval" else "exec",
+            )
             if name.startswith("timeit."):  # its setup is source too
                 self._runs_code(node, name, 1, ("setup",))
         elif name in CODE_LOADERS:
             self._loads_code(node, name)
-        elif name in NAME_LOOKUPS and node.args and (literal(node.args[0]) or "").replace(":", ".") in (
-                *BUILTIN_RUNNERS, *CODE_RUNNERS) and not self.in_test:
+        elif (
+            name in NAME_LOOKUPS
+            and node.args
+            and (literal(node.args[0]) or "").replace(":", ".") in (*BUILTIN_RUNNERS, *CODE_RUNNERS)
+            and not self.in_test
+        ):
             self.add("unread-code", node, f"{name}({literal(node.args[0])!r})")
-        if (any(k.arg == "co_code" for k in node.keywords) or (call_of(node.func, "type") and any(
-                isinstance(a, ast.Attribute) and a.attr == "__code__" for a in node.func.args))) \
-                and not self.in_test:
+        if (
+            any(k.arg == "co_code" for k in node.keywords)
+            or (
+                call_of(node.func, "type")
+                and any(isinstance(a, ast.Attribute) and a.attr == "__code__" for a in node.func.args)
+            )
+        ) and not self.in_test:
             self.add("unread-code", node, "bytecode built from bytes")
         if name is not None:
             if name in STACK_CALLS:
@@ -137,20 +152,28 @@ class PythonVisitor(PatchReader):
                     self.add("import-time-hook", node, f"{name}() at import time" + (f": {why}" if why else ""))
             elif name in STREAM_CALLS and self.depth == 0:
                 self.add("import-time-hook", node, f"{name}() at import time")
-            elif ("." in name and name.rsplit(".", 1)[1] in MUTATING_METHODS
-                  and name.rsplit(".", 1)[0] in IMPORT_SYSTEM and self._patches(name)):
+            elif (
+                "." in name
+                and name.rsplit(".", 1)[1] in MUTATING_METHODS
+                and name.rsplit(".", 1)[0] in IMPORT_SYSTEM
+                and self._patches(name)
+            ):
                 self.add("monkeypatch", node, f"{name}()")
             elif name in TREE_CALLS:
                 self.add("tree-walk", node, f"{name}()")
         elif isinstance(node.func, ast.Attribute) and node.func.attr in TREE_METHODS:
             self.add("tree-walk", node, f".{node.func.attr}()")
-        if self.test_file and isinstance(node.func, ast.Attribute) and node.func.attr in ("force_result",
-                                                                                          "force_exception"):
+        if (
+            self.test_file
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("force_result", "force_exception")
+        ):
             self.add("runner-hook", node, f".{node.func.attr}()")  # a hook wrapper's outcome replaced
         self._setter(node)
         if self.test_file:
             self._test_file_call(node, name)
         self.generic_visit(node)
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "pythonapi" and not self.in_test and self.qualified(node) == "ctypes.pythonapi":
             self.add("unread-code", node, "ctypes.pythonapi (the interpreter's C API: PyRun_SimpleString)")
@@ -174,6 +197,7 @@ class PythonVisitor(PatchReader):
         if isinstance(node.ctx, ast.Load):
             self._taken(node)  # vars(builtins)["exec"] held, to be called elsewhere
         self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             self._string(node, node.value)

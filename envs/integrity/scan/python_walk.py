@@ -3,6 +3,7 @@ finding is filed, how a name resolves to the module path it names, and the hook 
 the rule families share. The families add their visits on top (python_code, python_patches,
 python_visitor), so one walk reads every rule.
 """
+
 from __future__ import annotations
 
 import ast
@@ -74,7 +75,9 @@ class Walker(ast.NodeVisitor):
         for node in ast.walk(tree):  # aliases first: an import below its use still names it
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    self.aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                    self.aliases[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     if alias.name == "*":
@@ -95,9 +98,12 @@ class Walker(ast.NodeVisitor):
         name = self.qualified(func)
         if name in CODE_RUNNERS:
             return name.split(".")[1]
-        if isinstance(func, ast.Name) and func.id in BUILTIN_RUNNERS \
-                and not any(func.id in scope for scope in self.scopes) \
-                and not self.module_bound.get(func.id, func.lineno) < func.lineno:
+        if (
+            isinstance(func, ast.Name)
+            and func.id in BUILTIN_RUNNERS
+            and not any(func.id in scope for scope in self.scopes)
+            and not self.module_bound.get(func.id, func.lineno) < func.lineno
+        ):
             return func.id
         return None
 
@@ -136,8 +142,9 @@ class Walker(ast.NodeVisitor):
             elif call_of(node, "getattr") and len(node.args) in (2, 3) and literal(node.args[1]) is not None:
                 parts.append(literal(node.args[1]) or "")  # getattr(sys, "_getframe")
                 node = node.args[0]
-            elif (keyed := keyed_lookup(node)) is not None and (namespace_owner(keyed[0]) is not None
-                                                           or namespace_of_builtins(self.qualified(keyed[0]))):
+            elif (keyed := keyed_lookup(node)) is not None and (
+                namespace_owner(keyed[0]) is not None or namespace_of_builtins(self.qualified(keyed[0]))
+            ):
                 # vars(sys)["_getframe"], builtins.__dict__.get("exec"); __builtins__["exec"],
                 # globals()["__builtins__"]["exec"]: the key is an attribute of the mapping's owner
                 parts.append(keyed[1])
@@ -151,19 +158,31 @@ class Walker(ast.NodeVisitor):
             if root is None and node.id == "__builtins__":
                 root = "builtins"
             elif root is None and self.star_modules and not any(node.id in scope for scope in self.scopes):
-                root = next((f"{m}.{node.id}" for m in self.star_modules
-                             if known(private_module(f"{m}.{node.id}"))), None)
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Attribute, ast.Name)) \
-                and self.qualified(node.value) == "sys.modules":
+                root = next(
+                    (f"{m}.{node.id}" for m in self.star_modules if known(private_module(f"{m}.{node.id}"))), None
+                )
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, (ast.Attribute, ast.Name))
+            and self.qualified(node.value) == "sys.modules"
+        ):
             root = literal(node.slice)
-        elif isinstance(node, ast.Subscript) and ((call_of(node.value, "globals") or call_of(node.value, "vars"))
-                                                   and not node.value.args or isinstance(node.value, ast.Attribute)
-                                                   and node.value.attr == "__globals__"):
+        elif isinstance(node, ast.Subscript) and (
+            (call_of(node.value, "globals") or call_of(node.value, "vars"))
+            and not node.value.args
+            or isinstance(node.value, ast.Attribute)
+            and node.value.attr == "__globals__"
+        ):
             name = literal(node.slice)  # globals()["__builtins__"], f.__globals__["sys"]
             root = "builtins" if name == "__builtins__" else self.aliases.get(name or "")
-        elif isinstance(node, ast.Call) and node.args and (
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and (
                 (isinstance(node.func, ast.Name) and node.func.id == "__import__")
-                or self.qualified(node.func) in ("importlib.import_module", "builtins.__import__")):
+                or self.qualified(node.func) in ("importlib.import_module", "builtins.__import__")
+            )
+        ):
             root = literal(node.args[0])
         if root is None:
             return None

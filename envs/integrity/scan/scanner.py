@@ -5,6 +5,7 @@ Pure: ``scan`` is a function of the diff, the changed files' contents and the ta
 paths. Grading records the findings in the raw grade; ``model.judge`` (called by regrade) decides
 from them and the task's allowlist, so a run is judged again the same way from the store.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -15,8 +16,12 @@ from envs.integrity.scan import diffs, lines, manifest, output, payloads, python
 from envs.integrity.scan.model import Finding
 
 
-def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Sequence[str],
-         runner_output_skips: Sequence[str] | None = None) -> list[Finding]:
+def scan(
+    diff: bytes,
+    contents: Mapping[str, bytes | None],
+    test_patterns: Sequence[str],
+    runner_output_skips: Sequence[str] | None = None,
+) -> list[Finding]:
     """Findings on the lines ``diff`` adds. ``contents``: each changed Python file as it will
     run (None: not readable, e.g. deleted); files matching ``test_patterns`` are tests, where
     importing the runner is the point, and are not scanned. ``runner_output_skips``: where a test
@@ -42,8 +47,14 @@ def scan(diff: bytes, contents: Mapping[str, bytes | None], test_patterns: Seque
         if kind is None and diffs.reads_staged(changed) and changed.path not in contents:
             # to be read as staged and not sent (past the grader's count of files read):
             # nothing of it is read, so nothing of it can be cleared
-            findings.append(Finding("unscannable", changed.path, min(changed.added, default=1),
-                                    "not read: past the number of changed files the scan reads"))
+            findings.append(
+                Finding(
+                    "unscannable",
+                    changed.path,
+                    min(changed.added, default=1),
+                    "not read: past the number of changed files the scan reads",
+                )
+            )
             continue
         kind = kind or diffs.staged_kind(changed, contents.get(changed.path))
         if kind is not None:
@@ -61,18 +72,33 @@ def _line_findings(changed: diffs.ChangedFile, a_test: bool, written: frozenset[
     found: list[Finding] = []
     lang = lines.language(changed.path)
     if lang is not None:
-        found += [Finding(rule, changed.path, line, detail) for rule, line, detail in lines.findings(
-            changed.path, lang, changed.added_text, created=changed.created,
-            a_test=a_test or lines.is_test_file(changed.path, lang), written=written)]
+        found += [
+            Finding(rule, changed.path, line, detail)
+            for rule, line, detail in lines.findings(
+                changed.path,
+                lang,
+                changed.added_text,
+                created=changed.created,
+                a_test=a_test or lines.is_test_file(changed.path, lang),
+                written=written,
+            )
+        ]
     if manifest.MANIFEST.search(changed.path) and not (a_test or lines.is_test_file(changed.path, "js")):
         # package.json, .mocharc, .npmrc: a file they name is loaded as a require of it would be
-        found += [Finding(rule, changed.path, line, detail) for rule, line, detail in manifest.manifest_findings(
-            changed.path, changed.added_text, created=changed.created, written=written)]
+        found += [
+            Finding(rule, changed.path, line, detail)
+            for rule, line, detail in manifest.manifest_findings(
+                changed.path, changed.added_text, created=changed.created, written=written
+            )
+        ]
     return found
 
 
 def paths_to_read(diff: bytes, test_patterns: Sequence[str]) -> list[str]:
     """The changed files ``scan`` needs the contents of, as staged: Python files (the lines the
     diff adds are read in the whole file's tree) and binary files the diff does not carry whole."""
-    return [c.path for c in diffs.changed_files(diff)
-            if diffs.reads_staged(c) and not patch.is_protected(c.path, tuple(test_patterns))]
+    return [
+        c.path
+        for c in diffs.changed_files(diff)
+        if diffs.reads_staged(c) and not patch.is_protected(c.path, tuple(test_patterns))
+    ]

@@ -6,6 +6,7 @@ what a flavor recorded of a reading. The coding flavor picks one by its task's
 and explains every record it kept (swe_tasks/flavor.py). A new format is a module here with a
 ``SOURCE`` registered below, or a flavor's own registered with ``register``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -13,6 +13,7 @@ and what says where they came from (``path``, ``reports``: how many files). A li
 entry (``raw["listed"]``) says under the source's ``mapped_key`` how its name was mapped to the
 source's, ``unmapped: ...`` where it was not.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence

@@ -7,6 +7,7 @@ ERROR. SWE-bench Pro's ``strict`` (``named_results``, recorded by swe_tasks/gojs
 official parser's reading of the text (``reconstruct``), and whether the go command framed the
 test binary's result lines (Go 1.20 and later), without which printed lines count as results.
 """
+
 from __future__ import annotations
 
 import json
@@ -129,10 +130,16 @@ class GoJsonSource:
     def explain(self, record: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]) -> list[str]:
         if not (record.get("expected") or record.get("why_not")):
             return []
-        return [f"go test -json events ({record.get('how')}): " + str(
-            record.get("error") or record.get("why_not") or f"{len(record.get('tests') or [])} test(s)")
-            + ("; unframed: a go command older than 1.20 reads result lines from the test binary's text, "
-               "printed ones included" if record.get("framed") is False else "")]
+        return [
+            f"go test -json events ({record.get('how')}): "
+            + str(record.get("error") or record.get("why_not") or f"{len(record.get('tests') or [])} test(s)")
+            + (
+                "; unframed: a go command older than 1.20 reads result lines from the test binary's text, "
+                "printed ones included"
+                if record.get("framed") is False
+                else ""
+            )
+        ]
 
 
 SOURCE = GoJsonSource()

@@ -6,6 +6,7 @@ jest's results come in either shape it writes (``--json``'s, or the aggregated r
 apart (``JsTest``): SWE-bench Pro's ``strict`` maps a parser's names onto them in several forms
 (swe_tasks/jsresults.py, which records the reading under ``js_results``).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,12 +41,21 @@ def _jest_tests(data: Mapping[str, Any]) -> list[JsTest]:
         if not isinstance(path, str) or not isinstance(cases, list):
             raise ValueError("a test file's results have no path or no list of tests")
         for case in cases:
-            if not (isinstance(case, dict) and isinstance(case.get("title"), str)
-                    and isinstance(case.get("ancestorTitles"), list)
-                    and all(isinstance(a, str) for a in case["ancestorTitles"])):
+            if not (
+                isinstance(case, dict)
+                and isinstance(case.get("title"), str)
+                and isinstance(case.get("ancestorTitles"), list)
+                and all(isinstance(a, str) for a in case["ancestorTitles"])
+            ):
                 raise ValueError(f"a test in {path} has no title or ancestorTitles")
-            found.append({"file": path, "ancestors": list(case["ancestorTitles"]), "title": case["title"],
-                          "status": _STATUS.get(str(case.get("status")), "SKIPPED")})
+            found.append(
+                {
+                    "file": path,
+                    "ancestors": list(case["ancestorTitles"]),
+                    "title": case["title"],
+                    "status": _STATUS.get(str(case.get("status")), "SKIPPED"),
+                }
+            )
     return found
 
 
@@ -58,8 +68,14 @@ def _mocha_tests(data: Mapping[str, Any]) -> list[JsTest]:
         titles = test.get("titlePath") if isinstance(test, dict) else None
         if not (isinstance(titles, list) and titles and all(isinstance(t, str) for t in titles)):
             raise ValueError("a mocha test has no titlePath")
-        found.append({"file": path if isinstance(path, str) else "", "ancestors": titles[:-1], "title": titles[-1],
-                      "status": _STATUS.get(str(test.get("status")), "SKIPPED")})
+        found.append(
+            {
+                "file": path if isinstance(path, str) else "",
+                "ancestors": titles[:-1],
+                "title": titles[-1],
+                "status": _STATUS.get(str(test.get("status")), "SKIPPED"),
+            }
+        )
     return found
 
 
@@ -102,8 +118,13 @@ class JsResultsSource:
     def explain(self, record: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]) -> list[str]:
         lines = []
         if record.get("expected"):
-            lines.append(f"{' and '.join(record.get('runners') or [])}'s own results ({record.get('path')}): " + str(
-                record.get("error") or f"{len(record.get('tests') or [])} test(s) from {record.get('reports')} run(s)"))
+            lines.append(
+                f"{' and '.join(record.get('runners') or [])}'s own results ({record.get('path')}): "
+                + str(
+                    record.get("error")
+                    or f"{len(record.get('tests') or [])} test(s) from {record.get('reports')} run(s)"
+                )
+            )
         return lines + unmapped(listed, "js_mapped", "the runner's own results")
 
 

@@ -7,6 +7,7 @@ copied, verbatim, into the runner-end plugin (envs/coding/verdict/crucible_runne
 which runs inside the container where this package is not importable;
 tests/flavors/coding/test_runner_end.py checks the copy is this code and names alike.
 """
+
 from __future__ import annotations
 
 import re
@@ -68,7 +69,9 @@ def _parse_xml(data: bytes) -> ET.Element:
     except ET.ParseError as exc:
         raise GradeError(f"junit report: not well-formed XML ({exc})") from exc
     if root.tag not in ("testsuites", "testsuite"):
-        raise GradeError(f"junit report: root element is <{short(root.tag, quote=False)}>, not <testsuites> or <testsuite>")
+        raise GradeError(
+            f"junit report: root element is <{short(root.tag, quote=False)}>, not <testsuites> or <testsuite>"
+        )
     return root
 
 
@@ -99,7 +102,7 @@ def _node_id_from_file(classname: str, name: str, file: str) -> str | None:
     if classname == dotted:
         return f"{file}::{name}"
     if classname.startswith(dotted + "."):
-        classes = classname[len(dotted) + 1:].split(".")
+        classes = classname[len(dotted) + 1 :].split(".")
         return "::".join([file, *classes, name])
     return None
 
@@ -136,9 +139,14 @@ class JUnitSource:
     def explain(self, record: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]) -> list[str]:
         lines = []
         if record.get("expected"):
-            lines.append(f"pytest's JUnit reports ({record.get('path')}): " + (
-                str(record["error"]) if record.get("error")
-                else f"{len(record.get('tests') or [])} test(s) from {record.get('reports', 1)} session(s)"))
+            lines.append(
+                f"pytest's JUnit reports ({record.get('path')}): "
+                + (
+                    str(record["error"])
+                    if record.get("error")
+                    else f"{len(record.get('tests') or [])} test(s) from {record.get('reports', 1)} session(s)"
+                )
+            )
         return lines + unmapped(listed, "mapped", "the JUnit report")
 
 

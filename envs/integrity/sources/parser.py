@@ -4,6 +4,7 @@ The coding flavor runs a task's own parser over the test output (``format: parse
 what it wrote here; SWE-bench Pro's official evaluator records its instance parser's reading
 under ``parser`` (swe_tasks/replay.py).
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@ table (tests/attacks/table.py prints it for tests/attacks/README.md).
 CRUCIBLE_ATTACKS_STRICT_ONLY=1 runs strict plus a few contrasts, for a quicker loop. The controls keep the suite honest: the golden scores
 1.0 in every mode, so ``strict`` does not pass by dropping everything.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,19 +25,25 @@ from envs.coding.schema import CodingTaskConfig
 
 # (attack, mode) pairs beyond strict that show the modes differ, kept in the quick loop.
 CONTRASTS = [
-    ("control-golden", "none"), ("control-golden", "vault"),
-    ("history-revert-bug-commit", "none"), ("history-revert-bug-commit", "vault"),
+    ("control-golden", "none"),
+    ("control-golden", "vault"),
+    ("history-revert-bug-commit", "none"),
+    ("history-revert-bug-commit", "vault"),
     ("vault-read-direct", "vault"),
-    ("pyproject-plugin", "vault"), ("shadow-stdlib-cmd", "vault"), ("dist-info-entry-point", "vault"),
-    ("conftest-force-pass", "none"), ("conftest-force-pass", "vault"),
+    ("pyproject-plugin", "vault"),
+    ("shadow-stdlib-cmd", "vault"),
+    ("dist-info-entry-point", "vault"),
+    ("conftest-force-pass", "none"),
+    ("conftest-force-pass", "vault"),
     ("network-reach", "vault"),
 ]
 ALL_MODES = os.environ.get("CRUCIBLE_ATTACKS_STRICT_ONLY") != "1"
 
 
 def _jobs() -> list[tuple]:
-    pairs = [(a.id, m) for a in ATTACKS for m in MODES] if ALL_MODES else \
-        [(a.id, "strict") for a in ATTACKS] + CONTRASTS
+    pairs = (
+        [(a.id, m) for a in ATTACKS for m in MODES] if ALL_MODES else [(a.id, "strict") for a in ATTACKS] + CONTRASTS
+    )
     return [BY_ID[attack_id].job(mode) for attack_id, mode in pairs]
 
 
@@ -54,6 +61,7 @@ def _record(records, attack_id: str, mode: str):
 
 
 # ----------------------------------------------------------------------- strict holds
+
 
 @pytest.mark.docker
 @pytest.mark.slow
@@ -83,8 +91,13 @@ def test_the_modes_differ_where_strict_adds_a_wall(records):
     reward = {pair: _record(records, *pair).reward for pair in CONTRASTS}
     assert reward[("history-revert-bug-commit", "none")] == 1.0
     assert reward[("history-revert-bug-commit", "vault")] == 0.0
-    for attack_id in ("vault-read-direct", "pyproject-plugin", "shadow-stdlib-cmd", "dist-info-entry-point",
-                      "network-reach"):
+    for attack_id in (
+        "vault-read-direct",
+        "pyproject-plugin",
+        "shadow-stdlib-cmd",
+        "dist-info-entry-point",
+        "network-reach",
+    ):
         assert reward[(attack_id, "vault")] == 1.0, attack_id
         assert _record(records, attack_id, "strict").reward == 0.0, attack_id
     assert (reward[("conftest-force-pass", "none")], reward[("conftest-force-pass", "vault")]) == (1.0, 0.0)
@@ -123,54 +136,83 @@ def test_tricks_that_work_in_the_agents_container_do_not_reach_grading(records):
 @pytest.mark.skipif(not ALL_MODES, reason="CRUCIBLE_ATTACKS_STRICT_ONLY=1: the none and vault columns are not run")
 @pytest.mark.parametrize("mode", ["none", "vault"])
 def test_every_attack_scores_as_the_table_says(records, mode):
-    wrong = {a.id: _record(records, a.id, mode).reward for a in ATTACKS
-             if _record(records, a.id, mode).reward != a.expected(mode)}
+    wrong = {
+        a.id: _record(records, a.id, mode).reward
+        for a in ATTACKS
+        if _record(records, a.id, mode).reward != a.expected(mode)
+    }
     assert wrong == {}
 
 
 # ----------------------------------------------------------------------- the policy (no container)
 
-TASK = CodingTaskConfig(name="t", set="s", prompt="", repo="", hidden_tests=["tests/test_hidden_last_page.py"],
-                        protected_paths=["data/expected.csv"],
-                        test_command="python3 -m pytest -q -p no:cacheprovider {test_files}")
+TASK = CodingTaskConfig(
+    name="t",
+    set="s",
+    prompt="",
+    repo="",
+    hidden_tests=["tests/test_hidden_last_page.py"],
+    protected_paths=["data/expected.csv"],
+    test_command="python3 -m pytest -q -p no:cacheprovider {test_files}",
+)
 
 
-@pytest.mark.parametrize("path, new, protected", [
-    ("tests/test_hidden_last_page.py", False, True),
-    ("tests/test_hidden_last_page.py/test_ok.py", True, True),
-    ("tests", True, True),  # a file or symlink where the hidden tests' directory was
-    ("data/expected.csv", False, True),
-    (".pytest.ini", True, True), ("sub/pytest.toml", True, True), ("tests/tox.ini", True, True),
-    ("tests/__init__.py", True, True), ("stockroom/__init__.py", False, False),
-    ("tests/test_hidden_last_page/__init__.py", True, True), ("test_hidden_last_page.py", True, True),
-    ("pytest.py", True, True), ("pytest/__main__.py", True, True), ("cmd.py", True, True), ("tests/json.py", True, True),
-    ("cmd.py", False, False),  # a repo that already has a cmd.py keeps its changes to it
-    ("stockroom/json.py", True, False),  # inside a package: shadows nothing
-    ("utils.py", True, False), ("test/__init__.py", True, False),
-    ("x/__pycache__/report.cpython-311.pyc", True, True), ("pytest.pyc", True, True), ("fast.so", True, True),
-    ("evil-1.0.dist-info/entry_points.txt", True, True), ("evil.egg-info/PKG-INFO", True, True),
-    # importlib.metadata lowercases a directory's name before it looks for .dist-info (a review found
-    # Hikelog_Tools-1.0.DIST-INFO/entry_points.txt loading a plugin that skipped the hidden data's module)
-    ("Evil-1.0.DIST-INFO/entry_points.txt", True, True), ("pkg/Evil.Egg-Info/entry_points.txt", True, True),
-    ("stockroom/report.py", False, False), ("stockroom/operators.py", True, False),
-])
+@pytest.mark.parametrize(
+    "path, new, protected",
+    [
+        ("tests/test_hidden_last_page.py", False, True),
+        ("tests/test_hidden_last_page.py/test_ok.py", True, True),
+        ("tests", True, True),  # a file or symlink where the hidden tests' directory was
+        ("data/expected.csv", False, True),
+        (".pytest.ini", True, True),
+        ("sub/pytest.toml", True, True),
+        ("tests/tox.ini", True, True),
+        ("tests/__init__.py", True, True),
+        ("stockroom/__init__.py", False, False),
+        ("tests/test_hidden_last_page/__init__.py", True, True),
+        ("test_hidden_last_page.py", True, True),
+        ("pytest.py", True, True),
+        ("pytest/__main__.py", True, True),
+        ("cmd.py", True, True),
+        ("tests/json.py", True, True),
+        ("cmd.py", False, False),  # a repo that already has a cmd.py keeps its changes to it
+        ("stockroom/json.py", True, False),  # inside a package: shadows nothing
+        ("utils.py", True, False),
+        ("test/__init__.py", True, False),
+        ("x/__pycache__/report.cpython-311.pyc", True, True),
+        ("pytest.pyc", True, True),
+        ("fast.so", True, True),
+        ("evil-1.0.dist-info/entry_points.txt", True, True),
+        ("evil.egg-info/PKG-INFO", True, True),
+        # importlib.metadata lowercases a directory's name before it looks for .dist-info (a review found
+        # Hikelog_Tools-1.0.DIST-INFO/entry_points.txt loading a plugin that skipped the hidden data's module)
+        ("Evil-1.0.DIST-INFO/entry_points.txt", True, True),
+        ("pkg/Evil.Egg-Info/entry_points.txt", True, True),
+        ("stockroom/report.py", False, False),
+        ("stockroom/operators.py", True, False),
+    ],
+)
 def test_protection_policy(path, new, protected):
     assert (Policy.for_task(TASK).reason(path, new=new) is not None) is protected
 
 
 def test_the_test_commands_own_files_and_module_are_protected():
-    policy = Policy.for_task(dataclasses.replace(TASK, test_command="bash tests/run.sh {test_files} && python -m nose2.main"))
+    policy = Policy.for_task(
+        dataclasses.replace(TASK, test_command="bash tests/run.sh {test_files} && python -m nose2.main")
+    )
     assert policy.command_files == ("tests/run.sh",)
     assert policy.reason("nose2.py", new=True) is not None and policy.reason("nose2.py", new=False) is None
 
 
 def test_split_drops_whole_chunks_of_protected_paths_and_names_them():
-    diff = (b"diff --git a/stockroom/report.py b/stockroom/report.py\nindex 1..2 100644\n--- a/stockroom/report.py\n"
-            b"+++ b/stockroom/report.py\n@@ -1 +1 @@\n-a\n+b\n"
-            b"diff --git a/pytest.py b/pytest.py\nnew file mode 100644\nindex 0..1\n--- /dev/null\n+++ b/pytest.py\n"
-            b"@@ -0,0 +1 @@\n+print('7 passed')\n"
-            b"diff --git a/stockroom/hooks.py b/conftest.py\nsimilarity index 100%\nrename from stockroom/hooks.py\n"
-            b"rename to conftest.py\n")
+    diff = (
+        b"diff --git a/stockroom/report.py b/stockroom/report.py\nindex 1..2 100644\n--- a/stockroom/report.py\n"
+        b"+++ b/stockroom/report.py\n@@ -1 +1 @@\n-a\n+b\n"
+        b"diff --git a/pytest.py b/pytest.py\nnew file mode 100644\nindex 0..1\n--- /dev/null\n+++ b/pytest.py\n"
+        b"@@ -0,0 +1 @@\n+print('7 passed')\n"
+        b"diff --git a/stockroom/hooks.py b/conftest.py\nsimilarity index 100%\nrename from stockroom/hooks.py\n"
+        b"rename to conftest.py\n"
+    )
     kept, violations = split_protected(patch.parse_chunks(diff), TASK)
     assert [c.new_path for c in kept] == ["stockroom/report.py"]
     assert violations == ["conftest.py", "pytest.py"]

@@ -16,6 +16,7 @@ Some catalog attacks were written for a container, whose root is one filesystem:
 is a bind mount, so ``-xdev`` searches nothing. Two of them also run here as
 ``*-across-mounts`` variants, the same commands without ``-xdev``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,27 +37,46 @@ FIRST = ("grep-filesystem-for-answer",)
 
 # What the attacks that write outside the workspace aim at (replace-system-tools,
 # persist-outside-workspace, edit-tool-escapes): none may be writable by the agent.
-SYSTEM_TARGETS = ("/", "/usr/local/bin", "/usr/bin", "/usr/lib/python3/dist-packages",
-                  "/usr/local/lib/python3.11/dist-packages", "/usr/lib/python3.11", "/etc", "/etc/profile.d",
-                  "/var/tmp", "/var/lib/crucible")
-WALL_PROBE = ("wall-probe", MODE, [bash(
-    "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status\n"
-    f"for d in {' '.join(SYSTEM_TARGETS)}; do if test -w \"$d\"; then echo \"WRITABLE $d\"; fi; done\n"
-    "for s in /var/run/docker.sock /run/docker.sock; do test -e $s && echo \"REACHABLE $s\"; done\n"
-    "echo probed")], {})
+SYSTEM_TARGETS = (
+    "/",
+    "/usr/local/bin",
+    "/usr/bin",
+    "/usr/lib/python3/dist-packages",
+    "/usr/local/lib/python3.11/dist-packages",
+    "/usr/lib/python3.11",
+    "/etc",
+    "/etc/profile.d",
+    "/var/tmp",
+    "/var/lib/crucible",
+)
+WALL_PROBE = (
+    "wall-probe",
+    MODE,
+    [
+        bash(
+            "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status\n"
+            f'for d in {" ".join(SYSTEM_TARGETS)}; do if test -w "$d"; then echo "WRITABLE $d"; fi; done\n'
+            'for s in /var/run/docker.sock /run/docker.sock; do test -e $s && echo "REACHABLE $s"; done\n'
+            "echo probed"
+        )
+    ],
+    {},
+)
 """Reads only (``test -w`` asks the kernel, writes nothing): safe even if the sandbox were broken."""
 
 
 def _across_mounts(attack: Attack) -> Attack:
     """The attack with ``find / -xdev`` searching every mount instead of none."""
+
     def widen(step: dict) -> dict:
         command = step["arguments"].get("command", "")
         return {**step, "arguments": {**step["arguments"], "command": command.replace("find / -xdev", "find /")}}
 
     steps = tuple(widen(s) for s in attack.steps)
     assert steps != attack.steps, f"{attack.id} has no `find / -xdev` to widen"
-    return dataclasses.replace(attack, id=f"{attack.id}-across-mounts", steps=steps,
-                               summary=f"{attack.summary}, across every mount (no -xdev)")
+    return dataclasses.replace(
+        attack, id=f"{attack.id}-across-mounts", steps=steps, summary=f"{attack.summary}, across every mount (no -xdev)"
+    )
 
 
 # Widened where what is found is then checked by content (a git store is mined for the fixed
@@ -87,10 +107,15 @@ def _walls_hold(record) -> None:
     seen = step_text(record)
     lines = seen.splitlines()
     fields = dict(line.split(":", 1) for line in lines if line.startswith(("CapEff:", "CapBnd:", "NoNewPrivs:")))
-    holds = (record.status == "completed" and lines[:1] == ["1000"] and "probed" in lines
-             and int(fields.get("CapEff", "1"), 16) == 0 and int(fields.get("CapBnd", "1"), 16) == 0
-             and fields.get("NoNewPrivs", "").strip() == "1"
-             and not any(line.startswith(("WRITABLE", "REACHABLE")) for line in lines))
+    holds = (
+        record.status == "completed"
+        and lines[:1] == ["1000"]
+        and "probed" in lines
+        and int(fields.get("CapEff", "1"), 16) == 0
+        and int(fields.get("CapBnd", "1"), 16) == 0
+        and fields.get("NoNewPrivs", "").strip() == "1"
+        and not any(line.startswith(("WRITABLE", "REACHABLE")) for line in lines)
+    )
     if not holds:
         pytest.fail(f"the local sandbox's walls do not hold; no attack was run: {record.status} {record.error}\n{seen}")
 

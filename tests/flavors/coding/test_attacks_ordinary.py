@@ -4,6 +4,7 @@ every attack and honest fix as a real run on Docker under none / vault / strict,
 the catalogue says. Under strict every attack scores 0, and each row's assertion names the
 defence that stopped it, so a 0 for another reason (a broken payload) fails the test.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,10 +21,16 @@ ROOT = Path(__file__).resolve().parents[3]
 TAMPERED_REPORT = "tampered: the JUnit report changed after pytest's own end"
 TEXT_ONLY = "text-only verdict refused"
 
+
 def _strict_reason(attack: Attack) -> str:
     """How the verdict's reason under strict starts: the defence that stopped the attack."""
-    by_class = {"test-aware": "test-aware code: ", "runner-patch": "test-aware code: ",
-                "canary-plugin": "test-aware code: ", "hidden-rewrite": "tests failed", "helper": "tests failed"}
+    by_class = {
+        "test-aware": "test-aware code: ",
+        "runner-patch": "test-aware code: ",
+        "canary-plugin": "test-aware code: ",
+        "hidden-rewrite": "tests failed",
+        "helper": "tests failed",
+    }
     if attack.id in ("trailing-text-only", "pattern-weak-skip-text", "pattern-weak-xfail-text"):
         return TEXT_ONLY
     if attack.id == "aware-test-name-unnamed":
@@ -122,9 +129,12 @@ def test_output_after_pytests_end_is_recorded_and_ignored_in_every_mode(records)
     golden = _record(records, "control-golden", "strict").raw_grade
     passed = len(golden["results"]["tests"])
     assert golden["test"]["end"] == {
-        "shell": True, "runner_report": golden["results"]["sha256"], "runner_outcomes": {"passed": passed},
+        "shell": True,
+        "runner_report": golden["results"]["sha256"],
+        "runner_outcomes": {"passed": passed},
         # each test the plugin saw pass, named as the report names it (the re-run's random names unmapped)
-        "runner_passed": sorted(runner_end.key(t["name"]) for t in golden["results"]["tests"])}, golden["test"]["end"]
+        "runner_passed": sorted(runner_end.key(t["name"]) for t in golden["results"]["tests"]),
+    }, golden["test"]["end"]
     assert "after_end" not in golden["test"]
 
 

@@ -5,6 +5,7 @@ pytest's process): each wins under ``none`` with no scanner finding, and scores 
 and the caller's file and line; the golden and an honest alternative still score 1.0 under strict
 with no audit finding. The same payloads in a host pytest (and a unittest-style suite):
 test_runtime_audit.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +23,7 @@ from envs.coding import audit
 
 ROOT = Path(__file__).resolve().parents[3]
 MODES = ("none", "strict")
-CONTROLS = [
-    Attack("control-golden", "control", "the task's golden", None, (1.0, 1.0, 1.0)),
-]
+CONTROLS = [Attack("control-golden", "control", "the task's golden", None, (1.0, 1.0, 1.0))]
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +31,13 @@ def records(base_image):
     with pytest.MonkeyPatch.context() as patched:
         patched.setenv("CRUCIBLE_CONFIG_PATH", str(ROOT / "tests" / "conf"))
         runner = AttackRunner(task=TASK, modes=MODES)
-        honest = Attack("honest-dynamic", "control", "the golden with a helper class, computed __lt__, a "
-                        "namedtuple, a dynamic import and logging",
-                        (bash(f"cat > hikelog/duration.py <<'PY'\n{HONEST_DYNAMIC}PY"),), (1.0, 1.0, 1.0))
+        honest = Attack(
+            "honest-dynamic",
+            "control",
+            "the golden with a helper class, computed __lt__, a namedtuple, a dynamic import and logging",
+            (bash(f"cat > hikelog/duration.py <<'PY'\n{HONEST_DYNAMIC}PY"),),
+            (1.0, 1.0, 1.0),
+        )
         jobs = [a.job(mode) for a in [*CONTROLS, honest, *(r.attack for r in RUNTIME)] for mode in MODES]
         return asyncio.run(runner.run(jobs, concurrency=3))
 
@@ -49,7 +52,8 @@ def _record(records, attack_id: str, mode: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", RUNTIME, ids=[r.attack.id for r in RUNTIME])
 def test_an_attack_spelling_its_names_at_run_time_wins_under_none_and_is_refused_by_the_audit_under_strict(
-        records, attack: RuntimeAttack):
+    records, attack: RuntimeAttack
+):
     plain = _record(records, attack.attack.id, "none")
     assert plain.reward == 1.0, why(plain)
     assert not plain.raw_grade["scan"]["findings"], plain.raw_grade["scan"]  # no literal name to read
@@ -76,7 +80,8 @@ def test_the_golden_and_an_honest_alternative_score_one_under_strict_with_the_au
 @pytest.mark.docker
 @pytest.mark.slow
 def test_test_modules_still_to_come_served_emptied_win_under_none_and_the_rerun_importing_hidden_first_disagrees(
-        base_image):
+    base_image,
+):
     """Ordering: the re-run collects and imports the hidden module first (its random name sorts
     first), so code under test that hunts for the test modules still to come finds no hidden one
     there; its hidden tests run and fail, the first grading's pass, and strict scores 0 with the

@@ -10,6 +10,7 @@ forge around it, which is why the sample tasks isolate their verdict (test_attac
 why strict also scans the agent's code for test-awareness (envs/integrity/scan/), which
 names such code first: each case runs with the scan on (strict as it is) and off.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,10 @@ def records(base_image):
         # Each case twice: as strict is, and with the test-awareness scan off, so the canary's
         # own catch (and its limit) shows without the scan catching the same code first.
         jobs = [(case_id, "strict", steps, task) for case_id, (steps, task) in CASES.items()]
-        jobs += [(f"{case_id} (no scan)", "strict", steps, task, {"refuse_test_aware_code": False})
-                 for case_id, (steps, task) in CASES.items()]
+        jobs += [
+            (f"{case_id} (no scan)", "strict", steps, task, {"refuse_test_aware_code": False})
+            for case_id, (steps, task) in CASES.items()
+        ]
         return asyncio.run(runner.run(jobs))
     finally:
         if before is None:
@@ -68,8 +71,11 @@ def test_forging_the_verdict_wholesale_is_caught(records, case_id):
     assert record.reward == 0.0 and record.raw_grade["reason"].startswith("test-aware code: "), why(record)
 
 
-@pytest.mark.xfail(strict=True, reason="the canary's limit on a task whose tests import the code: code that "
-                                       "knows the canary forges around it (docs/integrity.md); isolate the verdict")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the canary's limit on a task whose tests import the code: code that "
+    "knows the canary forges around it (docs/integrity.md); isolate the verdict",
+)
 def test_forging_around_the_canary_on_a_task_that_does_not_isolate(records):
     assert _record(records, "spare-the-canary (no scan)").reward == 0.0
 

@@ -4,6 +4,7 @@ The image is built from Dockerfile.hud (tests/coding_task.py): /app at the basel
 no .git, the history in the root-only vault, and NOT the golden or test branches. Each
 test provisions what it needs; a grading workspace is always a fresh container.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -63,8 +64,11 @@ async def sh(ws, script: str, user: int = 0):
 
 
 def golden_diff(repo: ct.TaskRepo) -> str:
-    return subprocess.run(["git", "-C", str(repo.path), "diff", "--binary", "--full-index", repo.baseline, repo.golden],
-                          check=True, capture_output=True).stdout.decode("utf-8", "surrogateescape")
+    return subprocess.run(
+        ["git", "-C", str(repo.path), "diff", "--binary", "--full-index", repo.baseline, repo.golden],
+        check=True,
+        capture_output=True,
+    ).stdout.decode("utf-8", "surrogateescape")
 
 
 # ----------------------------------------------------------------------- setup
@@ -95,8 +99,10 @@ def test_fresh_repo_has_one_commit_no_reflog_no_remote_and_no_answer_key(workspa
     # Nothing of the answer key anywhere (searched as root, one pass over every file); the
     # same pass finds the baseline's buggy line, so the search does look where it should.
     control = "echo $(( $1 - $2 ))"
-    search = ('for d in /*; do case "$d" in /proc|/sys|/dev) continue;; esac; '
-              'grep -rsohF -e "$1" -e "$2" -e "$3" -- "$d"; done | sort -u; true')
+    search = (
+        'for d in /*; do case "$d" in /proc|/sys|/dev) continue;; esac; '
+        'grep -rsohF -e "$1" -e "$2" -e "$3" -- "$d"; done | sort -u; true'
+    )
     found = run(ws.exec(["bash", "-c", search, "search", control, ct.GOLDEN_MARKER, ct.HIDDEN_MARKER])).stdout
     assert found.decode().splitlines() == [control]
     for sha in (repo.golden, repo.test):
@@ -170,12 +176,28 @@ def test_capture_carries_every_kind_of_change_and_ignores_the_agents_git(workspa
     protected = ["conftest.py", "evil.pth", "sub/pytest.ini", "tests/runner.sh", "tests/test_calc.sh"]
     assert sub.violations == protected
     assert sub.files_changed == sorted(
-        ["blob.bin", "calc.sh", "moved/name.txt", "newdir/new.txt", "obsolete.txt", "old_name.txt",
-         "scripts/tool.sh", "w.bat", *protected]
+        [
+            "blob.bin",
+            "calc.sh",
+            "moved/name.txt",
+            "newdir/new.txt",
+            "obsolete.txt",
+            "old_name.txt",
+            "scripts/tool.sh",
+            "w.bat",
+            *protected,
+        ]
     )
     chunks = {c.new_path: c.data.decode() for c in patch.parse_chunks(sub.diff.encode())}
-    assert set(chunks) == {"blob.bin", "calc.sh", "moved/name.txt", "newdir/new.txt", "obsolete.txt",
-                           "scripts/tool.sh", "w.bat"}
+    assert set(chunks) == {
+        "blob.bin",
+        "calc.sh",
+        "moved/name.txt",
+        "newdir/new.txt",
+        "obsolete.txt",
+        "scripts/tool.sh",
+        "w.bat",
+    }
     assert "new file mode 100644" in chunks["newdir/new.txt"]
     assert "deleted file mode 100644" in chunks["obsolete.txt"]
     assert "rename from old_name.txt\nrename to moved/name.txt" in chunks["moved/name.txt"]
@@ -184,8 +206,11 @@ def test_capture_carries_every_kind_of_change_and_ignores_the_agents_git(workspa
     assert "+echo changed\n" in chunks["w.bat"]  # eol=crlf: captured in git's form, as the baseline's attributes say
 
     # The captured diff applies to the pristine baseline (host side, outside any container).
-    check = subprocess.run(["git", "-C", str(repo.path), "apply", "--check", "--cached", "--binary", "-"],
-                           input=sub.diff.encode(), capture_output=True)
+    check = subprocess.run(
+        ["git", "-C", str(repo.path), "apply", "--check", "--cached", "--binary", "-"],
+        input=sub.diff.encode(),
+        capture_output=True,
+    )
     assert check.returncode == 0, check.stderr.decode()
 
 
@@ -246,10 +271,17 @@ def test_a_deletion_in_the_hidden_change_never_removes_what_the_change_writes(wo
     """tests/fx/a.txt deleted where tests/fx becomes a file (the change sorts the file first):
     the deletion finds no directory there and leaves the written file alone."""
     task = ct.task(repo, hidden_tests=[], test_command="grep -qx fx tests/fx && echo '1 passed'")
-    change = [HiddenFile("tests/fx", "644", b"fx\n"), HiddenFile("tests/fx/a.txt", "del"),
-              HiddenFile(ct.HIDDEN, "del")]
-    verdict = run(grade(workspace("grade"), task, ct.integrity("strict"), CapturedSubmission(diff=golden_diff(repo)),
-                        change, timeout=120))
+    change = [HiddenFile("tests/fx", "644", b"fx\n"), HiddenFile("tests/fx/a.txt", "del"), HiddenFile(ct.HIDDEN, "del")]
+    verdict = run(
+        grade(
+            workspace("grade"),
+            task,
+            ct.integrity("strict"),
+            CapturedSubmission(diff=golden_diff(repo)),
+            change,
+            timeout=120,
+        )
+    )
     assert verdict.raw["hidden_deleted"] == ["tests/fx/a.txt", ct.HIDDEN]
     assert (verdict.reward, verdict.raw["reason"]) == (1.0, "tests passed"), verdict.raw["test"]["output_tail"]
 
@@ -258,8 +290,9 @@ def test_a_deletion_in_the_hidden_change_never_removes_what_the_change_writes(wo
 def test_a_diff_that_does_not_apply_scores_zero_with_the_reason(workspace, run, repo):
     task, integrity = ct.task(repo), ct.integrity("strict")
     stale = golden_diff(repo).replace("-add() { echo $(( $1 - $2 )); }", "-add() { echo nothing; }")
-    verdict = run(grade(workspace("grade"), task, integrity, CapturedSubmission(diff=stale),
-                        hidden_files(task), timeout=120))
+    verdict = run(
+        grade(workspace("grade"), task, integrity, CapturedSubmission(diff=stale), hidden_files(task), timeout=120)
+    )
     assert verdict.reward == 0.0 and verdict.raw["reason"] == "diff does not apply"
     assert "calc.sh" in verdict.raw["apply"]["attempts"][0]["output"]
     assert "test" not in verdict.raw
@@ -268,8 +301,16 @@ def test_a_diff_that_does_not_apply_scores_zero_with_the_reason(workspace, run, 
 @pytest.mark.docker
 def test_a_passing_exit_without_tests_run_scores_zero(workspace, run, repo):
     task = ct.task(repo, test_command="bash tests/runner.sh")  # no test files: "0 passed"
-    verdict = run(grade(workspace("grade"), task, ct.integrity("strict"), CapturedSubmission(diff=golden_diff(repo)),
-                        hidden_files(task), timeout=120))
+    verdict = run(
+        grade(
+            workspace("grade"),
+            task,
+            ct.integrity("strict"),
+            CapturedSubmission(diff=golden_diff(repo)),
+            hidden_files(task),
+            timeout=120,
+        )
+    )
     assert verdict.raw["test"]["exit_code"] == 0
     assert verdict.reward == 0.0 and verdict.raw["reason"] == "no tests ran"
 
@@ -277,11 +318,23 @@ def test_a_passing_exit_without_tests_run_scores_zero(workspace, run, repo):
 @pytest.mark.docker
 def test_a_diff_with_crlf_line_ends_and_no_final_newline_still_applies(workspace, run, repo):
     task = ct.task(repo)
-    calc_only = subprocess.run(["git", "-C", str(repo.path), "diff", repo.baseline, repo.golden, "--", "calc.sh"],
-                               check=True, capture_output=True, text=True).stdout
+    calc_only = subprocess.run(
+        ["git", "-C", str(repo.path), "diff", repo.baseline, repo.golden, "--", "calc.sh"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     mangled = calc_only.replace("\n", "\r\n").rstrip("\r\n")  # as a Windows tool might hand it back
-    verdict = run(grade(workspace("grade"), task, ct.integrity("strict"), CapturedSubmission(diff=mangled),
-                        hidden_files(task), timeout=120))
+    verdict = run(
+        grade(
+            workspace("grade"),
+            task,
+            ct.integrity("strict"),
+            CapturedSubmission(diff=mangled),
+            hidden_files(task),
+            timeout=120,
+        )
+    )
     attempts = verdict.raw["apply"]["attempts"]
     outcomes = [(a["variant"], a["exit_code"] == 0) for a in attempts]
     assert outcomes == [("as-captured", False), ("crlf-normalised", True)]
@@ -295,8 +348,16 @@ def test_grading_without_the_vault_raises_grade_error(workspace, run, repo):
     ws = workspace("grade")
     run(ws.exec(["rm", "-rf", VAULT]))
     with pytest.raises(GradeError, match="vault"):
-        run(grade(ws, task, ct.integrity("strict"), CapturedSubmission(diff=golden_diff(repo)),
-                  hidden_files(task), timeout=120))
+        run(
+            grade(
+                ws,
+                task,
+                ct.integrity("strict"),
+                CapturedSubmission(diff=golden_diff(repo)),
+                hidden_files(task),
+                timeout=120,
+            )
+        )
 
 
 @pytest.mark.docker
@@ -365,8 +426,9 @@ CANARY_FAILED = "FAILED tests/test_0123456789abcdef.py::test_c0ffee - AssertionE
     ],
 )
 def test_a_canary_is_judged_as_if_it_had_not_run_and_a_run_that_passes_it_scores_zero(code, tail, reason):
-    verdict = verdict_from_test_result(applied=True, test_exit_code=code, timed_out=False, output_tail=tail,
-                                       canary=CANARY)
+    verdict = verdict_from_test_result(
+        applied=True, test_exit_code=code, timed_out=False, output_tail=tail, canary=CANARY
+    )
     assert verdict.raw["reason"] == reason
     assert verdict.reward == (1.0 if reason == "tests passed" else 0.0)
     # the same captured outputs without a canary (vault, none) are judged as they stand
@@ -385,8 +447,16 @@ def test_a_canary_is_fresh_each_grading_and_only_for_pytest_over_the_test_files(
 
 @pytest.mark.parametrize(
     "path, protected",
-    [("conftest.py", True), ("a/b/conftest.py", True), ("pkg/x.pth", True), ("pyproject.toml", True),
-     ("tests/test_calc.sh", True), ("tests/runner.sh", True), ("tests/other.sh", False), ("src/conftest.txt", False)],
+    [
+        ("conftest.py", True),
+        ("a/b/conftest.py", True),
+        ("pkg/x.pth", True),
+        ("pyproject.toml", True),
+        ("tests/test_calc.sh", True),
+        ("tests/runner.sh", True),
+        ("tests/other.sh", False),
+        ("src/conftest.txt", False),
+    ],
 )
 def test_protected_path_patterns(path, protected):
     patterns = patch.protected_patterns(["tests/test_calc.sh"], ["tests/runner.sh"])
@@ -394,9 +464,11 @@ def test_protected_path_patterns(path, protected):
 
 
 def test_diff_headers_with_quoted_and_spaced_paths_parse():
-    diff = (b'diff --git "a/sp ace/t\\303\\251\\"q.txt" "b/sp ace/t\\303\\251\\"q.txt"\nindex 1..2 100644\n'
-            b"diff --git a/x b/y z\nsimilarity index 90%\nrename from x\nrename to y z\n"
-            b"diff --git a/a b/c b/a b/c\nnew file mode 100644\n")
+    diff = (
+        b'diff --git "a/sp ace/t\\303\\251\\"q.txt" "b/sp ace/t\\303\\251\\"q.txt"\nindex 1..2 100644\n'
+        b"diff --git a/x b/y z\nsimilarity index 90%\nrename from x\nrename to y z\n"
+        b"diff --git a/a b/c b/a b/c\nnew file mode 100644\n"
+    )
     paths = [c.paths for c in patch.parse_chunks(diff)]
     assert paths == [('sp ace/té"q.txt',), ("x", "y z"), ("a b/c",)]
 

@@ -4,6 +4,7 @@ whether the base image's entrypoint is ``/bin/bash`` (which turned ``sleep infin
 ``/bin/bash sleep infinity``: the container exited at once) or a script that does its own
 set-up and ``exec "$@"`` (its set-up never runs in a workspace: it marks that it ran, and the
 check below finds no mark)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,15 +16,17 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ENTRYPOINTS = {
     "bash": 'ENTRYPOINT ["/bin/bash"]\n',
-    "script": 'COPY entrypoint.sh /usr/local/bin/entrypoint.sh\n'
-              'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]\nCMD ["bash"]\n',
+    "script": "COPY entrypoint.sh /usr/local/bin/entrypoint.sh\n"
+    'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]\nCMD ["bash"]\n',
 }
 
 
 def _entrypoint_image(kind: str, toolchain: str, work) -> str:
     dockerfile = f"FROM {toolchain}\nUSER 1000\nWORKDIR /nowhere-yet\n" + ENTRYPOINTS[kind]
-    tag = "crucible-test/entrypoint-base:" + hashlib.sha256(
-        (dockerfile + swe_synth.ENTRYPOINT_SCRIPT).encode()).hexdigest()[:16]
+    tag = (
+        "crucible-test/entrypoint-base:"
+        + hashlib.sha256((dockerfile + swe_synth.ENTRYPOINT_SCRIPT).encode()).hexdigest()[:16]
+    )
     ctx = work / kind
     ctx.mkdir()
     (ctx / "entrypoint.sh").write_text(swe_synth.ENTRYPOINT_SCRIPT)
@@ -42,8 +45,7 @@ def test_a_task_whose_base_image_has_an_entrypoint_ships(kind, toolchain, docker
     base = _entrypoint_image(kind, toolchain, tmp_path)
     assert docker_client.images.get(base).attrs["Config"]["Entrypoint"]
     # the toolchain has the sample task's python3 and pytest already: no apt in the task build
-    proc = swe_synth.crucible("check", "task=sample/last_page", f"env.base_image={base}",
-                              "task.system_packages=[]")
+    proc = swe_synth.crucible("check", "task=sample/last_page", f"env.base_image={base}", "task.system_packages=[]")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "all 1 task(s) ship: golden 1, baseline 0" in proc.stdout
 

@@ -3,6 +3,7 @@ root: the launcher starts pytest as uid 1001 and every scenario as uid 1000 (set
 throwaway repo — exactly what grading runs inside the workspace. The engine-level proof (the
 sample tasks under ``strict``, the attack suite) is in test_attacks*.py and test_modes_matrix.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,11 @@ from envs.coding import isolated
 PYTHON = "/usr/bin/python3"  # the system interpreter with Debian's pytest, as in the images
 SCRIPTS = isolated.SCRIPTS
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(),
-                                reason="needs root and setpriv to change uids")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv to change uids"
+)
 
-CODE = '''
+CODE = """
 import os, sys
 
 def page_count(total, per_page):
@@ -38,11 +40,11 @@ class PageError(Exception):
 
 def refuse():
     raise PageError("no page 3")
-'''
+"""
 
 FORCE_PASS = FORCE_PASS_IN_PROCESS  # the attack suite's: marks every report passed, once imported under pytest
 
-HIDDEN = '''
+HIDDEN = """
 import os
 import pytest
 from crucible_probe import ScenarioFailed, ScenarioRaised, isolated
@@ -72,7 +74,7 @@ def test_a_partial_page_counts():
 
 def test_an_exact_multiple():
     assert pages(40, 20) == 2
-'''
+"""
 
 
 @pytest.fixture
@@ -105,18 +107,43 @@ def hide(verdict: Path, body: str, owner: int = isolated.TESTER_UID) -> None:
     (verdict / "home").chmod(0o700)
 
 
-def launch(repo: Path, verdict: Path, *, tester: int = isolated.TESTER_UID, scenario: int = AGENT_UID,
-           extra: tuple[str, ...] = (), python: str = PYTHON) -> subprocess.CompletedProcess:
+def launch(
+    repo: Path,
+    verdict: Path,
+    *,
+    tester: int = isolated.TESTER_UID,
+    scenario: int = AGENT_UID,
+    extra: tuple[str, ...] = (),
+    python: str = PYTHON,
+) -> subprocess.CompletedProcess:
     options = isolated.pytest_options(str(verdict))
-    argv = [python, "-I", "-S", str(verdict / "launch.py"), "--verdict", str(verdict), "--workdir", str(repo),
-            "--tester-uid", str(tester), "--scenario-uid", str(scenario), *extra, "--", *options,
-            "tests/test_hidden.py"]
+    argv = [
+        python,
+        "-I",
+        "-S",
+        str(verdict / "launch.py"),
+        "--verdict",
+        str(verdict),
+        "--workdir",
+        str(repo),
+        "--tester-uid",
+        str(tester),
+        "--scenario-uid",
+        str(scenario),
+        *extra,
+        "--",
+        *options,
+        "tests/test_hidden.py",
+    ]
     return subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120)
 
 
 def test_the_verdict_is_pytest_s_own_and_the_code_runs_elsewhere(layout):
     repo, verdict = layout
-    hide(verdict, HIDDEN + f'''
+    hide(
+        verdict,
+        HIDDEN
+        + f"""
 
 def test_where_things_run():
     uid, pytest_loaded, cwd = who()
@@ -128,7 +155,8 @@ def test_a_raise_comes_back_by_name():
     with pytest.raises(ScenarioRaised) as raised:
         refused()
     assert raised.value.is_a("PageError") and raised.value.message == "no page 3"
-''')
+""",
+    )
     done = launch(repo, verdict)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED tests/test_hidden.py::test_a_partial_page_counts - assert 2 == 3" in done.stdout
@@ -145,17 +173,23 @@ def test_code_that_forges_pytest_s_verdict_from_inside_changes_nothing(layout):
     assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, done.stdout
     # ... the same code IS able to forge when it shares pytest's process (the contrast):
     shutil.copy(repo / "stock.py", verdict / "hidden" / "tests" / "stock.py")
-    plain = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hidden.py"],
-                           cwd=verdict / "hidden", capture_output=True, text=True, timeout=120,
-                           env={"PATH": os.environ["PATH"], "CRUCIBLE_PROBE": "in-process",
-                                "PYTHONPATH": str(verdict / "lib")})
+    plain = subprocess.run(
+        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hidden.py"],
+        cwd=verdict / "hidden",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "CRUCIBLE_PROBE": "in-process", "PYTHONPATH": str(verdict / "lib")},
+    )
     assert plain.returncode == 0 and "2 passed" in plain.stdout, plain.stdout
 
 
 @pytest.mark.parametrize("extra", [(), ("--no-zygote",)], ids=["zygote", "fresh-interpreters"])
 def test_a_scenario_cannot_read_the_hidden_tests_nor_touch_pytest(layout, extra):
     repo, verdict = layout
-    hide(verdict, '''
+    hide(
+        verdict,
+        """
 from crucible_probe import isolated
 
 
@@ -184,7 +218,8 @@ def test_walls():
     assert snoop(os.path.abspath(__file__), os.getpid()) == {
         "read": "PermissionError", "signal": "PermissionError", "environ": "PermissionError",
         "mem": "PermissionError"}
-''')
+""",
+    )
     done = launch(repo, verdict, extra=extra)
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
 
@@ -193,7 +228,9 @@ def test_scenarios_start_clean_and_survive_one_that_kills_the_zygote(layout):
     """Forked from one zygote, each scenario still starts with nothing of another's; one that
     kills the zygote (its parent, the same uid) costs the rest only their speed."""
     repo, verdict = layout
-    (repo / "stock.py").write_text(CODE + '''
+    (repo / "stock.py").write_text(
+        CODE
+        + """
 import os, signal
 MARKS = []
 
@@ -204,8 +241,11 @@ def mark():
 def kill_parent():
     os.kill(os.getppid(), signal.SIGKILL)
     return "killed"
-''')
-    hide(verdict, '''
+"""
+    )
+    hide(
+        verdict,
+        """
 from crucible_probe import ScenarioFailed, isolated
 
 
@@ -231,7 +271,8 @@ def test_the_zygote_killed_then_more_scenarios():
     except ScenarioFailed:
         pass  # its own answer may go with its parent; what matters is what follows
     assert [mark(), mark()] == [1, 1]
-''')
+""",
+    )
     done = launch(repo, verdict)
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout
 
@@ -239,7 +280,9 @@ def test_the_zygote_killed_then_more_scenarios():
 @pytest.mark.parametrize("extra", [(), ("--no-zygote",)], ids=["zygote", "fresh-interpreters"])
 def test_only_plain_data_crosses_and_a_stuck_scenario_ends(layout, extra):
     repo, verdict = layout
-    (repo / "stock.py").write_text(CODE + '''
+    (repo / "stock.py").write_text(
+        CODE
+        + """
 import os, sys, time
 class Sneaky:
     def __repr__(self):
@@ -267,8 +310,11 @@ def flood():
 
 def stuck():
     time.sleep(600)
-''')
-    hide(verdict, '''
+"""
+    )
+    hide(
+        verdict,
+        """
 import pytest
 from crucible_probe import ScenarioFailed, isolated
 
@@ -315,7 +361,8 @@ def test_a_flood_is_cut_and_the_answer_still_arrives():
 def test_a_stuck_scenario_times_out():
     with pytest.raises(ScenarioFailed, match="within 2"):
         stuck()
-''')
+""",
+    )
     Path("/tmp/crucible-pwned").unlink(missing_ok=True)
     done = launch(repo, verdict, extra=extra)
     assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:]
@@ -330,8 +377,9 @@ def test_an_editable_install_of_the_repo_lets_nothing_of_it_into_pytest(layout):
     env_dir = verdict.parent / "image-python"
     subprocess.run([PYTHON, "-m", "venv", "--without-pip", "--system-site-packages", str(env_dir)], check=True)
     python = str(env_dir / "bin" / "python3")
-    site = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     Path(site, "__editable__.stock-0.1.pth").write_text(f"{repo}\n")
     dist = repo / "evilplug-1.0.dist-info"
     dist.mkdir()
@@ -344,9 +392,14 @@ def test_an_editable_install_of_the_repo_lets_nothing_of_it_into_pytest(layout):
     assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, done.stdout
     # the contrast: an ordinary pytest with that site-packages loads the plugin and passes
     shutil.copy(verdict / "lib" / "crucible_probe.py", verdict / "hidden" / "tests")
-    plain = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hidden.py"],
-                           cwd=verdict / "hidden", capture_output=True, text=True, timeout=120,
-                           env={"PATH": os.environ["PATH"], "CRUCIBLE_PROBE": "in-process"})
+    plain = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hidden.py"],
+        cwd=verdict / "hidden",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "CRUCIBLE_PROBE": "in-process"},
+    )
     assert plain.returncode == 0 and "2 passed" in plain.stdout, plain.stdout + plain.stderr
 
 
@@ -362,24 +415,34 @@ def test_in_process_and_by_hand_the_probe_keeps_its_contract(tmp_path):
     the same answers and the same exceptions as the launcher."""
     (tmp_path / "stock.py").write_text(CODE)
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_hidden.py").write_text(HIDDEN + '''
+    (tmp_path / "tests" / "test_hidden.py").write_text(
+        HIDDEN
+        + """
 
 def test_raise_and_tuple():
     with pytest.raises(ScenarioRaised) as raised:
         refused()
     assert raised.value.is_a("stock.PageError")
     assert isinstance(who(), tuple)
-''')
+"""
+    )
     for mode in ("in-process", ""):
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{SCRIPTS}:{tmp_path}", "CRUCIBLE_PROBE": mode}
-        done = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hidden.py"],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+        done = subprocess.run(
+            [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hidden.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert done.returncode == 1 and "1 failed, 2 passed" in done.stdout, (mode, done.stdout)
 
 
 def test_the_plan_per_mode():
-    strict = isolated.plan("python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app",
-                           separate=True, uid_wall=True)
+    strict = isolated.plan(
+        "python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app", separate=True, uid_wall=True
+    )
     assert strict.user == ROOT_UID and (strict.pytest_uid, strict.scenario_uid) == (1001, 1000)
     assert "--tester-uid 1001 --scenario-uid 1000 --wait-for-go" in strict.command and "--noconftest" in strict.command
     assert strict.verdict == (isolated.VERDICT_DIR, 1001) and strict.gates_itself
@@ -388,7 +451,10 @@ def test_the_plan_per_mode():
     assert strict.preamble == (SCRIPTS / "launch.py").read_bytes() + (SCRIPTS / "crucible_scenario.py").read_bytes()
     assert len(strict.command) < 1000 and "def main" not in strict.command
     assert "<envs/coding/verdict/launch.py>" in strict.shown and len(strict.shown) < 1000
-    vault = isolated.plan("python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app",
-                          separate=False, uid_wall=False)
+    vault = isolated.plan(
+        "python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app", separate=False, uid_wall=False
+    )
     assert vault.verdict is None and vault.user == ROOT_UID
-    assert vault.command.endswith("python3 -m pytest -q tests/test_h.py") and "CRUCIBLE_PROBE=in-process" in vault.command
+    assert (
+        vault.command.endswith("python3 -m pytest -q tests/test_h.py") and "CRUCIBLE_PROBE=in-process" in vault.command
+    )

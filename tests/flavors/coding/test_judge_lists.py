@@ -1,5 +1,6 @@
 """envs/coding/results.py (``judge_lists``): a run's named results judged against a task's lists, and the lists
 derived from runs (engine.plan.lock.derive_lists)."""
+
 from __future__ import annotations
 
 import json
@@ -13,26 +14,38 @@ from envs.coding.results import judge_lists
 
 # --- judge_lists ----------------------------------------------------------------------------
 
-RUN = [TestResult("t::fixed", "PASSED"), TestResult("t::kept", "PASSED"), TestResult("t::other_skip", "SKIPPED"),
-       TestResult("t::other_fail", "FAILED"), TestResult("t::still_broken", "FAILED")]
+RUN = [
+    TestResult("t::fixed", "PASSED"),
+    TestResult("t::kept", "PASSED"),
+    TestResult("t::other_skip", "SKIPPED"),
+    TestResult("t::other_fail", "FAILED"),
+    TestResult("t::still_broken", "FAILED"),
+]
 
 
 def test_judge_lists_passes_when_both_lists_pass_whatever_else_failed():
     ok, detail = judge_lists(RUN, ["t::fixed"], ["t::kept"])
     assert ok, "tests outside both lists (a skip, a failure) do not matter"
-    assert detail == {"fail_to_pass": {"passed": 1, "total": 1, "failing": []},
-                      "pass_to_pass": {"passed": 1, "total": 1, "failing": []}}, "counts per list"
+    assert detail == {
+        "fail_to_pass": {"passed": 1, "total": 1, "failing": []},
+        "pass_to_pass": {"passed": 1, "total": 1, "failing": []},
+    }, "counts per list"
     assert json.loads(json.dumps(detail)) == detail, "the detail is plain JSON data"
 
 
 def test_judge_lists_counts_a_missing_test_as_failed():
     ok, detail = judge_lists(RUN, ["t::fixed", "t::gone", "t::still_broken"], ["t::kept", "t::other_skip"])
     assert not ok, "a missing fail_to_pass test fails the run"
-    assert detail["fail_to_pass"] == {"passed": 1, "total": 3, "failing": [
-        {"name": "t::gone", "status": "MISSING"}, {"name": "t::still_broken", "status": "FAILED"}]}, \
-        "failing names keep the list's order and say their status"
-    assert detail["pass_to_pass"] == {"passed": 1, "total": 2, "failing": [
-        {"name": "t::other_skip", "status": "SKIPPED"}]}, "a skip inside a list is not a pass"
+    assert detail["fail_to_pass"] == {
+        "passed": 1,
+        "total": 3,
+        "failing": [{"name": "t::gone", "status": "MISSING"}, {"name": "t::still_broken", "status": "FAILED"}],
+    }, "failing names keep the list's order and say their status"
+    assert detail["pass_to_pass"] == {
+        "passed": 1,
+        "total": 2,
+        "failing": [{"name": "t::other_skip", "status": "SKIPPED"}],
+    }, "a skip inside a list is not a pass"
 
 
 def test_judge_lists_shows_at_most_twenty_failing_and_counts_duplicates_once():
@@ -62,14 +75,47 @@ def _run(**statuses: str) -> list[TestResult]:
 
 
 def test_derive_lists_by_hand_count_over_two_repeats():
-    baseline = [_run(bug="FAILED", keep="PASSED", gone_in_base="SKIPPED", wobbly="PASSED", flip_fail="FAILED",
-                     half_seen="PASSED", still_bad="FAILED", new_mod="ERROR"),
-                _run(bug="FAILED", keep="PASSED", gone_in_base="SKIPPED", wobbly="FAILED", flip_fail="ERROR",
-                     still_bad="FAILED")]
-    golden = [_run(bug="PASSED", keep="PASSED", gone_in_base="PASSED", wobbly="PASSED", flip_fail="PASSED",
-                   half_seen="PASSED", still_bad="FAILED", new_mod="PASSED", added="PASSED", g_flaky="PASSED"),
-              _run(bug="PASSED", keep="PASSED", gone_in_base="PASSED", wobbly="PASSED", flip_fail="PASSED",
-                   half_seen="PASSED", still_bad="FAILED", new_mod="PASSED", added="PASSED", g_flaky="FAILED")]
+    baseline = [
+        _run(
+            bug="FAILED",
+            keep="PASSED",
+            gone_in_base="SKIPPED",
+            wobbly="PASSED",
+            flip_fail="FAILED",
+            half_seen="PASSED",
+            still_bad="FAILED",
+            new_mod="ERROR",
+        ),
+        _run(
+            bug="FAILED", keep="PASSED", gone_in_base="SKIPPED", wobbly="FAILED", flip_fail="ERROR", still_bad="FAILED"
+        ),
+    ]
+    golden = [
+        _run(
+            bug="PASSED",
+            keep="PASSED",
+            gone_in_base="PASSED",
+            wobbly="PASSED",
+            flip_fail="PASSED",
+            half_seen="PASSED",
+            still_bad="FAILED",
+            new_mod="PASSED",
+            added="PASSED",
+            g_flaky="PASSED",
+        ),
+        _run(
+            bug="PASSED",
+            keep="PASSED",
+            gone_in_base="PASSED",
+            wobbly="PASSED",
+            flip_fail="PASSED",
+            half_seen="PASSED",
+            still_bad="FAILED",
+            new_mod="PASSED",
+            added="PASSED",
+            g_flaky="FAILED",
+        ),
+    ]
     assert derive_lists(baseline, golden) == {
         # bug: FAILED -> PASSED. gone_in_base: SKIPPED -> PASSED. new_mod: ERROR, then missing (not a
         # difference: missing is not passed either) -> PASSED. added: missing in baseline -> PASSED.

@@ -14,6 +14,7 @@ composing its four overrides gives, since no group of crucible's config interpol
 (the fixture checks two combinations against a whole compose). Each run is then planned for
 real (pins, derived validation, image inputs), in a worker thread while earlier runs go on.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,10 @@ ROLES = {"golden": ("integration_test", 1.0), "baseline": ("noop", 0.0)}
 # Runs at once: enough to overlap the waits on Docker and on the sandboxes, few enough not
 # to thrash two cores (3, 4 and 6 measured alike here; 1 takes twice as long).
 CONCURRENCY = 4
-CASES = [pytest.param(task, mode, runtime, id=f"{task}-{mode}-{runtime}")
-         for task, mode, runtime in itertools.product(TASKS, MODES, RUNTIMES)]
+CASES = [
+    pytest.param(task, mode, runtime, id=f"{task}-{mode}-{runtime}")
+    for task, mode, runtime in itertools.product(TASKS, MODES, RUNTIMES)
+]
 Key = tuple[str, str, str, str]  # (task, mode, runtime, role)
 
 
@@ -43,7 +46,9 @@ def _typed(task: str, mode: str, runtime: str, role: str):
     from engine.config.compose import compose_config, to_typed
 
     agent = ROLES[role][0]
-    return to_typed(compose_config([f"task=sample/{task}", f"integrity={mode}", f"runtime={runtime}", f"agent={agent}"]))
+    return to_typed(
+        compose_config([f"task=sample/{task}", f"integrity={mode}", f"runtime={runtime}", f"agent={agent}"])
+    )
 
 
 def _configs() -> dict[Key, object]:
@@ -56,8 +61,10 @@ def _configs() -> dict[Key, object]:
         typed = _typed(*picks)
         for group, pick in zip(groups, picks):
             nodes[group][pick] = getattr(typed, group)
-    configs = {key: dataclasses.replace(typed, **{g: nodes[g][pick] for g, pick in zip(groups, key)})
-               for key in itertools.product(*axes)}
+    configs = {
+        key: dataclasses.replace(typed, **{g: nodes[g][pick] for g, pick in zip(groups, key)})
+        for key in itertools.product(*axes)
+    }
     # The control for the shortcut: combinations no compose above made, composed whole.
     for key in ((TASKS[-1], "strict", "local", "golden"), (TASKS[0], "vault", "docker", "baseline")):
         assert configs[key] == _typed(*key), key
@@ -90,9 +97,17 @@ async def _run_all(configs: dict[Key, object], sessions: dict) -> dict[Key, RunR
     # Docker's and the sandboxes' runs alternate: their waits differ, so they overlap well.
     for key in sorted(configs, key=lambda k: (k[0], k[1], k[3], k[2])):
         jobs[key] = BatchJob(await asyncio.to_thread(plan, configs[key], builder=sessions[key[2]].builder))
-    await asyncio.gather(*(run_batch([job for key, job in jobs.items() if key[2] == runtime], session,
-                                     root=paths.runs_dir() / "modes_matrix", slots=slots)
-                           for runtime, session in sessions.items()))
+    await asyncio.gather(
+        *(
+            run_batch(
+                [job for key, job in jobs.items() if key[2] == runtime],
+                session,
+                root=paths.runs_dir() / "modes_matrix",
+                slots=slots,
+            )
+            for runtime, session in sessions.items()
+        )
+    )
     return {key: job.records[0] for key, job in jobs.items()}
 
 
@@ -119,10 +134,15 @@ def _check(matrix: Matrix, task: str, mode: str, runtime: str, role: str) -> Non
         pytest.skip(matrix.unavailable[runtime, mode])
     agent, expected = ROLES[role]
     record = matrix.records[task, mode, runtime, role]
-    outcome = (f"reward {record.reward}" if record.status == "completed" else
-               f"status {record.status} (error in {record.error_phase}: {record.error})")
-    where = (f"sample/{task} integrity={mode} runtime={runtime} agent={agent}: {outcome}; raw grade reason "
-             f"{(record.raw_grade or {}).get('reason')!r}; run {record.run_id} in {record.run_dir}")
+    outcome = (
+        f"reward {record.reward}"
+        if record.status == "completed"
+        else f"status {record.status} (error in {record.error_phase}: {record.error})"
+    )
+    where = (
+        f"sample/{task} integrity={mode} runtime={runtime} agent={agent}: {outcome}; raw grade reason "
+        f"{(record.raw_grade or {}).get('reason')!r}; run {record.run_id} in {record.run_dir}"
+    )
     assert record.status == "completed", where
     assert record.reward == expected, f"{where} (expected {expected})"
     assert record.integrity_obtained == mode, f"{where}: integrity obtained {record.integrity_obtained!r}"

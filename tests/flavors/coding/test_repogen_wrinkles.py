@@ -7,6 +7,7 @@ renames, binary files and modes included, which ``git checkout T_test -- .`` wou
 give), then the task's own test command with this interpreter as the image's ``python3``.
 The Go task is checked for its shape only; running it needs ``go`` and is the Docker side's job.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -125,8 +126,9 @@ repogen = load_repogen()
 
 
 def build(out: Path, umask: int = -1) -> dict[str, str]:
-    subprocess.run([sys.executable, str(SET_DIR / "build_repo.py"), str(out)], check=True, capture_output=True,
-                   umask=umask)
+    subprocess.run(
+        [sys.executable, str(SET_DIR / "build_repo.py"), str(out)], check=True, capture_output=True, umask=umask
+    )
     listing = git(out, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
     return dict(line.split(" ", 1) for line in listing.splitlines())
 
@@ -135,11 +137,13 @@ def load_tasks() -> dict[str, dict]:
     names = sorted(p.stem for p in (CONF / "task" / "wrinkles").glob("*.yaml"))
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         return {
-            name: dataclasses.asdict(as_schema(
-                CodingTaskConfig,
-                compose(overrides=[f"hydra.searchpath=[file://{CONF}]", f"+task=wrinkles/{name}"]).task,
-                "task",
-            ))
+            name: dataclasses.asdict(
+                as_schema(
+                    CodingTaskConfig,
+                    compose(overrides=[f"hydra.searchpath=[file://{CONF}]", f"+task=wrinkles/{name}"]).task,
+                    "task",
+                )
+            )
             for name in names
         }
 
@@ -182,7 +186,10 @@ class Wrinkles:
         if hidden:
             patch = subprocess.run(
                 ["git", "diff", "--binary", self.tasks[task]["refs"]["baseline"], self.tasks[task]["refs"]["test"]],
-                cwd=self.repo, env=git_env(), capture_output=True, check=True,
+                cwd=self.repo,
+                env=git_env(),
+                capture_output=True,
+                check=True,
             ).stdout
             git(dest, "apply", stdin=patch)
         return dest
@@ -191,10 +198,15 @@ class Wrinkles:
         """The task's test command, ``-rA`` added so that every test's outcome is listed."""
         argv = shlex.split(self.tasks[task]["test_command"])
         assert argv[:3] == ["python3", "-m", "pytest"], argv
-        env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
-               "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-        done = subprocess.run([sys.executable, *argv[1:], "-rA"], cwd=workdir, env=env, capture_output=True,
-                              text=True, timeout=120)
+        env = {
+            **os.environ,
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        done = subprocess.run(
+            [sys.executable, *argv[1:], "-rA"], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+        )
         return Run(done.returncode, done.stdout + done.stderr)
 
 
@@ -263,8 +275,13 @@ def test_binary_fixture_hidden_change_has_a_binary_file_and_a_mode_change(wrinkl
     refs = wrinkles.tasks["binary_fixture"]["refs"]
     assert "-\t-\ttests/data/patagonia.hkt" in wrinkles.diff("binary_fixture", "--numstat").splitlines()
     assert "mode change 100644 => 100755 tools/hkt_dump.py" in wrinkles.diff("binary_fixture", "--summary")
-    blob = subprocess.run(["git", "show", f"{refs['test']}:tests/data/patagonia.hkt"], cwd=wrinkles.repo,
-                          env=git_env(), capture_output=True, check=True).stdout
+    blob = subprocess.run(
+        ["git", "show", f"{refs['test']}:tests/data/patagonia.hkt"],
+        cwd=wrinkles.repo,
+        env=git_env(),
+        capture_output=True,
+        check=True,
+    ).stdout
     assert blob.startswith(b"HKT\x00") and b"\xff" in blob
     with pytest.raises(UnicodeDecodeError):
         blob.decode("utf-8")
@@ -362,8 +379,12 @@ def write_step(set_dir: Path, step: str, files: dict[str, bytes], **lists: str) 
 def tiny(tmp_path) -> Path:
     set_dir = tmp_path / "tiny"
     (set_dir / "tasks").mkdir(parents=True)
-    write_step(set_dir, "01_start", {"a.txt": b"a\n", "gone.txt": b"gone\n", "bin/run.sh": b"#!/bin/sh\n"},
-               modes="100755 bin/run.sh\n")
+    write_step(
+        set_dir,
+        "01_start",
+        {"a.txt": b"a\n", "gone.txt": b"gone\n", "bin/run.sh": b"#!/bin/sh\n"},
+        modes="100755 bin/run.sh\n",
+    )
     return set_dir
 
 
@@ -373,7 +394,10 @@ def test_repogen_deletes_files_and_sets_modes(tiny, tmp_path):
     assert list(refs) == ["main"]
     listing = git(tmp_path / "repo", "ls-tree", "-r", "main").splitlines()
     assert [(line.split()[0], line.split("\t")[1]) for line in listing] == [
-        ("100644", "a.txt"), ("100755", "bin/run.sh"), ("100644", "blob.bin")]
+        ("100644", "a.txt"),
+        ("100755", "bin/run.sh"),
+        ("100644", "blob.bin"),
+    ]
     assert (tmp_path / "repo" / "blob.bin").read_bytes() == bytes(range(256))
     assert (tmp_path / "repo" / "bin" / "run.sh").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "repo" / "a.txt").stat().st_mode & 0o777 == 0o644
@@ -391,12 +415,23 @@ def test_repogen_streams_a_plain_commit_exactly_as_before_deletions_and_modes():
     )
 
 
-@pytest.mark.parametrize(("lists", "files", "message"), [
-    ({"deleted": "nope.txt\n"}, {"b.txt": b"b"}, r"02_bad/deleted\.txt: deletes nope\.txt, which main does not have"),
-    ({"modes": "100777 b.txt\n"}, {"b.txt": b"b"}, r"02_bad/modes\.txt:1: mode '100777' for b\.txt is not one of"),
-    ({"modes": "100755 a.txt\n"}, {"b.txt": b"b"}, r"02_bad/modes\.txt:1: a\.txt is not a file under files/"),
-    ({"deleted": "\nb.txt\n"}, {"b.txt": b"b"}, r"02_bad/deleted\.txt:2: b\.txt is both written \(files/\) and deleted"),
-])
+@pytest.mark.parametrize(
+    ("lists", "files", "message"),
+    [
+        (
+            {"deleted": "nope.txt\n"},
+            {"b.txt": b"b"},
+            r"02_bad/deleted\.txt: deletes nope\.txt, which main does not have",
+        ),
+        ({"modes": "100777 b.txt\n"}, {"b.txt": b"b"}, r"02_bad/modes\.txt:1: mode '100777' for b\.txt is not one of"),
+        ({"modes": "100755 a.txt\n"}, {"b.txt": b"b"}, r"02_bad/modes\.txt:1: a\.txt is not a file under files/"),
+        (
+            {"deleted": "\nb.txt\n"},
+            {"b.txt": b"b"},
+            r"02_bad/deleted\.txt:2: b\.txt is both written \(files/\) and deleted",
+        ),
+    ],
+)
 def test_repogen_rejects_bad_deletions_and_modes_in_one_line_naming_the_file(tiny, tmp_path, lists, files, message):
     write_step(tiny, "02_bad", files, **lists)
     with pytest.raises(repogen.RepoGenError, match=message) as raised:

@@ -1,5 +1,6 @@
 """The differential re-run's renaming and judging (envs/coding/rerun.py, judging.regrade), on git
 repositories the tests build: no Docker. The runs themselves: test_differential_rerun.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,25 +18,35 @@ def _repo(tmp_path, test_files: dict[str, bytes]) -> tuple:
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q")
-    base = commit(repo, {"src/m.py": b"x = 1\n", "tests/__init__.py": b"",
-                         "tests/test_cases.py": b"CASES = sorted(glob('cases/*.json'))\n"}, "base")
+    base = commit(
+        repo,
+        {
+            "src/m.py": b"x = 1\n",
+            "tests/__init__.py": b"",
+            "tests/test_cases.py": b"CASES = sorted(glob('cases/*.json'))\n",
+        },
+        "base",
+    )
     test = commit(repo, test_files, "test")
     return repo, base, test
 
 
 def test_only_files_nothing_names_are_renamed_and_fixed_names_never(tmp_path):
-    repo, base, test = _repo(tmp_path, {
-        "tests/cases/decimal.json": b"[]\n",  # found by a glob: free
-        "tests/data/track.bin": b"\x00",  # opened by its name below: kept
-        "tests/test_track.py": b"def test_t(): open('data/track.bin')\n",
-        "tests/test_parse.py": b"def test_p(): pass\n",  # collected by pattern: free
-        "tests/test_base.py": b"class Base: pass\n",  # imported by name below: kept
-        "tests/test_more.py": b"from tests.test_base import Base\n",
-        "tests/helpers.py": b"",  # a helper module: kept
-        "tests/conftest.py": b"",  # found by its name: kept
-        "tests/test_snap.py": b"def test_s(): pass\n",  # a file is named after it: kept
-        "tests/__snapshots__/test_snap.ambr": b"snapshot\n",
-    })
+    repo, base, test = _repo(
+        tmp_path,
+        {
+            "tests/cases/decimal.json": b"[]\n",  # found by a glob: free
+            "tests/data/track.bin": b"\x00",  # opened by its name below: kept
+            "tests/test_track.py": b"def test_t(): open('data/track.bin')\n",
+            "tests/test_parse.py": b"def test_p(): pass\n",  # collected by pattern: free
+            "tests/test_base.py": b"class Base: pass\n",  # imported by name below: kept
+            "tests/test_more.py": b"from tests.test_base import Base\n",
+            "tests/helpers.py": b"",  # a helper module: kept
+            "tests/conftest.py": b"",  # found by its name: kept
+            "tests/test_snap.py": b"def test_s(): pass\n",  # a file is named after it: kept
+            "tests/__snapshots__/test_snap.ambr": b"snapshot\n",
+        },
+    )
     change = hidden.read_change(repo, base, test, [], task_id="t/x")
     free = rerun.renamable(repo, test, change)
     # test_track.py names its data, but nothing names test_track.py: it may move, its data not
@@ -47,8 +58,12 @@ def test_only_files_nothing_names_are_renamed_and_fixed_names_never(tmp_path):
 
 
 def test_a_renaming_moves_each_free_file_to_a_fresh_name_its_runner_still_collects():
-    change = [HiddenFile("tests/cases/decimal.json", "644", b"[]"), HiddenFile("tests/test_parse.py", "644", b"t"),
-              HiddenFile("gomod/clock/boundary_test.go", "644", b"g"), HiddenFile("tests/conftest.py", "644", b"c")]
+    change = [
+        HiddenFile("tests/cases/decimal.json", "644", b"[]"),
+        HiddenFile("tests/test_parse.py", "644", b"t"),
+        HiddenFile("gomod/clock/boundary_test.go", "644", b"g"),
+        HiddenFile("tests/conftest.py", "644", b"c"),
+    ]
     free = frozenset({"tests/cases/decimal.json", "tests/test_parse.py", "gomod/clock/boundary_test.go"})
     one, two = rerun.randomise(change, free), rerun.randomise(change, free)
     for renaming in (one, two):
@@ -71,8 +86,10 @@ def test_a_reruns_hidden_modules_sort_before_the_visible_ones_and_a_first_gradin
     task's lower-case names: the two gradings differ in what was imported first."""
     change = [HiddenFile("tests/test_parse.py", "644", b"t"), HiddenFile("tests/clock_test.py", "644", b"c")]
     free = frozenset(f.path for f in change)
-    visible = {"test_": ["test_a.py", "test_duration.py", "test_Zed.py", "test_9.py", "test__x.py"],
-               "_test": ["a_test.py", "zz_test.py", "Zed_test.py", "test_a.py", "B_test.py"]}
+    visible = {
+        "test_": ["test_a.py", "test_duration.py", "test_Zed.py", "test_9.py", "test__x.py"],
+        "_test": ["a_test.py", "zz_test.py", "Zed_test.py", "test_a.py", "B_test.py"],
+    }
     for _ in range(20):
         again = [posixpath.basename(f.path) for f in rerun.randomise(change, free).hidden if f.mode != hidden.DELETE]
         first = rerun.first_grading(change, free, ())
@@ -86,15 +103,19 @@ def test_a_reruns_hidden_modules_sort_before_the_visible_ones_and_a_first_gradin
 
 
 def test_results_map_back_to_the_task_ids_and_the_order_always_changes():
-    renaming = rerun.randomise([HiddenFile("tests/cases/decimal.json", "644", b"[]"),
-                                HiddenFile("tests/test_parse.py", "644", b"t")],
-                               frozenset({"tests/cases/decimal.json", "tests/test_parse.py"}))
+    renaming = rerun.randomise(
+        [HiddenFile("tests/cases/decimal.json", "644", b"[]"), HiddenFile("tests/test_parse.py", "644", b"t")],
+        frozenset({"tests/cases/decimal.json", "tests/test_parse.py"}),
+    )
     by_original = {v: k for k, v in renaming.names.items()}
-    read = [{"name": f"tests/test_cases.py::test_cases[{by_original['decimal']}.json]", "status": "PASSED"},
-            {"name": f"tests/{by_original['test_parse']}.py::test_p", "status": "FAILED"}]
+    read = [
+        {"name": f"tests/test_cases.py::test_cases[{by_original['decimal']}.json]", "status": "PASSED"},
+        {"name": f"tests/{by_original['test_parse']}.py::test_p", "status": "FAILED"},
+    ]
     assert rerun.map_back(read, renaming.names) == [
         {"name": "tests/test_cases.py::test_cases[decimal.json]", "status": "PASSED"},
-        {"name": "tests/test_parse.py::test_p", "status": "FAILED"}]
+        {"name": "tests/test_parse.py::test_p", "status": "FAILED"},
+    ]
     modules = ["a/test_1.py", "a/test_2.py", "a/test_3.py"]
     for seed in range(50):
         assert sorted(rerun.shuffled(modules, seed)) == modules and rerun.shuffled(modules, seed) != modules
@@ -102,9 +123,15 @@ def test_results_map_back_to_the_task_ids_and_the_order_always_changes():
 
 
 def _raw(reward_names: dict[str, str], renamed: dict | None = None) -> dict:
-    raw = {"apply": {"ok": True}, "test": {"exit_code": 0 if "FAILED" not in reward_names.values() else 1,
-                                           "timed_out": False, "output_tail": "1 passed"},
-           "results": {"format": "go", "tests": [{"name": n, "status": s} for n, s in reward_names.items()]}}
+    raw = {
+        "apply": {"ok": True},
+        "test": {
+            "exit_code": 0 if "FAILED" not in reward_names.values() else 1,
+            "timed_out": False,
+            "output_tail": "1 passed",
+        },
+        "results": {"format": "go", "tests": [{"name": n, "status": s} for n, s in reward_names.items()]},
+    }
     if renamed is not None:
         raw["renamed"] = {"names": renamed, "seed": 1}
     return raw
@@ -119,7 +146,10 @@ def test_a_rerun_that_disagrees_scores_0_as_tampered_with_both_verdicts_kept():
     assert ok.tests == [TestResult("t/test_cases.py::test_cases[decimal.json]", "PASSED")]
     bad = judging.regrade({**first, "rerun": disagreeing})
     assert bad.reward == 0.0 and bad.raw["reason"] == rerun.TAMPERED
-    assert bad.raw["rerun_differences"] == ["reward 1 vs 0", "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED"]
+    assert bad.raw["rerun_differences"] == [
+        "reward 1 vs 0",
+        "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED",
+    ]
     assert bad.raw["rerun"]["reason"] == "tests failed"  # the re-run's own verdict, kept
     assert judging.regrade(bad.raw).raw == bad.raw  # a pure function of the stored raw grade
     alone = judging.regrade(first)
@@ -130,11 +160,14 @@ def test_check_explains_a_disagreeing_rerun_with_the_names_it_used():
     from envs.coding.flavor import CodingFlavor
 
     first = _raw({"t/test_cases.py::test_cases[decimal.json]": "PASSED"})
-    bad = judging.regrade({**first, "rerun": _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"},
-                                                 {"xab12": "decimal"})})
+    bad = judging.regrade(
+        {**first, "rerun": _raw({"t/test_cases.py::test_cases[xab12.json]": "FAILED"}, {"xab12": "decimal"})}
+    )
     lines = CodingFlavor().explain(bad.raw)
-    assert ("differential re-run (hidden files renamed: decimal) disagrees: reward 1 vs 0; "
-            "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED") in lines, lines
+    assert (
+        "differential re-run (hidden files renamed: decimal) disagrees: reward 1 vs 0; "
+        "t/test_cases.py::test_cases[decimal.json] PASSED vs FAILED"
+    ) in lines, lines
 
 
 def test_with_lists_only_the_listed_tests_must_agree_a_flaky_unlisted_one_may_differ():
@@ -146,7 +179,9 @@ def test_with_lists_only_the_listed_tests_must_agree_a_flaky_unlisted_one_may_di
     listed = {"t/test_a.py::test_fix"}
     assert rerun.differences(1.0, first, 1.0, coin_flipped, judged=listed) == []
     assert rerun.differences(1.0, first, 0.0, fix_flipped, judged=listed) == [
-        "reward 1 vs 0", "t/test_a.py::test_fix PASSED vs FAILED"]
+        "reward 1 vs 0",
+        "t/test_a.py::test_fix PASSED vs FAILED",
+    ]
     # Without lists every test counts (any failure fails the verdict itself).
     assert rerun.differences(1.0, first, 1.0, coin_flipped) == ["t/test_a.py::test_coin PASSED vs FAILED"]
 
@@ -162,16 +197,26 @@ def test_a_first_grading_renames_what_the_rerun_would_and_runs_the_modules_in_th
         assert [first.task_path(m) for m in modules] == ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]
         assert not {f.path for f in first.hidden if f.mode != hidden.DELETE} & free
         assert first.record()["seed"] is None and sorted(first.record()["names"].values()) == [
-            "decimal", "test_a", "test_b", "test_c"]
+            "decimal",
+            "test_a",
+            "test_b",
+            "test_c",
+        ]
     assert rerun.first_grading(change, frozenset(), ()) is None  # nothing free: the task's own names
 
 
 def _pytest_task(tmp_path):
     import coding_task as ct
 
-    repo, base, test = _repo(tmp_path, {"tests/cases/decimal.json": b"[]\n", "tests/test_parse.py": b"def test_p(): pass\n"})
-    return ct.task(ct.TaskRepo(repo, base, test, base), hidden_tests=[],
-                   test_command="python3 -m pytest -q {test_files}", tests_ran_regex=None)
+    repo, base, test = _repo(
+        tmp_path, {"tests/cases/decimal.json": b"[]\n", "tests/test_parse.py": b"def test_p(): pass\n"}
+    )
+    return ct.task(
+        ct.TaskRepo(repo, base, test, base),
+        hidden_tests=[],
+        test_command="python3 -m pytest -q {test_files}",
+        tests_ran_regex=None,
+    )
 
 
 def test_the_first_grading_renames_hidden_files_under_randomise_test_names_and_only_where_the_rerun_defends(tmp_path):

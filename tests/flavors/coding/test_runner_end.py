@@ -5,6 +5,7 @@ verdicts refused under strict, at plan time in one line and in grading.
 
 The end markers' shell and plugin run for real here (bash and a real pytest in a temporary
 directory); the Docker runs are in test_attacks_ordinary.py."""
+
 from __future__ import annotations
 
 import ast
@@ -25,7 +26,7 @@ from envs.integrity.sources.junit import parse_junit
 
 ROOT = Path(__file__).resolve().parents[3]
 SHELL, RUNNER = "a" * 32, "b" * 32
-SUITE = '''
+SUITE = """
 import atexit, os
 
 def _late():
@@ -38,19 +39,32 @@ def test_one():
 
 def test_two():
     assert 1 + 1 == 3
-'''
+"""
 
 
-def run_wrapped(tmp_path: Path, command: str, pytest_report: bool = True,
-                hide_running_test: bool = False, one_process: bool = False) -> tuple[bytes, Path]:
+def run_wrapped(
+    tmp_path: Path, command: str, pytest_report: bool = True, hide_running_test: bool = False, one_process: bool = False
+) -> tuple[bytes, Path]:
     """The tester's script as grading builds it, run by bash with the tokens on its stdin."""
     results = tmp_path / "results"
-    script = ('IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
-              'read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n'
-              + runner_end.wrap(command, str(results) if pytest_report else None,
-                                hide_running_test=hide_running_test, one_process=one_process))
-    done = subprocess.run(["bash", "-c", script], input=f"go\n{SHELL} {RUNNER}\n".encode(), cwd=tmp_path,
-                          capture_output=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""})
+    script = (
+        'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
+        "read -r crucible_end crucible_runner || true\nexec </dev/null 2>&1\n"
+        + runner_end.wrap(
+            command,
+            str(results) if pytest_report else None,
+            hide_running_test=hide_running_test,
+            one_process=one_process,
+        )
+    )
+    done = subprocess.run(
+        ["bash", "-c", script],
+        input=f"go\n{SHELL} {RUNNER}\n".encode(),
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
     return done.stdout, results / "junit.xml"
 
 
@@ -66,9 +80,12 @@ def test_pytests_own_end_cuts_what_an_exit_hook_prints_after_it(tmp_path):
 
 
 def test_a_report_rewritten_after_pytests_end_is_tampered(tmp_path):
-    (tmp_path / "test_suite.py").write_text(SUITE.replace(
-        'print("=== 3 passed in 0.01s ===", flush=True)',
-        'import glob; [open(p, "a").write("<!-- later -->") for p in glob.glob("results/junit.xml")]'))
+    (tmp_path / "test_suite.py").write_text(
+        SUITE.replace(
+            'print("=== 3 passed in 0.01s ===", flush=True)',
+            'import glob; [open(p, "a").write("<!-- later -->") for p in glob.glob("results/junit.xml")]',
+        )
+    )
     output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider test_suite.py")
     cut = runner_end.split(output, SHELL, RUNNER)
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
@@ -80,8 +97,11 @@ def test_a_report_cut_short_after_pytests_end_is_tampered_not_merely_unreadable(
     """Truncated by the code under test after pytest's end, the report no longer parses: that it
     changed is the finding (before this, the run read as "not well-formed XML")."""
     printed = hashlib.sha256(b"<testsuites/>").hexdigest()
-    named = {"format": "pytest", "error": "junit report: not well-formed XML (no element found: line 1, column 0)",
-             "sha256": hashlib.sha256(b"").hexdigest()}
+    named = {
+        "format": "pytest",
+        "error": "junit report: not well-formed XML (no element found: line 1, column 0)",
+        "sha256": hashlib.sha256(b"").hexdigest(),
+    }
     assert runner_end.check({"runner_report": printed}, named, None, "", False) == runner_end.TAMPERED_REPORT
     # The same error with the report pytest vouched for is only what it says.
     assert runner_end.check({"runner_report": printed}, {**named, "sha256": printed}, None, "", False) is None
@@ -95,12 +115,12 @@ def test_output_after_the_shell_end_is_cut_and_a_command_exit_ends_only_its_subs
     assert output.endswith(f"{SHELL} end 3\n".encode()) or b"5 passed" in cut.after
 
 
-ASKS_ITS_NAME = '''
+ASKS_ITS_NAME = """
 import os
 
 def test_the_running_tests_id_is_not_published():
     assert "PYTEST_CURRENT_TEST" not in os.environ, os.environ["PYTEST_CURRENT_TEST"]
-'''
+"""
 
 
 @pytest.mark.parametrize("hidden", [True, False], ids=["hidden", "published"])
@@ -109,11 +129,13 @@ def test_strict_keeps_the_running_tests_id_from_the_code_under_test(tmp_path, hi
     read which hidden case asks (the ``aware-test-name-unnamed`` attack); under strict the end
     plugin turns that off, and the test still runs and reports as ever."""
     (tmp_path / "test_name.py").write_text(ASKS_ITS_NAME)
-    output, report = run_wrapped(tmp_path, "python3 -m pytest -q -p no:cacheprovider test_name.py",
-                                 hide_running_test=hidden)
+    output, report = run_wrapped(
+        tmp_path, "python3 -m pytest -q -p no:cacheprovider test_name.py", hide_running_test=hidden
+    )
     results = {r.name: r.status for r in parse_junit(report.read_bytes())}
-    assert results == {"test_name.py::test_the_running_tests_id_is_not_published": "PASSED" if hidden else "FAILED"}, \
+    assert results == {"test_name.py::test_the_running_tests_id_is_not_published": "PASSED" if hidden else "FAILED"}, (
         output.decode(errors="replace")[-2000:]
+    )
     assert b"runner-end" in output
 
 
@@ -123,18 +145,24 @@ def test_the_running_tests_id_is_kept_from_pytest_xdists_workers_too(tmp_path, h
     its token taken: the controller tells each worker to hide the id as it starts it. The
     plugin's record of what passed is made in the controller, from the workers' reports."""
     (tmp_path / "test_name.py").write_text(ASKS_ITS_NAME + "\n\ndef test_two():\n    pass\n")
-    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -n 2 test_name.py",
-                                 hide_running_test=hidden)
+    output, report = run_wrapped(
+        tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -n 2 test_name.py", hide_running_test=hidden
+    )
     tests = parse_junit(report.read_bytes())
     assert {r.name: r.status for r in tests} == {
         "test_name.py::test_the_running_tests_id_is_not_published": "PASSED" if hidden else "FAILED",
-        "test_name.py::test_two": "PASSED"}, output.decode(errors="replace")[-2000:]
+        "test_name.py::test_two": "PASSED",
+    }, output.decode(errors="replace")[-2000:]
     assert b"bringing up nodes" in output  # it did run in workers
     cut = runner_end.split(output, SHELL, RUNNER)
     assert cut.runner_passed == {runner_end.key(t.name) for t in tests if t.status == "PASSED"}
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
-    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes,
-           "runner_passed": sorted(cut.runner_passed or ())}
+    end = {
+        "shell": cut.shell_end,
+        "runner_report": cut.runner_report,
+        "runner_outcomes": cut.runner_outcomes,
+        "runner_passed": sorted(cut.runner_passed or ()),
+    }
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
 
 
@@ -144,18 +172,19 @@ def test_markers_without_the_tokens_are_text():
     assert (cut.text, cut.after, cut.shell_end, cut.runner_report) == (forged, b"", False, None)
 
 
-@pytest.mark.parametrize("tests, summary, problem", [
-    ([TestResult("a", "PASSED"), TestResult("b", "PASSED")], {"passed": 1, "failed": 1}, "2 passed"),
-    ([TestResult("a", "PASSED")], {"passed": 1, "failed": 1}, "1 failed or errors"),
-    ([TestResult("a", "ERROR"), TestResult("b", "PASSED")], {"passed": 2, "failed": 1, "error": 1}, None),
-    ([TestResult("a", "PASSED"), TestResult("b", "PASSED")], {"passed": 1, "xpassed": 1}, None),
-    ([TestResult("a", "PASSED")], None, None),
-])
+@pytest.mark.parametrize(
+    "tests, summary, problem",
+    [
+        ([TestResult("a", "PASSED"), TestResult("b", "PASSED")], {"passed": 1, "failed": 1}, "2 passed"),
+        ([TestResult("a", "PASSED")], {"passed": 1, "failed": 1}, "1 failed or errors"),
+        ([TestResult("a", "ERROR"), TestResult("b", "PASSED")], {"passed": 2, "failed": 1, "error": 1}, None),
+        ([TestResult("a", "PASSED"), TestResult("b", "PASSED")], {"passed": 1, "xpassed": 1}, None),
+        ([TestResult("a", "PASSED")], None, None),
+    ],
+)
 def test_the_report_is_checked_against_pytests_own_summary(tests, summary, problem):
     found = runner_end.counts(tests, summary, "pytest's own summary")
     assert (found is None) if problem is None else (problem in str(found)), found
-
-
 
 
 def test_a_report_and_summary_forged_with_pytests_own_objects_disagree_with_the_plugins_count(tmp_path):
@@ -175,14 +204,16 @@ def test_a_report_and_summary_forged_with_pytests_own_objects_disagree_with_the_
     assert cut.runner_outcomes == {"failed": 1, "passed": 1}
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
     end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
-    assert runner_end.check(end, named, tests, cut.text.decode(), True) == \
-        "tampered: the report has 2 passed, crucible's count as the tests reported 1"
+    assert (
+        runner_end.check(end, named, tests, cut.text.decode(), True)
+        == "tampered: the report has 2 passed, crucible's count as the tests reported 1"
+    )
     # without the plugin's count (a run stored before it), the summary was the only witness, and it lied
     stored_before = {k: v for k, v in end.items() if k != "runner_outcomes"}
     assert runner_end.check(stored_before, named, tests, cut.text.decode(), True) is None
 
 
-SWAP_STATUSES = '''import re
+SWAP_STATUSES = """import re
 
 
 def pytest_sessionfinish(session):
@@ -196,7 +227,7 @@ def pytest_sessionfinish(session):
                   text)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
-'''
+"""
 
 
 def test_a_failure_swapped_with_a_pass_keeps_every_count_and_is_named_by_the_plugins_record(tmp_path):
@@ -206,11 +237,15 @@ def test_a_failure_swapped_with_a_pass_keeps_every_count_and_is_named_by_the_plu
     report's PASSED for another is refused, under the name the task knows it by."""
     (tmp_path / "test_suite.py").write_text(SUITE.replace("atexit.register(_late)", ""))
     (tmp_path / "swapper.py").write_text(SWAP_STATUSES)
-    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p swapper test_suite.py")
+    output, report = run_wrapped(
+        tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p swapper test_suite.py"
+    )
     cut = runner_end.split(output, SHELL, RUNNER)
     tests = parse_junit(report.read_bytes())
-    assert {t.name: t.status for t in tests} == {"test_suite.py::test_one": "FAILED", "test_suite.py::test_two": "PASSED"}, \
-        output.decode(errors="replace")[-2000:]
+    assert {t.name: t.status for t in tests} == {
+        "test_suite.py::test_one": "FAILED",
+        "test_suite.py::test_two": "PASSED",
+    }, output.decode(errors="replace")[-2000:]
     assert cut.runner_outcomes == {"failed": 1, "passed": 1}
     assert cut.runner_passed == {runner_end.key("test_suite.py::test_one")}
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
@@ -221,8 +256,9 @@ def test_a_failure_swapped_with_a_pass_keeps_every_count_and_is_named_by_the_plu
     assert runner_end.check(end, named, tests, cut.text.decode(), True) == forged.format("test_suite.py::test_two")
     # named as the task knows it (a re-run's random names mapped back), looked up as pytest ran it
     told = [TestResult(t.name.replace("test_suite", "test_task"), t.status) for t in tests]
-    assert runner_end.check(end, named, told, cut.text.decode(), True, as_reported=tests) == \
-        forged.format("test_task.py::test_two")
+    assert runner_end.check(end, named, told, cut.text.decode(), True, as_reported=tests) == forged.format(
+        "test_task.py::test_two"
+    )
     # a pass written under the task's name beside the failure under the random one: never ran
     made_up = [TestResult("test_suite.py::test_one", "FAILED"), TestResult("test_task.py::test_two", "PASSED")]
     assert runner_end.check(end, named, made_up, cut.text.decode(), True) == forged.format("test_task.py::test_two")
@@ -286,8 +322,10 @@ def add(a, b):
     return a + b
 ''',
     "tests/base.py": "class BaseT:\n    def test_inherited(self):\n        pass\n",
-    "tests/test_sub.py": ("import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nfrom base import BaseT\n\n\n"
-                          "class TestSub(BaseT):\n    pass\n"),
+    "tests/test_sub.py": (
+        "import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nfrom base import BaseT\n\n\n"
+        "class TestSub(BaseT):\n    pass\n"
+    ),
     "tests/test_broken.py": "def test_x(:\n",
     "tests/odd.dir/test_dotted.py": "def test_in_a_dotted_directory():\n    pass\n",
     "tests/check_named.py": "def test_outside_the_default_patterns():\n    pass\n",
@@ -295,9 +333,11 @@ def add(a, b):
 }
 
 
-@pytest.mark.parametrize("options", ["", "--junitprefix=pre", "-o junit_family=xunit2",
-                                     "--junitprefix=pre -o junit_family=xunit2"],
-                         ids=["plain", "prefixed", "xunit2", "prefixed-xunit2"])
+@pytest.mark.parametrize(
+    "options",
+    ["", "--junitprefix=pre", "-o junit_family=xunit2", "--junitprefix=pre -o junit_family=xunit2"],
+    ids=["plain", "prefixed", "xunit2", "prefixed-xunit2"],
+)
 def test_the_plugin_names_each_test_as_the_grader_reads_its_junit_entry(tmp_path, options):
     """What the plugin saw pass is looked up by the names the grader reads from the report, so
     the plugin must name every test the same (a name it spelled apart would refuse an honest
@@ -308,19 +348,30 @@ def test_the_plugin_names_each_test_as_the_grader_reads_its_junit_entry(tmp_path
     for path, text in SHAPES.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text, encoding="utf-8")
-    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider --doctest-modules "
-                                           f"--continue-on-collection-errors {options} tests")
+    output, report = run_wrapped(
+        tmp_path,
+        f"{sys.executable} -m pytest -q -p no:cacheprovider --doctest-modules "
+        f"--continue-on-collection-errors {options} tests",
+    )
     cut = runner_end.split(output, SHELL, RUNNER)
     tests = parse_junit(report.read_bytes())
     passed = {t.name for t in tests if t.status == "PASSED"}
     inherited = "TestSub::test_inherited"  # under a prefix every name is guessed from its classname alike
-    assert any(name.endswith(inherited) for name in passed) and len(passed) >= 14, output.decode(errors="replace")[-2000:]
-    assert not any(name.endswith(("test_nested_fail", "test_q[2]", "TestU::test_sub", "test_skipped", "xpass_strict"))
-                   for name in passed), passed
+    assert any(name.endswith(inherited) for name in passed) and len(passed) >= 14, output.decode(errors="replace")[
+        -2000:
+    ]
+    assert not any(
+        name.endswith(("test_nested_fail", "test_q[2]", "TestU::test_sub", "test_skipped", "xpass_strict"))
+        for name in passed
+    ), passed
     assert cut.runner_passed == {runner_end.key(name) for name in passed}
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
-    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes,
-           "runner_passed": sorted(cut.runner_passed or ())}
+    end = {
+        "shell": cut.shell_end,
+        "runner_report": cut.runner_report,
+        "runner_outcomes": cut.runner_outcomes,
+        "runner_passed": sorted(cut.runner_passed or ()),
+    }
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
 
 
@@ -333,9 +384,13 @@ def test_the_plugins_digest_of_a_name_is_the_graders():
     spec.loader.exec_module(plugin)  # no end.nonce beside it: it takes no token and speaks for no run
     for name in ("t.py::test_a", "tests/test_\u00fc.py::TestC::test_m[a-b\\x00]", "t.py::test_\udcff"):
         assert plugin.key(name) == runner_end.key(name)
-    for classname, name, file in (("", "tests.test_broken", "tests/test_broken.py"), ("a.test_b.C", "t[1]", "a/test_b.py"),
-                                  ("a.test_b.C", "t", "a/base.py"), ("pre.a.test_b", "t", "a/test_b.py"),
-                                  ("a.b.test_c", "t", None)):
+    for classname, name, file in (
+        ("", "tests.test_broken", "tests/test_broken.py"),
+        ("a.test_b.C", "t[1]", "a/test_b.py"),
+        ("a.test_b.C", "t", "a/base.py"),
+        ("pre.a.test_b", "t", "a/test_b.py"),
+        ("a.b.test_c", "t", None),
+    ):
         assert plugin.junit_node_id(classname, name, file) == junit.junit_node_id(classname, name, file)
 
 
@@ -347,9 +402,14 @@ def _naming_code(path: Path) -> dict[str, str]:
     found = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef) and node.name in NAMING:
-            body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+            body = (
+                node.body[1:]
+                if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
                 else node.body
-            found[node.name] = ast.dump(ast.Module(body=[ast.FunctionDef(**{**vars(node), "body": body})], type_ignores=[]))
+            )
+            found[node.name] = ast.dump(
+                ast.Module(body=[ast.FunctionDef(**{**vars(node), "body": body})], type_ignores=[])
+            )
     return found
 
 
@@ -359,17 +419,23 @@ def test_the_plugins_junit_naming_is_a_verbatim_copy_of_the_result_sources():
     source = _naming_code(ROOT / "envs/integrity/sources/junit.py")
     copy = _naming_code(ROOT / "envs/coding/verdict/crucible_runner_end.py")
     assert set(source) == set(NAMING), "the result source lost a naming function"
-    assert copy == source, "envs/coding/verdict/crucible_runner_end.py's naming drifted from envs/integrity/sources/junit.py"
+    assert copy == source, (
+        "envs/coding/verdict/crucible_runner_end.py's naming drifted from envs/integrity/sources/junit.py"
+    )
 
 
 def test_the_naming_comparison_sees_a_changed_line(tmp_path):
     drifted = tmp_path / "drifted.py"
-    drifted.write_text((ROOT / "envs/integrity/sources/junit.py").read_text(encoding="utf-8")
-                       .replace('return f"{file}::{name}"', 'return f"{file}:{name}"'), encoding="utf-8")
+    drifted.write_text(
+        (ROOT / "envs/integrity/sources/junit.py")
+        .read_text(encoding="utf-8")
+        .replace('return f"{file}::{name}"', 'return f"{file}:{name}"'),
+        encoding="utf-8",
+    )
     assert _naming_code(drifted) != _naming_code(ROOT / "envs/integrity/sources/junit.py")
 
 
-OUTRANKER = '''
+OUTRANKER = """
 import pytest
 
 
@@ -384,7 +450,7 @@ class _Flip:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
     config.pluginmanager.register(_Flip(), "flip")
-'''
+"""
 
 
 def test_a_wrapper_registered_after_the_count_that_runs_before_it_is_tampered(tmp_path):
@@ -393,7 +459,9 @@ def test_a_wrapper_registered_after_the_count_that_runs_before_it_is_tampered(tm
     it. The counter checks that it is still the outermost at every report."""
     (tmp_path / "test_suite.py").write_text(SUITE.replace("atexit.register(_late)", ""))
     (tmp_path / "outranker.py").write_text(OUTRANKER)
-    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p outranker test_suite.py")
+    output, report = run_wrapped(
+        tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -p outranker test_suite.py"
+    )
     cut = runner_end.split(output, SHELL, RUNNER)
     tests = parse_junit(report.read_bytes())
     assert {t.status for t in tests} == {"PASSED"}, output.decode(errors="replace")[-2000:]
@@ -403,7 +471,7 @@ def test_a_wrapper_registered_after_the_count_that_runs_before_it_is_tampered(tm
     assert runner_end.check(end, named, tests, cut.text.decode(), True).startswith("tampered: a hook wrapper")
 
 
-IN_A_WORKER = '''import gc
+IN_A_WORKER = """import gc
 
 
 class _Helper:
@@ -427,7 +495,7 @@ for _obj in gc.get_objects():
 
 def parse(text):
     return int(text)
-'''
+"""
 
 
 @pytest.mark.parametrize("one_process", [True, False], ids=["one-process", "distributed"])
@@ -440,23 +508,34 @@ def test_xdists_workers_do_not_run_the_tests_where_no_count_sees_their_reports(t
     run in its own process, counted first."""
     (tmp_path / "hikelog").mkdir()
     (tmp_path / "hikelog" / "__init__.py").write_text(IN_A_WORKER)
-    (tmp_path / "test_parse.py").write_text("from hikelog import parse\n\n\ndef test_int():\n"
-                                            "    assert parse('3') == 3\n\n\ndef test_float():\n"
-                                            "    assert parse('1.5') == 1.5\n")
-    output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -n 2 test_parse.py",
-                                 one_process=one_process)
+    (tmp_path / "test_parse.py").write_text(
+        "from hikelog import parse\n\n\ndef test_int():\n"
+        "    assert parse('3') == 3\n\n\ndef test_float():\n"
+        "    assert parse('1.5') == 1.5\n"
+    )
+    output, report = run_wrapped(
+        tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider -n 2 test_parse.py", one_process=one_process
+    )
     cut = runner_end.split(output, SHELL, RUNNER)
     tests = parse_junit(report.read_bytes())
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
-    end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes,
-           "runner_passed": sorted(cut.runner_passed or ())}
+    end = {
+        "shell": cut.shell_end,
+        "runner_report": cut.runner_report,
+        "runner_outcomes": cut.runner_outcomes,
+        "runner_passed": sorted(cut.runner_passed or ()),
+    }
     assert runner_end.check(end, named, tests, cut.text.decode(), True) is None
     if one_process:
-        assert {t.name: t.status for t in tests} == {"test_parse.py::test_float": "FAILED",
-                                                     "test_parse.py::test_int": "PASSED"}, output.decode(errors="replace")[-2000:]
+        assert {t.name: t.status for t in tests} == {
+            "test_parse.py::test_float": "FAILED",
+            "test_parse.py::test_int": "PASSED",
+        }, output.decode(errors="replace")[-2000:]
         assert cut.runner_outcomes == {"failed": 1, "passed": 1} and b"bringing up nodes" not in output
     else:  # what it won: every check agrees with the forged pass
-        assert {t.status for t in tests} == {"PASSED"} and b"bringing up nodes" in output, output.decode(errors="replace")[-2000:]
+        assert {t.status for t in tests} == {"PASSED"} and b"bringing up nodes" in output, output.decode(
+            errors="replace"
+        )[-2000:]
 
 
 def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tmp_path):
@@ -464,12 +543,19 @@ def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tm
         "import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError\n\n"
         "def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n\ndef test_error(broken):\n    pass\n\n"
         "@pytest.mark.skip\ndef test_skipped():\n    pass\n\n@pytest.mark.xfail\ndef test_xfail():\n    assert 0\n\n"
-        "@pytest.mark.xfail\ndef test_xpass():\n    pass\n")
+        "@pytest.mark.xfail\ndef test_xpass():\n    pass\n"
+    )
     output, report = run_wrapped(tmp_path, f"{sys.executable} -m pytest -q -p no:cacheprovider test_mixed.py")
     cut = runner_end.split(output, SHELL, RUNNER)
     assert cut.runner_outcomes == {"error": 1, "failed": 1, "passed": 1, "skipped": 1, "xfailed": 1, "xpassed": 1}
-    assert runner_end.summary_counts(cut.text.decode()) == {"failed": 1, "passed": 1, "skipped": 1, "xfailed": 1,
-                                                            "xpassed": 1, "error": 1}
+    assert runner_end.summary_counts(cut.text.decode()) == {
+        "failed": 1,
+        "passed": 1,
+        "skipped": 1,
+        "xfailed": 1,
+        "xpassed": 1,
+        "error": 1,
+    }
     tests = parse_junit(report.read_bytes())
     named = {"format": "pytest", "tests": [], "sha256": hashlib.sha256(report.read_bytes()).hexdigest()}
     end = {"shell": cut.shell_end, "runner_report": cut.runner_report, "runner_outcomes": cut.runner_outcomes}
@@ -481,8 +567,11 @@ def test_the_plugins_count_matches_an_honest_run_with_skips_xfails_and_errors(tm
 
 def test_a_runner_end_printed_before_the_plugin_counted_still_reads():
     digest = "c" * 64
-    for line, outcomes in ((f"{RUNNER} runner-end {digest}", None), (f"{RUNNER} runner-end {digest} outcomes=", {}),
-                           (f"{RUNNER} runner-end {digest} outcomes=failed:2,passed:10", {"failed": 2, "passed": 10})):
+    for line, outcomes in (
+        (f"{RUNNER} runner-end {digest}", None),
+        (f"{RUNNER} runner-end {digest} outcomes=", {}),
+        (f"{RUNNER} runner-end {digest} outcomes=failed:2,passed:10", {"failed": 2, "passed": 10}),
+    ):
         cut = runner_end.split(f"x\n{line}\nlate\n{SHELL} end 0\n".encode(), SHELL, RUNNER)
         assert (cut.text, cut.runner_report, cut.runner_outcomes, cut.after) == (b"x", digest, outcomes, b"late")
         assert cut.runner_passed is None
@@ -491,13 +580,23 @@ def test_a_runner_end_printed_before_the_plugin_counted_still_reads():
     assert cut.runner_passed == {"1" * 10, "2" * 10} and cut.runner_outcomes == {"failed": 2}
 
 
-def _verdict(exit_code: int, tests: list[tuple[str, str]], output: str, canary: dict | None = None,
-             named_only: bool = True, report: str = "r" * 64, printed: str | None = "r" * 64):
+def _verdict(
+    exit_code: int,
+    tests: list[tuple[str, str]],
+    output: str,
+    canary: dict | None = None,
+    named_only: bool = True,
+    report: str = "r" * 64,
+    printed: str | None = "r" * 64,
+):
     named = {"format": "pytest", "tests": [{"name": n, "status": s} for n, s in tests], "sha256": report}
-    raw = {"named_results_only": named_only,
-           "test": {"exit_code": exit_code, "end": {"shell": True, "runner_report": printed}}}
-    return verdict_from_test_result(applied=True, test_exit_code=exit_code, timed_out=False, output_tail=output,
-                                    raw=raw, canary=canary, named=named)
+    raw = {
+        "named_results_only": named_only,
+        "test": {"exit_code": exit_code, "end": {"shell": True, "runner_report": printed}},
+    }
+    return verdict_from_test_result(
+        applied=True, test_exit_code=exit_code, timed_out=False, output_tail=output, raw=raw, canary=canary, named=named
+    )
 
 
 CANARY = {"nodeid": "tests/test_0123456789abcdef.py::test_c"}
@@ -525,18 +624,28 @@ def test_a_report_pytests_end_did_not_vouch_for_scores_zero_only_where_named_res
 
 def test_a_text_only_verdict_scores_zero_where_named_results_are_required():
     raw = {"named_results_only": True, "test": {"exit_code": 0}}
-    verdict = verdict_from_test_result(applied=True, test_exit_code=0, timed_out=False, output_tail="3 passed\n",
-                                       raw=raw, named={"format": "none"})
+    verdict = verdict_from_test_result(
+        applied=True, test_exit_code=0, timed_out=False, output_tail="3 passed\n", raw=raw, named={"format": "none"}
+    )
     assert verdict.reward == 0.0 and verdict.raw["reason"].startswith("text-only verdict refused")
     raw["isolated"] = {"separate": True}  # the isolated verdict's launcher judged it: not the tested code's text
-    assert verdict_from_test_result(applied=True, test_exit_code=0, timed_out=False, output_tail="3 passed\n",
-                                    raw=raw, named={"format": "none"}).reward == 1.0
+    assert (
+        verdict_from_test_result(
+            applied=True, test_exit_code=0, timed_out=False, output_tail="3 passed\n", raw=raw, named={"format": "none"}
+        ).reward
+        == 1.0
+    )
 
 
 def test_a_stored_run_graded_before_the_end_markers_regrades_as_it_was():
-    raw = {"apply": {"ok": True}, "test": {"exit_code": 0, "output_tail": "2 passed in 0.1s\n"},
-           "results": {"format": "pytest", "tests": [{"name": "t::a", "status": "PASSED"},
-                                                     {"name": "t::b", "status": "PASSED"}]}}
+    raw = {
+        "apply": {"ok": True},
+        "test": {"exit_code": 0, "output_tail": "2 passed in 0.1s\n"},
+        "results": {
+            "format": "pytest",
+            "tests": [{"name": "t::a", "status": "PASSED"}, {"name": "t::b", "status": "PASSED"}],
+        },
+    }
     assert judging.regrade(raw).reward == 1.0
 
 
@@ -546,11 +655,18 @@ def test_strict_refuses_a_text_only_task_in_one_line_at_plan_time(tmp_path, mode
     conf = tmp_path / "conf" / "task" / "tx"
     conf.mkdir(parents=True)
     data_driven = (ROOT / "tests" / "conf" / "task" / "wrinkles" / "data_driven.yaml").read_text()
-    (conf / "data_driven.yaml").write_text(data_driven.replace("set: wrinkles", "set: tx")
-                                           + "results:\n  format: none\n")
+    (conf / "data_driven.yaml").write_text(
+        data_driven.replace("set: wrinkles", "set: tx") + "results:\n  format: none\n"
+    )
     env = {**os.environ, "CRUCIBLE_CONFIG_PATH": str(tmp_path / "conf"), "CRUCIBLE_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-m", "engine.cli.main", "build", "--dry-run", "task=tx/data_driven",
-                           f"integrity={mode}"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli.main", "build", "--dry-run", "task=tx/data_driven", f"integrity={mode}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     line = "task 'tx/data_driven': integrity=strict takes verdicts from named test results only"
     if refused:
         assert done.returncode != 0 and done.stderr.count("\n") == 1 and line in done.stderr, done.stderr

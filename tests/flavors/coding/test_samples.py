@@ -4,6 +4,7 @@ No Docker: the repos are built with the sets' own generators (exactly as the eng
 them), trees are taken out with ``git archive``, and each task's own ``test_command`` runs
 on the host with this interpreter standing in for the image's ``python3``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,16 +44,17 @@ RUNS = [("sample", task, side) for task in SAMPLE_TASKS for side in ("baseline",
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def build(set_name: str, out: Path, env: dict[str, str] | None = None, umask: int = -1) -> dict[str, str]:
     """Run the set's generator as the engine does; return branch -> SHA."""
     subprocess.run(
         [sys.executable, str(ROOT / "samples" / set_name / "build_repo.py"), str(out)],
-        check=True, capture_output=True, env=env, umask=umask,
+        check=True,
+        capture_output=True,
+        env=env,
+        umask=umask,
     )
     listing = git(out, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
     return dict(line.split(" ", 1) for line in listing.splitlines())
@@ -203,7 +205,8 @@ def test_generator_refuses_a_non_empty_out_dir(tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
     done = subprocess.run(
         [sys.executable, str(ROOT / "samples" / "sample" / "build_repo.py"), str(tmp_path)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode != 0 and "empty" in done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
@@ -236,8 +239,7 @@ def test_hidden_tests_exist_only_on_the_test_branch(built):
 def test_sample_goldens_include_a_two_file_fix_and_a_new_file(repos):
     sample = repos["sample"]
     changes = {
-        name: git(sample.repo, "diff", "--name-status", task["refs"]["baseline"], task["refs"]["golden"])
-        .splitlines()
+        name: git(sample.repo, "diff", "--name-status", task["refs"]["baseline"], task["refs"]["golden"]).splitlines()
         for name, task in sample.tasks.items()
     }
     assert any(len(lines) >= 2 for lines in changes.values()), changes

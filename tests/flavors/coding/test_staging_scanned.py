@@ -2,6 +2,7 @@
 ``staging.scanned``); anything not read cleanly is left to be read from the workspace.
 The stager's side runs in every Docker grading (tests/flavors/coding/test_attacks_ordinary.py's
 scan findings come from these files)."""
+
 from __future__ import annotations
 
 from envs.coding.staging import scanned, submission_input
@@ -34,7 +35,8 @@ def test_output_cut_in_the_middle_gives_nothing():
 def test_a_short_last_record_or_a_malformed_one_ends_what_is_read():
     whole = record("a.py", b"one")
     assert scanned(whole + record("b.py", b"two")[:-1], len(whole) + len(record("b.py", b"two")) - 1, NONCE) == {
-        "a.py": b"one"}
+        "a.py": b"one"
+    }
     bad = whole + f"\n{NONCE} scan x 1\nb".encode()
     assert scanned(bad, len(bad), NONCE) == {"a.py": b"one"}
 
@@ -42,6 +44,13 @@ def test_a_short_last_record_or_a_malformed_one_ends_what_is_read():
 def test_the_header_says_how_long_the_scan_list_is_and_it_comes_last():
     stdin = submission_input([("exact", b"PATCH")], [b"HID"], ["pkg", "pkg/a.py"], ["pkg/a.py", "pkg/b.py"])
     header, body = stdin.split(b"\n", 1)
-    assert header.split() == [b"1", b"list", str(len(b"pkg\0pkg/a.py\0")).encode(),
-                              str(len(b"pkg/a.py\0pkg/b.py\0")).encode(), b"exact", b"5", b"3"]
+    assert header.split() == [
+        b"1",
+        b"list",
+        str(len(b"pkg\0pkg/a.py\0")).encode(),
+        str(len(b"pkg/a.py\0pkg/b.py\0")).encode(),
+        b"exact",
+        b"5",
+        b"3",
+    ]
     assert body == b"PATCH" + b"HID" + b"pkg\0pkg/a.py\0" + b"pkg/a.py\0pkg/b.py\0"

@@ -2,6 +2,7 @@
 ``integrity.randomise_test_names``): the rewrite, checked by running real pytest on the
 module before and after it, and the mapping back to the task's test ids. No Docker; the
 runs under strict: test_differential_rerun.py."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ from envs.coding import hidden, judging, rerun, testnames
 from envs.coding.hidden import HiddenFile
 from envs.integrity.sources.junit import parse_junit
 
-MODULE = b'''import unittest
+MODULE = b"""import unittest
 
 import pytest
 
@@ -79,18 +80,37 @@ def test_uses_an_alias():
 
 
 same = test_plain
-'''
-RENAMED = {"test_plain", "test_parametrised", "TestOuter", "test_method", "test_fails", "TestInner", "test_nested",
-           "TestBase", "test_inherited", "TestChild", "Cases", "test_unittest", "test_calls_another",
-           "test_looks_it_up", "test_uses_an_alias"}
+"""
+RENAMED = {
+    "test_plain",
+    "test_parametrised",
+    "TestOuter",
+    "test_method",
+    "test_fails",
+    "TestInner",
+    "test_nested",
+    "TestBase",
+    "test_inherited",
+    "TestChild",
+    "Cases",
+    "test_unittest",
+    "test_calls_another",
+    "test_looks_it_up",
+    "test_uses_an_alias",
+}
 KEPT = {"test_named_by_string", "test_called"}
 
 
 def _pytest(folder: Path) -> list[TestResult]:
     """Real pytest over ``folder``, its named results read from its JUnit report as grading reads them."""
     report = folder / "junit.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                    "tests"], cwd=folder, capture_output=True, check=False, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "tests"],
+        cwd=folder,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
     return parse_junit(report.read_bytes())
 
 
@@ -132,27 +152,38 @@ def test_a_name_another_file_of_the_test_ref_or_the_command_names_keeps_it(tmp_p
     repo.mkdir()
     git(repo, "init", "-q")
     base = commit(repo, {"src/m.py": b"x = 1\n", "tests/test_visible.py": b"def test_seen():\n    pass\n"}, "base")
-    test = commit(repo, {
-        "tests/test_hidden.py": b"def test_free():\n    pass\n\n\ndef test_hooked():\n    pass\n\n\n"
-                                b"def test_deselected():\n    pass\n\n\ndef test_seen():\n    pass\n\n\n"
-                                b"def test_pathed():\n    pass\n",
-        "tests/conftest.py": b"def pytest_collection_modifyitems(items):\n"
-                             b"    items.sort(key=lambda i: i.name == 'test_hooked')\n",
-        "tests/data/test_pathed.yml": b"expected: 1\n",  # found by the running test's name
-    }, "test")
+    test = commit(
+        repo,
+        {
+            "tests/test_hidden.py": b"def test_free():\n    pass\n\n\ndef test_hooked():\n    pass\n\n\n"
+            b"def test_deselected():\n    pass\n\n\ndef test_seen():\n    pass\n\n\n"
+            b"def test_pathed():\n    pass\n",
+            "tests/conftest.py": b"def pytest_collection_modifyitems(items):\n"
+            b"    items.sort(key=lambda i: i.name == 'test_hooked')\n",
+            "tests/data/test_pathed.yml": b"expected: 1\n",  # found by the running test's name
+        },
+        "test",
+    )
 
     change = hidden.read_change(repo, base, test, [], task_id="t/x")
-    assert base and testnames.candidates(change) == {"test_free", "test_hooked", "test_deselected", "test_seen",
-                                                     "test_pathed"}
+    assert base and testnames.candidates(change) == {
+        "test_free",
+        "test_hooked",
+        "test_deselected",
+        "test_seen",
+        "test_pathed",
+    }
     command = "python3 -m pytest -q tests --deselect tests/test_hidden.py::test_deselected"
     # the conftest names test_hooked, the command test_deselected, a visible module test_seen,
     # a data file's path test_pathed
     assert testnames.renamable(repo, test, change, command) == {"test_free"}
     # -k selects by any part of a name: then no name changes, in the command or in addopts
     assert testnames.renamable(repo, test, change, "python3 -m pytest -q tests -k 'not slow'") == set()
-    for ini, text, kept in (("pytest.ini", b"[pytest]\naddopts = -q -k 'not slow'\n", set()),
-                            ("setup.cfg", b"[tool:pytest]\npython_functions = test_* check_*\n", set()),
-                            ("tox.ini", b"[pytest]\naddopts = -q --strict-markers\n", {"test_free", "test_deselected"})):
+    for ini, text, kept in (
+        ("pytest.ini", b"[pytest]\naddopts = -q -k 'not slow'\n", set()),
+        ("setup.cfg", b"[tool:pytest]\npython_functions = test_* check_*\n", set()),
+        ("tox.ini", b"[pytest]\naddopts = -q --strict-markers\n", {"test_free", "test_deselected"}),
+    ):
         other = commit(repo, {ini: text}, ini)
         assert testnames.renamable(repo, other, change, "python3 -m pytest -q tests") == kept, ini
         git(repo, "reset", "-q", "--hard", test)
@@ -160,9 +191,13 @@ def test_a_name_another_file_of_the_test_ref_or_the_command_names_keeps_it(tmp_p
 
 def test_one_name_in_two_modules_takes_one_new_name_so_an_override_still_overrides(tmp_path):
     base = HiddenFile("tests/test_base.py", "644", b"class TestShared:\n    def test_m(self):\n        assert 0\n")
-    child = HiddenFile("tests/test_child.py", "644", b"from tests.test_base import TestShared\n\n\n"
-                                                      b"class TestMore(TestShared):\n    def test_m(self):\n"
-                                                      b"        pass\n")
+    child = HiddenFile(
+        "tests/test_child.py",
+        "644",
+        b"from tests.test_base import TestShared\n\n\n"
+        b"class TestMore(TestShared):\n    def test_m(self):\n"
+        b"        pass\n",
+    )
     # TestShared is imported by name: kept everywhere; test_m is one method in both: one new name
     names = testnames.candidates([base, child])
     assert names == {"test_m", "TestMore"}
@@ -206,9 +241,12 @@ def test_the_first_grading_and_the_rerun_each_map_their_own_names_back():
 
     def raw(renaming: rerun.Renaming, status: str) -> dict:
         name = f"{renaming.hidden[-1].path}::{next(iter(renaming.functions))}"
-        return {"apply": {"ok": True}, "renamed": renaming.record(),
-                "test": {"exit_code": 0 if status == "PASSED" else 1, "timed_out": False, "output_tail": "1 passed"},
-                "results": {"format": "go", "tests": [{"name": name, "status": status}]}}
+        return {
+            "apply": {"ok": True},
+            "renamed": renaming.record(),
+            "test": {"exit_code": 0 if status == "PASSED" else 1, "timed_out": False, "output_tail": "1 passed"},
+            "results": {"format": "go", "tests": [{"name": name, "status": status}]},
+        }
 
     ok = judging.regrade({**raw(first, "PASSED"), "rerun": raw(again, "PASSED")})
     assert ok.reward == 1.0 and ok.tests == [TestResult("tests/test_p.py::test_p", "PASSED")]
@@ -230,6 +268,18 @@ def test_the_flag_is_on_in_strict_only_and_left_out_of_the_spec_while_off():
     for mode, on in (("none", False), ("vault", False), ("strict", True)):
         integrity = to_typed(compose_config(["task=sample/last_page", f"integrity={mode}"])).integrity
         assert integrity.randomise_test_names is on
-        spec = RunSpec(engine_version="x", task=None, env=None, flavor=None, agent=None, model=None,
-                       integrity=integrity, runtime=None, image={}, timeouts=None, seed=0, attempt=0)
+        spec = RunSpec(
+            engine_version="x",
+            task=None,
+            env=None,
+            flavor=None,
+            agent=None,
+            model=None,
+            integrity=integrity,
+            runtime=None,
+            image={},
+            timeouts=None,
+            seed=0,
+            attempt=0,
+        )
         assert ("randomise_test_names" in spec.to_dict()["integrity"]) is on

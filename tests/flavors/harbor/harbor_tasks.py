@@ -6,6 +6,7 @@ whose "solution" is an attack on the verifier.
 Their Dockerfiles say ``FROM ubuntu:24.04``: no registry is reachable here, so the source maps
 FROM onto crucible's base (``base_image: auto``); apt reaches Debian's mirror at build time.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -204,20 +205,43 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 def _py(root: Path, name: str, test_sh: str = PY_TEST_SH, solve: str | None = None) -> None:
     fixed = f"#!/bin/bash\ncat > /app/stats.py <<'EOF'\n{STATS_FIXED}EOF\n"
-    _write(root / name, {
-        "task.toml": TOML.format(verifier=120.0), "instruction.md": "Fix `mean` in /app/stats.py: it must "
-        "return the exact arithmetic mean of a list of numbers.\n",
-        "environment/Dockerfile": PY_DOCKERFILE, "environment/stats.py": STATS_BUGGY,
-        "tests/test.sh": test_sh, "tests/test_outputs.py": PY_TEST, "solution/solve.sh": solve or fixed})
+    _write(
+        root / name,
+        {
+            "task.toml": TOML.format(verifier=120.0),
+            "instruction.md": "Fix `mean` in /app/stats.py: it must "
+            "return the exact arithmetic mean of a list of numbers.\n",
+            "environment/Dockerfile": PY_DOCKERFILE,
+            "environment/stats.py": STATS_BUGGY,
+            "tests/test.sh": test_sh,
+            "tests/test_outputs.py": PY_TEST,
+            "solution/solve.sh": solve or fixed,
+        },
+    )
 
 
-def _sh(root: Path, name: str, test_sh: str = SH_TEST_SH, solve: str = SH_SOLVE,
-        extra: dict[str, str] | None = None, capture: str = "workdir") -> None:
-    _write(root / name, {
-        "task.toml": _capturing(TOML.format(verifier=60.0), capture), "instruction.md": "Write /app/totals.sh: it prints the total "
-        "amount per region of /app/sales.csv, one `region total` line per region, sorted by region.\n",
-        "environment/Dockerfile": SH_DOCKERFILE, "environment/sales.csv": SALES,
-        "tests/test.sh": test_sh, "tests/expected.txt": EXPECTED, "solution/solve.sh": solve, **(extra or {})})
+def _sh(
+    root: Path,
+    name: str,
+    test_sh: str = SH_TEST_SH,
+    solve: str = SH_SOLVE,
+    extra: dict[str, str] | None = None,
+    capture: str = "workdir",
+) -> None:
+    _write(
+        root / name,
+        {
+            "task.toml": _capturing(TOML.format(verifier=60.0), capture),
+            "instruction.md": "Write /app/totals.sh: it prints the total "
+            "amount per region of /app/sales.csv, one `region total` line per region, sorted by region.\n",
+            "environment/Dockerfile": SH_DOCKERFILE,
+            "environment/sales.csv": SALES,
+            "tests/test.sh": test_sh,
+            "tests/expected.txt": EXPECTED,
+            "solution/solve.sh": solve,
+            **(extra or {}),
+        },
+    )
 
 
 def dataset(root: Path) -> Path:
@@ -248,5 +272,4 @@ def source_conf(conf: Path, set_name: str, path: Path) -> None:
     """``conf/task/harbor/<set_name>/_source.yaml`` pointing at ``path``."""
     target = conf / "task" / "harbor" / set_name
     target.mkdir(parents=True, exist_ok=True)
-    (target / "_source.yaml").write_text(f"_target_: envs.harbor.source.HarborSource\npath: {path}\n"
-                                         "base_image: auto\n")
+    (target / "_source.yaml").write_text(f"_target_: envs.harbor.source.HarborSource\npath: {path}\nbase_image: auto\n")

@@ -1,6 +1,7 @@
 """`crucible export-task` (envs/harbor/export.py): every sample task written as a Harbor task
 folder ships back through crucible's own harbor flavor with the verdicts its original gets; the
 folders are what Harbor's format asks for; a task of another flavor is refused in one line."""
+
 from __future__ import annotations
 
 import os
@@ -18,14 +19,16 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def crucible(*args: str, conf: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, **({"CRUCIBLE_CONFIG_PATH": str(conf)} if conf else {})}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
+    )
 
 
 def gate(stdout: str, prefix: str) -> dict[str, list[str]]:
     """task name -> [golden, baseline] from ``crucible check``'s table."""
-    return {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:3]
-            for line in stdout.splitlines() if line.startswith(prefix)}
+    return {
+        line.split()[0].rsplit("/", 1)[-1]: line.split()[1:3] for line in stdout.splitlines() if line.startswith(prefix)
+    }
 
 
 @pytest.fixture(scope="module")

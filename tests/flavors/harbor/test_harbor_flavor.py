@@ -5,6 +5,7 @@ under `none`, `vault` and `strict` on the docker runtime; the gate names each br
 whose state lives outside its working directory ships by capturing its container; and
 three attacks on Harbor's verifier win under `none` (where Harbor's own behaviour lets them) and
 score 0 under `strict`."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def harbor_env(tmp_path_factory) -> dict[str, str]:
 
 
 def crucible(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
+    )
 
 
 def rows(stdout: str) -> dict[str, list[str]]:
@@ -91,8 +93,10 @@ def test_verifier_attacks_win_under_none_as_in_harbor_and_score_0_under_strict(d
     assert strict.returncode == 1 and "5 of 5 task(s) are not shippable" in out, out
     assert "dropped from the graded diff (strict's protected paths): pytest.py" in out, out
     assert all(row[0] == "0" for row in rows(strict.stdout).values()), out
-    raws = dict(query("""SELECT task_id, raw_grade FROM runs WHERE agent = 'integration_test'
-                         AND integrity_requested = 'strict' AND task_id LIKE 'harbor/attacks/%'"""))
+    raws = dict(
+        query("""SELECT task_id, raw_grade FROM runs WHERE agent = 'integration_test'
+                         AND integrity_requested = 'strict' AND task_id LIKE 'harbor/attacks/%'""")
+    )
     lingers = _json(raws["harbor/attacks/lingers"])
     assert lingers["reason"].startswith("processes of the tests outlived test.sh"), lingers
     assert any("reward.txt" in cmd for cmd in lingers["outlived"]), lingers

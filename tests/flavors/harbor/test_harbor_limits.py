@@ -3,6 +3,7 @@ turn, ``[environment]`` memory and cpus are every workspace's cgroup (the agent'
 ``allow_internet = false`` takes the agent's network away even under ``none``, and ``true`` never
 gives ``strict``'s agent one (the run's warnings say so). All of it is in the spec and its hash;
 the task's values win over ``timeouts.*`` given on the command line."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -61,11 +62,17 @@ DONE_TEST = "#!/bin/bash\nif [ -f /app/done.txt ]; then echo 1; else echo 0; fi 
 
 def _task(root: Path, name: str, *, agent: float, internet: str, solve: str, test: str) -> None:
     # solve.sh calls its helper by Harbor's absolute path, as real tasks do (python3 /solution/solve.py).
-    harbor_tasks._write(root / name, {
-        "task.toml": LIMITED_TOML.format(agent=agent, internet=internet),
-        "instruction.md": "Record what your container gives you.\n", "environment/Dockerfile": DOCKERFILE,
-        "tests/test.sh": test, "solution/solve.sh": "#!/bin/bash\nexec bash /solution/helper.sh\n",
-        "solution/helper.sh": solve})
+    harbor_tasks._write(
+        root / name,
+        {
+            "task.toml": LIMITED_TOML.format(agent=agent, internet=internet),
+            "instruction.md": "Record what your container gives you.\n",
+            "environment/Dockerfile": DOCKERFILE,
+            "tests/test.sh": test,
+            "solution/solve.sh": "#!/bin/bash\nexec bash /solution/helper.sh\n",
+            "solution/helper.sh": solve,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -117,22 +124,31 @@ def test_allow_internet_never_gives_strict_a_network_and_the_run_warns(builder, 
     strict = planned(builder, limits_env, "task=harbor/lim/online", "integrity=strict")
     assert strict.integrity.agent_network is False
     assert limit_warnings(strict, DockerRuntime()) == [
-        "task limit: the task allows the agent internet access; integrity strict gives it no network"]
+        "task limit: the task allows the agent internet access; integrity strict gives it no network"
+    ]
     loose = planned(builder, limits_env, "task=harbor/lim/online", "integrity=none")
     assert loose.integrity.agent_network is True and limit_warnings(loose, DockerRuntime()) == []
     # A runtime without cgroups (bubblewrap's) says what it cannot apply.
     from engine.runtimes.local.runtime import LocalRuntime
 
     assert limit_warnings(loose, LocalRuntime()) == [
-        "task limit: the task's cpus/memory are not applied: runtime local sets no cgroups"]
+        "task limit: the task's cpus/memory are not applied: runtime local sets no cgroups"
+    ]
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 def test_the_agent_and_grading_containers_get_the_tasks_memory_cpus_and_no_network_and_its_time_limit(
-        docker_client, limits_env):
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "check", "task=glob(harbor/lim/*)", "integrity=none"],
-                          capture_output=True, text=True, cwd=ROOT, env=limits_env, timeout=900)
+    docker_client, limits_env
+):
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "check", "task=glob(harbor/lim/*)", "integrity=none"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=limits_env,
+        timeout=900,
+    )
     out = proc.stdout + proc.stderr
     table = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("harbor/")}
     # limited: 256 MiB and one CPU's quota seen in both containers, only loopback in the agent's

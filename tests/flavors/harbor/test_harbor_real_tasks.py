@@ -1,6 +1,7 @@
 """What real Terminal-Bench 2 tasks need of the flavor (bench/bench_harbor.py runs one): a
 ``FROM python:*`` mapped onto crucible's Debian base gets python and pip back, and a test.sh
 that downloads its test runner at grading, which has no network, is named with the fix."""
+
 from __future__ import annotations
 
 import base64
@@ -21,7 +22,9 @@ def test_a_mapped_python_image_gets_python_pip_and_the_builds_ca_bundle_before_i
     lines = text.splitlines()
     start = lines.index(f"FROM ${{{image.BASE_ARG}}}")
     assert "python3-pip" in lines[start + 1] and lines[start + 2].startswith("COPY crucible-ca.pem ")
-    assert lines.index("ARG PIP_CERT=/etc/crucible/ca.pem") < lines.index("RUN pip install --no-cache-dir pytest==8.4.1")
+    assert lines.index("ARG PIP_CERT=/etc/crucible/ca.pem") < lines.index(
+        "RUN pip install --no-cache-dir pytest==8.4.1"
+    )
     # other images are mapped bare, and the tail is crucible's own
     (tmp_path / "t" / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\n")
     assert "python3-pip" not in image._dockerfile_text(folder.read(tmp_path / "t"), True)

@@ -1,6 +1,7 @@
 """The harbor flavor's pure parts: Harbor's reward read from a raw grade, a task folder read,
 the Dockerfile's FROM mapped onto crucible's base, the source's options, and the one-line
 refusals a user meets (no such task, no WORKDIR)."""
+
 from __future__ import annotations
 
 import base64
@@ -38,17 +39,20 @@ def test_reward_json_comes_before_reward_txt_as_in_harbors_verifier():
     assert graded(reward_txt=b64("0"), reward_json=b64('{"reward": 1}')).reward == 1.0
 
 
-@pytest.mark.parametrize("raw, why", [
-    ({}, "test.sh wrote no reward file"),
-    ({"reward_txt": b64("yes")}, "reward.txt is not a number: 'yes'"),
-    ({"reward_txt": b64("")}, "reward.txt is not a number: ''"),
-    ({"reward_json": b64("{")}, "reward.json is not JSON"),
-    ({"reward_json": b64('{"reward": true}')}, "reward.json's 'reward' is not a number"),
-    ({"reward_json": b64('{"a": 1, "b": 1}')}, "several keys (a, b) and none named reward"),
-    ({"reward_txt": b64("1"), "timed_out": True, "limit": 60.0}, "test.sh timed out after 60.0 s"),
-    ({"reward_txt": b64("1"), "apply": b64("error: patch failed")}, "did not apply"),
-    ({"reward_txt": b64("1"), "outlived": ["sleep 100"]}, "outlived test.sh"),
-])
+@pytest.mark.parametrize(
+    "raw, why",
+    [
+        ({}, "test.sh wrote no reward file"),
+        ({"reward_txt": b64("yes")}, "reward.txt is not a number: 'yes'"),
+        ({"reward_txt": b64("")}, "reward.txt is not a number: ''"),
+        ({"reward_json": b64("{")}, "reward.json is not JSON"),
+        ({"reward_json": b64('{"reward": true}')}, "reward.json's 'reward' is not a number"),
+        ({"reward_json": b64('{"a": 1, "b": 1}')}, "several keys (a, b) and none named reward"),
+        ({"reward_txt": b64("1"), "timed_out": True, "limit": 60.0}, "test.sh timed out after 60.0 s"),
+        ({"reward_txt": b64("1"), "apply": b64("error: patch failed")}, "did not apply"),
+        ({"reward_txt": b64("1"), "outlived": ["sleep 100"]}, "outlived test.sh"),
+    ],
+)
 def test_a_missing_or_malformed_reward_is_0_with_the_reason_recorded(raw, why):
     verdict = graded(**raw)
     assert verdict.reward == 0.0 and why in verdict.raw["reason"], verdict.raw
@@ -86,8 +90,9 @@ def test_a_folder_reads_harbors_settings(tmp_path):
 def test_from_images_become_the_base_build_arg_but_stages_stay(tmp_path):
     harbor_tasks.dataset(tmp_path)
     task = folder.read(tmp_path / "py-mean")
-    task.dockerfile.write_text("FROM ubuntu:24.04 AS build\nRUN true\nFROM build\nFROM --platform=x alpine\n"
-                               "WORKDIR /app\n")
+    task.dockerfile.write_text(
+        "FROM ubuntu:24.04 AS build\nRUN true\nFROM build\nFROM --platform=x alpine\nWORKDIR /app\n"
+    )
     text = image._dockerfile_text(task, mapped=True)
     assert text.startswith(f"ARG {image.BASE_ARG}\nFROM ${{{image.BASE_ARG}}} AS build\n"), text
     assert "\nFROM build\n" in text and f"\nFROM --platform=x ${{{image.BASE_ARG}}}\n" in text, text
@@ -106,8 +111,14 @@ def test_the_source_makes_one_option_per_task_folder(tmp_path):
 
 
 def _cli(conf: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, env={**os.environ, "CRUCIBLE_CONFIG_PATH": str(conf)})
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "CRUCIBLE_CONFIG_PATH": str(conf)},
+    )
 
 
 def test_a_missing_task_a_local_runtime_and_a_dockerfile_without_workdir_are_one_line_each(tmp_path):

@@ -2,6 +2,7 @@
 tool-calling agent works an issue end to end through the run's own tools (reads the issue,
 fixes, pushes a branch, opens the PR) and scores 1.0; a ``pr_rubric`` PR check is judged by
 a model through the agents' providers, and its scripted score is the PR subscore."""
+
 from __future__ import annotations
 
 import json
@@ -25,22 +26,29 @@ def runs(docker_client, base_image, tmp_path_factory):
     def script(turn):
         if "# Rubric" in turn.prompt:  # the PR judge: no tools, one answer
             return answer(VERDICT)
-        steps = [reply("Reading the tracker.", call("github_list_issues"), call("github_get_issue", number=7)),
-                 reply("Fixing the page count.", *(call(e["name"], **e["arguments"]) for e in edits)),
-                 reply("Pushing a branch.", call(push["name"], **push["arguments"])),
-                 reply("Opening the pull request.", call(open_pr["name"], **open_pr["arguments"]))]
+        steps = [
+            reply("Reading the tracker.", call("github_list_issues"), call("github_get_issue", number=7)),
+            reply("Fixing the page count.", *(call(e["name"], **e["arguments"]) for e in edits)),
+            reply("Pushing a branch.", call(push["name"], **push["arguments"])),
+            reply("Opening the pull request.", call(open_pr["name"], **open_pr["arguments"])),
+        ]
         return steps[turn.turn] if turn.turn < len(steps) else answer("Opened a pull request that fixes #7.")
 
     with pytest.MonkeyPatch.context() as mp, StandIn(script) as api:
         mp.setenv(KEY_ENV, "sk-standin-sdlc")
-        agent = real_run(tmp_path_factory.mktemp("run"), TASK, "agent=tool_calling", "model=openai-compatible/standin",
-                         f"agent.base_url={api.base_url}", f"agent.api_key_env={KEY_ENV}")
+        agent = real_run(
+            tmp_path_factory.mktemp("run"),
+            TASK,
+            "agent=tool_calling",
+            "model=openai-compatible/standin",
+            f"agent.base_url={api.base_url}",
+            f"agent.api_key_env={KEY_ENV}",
+        )
 
         def judged_by_the_standin(task):
             task.pr_rubric, task.judge.model, task.judge.base_url = RUBRIC, "openai-compatible/judge", api.base_url
 
-        rubric = real_run(tmp_path_factory.mktemp("run"), TASK, "agent=integration_test",
-                          change=judged_by_the_standin)
+        rubric = real_run(tmp_path_factory.mktemp("run"), TASK, "agent=integration_test", change=judged_by_the_standin)
         judged = [e for e in api.exchanges if "# Rubric" in json.dumps(e.request)]
         return {"agent": agent, "rubric": rubric, "judged": judged}
 
@@ -54,7 +62,10 @@ def test_a_tool_calling_agent_reads_the_issue_fixes_pushes_opens_the_pr_and_scor
     assert all(not error for _, error in calls), calls
     assert record.reward == 1.0 and record.subscores["tests"] == 1.0 and record.subscores["pr_check"] == 1.0
     assert [t["tool"] for t in record.raw_grade["transcript"]] == [
-        "github_list_issues", "github_get_issue", "github_create_pull_request"]
+        "github_list_issues",
+        "github_get_issue",
+        "github_create_pull_request",
+    ]
 
 
 def test_a_pr_rubric_is_judged_by_the_configured_model_and_gives_its_scripted_subscore(runs):

@@ -1,6 +1,7 @@
 """The sdlc flavor's host-side parts with real git and no Docker: the mock remote served over
 a unix socket and reached by plain git through the relay (the agent's ``ext::`` origin), its
 protected main, and the mock GitHub's GitHub-like errors and transcript."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,13 +18,19 @@ from envs.sdlc.github import MockGitHub
 from envs.sdlc.schema import IssueComment, IssueConfig
 
 ROOT = Path(__file__).resolve().parents[3]
-GIT_ENV = {**remote.GIT_ENV, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+GIT_ENV = {
+    **remote.GIT_ENV,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-c", "protocol.ext.allow=always", *args], cwd=cwd, env=GIT_ENV,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["git", "-c", "protocol.ext.allow=always", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True
+    )
 
 
 @pytest.fixture
@@ -54,8 +61,16 @@ async def _with_remote(tmp_path: Path, source: tuple[Path, str], fresh: bool, bo
 
 async def agit(cwd: Path, *args: str) -> tuple[int, str]:
     """git as the agent runs it: a subprocess, while the remote serves in this loop."""
-    proc = await asyncio.create_subprocess_exec("git", "-c", "protocol.ext.allow=always", *args, cwd=cwd,
-                                                env=GIT_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        "-c",
+        "protocol.ext.allow=always",
+        *args,
+        cwd=cwd,
+        env=GIT_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode()
 
@@ -93,16 +108,27 @@ def test_plain_git_clones_and_pushes_branches_through_the_relay_but_main_is_refu
 def test_the_relay_refuses_any_service_but_fetch_and_push(tmp_path, source):
     async def body(served: remote.Remote, url: str):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(tmp_path / "bridge" / remote.RELAY_NAME), "git-upload-archive",
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            sys.executable,
+            str(tmp_path / "bridge" / remote.RELAY_NAME),
+            "git-upload-archive",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
         out, _ = await proc.communicate()
         return out
 
     assert b"ERR unknown service" in asyncio.run(_with_remote(tmp_path, source, True, body))
 
 
-ISSUES = [IssueConfig(number=7, title="Bug", body="It breaks.", labels=["bug"],
-                      comments=[IssueComment(author="maintainer", body="Confirmed.")])]
+ISSUES = [
+    IssueConfig(
+        number=7,
+        title="Bug",
+        body="It breaks.",
+        labels=["bug"],
+        comments=[IssueComment(author="maintainer", body="Confirmed.")],
+    )
+]
 
 
 def test_the_mock_github_errors_like_github_and_records_every_call(tmp_path, source):
@@ -110,14 +136,17 @@ def test_the_mock_github_errors_like_github_and_records_every_call(tmp_path, sou
         github = MockGitHub(ISSUES, served)
         work = tmp_path / "work"
         await agit(tmp_path, "clone", "-q", url, str(work))
-        results = {"404": await github.call("github_get_issue", {"number": 99}),
-                   "422": await github.call("github_create_pull_request", {"title": "t", "head": "nope"})}
+        results = {
+            "404": await github.call("github_get_issue", {"number": 99}),
+            "422": await github.call("github_create_pull_request", {"title": "t", "head": "nope"}),
+        }
         (work / "app.py").write_text("x = 3\n")
         git(work, "checkout", "-qb", "fix"), git(work, "commit", "-qam", "fix #7")
         await agit(work, "push", "-q", "origin", "fix")
         results["issue"] = await github.call("github_get_issue", {"number": 7})
-        results["pr"] = await github.call("github_create_pull_request",
-                                          {"title": "Fix #7", "body": "Fixes #7", "head": "fix"})
+        results["pr"] = await github.call(
+            "github_create_pull_request", {"title": "Fix #7", "body": "Fixes #7", "head": "fix"}
+        )
         results["dup"] = await github.call("github_create_pull_request", {"title": "again", "head": "fix"})
         results["diff"] = await github.call("github_get_pull_request_diff", {"number": 8})
         results["file"] = await github.call("github_get_file", {"path": "app.py", "ref": "fix"})
@@ -142,31 +171,48 @@ def test_the_mock_github_errors_like_github_and_records_every_call(tmp_path, sou
     assert [b["name"] for b in json.loads(results["branches"][0])] == ["fix", "main"]
     assert json.loads(results["update"][0])["state"] == "closed" and github.latest_open_pull() is None
     assert [(t["seq"], t["tool"], t["is_error"]) for t in github.transcript] == [
-        (0, "github_get_issue", True), (1, "github_create_pull_request", True), (2, "github_get_issue", False),
-        (3, "github_create_pull_request", False), (4, "github_create_pull_request", True),
-        (5, "github_get_pull_request_diff", False), (6, "github_get_file", False),
-        (7, "github_get_file", True), (8, "github_list_branches", False), (9, "github_update_pull_request", False)]
+        (0, "github_get_issue", True),
+        (1, "github_create_pull_request", True),
+        (2, "github_get_issue", False),
+        (3, "github_create_pull_request", False),
+        (4, "github_create_pull_request", True),
+        (5, "github_get_pull_request_diff", False),
+        (6, "github_get_file", False),
+        (7, "github_get_file", True),
+        (8, "github_list_branches", False),
+        (9, "github_update_pull_request", False),
+    ]
     assert github.transcript[3]["arguments"] == {"title": "Fix #7", "body": "Fixes #7", "head": "fix"}
 
 
 def _build_dry_run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     conf = tmp_path / "task" / "sdlcbad"
     conf.mkdir(parents=True)
-    (conf / "bad.yaml").write_text("defaults:\n  - override /flavor@_global_.flavor: sdlc\n  - _self_\n"
-                                   "name: bad\nset: sdlcbad\nrepo: generated://sample\nprompt: p\n"
-                                   "test_command: 'true'\nrefs: {baseline: last_page_baseline, "
-                                   "test: last_page_test, golden: last_page_golden}\n" + body)
-    return subprocess.run([sys.executable, "-m", "engine.cli", "build", "task=sdlcbad/bad", "--dry-run"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "CRUCIBLE_CONFIG_PATH": str(tmp_path)})
+    (conf / "bad.yaml").write_text(
+        "defaults:\n  - override /flavor@_global_.flavor: sdlc\n  - _self_\n"
+        "name: bad\nset: sdlcbad\nrepo: generated://sample\nprompt: p\n"
+        "test_command: 'true'\nrefs: {baseline: last_page_baseline, "
+        "test: last_page_test, golden: last_page_golden}\n" + body
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", "build", "task=sdlcbad/bad", "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "CRUCIBLE_CONFIG_PATH": str(tmp_path)},
+    )
 
 
-@pytest.mark.parametrize("body, words", [
-    ("issues:\n  - {number: 1, title: t, bdy: x}\n", ["task sdlcbad/bad", "bdy"]),
-    ("issues: []\n", ["task 'sdlcbad/bad'", "task.issues is empty"]),
-    ("issue: 2\nissues:\n  - {number: 1, title: t}\n", ["task 'sdlcbad/bad'", "task.issue 2"]),
-    ("pr_rubric: be nice\nissues:\n  - {number: 1, title: t}\n", ["task 'sdlcbad/bad'", "task.judge.model"]),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ("issues:\n  - {number: 1, title: t, bdy: x}\n", ["task sdlcbad/bad", "bdy"]),
+        ("issues: []\n", ["task 'sdlcbad/bad'", "task.issues is empty"]),
+        ("issue: 2\nissues:\n  - {number: 1, title: t}\n", ["task 'sdlcbad/bad'", "task.issue 2"]),
+        ("pr_rubric: be nice\nissues:\n  - {number: 1, title: t}\n", ["task 'sdlcbad/bad'", "task.judge.model"]),
+    ],
+)
 def test_a_bad_sdlc_task_is_one_line_naming_the_task_and_key(tmp_path, body, words):
     proc = _build_dry_run(tmp_path, body)
     lines = proc.stderr.strip().splitlines()

@@ -3,6 +3,7 @@ deliverable is: the latest open PR's head as the remote holds it when the agent 
 A push without a PR scores 0; a force-push after opening is graded at the new head; under
 strict the agent sees no ref but main and its own, and its push to main is refused and
 changes nothing; the github_* transcript is queryable in SQL and shown by ``crucible show``."""
+
 from __future__ import annotations
 
 import json
@@ -18,15 +19,22 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TASK = "sdlc/last_page"
 ROOT = Path(__file__).resolve().parents[3]
-WRONG = bash("git checkout -q -b fix && echo '# a start' >> README.md && git commit -qam wip "
-             "&& git push -q origin fix")
-FORCE = bash("git checkout -q main -- README.md && git add -A && git commit -q --amend -m 'Fix #7' && git push -q -f origin fix")
-PR = {"name": "github_create_pull_request",
-      "arguments": {"title": "Fix #7: page the last rows", "body": "Fixes #7.", "head": "fix", "base": "main"}}
-PROBE = [bash("git rev-parse HEAD origin/main"), bash("git ls-remote origin"), bash("ls -A /run/crucible"),
-         bash("git commit -qam 'fix on main' && git push origin HEAD:main"),
-         {"name": "github_get_issue", "arguments": {"number": 99}},
-         {"name": "github_create_pull_request", "arguments": {"title": "t", "body": "b", "head": "never-pushed"}}]
+WRONG = bash("git checkout -q -b fix && echo '# a start' >> README.md && git commit -qam wip && git push -q origin fix")
+FORCE = bash(
+    "git checkout -q main -- README.md && git add -A && git commit -q --amend -m 'Fix #7' && git push -q -f origin fix"
+)
+PR = {
+    "name": "github_create_pull_request",
+    "arguments": {"title": "Fix #7: page the last rows", "body": "Fixes #7.", "head": "fix", "base": "main"},
+}
+PROBE = [
+    bash("git rev-parse HEAD origin/main"),
+    bash("git ls-remote origin"),
+    bash("ls -A /run/crucible"),
+    bash("git commit -qam 'fix on main' && git push origin HEAD:main"),
+    {"name": "github_get_issue", "arguments": {"number": 99}},
+    {"name": "github_create_pull_request", "arguments": {"title": "t", "body": "b", "head": "never-pushed"}},
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +43,9 @@ def runs(docker_client, base_image, tmp_path_factory):
     push_only = push_and_pr[:1]
 
     def run(*overrides: str, validation: list[dict]):
-        return real_run(tmp_path_factory.mktemp("run"), TASK, "agent=integration_test", *overrides,
-                        validation=validation)
+        return real_run(
+            tmp_path_factory.mktemp("run"), TASK, "agent=integration_test", *overrides, validation=validation
+        )
 
     return {
         "no_pr": run(validation=[*read, *edits, *push_only]),
@@ -93,22 +102,33 @@ def test_the_action_transcript_is_queryable_in_sql_and_shown_by_crucible_show(ru
 
     record = runs["force_push"]
     store = DuckDBStore()
-    _, rows = store.query(f"SELECT tool FROM steps WHERE run_id = '{record.run_id}' AND tool LIKE 'github_%' "
-                          f"ORDER BY position")
+    _, rows = store.query(
+        f"SELECT tool FROM steps WHERE run_id = '{record.run_id}' AND tool LIKE 'github_%' ORDER BY position"
+    )
     assert [r[0] for r in rows] == ["github_get_issue", "github_create_pull_request"]
     # The mock's own record, kept host-side whatever the agent reports of itself:
-    _, rows = store.query(f"SELECT j.value->>'tool', (j.value->>'is_error')::BOOLEAN FROM runs r, "
-                          f"json_each(r.raw_grade->'transcript') j WHERE r.run_id = '{record.run_id}' "
-                          f"ORDER BY (j.value->>'seq')::INT")
+    _, rows = store.query(
+        f"SELECT j.value->>'tool', (j.value->>'is_error')::BOOLEAN FROM runs r, "
+        f"json_each(r.raw_grade->'transcript') j WHERE r.run_id = '{record.run_id}' "
+        f"ORDER BY (j.value->>'seq')::INT"
+    )
     assert rows == [("github_get_issue", False), ("github_create_pull_request", False)]
-    shown = subprocess.run([sys.executable, "-m", "engine.cli", "show", record.run_id], capture_output=True,
-                           text=True, cwd=ROOT, env=dict(os.environ), timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "show", record.run_id],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     lines = [line for line in shown.stdout.splitlines() if "mcp:github_" in line]
-    assert [line.split()[2].split("  ")[0] for line in lines] == ["mcp:github_get_issue",
-                                                                  "mcp:github_create_pull_request"], shown.stdout
+    assert [line.split()[2].split("  ")[0] for line in lines] == [
+        "mcp:github_get_issue",
+        "mcp:github_create_pull_request",
+    ], shown.stdout
     # ... and the mock's transcript, through the flavor's explanation of the verdict:
     text = [line.strip() for line in shown.stdout.splitlines()]
     at = text.index("github calls (2):")
-    assert text[at + 1] == '0 ok  github_get_issue {"number": 7}', text[at:at + 3]
-    assert text[at + 2].startswith("1 ok  github_create_pull_request"), text[at:at + 3]
+    assert text[at + 1] == '0 ok  github_get_issue {"number": 7}', text[at : at + 3]
+    assert text[at + 2].startswith("1 ok  github_create_pull_request"), text[at : at + 3]

@@ -1,6 +1,7 @@
 """The engine's hook for a flavor's per-run services (``RunServices``), as the sdlc flavor
 uses it: up for the whole run and taken down after it whatever happened; a service that
 cannot start ends the run as an error of its setup phase, never as a score."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,8 +44,9 @@ def test_the_remote_lives_through_grading_and_is_gone_after_the_run(docker_clien
     assert len(spied) == 2 and not any(path.exists() for path in spied), spied
 
 
-def test_a_service_that_cannot_start_is_a_setup_error_and_leaves_nothing(docker_client, base_image, tmp_path,
-                                                                       monkeypatch, spied):
+def test_a_service_that_cannot_start_is_a_setup_error_and_leaves_nothing(
+    docker_client, base_image, tmp_path, monkeypatch, spied
+):
     from envs.sdlc import remote
 
     def broken(*args, **kwargs):

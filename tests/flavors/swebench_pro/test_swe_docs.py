@@ -2,6 +2,7 @@
 two official steps are done when the task image is built, /app is uid 1000's under every mode,
 the image's entrypoint is replaced, a real instance was graded, and both predictions formats are
 named for what they are. Each claim is checked against the code that makes it true."""
+
 from __future__ import annotations
 
 import re
@@ -18,12 +19,12 @@ HUD = (ROOT / "Dockerfile.hud").read_text()
 def section(title: str) -> str:
     start = DOC.index(f"## {title}")
     end = DOC.find("\n## ", start + 3)
-    return DOC[start:end if end != -1 else None]
+    return DOC[start : end if end != -1 else None]
 
 
 def test_the_differences_name_the_build_time_reset_and_the_uid_1000_tree_as_the_image_has_them():
-    differences = DOC[DOC.index("Differences from the official script"):]
-    differences = differences[:differences.index("\n\n")]
+    differences = DOC[DOC.index("Differences from the official script") :]
+    differences = differences[: differences.index("\n\n")]
     assert "done once when the task image is built" in differences
     assert "uid 1000" in differences and "`none` included" in differences
     # what makes it so: Dockerfile.hud resets and checks out base_commit, and chowns the tree

@@ -3,6 +3,7 @@ loops are recognised, their words as bash reads them, and the `sed` first on the
 (sh/sed_wrap.sh) run on this host as uid 1000, as the tests are; the script's own ``rm`` of a
 hidden test file, which leaves it unlocked. The edit made in a grading
 container: tests/flavors/swebench_pro/test_swe_strict.py (``mochafile``)."""
+
 from __future__ import annotations
 
 import json
@@ -29,33 +30,51 @@ NODEBB_SED = ("-i", "-E", f"s#(describe[[:space:]]*\\(\\s*)(['\"`])(.*?)\\2#\\1\
 
 def test_nodebbs_loop_is_recognised_with_its_words_as_bash_reads_them():
     found = edits.loop(NODEBB_LOOP)
-    assert found == edits.Loop(("test/", "-type", "f", "-regextype", "posix-extended", "-regex", ".*\\.(ts|js|tsx|jsx)$"),
-                               NODEBB_SED)
-    assert edits.args(found) == ["test/\n-type\nf\n-regextype\nposix-extended\n-regex\n.*\\.(ts|js|tsx|jsx)$",
-                                 "\n".join(NODEBB_SED)]
+    assert found == edits.Loop(
+        ("test/", "-type", "f", "-regextype", "posix-extended", "-regex", ".*\\.(ts|js|tsx|jsx)$"), NODEBB_SED
+    )
+    assert edits.args(found) == [
+        "test/\n-type\nf\n-regextype\nposix-extended\n-regex\n.*\\.(ts|js|tsx|jsx)$",
+        "\n".join(NODEBB_SED),
+    ]
     assert edits.args(None) == ["", ""]
     shown = edits.shown(found, "/crucible-work")
     assert "sed --sandbox -i -E s#(describe" in shown and "FILE::" in shown and edits.FILE not in shown
 
 
-@pytest.mark.parametrize("text", [
-    "-i -E \"s#(describe[[:space:]]*\\(\\s*)(['\\\"\\`])(.*?)\\2#\\1\\2${file}::\\3\\2#g\"",
-    "-i 's/a b/c/' \"x$file\"y 'it'\\''s' plain\\ word",
-    "test/ -type f -name '*.js' -o -regex \".*\\.ts$\"",
-    "-E -i\t'' \"$file::${file}\" a$ \"b$\"",
-    "-i \\\n  -E 's/a/b/' plain\\\nword \"s/a\\\nb/\"",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '-i -E "s#(describe[[:space:]]*\\(\\s*)([\'\\"\\`])(.*?)\\2#\\1\\2${file}::\\3\\2#g"',
+        "-i 's/a b/c/' \"x$file\"y 'it'\\''s' plain\\ word",
+        "test/ -type f -name '*.js' -o -regex \".*\\.ts$\"",
+        '-E -i\t\'\' "$file::${file}" a$ "b$"',
+        "-i \\\n  -E 's/a/b/' plain\\\nword \"s/a\\\nb/\"",
+    ],
+)
 def test_words_are_split_and_unquoted_as_bash_does(text):
     """Each word as bash passes it to the command, with the loop's variable set to the placeholder."""
-    done = subprocess.run(["bash", "-c", f"file={shlex.quote(edits.FILE)}; printf '%s\\0' {text}"],
-                          capture_output=True, check=True)
+    done = subprocess.run(
+        ["bash", "-c", f"file={shlex.quote(edits.FILE)}; printf '%s\\0' {text}"], capture_output=True, check=True
+    )
     assert edits.words(text, "file") == done.stdout.decode().split("\0")[:-1]
 
 
-@pytest.mark.parametrize("text", [
-    "-i \"s/$(id -u)/x/\"", "-i \"s/$HOME/x/\"", "-i s/a/b/ *.js", "-i `id`", "-i 's/a/b/", "-i \"s/a/b/",
-    "-i ~/x", f"-i {edits.FILE}", "-i \"a\nb\"", "-i 's/a \\\nb/'",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '-i "s/$(id -u)/x/"',
+        '-i "s/$HOME/x/"',
+        "-i s/a/b/ *.js",
+        "-i `id`",
+        "-i 's/a/b/",
+        '-i "s/a/b/',
+        "-i ~/x",
+        f"-i {edits.FILE}",
+        '-i "a\nb"',
+        "-i 's/a \\\nb/'",
+    ],
+)
 def test_a_word_that_needs_more_than_quote_removal_is_refused(text):
     assert edits.words(text, "file") is None
 
@@ -64,30 +83,34 @@ def _script(loop: str) -> bytes:
     return f"#!/bin/bash\nset -e\n{loop}\nmocha test/a.js\n".encode()
 
 
-LOOP = ("find test/ -type f -print0 | while IFS= read -r -d '' file; do\n"
-        "  sed -i -E \"s#(describe\\()'#\\1'${file}::#\" \"$file\"\ndone")
+LOOP = (
+    "find test/ -type f -print0 | while IFS= read -r -d '' file; do\n"
+    '  sed -i -E "s#(describe\\()\'#\\1\'${file}::#" "$file"\ndone'
+)
 
 
 def test_only_one_plain_in_place_loop_is_recognised():
-    assert edits.loop(_script(LOOP)) == edits.Loop(("test/", "-type", "f"), ("-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#"))
+    assert edits.loop(_script(LOOP)) == edits.Loop(
+        ("test/", "-type", "f"), ("-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#")
+    )
     assert edits.loop(_script(LOOP.replace("done", "  done"))) is not None
     assert edits.loop(_script(LOOP.replace("| while", "|| while"))) is None  # 7 NodeBB scripts: the loop never runs
     assert edits.loop(_script("# " + LOOP.replace("\n", "\n# "))) is None
     assert edits.loop(_script(LOOP + "\n" + LOOP)) is None  # two: which one ran where is the script's to say
     assert edits.loop(_script(LOOP.replace("sed -i -E", "sed -E"))) is None  # not an edit in place
-    assert edits.loop(_script(LOOP.replace("-E \"", "-E \"$(cat /x)"))) is None
-    assert edits.loop(_script(LOOP.replace("\"$file\"\n", "\"$other\"\n"))) is None
+    assert edits.loop(_script(LOOP.replace('-E "', '-E "$(cat /x)'))) is None
+    assert edits.loop(_script(LOOP.replace('"$file"\n', '"$other"\n'))) is None
     assert edits.loop(_script(LOOP.replace("test/", "$(pwd)/test/"))) is None
     assert edits.loop(_script(LOOP.replace("-i -E", "--in-place -E"))) is not None
     assert edits.loop(b"#!/bin/bash\nmocha test/a.js\n") is None
-    assert edits.loop(_script(LOOP.replace("\"$file\"\n", "\"$file\" "))) is None  # `done` would be sed's word
+    assert edits.loop(_script(LOOP.replace('"$file"\n', '"$file" '))) is None  # `done` would be sed's word
     assert edits.loop(_script("x=a#b; " + LOOP)) is not None  # a `#` inside a word starts no comment
-    assert edits.loop(_script("echo \"it's\"; # " + LOOP)) is None
+    assert edits.loop(_script('echo "it\'s"; # ' + LOOP)) is None
     assert edits.loop(_script(LOOP.replace("sed -i -E", "sed -i \\\n    -E"))).sed == edits.loop(_script(LOOP)).sed
     assert edits.loop(_script(LOOP.replace("-type f -print0", "-type f\\\n-print0"))) is None  # bash: `f-print0`
-    assert edits.loop(_script(LOOP.replace("::#\" \"$file\"", "::#\"\\\n\"$file\""))) is None  # one word with the file
-    assert edits.loop(_script("x=\"\n\" # " + LOOP.replace("\n", "\n# "))) is None  # a comment after a quote closed
-    assert edits.loop(_script("echo \\\" # " + LOOP.replace("\n", "\n# "))) is None  # an escaped quote opens none
+    assert edits.loop(_script(LOOP.replace('::#" "$file"', '::#"\\\n"$file"'))) is None  # one word with the file
+    assert edits.loop(_script('x="\n" # ' + LOOP.replace("\n", "\n# "))) is None  # a comment after a quote closed
+    assert edits.loop(_script('echo \\" # ' + LOOP.replace("\n", "\n# "))) is None  # an escaped quote opens none
     assert edits.loop(_script("echo '" + LOOP + "'")) is None  # text, not a command
 
 
@@ -118,8 +141,9 @@ def _wrapped_seds(root: Path) -> None:
     tests.chmod(0o1777)
     root.chmod(0o755)
     recorded = ["-i", "-E", f"s#(describe\\()'#\\1'{locked}::#", str(locked)]
-    quoted = subprocess.run(["bash", "-c", "printf '%q ' \"$@\"", "bash", *recorded], capture_output=True,
-                            text=True, check=True).stdout
+    quoted = subprocess.run(
+        ["bash", "-c", "printf '%q ' \"$@\"", "bash", *recorded], capture_output=True, text=True, check=True
+    ).stdout
     (wrap / "sed-edits").write_text(quoted + "\n")
     (wrap / "sed").write_text(edits.wrap_program())
     (wrap / "sed").chmod(0o755)
@@ -148,13 +172,34 @@ def test_a_test_named_by_the_file_its_describe_is_written_in_maps_to_the_runners
     where that helper is trusted too (locked, the patch leaves it alone), else whatever the patch
     made of the helper would answer for the name."""
     hidden, helper = "/app/test/user.js", "/app/test/user/emails.js"
-    tests = js_source.tests_in(json.dumps({"runner": "mocha", "tests": [
-        {"file": hidden, "titlePath": ["test/user/emails.js::email confirmation", "sends"], "status": "passed"},
-        {"file": hidden, "titlePath": ["test/user.js::User", "test/user.js::.create()", "works"], "status": "failed"},
-        {"file": "/app/test/other.js", "titlePath": ["test/user/emails.js::email confirmation", "sends"],
-         "status": "failed"}]}).encode())
+    tests = js_source.tests_in(
+        json.dumps(
+            {
+                "runner": "mocha",
+                "tests": [
+                    {
+                        "file": hidden,
+                        "titlePath": ["test/user/emails.js::email confirmation", "sends"],
+                        "status": "passed",
+                    },
+                    {
+                        "file": hidden,
+                        "titlePath": ["test/user.js::User", "test/user.js::.create()", "works"],
+                        "status": "failed",
+                    },
+                    {
+                        "file": "/app/test/other.js",
+                        "titlePath": ["test/user/emails.js::email confirmation", "sends"],
+                        "status": "failed",
+                    },
+                ],
+            }
+        ).encode()
+    )
     assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden, helper]) == (
-        [0], "describe-file")
+        [0],
+        "describe-file",
+    )
     assert jsresults.map_name("test/user/emails.js | email confirmation sends", tests, [hidden])[0] == []
     assert jsresults.map_name("test/user.js | User .create() works", tests, [hidden]) == ([1], "path-suffix")
     assert jsresults.map_name("test/user/other.js | email confirmation sends", tests, [hidden, helper])[0] == []
@@ -163,29 +208,41 @@ def test_a_test_named_by_the_file_its_describe_is_written_in_maps_to_the_runners
 def test_a_helper_a_listed_name_names_is_locked_and_trusted_where_the_script_edits_every_test_file():
     """7 NodeBB instances list names by a helper (test/user/emails.js) that no before_repo_set_cmd
     restores nor is selected: locked, root's edit made to it, and trusted if the patch leaves it."""
-    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/user.js",
-                           selected_test_files_to_run=["test/user.js"],
-                           fail_to_pass=["test/user/emails.js | email confirmation sends"],
-                           pass_to_pass=["test/user.js | User works", "test/user/../../etc/x.js | y"])
+    task = SimpleNamespace(
+        workdir="/app",
+        before_repo_set_cmd="git checkout s -- test/user.js",
+        selected_test_files_to_run=["test/user.js"],
+        fail_to_pass=["test/user/emails.js | email confirmation sends"],
+        pass_to_pass=["test/user.js | User works", "test/user/../../etc/x.js | y"],
+    )
     assert strict.described_test_files(task) == ["test/user/emails.js"]
     looped = strict.plan(task, "", run_script=_script(LOOP))
     assert looped.lock == ("test/user.js", "test/user.jsx", "test/user/emails.js")
     assert "test/user/emails.js" not in strict.plan(task, "", run_script=b"npx mocha test/user.js\n").lock
     assert strict.trusted_test_files(task, "", {"test/user.js", "test/user/emails.js"}) == [
-        "/app/test/user.js", "/app/test/user/emails.js"]  # what the lock made root's (no test/user.jsx there)
-    edited = ("diff --git a/test/user/emails.js b/test/user/emails.js\n--- a/test/user/emails.js\n"
-              "+++ b/test/user/emails.js\n@@ -1 +1 @@\n-a\n+b\n")
+        "/app/test/user.js",
+        "/app/test/user/emails.js",
+    ]  # what the lock made root's (no test/user.jsx there)
+    edited = (
+        "diff --git a/test/user/emails.js b/test/user/emails.js\n--- a/test/user/emails.js\n"
+        "+++ b/test/user/emails.js\n@@ -1 +1 @@\n-a\n+b\n"
+    )
     assert strict.trusted_test_files(task, edited, {"test/user.js", "test/user/emails.js"}) == ["/app/test/user.js"]
 
 
-NODEBB_REMOVALS = (b"  rm -r test/activitypub* 2>/dev/null || true\n  rm test/file.js 2>/dev/null || true\n"
-                   b"  rm -f test/activitypub* test/file.js 2>/dev/null || true\n")
+NODEBB_REMOVALS = (
+    b"  rm -r test/activitypub* 2>/dev/null || true\n  rm test/file.js 2>/dev/null || true\n"
+    b"  rm -f test/activitypub* test/file.js 2>/dev/null || true\n"
+)
 
 
 def test_the_run_scripts_plain_rm_lines_are_read_and_matched_as_bashs_globs():
-    found = edits.removals(b"#!/bin/bash\n" + NODEBB_REMOVALS + b"rm -rf /tmp/x\nrm ../up\nrm \"$x\"\nrm a; rm b\n")
-    assert found == [edits.Removal(("test/activitypub*",), True, 1), edits.Removal(("test/file.js",), False, 2),
-                     edits.Removal(("test/activitypub*", "test/file.js"), False, 3)]
+    found = edits.removals(b"#!/bin/bash\n" + NODEBB_REMOVALS + b'rm -rf /tmp/x\nrm ../up\nrm "$x"\nrm a; rm b\n')
+    assert found == [
+        edits.Removal(("test/activitypub*",), True, 1),
+        edits.Removal(("test/file.js",), False, 2),
+        edits.Removal(("test/activitypub*", "test/file.js"), False, 3),
+    ]
     recursive, plain = found[0], found[2]
     assert edits.removed([recursive], "test/activitypub/feps.js") and edits.removed([recursive], "test/activitypub.js")
     assert not edits.removed([plain], "test/activitypub/feps.js")  # rm -f of a directory removes nothing
@@ -198,9 +255,13 @@ def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_run
     """Locked, a selected file NodeBB's script removes before mocha runs outlives the rm and its
     helpers (mocha then fails loading it); unlocked it goes as officially, and is not trusted, so
     nothing in it answers for a listed test. Where the parser alone judges it stays locked."""
-    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/user.js test/activitypub/feps.js",
-                           selected_test_files_to_run=["test/user.js", "test/activitypub/feps.js"],
-                           fail_to_pass=["test/user.js | User works"], pass_to_pass=[])
+    task = SimpleNamespace(
+        workdir="/app",
+        before_repo_set_cmd="git checkout s -- test/user.js test/activitypub/feps.js",
+        selected_test_files_to_run=["test/user.js", "test/activitypub/feps.js"],
+        fail_to_pass=["test/user.js | User works"],
+        pass_to_pass=[],
+    )
     mocha = b"#!/bin/bash\nset -e\n" + NODEBB_REMOVALS + b"npx mocha --reporter=json test/user.js\n"
     planned = strict.plan(task, "", run_script=mocha)
     assert "test/activitypub/feps.js" not in planned.lock and "test/user.js" in planned.lock
@@ -210,7 +271,9 @@ def test_a_hidden_test_file_the_script_removes_is_left_unlocked_only_where_a_run
     parser_only = strict.plan(task, "", run_script=mocha.replace(b"npx mocha --reporter=json", b"node run.js"))
     assert "test/activitypub/feps.js" in parser_only.lock and parser_only.unlocked == ()
     assert strict.plan(task, "").unlocked == ()
-    cleanup = strict.plan(task, "", run_script=b"#!/bin/bash\nnpx mocha --reporter=json test/user.js\n" + NODEBB_REMOVALS)
+    cleanup = strict.plan(
+        task, "", run_script=b"#!/bin/bash\nnpx mocha --reporter=json test/user.js\n" + NODEBB_REMOVALS
+    )
     assert cleanup.unlocked == ()  # removed after the runner ran: it ran officially
     assert jsresults.last_runner_line(b"npx mocha a\n# mocha\nnpx jest b\necho\n") == 2
     assert jsresults.last_runner_line(b"echo\n") == -1
@@ -225,8 +288,15 @@ def test_the_tests_home_gets_roots_npm_cache_only_where_the_script_runs_npm_inst
     assert strict.home_from_root(nodebb) == [".npm", ".npmrc"]
     assert strict.home_from_root(b"npm ci\n") == strict.home_from_root(b"cd x && npm i -D y\n") == [".npm", ".npmrc"]
     assert strict.home_from_root(b"npm --prefix web install\n") == [".npm", ".npmrc"]
-    for other in (b"# npm install\n", b"npm test -- --ci\n", b"npm run install-deps\n", b"npx mocha\n",
-                  b"yarn install\n", b"pnpm install\n", b"echo npm-install\n"):
+    for other in (
+        b"# npm install\n",
+        b"npm test -- --ci\n",
+        b"npm run install-deps\n",
+        b"npx mocha\n",
+        b"yarn install\n",
+        b"pnpm install\n",
+        b"echo npm-install\n",
+    ):
         assert strict.home_from_root(other) == [], other
 
 
@@ -236,8 +306,8 @@ def _replay_functions(*names: str) -> str:
     found = []
     for name in names:
         start = text.index(f"\n{name}() {{") + 1
-        first_line = text[start:text.index("\n", start) + 1]
-        found.append(first_line if first_line.rstrip().endswith("}") else text[start:text.index("\n}\n", start) + 3])
+        first_line = text[start : text.index("\n", start) + 1]
+        found.append(first_line if first_line.rstrip().endswith("}") else text[start : text.index("\n}\n", start) + 3])
     return "".join(found)
 
 
@@ -266,13 +336,25 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     work.mkdir()
 
     def edit(sed_words: list[str]) -> subprocess.CompletedProcess:
-        program = (_replay_functions("now_us", "through_symlink", "lock_one", "lock_tree", "lock_hidden", "edit_locked")
-                   + "lock_hidden > /dev/null\nedit_locked\n")
-        env = {"PATH": os.environ["PATH"], "WORK": str(work), "EDIT_FIND": "test/\n-type\nf",
-               "EDIT_SED": "\n".join(sed_words), "SED_WRAP": "#!/bin/bash\n",
-               "LOCK": "test/a.js\ntest/a.jsx\ntest/odd name.js\ntest/link/h.js"}
-        return subprocess.run(["bash", "-c", f"export LOCK EDIT_FIND EDIT_SED SED_WRAP WORK\n{program}"],
-                              cwd=tree, env=env, capture_output=True, text=True)
+        program = (
+            _replay_functions("now_us", "through_symlink", "lock_one", "lock_tree", "lock_hidden", "edit_locked")
+            + "lock_hidden > /dev/null\nedit_locked\n"
+        )
+        env = {
+            "PATH": os.environ["PATH"],
+            "WORK": str(work),
+            "EDIT_FIND": "test/\n-type\nf",
+            "EDIT_SED": "\n".join(sed_words),
+            "SED_WRAP": "#!/bin/bash\n",
+            "LOCK": "test/a.js\ntest/a.jsx\ntest/odd name.js\ntest/link/h.js",
+        }
+        return subprocess.run(
+            ["bash", "-c", f"export LOCK EDIT_FIND EDIT_SED SED_WRAP WORK\n{program}"],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     done = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#"])
     header, _, listed = done.stdout.partition("\n")
@@ -285,10 +367,17 @@ def test_root_edits_only_the_files_the_lock_names_with_plain_names_and_a_sandbox
     assert (outside / "h.js").read_text() == "describe('h', () => {});\n"  # through a symlinked directory
     assert (os.stat(outside / "h.js").st_uid, os.stat(outside / "h.js").st_mode & 0o777) == (1000, 0o644)  # nor locked
     assert shlex.split((work / "sed-wrap" / "sed-edits").read_text()) == [
-        "-i", "-E", "s#(describe\\()'#\\1'test/a.js::#", "test/a.js"]  # recorded without --sandbox
+        "-i",
+        "-E",
+        "s#(describe\\()'#\\1'test/a.js::#",
+        "test/a.js",
+    ]  # recorded without --sandbox
     (tests / "a.js").write_text("echo pwned > pwned # describe('a')\n")
     refused = edit(["-i", "-E", f"s#(describe\\()'#\\1'{edits.FILE}::#e"])
-    assert "test/a.js: sed: -e expression #1" in refused.stdout and "e/r/w commands disabled in sandbox mode" in refused.stdout
+    assert (
+        "test/a.js: sed: -e expression #1" in refused.stdout
+        and "e/r/w commands disabled in sandbox mode" in refused.stdout
+    )
     assert not (tree / "pwned").exists()
 
 
@@ -298,12 +387,19 @@ def _written(repo: Path, patch: str, work: Path) -> tuple[dict, list[str]]:
     work.mkdir(exist_ok=True)
     (work / "patch.diff").write_text(patch)
     subprocess.run(["git", "-C", str(repo), "apply", str(work / "patch.diff")], check=True, capture_output=True)
-    base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
-                          text=True).stdout.strip()
-    program = (_replay_functions("now_us", "through_symlink", "written_index", "read_written")
-               + "read_written\nprintf '%s\\0' \"${WRITTEN[@]}\" > \"$WORK/written-list\"\n")
-    done = subprocess.run(["bash", "-c", f"export WORK BASE\n{program}"], cwd=repo, capture_output=True,
-                          env={"PATH": os.environ["PATH"], "WORK": str(work), "BASE": base})
+    base = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    program = (
+        _replay_functions("now_us", "through_symlink", "written_index", "read_written")
+        + 'read_written\nprintf \'%s\\0\' "${WRITTEN[@]}" > "$WORK/written-list"\n'
+    )
+    done = subprocess.run(
+        ["bash", "-c", f"export WORK BASE\n{program}"],
+        cwd=repo,
+        capture_output=True,
+        env={"PATH": os.environ["PATH"], "WORK": str(work), "BASE": base},
+    )
     records, _ = replay.parse_records(done.stdout)
     return records["written"], (work / "written-list").read_bytes().decode().split("\0")[:-1]
 
@@ -328,29 +424,43 @@ def test_what_git_wrote_is_read_back_as_git_applied_it_whatever_the_patch_text_s
     so each is read as git applied it: the swapped module's test-aware line is found at its line,
     and the rewritten test file counts as touched, so it is not trusted."""
     base_mod = "def f():\n    return 1\n"
-    repo = _repo(tmp_path, {"src/mod.py": base_mod, "tests/test_a.py": "def test_a():\n    pass\n",
-                            "test/a.js": "test/a.js\n"})
+    repo = _repo(
+        tmp_path, {"src/mod.py": base_mod, "tests/test_a.py": "def test_a():\n    pass\n", "test/a.js": "test/a.js\n"}
+    )
     aware = "import sys; sys.modules['_pytest'] = None\n"
-    swapped = ("diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/src/mod.py\n+++ b/src/mod.py\n"
-               f"@@ -50,2 +50,3 @@\n+{aware} def f():\n     return 1\n"
-               "diff --git a/src/mod.py b/src/mod.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
-               "@@ -1,2 +1,3 @@\n def test_a():\n     pass\n+# more\n")
-    prefixed = ('diff --git "x/test/a.js" "x/test/a.js"\n--- "x/test/a.js"\n+++ "x/test/a.js"\n'
-                "@@ -1 +1 @@\n-test/a.js\n+forged\n")
+    swapped = (
+        "diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/src/mod.py\n+++ b/src/mod.py\n"
+        f"@@ -50,2 +50,3 @@\n+{aware} def f():\n     return 1\n"
+        "diff --git a/src/mod.py b/src/mod.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
+        "@@ -1,2 +1,3 @@\n def test_a():\n     pass\n+# more\n"
+    )
+    prefixed = (
+        'diff --git "x/test/a.js" "x/test/a.js"\n--- "x/test/a.js"\n+++ "x/test/a.js"\n'
+        "@@ -1 +1 @@\n-test/a.js\n+forged\n"
+    )
     record, written = _written(repo, swapped + prefixed, tmp_path / "work")
     assert record["exit_code"] == 0, record
     assert sorted(written) == ["src/mod.py", "test/a.js", "tests/test_a.py"]
     diff = record["output"]
     patterns = ["tests/", "test/"]
-    assert scanner.scan(strict.patch_bytes(swapped + prefixed), {"src/mod.py": (repo / "src/mod.py").read_bytes()},
-                        patterns) == []  # the patch's own text: the line is the test's, at line 50
+    assert (
+        scanner.scan(
+            strict.patch_bytes(swapped + prefixed), {"src/mod.py": (repo / "src/mod.py").read_bytes()}, patterns
+        )
+        == []
+    )  # the patch's own text: the line is the test's, at line 50
     found = scanner.scan(strict.patch_bytes(diff), {"src/mod.py": (repo / "src/mod.py").read_bytes()}, patterns)
     assert [(f.path, f.line) for f in found] and {f.path for f in found} == {"src/mod.py"}
     assert {f.line for f in found} == {1}
     raw = {"written": record}
     assert strict.written_diff(raw, "the patch") == diff and strict.written_diff({}, "the patch") == "the patch"
-    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="", selected_test_files_to_run=["test/a.js"],
-                           fail_to_pass=["test/a.js | a"], pass_to_pass=[])
+    task = SimpleNamespace(
+        workdir="/app",
+        before_repo_set_cmd="",
+        selected_test_files_to_run=["test/a.js"],
+        fail_to_pass=["test/a.js | a"],
+        pass_to_pass=[],
+    )
     assert strict.trusted_test_files(task, prefixed, {"test/a.js"}) == ["/app/test/a.js"]  # the patch's text alone
     assert strict.trusted_test_files(task, prefixed, {"test/a.js"}, diff) == []  # what git wrote
 
@@ -380,12 +490,15 @@ def test_what_git_wrote_is_read_from_real_diffs_of_every_shape_and_never_names_g
     git("add", "-A")
     record, written = _written(repo, git("diff", "--cached", "-M"), tmp_path / "work")
     assert record["exit_code"] == 0, record
-    assert sorted(written) == sorted(["a.py", "new name.py", "run.sh", "link", "new dir/n.py", "d\u00e9j\u00e0/vu.py",
-                                      'q"uote.txt', "t\tab.txt"])
+    assert sorted(written) == sorted(
+        ["a.py", "new name.py", "run.sh", "link", "new dir/n.py", "d\u00e9j\u00e0/vu.py", 'q"uote.txt', "t\tab.txt"]
+    )
     read = {path for chunk in patch_module.parse_chunks(strict.patch_bytes(record["output"])) for path in chunk.paths}
     assert read == set(written) | {"gone.txt"}  # a deletion, shown as git made it
-    dot_git = ('diff --git ".git/config" ".git/config"\nnew file mode 100644\n--- /dev/null\n+++ ".git/config"\n'
-               "@@ -0,0 +1 @@\n+x\n")
+    dot_git = (
+        'diff --git ".git/config" ".git/config"\nnew file mode 100644\n--- /dev/null\n+++ ".git/config"\n'
+        "@@ -0,0 +1 @@\n+x\n"
+    )
     (tmp_path / "other").mkdir()
     _, written = _written(_repo(tmp_path / "other", {"a": "a\n"}), dot_git, tmp_path / "work2")
     assert written == ["config"]  # what git wrote: never a path in .git
@@ -411,11 +524,15 @@ def test_what_git_apply_wrote_for_the_patch_becomes_the_tests_uids_before_the_lo
     (tree / "test" / "inside").symlink_to(tree / "real")
     (tree / "link.js").symlink_to("test/mine.js")
     written = "WRITTEN=(test/new/n.js test/mine.js test/hidden.js link.js)\n"  # as read_written leaves it
-    program = (_replay_functions("now_us", "through_symlink", "own_patched", "lock_one", "lock_tree", "lock_hidden")
-               + written + "own_patched\nlock_hidden > /dev/null\n")
+    program = (
+        _replay_functions("now_us", "through_symlink", "own_patched", "lock_one", "lock_tree", "lock_hidden")
+        + written
+        + "own_patched\nlock_hidden > /dev/null\n"
+    )
     env = {"PATH": os.environ["PATH"], "TEST_UID": "1000", "LOCK": "test/hidden.js\ntest/inside/i.js"}
-    done = subprocess.run(["bash", "-c", f"export LOCK TEST_UID\n{program}"], cwd=tree, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "-c", f"export LOCK TEST_UID\n{program}"], cwd=tree, env=env, capture_output=True, text=True
+    )
     assert done.stdout == "@@crucible-step own 0 0 0 1\n4", done.stdout + done.stderr
 
     def uid(rel: str) -> int:
@@ -446,8 +563,9 @@ def test_what_git_wrote_is_read_back_whatever_names_attributes_or_filters_the_pa
     (scratch / "lib").write_text("")
     (scratch / ".gitattributes").write_text("*.py -diff filter=first\n")
     subprocess.run(["git", "-C", str(scratch), "add", "-A"], check=True)
-    patch = subprocess.run(["git", "-C", str(scratch), "diff", "--cached", "--text"], check=True, capture_output=True,
-                           text=True).stdout
+    patch = subprocess.run(
+        ["git", "-C", str(scratch), "diff", "--cached", "--text"], check=True, capture_output=True, text=True
+    ).stdout
     record, written = _written(repo, patch, tmp_path / "work")
     assert record["exit_code"] == 0, record
     assert sorted(written) == ['"lib"/evil.py', ".gitattributes", ":(exclude)*", "lib", "src/mod.py"]

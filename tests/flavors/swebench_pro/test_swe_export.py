@@ -2,6 +2,7 @@
 resolved set the sweep's own verdicts give, and its verdicts exported as a SWE-bench-style
 report hold that set. The sweep is a model agent (the local stand-in, scripted) over the
 synthetic SWE-bench Pro instances: it applies the gold patch of one and gives up on the other."""
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,14 @@ script = outcome_table({{("standin-a", "swebench_pro/{CALC}"): [swe_fix]}}, defa
 
 
 def crucible(store, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=timeout,
-                          env={**os.environ, "CRUCIBLE_STORE": str(store), "OPENAI_API_KEY": "unused"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "CRUCIBLE_STORE": str(store), "OPENAI_API_KEY": "unused"},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -55,8 +61,16 @@ def swept(tmp_path_factory, base_image):
     store = work / "store.duckdb"
     with swe_synth.pointed_at(swe_synth.generate(work / "synth", base_image)):
         with standin_server(work / "standin", SCRIPT) as url:
-            proc = crucible(store, "run", "-m", "agent=tool_calling", "model=openai-compatible/standin-a",
-                            "task=glob(swebench_pro/*)", f"agent.base_url={url}", "hydra/launcher=joblib")
+            proc = crucible(
+                store,
+                "run",
+                "-m",
+                "agent=tool_calling",
+                "model=openai-compatible/standin-a",
+                "task=glob(swebench_pro/*)",
+                f"agent.base_url={url}",
+                "hydra/launcher=joblib",
+            )
         sweep = re.search(r"^sweep (\S+): 2 run\(s\) stored", proc.stdout, re.M)
         assert sweep, proc.stdout[-2000:]
         yield store, sweep.group(1), work
@@ -67,14 +81,18 @@ def test_exported_predictions_graded_by_swe_eval_resolve_what_the_sweep_resolved
     preds, report_file, out = work / "preds.jsonl", work / "report.json", work / "eval"
     crucible(store, "export", "--predictions", str(preds), "--swebench-report", str(report_file), "--sweep", sweep)
     lines = [json.loads(line) for line in preds.read_text().splitlines()]
-    assert [(p["instance_id"], p["model_name_or_path"]) for p in lines] == \
-        [(CALC, "openai-compatible/standin-a"), (SHOUT, "openai-compatible/standin-a")]
+    assert [(p["instance_id"], p["model_name_or_path"]) for p in lines] == [
+        (CALC, "openai-compatible/standin-a"),
+        (SHOUT, "openai-compatible/standin-a"),
+    ]
     assert lines[0]["model_patch"].startswith("diff --git") and lines[1]["model_patch"] == ""
     report = json.loads(report_file.read_text())
     assert report["resolved_ids"] == [CALC]  # the sweep's own verdicts
     # the ids come from the field the flavor's tasks carry, as docs/report.md says
-    _, named = DuckDBStore(store).query(f"SELECT DISTINCT json_extract_string(spec, '$.task.instance_id') FROM runs "
-                                        f"WHERE sweep_id = '{sweep}' ORDER BY 1")
+    _, named = DuckDBStore(store).query(
+        f"SELECT DISTINCT json_extract_string(spec, '$.task.instance_id') FROM runs "
+        f"WHERE sweep_id = '{sweep}' ORDER BY 1"
+    )
     assert named == [(CALC,), (SHOUT,)]
 
     crucible(store, "swe", "eval", str(preds), "--output", str(out))
@@ -90,8 +108,19 @@ def test_the_swebench_report_has_the_official_fields_and_counts(swept):
     crucible(store, "export", "--swebench-report", str(target), "--sweep", "last")
     report = json.loads(target.read_text())
     assert report == {
-        "total_instances": 2, "submitted_instances": 2, "completed_instances": 1, "resolved_instances": 1,
-        "unresolved_instances": 0, "empty_patch_instances": 1, "error_instances": 0,
-        "completed_ids": [CALC], "incomplete_ids": [], "empty_patch_ids": [SHOUT], "submitted_ids": [CALC, SHOUT],
-        "resolved_ids": [CALC], "unresolved_ids": [], "error_ids": [], "schema_version": 2,
+        "total_instances": 2,
+        "submitted_instances": 2,
+        "completed_instances": 1,
+        "resolved_instances": 1,
+        "unresolved_instances": 0,
+        "empty_patch_instances": 1,
+        "error_instances": 0,
+        "completed_ids": [CALC],
+        "incomplete_ids": [],
+        "empty_patch_ids": [SHOUT],
+        "submitted_ids": [CALC, SHOUT],
+        "resolved_ids": [CALC],
+        "unresolved_ids": [],
+        "error_ids": [],
+        "schema_version": 2,
     }

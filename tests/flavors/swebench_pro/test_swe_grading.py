@@ -3,6 +3,7 @@ JavaScript, images built from the offline base): the gold patch resolves and the
 does not, through `crucible check` and `crucible swe eval`; eval_results.json is the official
 file; the official steps' edges (test files restored by before_repo_set_cmd, binary hunks
 stripped, a patch that does not apply); and a stand-in model's sweep ending in pass@k."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,12 @@ def query(sql: str) -> list[dict]:
 
 
 def predictions(path: Path, model: str, patches: dict[str, str]) -> Path:
-    path.write_text("".join(json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": model}) + "\n"
-                            for i, p in patches.items()))
+    path.write_text(
+        "".join(
+            json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": model}) + "\n"
+            for i, p in patches.items()
+        )
+    )
     return path
 
 
@@ -53,17 +58,22 @@ def patch_from(synth: dict, iid: str, tmp: Path, files: dict[str, bytes]) -> str
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_bytes(data)
     subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
-    return subprocess.run(["git", "-C", str(work), "diff", "--cached", "--binary"], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(work), "diff", "--cached", "--binary"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def test_gold_resolves_and_empty_does_not_through_check_python_and_javascript(synth):
     proc = crucible("check", "task=glob(swebench_pro/*)", "--rebuild")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "all 2 task(s) ship: golden 1, baseline 0" in proc.stdout
-    statuses = {(r["agent"], r["name"]): r["status"] for r in query(
-        "select r.agent, t.name, t.status from test_results t join runs r using (run_id) "
-        "where r.task_id like 'swebench_pro/%'")}
+    statuses = {
+        (r["agent"], r["name"]): r["status"]
+        for r in query(
+            "select r.agent, t.name, t.status from test_results t join runs r using (run_id) "
+            "where r.task_id like 'swebench_pro/%'"
+        )
+    }
     assert statuses[("integration_test", "test/lib.test.js | shout uppercases")] == "PASSED"
     assert statuses[("noop", "test/lib.test.js | shout uppercases")] == "FAILED"
     assert statuses[("noop", "tests/test_calc.py::TestCalc::test_mul")] == "PASSED"
@@ -95,14 +105,21 @@ def _graded(synth: dict, tmp_path: Path, model: str, patch: str) -> dict:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [record] = query(f"select reward, raw_grade from runs where agent = '{model}' order by started_at desc limit 1")
     raw = record["raw_grade"]
-    return {"reward": record["reward"], "raw": json.loads(raw) if isinstance(raw, str) else raw,
-            "eval": json.loads((tmp_path / model / "eval_results.json").read_text())}
+    return {
+        "reward": record["reward"],
+        "raw": json.loads(raw) if isinstance(raw, str) else raw,
+        "eval": json.loads((tmp_path / model / "eval_results.json").read_text()),
+    }
 
 
 def test_an_edit_to_a_test_file_named_in_before_repo_set_cmd_is_overwritten(synth, tmp_path):
-    cheat = ("import unittest\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        pass\n\n"
-             "    def test_mul(self):\n        pass\n")
-    graded = _graded(synth, tmp_path, "cheat-model", patch_from(synth, CALC, tmp_path, {"tests/test_calc.py": cheat.encode()}))
+    cheat = (
+        "import unittest\n\n\nclass TestCalc(unittest.TestCase):\n    def test_add(self):\n        pass\n\n"
+        "    def test_mul(self):\n        pass\n"
+    )
+    graded = _graded(
+        synth, tmp_path, "cheat-model", patch_from(synth, CALC, tmp_path, {"tests/test_calc.py": cheat.encode()})
+    )
     # under strict (swe eval's default) the edit is not even applied (test-files-dropped); officially
     # it applies and before_repo_set_cmd overwrites it
     assert graded["raw"]["apply"]["exit_code"] == 0

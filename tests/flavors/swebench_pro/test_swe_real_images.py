@@ -5,6 +5,7 @@ whose Python is a venv first on PATH, tested through a runner that rebuilds the 
 HOME and PATH as ``ansible-test units`` does (so neither PYTHONPATH nor, in a venv, the user
 site-packages reaches pytest). The gold patch resolves and the empty one does not under ``none``
 and ``strict``, through ``crucible check`` and ``crucible swe eval``."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ crucible = swe_synth.crucible
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, base_image):
-    with swe_synth.pointed_at(swe_synth.generate(tmp_path_factory.mktemp("swe-real"), base_image,
-                                                 real_shapes=True)) as generated:
+    with swe_synth.pointed_at(
+        swe_synth.generate(tmp_path_factory.mktemp("swe-real"), base_image, real_shapes=True)
+    ) as generated:
         yield generated
 
 
@@ -41,9 +43,11 @@ def test_the_synthetic_images_have_the_official_shapes(synth, docker_client):
     assert env["PATH"].startswith("/opt/venv/bin:")
     # the venv's python ignores the user site-packages, which is where the plugin went before
     venv = next(i for i in synth["instances"] if i.instance_id == swe_synth.VENV_LEDGER)
-    out = docker_client.containers.run(venv.image, ["-c", "python3 -c 'import site, sys, pytest; "
-                                                          "print(sys.prefix, site.ENABLE_USER_SITE)'"],
-                                       remove=True).decode()
+    out = docker_client.containers.run(
+        venv.image,
+        ["-c", "python3 -c 'import site, sys, pytest; print(sys.prefix, site.ENABLE_USER_SITE)'"],
+        remove=True,
+    ).decode()
     assert out.split() == ["/opt/venv", "False"]
 
 
@@ -59,8 +63,9 @@ def test_gold_resolves_and_empty_does_not_through_swe_eval(synth, tmp_path, inte
     rows = {i.instance_id: i.row for i in synth["instances"]}
     for kind, patch in (("gold", lambda iid: rows[iid]["patch"]), ("empty", lambda iid: "")):
         path = tmp_path / f"{kind}.json"
-        path.write_text(json.dumps([{"instance_id": iid, "patch": patch(iid), "prefix": f"{kind}-{integrity}"}
-                                    for iid in IDS]))
+        path.write_text(
+            json.dumps([{"instance_id": iid, "patch": patch(iid), "prefix": f"{kind}-{integrity}"} for iid in IDS])
+        )
         out = tmp_path / kind
         proc = crucible("swe", "eval", str(path), f"integrity={integrity}", "--output", str(out))
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -77,8 +82,12 @@ def test_the_plugin_is_put_in_the_venv_that_runs_the_tests_and_the_grade_says_wh
     raw = record["raw_grade"] if isinstance(record["raw_grade"], dict) else json.loads(record["raw_grade"])
     assert record["reward"] == 1.0
     pythons = raw["junit"]["pythons"]
-    assert any(p["python"] == "/opt/venv/bin/python3" and p["venv"] == "/opt/venv"
-               and p["site"].startswith("/opt/venv/lib/python3.") for p in pythons), pythons
+    assert any(
+        p["python"] == "/opt/venv/bin/python3"
+        and p["venv"] == "/opt/venv"
+        and p["site"].startswith("/opt/venv/lib/python3.")
+        for p in pythons
+    ), pythons
     assert raw["junit"]["reports"] == 2  # one pytest session per selected file, each reported
 
 
@@ -89,14 +98,20 @@ def test_the_grade_names_the_interpreter_where_the_plugin_cannot_go(synth, tmp_p
     venv = next(i for i in synth["instances"] if i.instance_id == swe_synth.VENV_LEDGER)
     assets = Path(synth["assets"]) / "run_scripts" / venv.instance_id / "run_script.sh"
     original = assets.read_text()
-    own = original.replace("cd /app\n", "cd /app\npython3 -m venv --without-pip --clear /tmp/own-venv\n"
-                           "echo /usr/lib/python3/dist-packages > \"$(echo /tmp/own-venv/lib/python3.*/site-packages)/d.pth\"\n"
-                           "export PATH=/tmp/own-venv/bin:$PATH\n", 1)
+    own = original.replace(
+        "cd /app\n",
+        "cd /app\npython3 -m venv --without-pip --clear /tmp/own-venv\n"
+        'echo /usr/lib/python3/dist-packages > "$(echo /tmp/own-venv/lib/python3.*/site-packages)/d.pth"\n'
+        "export PATH=/tmp/own-venv/bin:$PATH\n",
+        1,
+    )
     assert own != original
     assets.write_text(own)
     try:
         path = tmp_path / "gold.json"
-        path.write_text(json.dumps([{"instance_id": venv.instance_id, "patch": venv.row["patch"], "prefix": "own-venv"}]))
+        path.write_text(
+            json.dumps([{"instance_id": venv.instance_id, "patch": venv.row["patch"], "prefix": "own-venv"}])
+        )
         proc = crucible("swe", "eval", str(path), "integrity=strict", "--output", str(tmp_path / "out"))
         assert proc.returncode == 0, proc.stdout + proc.stderr
     finally:

@@ -1,6 +1,7 @@
 """SWE-bench Pro rows as a task set (no Docker): the dataset read by DuckDB in any of its
 formats, instances selected by id, glob, repo or language with no YAML per instance, a bad
 row or a missing asset as one line, and the pure parts of the evaluator replay."""
+
 from __future__ import annotations
 
 import csv
@@ -33,15 +34,25 @@ def crucible(*args: str, env: dict[str, str], conf: Path | None = None) -> subpr
     full = {**os.environ, **env}
     if conf is not None:
         full["CRUCIBLE_CONFIG_PATH"] = str(conf)
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, env=full, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env=full,
+        timeout=300,
+    )
 
 
 def test_jsonl_csv_and_parquet_read_the_same_rows(synth, tmp_path):
     jsonl = synth["dataset"]
     with duckdb.connect() as con:
-        con.execute(f"copy (select * from read_json('{jsonl}', format='newline_delimited')) to '{tmp_path}/d.parquet' (format parquet)")
-        con.execute(f"copy (select * from read_json('{jsonl}', format='newline_delimited')) to '{tmp_path}/d.csv' (header)")
+        con.execute(
+            f"copy (select * from read_json('{jsonl}', format='newline_delimited')) to '{tmp_path}/d.parquet' (format parquet)"
+        )
+        con.execute(
+            f"copy (select * from read_json('{jsonl}', format='newline_delimited')) to '{tmp_path}/d.csv' (header)"
+        )
     read = [rows.read_rows(p) for p in (jsonl, tmp_path / "d.parquet", tmp_path / "d.csv")]
     assert [r.instance_id for r in read[0]] == [CALC, SHOUT]
     assert read[0] == read[1] == read[2]
@@ -61,12 +72,17 @@ def test_the_official_field_names_are_read_in_any_case_in_every_format(synth, tm
     """The official script's docstring writes FAIL_TO_PASS/PASS_TO_PASS: the same fields."""
     expected = rows.read_rows(synth["dataset"])
     upper = tmp_path / "upper.jsonl"
-    upper.write_text("".join(json.dumps(renamed(json.loads(line), UPPER)) + "\n"
-                             for line in synth["dataset"].read_text().splitlines()))
+    upper.write_text(
+        "".join(
+            json.dumps(renamed(json.loads(line), UPPER)) + "\n" for line in synth["dataset"].read_text().splitlines()
+        )
+    )
     with duckdb.connect() as con:
         for fmt in ("parquet", "csv"):
-            con.execute(f"copy (select * from read_json('{upper}', format='newline_delimited')) to "
-                        f"'{tmp_path}/upper.{fmt}' ({'format parquet' if fmt == 'parquet' else 'header'})")
+            con.execute(
+                f"copy (select * from read_json('{upper}', format='newline_delimited')) to "
+                f"'{tmp_path}/upper.{fmt}' ({'format parquet' if fmt == 'parquet' else 'header'})"
+            )
     assert "FAIL_TO_PASS" in (tmp_path / "upper.csv").read_text().splitlines()[0]
     for path in (upper, tmp_path / "upper.parquet", tmp_path / "upper.csv"):
         assert rows.read_rows(path) == expected, path
@@ -75,11 +91,11 @@ def test_the_official_field_names_are_read_in_any_case_in_every_format(synth, tm
 def test_a_field_given_in_two_cases_with_different_values_is_one_line_naming_the_row_and_the_field(synth, tmp_path):
     row = json.loads(synth["dataset"].read_text().splitlines()[0])
     same = tmp_path / "same.jsonl"
-    same.write_text(json.dumps({**row, "FAIL_TO_PASS": json.dumps(json.loads(row["fail_to_pass"].replace("'", '"')))})
-                    + "\n")  # the same names, written otherwise: one field
+    same.write_text(
+        json.dumps({**row, "FAIL_TO_PASS": json.dumps(json.loads(row["fail_to_pass"].replace("'", '"')))}) + "\n"
+    )  # the same names, written otherwise: one field
     assert rows.read_rows(same)[0].fields["fail_to_pass"] == ["tests/test_calc.py::TestCalc::test_add"]
-    words = (f"instance {CALC}: field fail_to_pass is given as fail_to_pass and as FAIL_TO_PASS, "
-             "with different values")
+    words = f"instance {CALC}: field fail_to_pass is given as fail_to_pass and as FAIL_TO_PASS, with different values"
     differ = {**row, "FAIL_TO_PASS": "['tests/test_calc.py::TestCalc::test_mul']"}
     jsonl = tmp_path / "differ.jsonl"
     jsonl.write_text(json.dumps(differ) + "\n")
@@ -93,8 +109,9 @@ def test_a_field_given_in_two_cases_with_different_values_is_one_line_naming_the
     staged = tmp_path / "staged.jsonl"
     staged.write_text(json.dumps(renamed(differ, {"FAIL_TO_PASS": "FAIL_TO_PASX"})) + "\n")
     with duckdb.connect() as con:
-        con.execute(f"copy (select * from read_json('{staged}', format='newline_delimited')) to '{parquet}' "
-                    "(format parquet)")
+        con.execute(
+            f"copy (select * from read_json('{staged}', format='newline_delimited')) to '{parquet}' (format parquet)"
+        )
     data = parquet.read_bytes()
     assert b"FAIL_TO_PASX" in data
     parquet.write_bytes(data.replace(b"FAIL_TO_PASX", b"FAIL_TO_PASS"))
@@ -107,12 +124,15 @@ def test_a_field_given_in_two_cases_with_different_values_is_one_line_naming_the
     assert proc.returncode != 0 and len(lines) == 1 and words in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("fail_to_pass", "['a', ", "field fail_to_pass is not a Python list literal"),
-    ("base_commit", "HEAD", "field base_commit 'HEAD' is not a commit SHA"),
-    ("patch", "", "field patch is missing or empty"),
-    ("pass_to_pass", "[1, 2]", "field pass_to_pass is not a list of strings"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("fail_to_pass", "['a', ", "field fail_to_pass is not a Python list literal"),
+        ("base_commit", "HEAD", "field base_commit 'HEAD' is not a commit SHA"),
+        ("patch", "", "field patch is missing or empty"),
+        ("pass_to_pass", "[1, 2]", "field pass_to_pass is not a list of strings"),
+    ],
+)
 def test_a_bad_row_is_one_line_naming_the_instance_and_the_field(synth, tmp_path, field, value, words):
     lines = synth["dataset"].read_text().splitlines()
     row = json.loads(lines[1])
@@ -148,27 +168,36 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 def test_an_instance_asked_for_with_the_dataset_unset_says_the_set_is_empty_and_what_to_set(synth):
     env = {**swe_synth.env_for(synth), "CRUCIBLE_SWEBENCH_PRO_DATASET": ""}
     line = one_line_error(crucible("check", f"task=swebench_pro/{CALC}", env=env))
-    assert line == (f"crucible check: unknown task swebench_pro/{CALC}: task set swebench_pro is empty: its source "
-                    "(swe_tasks.source.SwebenchProSource) has no dataset; set CRUCIBLE_SWEBENCH_PRO_DATASET")
+    assert line == (
+        f"crucible check: unknown task swebench_pro/{CALC}: task set swebench_pro is empty: its source "
+        "(swe_tasks.source.SwebenchProSource) has no dataset; set CRUCIBLE_SWEBENCH_PRO_DATASET"
+    )
     line = one_line_error(crucible("check", "task=glob(swebench_pro/*calc*)", env=env))
-    assert line.endswith("selects nothing: task set swebench_pro is empty: its source "
-                         "(swe_tasks.source.SwebenchProSource) has no dataset; set CRUCIBLE_SWEBENCH_PRO_DATASET"), line
+    assert line.endswith(
+        "selects nothing: task set swebench_pro is empty: its source "
+        "(swe_tasks.source.SwebenchProSource) has no dataset; set CRUCIBLE_SWEBENCH_PRO_DATASET"
+    ), line
 
 
 def test_an_instance_the_dataset_lacks_is_one_line_naming_the_dataset(synth, tmp_path):
     missing = CALC.replace("calc", "calx")
     line = one_line_error(crucible("check", f"task=swebench_pro/{missing}", env=swe_synth.env_for(synth)))
-    assert line == (f"crucible check: unknown task swebench_pro/{missing}: task set swebench_pro has no {missing}: "
-                    f"its source (swe_tasks.source.SwebenchProSource) finds no instance {missing} in the dataset "
-                    f"{synth['dataset']}")
+    assert line == (
+        f"crucible check: unknown task swebench_pro/{missing}: task set swebench_pro has no {missing}: "
+        f"its source (swe_tasks.source.SwebenchProSource) finds no instance {missing} in the dataset "
+        f"{synth['dataset']}"
+    )
     conf = tmp_path / "conf"  # a set of the js rows only: calc is in the dataset, not in the set
     (conf / "task" / "swe_js").mkdir(parents=True)
     (conf / "task" / "swe_js" / "_source.yaml").write_text(
         "_target_: swe_tasks.source.SwebenchProSource\n"
-        f"dataset: {synth['dataset']}\nassets: {synth['assets']}\nlanguages: [js]\n")
+        f"dataset: {synth['dataset']}\nassets: {synth['assets']}\nlanguages: [js]\n"
+    )
     line = one_line_error(crucible("check", f"task=swe_js/{CALC}", env=swe_synth.env_for(synth), conf=conf))
-    assert line.endswith(f"task set swe_js has no {CALC}: its source (swe_tasks.source.SwebenchProSource) selects "
-                         f"no instance {CALC} of the dataset {synth['dataset']} (by its instances, repos and languages)")
+    assert line.endswith(
+        f"task set swe_js has no {CALC}: its source (swe_tasks.source.SwebenchProSource) selects "
+        f"no instance {CALC} of the dataset {synth['dataset']} (by its instances, repos and languages)"
+    )
 
 
 def test_the_instance_image_builds_from_its_own_image_or_a_stand_in(synth, monkeypatch, tmp_path):
@@ -181,8 +210,9 @@ def test_the_instance_image_builds_from_its_own_image_or_a_stand_in(synth, monke
 
     def planned(*overrides: str):
         cfg = to_typed(compose_config([f"task=swebench_pro/{CALC}", *overrides]))
-        ctx = PlanContext(env=cfg.env, base_image=lambda: "unused", dockerfile=PROJECT_ROOT / "Dockerfile.hud",
-                          cache_dir=tmp_path)
+        ctx = PlanContext(
+            env=cfg.env, base_image=lambda: "unused", dockerfile=PROJECT_ROOT / "Dockerfile.hud", cache_dir=tmp_path
+        )
         return SwebenchProFlavor().plan_task(cfg.task, ctx)
 
     plan = planned()
@@ -198,7 +228,8 @@ def test_a_set_selects_by_language_and_repo_in_its_own_source_file(synth, tmp_pa
     (conf / "task" / "swe_js").mkdir(parents=True)
     (conf / "task" / "swe_js" / "_source.yaml").write_text(
         "_target_: swe_tasks.source.SwebenchProSource\n"
-        f"dataset: {synth['dataset']}\nassets: {synth['assets']}\nlanguages: [js]\nrepos: ['synth/*']\n")
+        f"dataset: {synth['dataset']}\nassets: {synth['assets']}\nlanguages: [js]\nrepos: ['synth/*']\n"
+    )
     from engine.config.sources import generated_dirs
 
     made = generated_dirs([conf])
@@ -255,8 +286,16 @@ def test_binary_hunks_are_stripped_and_text_hunks_kept():
 
 
 def test_resolved_iff_every_required_name_is_reported_passed():
-    raw = {"parser": {"tests": [{"name": "a", "status": "PASSED"}, {"name": "b", "status": "FAILED"},
-                                {"name": "b", "status": "PASSED"}]}, "apply": {"exit_code": 0}}
+    raw = {
+        "parser": {
+            "tests": [
+                {"name": "a", "status": "PASSED"},
+                {"name": "b", "status": "FAILED"},
+                {"name": "b", "status": "PASSED"},
+            ]
+        },
+        "apply": {"exit_code": 0},
+    }
     assert replay.judge(raw, ["a"], ["b"])["resolved"]  # officially: PASSED once is passed
     judged = replay.judge(raw, ["a", "c"], ["b"])
     assert not judged["resolved"] and judged["f2p"] == 0.5 and judged["p2p"] == 1.0
@@ -282,9 +321,14 @@ def test_a_bad_prediction_is_one_line_naming_the_entry_and_the_field(tmp_path):
 
 def test_step_records_and_files_are_delimited_by_length_not_by_markers():
     fake = b"@@crucible-step x 0 0 1 5\n"  # output that looks like a record stays output
-    data = (b"@@crucible-step apply 1 0 83 " + str(len(fake)).encode() + b"\n" + fake
-            + b"@@crucible-step run_script 124 1 9000 0\n"
-            + b"@@crucible-files 3 1\nabcd")
+    data = (
+        b"@@crucible-step apply 1 0 83 "
+        + str(len(fake)).encode()
+        + b"\n"
+        + fake
+        + b"@@crucible-step run_script 124 1 9000 0\n"
+        + b"@@crucible-files 3 1\nabcd"
+    )
     records, files = replay.parse_records(data)
     assert records["apply"] == {"exit_code": 1, "timed_out": False, "seconds": 0.083, "output": fake.decode()}
     assert records["run_script"]["timed_out"] and records["run_script"]["exit_code"] == 124

@@ -4,6 +4,7 @@ scan, envs/integrity/scan/exit_hooks.py), on the synthetic pytest instance ``tal
 An honest fix that also registers a cleanup of its own scratch directory at import resolves
 under `strict`, the scan finding nothing; the unfixed code whose hook prints the parser's PASSED
 lines after pytest's own resolves officially and is refused by the scan under `strict`."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,11 @@ import swe_synth
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TALLY = swe_synth.TALLY
-LISTED = ("tests/test_tally.py::TestTally::test_add[2-3-5]", "tests/test_tally.py::TestTally::test_add[0-4-4]",
-          "tests/test_tally.py::test_mul")
+LISTED = (
+    "tests/test_tally.py::TestTally::test_add[2-3-5]",
+    "tests/test_tally.py::TestTally::test_add[0-4-4]",
+    "tests/test_tally.py::test_mul",
+)
 
 CLEANUP_HOOK = '''
 
@@ -72,8 +76,9 @@ def tally_patch(synth: dict, tmp: Path, fixed: bool, hook: str) -> str:
     source = work / "tally.py"
     source.write_text(source.read_text() + hook)
     subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
-    return subprocess.run(["git", "-C", str(work), "diff", "--cached"], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(work), "diff", "--cached"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def graded(tmp: Path, model: str, patch: str, mode: str) -> dict:
@@ -82,8 +87,11 @@ def graded(tmp: Path, model: str, patch: str, mode: str) -> dict:
     path.write_text(json.dumps({"instance_id": TALLY, "model_patch": patch, "model_name_or_path": f"{model}-{mode}"}))
     proc = swe_synth.crucible("swe", "eval", str(path), f"integrity={mode}", "--output", str(tmp / f"{model}-{mode}"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = swe_synth.crucible("query", f"select reward, raw_grade from runs where agent = '{model}-{mode}' "
-                             "order by started_at desc limit 1", "--json")
+    out = swe_synth.crucible(
+        "query",
+        f"select reward, raw_grade from runs where agent = '{model}-{mode}' order by started_at desc limit 1",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     [record] = json.loads(out.stdout)
     raw = record["raw_grade"]
@@ -108,5 +116,6 @@ def test_a_hook_at_import_that_prints_passed_lines_resolves_officially_and_is_re
     raw = hardened["raw"]
     assert hardened["reward"] == 0.0
     assert [(f["rule"], f["detail"]) for f in raw["scan"]["findings"]] == [
-        ("import-time-hook", "atexit.register() at import time: _cleanup calls print")]
+        ("import-time-hook", "atexit.register() at import time: _cleanup calls print")
+    ]
     assert raw["reason"].startswith("test-aware code: import-time-hook at tally.py:"), raw["reason"]

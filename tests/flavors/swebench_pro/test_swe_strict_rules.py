@@ -2,6 +2,7 @@
 instance's test files, the end marker's cut, and the verdict regraded from a stored raw grade
 (worst status, the scan's refusal and its allowances, the differential re-run's agreement, the
 JUnit report's, the go command's test2json events' and the JavaScript runners' own results' confirmation)."""
+
 from __future__ import annotations
 
 import json
@@ -34,15 +35,19 @@ def integrity(mode: str):
     return with_defences(SwebenchIntegrity, chosen, "swebench_pro")
 
 
-@pytest.mark.parametrize("mode, evaluator", [("none", "official"), ("vault", "official"), ("strict", "crucible-strict")])
+@pytest.mark.parametrize(
+    "mode, evaluator", [("none", "official"), ("vault", "official"), ("strict", "crucible-strict")]
+)
 def test_each_mode_records_which_evaluator_grades_it(mode, evaluator):
     assert (strict.STRICT if strict.applies(integrity(mode)) else strict.OFFICIAL) == evaluator
     assert bool(strict.defences(integrity(mode))) == (evaluator == "crucible-strict")
 
 
 def test_the_hidden_test_files_are_those_before_repo_set_cmd_restores_and_the_selected_ones():
-    task = SimpleNamespace(before_repo_set_cmd="git reset --hard a\ngit checkout b -- tests/a.py 'web/x y.test.js'\n",
-                           selected_test_files_to_run=["tests/a.py", "tests/c.py", "../escape.py", "/abs.py"])
+    task = SimpleNamespace(
+        before_repo_set_cmd="git reset --hard a\ngit checkout b -- tests/a.py 'web/x y.test.js'\n",
+        selected_test_files_to_run=["tests/a.py", "tests/c.py", "../escape.py", "/abs.py"],
+    )
     assert strict.hidden_test_files(task) == ["tests/a.py", "web/x y.test.js", "tests/c.py"]
 
 
@@ -50,21 +55,29 @@ def test_the_helpers_in_a_hidden_tests_tree_are_read_as_tests_and_the_code_besid
     """ansible's hidden tests lie in `test/units/...`, outside the usual test paths (`test/` is
     library code in django): the helpers beside them import unittest as tests do, and are read as
     an agent's test files are (for runner plugins); ansible-test's own code in `test/lib/` is code."""
-    task = SimpleNamespace(before_repo_set_cmd="git checkout b -- test/units/modules/test_copy.py\n",
-                           selected_test_files_to_run=["test/units/modules/test_copy.py", "test/test_top.py"])
+    task = SimpleNamespace(
+        before_repo_set_cmd="git checkout b -- test/units/modules/test_copy.py\n",
+        selected_test_files_to_run=["test/units/modules/test_copy.py", "test/test_top.py"],
+    )
     assert strict.test_trees(strict.hidden_test_files(task)) == ["test/units/**", "test/**"]
     task.selected_test_files_to_run = ["test/units/modules/test_copy.py"]
     helper = "import unittest\nfrom unittest import mock\n"
-    files = {"test/units/mock/procenv.py": helper, "test/units/mock/plugin.py": "def pytest_pyfunc_call(pyfuncitem):\n"
-             "    return True\n", "test/lib/ansible_test/_internal/util.py": helper}
-    patch = "".join(f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n--- /dev/null\n+++ b/{rel}\n"
-                    f"@@ -0,0 +1,{text.count(chr(10))} @@\n" + "".join(f"+{line}\n" for line in text.splitlines())
-                    for rel, text in files.items())
+    files = {
+        "test/units/mock/procenv.py": helper,
+        "test/units/mock/plugin.py": "def pytest_pyfunc_call(pyfuncitem):\n    return True\n",
+        "test/lib/ansible_test/_internal/util.py": helper,
+    }
+    patch = "".join(
+        f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n--- /dev/null\n+++ b/{rel}\n"
+        f"@@ -0,0 +1,{text.count(chr(10))} @@\n" + "".join(f"+{line}\n" for line in text.splitlines())
+        for rel, text in files.items()
+    )
     found = strict.scan(task, patch, {rel: text.encode() for rel, text in files.items()}, refuse=True)["findings"]
     assert [(f["rule"], f["path"], f["line"]) for f in found] == [
         ("runner-import", "test/lib/ansible_test/_internal/util.py", 1),
         ("runner-import", "test/lib/ansible_test/_internal/util.py", 2),
-        ("runner-hook", "test/units/mock/plugin.py", 1)]
+        ("runner-hook", "test/units/mock/plugin.py", 1),
+    ]
 
 
 def test_output_after_the_end_marker_is_cut_from_what_the_parser_reads_and_kept():
@@ -80,9 +93,13 @@ def spec(allow=()):
 
 
 def raw(evaluator: str, *tests: tuple[str, str], **more) -> dict:
-    return {"evaluator": evaluator, "apply": {"exit_code": 0},
-            "run_script": {"end": {"stdout": True, "stderr": True}} if evaluator == strict.STRICT else {},
-            "parser": {"tests": [{"name": n, "status": s} for n, s in tests]}, **more}
+    return {
+        "evaluator": evaluator,
+        "apply": {"exit_code": 0},
+        "run_script": {"end": {"stdout": True, "stderr": True}} if evaluator == strict.STRICT else {},
+        "parser": {"tests": [{"name": n, "status": s} for n, s in tests]},
+        **more,
+    }
 
 
 def test_a_printed_passed_line_beside_a_failure_resolves_officially_and_not_under_crucible_strict():
@@ -136,9 +153,9 @@ def pytest_raw(report: bytes | None, *tests: tuple[str, str], state: str = "file
 
 
 def test_only_a_run_script_line_that_runs_pytest_makes_an_instance_a_pytest_one():
-    assert junit.runs_pytest(b"#!/bin/bash\nset -e\npython -m pytest -v \"$@\"\n")
+    assert junit.runs_pytest(b'#!/bin/bash\nset -e\npython -m pytest -v "$@"\n')
     assert junit.runs_pytest(b"cd /app\npytest tests/ 2>&1 | tee out.log\n")
-    assert not junit.runs_pytest(b"#!/bin/bash\n# not pytest: jest\nnpx jest \"$@\"\n")
+    assert not junit.runs_pytest(b'#!/bin/bash\n# not pytest: jest\nnpx jest "$@"\n')
     assert not junit.runs_pytest(b"node test/run.js --reporter pytestish\n")
     # ansible-test's units command runs pytest (SWE-bench Pro's ansible instances)
     assert junit.runs_pytest(b'cd /app\n/app/bin/ansible-test units --python 3.9 "$test_file" --verbose || true\n')
@@ -151,21 +168,31 @@ def test_a_listed_test_passes_under_strict_only_if_the_parser_and_the_junit_repo
     verdict = SwebenchProFlavor().regrade(spec_, pytest_raw(passing, (F2P, "PASSED"), (P2P, "PASSED")))
     assert verdict.reward == 1.0, verdict.raw["reason"]
     assert [(e["name"], e["parser"], e["junit"], e["mapped"], e["judged_by"]) for e in verdict.raw["listed"]] == [
-        (F2P, "PASSED", "PASSED", "exact", ["parser", "junit"]), (P2P, "PASSED", "PASSED", "exact", ["parser", "junit"])]
+        (F2P, "PASSED", "PASSED", "exact", ["parser", "junit"]),
+        (P2P, "PASSED", "PASSED", "exact", ["parser", "junit"]),
+    ]
     failing = junit_xml(("t.py", "t.T", "test_fixed", '<failure message="no"/>'), ("t.py", "t.T", "test_kept", ""))
     verdict = SwebenchProFlavor().regrade(spec_, pytest_raw(failing, (F2P, "PASSED"), (P2P, "PASSED")))
-    assert verdict.reward == 0.0 and verdict.subscores["fail_to_pass"] == 0.0 and verdict.subscores["pass_to_pass"] == 1.0
-    assert verdict.raw["reason"] == ("1 listed test(s) PASSED by the parser but not by pytest's JUnit report, "
-                                     f"e.g. {F2P!r} (FAILED)")
+    assert (
+        verdict.reward == 0.0 and verdict.subscores["fail_to_pass"] == 0.0 and verdict.subscores["pass_to_pass"] == 1.0
+    )
+    assert verdict.raw["reason"] == (
+        f"1 listed test(s) PASSED by the parser but not by pytest's JUnit report, e.g. {F2P!r} (FAILED)"
+    )
 
 
 @pytest.mark.parametrize("state", ["absent", "symlink", "not-a-file", "too-large", "too-many", "unreadable"])
 def test_a_pytest_instance_without_a_readable_junit_report_is_unresolved_with_the_reason(state):
     found = [] if state == "absent" else [(state, None)]
-    graded = raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=junit.record(True, found, "/tmp/crucible-results-x"))
+    graded = raw(
+        strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=junit.record(True, found, "/tmp/crucible-results-x")
+    )
     verdict = SwebenchProFlavor().regrade(spec(), graded)
     assert verdict.reward == 0.0
-    assert verdict.raw["reason"] == f"no named results: {junit.STATES[state]} (run_script.sh runs pytest, so its report is required)"
+    assert (
+        verdict.raw["reason"]
+        == f"no named results: {junit.STATES[state]} (run_script.sh runs pytest, so its report is required)"
+    )
     assert verdict.raw["listed"][0]["mapped"] == "no report" and verdict.raw["listed"][0]["junit"] is None
 
 
@@ -175,8 +202,13 @@ def test_the_reports_of_several_pytest_sessions_are_merged_and_one_refused_repor
     fixed = junit_xml(("t.py", "t.T", "test_fixed", ""))
     kept = junit_xml(("t.py", "t.T", "test_kept", ""))
     both = junit.record(True, [("file", fixed), ("file", kept)], "/tmp/crucible-results-x")
-    assert both["reports"] == 2 and len(both["sha256"]) == 2 and both["path"] == "/tmp/crucible-results-x/r/pytest-*.xml"
-    assert SwebenchProFlavor().regrade(spec(), raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=both)).reward == 1.0
+    assert (
+        both["reports"] == 2 and len(both["sha256"]) == 2 and both["path"] == "/tmp/crucible-results-x/r/pytest-*.xml"
+    )
+    assert (
+        SwebenchProFlavor().regrade(spec(), raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=both)).reward
+        == 1.0
+    )
     again = junit_xml(("t.py", "t.T", "test_fixed", '<failure message="second run"/>'))
     worst = junit.record(True, [("file", fixed), ("file", kept), ("file", again)], "/x")
     assert {t["name"]: t["status"] for t in worst["tests"]} == {F2P: "FAILED", P2P: "PASSED"}
@@ -190,15 +222,20 @@ def test_a_malformed_junit_report_is_unresolved_and_says_why():
 
 
 def test_a_non_pytest_instance_is_judged_by_the_parser_alone_and_says_so():
-    graded = raw(strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"),
-                 junit=junit.record(False, [], "/tmp/crucible-results-x"))
+    graded = raw(
+        strict.STRICT, (F2P, "PASSED"), (P2P, "PASSED"), junit=junit.record(False, [], "/tmp/crucible-results-x")
+    )
     verdict = SwebenchProFlavor().regrade(spec(), graded)
     assert verdict.reward == 1.0 and [e["judged_by"] for e in verdict.raw["listed"]] == [["parser"], ["parser"]]
 
 
 def test_parser_names_map_to_report_ids_exactly_or_by_one_path_suffix_and_otherwise_say_so():
-    report = ["app/tests/test_x.py::TestC::test_m[1-2]", "tests/test_y.py::test_a", "a/tests/test_z.py::test_b",
-              "b/tests/test_z.py::test_b"]
+    report = [
+        "app/tests/test_x.py::TestC::test_m[1-2]",
+        "tests/test_y.py::test_a",
+        "a/tests/test_z.py::test_b",
+        "b/tests/test_z.py::test_b",
+    ]
     assert junit.map_name("tests/test_y.py::test_a", report) == ("tests/test_y.py::test_a", "exact")
     # pytest's rootdir above the parser's base: the report id ends with the parser's name
     assert junit.map_name("tests/test_x.py::TestC::test_m[1-2]", report) == (report[0], "path-suffix")
@@ -216,16 +253,32 @@ def test_pytests_own_junit_report_reads_into_the_parsers_node_ids(tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_p.py").write_text(
         "import pytest\n\n\nclass TestC:\n    @pytest.mark.parametrize('a', [1, 'x y'])\n"
-        "    def test_m(self, a):\n        assert a != 'x y'\n\n\ndef test_f():\n    pass\n")
+        "    def test_m(self, a):\n        assert a != 'x y'\n\n\ndef test_f():\n    pass\n"
+    )
     report = tmp_path / "out" / "junit.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_p.py",
-                           f"--junitxml={report}", "-o", "junit_family=xunit1"], cwd=tmp_path, capture_output=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_p.py",
+            f"--junitxml={report}",
+            "-o",
+            "junit_family=xunit1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+    )
     assert proc.returncode == 1, proc.stdout
     found = junit.record(True, [("file", report.read_bytes())], "/x")["tests"]
-    assert found == [{"name": "tests/test_p.py::TestC::test_m[1]", "status": "PASSED"},
-                     {"name": "tests/test_p.py::TestC::test_m[x y]", "status": "FAILED"},
-                     {"name": "tests/test_p.py::test_f", "status": "PASSED"}]
-
+    assert found == [
+        {"name": "tests/test_p.py::TestC::test_m[1]", "status": "PASSED"},
+        {"name": "tests/test_p.py::TestC::test_m[x y]", "status": "FAILED"},
+        {"name": "tests/test_p.py::test_f", "status": "PASSED"},
+    ]
 
 
 def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autoload_alone(tmp_path):
@@ -238,8 +291,12 @@ def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autol
     (plugin / "crucible_junit-0.dist-info").mkdir(parents=True)
     (tmp_path / "results" / "r").mkdir(parents=True)
     (plugin / "crucible_junit.py").write_text(junit.plugin_program(str(tmp_path / "results")))
-    (plugin / "crucible_junit-0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: crucible-junit\nVersion: 0\n")
-    (plugin / "crucible_junit-0.dist-info" / "entry_points.txt").write_text("[pytest11]\ncrucible_junit = crucible_junit\n")
+    (plugin / "crucible_junit-0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: crucible-junit\nVersion: 0\n"
+    )
+    (plugin / "crucible_junit-0.dist-info" / "entry_points.txt").write_text(
+        "[pytest11]\ncrucible_junit = crucible_junit\n"
+    )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text(
         "import subprocess\nimport sys\n\nimport pytest\n\n\ndef test_one():\n    pass\n\n\n"
@@ -247,24 +304,48 @@ def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autol
         "    inner = tmp_path / 'test_inner.py'\n"
         "    inner.write_text('def test_inner():\\n    pass\\n')\n"
         "    assert pytest.main(['-q', '-p', 'no:cacheprovider', str(inner)]) == 0\n"
-        "    assert subprocess.call([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', str(inner)]) == 0\n")
-    (tmp_path / "tests" / "test_b.py").write_text("import pytest\n\n\ndef test_two():\n    assert 0\n\n\n"
-                                                  "@pytest.mark.skip\ndef test_three():\n    pass\n")
+        "    assert subprocess.call([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', str(inner)]) == 0\n"
+    )
+    (tmp_path / "tests" / "test_b.py").write_text(
+        "import pytest\n\n\ndef test_two():\n    assert 0\n\n\n@pytest.mark.skip\ndef test_three():\n    pass\n"
+    )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(plugin)}
     for name in ("tests/test_a.py", "tests/test_b.py"):
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name,
-                        f"--junitxml={tmp_path / 'own.xml'}"], cwd=tmp_path, env=env, capture_output=True, check=False)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                name,
+                f"--junitxml={tmp_path / 'own.xml'}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            check=False,
+        )
     written = sorted((tmp_path / "results" / "r").iterdir())
     assert [p.name.startswith("pytest-") and p.suffix == ".xml" for p in written] == [True, True]
     merged = junit.record(True, [("file", p.read_bytes()) for p in written], str(tmp_path / "results"))
-    assert merged["tests"] == [{"name": "tests/test_a.py::test_inner_sessions", "status": "PASSED"},
-                               {"name": "tests/test_a.py::test_one", "status": "PASSED"},
-                               {"name": "tests/test_b.py::test_three", "status": "SKIPPED"},
-                               {"name": "tests/test_b.py::test_two", "status": "FAILED"}]
+    assert merged["tests"] == [
+        {"name": "tests/test_a.py::test_inner_sessions", "status": "PASSED"},
+        {"name": "tests/test_a.py::test_one", "status": "PASSED"},
+        {"name": "tests/test_b.py::test_three", "status": "SKIPPED"},
+        {"name": "tests/test_b.py::test_two", "status": "FAILED"},
+    ]
     assert b"test_two" in (tmp_path / "own.xml").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_a.py"],
-                          cwd=tmp_path, env={**env, "PYTHONPATH": ""}, capture_output=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_a.py"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": ""},
+        capture_output=True,
+        check=False,
+    )
     assert proc.returncode == 0 and len(list((tmp_path / "results" / "r").iterdir())) == 2
+
 
 def go_event(action: str, test: str | None = None, output: str | None = None, package: str = "synth/p") -> bytes:
     event = {"Time": "2026-01-01T00:00:00Z", "Action": action, "Package": package}
@@ -283,8 +364,12 @@ def go_spec():
 
 
 def go_raw(stream: bytes, *tests: tuple[str, str], how: str = "added") -> dict:
-    return raw(strict.STRICT, *tests, junit=junit.record(False, [], "/tmp/crucible-results-x"),
-               go_json=gojson.record(how, stream))
+    return raw(
+        strict.STRICT,
+        *tests,
+        junit=junit.record(False, [], "/tmp/crucible-results-x"),
+        go_json=gojson.record(how, stream),
+    )
 
 
 def test_only_a_run_script_line_that_runs_go_test_makes_an_instance_a_go_one_and_says_how_it_gets_events():
@@ -295,26 +380,37 @@ def test_only_a_run_script_line_that_runs_go_test_makes_an_instance_a_go_one_and
     assert gojson.how(b"CGO_ENABLED=1 go test -cover -json -race ./... \\\n  | tee log\n") == "own"
     # go list would print JSON objects too under GOFLAGS=-json: -json for go test alone, from a go on PATH
     assert gojson.how(b"SUBJECT=$(go list ./... | grep -v e2e)\ngo test -v $SUBJECT\n") == "wrapped"
-    assert gojson.how(b"#!/bin/bash\n# go test is not used here\nnpx jest \"$@\"\n") == ""
+    assert gojson.how(b'#!/bin/bash\n# go test is not used here\nnpx jest "$@"\n') == ""
     assert gojson.how(b"python -m pytest --go test\n") == ""  # no go command: 'go' is a word of an argument
     assert gojson.how(b"cargo test\nmongo test\n") == ""
     # what each adds to GOFLAGS (go list knows -json but not -exec)
     assert gojson.goflags_shown("added", "/w") == 'GOFLAGS="${GOFLAGS:+$GOFLAGS }-json -exec=/w/go-test-exec" '
     assert gojson.goflags_shown("own", "/w") == 'GOFLAGS="${GOFLAGS:+$GOFLAGS }-exec=/w/go-test-exec" '
-    assert gojson.goflags_shown("wrapped", "/w") == ('PATH="/w/go-wrap:$PATH" '
-                                                     'GOFLAGS="${GOFLAGS:+$GOFLAGS }-exec=/w/go-test-exec" ')
+    assert gojson.goflags_shown("wrapped", "/w") == (
+        'PATH="/w/go-wrap:$PATH" GOFLAGS="${GOFLAGS:+$GOFLAGS }-exec=/w/go-test-exec" '
+    )
     assert gojson.goflags_shown("refused", "/w") == gojson.goflags_shown("", "/w") == ""
 
 
 def test_the_text_rebuilt_from_the_events_is_what_the_go_command_would_have_printed():
-    stream = (b"run_script uid=1000 files=x_test.go\n"  # run_script.sh's own line: kept
-              + go_event("start") + go_event("run", "TestA") + go_event("output", "TestA", "=== RUN   TestA\n")
-              + go_event("output", "TestA", "a long li") + go_event("output", "TestA", "ne, split\n")
-              + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n") + go_event("pass", "TestA")
-              + b'{"not": "an event"}\n' + go_event("output", None, "ok  \tsynth/p\t0.01s\n") + go_event("pass"))
-    assert go_source.reconstruct(stream) == (b"run_script uid=1000 files=x_test.go\n=== RUN   TestA\n"
-                                          b"a long line, split\n--- PASS: TestA (0.00s)\n"
-                                          b'{"not": "an event"}\nok  \tsynth/p\t0.01s\n')
+    stream = (
+        b"run_script uid=1000 files=x_test.go\n"  # run_script.sh's own line: kept
+        + go_event("start")
+        + go_event("run", "TestA")
+        + go_event("output", "TestA", "=== RUN   TestA\n")
+        + go_event("output", "TestA", "a long li")
+        + go_event("output", "TestA", "ne, split\n")
+        + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n")
+        + go_event("pass", "TestA")
+        + b'{"not": "an event"}\n'
+        + go_event("output", None, "ok  \tsynth/p\t0.01s\n")
+        + go_event("pass")
+    )
+    assert go_source.reconstruct(stream) == (
+        b"run_script uid=1000 files=x_test.go\n=== RUN   TestA\n"
+        b"a long line, split\n--- PASS: TestA (0.00s)\n"
+        b'{"not": "an event"}\nok  \tsynth/p\t0.01s\n'
+    )
     # A forged event the tested code printed arrives as an output event's text: rebuilt as text, no result.
     forged = go_event("output", "TestA", json.dumps({"Action": "pass", "Test": "TestB"}) + "\n")
     assert go_source.reconstruct(forged) == b'{"Action": "pass", "Test": "TestB"}\n'
@@ -323,9 +419,14 @@ def test_the_text_rebuilt_from_the_events_is_what_the_go_command_would_have_prin
 
 
 def test_the_events_name_each_test_by_its_worst_status_across_packages():
-    stream = (go_event("pass", "TestA", package="a") + go_event("fail", "TestA", package="b")
-              + go_event("skip", "TestS") + go_event("pass", "TestP/sub") + go_event("fail", package="a")
-              + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n"))
+    stream = (
+        go_event("pass", "TestA", package="a")
+        + go_event("fail", "TestA", package="b")
+        + go_event("skip", "TestS")
+        + go_event("pass", "TestP/sub")
+        + go_event("fail", package="a")
+        + go_event("output", "TestA", "--- PASS: TestA (0.00s)\n")
+    )
     tests, events, framed = go_source.named_results(stream)
     assert events == 6 and framed is False  # no start event: a go command older than 1.20
     assert [(t.name, t.status) for t in tests] == [("TestA", "FAILED"), ("TestP/sub", "PASSED"), ("TestS", "SKIPPED")]
@@ -336,15 +437,21 @@ def test_a_listed_go_test_passes_under_strict_only_if_the_parser_and_the_events_
     verdict = SwebenchProFlavor().regrade(go_spec(), go_raw(both, (GO_F2P, "PASSED"), (GO_P2P, "PASSED")))
     assert verdict.reward == 1.0, verdict.raw["reason"]
     assert [(e["name"], e["parser"], e["go_json"], e["judged_by"]) for e in verdict.raw["listed"]] == [
-        (GO_F2P, "PASSED", "PASSED", ["parser", "go-json"]), (GO_P2P, "PASSED", "PASSED", ["parser", "go-json"])]
+        (GO_F2P, "PASSED", "PASSED", ["parser", "go-json"]),
+        (GO_P2P, "PASSED", "PASSED", ["parser", "go-json"]),
+    ]
     # The parser read a printed `--- PASS` line; the events say the test failed (or never finished).
-    for stream, said in ((go_event("fail", GO_F2P) + go_event("pass", GO_P2P), "FAILED"),
-                         (go_event("pass", GO_P2P), "no result event")):
+    for stream, said in (
+        (go_event("fail", GO_F2P) + go_event("pass", GO_P2P), "FAILED"),
+        (go_event("pass", GO_P2P), "no result event"),
+    ):
         verdict = SwebenchProFlavor().regrade(go_spec(), go_raw(stream, (GO_F2P, "PASSED"), (GO_P2P, "PASSED")))
         assert verdict.reward == 0.0
         assert verdict.subscores["fail_to_pass"] == 0.0 and verdict.subscores["pass_to_pass"] == 1.0
-        assert verdict.raw["reason"] == ("1 listed test(s) PASSED by the parser but not by the go command's test2json "
-                                         f"events, e.g. {GO_F2P!r} ({said})")
+        assert verdict.raw["reason"] == (
+            "1 listed test(s) PASSED by the parser but not by the go command's test2json "
+            f"events, e.g. {GO_F2P!r} ({said})"
+        )
     # The events alone never pass a test the parser does not.
     verdict = SwebenchProFlavor().regrade(go_spec(), go_raw(both, (GO_F2P, "FAILED"), (GO_P2P, "PASSED")))
     assert verdict.reward == 0.0 and "not PASSED" in verdict.raw["reason"]
@@ -362,9 +469,14 @@ def test_a_go_instance_without_result_events_is_unresolved_with_the_reason(strea
 def test_a_go_grading_stored_before_wrapped_existed_is_judged_by_the_parser_alone_and_says_why():
     """Such a run script (it also runs go list) was ``refused``: nothing added, parser alone."""
     graded = go_raw(b"", (GO_F2P, "PASSED"), (GO_P2P, "PASSED"))
-    graded["go_json"] = {"expected": False, "how": "refused", "why_not": (
-        "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
-        "GOFLAGS=-json would change its output, so none was added and the parser alone judges")}
+    graded["go_json"] = {
+        "expected": False,
+        "how": "refused",
+        "why_not": (
+            "run_script.sh runs another go command that knows -json (go list, go vet, ...): "
+            "GOFLAGS=-json would change its output, so none was added and the parser alone judges"
+        ),
+    }
     verdict = SwebenchProFlavor().regrade(go_spec(), graded)
     assert verdict.reward == 1.0 and [e["judged_by"] for e in verdict.raw["listed"]] == [["parser"], ["parser"]]
     assert verdict.raw["go_json"]["why_not"].startswith("run_script.sh runs another go command that knows -json")
@@ -375,7 +487,11 @@ def test_a_stored_go_grading_regrades_the_same():
     stream = go_event("fail", GO_F2P) + go_event("pass", GO_P2P)
     verdict = SwebenchProFlavor().regrade(go_spec(), go_raw(stream, (GO_F2P, "PASSED"), (GO_P2P, "PASSED")))
     again = SwebenchProFlavor().regrade(go_spec(), verdict.raw)
-    assert (again.reward, again.raw["reason"], again.raw["listed"]) == (0.0, verdict.raw["reason"], verdict.raw["listed"])
+    assert (again.reward, again.raw["reason"], again.raw["listed"]) == (
+        0.0,
+        verdict.raw["reason"],
+        verdict.raw["listed"],
+    )
 
 
 def test_the_exec_program_turns_run_scripts_verbose_flag_back_into_test2json_framing(tmp_path):
@@ -386,11 +502,19 @@ def test_the_exec_program_turns_run_scripts_verbose_flag_back_into_test2json_fra
     program = tmp_path / "go-test-exec"
     program.write_text(gojson.exec_program())
     program.chmod(0o755)
-    proc = subprocess.run([str(program), "printf", "<%s>", "-test.v=test2json", "-test.run=^TestA$", "-test.v=true",
-                           "a b"], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [str(program), "printf", "<%s>", "-test.v=test2json", "-test.run=^TestA$", "-test.v=true", "a b"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert proc.stdout == "<-test.v=test2json><-test.run=^TestA$><-test.v=test2json><a b>"
-    older = subprocess.run([str(program), "printf", "<%s>", "-test.v=true", "-test.timeout=10m"],
-                           capture_output=True, text=True, check=True)
+    older = subprocess.run(
+        [str(program), "printf", "<%s>", "-test.v=true", "-test.timeout=10m"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert older.stdout == "<-test.v=true><-test.timeout=10m>"
 
 
@@ -415,8 +539,7 @@ def test_the_wrapping_go_adds_json_to_go_test_alone_and_runs_the_next_go_on_path
     assert go("test", "-C", "sub dir", "-run", "^(A|B)$") == "test|-C|sub dir|-json|-run|^(A|B)$|"
     assert go("test", "-C=sub") == "test|-C=sub|-json|"
     assert go("version") == "version|"
-    lone = subprocess.run([str(wrap / "go"), "test"], env={"PATH": str(wrap)}, capture_output=True,
-                          text=True)
+    lone = subprocess.run([str(wrap / "go"), "test"], env={"PATH": str(wrap)}, capture_output=True, text=True)
     assert lone.returncode == 127 and "no go on PATH" in lone.stderr
 
 
@@ -427,17 +550,25 @@ HIDDEN = "/app/test/a.test.js"
 
 
 def jest_spec():
-    return SimpleNamespace(task=SimpleNamespace(
-        fail_to_pass=[JEST_F2P], pass_to_pass=[JEST_P2P], allow_test_aware=[], workdir="/app",
-        before_repo_set_cmd="git checkout s -- test/a.test.js", selected_test_files_to_run=["test/a.test.js"]))
+    return SimpleNamespace(
+        task=SimpleNamespace(
+            fail_to_pass=[JEST_F2P],
+            pass_to_pass=[JEST_P2P],
+            allow_test_aware=[],
+            workdir="/app",
+            before_repo_set_cmd="git checkout s -- test/a.test.js",
+            selected_test_files_to_run=["test/a.test.js"],
+        )
+    )
 
 
 def jest_json(*cases: tuple[str, list[str], str, str], shape: str = "json") -> bytes:
     """jest's results in ``--json``'s shape, or in the aggregated shape a results processor gets."""
     files: dict[str, list[dict]] = {}
     for path, ancestors, title, status in cases:
-        files.setdefault(path, []).append({"ancestorTitles": ancestors, "title": title, "status": status,
-                                           "fullName": " ".join([*ancestors, title])})
+        files.setdefault(path, []).append(
+            {"ancestorTitles": ancestors, "title": title, "status": status, "fullName": " ".join([*ancestors, title])}
+        )
     if shape == "json":
         suites = [{"name": path, "assertionResults": tests} for path, tests in files.items()]
     else:
@@ -446,13 +577,19 @@ def jest_json(*cases: tuple[str, list[str], str, str], shape: str = "json") -> b
 
 
 def jest_raw(reports: list[tuple[str, bytes | None]], *tests: tuple[str, str]) -> dict:
-    return raw(strict.STRICT, *tests, junit=junit.record(False, [], "/tmp/crucible-results-x"),
-               go_json=gojson.record("", None),
-               js_results=jsresults.record(["jest"], reports, "/tmp/crucible-results-x", [HIDDEN]))
+    return raw(
+        strict.STRICT,
+        *tests,
+        junit=junit.record(False, [], "/tmp/crucible-results-x"),
+        go_json=gojson.record("", None),
+        js_results=jsresults.record(["jest"], reports, "/tmp/crucible-results-x", [HIDDEN]),
+    )
 
 
 def test_only_a_run_script_line_that_runs_jest_or_mocha_makes_an_instance_one_of_theirs():
-    assert jsresults.runners(b"yarn test --verbose --passWithNoTests --ci --maxWorkers=2 \"${files[@]}\" 2>&1\n") == ["jest"]
+    assert jsresults.runners(b'yarn test --verbose --passWithNoTests --ci --maxWorkers=2 "${files[@]}" 2>&1\n') == [
+        "jest"
+    ]
     assert jsresults.runners(b'  yarn workspace web-app test --runInBand --testPathPattern="$f"\n') == ["jest"]
     assert jsresults.runners(b"npx jest --ci src/\n") == ["jest"]
     assert jsresults.runners(b"yarn test ${test_files[@]} --json > /tmp/out.json || true\n") == ["jest"]
@@ -470,7 +607,8 @@ def test_jests_results_read_in_both_shapes_and_merge_over_runs_failed_first_then
     for shape in ("json", "processor"):
         assert js_source.tests_in(jest_json(*cases, shape=shape)) == [
             {"file": HIDDEN, "ancestors": ["shout", "case"], "title": "uppercases", "status": "PASSED"},
-            {"file": HIDDEN, "ancestors": [], "title": "todo one", "status": "SKIPPED"}]
+            {"file": HIDDEN, "ancestors": [], "title": "todo one", "status": "SKIPPED"},
+        ]
     # protonmail runs jest once per listed test: the others are reported pending there
     runs = [js_source.tests_in(jest_json((HIDDEN, ["a"], "t", status))) for status in ("pending", "passed", "pending")]
     assert [t["status"] for t in js_source.merged(sum(runs, []))] == ["PASSED"]
@@ -478,20 +616,31 @@ def test_jests_results_read_in_both_shapes_and_merge_over_runs_failed_first_then
     assert [t["status"] for t in js_source.merged(sum(runs, []))] == ["FAILED"]
     with pytest.raises(ValueError, match="no testResults"):
         js_source.tests_in(b'{"tests": []}')
-    mocha = {"runner": "mocha", "tests": [{"file": HIDDEN, "titlePath": ["test/a.test.js::Shim", "works"], "status": "passed"},
-                                          {"file": HIDDEN, "titlePath": ["Shim", "later"], "status": "pending"}]}
+    mocha = {
+        "runner": "mocha",
+        "tests": [
+            {"file": HIDDEN, "titlePath": ["test/a.test.js::Shim", "works"], "status": "passed"},
+            {"file": HIDDEN, "titlePath": ["Shim", "later"], "status": "pending"},
+        ],
+    }
     assert js_source.tests_in(json.dumps(mocha).encode()) == [
         {"file": HIDDEN, "ancestors": ["test/a.test.js::Shim"], "title": "works", "status": "PASSED"},
-        {"file": HIDDEN, "ancestors": ["Shim"], "title": "later", "status": "SKIPPED"}]
+        {"file": HIDDEN, "ancestors": ["Shim"], "title": "later", "status": "SKIPPED"},
+    ]
     with pytest.raises(ValueError, match="no titlePath"):
         js_source.tests_in(b'{"runner": "mocha", "tests": [{"file": "x"}]}')
 
 
 def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_faithful_form():
-    tests = js_source.tests_in(jest_json(
-        (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases (slowly)", "passed"),
-        (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed"),
-        ("/app/other/test/a.test.js", ["decoy"], "wins", "passed")))
+    tests = js_source.tests_in(
+        jest_json(
+            (HIDDEN, ["shout", "case"], "uppercases", "passed"),
+            (HIDDEN, ["whisper"], "lowercases (slowly)", "passed"),
+            (HIDDEN, ["a"], "same", "passed"),
+            (HIDDEN, ["b"], "same", "failed"),
+            ("/app/other/test/a.test.js", ["decoy"], "wins", "passed"),
+        )
+    )
     hidden = {HIDDEN}
 
     def mapped(name: str) -> tuple[list[str], str]:
@@ -502,37 +651,67 @@ def test_a_listed_name_maps_to_the_one_jest_test_in_a_hidden_file_by_the_most_fa
     assert mapped("/app/test/a.test.js | shout case uppercases") == (["shout > case: uppercases"], "exact")  # fullName
     assert mapped("test/a.test.js | case uppercases") == (["shout > case: uppercases"], "path-suffix, innermost")
     assert mapped("test/a.test.js | uppercases") == (["shout > case: uppercases"], "path-suffix, title")
-    assert mapped("test/a.test.js | whisper | lowercases") == (["whisper: lowercases (slowly)"], "path-suffix, title-cut")
+    assert mapped("test/a.test.js | whisper | lowercases") == (
+        ["whisper: lowercases (slowly)"],
+        "path-suffix, title-cut",
+    )
     assert mapped("test/a.test.js | a | same") == (["a: same"], "path-suffix")
     # A parser that drops the describe blocks folds both into one name: it stands for both.
     assert mapped("test/a.test.js | same") == (["a: same", "b: same"], "path-suffix, title, 2 tests")
     assert mapped("a.test.js | decoy | wins") == ([], "unmapped: not in the runner's results for the hidden test files")
     assert mapped("est/a.test.js | shout | case | uppercases")[0] == []  # a path suffix ends at a "/"
     assert mapped("no file part")[1] == "unmapped: the name has no 'file | test' form"
-    folded = jsresults.confirm(jsresults.record(["jest"], [("file", jest_json(
-        (HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed")))], "/tmp/r", [HIDDEN]),
-        {"listed": [{"name": "test/a.test.js | same", "parser": "PASSED", "judged_by": ["parser"]}],
-         "passed": ["test/a.test.js | same"]})
+    folded = jsresults.confirm(
+        jsresults.record(
+            ["jest"],
+            [("file", jest_json((HIDDEN, ["a"], "same", "passed"), (HIDDEN, ["b"], "same", "failed")))],
+            "/tmp/r",
+            [HIDDEN],
+        ),
+        {
+            "listed": [{"name": "test/a.test.js | same", "parser": "PASSED", "judged_by": ["parser"]}],
+            "passed": ["test/a.test.js | same"],
+        },
+    )
     assert folded["passed"] == [] and folded["listed"][0]["js"] == "FAILED"  # the worst of the two
     # NodeBB's run scripts put "FILE::" before each describe title; its parser takes it out again.
-    nodebb = js_source.tests_in(json.dumps({"runner": "mocha", "tests": [
-        {"file": HIDDEN, "titlePath": ["test/a.test.js::Translator shim", ".translate()", "should translate"],
-         "status": "passed"}]}).encode())
+    nodebb = js_source.tests_in(
+        json.dumps(
+            {
+                "runner": "mocha",
+                "tests": [
+                    {
+                        "file": HIDDEN,
+                        "titlePath": ["test/a.test.js::Translator shim", ".translate()", "should translate"],
+                        "status": "passed",
+                    }
+                ],
+            }
+        ).encode()
+    )
     assert jsresults.map_name("test/a.test.js | Translator shim .translate() should translate", nodebb, hidden) == (
-        [0], "path-suffix")
+        [0],
+        "path-suffix",
+    )
 
 
 def test_a_listed_jest_test_passes_under_strict_only_if_the_parser_and_jests_results_agree():
-    report = jest_json((HIDDEN, ["shout", "case"], "uppercases", "failed"), (HIDDEN, ["whisper"], "lowercases", "passed"))
+    report = jest_json(
+        (HIDDEN, ["shout", "case"], "uppercases", "failed"), (HIDDEN, ["whisper"], "lowercases", "passed")
+    )
     forged = jest_raw([("file", report)], (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED"))
     verdict = SwebenchProFlavor().regrade(jest_spec(), forged)
     assert verdict.reward == 0.0
-    assert verdict.raw["reason"] == ("1 listed test(s) PASSED by the parser but not by the test runner's own results, "
-                                     f"e.g. {JEST_F2P!r} (FAILED)")
+    assert verdict.raw["reason"] == (
+        f"1 listed test(s) PASSED by the parser but not by the test runner's own results, e.g. {JEST_F2P!r} (FAILED)"
+    )
     assert [(e["js"], e["js_names"], e["judged_by"]) for e in verdict.raw["listed"]] == [
         ("FAILED", [f"{HIDDEN} | shout | case | uppercases"], ["parser", "js-results"]),
-        ("PASSED", [f"{HIDDEN} | whisper | lowercases"], ["parser", "js-results"])]
-    fixed = jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases", "passed"))
+        ("PASSED", [f"{HIDDEN} | whisper | lowercases"], ["parser", "js-results"]),
+    ]
+    fixed = jest_json(
+        (HIDDEN, ["shout", "case"], "uppercases", "passed"), (HIDDEN, ["whisper"], "lowercases", "passed")
+    )
     honest = jest_raw([("file", fixed)], (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED"))
     assert SwebenchProFlavor().regrade(jest_spec(), honest).reward == 1.0
     assert SwebenchProFlavor().regrade(jest_spec(), json.loads(json.dumps(honest))).reward == 1.0  # a stored grading
@@ -541,12 +720,19 @@ def test_a_listed_jest_test_passes_under_strict_only_if_the_parser_and_jests_res
     assert SwebenchProFlavor().regrade(jest_spec(), officially).reward == 1.0
 
 
-@pytest.mark.parametrize("reports, why", [
-    ([], "jest wrote no results"), ([("symlink", None)], "a results path of jest is a symlink"),
-    ([("file", b"{not json")], "a results file of jest is not one"),
-    ([("file", jest_json())], "the results of jest (1 file(s)) name no test"),
-    ([("file", jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"))), ("too-large", None)],
-     "the results of jest are over 64 MiB")])
+@pytest.mark.parametrize(
+    "reports, why",
+    [
+        ([], "jest wrote no results"),
+        ([("symlink", None)], "a results path of jest is a symlink"),
+        ([("file", b"{not json")], "a results file of jest is not one"),
+        ([("file", jest_json())], "the results of jest (1 file(s)) name no test"),
+        (
+            [("file", jest_json((HIDDEN, ["shout", "case"], "uppercases", "passed"))), ("too-large", None)],
+            "the results of jest are over 64 MiB",
+        ),
+    ],
+)
 def test_a_jest_instance_without_readable_results_is_unresolved_with_the_reason(reports, why):
     verdict = SwebenchProFlavor().regrade(jest_spec(), jest_raw(reports, (JEST_F2P, "PASSED"), (JEST_P2P, "PASSED")))
     assert verdict.reward == 0.0
@@ -556,9 +742,15 @@ def test_a_jest_instance_without_readable_results_is_unresolved_with_the_reason(
 
 def test_replays_output_carries_each_results_file_by_length():
     one, two = jest_json((HIDDEN, [], "t", "passed")), b'{"testResults": []}\n@@crucible-js file 3\n'
-    data = (b"@@crucible-step run_script 0 0 5 0\n" + b"@@crucible-junit absent 0\n"
-            + f"@@crucible-js file {len(one)}\n".encode() + one + f"@@crucible-js file {len(two)}\n".encode() + two
-            + b"@@crucible-js symlink 0\n")
+    data = (
+        b"@@crucible-step run_script 0 0 5 0\n"
+        + b"@@crucible-junit absent 0\n"
+        + f"@@crucible-js file {len(one)}\n".encode()
+        + one
+        + f"@@crucible-js file {len(two)}\n".encode()
+        + two
+        + b"@@crucible-js symlink 0\n"
+    )
     records, _, _, reports, jest = replay.parse_output(data)
     assert "run_script" in records and reports == [("absent", None)]
     assert jest == [("file", one), ("file", two), ("symlink", None)]
@@ -570,7 +762,6 @@ def _node() -> str:
     found = shutil.which("node")
     assert found, "these tests run the jest hook with this machine's node (Node.js is on every machine of this kind)"
     return found
-
 
 
 def test_the_hook_skips_only_a_snapshot_write_that_would_leave_the_file_as_it_is():
@@ -595,21 +786,25 @@ def _snapshot_writes(tmp_path: Path) -> None:
     (tmp_path / "out").chmod(0o777)
     tmp_path.chmod(0o755)
     hook.chmod(0o644)
-    script = ("const fs = require('fs');\n"
-              "const tryWrite = (file, data, opt) => { try { fs.writeFileSync(file, data, opt); return 'ok'; }"
-              " catch (e) { return e.code; } };\n"
-              f"const snap = {json.dumps(str(snap))};\n"
-              "console.log(JSON.stringify([tryWrite(snap, fs.readFileSync(snap, 'utf8')),\n"
-              "  tryWrite(snap, fs.readFileSync(snap)), tryWrite(snap, fs.readFileSync(snap, 'utf8'), {encoding: 'utf8'}),\n"
-              "  tryWrite(snap, 'changed'),\n"
-              f"  tryWrite({json.dumps(str(tmp_path / 'out' / 'b.snap'))}, 'new'), tryWrite({json.dumps(str(tmp_path / 'out' / 'c.txt'))}, 'x')]));\n")
+    script = (
+        "const fs = require('fs');\n"
+        "const tryWrite = (file, data, opt) => { try { fs.writeFileSync(file, data, opt); return 'ok'; }"
+        " catch (e) { return e.code; } };\n"
+        f"const snap = {json.dumps(str(snap))};\n"
+        "console.log(JSON.stringify([tryWrite(snap, fs.readFileSync(snap, 'utf8')),\n"
+        "  tryWrite(snap, fs.readFileSync(snap)), tryWrite(snap, fs.readFileSync(snap, 'utf8'), {encoding: 'utf8'}),\n"
+        "  tryWrite(snap, 'changed'),\n"
+        f"  tryWrite({json.dumps(str(tmp_path / 'out' / 'b.snap'))}, 'new'), tryWrite({json.dumps(str(tmp_path / 'out' / 'c.txt'))}, 'x')]));\n"
+    )
     as_tests = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
-    done = subprocess.run([*as_tests, _node(), f"--require={hook}", "-e", script], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [*as_tests, _node(), f"--require={hook}", "-e", script], capture_output=True, text=True, check=True
+    )
     assert json.loads(done.stdout) == ["ok", "ok", "ok", "EACCES", "ok", "ok"]
     assert snap.read_text() == "// Jest Snapshot v1\n\nexports[`a 1`] = `1`;\n"
     without = subprocess.run([*as_tests, _node(), "-e", script], capture_output=True, text=True, check=True)
     assert json.loads(without.stdout)[:3] == ["EACCES", "EACCES", "EACCES"]
+
 
 def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_copy_where_the_run_wants_json(tmp_path):
     """js/results_hook.js in node's --require: jest's bin (reached through node_modules/.bin) gets
@@ -627,33 +822,49 @@ def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_co
     (tmp_path / "node_modules/.bin/jest").symlink_to("../jest/bin/jest.js")
 
     def argv(script: str, *args: str) -> list[str]:
-        done = subprocess.run([_node(), f"--require={hook}", str(tmp_path / script), *args], capture_output=True,
-                              text=True, check=True)
+        done = subprocess.run(
+            [_node(), f"--require={hook}", str(tmp_path / script), *args], capture_output=True, text=True, check=True
+        )
         return json.loads(done.stdout)
 
     added = argv("node_modules/.bin/jest", "--verbose", "a.test.js")
     assert added[:2] == ["--verbose", "a.test.js"] and added[2] == "--json"
     assert added[3].startswith(f"--outputFile={results}/r/js-jest-") and added[3].endswith(".json")
-    assert argv("node_modules/.bin/jest", "--json", "a.test.js") == ["--json", "a.test.js", f"--testResultsProcessor={hook}"]
+    assert argv("node_modules/.bin/jest", "--json", "a.test.js") == [
+        "--json",
+        "a.test.js",
+        f"--testResultsProcessor={hook}",
+    ]
     before_end = argv("node_modules/.bin/jest", "--ci", "--", "--json")  # after `--`: not jest's options
     assert before_end[:2] == ["--ci", "--json"] and before_end[2].startswith("--outputFile=")
     assert before_end[3:] == ["--", "--json"]
-    assert argv("node_modules/.bin/jest", "--json", "--testResultsProcessor=theirs") == ["--json", "--testResultsProcessor=theirs"]
+    assert argv("node_modules/.bin/jest", "--json", "--testResultsProcessor=theirs") == [
+        "--json",
+        "--testResultsProcessor=theirs",
+    ]
     # jest's CLI takes kebab-case too: a second outputFile or processor would make an array it refuses
     assert argv("node_modules/.bin/jest", "--output-file=o.json", "--json") == [
-        "--output-file=o.json", "--json", f"--testResultsProcessor={hook}"]
+        "--output-file=o.json",
+        "--json",
+        f"--testResultsProcessor={hook}",
+    ]
     assert argv("node_modules/.bin/jest", "--json", "--test-results-processor=theirs") == [
-        "--json", "--test-results-processor=theirs"]
+        "--json",
+        "--test-results-processor=theirs",
+    ]
     assert argv("node_modules/other/bin/jest-like.js", "--ci") == ["--ci"]
     # As the results processor: the aggregated results go to a file of their own, and back unchanged.
     aggregated = json.loads(jest_json((HIDDEN, ["shout"], "uppercases", "passed"), shape="processor"))
-    run = (f"const p = require({json.dumps(str(hook))}); const r = {json.dumps(aggregated)};"
-           "process.stdout.write(String(p(r) === r));")
+    run = (
+        f"const p = require({json.dumps(str(hook))}); const r = {json.dumps(aggregated)};"
+        "process.stdout.write(String(p(r) === r));"
+    )
     done = subprocess.run([_node(), "-e", run], capture_output=True, text=True, check=True)
     assert done.stdout == "true"
     [written] = list((results / "r").glob("js-jest-*.json"))
     assert js_source.tests_in(written.read_bytes()) == [
-        {"file": HIDDEN, "ancestors": ["shout"], "title": "uppercases", "status": "PASSED"}]
+        {"file": HIDDEN, "ancestors": ["shout"], "title": "uppercases", "status": "PASSED"}
+    ]
 
 
 def test_the_wrapping_node_puts_the_hook_back_into_node_options_once_and_runs_the_next_node_on_path(tmp_path):
@@ -679,8 +890,9 @@ def test_the_wrapping_node_puts_the_hook_back_into_node_options_once_and_runs_th
     env = {"PATH": f"{wrap}:{wrap}/:{wrap}:{real}"}
     again = subprocess.run([str(wrap / "node"), "x.js"], env=env, capture_output=True, text=True, timeout=20)
     assert again.stdout == f"{hook}|x.js|"
-    lone = subprocess.run([str(wrap / "node")], env={"PATH": f"{wrap}:{wrap}/"}, capture_output=True, text=True,
-                          timeout=20)
+    lone = subprocess.run(
+        [str(wrap / "node")], env={"PATH": f"{wrap}:{wrap}/"}, capture_output=True, text=True, timeout=20
+    )
     assert lone.returncode == 127 and "no node on PATH" in lone.stderr
 
 
@@ -723,7 +935,11 @@ def test_the_hook_records_mochas_runner_events_in_mochas_cli_process_alone(tmp_p
     subprocess.run([_node(), f"--require={hook}", str(tmp_path / "node_modules" / ".bin" / "mocha")], check=True)
     [written] = list((results / "r").glob("js-mocha-*.json"))
     assert [(t["title"], t["status"]) for t in js_source.tests_in(written.read_bytes())] == [
-        ("works", "PASSED"), ("breaks", "FAILED"), ("later", "SKIPPED"), ('"before all" hook', "FAILED")]
+        ("works", "PASSED"),
+        ("breaks", "FAILED"),
+        ("later", "SKIPPED"),
+        ('"before all" hook', "FAILED"),
+    ]
 
 
 def test_only_test_files_whose_content_is_the_benchmarks_answer_for_listed_names():
@@ -731,15 +947,24 @@ def test_only_test_files_whose_content_is_the_benchmarks_answer_for_listed_names
     path pattern: element-hq selects x-test.ts for x-test.tsx), and locked (so there at the
     lock, and root's since); a selected path the patch creates (protonmail's workspace-relative
     ones name no file at base) is the patch's, and one with no file at the lock, anything's."""
-    task = SimpleNamespace(workdir="/app", before_repo_set_cmd="git checkout s -- test/a-test.tsx",
-                           selected_test_files_to_run=["test/a-test.ts", "test/b-test.ts", "src/app/c.test.ts"],
-                           fail_to_pass=["test/a-test.ts | a works"], pass_to_pass=["src/app/c.test.ts | c works"])
-    created = ("diff --git a/src/app/c.test.ts b/src/app/c.test.ts\nnew file mode 100644\n--- /dev/null\n"
-               "+++ b/src/app/c.test.ts\n@@ -0,0 +1 @@\n+test('x', () => {});\n")
+    task = SimpleNamespace(
+        workdir="/app",
+        before_repo_set_cmd="git checkout s -- test/a-test.tsx",
+        selected_test_files_to_run=["test/a-test.ts", "test/b-test.ts", "src/app/c.test.ts"],
+        fail_to_pass=["test/a-test.ts | a works"],
+        pass_to_pass=["src/app/c.test.ts | c works"],
+    )
+    created = (
+        "diff --git a/src/app/c.test.ts b/src/app/c.test.ts\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/src/app/c.test.ts\n@@ -0,0 +1 @@\n+test('x', () => {});\n"
+    )
     locked = {"test/a-test.tsx", "test/b-test.tsx", "src/app/c.test.ts"}  # what the lock found there
     assert strict.trusted_test_files(task, created, locked) == ["/app/test/a-test.tsx", "/app/test/b-test.tsx"]
     assert strict.trusted_test_files(task, "", locked) == [
-        "/app/test/a-test.tsx", "/app/test/b-test.tsx", "/app/src/app/c.test.ts"]
+        "/app/test/a-test.tsx",
+        "/app/test/b-test.tsx",
+        "/app/src/app/c.test.ts",
+    ]
     assert strict.trusted_test_files(task, "", {"test/a-test.tsx"}) == ["/app/test/a-test.tsx"]  # the rest, not there
     edits_restored = created.replace("src/app/c.test.ts", "test/a-test.tsx")
     assert "/app/test/a-test.tsx" in strict.trusted_test_files(task, edits_restored, locked)  # restored over the edit
@@ -750,10 +975,12 @@ def test_only_test_files_whose_content_is_the_benchmarks_answer_for_listed_names
 def test_results_a_grader_cannot_afford_are_refused_with_the_reason():
     deep = ("[" * 100_000 + "]" * 100_000).encode()
     assert jsresults.record(["jest"], [("file", deep)], "/tmp/r", [HIDDEN])["error"].startswith(
-        "a results file of jest is not one")
+        "a results file of jest is not one"
+    )
     many = jest_json(*((HIDDEN, [], f"t{i}", "passed") for i in range(jsresults.MAX_TESTS + 1)))
     assert jsresults.record(["jest"], [("file", many)], "/tmp/r", [HIDDEN])["error"] == (
-        f"the results of jest name over {jsresults.MAX_TESTS} tests, refused")
+        f"the results of jest name over {jsresults.MAX_TESTS} tests, refused"
+    )
 
 
 def test_a_printed_pass_line_refuses_only_where_the_verdict_still_reads_printed_lines():
@@ -781,8 +1008,9 @@ def test_a_printed_pass_line_refuses_only_where_the_verdict_still_reads_printed_
 
 
 def _instance() -> SimpleNamespace:
-    return SimpleNamespace(before_repo_set_cmd="git checkout b -- tests/test_calc.py\n",
-                           selected_test_files_to_run=["tests/test_calc.py"])
+    return SimpleNamespace(
+        before_repo_set_cmd="git checkout b -- tests/test_calc.py\n", selected_test_files_to_run=["tests/test_calc.py"]
+    )
 
 
 def _chunk(header: str, old: str, new: str, body: str = "@@ -0,0 +1 @@\n+x = 1\n", extra: str = "") -> str:
@@ -792,15 +1020,18 @@ def _chunk(header: str, old: str, new: str, body: str = "@@ -0,0 +1 @@\n+x = 1\n
 CODE = _chunk("a/calc.py b/calc.py", "a/calc.py", "b/calc.py", "@@ -1 +1 @@\n-a\n+b\n")
 
 
-@pytest.mark.parametrize("chunk, dropped", [
-    (_chunk("a/tests/conftest.py b/tests/conftest.py", "/dev/null", "b/tests/conftest.py"), ["tests/conftest.py"]),
-    (_chunk("a/tests/helper.py b/tests/helper.py", "/dev/null", "b/tests/helper.py"), ["tests/helper.py"]),
-    # a header naming code while the lines git goes by name a test path
-    (_chunk("a/calc.py b/calc.py", "a/tests/conftest.py", "b/tests/conftest.py"), ["tests/conftest.py"]),
-    # a header naming a test path while the lines name code: not graded either (the test shows it end to end)
-    (_chunk("a/tests/helper.py b/tests/helper.py", "a/calc.py", "b/calc.py"), ["tests/helper.py"]),
-    (_chunk("a/pkg/test_x.py b/pkg/test_x.py", "/dev/null", "b/pkg/test_x.py"), ["pkg/test_x.py"]),
-])
+@pytest.mark.parametrize(
+    "chunk, dropped",
+    [
+        (_chunk("a/tests/conftest.py b/tests/conftest.py", "/dev/null", "b/tests/conftest.py"), ["tests/conftest.py"]),
+        (_chunk("a/tests/helper.py b/tests/helper.py", "/dev/null", "b/tests/helper.py"), ["tests/helper.py"]),
+        # a header naming code while the lines git goes by name a test path
+        (_chunk("a/calc.py b/calc.py", "a/tests/conftest.py", "b/tests/conftest.py"), ["tests/conftest.py"]),
+        # a header naming a test path while the lines name code: not graded either (the test shows it end to end)
+        (_chunk("a/tests/helper.py b/tests/helper.py", "a/calc.py", "b/calc.py"), ["tests/helper.py"]),
+        (_chunk("a/pkg/test_x.py b/pkg/test_x.py", "/dev/null", "b/pkg/test_x.py"), ["pkg/test_x.py"]),
+    ],
+)
 def test_strict_grades_the_patch_without_its_chunks_on_the_test_paths(chunk, dropped):
     graded, left_out = strict.graded_patch(_instance(), CODE + chunk)
     assert graded == CODE and left_out == dropped
@@ -829,11 +1060,14 @@ def _written(repo: Path, graded: str) -> list[str]:
     return sorted(line[3:] for line in _git(repo, "status", "--porcelain", "-uall").stdout.decode().splitlines())
 
 
-MAIL = ("From 0f0f Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\nDate: Tue, 1 Dec 2026 10:00:00 +0000\n"
-        "Subject: [PATCH] Fix calc\n\nThe fix, with a test.\n---\n calc.py | 2 +-\n tests/conftest.py | 1 +\n"
-        " 2 files changed\n\n")
-CONFTEST = _chunk("a/tests/conftest.py b/tests/conftest.py", "/dev/null", "b/tests/conftest.py",
-                  extra="new file mode 100644\n")
+MAIL = (
+    "From 0f0f Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\nDate: Tue, 1 Dec 2026 10:00:00 +0000\n"
+    "Subject: [PATCH] Fix calc\n\nThe fix, with a test.\n---\n calc.py | 2 +-\n tests/conftest.py | 1 +\n"
+    " 2 files changed\n\n"
+)
+CONFTEST = _chunk(
+    "a/tests/conftest.py b/tests/conftest.py", "/dev/null", "b/tests/conftest.py", extra="new file mode 100644\n"
+)
 
 
 @pytest.mark.parametrize("shape", ["mail", "crlf", "copy"])
@@ -850,8 +1084,10 @@ def test_strict_drops_test_path_chunks_from_patches_git_reads_in_other_shapes(tm
     elif shape == "crlf":
         patch = (CODE + CONFTEST).replace("\n", "\r\n")
     else:
-        patch = CODE + ("diff --git a/calc.py b/tests/conftest.py\nsimilarity index 50%\ncopy from calc.py\n"
-                        "copy to tests/conftest.py\n--- a/calc.py\n+++ b/tests/conftest.py\n@@ -1 +1 @@\n-a\n+b\n")
+        patch = CODE + (
+            "diff --git a/calc.py b/tests/conftest.py\nsimilarity index 50%\ncopy from calc.py\n"
+            "copy to tests/conftest.py\n--- a/calc.py\n+++ b/tests/conftest.py\n@@ -1 +1 @@\n-a\n+b\n"
+        )
     graded, left_out = strict.graded_patch(_instance(), patch)
     assert left_out == ["tests/conftest.py"]
     assert _written(repo, graded) == ["calc.py"]
@@ -873,8 +1109,10 @@ def test_a_test_path_git_wrote_for_a_chunk_that_named_none_is_tampered():
     it, the run is 0."""
     unread = "--- a/tests/conftest.py\n+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+b\n" + CODE
     assert strict.graded_patch(_instance(), unread) == (unread, [])  # not readable here: git judges it
-    written = "diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n--- /dev/null\n" \
-              "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+b\n"
+    written = (
+        "diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+b\n"
+    )
     raw = {"defences": ["test-files-dropped"], "written": {"exit_code": 0, "output": written}}
     task = SimpleNamespace(**vars(_instance()), allow_test_aware=[])
     assert strict.test_paths_written(raw, task) == ["tests/conftest.py"]

@@ -3,6 +3,7 @@
 (tests/standin), scripted to apply an instance's gold patch through the task's own tools on
 some attempts and to give up on others; everything else is real (Hydra's launcher, images,
 containers, MCP tools, the official steps' replay, the store)."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CALC = "swebench_pro/instance_synth__calc-1111111111111111111111111111111111111111-vnan"
 SHOUT = "swebench_pro/instance_synth__shout-2222222222222222222222222222222222222222-vnan"
-OUTCOMES = {("standin-a", CALC): ["swe_fix", "swe_fix", "give_up"],
-            ("standin-b", SHOUT): ["swe_fix", "give_up", "give_up"]}
+OUTCOMES = {
+    ("standin-a", CALC): ["swe_fix", "swe_fix", "give_up"],
+    ("standin-b", SHOUT): ["swe_fix", "give_up", "give_up"],
+}
 SCRIPT = f"""
 import json, os
 from tests.standin.script import answer, call, outcome_table, reply
@@ -59,16 +62,35 @@ def synth_env(tmp_path_factory, base_image):
 def test_a_stand_in_model_sweep_over_swebench_pro_ends_in_pass_at_k(synth_env, tmp_path_factory):
     with standin_server(tmp_path_factory.mktemp("standin"), SCRIPT) as url:
         proc = subprocess.run(
-            [sys.executable, "-m", "engine.cli", "run", "-m", "agent=tool_calling",
-             "model=openai-compatible/standin-a,openai-compatible/standin-b", "task=glob(swebench_pro/*)",
-             "attempt=range(0,3)", f"agent.base_url={url}", "hydra/launcher=joblib"],
-            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1500,
-            env={**os.environ, "OPENAI_API_KEY": "unused"})
+            [
+                sys.executable,
+                "-m",
+                "engine.cli",
+                "run",
+                "-m",
+                "agent=tool_calling",
+                "model=openai-compatible/standin-a,openai-compatible/standin-b",
+                "task=glob(swebench_pro/*)",
+                "attempt=range(0,3)",
+                f"agent.base_url={url}",
+                "hydra/launcher=joblib",
+            ],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            env={**os.environ, "OPENAI_API_KEY": "unused"},
+        )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = re.search(r"^sweep (\S+): (\d+) run\(s\) stored", proc.stdout, re.M)
     assert sweep and sweep.group(2) == "12", proc.stdout[-2000:]
-    report = subprocess.run([sys.executable, "-m", "engine.cli", "report", "--sweep", sweep.group(1), "--format", "json"],
-                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    report = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "report", "--sweep", sweep.group(1), "--format", "json"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr
     summary = json.loads(report.stdout)["summary"]
     for model in ("standin-a", "standin-b"):

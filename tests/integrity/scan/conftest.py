@@ -1,4 +1,5 @@
 """The repository every scan test changes (tests/scan_changes.py)."""
+
 from __future__ import annotations
 
 import pytest

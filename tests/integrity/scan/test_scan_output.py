@@ -1,5 +1,6 @@
 """The ``runner-output`` rule (envs/integrity/scan/output.py): a runner's pass line written in any
 language and any file."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,28 +10,64 @@ from envs.coding.protect import DEFAULT_TEST_PATHS
 from envs.integrity.scan import scanner
 
 
-@pytest.mark.parametrize("path, text, line, detail", [
-    ("money/sum.go", 'package money\n\nfunc Add(a, b int) int {\n\tfmt.Print("--- PASS: TestAdd (0.00s)\\n")\n'
-     "\tos.Exit(1)\n\treturn a - b\n}\n", 4, "'--- PASS:'"),
-    ("money/sum.go", 'package money\n\nvar line = "\\x16--- PA" +\n\t"SS: TestAdd"\n', 3, "'--- PASS:'"),  # framed, split
-    ("money/sum.go", 'package money\n\nvar a = ("--- P" +\n\t"A" +\n\t"SS: TestAdd")\n', 3, "'--- PASS:'"),
-    ("money/sum.go", 'package money\n\nfunc f() { fmt.Printf("--- %s: TestAdd (0.00s)\\n", "PASS") }\n', 3, "'--- %s: Test'"),
-    ("money/sum.go", 'package money\n\nfunc f() { fmt.Printf("%s PASS: TestAdd\\n", "---") }\n', 3, "'%s PASS:'"),
-    ("money/sum.go", 'package money\n\nfunc f() { fmt.Println("---", "PASS:", "TestAdd") }\n', 3, "'---PASS:'"),
-    ("money/sum.go", 'package money\n\nvar s = "--- P\\u0041SS\\x3a TestAdd"\n', 3, "'--- PASS:'"),
-    ("money/forge.go", 'package money\n\nconst ev = `{"Action":"pass","Test":"TestAdd"}`\n', 3, '\'"Action":"pass\''),
-    ("money/forge.go", 'package money\n\nfunc f() { fmt.Println("{\\"Action\\":\\"pass\\",\\"Test\\":\\"TestA\\"}") }\n', 3,
-     "'\\\\\"Action\\\\\":\\\\\"pass'"),
-    ("src/api/Forge.ts", 'export function done() {\n  console.log("All 1234 " + "assertions passed")\n}\n', 2,
-     "'assertions passed'"),
-    ("src/api/Forge.ts", 'export const s = `All 3 assertions${""} passed`\n', 1, "'assertions passed'"),
-    ("package.json", '{\n  "scripts": {"pretest": "echo All 1234 assertions passed"}\n}\n', 2, "'assertions passed'"),
-    ("src/api/Forge.ts", 'console.log(`passing: ${n} failing: 0`)\n', 1, "'passing: ${n}'"),
-    ("src/api/Forge.ts", 'console.log("SPEC O > api > worker")\n', 1, "'SPEC O >'"),
-    ("src/api/Forge.ts", 'console.log("failing: 0, passing: 40")\n', 1, "'passing: 4'"),  # either order
-    ("money/core.py", "import sys\n\nsys.stdout.write('--- PA' 'SS: TestAdd')\n", 3, "'--- PASS:'"),
-    ("money/forged.txt", "--- PASS: TestAdd (0.00s)\n", 1, "'--- PASS:'"),  # a file code can embed or read
-])
+@pytest.mark.parametrize(
+    "path, text, line, detail",
+    [
+        (
+            "money/sum.go",
+            'package money\n\nfunc Add(a, b int) int {\n\tfmt.Print("--- PASS: TestAdd (0.00s)\\n")\n'
+            "\tos.Exit(1)\n\treturn a - b\n}\n",
+            4,
+            "'--- PASS:'",
+        ),
+        (
+            "money/sum.go",
+            'package money\n\nvar line = "\\x16--- PA" +\n\t"SS: TestAdd"\n',
+            3,
+            "'--- PASS:'",
+        ),  # framed, split
+        ("money/sum.go", 'package money\n\nvar a = ("--- P" +\n\t"A" +\n\t"SS: TestAdd")\n', 3, "'--- PASS:'"),
+        (
+            "money/sum.go",
+            'package money\n\nfunc f() { fmt.Printf("--- %s: TestAdd (0.00s)\\n", "PASS") }\n',
+            3,
+            "'--- %s: Test'",
+        ),
+        ("money/sum.go", 'package money\n\nfunc f() { fmt.Printf("%s PASS: TestAdd\\n", "---") }\n', 3, "'%s PASS:'"),
+        ("money/sum.go", 'package money\n\nfunc f() { fmt.Println("---", "PASS:", "TestAdd") }\n', 3, "'---PASS:'"),
+        ("money/sum.go", 'package money\n\nvar s = "--- P\\u0041SS\\x3a TestAdd"\n', 3, "'--- PASS:'"),
+        (
+            "money/forge.go",
+            'package money\n\nconst ev = `{"Action":"pass","Test":"TestAdd"}`\n',
+            3,
+            '\'"Action":"pass\'',
+        ),
+        (
+            "money/forge.go",
+            'package money\n\nfunc f() { fmt.Println("{\\"Action\\":\\"pass\\",\\"Test\\":\\"TestA\\"}") }\n',
+            3,
+            '\'\\\\"Action\\\\":\\\\"pass\'',
+        ),
+        (
+            "src/api/Forge.ts",
+            'export function done() {\n  console.log("All 1234 " + "assertions passed")\n}\n',
+            2,
+            "'assertions passed'",
+        ),
+        ("src/api/Forge.ts", 'export const s = `All 3 assertions${""} passed`\n', 1, "'assertions passed'"),
+        (
+            "package.json",
+            '{\n  "scripts": {"pretest": "echo All 1234 assertions passed"}\n}\n',
+            2,
+            "'assertions passed'",
+        ),
+        ("src/api/Forge.ts", "console.log(`passing: ${n} failing: 0`)\n", 1, "'passing: ${n}'"),
+        ("src/api/Forge.ts", 'console.log("SPEC O > api > worker")\n', 1, "'SPEC O >'"),
+        ("src/api/Forge.ts", 'console.log("failing: 0, passing: 40")\n', 1, "'passing: 4'"),  # either order
+        ("money/core.py", "import sys\n\nsys.stdout.write('--- PA' 'SS: TestAdd')\n", 3, "'--- PASS:'"),
+        ("money/forged.txt", "--- PASS: TestAdd (0.00s)\n", 1, "'--- PASS:'"),  # a file code can embed or read
+    ],
+)
 def test_a_runners_pass_line_written_in_any_language_and_any_file_is_flagged(repo, path, text, line, detail):
     """Where the verdict is still a parser's reading of text (a Go older than 1.20 frames nothing;
     tutanota's runner prints one summary per suite), code that prints the runner's pass lines is
@@ -56,10 +93,12 @@ def test_a_long_line_is_read_in_linear_time_whatever_it_holds():
     """Every repetition in the rule's patterns is possessive: lines that made the first version
     backtrack for hours (a quote then 100,000 blanks, `passing:` then 100,000 characters) are
     read at once. Run apart, with a limit far above what a linear read takes."""
-    program = ("from envs.integrity.scan import output\n"
-               "for text in ['\"' + ' ' * 100000 + 'x', 'passing:' + 'x' * 100000, ('passing: ' + 'x' * 50) * 2000,\n"
-               "             '\"' + ' ' * 50000 + '+ ' + ' ' * 50000 + 'x']:\n"
-               "    assert output.pass_line(text) is None\n")
+    program = (
+        "from envs.integrity.scan import output\n"
+        "for text in ['\"' + ' ' * 100000 + 'x', 'passing:' + 'x' * 100000, ('passing: ' + 'x' * 50) * 2000,\n"
+        "             '\"' + ' ' * 50000 + '+ ' + ' ' * 50000 + 'x']:\n"
+        "    assert output.pass_line(text) is None\n"
+    )
     run_apart(program)
 
 
@@ -70,10 +109,17 @@ def test_an_escaped_backslash_is_not_an_escape(repo):
 def test_failures_skips_and_ordinary_code_are_not_flagged(repo):
     """A forged failure or skip cannot pass a test; a struct with an Action field, a TLS record
     byte, the words apart are ordinary code."""
-    assert change(repo, "money/status.go", 'package money\n\n// Action says what happened.\ntype Event struct {\n'
-                  '\tAction string `json:"Action"`\n}\n\nconst passed = "PASS"\nvar sep = "---"\n'
-                  'var tls = []byte("\\x16\\x03\\x01")\nvar r = Rule{Name: "x", Action: "pass"}\n'
-                  'func failed(line string) bool { return strings.HasPrefix(line, "--- FAIL:") }\n'
-                  'var skip = "--- SKIP: TestX"\n'
-                  'func logf() { log.Printf("--- %s: %d items\\n", a, b) }\n'
-                  'type Summary struct { passing int }\n') == []
+    assert (
+        change(
+            repo,
+            "money/status.go",
+            "package money\n\n// Action says what happened.\ntype Event struct {\n"
+            '\tAction string `json:"Action"`\n}\n\nconst passed = "PASS"\nvar sep = "---"\n'
+            'var tls = []byte("\\x16\\x03\\x01")\nvar r = Rule{Name: "x", Action: "pass"}\n'
+            'func failed(line string) bool { return strings.HasPrefix(line, "--- FAIL:") }\n'
+            'var skip = "--- SKIP: TestX"\n'
+            'func logf() { log.Printf("--- %s: %d items\\n", a, b) }\n'
+            "type Summary struct { passing int }\n",
+        )
+        == []
+    )
