@@ -50,6 +50,7 @@ from engine.run.records import (
     write_traceback,
 )
 from engine.run.resources import RunResources, close_started, failure, through_cancel
+from engine.run.timing import timing_warning
 from engine.store.terminals import TerminalLog
 
 log = logging.getLogger(__name__)
@@ -220,11 +221,24 @@ class Runner:
             with phase.timed("grade"):
                 verdict = await graded(flavor, spec, submission, resources)
             record.reward, record.subscores, record.raw_grade = verdict.reward, verdict.subscores, verdict.raw
+            self._timing_signal(flavor, record)
             # In the store's order (by name), so the record.json beside the run and the store agree.
             record.tests = sorted(verdict.tests, key=lambda t: (t.name, t.status))
         finally:
             with phase.timed("teardown", is_phase=False):
                 await resources.close()
+
+    def _timing_signal(self, flavor: Flavor, record: RunRecord) -> None:
+        """A pass whose tests took a small fraction of the golden's time, flagged (engine/run/timing.py)."""
+        golden = getattr(flavor, "roles", {}).get("golden")
+        try:
+            signal = timing_warning(self.store, record, golden.agent, golden.reward) if golden is not None else None
+        except Exception as exc:  # a warning never costs a run its verdict: the store said no, say so
+            log.warning("run %s: no timing signal (%s: %s)", record.run_id, type(exc).__name__, exc)
+            return
+        if signal is not None:
+            record.raw_grade = {**record.raw_grade, "timing": signal}
+            record.warnings = [*record.warnings, str(signal["warning"])]
 
     async def _ensure_image(self, plan: Plan, early: EarlyWrites) -> bool:
         """The run's images (the task image, then the agent's layer over it, if any), each

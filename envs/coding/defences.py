@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config.schema import IntegrityConfig
-from envs.coding import judging
+from envs.coding import audit, judging
 from envs.integrity import guards
 from envs.integrity.catalogue import Defence, register
 
@@ -133,4 +133,44 @@ class CodingIntegrity(IntegrityConfig):
     named_results_only: bool = NAMED_RESULTS_ONLY.field()
 
 
-register("coding", CodingIntegrity)
+def _runtime(name: str, threat: str, adds: str, needs: str) -> Defence:
+    return Defence(name, threat=threat, adds=adds, switch=False, needs=needs)
+
+
+RUNTIME_EVIDENCE = (
+    *(
+        _runtime(
+            rule.name,
+            rule.threat,
+            "an audit hook loaded before the code under test records it, per test "
+            "and phase, with the caller's file and line; a pass it shows is tampered unless the task allows it "
+            "(envs/coding/audit.py)",
+            "refuse_test_aware_code",
+        )
+        for rule in audit.RULES
+    ),
+    _runtime(
+        "audit-fails-closed",
+        "making the audit hook itself raise, so it records nothing",
+        "an error inside the hook is counted in its record, and a record with one is tampered",
+        "refuse_test_aware_code",
+    ),
+    _runtime(
+        "no-bytecode-written",
+        "a bytecode or assertion-rewrite cache planted beside a hidden module",
+        "the test process writes and reads no bytecode where the tested uid can write",
+        "refuse_test_aware_code",
+    ),
+    _runtime(
+        "hidden-first-in-rerun",
+        "code that finds the hidden modules at import, after the visible ones were collected",
+        "the re-run's hidden modules are named to be collected and imported before the visible ones",
+        "differential_rerun",
+    ),
+)
+"""What the runtime evidence of issue 34 adds under ``refuse_test_aware_code`` (the audit's
+rules, each with its threat) and ``differential_rerun``: in the catalogue, so the docs list each
+class beside the defence that carries it."""
+
+
+register("coding", CodingIntegrity, *RUNTIME_EVIDENCE)

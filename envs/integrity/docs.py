@@ -106,7 +106,7 @@ def catalogue_table(flavors: Sequence[str]) -> str:
             key = (
                 f"`{defence.name}`"
                 if defence.switch
-                else f"`{defence.name}` (while grading is crucible-strict{_needs(defence)})"
+                else f"`{defence.name}` (no key of its own: part of strict grading{_needs(defence)})"
             )
             modes = ", ".join(m for m in MODES if _on(defence, m, schema))
             rows.append(
@@ -119,7 +119,7 @@ def _needs(defence: Defence) -> str:
     if not defence.needs:
         return ""
     key = defence.needs.lstrip("!")
-    return f", `{key}` {'off' if defence.needs.startswith('!') else 'on'}"
+    return f", with `{key}` {'off' if defence.needs.startswith('!') else 'on'}"
 
 
 def _cell(text: str) -> str:

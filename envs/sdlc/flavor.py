@@ -25,7 +25,7 @@ from engine.models import CapturedSubmission, RunSpec, UpstreamFix, Verdict
 from engine.plan import repos
 from engine.util import shell
 from envs.coding import judging, patch, repo
-from envs.coding.defences import CodingIntegrity
+from envs.coding.defences import RUNTIME_EVIDENCE, CodingIntegrity
 from envs.coding.flavor import CodingFlavor
 from envs.coding.gitops import brief, run_script
 from envs.coding.schema import CodingTaskConfig
@@ -39,7 +39,7 @@ TESTS_WEIGHT, PR_WEIGHT = 0.8, 0.2
 RELAY = f"/run/crucible/{remote.RELAY_NAME}"
 SHOWN_CALLS = 40
 
-register("sdlc", CodingIntegrity)  # graded by the coding grader: its defences, its schema
+register("sdlc", CodingIntegrity, *RUNTIME_EVIDENCE)  # graded by the coding grader: its defences, its schema
 
 
 class SdlcFlavor(CodingFlavor):
