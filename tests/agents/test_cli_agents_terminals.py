@@ -157,9 +157,12 @@ def test_a_terminal_whose_tmux_server_dies_becomes_stale_and_a_later_end_fails_i
         try:
             pane = await terminal.start()
             await pane.turn("remember the-canary", 20)
-            await asyncio.sleep(0.5)  # a periodic snapshot of the answer
+            deadline = time.monotonic() + 120  # a cap for a stuck recorder: each wait ends on its condition
+            while time.monotonic() < deadline and not any(
+                "● Noted." in s.text for s in store.terminal_snapshots(terminal.id)
+            ):
+                await asyncio.sleep(0.1)  # a periodic snapshot of the answer
             await host_run(["tmux", "-L", pane.server, "kill-server"])  # not through the recorder
-            deadline = time.monotonic() + 10
             while time.monotonic() < deadline and not terminal.recorder.stale:
                 await asyncio.sleep(0.1)
             stale = store.terminals(run_id)

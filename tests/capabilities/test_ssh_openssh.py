@@ -384,3 +384,18 @@ def test_every_session_becomes_a_step_of_the_run(server):
     assert step.arguments == {"command": "echo stepped; exit 2"}
     assert (step.result, step.is_error) == ("stepped\n", True)
     assert step.started_at and step.seconds >= 0
+
+
+@pytest.mark.docker
+def test_a_session_command_gets_default_signals_whatever_the_engine_ignores():
+    """A signal the engine's process ignores (SIG_IGN survives exec) is not passed on to a
+    session's command: the signal test above, in a pytest whose process ignores SIGINT, as an
+    earlier test or an embedding program may leave it."""
+    program = (
+        "import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nimport pytest\n"
+        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
+        "'tests/capabilities/test_ssh_openssh.py::test_the_signal_travels_as_an_exit_signal_naming_it']))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -65,7 +65,9 @@ def test_resume_skips_every_spec_that_already_has_a_completed_run(first_sweep):
 
 
 def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(first_sweep, docker_client):
-    """A run interrupted while its agent works ends as 'canceled', with no container left."""
+    """A run interrupted while its agent works ends as 'canceled', with no container left. Its
+    one step sleeps far longer than the test waits, so however loaded the machine, the run is
+    still going when Ctrl-C comes."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -74,6 +76,7 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
             "run",
             f"task={_a_sample_task()}",
             "agent=integration_test",
+            "+task.validation=[{name: bash, arguments: {command: 'sleep 600'}}]",
             "timeouts.setup=300",
             "seed=4242",
         ],

@@ -6,7 +6,9 @@
 # STATUS_FILE (a new file with an unguessable name) and exits 128+N as a shell would: that is
 # how the server tells "killed by SIGTERM" (an SSH exit-signal) from a plain `exit 143`, which
 # Docker's exit code cannot. The wrapper ignores the signals a session gets (^C, hangup) so it
-# outlives its child to say so. Without perl in the image it just runs COMMAND (no signals).
+# outlives its child to say so. The child gets every one of them back at its default, as sshd
+# gives a session's command, whatever the process that started the session ignored (a signal
+# ignored at exec stays ignored). Without perl in the image it just runs COMMAND (no signals).
 status=$1
 shift
 command -v perl >/dev/null 2>&1 || exec "$@"
@@ -15,7 +17,7 @@ use POSIX ();
 my $status = shift @ARGV;
 my $pid = fork;
 exec { $ARGV[0] } @ARGV if !defined $pid;
-if ($pid == 0) { exec { $ARGV[0] } @ARGV or exit 127; }
+if ($pid == 0) { $SIG{$_} = "DEFAULT" for qw(INT QUIT TERM HUP PIPE); exec { $ARGV[0] } @ARGV or exit 127; }
 $SIG{$_} = "IGNORE" for qw(INT QUIT TERM HUP PIPE);
 waitpid($pid, 0) == $pid or exit 255;
 my $sig = $? & 127;
