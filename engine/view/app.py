@@ -127,6 +127,7 @@ def serve(store_path: Path, host: str, port: int) -> None:
     except OSError as exc:
         sock.close()
         raise UserError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from exc
+    sock.listen(2048)  # before the URL is printed: a client that reads it connects at once
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(f"crucible view: serving {store_path} at http://{shown}:{bound}/ (Ctrl-C ends it)", flush=True)

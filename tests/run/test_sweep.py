@@ -66,8 +66,8 @@ def test_resume_skips_every_spec_that_already_has_a_completed_run(first_sweep):
 
 def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(first_sweep, docker_client):
     """A run interrupted while its agent works ends as 'canceled', with no container left. Its
-    one step sleeps far longer than the test waits, so however loaded the machine, the run is
-    still going when Ctrl-C comes."""
+    one step sleeps, so the run is still going when Ctrl-C comes however loaded the machine; a
+    step in flight is waited for before the run ends, so the sleep is short."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -76,7 +76,7 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
             "run",
             f"task={_a_sample_task()}",
             "agent=integration_test",
-            "+task.validation=[{name: bash, arguments: {command: 'sleep 600'}}]",
+            "+task.validation=[{name: bash, arguments: {command: 'sleep 20'}}]",
             "timeouts.setup=300",
             "seed=4242",
         ],
@@ -84,6 +84,7 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_a_terminal_gives_it,
     )
     deadline = time.monotonic() + 120
     label = {"label": f"crucible.owner_pid={proc.pid}"}
@@ -96,6 +97,13 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
     assert docker_client.containers.list(all=True, filters=label) == []
     _, rows = DuckDBStore().query(f"SELECT status FROM runs WHERE owner_pid = {proc.pid}")
     assert rows == [("canceled",)]
+
+
+def _ctrl_c_as_a_terminal_gives_it() -> None:
+    """The command starts as from a terminal, SIGINT at its default and not blocked, whatever
+    this test process inherited or was left with (an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _a_sample_task() -> str:
