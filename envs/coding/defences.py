@@ -163,8 +163,8 @@ RUNTIME_EVIDENCE = (
     ),
     _runtime(
         "hidden-first-in-rerun",
-        "code that finds the hidden modules at import, after the visible ones were collected",
-        "the re-run's hidden modules are named to be collected and imported before the visible ones",
+        "code that a visible conftest or test module imports, finding the hidden modules still to come",
+        "the end plugin imports the re-run's hidden modules before the conftests (after them where they need one)",
         "differential_rerun",
     ),
 )

@@ -322,10 +322,14 @@ class CodingFlavor:
             )
         differences = raw.get("rerun_differences") or []
         if differences:
-            names = ((raw.get("rerun") or {}).get("renamed") or {}).get("names") or {}
+            second = raw.get("rerun") or {}
+            names = (second.get("renamed") or {}).get("names") or {}
+            placed = ((second.get("test") or {}).get("end") or {}).get("hidden_first")
             lines.append(
-                f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}) "
-                f"disagrees: " + "; ".join(differences[:5])
+                f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}"
+                + (f"; imported first, before the {placed}" if placed in ("conftests", "tests") else "")
+                + ") disagrees: "
+                + "; ".join(differences[:5])
             )
         findings = (raw.get("scan") or {}).get("findings") or []
         if findings:

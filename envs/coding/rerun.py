@@ -6,7 +6,9 @@ The hidden tests run a second time, in a second fresh grading workspace (the eng
 and data file the task does not refer to by name gets a fresh random name (the original path
 removed), the test functions and classes under random names too where
 ``randomise_test_names`` is on (envs/coding/testnames.py), and the test modules run in another
-order, the hidden ones first where a directory is collected in name order (``FIRST_IN_RERUN``).
+order, the hidden ones imported first: by the end plugin before the conftests, where pytest runs
+them (envs/coding/verdict/README.md), and by name where a directory is collected in name order
+(``FIRST_IN_RERUN``).
 The results are mapped back to the task's test ids, and the two verdicts must agree:
 code under test that passes only where a hidden test or its data has the name the task gives
 it (found by a fixed path, a table keyed on test names, an order it counted on) wins the

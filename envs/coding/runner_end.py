@@ -77,6 +77,7 @@ def wrap(
     hide_running_test: bool = False,
     one_process: bool = False,
     audit: bool = False,
+    first: Sequence[str] = (),
 ) -> str:
     """The tester's script around the task's ``command``: for pytest (``results_dir``), the
     report's directory with the plugin and its one-time token, then the command in a subshell
@@ -85,13 +86,17 @@ def wrap(
     ``hide_running_test``: the plugin keeps pytest from publishing the running test's id in
     the environment (``PYTEST_CURRENT_TEST``); ``one_process``: it keeps pytest-xdist from running
     the tests in workers, where no count of its sees a report first; ``audit``: it installs the
-    runtime audit hook before any code under test loads, and prints what it recorded."""
+    runtime audit hook before any code under test loads, and prints what it recorded; ``first``:
+    the hidden test modules a differential re-run has the plugin import before the conftests
+    (``rerun.py``), and its end line says where they went (``first=``)."""
     prefix = ""
     words = "".join(
         f" {word}"
         for word, asked in ((HIDE_RUNNING_TEST, hide_running_test), (ONE_PROCESS, one_process), (AUDIT, audit))
         if asked
     )
+    if first:
+        words += " first=" + base64.urlsafe_b64encode("\0".join(first).encode()).decode("ascii")
     if results_dir is not None:
         folder = shlex.quote(results_dir)
         report = shlex.quote(f"{results_dir}/junit.xml")
@@ -132,6 +137,9 @@ class Split:
     runner_audit: dict | None = None
     """What the runtime audit recorded (``{"events", "dropped"}``, envs/coding/audit.py), or None:
     not asked, or no runner end; ``{"error": ...}`` where its record could not be read."""
+    hidden_first: str | None = None
+    """Where the plugin imported the hidden modules a re-run asked for first: ``conftests``
+    (before them), ``tests`` (after them, before any test module), ``no``; None: not asked."""
 
 
 def key(name: str) -> str:
@@ -150,7 +158,7 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
             rb"\n"
             + re.escape(runner_token.encode())
             + rb" runner-end ([0-9a-f]{64}|none)(?: outcomes=((?:[a-z]+:[0-9]+,?)*))?"
-            rb"(?: passed=([0-9a-f,]*))?(?: audit=([A-Za-z0-9+/=]*))?\n",
+            rb"(?: passed=([0-9a-f,]*))?(?: first=([a-z]+))?(?: audit=([A-Za-z0-9+/=]*))?\n",
             text,
         )
         if runner_token
@@ -173,7 +181,8 @@ def split(output: bytes, shell_token: str, runner_token: str) -> Split:
         runner.group(1).decode(),
         outcomes,
         passed,
-        None if runner.group(4) is None else _audit_record(runner.group(4)),
+        None if runner.group(5) is None else _audit_record(runner.group(5)),
+        None if runner.group(4) is None else runner.group(4).decode(),
     )
 
 

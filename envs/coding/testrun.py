@@ -110,6 +110,7 @@ async def run_tests(ready: staging.Staging, task: CodingTaskConfig, deadline: fl
             "runner_report": cut.runner_report,
             **({"runner_outcomes": cut.runner_outcomes} if cut.runner_outcomes is not None else {}),
             **({"runner_passed": sorted(cut.runner_passed)} if cut.runner_passed is not None else {}),
+            **({"hidden_first": cut.hidden_first} if cut.hidden_first is not None else {}),
         }
         if cut.runner_audit is not None:  # the runtime audit's record (envs/coding/audit.py), kept whole
             record["audit"] = cut.runner_audit

@@ -98,7 +98,7 @@ def reported_name(report: object, prefix: str | None = None, with_file: bool = T
 
 
 # The three below are envs/integrity/sources/junit.py's, copied verbatim (docstrings aside): this plugin
-# runs in the container, where crucible is not importable. tests/flavors/coding/test_runner_end.py
+# runs in the container, where crucible is not importable. tests/flavors/coding/test_runner_end_names.py
 # holds the copy to the source, code and names.
 def junit_node_id(classname: str, name: str, file: str | None) -> str:
     if file:
@@ -186,6 +186,90 @@ def _watch(config: object, audit: object) -> None:
     config.pluginmanager.register(Watch(), f"crucible-{os.urandom(6).hex()}")  # type: ignore[attr-defined]
 
 
+def _first_paths(asked: list[str]) -> list[str]:
+    """The hidden test modules a differential re-run asks to import first (``first=``: base64 of
+    their paths, NUL-separated, relative to pytest's working directory), or none."""
+    import base64
+
+    for word in asked:
+        if word.startswith("first="):
+            try:
+                return [p for p in base64.urlsafe_b64decode(word[6:]).decode("utf-8").split("\0") if p]
+            except ValueError:
+                return []
+    return []
+
+
+def _import_first(config: object, paths: list[str], session: object = None) -> bool:
+    """Import the hidden test modules now, as pytest's collection would (its ``import_path``, its
+    import mode, its rewriter), so a later collection finds them imported: before the initial
+    conftests (``session`` None, from ``pytest_load_initial_conftests``) or, where that failed
+    (a module that needs what a conftest sets up), before the first test module (``session``, from
+    ``pytest_collection``, each module's conftests loaded first as collection loads them). Code
+    under test imported from here on finds no hidden module still to come. False, and what was
+    imported undone, where one of them could not be imported here: collection imports it then,
+    and reports why as it would have."""
+    import inspect
+    from pathlib import Path
+
+    try:
+        from _pytest.pathlib import import_path
+    except ImportError:
+        return False
+    if session is None:
+        mode = getattr(getattr(config, "known_args_namespace", None), "importmode", "prepend")
+    else:
+        mode = config.getoption("importmode")  # type: ignore[attr-defined]
+    if str(getattr(mode, "value", mode)) not in ("prepend", "append"):
+        return False  # importlib mode imports a module again where it is collected
+    accepts = inspect.signature(import_path).parameters
+    options: dict = {"mode": mode}
+    try:
+        if "root" in accepts:
+            options["root"] = config.rootpath  # type: ignore[attr-defined]
+        if "consider_namespace_packages" in accepts:
+            options["consider_namespace_packages"] = config.getini("consider_namespace_packages")  # type: ignore[attr-defined]
+        home = Path(str(config.invocation_params.dir))  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+    modules = [home / p for p in paths if (home / p).is_file()]
+    if session is not None and not _load_conftests(config, session, modules, mode, options):
+        return False
+    names, search = set(sys.modules), list(sys.path)
+    try:
+        for module in modules:
+            import_path(module, **options)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # an import error, a module-level skip or exit: collection meets it again
+        for name in set(sys.modules) - names:
+            del sys.modules[name]
+        sys.path[:] = search
+        return False
+    return True
+
+
+def _load_conftests(config: object, session: object, modules: list, mode: object, options: dict) -> bool:
+    """The conftests along each module's path, loaded as collection would load them before it
+    (pytest 8 as it collects a directory, 7 in ``gethookproxy``); False where one fails to import
+    (collection reports it)."""
+    import inspect
+
+    load = getattr(config.pluginmanager, "_loadconftestmodules", None)  # type: ignore[attr-defined]
+    try:
+        for module in modules:
+            if load is None:
+                session.gethookproxy(module)  # type: ignore[attr-defined]
+            elif "consider_namespace_packages" in inspect.signature(load).parameters:
+                load(module.parent, mode, config.rootpath,  # type: ignore[attr-defined]
+                     consider_namespace_packages=options.get("consider_namespace_packages", False))
+            else:
+                load(module.parent, mode, config.rootpath)  # type: ignore[attr-defined]
+    except Exception:
+        return False
+    return True
+
+
 _HIDE_IN_WORKERS = "crucible_hide_running_test"
 
 
@@ -239,7 +323,7 @@ def _speak_for_this_run() -> None:  # noqa: C901 (one branch per pytest outcome 
         _hide_running_test()
     audits = _start_audit() if "audit" in asked else []
     audit = audits[0] if audits else None
-    session: list[int] = []
+    session_of: list[int] = []
     """The id of the config this plugin speaks for: the first one configured (a session a test
     starts inside this process, pytester's inline run, is not the run's)."""
     outcomes: dict[str, int] = {}
@@ -249,13 +333,17 @@ def _speak_for_this_run() -> None:  # noqa: C901 (one branch per pytest outcome 
     and that one said did not: failed, errored, skipped or xfailed at any phase, or failed to collect."""
     counter = _counter(outcomes, passed, not_passed)
     hide, in_this_process, watch, digest = _hide_running_test, _in_this_process, _watch, _digest
+    first, import_first = _first_paths(asked), _import_first
+    ordered: list[str] = []
+    """Where the hidden modules asked for first were imported: ``conftests`` (before them),
+    ``tests`` (after them, before any test module), ``no`` (where collection came to them)."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(config: object) -> None:
         if not token and (getattr(config, "workerinput", None) or {}).get(_HIDE_IN_WORKERS):
             hide()  # a pytest-xdist worker of a run that hides it: the token was the controller's
-        if token and not session:
-            session.append(id(config))
+        if token and not session_of:
+            session_of.append(id(config))
             if "one-process" in asked:
                 in_this_process(config)
             prefix = getattr(getattr(config, "option", None), "junitprefix", None)
@@ -275,6 +363,14 @@ def _speak_for_this_run() -> None:  # noqa: C901 (one branch per pytest outcome 
         own rewrite cache, its header the real file's) stands in for the file."""
         if token and audit is not None:
             audit.keep_bytecode_out()
+        if token and first and import_first(early_config, first):
+            ordered.append("conftests")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(session: object) -> None:
+        config = getattr(session, "config", None)
+        if token and first and not ordered and session_of == [id(config)]:
+            ordered.append("tests" if import_first(config, first, session) else "no")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(node: object) -> None:
@@ -285,7 +381,7 @@ def _speak_for_this_run() -> None:  # noqa: C901 (one branch per pytest outcome 
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(config: object) -> None:
-        if not token or (session and id(config) != session[0]):
+        if not token or (session_of and id(config) != session_of[0]):
             return
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -300,12 +396,14 @@ def _speak_for_this_run() -> None:  # noqa: C901 (one branch per pytest outcome 
             if ran and not audit.seen:
                 audit.note("framework-patch", None, "the audit's checks never ran before a test (unregistered)")
             audited = f" audit={audit.dump()}"
+        placed = f" first={(ordered or ['no'])[0]}" if first else ""
         line = (f"\n{token} runner-end {digest(os.path.join(_HERE, 'junit.xml'))} outcomes={counted}"
-                f" passed={','.join(sorted({key(name) for name in passed - not_passed}))}{audited}\n")
+                f" passed={','.join(sorted({key(name) for name in passed - not_passed}))}{placed}{audited}\n")
         os.write(1, line.encode("ascii"))
 
     globals().update(pytest_configure=pytest_configure, pytest_load_initial_conftests=pytest_load_initial_conftests,
-                     pytest_configure_node=pytest_configure_node, pytest_unconfigure=pytest_unconfigure)
+                     pytest_collection=pytest_collection, pytest_configure_node=pytest_configure_node,
+                     pytest_unconfigure=pytest_unconfigure)
     if audit is not None:  # this module whole now: its functions snapshotted, so a replaced one is a patch
         audit.watch_module(__name__)
 

@@ -96,6 +96,8 @@ def test_test_modules_still_to_come_served_emptied_win_under_none_and_the_rerun_
     assert strict.reward == 0.0, why(strict)
     differences = strict.raw_grade.get("rerun_differences") or []
     assert any("test_slugify.py::" in d and "PASSED vs FAILED" in d for d in differences), why(strict)
+    assert strict.raw_grade["rerun"]["test"]["end"]["hidden_first"] == "conftests", why(strict)  # asked, and done
+    assert "hidden_first" not in strict.raw_grade["test"]["end"]  # the first grading keeps the task's order
 
 
 LOCAL = ("replaced-thread", "patched-runtest", "aware-getattr-stack", "unreadable-rot13")

@@ -87,8 +87,9 @@ def make_repo(where: Path, module_text: str) -> Path:
     return repo
 
 
-def run(repo: Path, suite: str, audited: bool) -> tuple[runner_end.Split, list]:
-    """The suite run as grading runs it: the end plugin, with the audit or without."""
+def run(repo: Path, suite: str, audited: bool, first: tuple[str, ...] = ()) -> tuple[runner_end.Split, list]:
+    """The suite run as grading runs it: the end plugin, with the audit or without, and asked to
+    import ``first`` before the conftests (a differential re-run's hidden modules)."""
     results = repo.parent / f"results-{int(audited)}"
     script = (
         'IFS= read -r go || exit 97\n[ "$go" = go ] || exit 97\n'
@@ -99,6 +100,7 @@ def run(repo: Path, suite: str, audited: bool) -> tuple[runner_end.Split, list]:
             hide_running_test=True,
             one_process=True,
             audit=audited,
+            first=first,
         )
     )
     env = {**os.environ, "PYTEST_ADDOPTS": "", "HOME": str(repo.parent)}
