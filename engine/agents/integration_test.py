@@ -23,16 +23,26 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.agents import AgentContext, AgentOutcome
+from engine.config.schema import AgentConfig
 from engine.models import RunSpec, Step
+
+
+@dataclass
+class IntegrationTestAgentConfig(AgentConfig):
+    _target_: str = "engine.agents.integration_test.IntegrationTestAgent"
+    name: str = "integration_test"
+    timeout_seconds: float = 600.0
 
 
 class IntegrationTestAgent:
     takes_model = False
     deterministic = True
+    config_schema = IntegrationTestAgentConfig
 
     def __init__(self, name: str = "integration_test", timeout_seconds: float = 600.0) -> None:
         self.name = name

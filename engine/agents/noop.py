@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.agents import AgentContext, AgentOutcome
+from engine.config.schema import AgentConfig
+
+
+@dataclass
+class NoopAgentConfig(AgentConfig):
+    _target_: str = "engine.agents.noop.NoopAgent"
+    name: str = "noop"
 
 
 class NoopAgent:
     takes_model = False
     deterministic = True
     capabilities = ()
+    config_schema = NoopAgentConfig
 
     def __init__(self, name: str = "noop") -> None:
         self.name = name

@@ -31,6 +31,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -53,7 +54,7 @@ from engine.agents.providers import (
     parse_model,
 )
 from engine.agents.providers.transport import with_retries
-from engine.config.schema import ToolCallingAgentConfig
+from engine.config.schema import AgentConfig
 from engine.errors import AgentError
 from engine.models import Step
 
@@ -61,6 +62,47 @@ if TYPE_CHECKING:
     from mcp import ClientSession
 
 DEFAULT_WALL_TIMEOUT = 1800.0
+
+
+@dataclass
+class ToolCallingAgentConfig(AgentConfig):
+    """The agent's keys, every one part of the run spec; the API key is not (only the
+    variable's name), nor are prices. The model itself is the top-level ``model=<provider>/<name>``.
+    """
+
+    _target_: str = "engine.agents.tool_calling.ToolCallingAgent"
+    name: str = "tool_calling"
+    base_url: str | None = None
+    """The API root; None = the provider's own. Required for ``openai-compatible/...``."""
+    api_key_env: str | None = None
+    """The environment variable holding the key; None = OPENAI_API_KEY for openai/,
+    ANTHROPIC_API_KEY for anthropic/, no key for openai-compatible/."""
+    system_prompt: str = (
+        "You are an autonomous software engineer working on a task in a code repository, using only "
+        "the tools provided. Explore the code, make the change the task asks for, and check your work "
+        "(for example by running the tests) before you finish. Nobody will answer questions: decide "
+        "for yourself. When you are done, reply with a short summary of what you changed and call no "
+        "more tools."
+    )
+    max_steps: int = 50
+    """Model calls at most."""
+    temperature: float | None = 0.0
+    """None = not sent (some reasoning models accept only their default)."""
+    max_tokens: int = 4096
+    """Output tokens per model call."""
+    seed: int | None = None
+    """Sent as the request's ``seed`` where the protocol has one (OpenAI); None = not sent."""
+    request_timeout: float = 300.0
+    """Seconds one model request may take before it is retried."""
+    max_retries: int = 4
+    """Retries per model call on 429, 408/409, 5xx and transport errors (exponential backoff,
+    Retry-After honoured)."""
+    wall_timeout: float | None = None
+    """The agent's own wall-clock limit; None = just inside ``timeouts.agent``. Either way it
+    ends before the runner's, so the steps so far are kept (stop reason ``timeout``)."""
+    max_malformed: int = 3
+    """Unusable tool calls in a row (bad JSON, unknown tool) before stopping."""
+
 
 DEFAULT_SYSTEM_PROMPT = ToolCallingAgentConfig.system_prompt
 
@@ -88,6 +130,7 @@ class ToolCallingAgent:
     takes_model = True
     deterministic = False
     capabilities = ("mcp",)
+    config_schema = ToolCallingAgentConfig
 
     def __init__(
         self,

@@ -30,7 +30,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from engine.config.describe import describe, first_line, yaml_error
+from engine.config.describe import describe, first_line, from_override, yaml_error
 from engine.config.tree import CONF_DIR, GROUPS, config_dirs, group_options, searchpath_override, written_config_dirs
 from engine.errors import ConfigError
 from engine.util import paths
@@ -232,9 +232,7 @@ def _from_group_choices(overrides: list[str]) -> DictConfig | None:
         base = _compose(choices, resolve=False)
         _cache_write(key, base, resolve=False)
     for dotted, value in values:
-        if OmegaConf.select(base, dotted, default=_ABSENT) is _ABSENT or OmegaConf.is_config(
-            OmegaConf.select(base, dotted)
-        ):
+        if not _settable(base, dotted):
             return None
         OmegaConf.update(base, dotted, value, merge=False)
     try:
@@ -243,6 +241,19 @@ def _from_group_choices(overrides: list[str]) -> DictConfig | None:
     except (ConfigError, OmegaConfBaseException, ValueError):
         return None
     return base
+
+
+def _settable(base: DictConfig, dotted: str) -> bool:
+    """Whether Hydra would set ``dotted`` in ``base`` as a plain value: a key it has that holds no
+    node, or a new key of a mapping under a plug-in group (``agent.max_steps``, where the option's
+    file omits it), which Hydra leaves open for the plug-in's schema to check (``register``)."""
+    from engine.config.schema import PLUGIN_GROUPS
+
+    found = OmegaConf.select(base, dotted, default=_ABSENT)
+    if found is not _ABSENT:
+        return not OmegaConf.is_config(found)
+    parent = dotted.rpartition(".")[0]
+    return dotted.split(".")[0] in PLUGIN_GROUPS and isinstance(OmegaConf.select(base, parent), DictConfig)
 
 
 EVAL_CACHE_VERSION = "1"
@@ -310,7 +321,7 @@ def _compose(overrides: list[str], *, resolve: bool = True) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    from engine.config.schema import register
+    from engine.config.schema import check_plugins, register
 
     register()  # the structured-config schemas, in Hydra's ConfigStore
 
@@ -324,6 +335,10 @@ def _compose(overrides: list[str], *, resolve: bool = True) -> DictConfig:
         try:
             with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
                 cfg = compose("config", overrides=[*overrides, *searchpath_override()], return_hydra_config=False)
+                try:
+                    check_plugins(cfg)  # each agent's and runtime's keys, by the schema its class names
+                except ConfigError as exc:
+                    raise ConfigError(from_override(str(exc), overrides)) from exc
                 if resolve:
                     OmegaConf.resolve(cfg)
                     return cfg

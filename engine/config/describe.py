@@ -72,6 +72,14 @@ def _leaf_message(chain: list[BaseException]) -> str:
     return first_line(chain[-1])
 
 
+def from_override(message: str, overrides: list[str]) -> str:
+    """``message``, one line naming a key (``unknown config key 'agent.max_stepz'``), with the
+    override that set that key, where one did."""
+    named = re.search(r"'([\w.]+)'", message)
+    given = _override_for(named.group(1), overrides) if named else ""
+    return f"{message} (from override '{given}')" if named and given != named.group(1) else message
+
+
 def _override_for(key: str, overrides: list[str]) -> str:
     return next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == key), key)
 

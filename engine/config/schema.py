@@ -1,7 +1,9 @@
-"""Structured-config schemas for every Hydra group, registered in the ConfigStore.
+"""Structured-config schemas: the engine's own groups, and the bases each plug-in's extends.
 
-Each group option under ``conf/<group>/`` starts its defaults list with the schema
-(``base_<kind>``), so a misspelled key or a wrong type fails at compose time naming the key.
+``env`` and ``integrity`` options start their defaults list with the schema (``base_<group>``
+in Hydra's ConfigStore). A plug-in's schema lives beside its class, which names it as its
+``config_schema`` (``task_schema`` too, for a flavor), and is found from the node's
+``_target_``: a misspelled key or a wrong type fails at compose time naming the key either way.
 Plug-ins are chosen by ``_target_``; the engine instantiates only targets in its own packages.
 """
 
@@ -93,68 +95,14 @@ class AgentImageConfig:
 
 @dataclass
 class AgentConfig:
-    """Every agent's keys. An agent outside crucible's packages names its own schema, a
-    subclass of this, as its class's ``config_schema`` (this one when it names none)."""
+    """Every agent's keys. An agent names its own schema, a subclass of this defined beside it
+    (``engine/agents/tool_calling.py``), as its class's ``config_schema`` (this one when it
+    names none)."""
 
     _target_: str = MISSING
     name: str = MISSING
     image: AgentImageConfig = field(default_factory=AgentImageConfig)
     """What the agent needs in its image; nothing by default (it works in the task image)."""
-
-
-@dataclass
-class NoopAgentConfig(AgentConfig):
-    _target_: str = "engine.agents.noop.NoopAgent"
-    name: str = "noop"
-
-
-@dataclass
-class IntegrationTestAgentConfig(AgentConfig):
-    _target_: str = "engine.agents.integration_test.IntegrationTestAgent"
-    name: str = "integration_test"
-    timeout_seconds: float = 600.0
-
-
-@dataclass
-class ToolCallingAgentConfig(AgentConfig):
-    """A model drives the task through the run's MCP tools (engine/agents/tool_calling.py).
-
-    The model itself is the top-level ``model=<provider>/<name>``. Every field here is part
-    of the run spec; the API key is not (only the variable's name), nor are prices.
-    """
-
-    _target_: str = "engine.agents.tool_calling.ToolCallingAgent"
-    name: str = "tool_calling"
-    base_url: str | None = None
-    """The API root; None = the provider's own. Required for ``openai-compatible/...``."""
-    api_key_env: str | None = None
-    """The environment variable holding the key; None = OPENAI_API_KEY for openai/,
-    ANTHROPIC_API_KEY for anthropic/, no key for openai-compatible/."""
-    system_prompt: str = (
-        "You are an autonomous software engineer working on a task in a code repository, using only "
-        "the tools provided. Explore the code, make the change the task asks for, and check your work "
-        "(for example by running the tests) before you finish. Nobody will answer questions: decide "
-        "for yourself. When you are done, reply with a short summary of what you changed and call no "
-        "more tools."
-    )
-    max_steps: int = 50
-    """Model calls at most."""
-    temperature: float | None = 0.0
-    """None = not sent (some reasoning models accept only their default)."""
-    max_tokens: int = 4096
-    """Output tokens per model call."""
-    seed: int | None = None
-    """Sent as the request's ``seed`` where the protocol has one (OpenAI); None = not sent."""
-    request_timeout: float = 300.0
-    """Seconds one model request may take before it is retried."""
-    max_retries: int = 4
-    """Retries per model call on 429, 408/409, 5xx and transport errors (exponential backoff,
-    Retry-After honoured)."""
-    wall_timeout: float | None = None
-    """The agent's own wall-clock limit; None = just inside ``timeouts.agent``. Either way it
-    ends before the runner's, so the steps so far are kept (stop reason ``timeout``)."""
-    max_malformed: int = 3
-    """Unusable tool calls in a row (bad JSON, unknown tool) before stopping."""
 
 
 @dataclass
@@ -178,32 +126,11 @@ class IntegrityConfig:
 
 @dataclass
 class RuntimeConfig:
+    """Every runtime's keys; a runtime's class names its own schema, a subclass of this defined
+    beside it, as its ``config_schema`` (``engine/runtimes/docker/runtime.py``)."""
+
     _target_: str = MISSING
     name: str = MISSING
-
-
-@dataclass
-class DockerRuntimeConfig(RuntimeConfig):
-    _target_: str = "engine.runtimes.docker.runtime.DockerRuntime"
-    name: str = "docker"
-    api_timeout: float = 1800.0
-    default_exec_timeout: float = 1800.0
-    memory: str | None = None
-    cpus: float | None = None
-    pids_limit: int | None = 4096
-
-
-@dataclass
-class LocalRuntimeConfig(RuntimeConfig):
-    """``runtime=local``: a per-run host directory, every command in a bubblewrap sandbox."""
-
-    _target_: str = "engine.runtimes.local.runtime.LocalRuntime"
-    name: str = "local"
-    bwrap: str = "/usr/bin/bwrap"
-    """The bubblewrap binary; the sandbox probe runs it (a broken one refuses every integrity mode)."""
-    default_exec_timeout: float = 1800.0
-    install_timeout: float = 1800.0
-    """Limit for a task's ``install`` command while its local template is prepared."""
 
 
 # ---------------------------------------------------------------- top level
@@ -248,8 +175,9 @@ _registered = False
 def register() -> None:
     """The engine's own schemas, in Hydra's ConfigStore, for Hydra's composes (called by each
     Hydra entry point, not at import: a command answered from the evaluation cache never
-    imports Hydra). A flavor's schemas (its ``task_schema``, its ``config_schema``) are
-    applied by ``typed``, from the flavor class the config names."""
+    imports Hydra). A plug-in's schemas (a flavor's ``task_schema``, an agent's or a runtime's
+    ``config_schema``) are not there: ``check_plugins`` and ``typed`` apply them, from the
+    class the node's ``_target_`` names."""
     global _registered
     if _registered:
         return
@@ -258,51 +186,51 @@ def register() -> None:
 
     _registered = True
     cs = ConfigStore.instance()
-    cs.store(name="base_config", node=CrucibleConfig)
+    root = OmegaConf.structured(CrucibleConfig)
+    for group in PLUGIN_GROUPS:  # any key here, as Hydra's override may set one the option's file omits:
+        root[group] = {}  # the plug-in's schema checks them all (check_plugins)
+        OmegaConf.set_struct(root[group], False)
+    cs.store(name="base_config", node=root)
     cs.store(group="env", name="base_env", node=EnvConfig)
-    cs.store(group="agent", name="base_noop", node=NoopAgentConfig)
-    cs.store(group="agent", name="base_integration_test", node=IntegrationTestAgentConfig)
-    cs.store(group="agent", name="base_tool_calling", node=ToolCallingAgentConfig)
     integrity = OmegaConf.structured(IntegrityConfig)
     OmegaConf.set_struct(integrity.defences, False)  # any name here; the flavor's schema checks it (with_defences)
     cs.store(group="integrity", name="base_integrity", node=integrity)
-    cs.store(group="runtime", name="base_docker", node=DockerRuntimeConfig)
-    cs.store(group="runtime", name="base_local", node=LocalRuntimeConfig)
 
 
-_GROUP_SCHEMAS: dict[str, list[type[Any]]] = {
-    "env": [EnvConfig],
-    "integrity": [IntegrityConfig],
-    "agent": [NoopAgentConfig, IntegrationTestAgentConfig, ToolCallingAgentConfig],
-    "runtime": [DockerRuntimeConfig, LocalRuntimeConfig],
-}
+_GROUP_SCHEMAS: dict[str, type[Any]] = {"env": EnvConfig, "integrity": IntegrityConfig}
+"""The groups whose schema is the engine's own (registered as ``base_<group>``)."""
+
+PLUGIN_GROUPS: dict[str, type[Any]] = {"agent": AgentConfig, "runtime": RuntimeConfig}
+"""The groups whose schema is the ``config_schema`` of the class the node's ``_target_`` names
+(a subclass of the base given here, defined beside the class; the base when it names none)."""
 
 
 def _schema_for(group: str, node: Any) -> type[Any]:  # node: the group's config node
-    candidates = _GROUP_SCHEMAS[group]
-    if len(candidates) == 1:
-        return candidates[0]
-    target = node.get("_target_")
-    for cls in candidates:
-        if cls._target_ == target:
-            return cls
-    if group == "agent" and target:
-        return _plugin_agent_schema(str(target))
-    raise ValueError(f"{group}._target_ {target!r} has no registered schema")
+    if group in _GROUP_SCHEMAS:
+        return _GROUP_SCHEMAS[group]
+    return plugin_schema(group, str(node.get("_target_") or ""))
 
 
-def _plugin_agent_schema(target: str) -> type:
-    """The schema of an agent plug-in crucible does not register (one allowed by
-    ``$CRUCIBLE_PLUGIN_PACKAGES``): its class's ``config_schema``, else ``AgentConfig``."""
-    import dataclasses
-
+def plugin_schema(group: str, target: str) -> type[Any]:
+    """The schema of the ``group`` plug-in ``target`` names: its class's ``config_schema``
+    (the group's base in ``PLUGIN_GROUPS`` when it names none). ``ConfigError`` for a target
+    that is no allowed class, or a schema that does not extend the group's base."""
     from engine.config.plugins import plugin_class
     from engine.errors import ConfigError
 
-    schema = getattr(plugin_class(target, where="agent"), "config_schema", AgentConfig)
-    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema) and issubclass(schema, AgentConfig)):
-        raise ConfigError(f"agent {target} declares a config_schema that is not an AgentConfig dataclass")
+    base = PLUGIN_GROUPS[group]
+    schema = getattr(plugin_class(target, where=group), "config_schema", base)
+    if not (isinstance(schema, type) and is_dataclass(schema) and issubclass(schema, base)):
+        raise ConfigError(f"{group} {target} declares a config_schema that is not a {base.__name__} dataclass")
     return schema
+
+
+def check_plugins(cfg: DictConfig) -> None:
+    """Check each plug-in group of a composed ``cfg`` against its class's schema, as Hydra checks
+    a group whose defaults list names its schema: a misspelled key or a wrong type raises
+    ``ConfigError`` naming the key. ``cfg`` is left as composed: the schema's defaults are
+    filled in by ``typed``, whose cache follows the plug-in's code (a compose's does not)."""
+    _typed_groups({group: cfg[group] for group in PLUGIN_GROUPS if group in cfg})
 
 
 _STRUCTURED: dict[type, DictConfig] = {}
@@ -319,8 +247,9 @@ def structured(schema: type) -> DictConfig:
 
 
 def typed(cfg: Any, *, stored: bool = False) -> CrucibleConfig:  # a DictConfig, or a plain container of one
-    """A composed (or saved) config as typed dataclasses: the engine's groups through their
-    registered schemas, ``flavor`` and ``task`` through the schemas the flavor class names,
+    """A composed (or saved) config as typed dataclasses: ``env`` through its schema here,
+    ``agent`` and ``runtime`` through the ``config_schema`` their classes name (``plugin_schema``),
+    ``flavor`` and ``task`` through the schemas the flavor class names,
     ``integrity`` through the flavor's ``integrity_schema`` (``with_defences``). ``stored``: the
     parts of a stored run spec (``RunSpec.to_dict``), whose integrity lists the defences as
     resolved, an omitted one off.
@@ -446,18 +375,21 @@ def refuse_nonpositive_timeouts(node: Any, where: str, *, all_limits: bool = Fal
 
 def _typed_groups(data: dict[Any, Any]) -> dict[Any, Any]:
     from omegaconf import OmegaConf
-    from omegaconf.errors import ConfigKeyError
+    from omegaconf.errors import ConfigKeyError, ValidationError
 
     from engine.errors import ConfigError
 
-    for group in _GROUP_SCHEMAS:
+    for group in [*_GROUP_SCHEMAS, *PLUGIN_GROUPS]:
         if group in data:
             node = data[group]
             try:
                 data[group] = OmegaConf.merge(structured(_schema_for(group, node)), node)
-            except ConfigKeyError as exc:  # a plug-in's schema applies only here, not at compose
+            except ConfigKeyError as exc:  # a plug-in's schema applies only here, not in Hydra
                 key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
                 raise ConfigError(f"unknown config key '{group}.{key}'") from exc
+            except ValidationError as exc:  # a value of the wrong type, for the same reason
+                key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
+                raise ConfigError(f"bad config value at '{group}.{key}': {str(exc).strip().splitlines()[0]}") from exc
     return data
 
 

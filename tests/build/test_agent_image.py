@@ -16,19 +16,14 @@ from pathlib import Path
 import pytest
 from agent_probe import CAPABILITIES_SEEN
 
+from engine.agents.integration_test import IntegrationTestAgentConfig
+from engine.agents.noop import NoopAgentConfig
 from engine.config.compose import compose_config, to_typed
-from engine.config.schema import (
-    DockerRuntimeConfig,
-    EnvConfig,
-    FlavorConfig,
-    IntegrationTestAgentConfig,
-    NoopAgentConfig,
-    TaskConfig,
-    Timeouts,
-)
+from engine.config.schema import EnvConfig, FlavorConfig, TaskConfig, Timeouts
 from engine.errors import BuildError, ConfigError
 from engine.models import RunSpec
 from engine.plan.spec import plan
+from engine.runtimes.docker.runtime import DockerRuntimeConfig
 from envs.coding.defences import CodingIntegrity
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -95,7 +90,7 @@ def test_declared_needs_are_part_of_the_stored_spec():
     assert stored.spec_hash != synthetic_spec(NoopAgentConfig(name="n")).spec_hash
 
 
-@pytest.mark.parametrize("schema", ["defaults: [base_noop, _self_]\n", "_target_: agent_probe.ProbeAgent\n"])
+@pytest.mark.parametrize("schema", ["_target_: engine.agents.noop.NoopAgent\n", "_target_: agent_probe.ProbeAgent\n"])
 def test_a_misspelled_image_need_fails_at_compose_naming_the_key(schema, tmp_path, monkeypatch):
     (tmp_path / "agent").mkdir()
     (tmp_path / "agent" / "typo.yaml").write_text(schema + "name: typo\nimage:\n  pakages: [jq]\n")

@@ -188,6 +188,7 @@ VALUE_OVERRIDES = [
     ["model=null"],
     ["model=openai/gpt-4o-mini"],
     ["store=/tmp/elsewhere.duckdb"],
+    ["runtime.install_timeout=60", "runtime.bwrap=/usr/local/bin/bwrap"],  # keys the option's file omits
 ]
 
 

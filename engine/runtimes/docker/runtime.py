@@ -34,9 +34,11 @@ import tarfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.config.schema import RuntimeConfig
 from engine.errors import EngineUnavailable, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.models import ExecResult, ImageRef, TaskLimits, TtySize
@@ -63,8 +65,21 @@ if TYPE_CHECKING:
     from engine.config.schema import IntegrityConfig
 
 
+@dataclass
+class DockerRuntimeConfig(RuntimeConfig):
+    _target_: str = "engine.runtimes.docker.runtime.DockerRuntime"
+    name: str = "docker"
+    api_timeout: float = 1800.0
+    default_exec_timeout: float = 1800.0
+    memory: str | None = None
+    cpus: float | None = None
+    pids_limit: int | None = 4096
+
+
 class DockerRuntime:
     """Makes ``DockerWorkspace``s. Instantiated by Hydra from ``conf/runtime/docker.yaml``."""
+
+    config_schema = DockerRuntimeConfig
 
     def __init__(
         self,

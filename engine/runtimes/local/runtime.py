@@ -29,9 +29,11 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.config.schema import RuntimeConfig
 from engine.errors import IntegrityUnavailable, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.models import ExecResult, ImageRef, TaskLimits, TtySize
@@ -74,8 +76,23 @@ if TYPE_CHECKING:
     from engine.config.schema import IntegrityConfig
 
 
+@dataclass
+class LocalRuntimeConfig(RuntimeConfig):
+    """``runtime=local``: a per-run host directory, every command in a bubblewrap sandbox."""
+
+    _target_: str = "engine.runtimes.local.runtime.LocalRuntime"
+    name: str = "local"
+    bwrap: str = "/usr/bin/bwrap"
+    """The bubblewrap binary; the sandbox probe runs it (a broken one refuses every integrity mode)."""
+    default_exec_timeout: float = 1800.0
+    install_timeout: float = 1800.0
+    """Limit for a task's ``install`` command while its local template is prepared."""
+
+
 class LocalRuntime:
     """Makes ``LocalWorkspace``s. Instantiated by Hydra from ``conf/runtime/local.yaml``."""
+
+    config_schema = LocalRuntimeConfig
 
     def __init__(
         self,

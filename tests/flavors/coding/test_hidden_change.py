@@ -78,8 +78,8 @@ def test_hidden_tests_filter_the_change_and_a_filter_that_selects_nothing_is_one
 
 
 def test_default_test_paths_are_tests_not_library_code_named_test():
-    from envs.coding import patch
     from envs.coding.protect import DEFAULT_TEST_PATHS
+    from envs.integrity import patch
 
     task_paths = [
         "tests/test_x.py",
@@ -230,15 +230,10 @@ def test_a_key_that_never_changes_a_verdict_stays_out_of_the_spec_while_empty():
     """prompt_from_commit is marked so: every task without it keeps the spec hash it had."""
     import dataclasses
 
-    from engine.config.schema import (
-        DockerRuntimeConfig,
-        EnvConfig,
-        FlavorConfig,
-        IntegrityConfig,
-        NoopAgentConfig,
-        Timeouts,
-    )
+    from engine.agents.noop import NoopAgentConfig
+    from engine.config.schema import EnvConfig, FlavorConfig, IntegrityConfig, Timeouts
     from engine.models import RunSpec
+    from engine.runtimes.docker.runtime import DockerRuntimeConfig
     from envs.coding.schema import CodingTaskConfig
 
     task = CodingTaskConfig(name="t", set="s", prompt="p", repo="r", test_command="pytest", id="s/t")
