@@ -6,7 +6,7 @@ Suites of our own with what real suites have (describe blocks three deep, ``test
 ``describe.each`` rows, titles with parentheses, the same title in two describes and in two
 files, skipped, todo and failing tests, top-level tests, non-ASCII titles; for mocha also
 describe titles with NodeBB's ``FILE::`` before them, as its run scripts' sed leaves them) run
-through real jest and mocha (``swe_synth.JS_PACKAGES``, installed by the host's npm into a cache
+through real jest and mocha (``swe_synth_assets.JS_PACKAGES``, installed by the host's npm into a cache
 directory) under crucible's hook (js/results_hook.js, through ``node --require``): jest once
 verbose (its text, as element-hq's and protonmail's run scripts print it) and once with
 ``--json`` (as element-hq's other run scripts do), mocha with its JSON reporter (as NodeBB's).
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import swe_synth  # noqa: E402
+import swe_synth_assets  # noqa: E402
 
 from engine.util.tables import format_table  # noqa: E402
 from envs.integrity.sources import jsresults as js_source  # noqa: E402
@@ -127,19 +127,27 @@ it('a root-level test', () => assert.ok(true));
 
 
 def ensure_packages() -> Path:
-    """jest and mocha (``swe_synth.JS_PACKAGES``) in the cache directory, installed once by the host's npm."""
+    """jest and mocha (``swe_synth_assets.JS_PACKAGES``) in the cache directory, installed once by the host's npm."""
     marker = CACHE / ".installed"
-    if marker.exists() and marker.read_text() == json.dumps(swe_synth.JS_PACKAGES):
+    if marker.exists() and marker.read_text() == json.dumps(swe_synth_assets.JS_PACKAGES):
         return CACHE
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / "package.json").write_text('{"private": true}\n')
     subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", "--ignore-scripts", *swe_synth.JS_PACKAGES],
+        [
+            "npm",
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--no-package-lock",
+            "--ignore-scripts",
+            *swe_synth_assets.JS_PACKAGES,
+        ],
         cwd=CACHE,
         check=True,
         capture_output=True,
     )
-    marker.write_text(json.dumps(swe_synth.JS_PACKAGES))
+    marker.write_text(json.dumps(swe_synth_assets.JS_PACKAGES))
     return CACHE
 
 
@@ -174,9 +182,9 @@ def parsers(mirror: Path | None) -> dict[str, tuple[bytes, int, str]]:
     ``jest --json`` (where the run scripts pass --json themselves) or ``mocha``)."""
     if mirror is None:
         return {
-            "synth-verbose": (swe_synth.JEST_PARSER.encode(), 1, "jest"),
-            "synth-own-json": (swe_synth.JEST_OWN_PARSER.encode(), 1, "jest --json"),
-            "synth-mocha": (swe_synth.MOCHA_PARSER.encode(), 1, "mocha"),
+            "synth-verbose": (swe_synth_assets.JEST_PARSER.encode(), 1, "jest"),
+            "synth-own-json": (swe_synth_assets.JEST_OWN_PARSER.encode(), 1, "jest --json"),
+            "synth-mocha": (swe_synth_assets.MOCHA_PARSER.encode(), 1, "mocha"),
         }
 
     def show(rel: str) -> bytes:

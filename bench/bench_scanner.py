@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envs.coding import patch  # noqa: E402
 from envs.coding.protect import DEFAULT_TEST_PATHS  # noqa: E402
+from envs.integrity import patch  # noqa: E402
 from envs.integrity.scan import diffs, scanner  # noqa: E402
 
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
+import swe_synth_instances  # noqa: E402
 
 from engine.build.baseimage import ensure_base_image  # noqa: E402
 from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
@@ -39,12 +40,12 @@ from engine.util.tables import format_table  # noqa: E402
 
 KINDS = {
     "instance_synth__calc-1111111111111111111111111111111111111111-vnan": "unittest (parser alone)",
-    swe_synth.TALLY: "pytest (JUnit report)",
-    swe_synth.LEDGER: "pytest per file via a runner (JUnit reports)",
-    swe_synth.GO_SUM: "go test (test2json events)",
-    swe_synth.JEST_SHOUT: "jest via yarn (runner results)",
-    swe_synth.MOCHA_SHOUT: "mocha (runner results)",
-    swe_synth.MOCHA_FILE: "mocha after the script's sed of the tests (root's edit)",
+    swe_synth_instances.TALLY: "pytest (JUnit report)",
+    swe_synth_instances.LEDGER: "pytest per file via a runner (JUnit reports)",
+    swe_synth_instances.GO_SUM: "go test (test2json events)",
+    swe_synth_instances.JEST_SHOUT: "jest via yarn (runner results)",
+    swe_synth_instances.MOCHA_SHOUT: "mocha (runner results)",
+    swe_synth_instances.MOCHA_FILE: "mocha after the script's sed of the tests (root's edit)",
 }
 
 

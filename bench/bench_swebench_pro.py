@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import swe_synth  # noqa: E402
+import swe_synth_instances  # noqa: E402
 
 from engine.build.baseimage import ensure_base_image  # noqa: E402
 from engine.runtimes.docker.daemon import ensure_engine  # noqa: E402
@@ -52,7 +53,7 @@ LIMIT = 1.2
 LIMIT_NONE = 1.0
 """crucible under ``none`` (the official steps, replayed) over the official steps by hand."""
 CALC = "instance_synth__calc-1111111111111111111111111111111111111111-vnan"
-TALLY = swe_synth.TALLY
+TALLY = swe_synth_instances.TALLY
 
 
 def entryscript(row: dict, assets: Path) -> str:

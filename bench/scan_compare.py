@@ -41,7 +41,10 @@ def record(tree: str, out: str, ns: argparse.Namespace) -> None:
     except ModuleNotFoundError:  # before issue 33
         scanner = importlib.import_module("envs.coding.scanner")
         changed_files = scanner.changed_files
-    patch = importlib.import_module("envs.coding.patch")
+    try:
+        patch = importlib.import_module("envs.integrity.patch")
+    except ModuleNotFoundError:  # before envs/coding/patch.py moved into the shared catalogue
+        patch = importlib.import_module("envs.coding.patch")
     test_paths = (*importlib.import_module("envs.coding.protect").DEFAULT_TEST_PATHS, *ns.test_paths)
     with open(out, "w") as sink:
         for repo in ns.repos:

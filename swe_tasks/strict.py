@@ -72,10 +72,10 @@ from typing import Any
 
 from engine.interfaces import AGENT_UID
 from engine.models import TestResult
-from envs.coding import patch as patches
 from envs.coding import rerun
 from envs.coding.protect import DEFAULT_TEST_PATHS
 from envs.coding.testrun import RESULTS_ROOT
+from envs.integrity import patch as patches
 from envs.integrity.scan import model, scanner
 from envs.integrity.sources.base import merge_worst
 from swe_tasks import defences as swe_defences

@@ -198,7 +198,7 @@ TEXT_VERDICTS = "integrity.defences.named_results_only=false"
 """This task's bash runner reads no named results: it is graded on its exit code and summary
 text, which ``strict`` refuses (envs/coding/reading.py ``text_only_refusal``). The tests over it
 check grading's mechanics, so they compose each mode with text verdicts allowed; the refusal
-itself is tested in tests/flavors/coding/test_runner_end.py."""
+itself is tested in tests/flavors/coding/test_runner_end_verdicts.py."""
 
 
 @functools.cache

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 from envs.coding.protect import DEFAULT_TEST_PATHS
@@ -84,3 +86,22 @@ def swe_change(repo: Path, files: dict[str, str], restored: tuple[str, ...] = ()
     diff = git(repo, "diff", "--cached", "--binary", "HEAD")
     contents = {c.path: (repo / c.path).read_bytes() for c in diffs.changed_files(diff) if c.path.endswith(".py")}
     return scanner.scan(diff, contents, (*DEFAULT_TEST_PATHS, *restored), runner_output_skips=list(restored))
+
+
+def read_for_runner_plugins(repo: Path, detail: str, text: str) -> None:
+    """An agent's own ``tests/conftest.py`` holding ``text`` is read for runner plugins: found with
+    ``detail`` (a runner hook, a patch or code the scan cannot read); restored by the benchmark,
+    the same file is the project's and not blamed."""
+    found = swe_change(repo, {"tests/conftest.py": text})
+    assert detail in [f.detail for f in found if f.path == "tests/conftest.py"], found
+    assert {f.rule for f in found} <= {"runner-hook", "monkeypatch", "unread-code"}
+    assert swe_change(repo, {"tests/conftest.py": text + "\n"}, restored=("tests/conftest.py",)) == []
+
+
+def zip_of(files: dict[str, str]) -> bytes:
+    """A zip archive holding ``files`` (name -> text), as bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()

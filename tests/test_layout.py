@@ -47,6 +47,62 @@ def test_the_check_finds_imports_in_every_form():
     ]
 
 
+SHARED_CATALOGUE = ENGINE.parent / "envs" / "integrity"
+FLAVOR_ROOMS = ("envs.coding", "envs.sdlc", "envs.harbor", "swe_tasks")
+"""The flavors' own rooms: the defence catalogue they all import (envs/integrity/) imports none."""
+
+
+def modules_imported(source: str) -> list[tuple[int, str]]:
+    """Every module ``source`` imports, wherever it stands, as (line, dotted name); for
+    ``from A import b`` both ``A`` and ``A.b`` (``b`` may be a module)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.lineno, node.module)]
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def room_imports(source: str) -> list[tuple[int, str]]:
+    """The imports of a flavor room (``FLAVOR_ROOMS``) in ``source``, as (line, module)."""
+    return sorted(
+        {
+            (line, name)
+            for line, name in modules_imported(source)
+            if any(name == room or name.startswith(room + ".") for room in FLAVOR_ROOMS)
+        }
+    )
+
+
+def test_the_shared_defence_catalogue_imports_no_flavor_room():
+    offenders = [
+        f"{path.relative_to(ENGINE.parent)}:{line}: {name}"
+        for path in sorted(SHARED_CATALOGUE.rglob("*.py"))
+        for line, name in room_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == [], "envs/integrity/ is shared by the flavors and imports none of them:\n" + "\n".join(
+        offenders
+    )
+
+
+def test_the_room_check_finds_imports_in_every_form():
+    source = (
+        "from envs import coding\nimport swe_tasks.strict\nfrom envs.integrity import patch\n"
+        "def f():\n    from envs.sdlc.flavor import SdlcFlavor\n"
+        "if TYPE_CHECKING:\n    from envs.harbor import grader\nimport envs.codingish\n"
+    )
+    assert [name for _, name in room_imports(source)] == [
+        "envs.coding",
+        "swe_tasks.strict",
+        "envs.sdlc.flavor",
+        "envs.sdlc.flavor.SdlcFlavor",
+        "envs.harbor",
+        "envs.harbor.grader",
+    ]
+
+
 CODING = "envs.coding"
 REACHING_CODING = ("swe_tasks", "envs/sdlc")
 """Flavors built on the coding flavor: they use its public names only, so it can change its insides."""
@@ -113,14 +169,14 @@ def test_the_private_name_check_finds_every_form():
     source = (
         "from envs.coding import repo, _hidden\nfrom envs.coding.grader import _tail, grade\n"
         "import envs.coding.scanner as sc\nimport envs.coding._internal\n"
-        "def f():\n    return repo._submission(1) + sc._rule + envs.coding.patch._split + repo.capture_diff\n"
+        "def f():\n    return repo._submission(1) + sc._rule + envs.coding.protect._split + repo.capture_diff\n"
         "x = grade.__name__ + other._private\n"
     )
     assert sorted(name for _, name in private_coding_names(source)) == [
         "envs.coding._hidden",
         "envs.coding._internal",
         "envs.coding.grader._tail",
-        "envs.coding.patch._split",
+        "envs.coding.protect._split",
         "envs.coding.repo._submission",
         "envs.coding.scanner._rule",
     ]
@@ -334,6 +390,11 @@ def modules_over(limit: int, roots: tuple[Path, ...]) -> list[str]:
 def test_no_module_of_the_product_is_over_500_lines():
     roots = tuple(ENGINE.parent / name for name in ("engine", *FLAVOR_PACKAGES))
     assert modules_over(MODULE_LINE_LIMIT, roots) == []
+
+
+def test_no_test_module_is_over_500_lines_either():
+    """The same for the suite's own modules: a test module past it holds more than one theme."""
+    assert modules_over(MODULE_LINE_LIMIT, (ENGINE.parent / "tests",)) == []
 
 
 def test_the_size_check_names_a_long_module(tmp_path):

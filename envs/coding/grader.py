@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from engine.errors import GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
-from envs.coding import audit, isolated, patch, protect, reading, rerun, runner_end, staging
+from envs.coding import audit, isolated, protect, reading, rerun, runner_end, staging
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
 from envs.coding.defences import CodingIntegrity
@@ -44,6 +44,7 @@ from envs.coding.testrun import (
     start_reader,
     tail_text,
 )
+from envs.integrity import patch
 from envs.integrity.scan import scanner
 
 STAGE_OUTPUT_BYTES = 8 << 20
@@ -98,6 +99,7 @@ async def prepare(
             hide_running_test=bool(integrity.hide_running_test),
             one_process=bool(integrity.tests_in_one_process),
             audit=bool(integrity.refuse_test_aware_code),
+            first=[m for m in modules if m.endswith(".py")] if renaming is not None and renaming.second else (),
         )
     try:
         ready = await staging.start(

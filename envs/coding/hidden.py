@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ConfigError, PlanError
-from envs.coding import patch
+from envs.integrity import patch
 
 WRITE_MODES = {"100644": "644", "100755": "755", "120000": "link"}
 """git's file modes -> the stager's: a plain file, an executable one, a symlink (its blob is

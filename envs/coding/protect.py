@@ -36,8 +36,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envs.coding import patch
 from envs.coding.schema import CodingTaskConfig
+from envs.integrity import patch
 
 RUNNER_MODULES = frozenset(
     {

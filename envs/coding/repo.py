@@ -20,10 +20,11 @@ from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import Workspace
 from engine.models import CapturedSubmission, ExecResult
 from engine.util import shell
-from envs.coding import patch, protect
+from envs.coding import protect
 from envs.coding.defences import CodingIntegrity
 from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
 from envs.coding.schema import CodingTaskConfig
+from envs.integrity import patch
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from engine.errors import ConfigError
 from engine.models import UpstreamFix
 from engine.plan import repos
-from envs.coding import patch, protect
+from envs.coding import protect
+from envs.integrity import patch
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DEFAULT_TEST_COMMAND = "python3 -m pytest -q -p no:cacheprovider"

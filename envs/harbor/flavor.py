@@ -26,12 +26,13 @@ from engine.errors import CaptureError, ConfigError, SetupError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, RunSpec, TaskLimits, Verdict
 from engine.util import shell
-from envs.coding import patch, protect
+from envs.coding import protect
 from envs.coding.defences import DROP_PROTECTED, VAULT
 from envs.coding.tools import CodingTools
 from envs.harbor import folder as harbor_folder
 from envs.harbor import grader, image, reward
 from envs.harbor.schema import HarborTaskConfig
+from envs.integrity import patch
 from envs.integrity.catalogue import register
 
 ORACLE_DIR = "/solution"

@@ -24,11 +24,12 @@ from engine.interfaces import PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, RunSpec, UpstreamFix, Verdict
 from engine.plan import repos
 from engine.util import shell
-from envs.coding import judging, patch, repo
+from envs.coding import judging, repo
 from envs.coding.defences import RUNTIME_EVIDENCE, CodingIntegrity
 from envs.coding.flavor import CodingFlavor
 from envs.coding.gitops import brief, run_script
 from envs.coding.schema import CodingTaskConfig
+from envs.integrity import patch
 from envs.integrity.catalogue import register
 from envs.sdlc import prcheck, remote
 from envs.sdlc.github import MockGitHub

@@ -121,7 +121,7 @@ def assert_tester_out_of_reach(record: RunRecord) -> None:
 def assert_strict_held(record: RunRecord, dropped: Iterable[str]) -> None:
     """A defended attack under strict: 0, the paths it planted (``dropped``) recorded as
     violations on the run and in the grade's raw data, and none of them in the graded diff."""
-    from envs.coding import patch
+    from envs.integrity import patch
 
     assert record.reward == 0.0, why(record)
     assert set(dropped) <= set(record.violations), why(record)

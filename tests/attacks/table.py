@@ -8,8 +8,8 @@ the task's MCP tools): one column per mode on the docker runtime, and a ``local 
 column with every attack under ``strict`` on ``runtime=local`` (never another mode there:
 the agent would be root on the host). A cell that differs from the attack's ``expect`` for
 its mode is marked with ``!``; the exit code is 1 if there is one, 2 if the local runtime
-cannot give ``strict`` here (``--no-local`` leaves its column out). tests/attacks/README.md
-pastes this output.
+cannot give ``strict`` here (``--no-local`` leaves its column out). tests/attacks/README.md's
+tables are the same, rendered from the entries' expectations (tests/attacks/docs.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ TESTS_DIR = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(TESTS_DIR.parent), str(TESTS_DIR)]
 
 from attacks import catalog, ordinary  # noqa: E402
-from attacks.catalog import Attack  # noqa: E402
+from attacks.attack import Attack  # noqa: E402
+from attacks.docs import LOCAL, attack_table, expected  # noqa: E402
 from attacks.harness import MODES, TASK, AttackRunner  # noqa: E402
 
 SUITES = {
@@ -36,17 +37,9 @@ SUITES = {
 """``sample``: sample/last_page (an isolated verdict); ``ordinary``: wrinkles/data_driven, whose
 tests import the code under test (tests/attacks/ordinary.py; its task lives in tests/conf)."""
 
-LOCAL = "local strict"
-"""The column of runs on runtime=local (strict only)."""
-
 
 def jobs_for(attacks: list[Attack], modes: list[str]) -> list[tuple]:
     return [a.job(mode) for a in attacks for mode in modes]
-
-
-def mode_of(column: str) -> str:
-    """The integrity mode a column's runs had: its last word (``none``, ..., ``local strict``)."""
-    return column.split()[-1]
 
 
 def cell(record, expected: float) -> str:
@@ -60,23 +53,19 @@ def render(attacks: list[Attack], columns: list[str], records: dict) -> tuple[st
     """The markdown table and the number of cells that differ from ``expect``.
 
     ``records`` are keyed by (attack id, column); a column is a mode or ``LOCAL``."""
-    lines = [
-        "| threat | attack | " + " | ".join(columns) + " | strict drops |",
-        "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |",
-    ]
     surprises = 0
-    for attack in attacks:
-        cells = []
-        for column in columns:
-            record = records[(attack.id, column)]
-            text = cell(record, attack.expected(mode_of(column)))
-            surprises += text.endswith("!")
-            cells.append(text)
+
+    def cell_of(attack: Attack, column: str) -> str:
+        nonlocal surprises
+        text = cell(records[(attack.id, column)], expected(attack, column))
+        surprises += text.endswith("!")
+        return text
+
+    def drops(attack: Attack) -> str:
         strict = records.get((attack.id, "strict")) or records.get((attack.id, LOCAL))
-        dropped = ", ".join(f"`{p}`" for p in strict.violations) if strict and strict.violations else ""
-        summary = attack.summary.replace("|", "\\|")  # a pipe inside a cell would split it
-        lines.append(f"| {attack.threat} | `{attack.id}`: {summary} | " + " | ".join(cells) + f" | {dropped} |")
-    return "\n".join(lines), surprises
+        return ", ".join(f"`{p}`" for p in strict.violations) if strict and strict.violations else ""
+
+    return "\n".join(attack_table(attacks, columns, cell_of, drops)), surprises
 
 
 def main() -> int:

@@ -1,96 +1,27 @@
-"""The DuckDB results store: durable records, idempotent ingestion, queries, output formats."""
+"""The DuckDB results store: durable records, idempotent ingestion, the spool, forks and threads;
+queries, output formats and reads are in test_store_reads.py."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
-import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from store_records import T0, count, make_run
 
 import engine.store.duckdb
 from engine.errors import StoreError, UserError
-from engine.models import BuildRecord, RunRecord, Step
+from engine.models import BuildRecord, RunRecord
 from engine.store.duckdb import DuckDBStore
 from engine.store.files import pending_files, this_host
 from engine.util import paths
-from engine.util.tables import format_table, to_csv, to_json
-
-T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch) -> DuckDBStore:
-    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "home"))
-    return DuckDBStore()
-
-
-def make_run(run_id: str, status: str = "completed", **overrides) -> RunRecord:
-    final = status != "running"
-    fields = dict(
-        run_id=run_id,
-        spec_hash=f"hash-{run_id}",
-        spec={"task": {"id": "t1"}, "seed": 0, "x": [1.5, None]},
-        status=status,
-        task_id="t1",
-        agent="integration_test",
-        model=None,
-        flavor="coding",
-        runtime="docker",
-        integrity_requested="vault",
-        integrity_obtained="vault" if final else None,
-        attempt=0,
-        seed=0,
-        sweep_id=None,
-        started_at=T0.isoformat(),
-        ended_at=(T0 + timedelta(seconds=12.5)).isoformat() if final else None,
-        reward=1.0 if final else None,
-        subscores={"tests": 1.0, "pr": 0.5} if final else {},
-        raw_grade={"exit_code": 0, "tail": "2 passed"} if final else {},
-        diff="--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n" if final else None,
-        violations=["tests/test_f.py"] if final else [],
-        stop_reason="done" if final else None,
-        warnings=["slow provision"] if final else [],
-        timings={"build": 0.25, "agent": 3.0, "grade": 1.5} if final else {},
-        steps=[
-            Step(
-                idx=0,
-                kind="tool_call",
-                capability="mcp",
-                tool="bash",
-                arguments={"command": "ls -la"},
-                result="a\nb\n",
-                started_at=T0.isoformat(),
-                seconds=0.5,
-                tokens_in=10,
-                tokens_out=3,
-                cost_usd=0.001,
-            ),
-            Step(idx=1, kind="model", result="thinking — ünïcode", is_error=True, note="n", seconds=1.25),
-            Step(idx=2, kind="tool_call", capability="ssh", tool="shell", arguments=["a", 1, None]),
-        ]
-        if final
-        else [],
-        image_tag="crucible/x:1",
-        from_cache=True,
-        owner_pid=12345,
-        owner_host="somewhere",
-    )
-    fields.update(overrides)
-    return RunRecord(**fields)
-
-
-def count(store: DuckDBStore, sql: str) -> int:
-    return store.query(sql)[1][0][0]
 
 
 def test_run_record_round_trips_with_steps_subscores_and_timings(store, tmp_path):
@@ -432,131 +363,3 @@ def test_threads_of_one_process_read_and_write_the_store_at_once(store):
     assert errors == []
     assert count(store, "SELECT count(*) FROM runs") == 20
     assert count(store, "SELECT count(*) FROM steps") == 60
-
-
-def example_queries() -> dict[str, str]:
-    """The example queries of engine/store/duckdb.py's docstring, by their label (so the docs are tested)."""
-    blocks = re.findall(r"\n([A-Z][^\n]*)::\n\n((?:    [^\n]*\n)+)", engine.store.duckdb.__doc__)
-    return {label: textwrap.dedent(sql).strip() for label, sql in blocks}
-
-
-def test_the_documented_example_questions_are_one_query_each(store):
-    runs = [
-        # (run_id, sweep, task, agent, model, status, reward, agent seconds)
-        ("a1", "sweep-A", "t1", "ag", "m1", "completed", 1.0, 3.0),
-        ("a2", "sweep-A", "t2", "ag", "m1", "completed", 0.0, 5.0),
-        ("a3", "sweep-A", "t3", "ag", "m1", "completed", 1.0, 4.0),
-        ("a4", "sweep-A", "t1", "ag", "m2", "completed", 0.0, 2.0),
-        ("b1", "sweep-B", "t1", "ag", "m1", "completed", 0.0, 3.0),
-        ("b2", "sweep-B", "t2", "ag", "m1", "completed", 1.0, 5.0),
-        ("b3", "sweep-B", "t3", "ag", "m1", "completed", 1.0, 4.0),
-        ("b4", "sweep-B", "t1", "ag", "m2", "error", None, 2.0),
-    ]
-    for run_id, sweep, task, agent, model, status, reward, agent_s in runs:
-        store.record_run(
-            make_run(
-                run_id,
-                status,
-                sweep_id=sweep,
-                task_id=task,
-                agent=agent,
-                model=model,
-                reward=reward,
-                timings={"build": 0.5, "agent": agent_s, "grade": 1.0},
-            )
-        )
-    queries = example_queries()
-    assert set(queries) == {"Pass rate per agent and model", "Tasks that flipped between two sweeps", "Slowest stage"}
-
-    _, rows = store.query(queries["Pass rate per agent and model"])
-    assert rows == [("ag", "m1", 6, pytest.approx(4 / 6)), ("ag", "m2", 1, 0.0)]
-    _, rows = store.query(queries["Tasks that flipped between two sweeps"])
-    assert rows == [("t1", "ag", "m1", 1.0, 0.0), ("t2", "ag", "m1", 0.0, 1.0)]
-    columns, rows = store.query(queries["Slowest stage"])
-    assert columns == ["stage", "runs", "mean_s", "max_s"]
-    assert rows == [("agent", 8, 3.5, 5.0), ("grade", 8, 1.0, 1.0), ("build", 8, 0.5, 0.5)]
-
-
-# ---- output formats (engine/util/tables.py) ----------------------------------------------
-
-ROWS = [("ag", None, 2 / 3, 12, datetime(2025, 1, 2, 3, 4, 5)), ("longer-agent", "m", 1.0, 7, None)]
-COLUMNS = ["agent", "model", "pass_rate", "runs", "at"]
-
-
-def test_format_table_aligns_columns_and_shows_none_empty_and_floats_to_three_decimals():
-    assert format_table(COLUMNS, ROWS) == "\n".join(
-        [
-            "agent         model  pass_rate  runs  at",
-            "------------  -----  ---------  ----  -------------------",
-            "ag                       0.667    12  2025-01-02T03:04:05",
-            "longer-agent  m              1     7",
-            "(2 rows)",
-        ]
-    )
-
-
-def test_format_table_keeps_multiline_cells_on_one_line_and_cuts_long_ones():
-    text = format_table(["diff"], [("a\nb",), ("x" * 100,)], max_cell=10)
-    assert text.splitlines()[2:4] == ["a\\nb", "xxxxxxxxx…"]
-    assert format_table(["n"], []) == "n\n-\n(0 rows)"
-
-
-def test_to_csv_quotes_and_keeps_full_precision():
-    assert to_csv(["a", "b", "c"], [("x,y", None, 2 / 3), ('say "hi"', [1, "z"], Decimal("1.5"))]) == (
-        'a,b,c\n"x,y",,0.6666666666666666\n"say ""hi""","[1, ""z""]",1.5\n'
-    )
-
-
-def test_to_json_is_a_list_of_objects_with_iso_timestamps():
-    assert json.loads(to_json(COLUMNS, ROWS)) == [
-        {"agent": "ag", "model": None, "pass_rate": 2 / 3, "runs": 12, "at": "2025-01-02T03:04:05"},
-        {"agent": "longer-agent", "model": "m", "pass_rate": 1.0, "runs": 7, "at": None},
-    ]
-    assert json.loads(to_json(["x", "x"], [(1, float("nan"))])) == [{"x": 1, "x_2": None}]
-
-
-def test_an_orphan_whose_run_dir_holds_its_final_record_is_recovered_not_marked_dead(store, tmp_path):
-    """Killed between the two writes of its final record (run directory, then spool): the store
-    still says "running", the run directory says how the run ended, and that ending wins."""
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    run_dir = tmp_path / "runs" / "finished-then-killed"
-    run_dir.mkdir(parents=True)
-    running = make_run(
-        "finished-then-killed",
-        "running",
-        owner_pid=dead.pid,
-        owner_host=this_host(),
-        started_at=datetime.now(UTC).isoformat(),
-        run_dir=str(run_dir),
-    )
-    store.record_run(running)
-    final = make_run(
-        "finished-then-killed",
-        "completed",
-        owner_pid=dead.pid,
-        owner_host=this_host(),
-        run_dir=str(run_dir),
-        reward=1.0,
-    )
-    document = store._document("run", final.to_dict(), 10**12)  # what write_run_record puts in the run dir
-    (run_dir / "record.json").write_text(json.dumps(document))
-
-    assert store.mark_orphaned_runs() == []
-    stored = store.get_run("finished-then-killed")
-    assert (stored.status, stored.reward, stored.error) == ("completed", 1.0, None)
-    assert json.loads((run_dir / "record.json").read_text())["status"] == "completed"
-
-
-def test_a_reader_of_another_store_never_ingests_this_stores_waiting_records(store, tmp_path):
-    """Records wait in their own store's spool: a reader of another store (``query --store B``,
-    which ingests first) leaves them for the store they were written for. One shared spool
-    committed them into whichever store was read first."""
-    store.write_run_record(make_run("waits-for-a"), None)  # spooled only, as a running sweep leaves it
-    other = DuckDBStore(tmp_path / "other.duckdb").validate()
-    assert other.spool != store.spool
-    other.ingest_pending()
-    assert other.get_run("waits-for-a") is None
-    assert len(pending_files(store.spool)) == 1
-    store.ingest_pending()
-    assert store.get_run("waits-for-a") is not None and pending_files(store.spool) == []

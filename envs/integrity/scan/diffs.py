@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envs.coding import patch
+from envs.integrity import patch
 from envs.integrity.scan import payloads
 from envs.integrity.scan.model import Finding
 

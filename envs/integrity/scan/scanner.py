@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 
-from envs.coding import patch
+from envs.integrity import patch
 from envs.integrity.scan import diffs, lines, manifest, output, payloads, python
 from envs.integrity.scan.model import Finding
 

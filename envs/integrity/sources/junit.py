@@ -5,7 +5,7 @@ SWE-bench Pro's ``strict`` reads one report per pytest session of the run script
 (swe_tasks/junit.py records them under ``junit``). The naming (``junit_node_id``) is also
 copied, verbatim, into the runner-end plugin (envs/coding/verdict/crucible_runner_end.py),
 which runs inside the container where this package is not importable;
-tests/flavors/coding/test_runner_end.py checks the copy is this code and names alike.
+tests/flavors/coding/test_runner_end_names.py checks the copy is this code and names alike.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _junit_status(case: ET.Element) -> str:
 
 
 # junit_node_id, _node_id_from_file and _guess_node_id are copied verbatim (docstrings aside) into
-# envs/coding/verdict/crucible_runner_end.py; tests/flavors/coding/test_runner_end.py holds them equal.
+# envs/coding/verdict/crucible_runner_end.py; tests/flavors/coding/test_runner_end_names.py holds them equal.
 def junit_node_id(classname: str, name: str, file: str | None) -> str:
     """The node id of a JUnit case: exact from xunit1's ``file`` where it is the node's own,
     else guessed from the dotted ``classname``."""

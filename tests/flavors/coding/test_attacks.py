@@ -4,7 +4,7 @@ Each attack (tests/attacks/catalog.py) is the ``validation`` of an ``integration
 of sample/last_page, so its tool calls go through the task's own MCP tools, as uid 1000
 under ``strict``. Every attack runs under ``strict`` (where it must score 0) and under
 ``none`` and ``vault`` too, each scoring what the catalog says — the whole attack x mode
-table (tests/attacks/table.py prints it for tests/attacks/README.md).
+table (tests/attacks/README.md, rendered by tests/attacks/docs.py; table.py prints it from real runs).
 CRUCIBLE_ATTACKS_STRICT_ONLY=1 runs strict plus a few contrasts, for a quicker loop. The controls keep the suite honest: the golden scores
 1.0 in every mode, so ``strict`` does not pass by dropping everything.
 """
@@ -16,12 +16,13 @@ import dataclasses
 import os
 
 import pytest
-from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
+from attacks.attack import Attack
+from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED
 from attacks.harness import MODES, AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
 
-from envs.coding import patch
 from envs.coding.protect import Policy, split_protected
 from envs.coding.schema import CodingTaskConfig
+from envs.integrity import patch
 
 # (attack, mode) pairs beyond strict that show the modes differ, kept in the quick loop.
 CONTRASTS = [

@@ -24,7 +24,8 @@ import dataclasses
 import os
 
 import pytest
-from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED, Attack
+from attacks.attack import Attack
+from attacks.catalog import ATTACKS, BY_ID, CONTROLS, DEFENDED
 from attacks.harness import AttackRunner, assert_strict_held, assert_tester_out_of_reach, step_text, why
 from attacks.payloads import bash
 

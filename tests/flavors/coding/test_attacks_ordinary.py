@@ -11,8 +11,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from attacks.attack import Attack
 from attacks.harness import MODES, AttackRunner, assert_strict_held, why
-from attacks.ordinary import ATTACKS, BY_ID, CONTROLS, DEFENDED, TASK, Attack
+from attacks.ordinary import ATTACKS, BY_ID, CONTROLS, DEFENDED, TASK
 
 from envs.coding import runner_end
 

@@ -17,13 +17,14 @@ import pytest
 from engine.errors import GradeError
 from engine.models import CapturedSubmission
 from engine.runtimes.docker.runtime import DockerRuntime
-from envs.coding import canary, patch
+from envs.coding import canary
 from envs.coding.flavor import CodingFlavor, hidden_files
 from envs.coding.gitops import VAULT
 from envs.coding.grader import grade
 from envs.coding.hidden import HiddenFile
 from envs.coding.judging import regrade, verdict_from_test_result
 from envs.coding.repo import capture_diff, setup_repo
+from envs.integrity import patch
 
 ROOT_GIT = ["git", f"--git-dir={ct.WORKDIR}/.git", f"--work-tree={ct.WORKDIR}"]
 
@@ -443,34 +444,6 @@ def test_a_canary_is_fresh_each_grading_and_only_for_pytest_over_the_test_files(
     assert canary.wanted("python3 -m pytest -q {test_files}")
     assert not canary.wanted("python3 -m pytest -q tests/")  # no place to add it
     assert not canary.wanted("bash tests/run.sh {test_files}")
-
-
-@pytest.mark.parametrize(
-    "path, protected",
-    [
-        ("conftest.py", True),
-        ("a/b/conftest.py", True),
-        ("pkg/x.pth", True),
-        ("pyproject.toml", True),
-        ("tests/test_calc.sh", True),
-        ("tests/runner.sh", True),
-        ("tests/other.sh", False),
-        ("src/conftest.txt", False),
-    ],
-)
-def test_protected_path_patterns(path, protected):
-    patterns = patch.protected_patterns(["tests/test_calc.sh"], ["tests/runner.sh"])
-    assert patch.is_protected(path, patterns) is protected
-
-
-def test_diff_headers_with_quoted_and_spaced_paths_parse():
-    diff = (
-        b'diff --git "a/sp ace/t\\303\\251\\"q.txt" "b/sp ace/t\\303\\251\\"q.txt"\nindex 1..2 100644\n'
-        b"diff --git a/x b/y z\nsimilarity index 90%\nrename from x\nrename to y z\n"
-        b"diff --git a/a b/c b/a b/c\nnew file mode 100644\n"
-    )
-    paths = [c.paths for c in patch.parse_chunks(diff)]
-    assert paths == [('sp ace/té"q.txt',), ("x", "y z"), ("a b/c",)]
 
 
 def test_tools_follow_the_env_and_the_uid_wall(repo):

@@ -11,6 +11,7 @@ import hashlib
 
 import pytest
 import swe_synth
+import swe_synth_assets
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -25,19 +26,19 @@ def _entrypoint_image(kind: str, toolchain: str, work) -> str:
     dockerfile = f"FROM {toolchain}\nUSER 1000\nWORKDIR /nowhere-yet\n" + ENTRYPOINTS[kind]
     tag = (
         "crucible-test/entrypoint-base:"
-        + hashlib.sha256((dockerfile + swe_synth.ENTRYPOINT_SCRIPT).encode()).hexdigest()[:16]
+        + hashlib.sha256((dockerfile + swe_synth_assets.ENTRYPOINT_SCRIPT).encode()).hexdigest()[:16]
     )
     ctx = work / kind
     ctx.mkdir()
-    (ctx / "entrypoint.sh").write_text(swe_synth.ENTRYPOINT_SCRIPT)
+    (ctx / "entrypoint.sh").write_text(swe_synth_assets.ENTRYPOINT_SCRIPT)
     (ctx / "entrypoint.sh").chmod(0o755)
-    swe_synth._docker_build(tag, dockerfile, ctx, {})
+    swe_synth_assets.docker_build(tag, dockerfile, ctx, {})
     return tag
 
 
 @pytest.fixture(scope="module")
 def toolchain(base_image, tmp_path_factory):
-    return swe_synth.build_toolchain(base_image, tmp_path_factory.mktemp("toolchain"))
+    return swe_synth_assets.build_toolchain(base_image, tmp_path_factory.mktemp("toolchain"))
 
 
 @pytest.mark.parametrize("kind", sorted(ENTRYPOINTS))

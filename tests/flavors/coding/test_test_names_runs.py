@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from attacks.harness import AttackRunner, why
-from attacks.ordinary import unnamed
+from attacks.hikelog import unnamed
 from attacks.payloads import bash
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 import swe_synth
+import swe_synth_instances
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-TALLY = swe_synth.TALLY
+TALLY = swe_synth_instances.TALLY
 LISTED = (
     "tests/test_tally.py::TestTally::test_add[2-3-5]",
     "tests/test_tally.py::TestTally::test_add[0-4-4]",
