@@ -53,6 +53,7 @@ def test_a_wrong_golden_of_the_toy_flavor_fails_with_the_flavors_own_explanation
     assert "reason: wrong answer; the comparison exited 1; answer given: '41'" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_toy_task_key_the_toy_schema_lacks_is_one_line_naming_it(tmp_path):
     conf = tmp_path / "task" / "toy"
     conf.mkdir(parents=True)
@@ -79,6 +80,7 @@ def test_a_toy_task_key_the_toy_schema_lacks_is_one_line_naming_it(tmp_path):
     assert "task toy/typo (flavor toy)" in lines[0] and "task.anwser" in lines[0], lines
 
 
+@pytest.mark.slow
 def test_a_flavor_outside_crucibles_packages_is_refused_unless_allowed():
     proc = crucible("build", "task=toy/life", "--dry-run", allow=False)
     lines = proc.stderr.strip().splitlines()
@@ -175,6 +177,7 @@ def _spec(flavor_cfg, integrity) -> RunSpec:
     )
 
 
+@pytest.mark.slow
 def test_a_defence_declared_in_a_test_is_catalogued_applied_under_strict_only_and_changes_the_spec_hash(one_line_toy):
     tables = docs.render(["toy_one_line"])
     row = next(line for line in tables["catalogue"].splitlines() if "`answer_on_one_line`" in line)

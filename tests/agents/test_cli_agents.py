@@ -41,6 +41,7 @@ def typed(*overrides: str):
 
 
 # ---------------------------------------------------------------- configs
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
 def test_a_misspelled_cli_agent_key_fails_at_compose_in_one_line(agent):
     with pytest.raises(ConfigError) as info:
@@ -59,6 +60,7 @@ def test_a_misspelled_key_in_a_cli_agent_file_names_the_key(tmp_path, monkeypatc
         typed("agent=claude_typo")
 
 
+@pytest.mark.slow
 def test_crucible_run_with_a_bad_cli_agent_key_says_so_in_one_line_without_a_traceback():
     done = subprocess.run(
         [
@@ -134,6 +136,7 @@ def test_codex_under_tmux_launches_its_tui_with_the_folder_trusted(monkeypatch):
     assert '[projects."/app"]\ntrust_level = "trusted"' in config and "[mcp_servers.crucible]" in config
 
 
+@pytest.mark.slow
 def test_a_cli_agent_runs_its_default_model_when_none_is_given(monkeypatch):
     from engine.plan.spec import agent_part
 
@@ -241,6 +244,7 @@ def test_an_upstream_error_reaches_the_cli_and_is_an_error_step():
     assert steps[0].is_error and steps[0].note == "HTTP 401" and steps[0].cost_usd is None
 
 
+@pytest.mark.slow
 def test_a_call_cut_off_when_the_cli_ends_is_still_a_step():
     async def calls(client):
         with pytest.raises(httpx.ReadTimeout):

@@ -95,6 +95,7 @@ def test_a_call_to_a_capability_the_task_lacks_is_an_error_step():
     assert outcome.steps[0].is_error and "ssh" in outcome.steps[0].result
 
 
+@pytest.mark.slow
 def test_the_staging_pass_is_bounded_by_timeout_seconds():
     class SlowTools(RecordingTools):
         async def call(self, name, arguments):

@@ -97,6 +97,7 @@ def model_steps(outcome):
 
 
 # ---------------------------------------------------------------- the loop and its steps
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_tools_come_from_the_mcp_server_so_an_extra_tool_reaches_the_model_with_no_agent_change(protocol):
     def script(turn):
@@ -150,6 +151,7 @@ def test_a_model_missing_from_the_price_table_costs_null_not_a_guess():
     assert all(s.cost_usd is None and s.tokens_in for s in model_steps(outcome))
 
 
+@pytest.mark.slow
 def test_sampling_parameters_and_the_key_reach_the_request():
     _, api, _ = run_agent(echo_then_answer, model="openai/gpt-standin", temperature=0.3, max_tokens=321, seed=7)
     body = api.requests()[0]
@@ -220,6 +222,7 @@ def test_an_unknown_tool_is_reported_back_and_never_executed():
     assert [e.status for e in api.exchanges] == [200, 200]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_a_429_then_success_is_retried_after_the_retry_after_delay(protocol):
     def script(turn):
@@ -260,6 +263,7 @@ def test_a_context_length_error_stops_with_model_error_and_says_so(protocol):
     assert any(w.startswith("model error: context length exceeded") for w in outcome.warnings)
 
 
+@pytest.mark.slow
 def test_a_hung_model_call_ends_in_timeout_at_the_wall_clock_limit_with_the_steps_kept():
     began = time.monotonic()
     outcome, _, _ = run_agent(lambda turn: hang(60) if turn.turn == 1 else echo_then_answer(turn), wall_timeout=1.5)
@@ -315,6 +319,7 @@ def test_the_stand_in_rejects_a_conversation_the_real_api_would_reject():
         assert missing.status_code == 400 and "c1" in missing.json()["error"]["message"]
 
 
+@pytest.mark.slow
 def test_the_stand_in_runs_as_a_process_numbering_conversations_per_model_and_task(tmp_path):
     """What a sweep through the CLI uses: attempts of one (model, task) get their own outcomes."""
     import subprocess

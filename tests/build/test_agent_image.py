@@ -90,6 +90,7 @@ def test_declared_needs_are_part_of_the_stored_spec():
     assert stored.spec_hash != synthetic_spec(NoopAgentConfig(name="n")).spec_hash
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schema", ["_target_: engine.agents.noop.NoopAgent\n", "_target_: agent_probe.ProbeAgent\n"])
 def test_a_misspelled_image_need_fails_at_compose_naming_the_key(schema, tmp_path, monkeypatch):
     (tmp_path / "agent").mkdir()
@@ -172,6 +173,7 @@ def test_a_relative_destination_is_refused(builder):
         plan(with_needs(typed("agent=noop_with_jq"), files={"opt/x": "tests/agent_probe/hello.txt"}), builder=builder)
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_a_planned_base_names_a_layer_as_it_will_once_built(docker_client, base_image, tmp_path):
     """The layer over a task image not built yet has the tag it has once the task image is."""

@@ -73,6 +73,7 @@ def _pushed(docker_client, base_image: str, registry: str) -> str:
     return f"{name}:{tag}"
 
 
+@pytest.mark.slow
 def test_a_base_image_only_the_registry_has_is_pulled(docker_client, base_image, registry, tmp_path):
     ref = _pushed(docker_client, base_image, registry)
     with pytest.raises(docker.errors.ImageNotFound):

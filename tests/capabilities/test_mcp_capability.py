@@ -115,6 +115,7 @@ def test_bash_runs_as_the_agent_uid_and_cannot_reach_the_vault(session):
     assert is_error and text.endswith("[exit code 2]")
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_bash_timeout_is_an_error_with_a_note(session):
     text, is_error = session(lambda call: call("bash", {"command": "echo started; sleep 20", "timeout": 1}))
@@ -131,6 +132,7 @@ ESCAPES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_edit_tool_refuses_paths_that_leave_the_workdir(session, ws, run):
     run(ws.exec(["ln", "-sfn", "/etc", f"{ct.WORKDIR}/escape"]))
@@ -160,6 +162,7 @@ def test_edit_tool_writes_as_the_agent_uid(session, ws, run):
     assert run(ws.exec(["stat", "-c", "%u:%g", f"{ct.WORKDIR}/mine/f.txt"])).stdout == b"1000:1000\n"
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_edit_tool_keeps_bytes_and_follows_text_editor_semantics(session, ws):
     path, latin = f"{ct.WORKDIR}/e/crlf.txt", f"{ct.WORKDIR}/e/latin.txt"
@@ -267,6 +270,7 @@ my $status = <$s>; print $status;
 """
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_an_agent_inside_a_workspace_without_network_reaches_the_runs_mcp_server_through_the_bridge(
     base_image, tmp_path_factory, run

@@ -21,7 +21,7 @@ from serving import TS_DIR, crucible, ensure_ts_sdk, serve, ts_client
 
 from engine.store.duckdb import DuckDBStore
 
-pytestmark = [pytest.mark.docker]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]  # one served run and the TypeScript SDK: over 10 s to start
 
 SHUTTING_DOWN = "cancelled: the server is shutting down"
 PROMPTLY = 60.0
@@ -40,12 +40,14 @@ def served(docker_client, base_image):
         run.wait()
 
 
+@pytest.mark.slow
 def test_a_foreign_origin_gets_403(served):
     for origin in ("http://evil.example", "null", "http://127.0.0.1:1"):
         outcome = ts_client("connect", served.url, served.token, origin=origin)
         assert not outcome["ok"] and outcome["code"] == 403, (origin, outcome)
 
 
+@pytest.mark.slow
 def test_the_servers_own_origin_and_no_origin_are_accepted(served):
     port = urlsplit(served.url).port
     for options in ({}, {"origin": f"http://127.0.0.1:{port}"}, {"origin": f"http://localhost:{port}"}):
@@ -62,12 +64,14 @@ def test_a_foreign_host_gets_403_and_a_wrong_token_401(served):
     assert wrong.status_code == 401
 
 
+@pytest.mark.slow
 def test_the_bearer_scheme_is_case_insensitive(served):
     for scheme in ("bearer", "BEARER"):
         outcome = ts_client("connect", served.url, served.token, scheme=scheme)
         assert outcome["ok"], (scheme, outcome)
 
 
+@pytest.mark.slow
 def test_progress_keeps_a_call_longer_than_the_client_timeout_alive(served):
     # Client timeout 3 s, a 5 s call, progress every second: it completes only by resetting its
     # timeout on each notification; the same call without the reset times out.
@@ -78,6 +82,7 @@ def test_progress_keeps_a_call_longer_than_the_client_timeout_alive(served):
     assert not dropped["ok"] and dropped["code"] == -32001, dropped
 
 
+@pytest.mark.slow
 def test_a_clients_cancellation_kills_the_command_in_the_workspace(served):
     outcome = ts_client("cancel", served.url, served.token, marker="4242.5")
     assert outcome["started"], outcome
@@ -85,7 +90,6 @@ def test_a_clients_cancellation_kills_the_command_in_the_workspace(served):
     assert outcome["gone"], f"the cancelled command still runs in the workspace: {outcome}"
 
 
-@pytest.mark.slow
 def test_a_65_s_call_completes_under_the_sdks_60_s_timeout_with_default_progress(docker_client, base_image):
     ensure_ts_sdk()
     run = serve("task=sample/last_page")
@@ -98,6 +102,7 @@ def test_a_65_s_call_completes_under_the_sdks_60_s_timeout_with_default_progress
         run.wait()
 
 
+@pytest.mark.slow
 def test_shutdown_answers_the_call_in_flight_at_once_closes_the_endpoint_and_prints_nothing(served):
     """ "At once" is judged against the call's own length (``sleep 4343.5``): an answer or a listener
     that waited for the call would take over an hour. The bound is loose so the test holds on a

@@ -266,6 +266,7 @@ def test_wrong_credentials_are_rejected(run, endpoint, ws):
     assert bash(run, endpoint, "echo still fine") == ("still fine\n", 0)
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_credentials_never_reach_the_workspace(run, endpoint, ws):
     keys = json.loads(endpoint.credential())
@@ -339,6 +340,7 @@ async def _marked_async(ws, marker):
     return [line for line in listing.stdout.decode().splitlines() if marker in line]
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_a_timed_out_command_is_killed_in_the_workspace(run, endpoint, ws):
     marker = f"crucible-timeout-{uuid.uuid4().hex[:8]}"
@@ -347,6 +349,7 @@ def test_a_timed_out_command_is_killed_in_the_workspace(run, endpoint, ws):
     assert _wait_until_gone(run, ws, marker) == []
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_closing_the_endpoint_kills_running_sessions(run, ws):
     marker = f"crucible-close-{uuid.uuid4().hex[:8]}"

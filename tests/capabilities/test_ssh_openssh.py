@@ -231,6 +231,7 @@ FULL_SCREEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program", sorted(FULL_SCREEN))
 def test_full_screen_programs_run_over_ssh_t(server, run, program):
     ws, client, _ = server
@@ -309,6 +310,7 @@ def test_only_safe_environment_variables_pass(server):
     assert fields[:3] == ["passed", "C.UTF-8", "unset"] and "/evil" not in fields[3], fields
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("legacy", [False, True], ids=["sftp-protocol", "scp-protocol"])
 def test_scp_copies_both_ways_as_the_workspace_user(server, run, tmp_path, legacy):
     ws, client, steps = server
@@ -386,6 +388,7 @@ def test_every_session_becomes_a_step_of_the_run(server):
     assert step.started_at and step.seconds >= 0
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_a_session_command_gets_default_signals_whatever_the_engine_ignores():
     """A signal the engine's process ignores (SIG_IGN survives exec) is not passed on to a

@@ -119,6 +119,7 @@ def test_a_bad_crucible_store_is_one_line_for_the_read_commands(tmp_path, comman
         assert not path.parent.exists(), "a store's directory is never made up"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["missing-dir", "text-file", "directory"])
 @pytest.mark.parametrize(
     "command",
@@ -157,6 +158,7 @@ def test_a_new_store_file_in_an_existing_directory_is_created(tmp_path):
     assert proc.stdout.split() == ["n", "0"] and path.is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["query", "select count(*) from runs"], ["show", "RUN"], ["report"]])
 def test_read_commands_import_no_heavy_stack_when_there_is_nothing_to_reap(tmp_path, monkeypatch, command):
     home = tmp_path / "home"
@@ -234,6 +236,7 @@ def created_containers(docker_client, since: float, owner_pid: int) -> list[str]
     return [event.get("id", "")[:12] for event in events]
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.parametrize("command", [["run", "agent=noop"], ["check"]], ids=["run", "check"])
 def test_a_bad_store_starts_no_container(tmp_path, docker_client, command):
@@ -254,6 +257,7 @@ def test_a_bad_store_starts_no_container(tmp_path, docker_client, command):
     assert not (home / "runs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_the_next_query_removes_a_dead_owners_container(tmp_path, docker_client, base_image):
     """The cheap pre-check (one request on the engine's socket) still leads to the reaper."""
@@ -282,6 +286,7 @@ def test_the_next_query_removes_a_dead_owners_container(tmp_path, docker_client,
             docker_client.api.remove_container(container.id, force=True)
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.parametrize("command", [["run", "-m", "agent=noop,integration_test"], ["check"]], ids=["sweep", "check"])
 def test_a_missing_ref_in_one_task_of_a_selection_is_one_line_before_any_container_starts(

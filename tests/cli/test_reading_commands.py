@@ -103,6 +103,7 @@ def test_show_prints_the_whole_diff_after_everything_else(stores):
     assert lines[at + 1 :] == diff_lines, "the diff is printed whole, and last"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "run_id, line",
     [
@@ -117,6 +118,7 @@ def test_show_says_in_one_line_that_a_run_has_no_diff(stores, run_id, line):
     assert proc.stdout.splitlines()[-1] == line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["--store", "--store=", "store="])
 @pytest.mark.parametrize("command", ["query", "show", "report"])
 def test_the_read_commands_read_the_store_they_are_given(stores, command, form):

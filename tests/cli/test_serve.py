@@ -22,6 +22,7 @@ from engine.store.duckdb import DuckDBStore
 FIX = "s|return max(1, total // per_page)|return max(1, -(-total // per_page))|"
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_a_task_fixed_by_the_typescript_sdk_client_is_graded_one_with_every_call_a_step(docker_client, base_image):
     ensure_ts_sdk()
@@ -54,6 +55,7 @@ def test_a_task_fixed_by_the_typescript_sdk_client_is_graded_one_with_every_call
     assert record.final_answer == "page_count rounds up"
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_a_task_fixed_over_plain_openssh_is_graded_one_after_crucible_finish(docker_client, base_image):
     if shutil.which("ssh") is None:
@@ -103,6 +105,7 @@ def test_agent_external_outside_serve_says_to_use_serve():
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_a_served_run_nobody_finishes_ends_at_its_wall_clock_and_is_graded(docker_client, base_image):
     run = serve("--host", "127.0.0.2", "task=sample/last_page", "timeouts.agent=5")  # both endpoints move with --host

@@ -154,6 +154,7 @@ def test_user_mistakes_give_one_line_and_a_nonzero_exit(args):
     assert lines[0].startswith("crucible")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [

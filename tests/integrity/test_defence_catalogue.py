@@ -107,6 +107,7 @@ def test_a_stored_spec_types_back_to_the_same_hash_an_omitted_defence_off():
     assert again.integrity.randomise_test_names is False and again.spec_hash == spec.spec_hash
 
 
+@pytest.mark.slow
 def test_a_defence_is_overridden_by_name_and_a_misspelt_one_fails_in_one_line_naming_it():
     spec = spec_of("strict", "integrity.defences.canary=false")
     assert spec.integrity.canary is False and spec.integrity.named_results_only is True
@@ -205,6 +206,7 @@ def test_a_raw_grade_of_any_age_types_without_being_changed():
     assert [(t.name, t.status) for t in grade.results.tests] == [("t::a", "FAILED")] and grade.tests_ran_regex is None
 
 
+@pytest.mark.slow
 def test_every_spec_of_the_store_made_before_types_back_to_its_hash_but_swebench_pros_switches_it_never_read():
     """The fixture store made by the code before the defences were the flavors'
     (tests/report/store_before_33): each coding and sdlc spec, typed through today's schemas

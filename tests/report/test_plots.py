@@ -107,6 +107,7 @@ def priced_run(run_id: str, model: str, reward: float, cost: float | None) -> Ru
     )
 
 
+@pytest.mark.slow
 def test_cost_plot_places_priced_models_and_names_the_unpriced(tmp_path):
     store = DuckDBStore(tmp_path / "store.duckdb")
     for record in (priced_run("a", "priced-model", 1.0, 0.25), priced_run("b", "free-model", 0.0, None)):

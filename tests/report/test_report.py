@@ -363,6 +363,7 @@ def report_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, line",
     [
@@ -385,6 +386,7 @@ def test_a_sweep_the_store_lacks_exits_non_zero_naming_it(store, args, line):
     assert report_cli("--sweep", "S1").returncode == 0  # a sweep the store has still reports
 
 
+@pytest.mark.slow
 def test_sweep_last_in_a_store_without_sweeps_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "home"))
     no_sweep = DuckDBStore()

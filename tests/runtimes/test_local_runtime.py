@@ -417,6 +417,7 @@ def sample_plan(runtime):
     return plan(cfg, builder=runtime.image_builder(ca_bundle=None))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("submission", ["golden", "empty"])
 def test_coding_flavor_scores_golden_1_and_empty_diff_0_on_local(sample_plan, runtime, run, submission):
     from engine.plan.repos import resolve_repo

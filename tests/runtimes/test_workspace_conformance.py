@@ -87,6 +87,7 @@ def test_the_registry_names_each_check_once_and_says_what_it_proves():
     assert all(check.doc and check.doc != check.name.replace("_", " ") for check in CHECKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", CHECKS, ids=[check.name for check in CHECKS])
 def test_conformance(backend, check, request, run):
     target = backend.target

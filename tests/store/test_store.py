@@ -312,6 +312,7 @@ def _fork_recording(store: DuckDBStore, run_id: str):
     return child
 
 
+@pytest.mark.slow
 def test_a_fork_waits_for_another_threads_store_operation_and_the_child_records(store):
     from engine.store.lock import open_store
 
@@ -344,6 +345,7 @@ def test_a_child_forked_inside_a_store_operation_refuses_and_leaves_its_record_s
     assert store.get_run("from-child") == make_run("from-child")  # the parent's next read ingests it
 
 
+@pytest.mark.slow
 def test_threads_of_one_process_read_and_write_the_store_at_once(store):
     errors: list[BaseException] = []
 

@@ -165,6 +165,7 @@ def test_an_unknown_terminal_to_dismiss_is_one_line(store, tmp_path):
     assert proc.returncode != 0 and proc.stderr == "crucible terminals: no terminal 'nope' in the store\n"
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_gc_closes_terminals_past_their_retention_and_a_dry_run_only_counts_them(
     store, monkeypatch, capsys, docker_client

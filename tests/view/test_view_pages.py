@@ -238,6 +238,7 @@ def test_a_page_says_busy_when_another_process_holds_the_store_past_its_timeout(
     assert impatient.get("/runs").status_code == 200
 
 
+@pytest.mark.slow
 def test_bundle_writes_every_page_with_links_that_resolve_on_disk(store, tmp_path):
     out = tmp_path / "site"
     count = write_bundle(store.path, out)
@@ -264,6 +265,7 @@ def view_cli(*args: str, **kw) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_view_command_serves_on_a_free_local_port_and_ctrl_c_ends_it_cleanly(store):
     import httpx
 

@@ -219,6 +219,7 @@ def test_split_drops_whole_chunks_of_protected_paths_and_names_them():
     assert violations == ["conftest.py", "pytest.py"]
 
 
+@pytest.mark.slow
 def test_no_sample_golden_touches_a_protected_path():
     """Strict must not pass by dropping the answer: every sample golden is kept whole."""
     from engine.config.compose import compose_config, to_typed

@@ -75,6 +75,7 @@ def golden_diff(repo: ct.TaskRepo) -> str:
 # ----------------------------------------------------------------------- setup
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_fresh_repo_has_one_commit_no_reflog_no_remote_and_no_answer_key(workspace, run, repo):
     ws = workspace()
@@ -361,6 +362,7 @@ def test_grading_without_the_vault_raises_grade_error(workspace, run, repo):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_golden_staged_through_derived_validation_and_the_flavor_scores_one(workspace, run, repo):
     from envs.coding.validation import derive_validation

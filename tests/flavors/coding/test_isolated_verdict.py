@@ -277,6 +277,7 @@ def test_the_zygote_killed_then_more_scenarios():
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [(), ("--no-zygote",)], ids=["zygote", "fresh-interpreters"])
 def test_only_plain_data_crosses_and_a_stuck_scenario_ends(layout, extra):
     repo, verdict = layout

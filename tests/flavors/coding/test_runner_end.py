@@ -76,6 +76,7 @@ def test_the_running_tests_id_is_not_published():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hidden", [True, False], ids=["hidden", "published"])
 def test_strict_keeps_the_running_tests_id_from_the_code_under_test(tmp_path, hidden):
     """pytest publishes the running test's id in the environment, where code under test can
@@ -92,6 +93,7 @@ def test_strict_keeps_the_running_tests_id_from_the_code_under_test(tmp_path, hi
     assert b"runner-end" in output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hidden", [True, False], ids=["hidden", "published"])
 def test_the_running_tests_id_is_kept_from_pytest_xdists_workers_too(tmp_path, hidden):
     """Under pytest-xdist the tests run in worker processes, which load the end plugin but find
@@ -280,6 +282,7 @@ def parse(text):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("one_process", [True, False], ids=["one-process", "distributed"])
 def test_xdists_workers_do_not_run_the_tests_where_no_count_sees_their_reports(tmp_path, one_process):
     """A review's attack: under pytest-xdist (``-n 2``) the tests ran in worker processes, where

@@ -86,6 +86,7 @@ def test_a_stored_run_graded_before_the_end_markers_regrades_as_it_was():
     assert judging.regrade(raw).reward == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.docker  # planning resolves the base image through the engine
 @pytest.mark.parametrize("mode, refused", [("strict", True), ("vault", False)])
 def test_strict_refuses_a_text_only_task_in_one_line_at_plan_time(tmp_path, mode, refused, docker_client):

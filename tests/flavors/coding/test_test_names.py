@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from git_repos import commit, git
 
 from engine.models import TestResult
@@ -118,6 +119,7 @@ def _words(source: str) -> set[str]:
     return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source))
 
 
+@pytest.mark.slow
 def test_collected_functions_methods_and_classes_take_random_names_and_results_map_back_to_the_task_ids(tmp_path):
     original = HiddenFile("tests/test_module.py", "644", MODULE)
     names = testnames.candidates([original])

@@ -121,6 +121,7 @@ def _cli(conf: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_missing_task_a_local_runtime_and_a_dockerfile_without_workdir_are_one_line_each(tmp_path):
     harbor_tasks.dataset(tmp_path / "gen")
     harbor_tasks.source_conf(tmp_path / "conf", "gen", tmp_path / "gen")

@@ -204,6 +204,7 @@ def _build_dry_run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body, words",
     [

@@ -88,6 +88,7 @@ def test_the_official_field_names_are_read_in_any_case_in_every_format(synth, tm
         assert rows.read_rows(path) == expected, path
 
 
+@pytest.mark.slow
 def test_a_field_given_in_two_cases_with_different_values_is_one_line_naming_the_row_and_the_field(synth, tmp_path):
     row = json.loads(synth["dataset"].read_text().splitlines()[0])
     same = tmp_path / "same.jsonl"
@@ -124,6 +125,7 @@ def test_a_field_given_in_two_cases_with_different_values_is_one_line_naming_the
     assert proc.returncode != 0 and len(lines) == 1 and words in lines[0], proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "field, value, words",
     [
@@ -165,6 +167,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_an_instance_asked_for_with_the_dataset_unset_says_the_set_is_empty_and_what_to_set(synth):
     env = {**swe_synth.env_for(synth), "CRUCIBLE_SWEBENCH_PRO_DATASET": ""}
     line = one_line_error(crucible("check", f"task=swebench_pro/{CALC}", env=env))
@@ -179,6 +182,7 @@ def test_an_instance_asked_for_with_the_dataset_unset_says_the_set_is_empty_and_
     ), line
 
 
+@pytest.mark.slow
 def test_an_instance_the_dataset_lacks_is_one_line_naming_the_dataset(synth, tmp_path):
     missing = CALC.replace("calc", "calx")
     line = one_line_error(crucible("check", f"task=swebench_pro/{missing}", env=swe_synth.env_for(synth)))

@@ -264,6 +264,7 @@ def test_pytests_own_junit_report_reads_into_the_parsers_node_ids(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_the_plugin_gives_each_pytest_session_a_report_of_its_own_found_by_autoload_alone(tmp_path):
     """py/crucible_junit.py as sh/replay.sh lays it out (the module and its pytest11 entry point
     in one directory; here on PYTHONPATH, this venv having no user site): two pytest sessions, as

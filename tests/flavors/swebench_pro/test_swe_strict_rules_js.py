@@ -282,6 +282,7 @@ def _snapshot_writes(tmp_path: Path) -> None:
     assert json.loads(without.stdout)[:3] == ["EACCES", "EACCES", "EACCES"]
 
 
+@pytest.mark.slow
 def test_the_hook_asks_jests_cli_alone_for_its_results_and_takes_a_processors_copy_where_the_run_wants_json(tmp_path):
     """js/results_hook.js in node's --require: jest's bin (reached through node_modules/.bin) gets
     --json --outputFile, or with the run's own --json the hook as results processor; any other
@@ -450,6 +451,7 @@ def test_only_test_files_whose_content_is_the_benchmarks_answer_for_listed_names
     assert "test/b-test.tsx" in strict.plan(task, "").lock  # the alike is locked too, where it exists
 
 
+@pytest.mark.slow
 def test_results_a_grader_cannot_afford_are_refused_with_the_reason():
     deep = ("[" * 100_000 + "]" * 100_000).encode()
     assert jsresults.record(["jest"], [("file", deep)], "/tmp/r", [HIDDEN])["error"].startswith(

@@ -4,6 +4,7 @@ linear time, and files a manifest, a require or a runner preload names that are 
 
 from __future__ import annotations
 
+import pytest
 from scan_changes import change, git, rules, run_apart, swe_change
 
 from envs.coding.protect import DEFAULT_TEST_PATHS
@@ -107,6 +108,7 @@ def test_the_projects_own_go_and_javascript_is_not_blamed(repo):
     assert found == []
 
 
+@pytest.mark.slow
 def test_a_long_go_or_javascript_line_is_read_in_linear_time():
     """A minified bundle's line is long: each pattern's repetitions are bounded or of one class."""
     program = (
@@ -124,6 +126,7 @@ def test_a_long_go_or_javascript_line_is_read_in_linear_time():
     run_apart(program)
 
 
+@pytest.mark.slow
 def test_a_long_manifest_line_is_read_in_linear_time():
     """A package.json's, a .mocharc's or an .npmrc's line of 100,000 characters, crafted against the
     readers of its strings and preloads (escaped quotes, keys without values, a string never

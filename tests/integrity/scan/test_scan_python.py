@@ -338,6 +338,7 @@ def test_the_task_allows_a_finding_by_rule_and_path_with_its_reason(repo):
     assert refused == stored and excused == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "allowance, message",
     [

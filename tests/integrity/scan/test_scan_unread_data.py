@@ -186,6 +186,7 @@ def test_a_pickle_of_data_and_a_word_list_are_not_code(repo):
     assert scanner.scan(diff, {}, DEFAULT_TEST_PATHS) == []
 
 
+@pytest.mark.slow
 def test_many_globals_naming_a_runner_are_not_read_one_by_one():
     """Each global naming a runner is read on as opcodes up to a call: a crafted file with
     thousands of them is not cleared, and costs at most PICKLE_TRIES reads."""

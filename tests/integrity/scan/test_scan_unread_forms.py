@@ -319,6 +319,7 @@ def test_a_python_name_symlinked_to_a_file_of_another_kind_is_flagged(repo):
     assert [(f.rule, f.path) for f in found] == [("unread-code", "money/helper.py")], found
 
 
+@pytest.mark.slow
 def test_what_makes_the_parser_run_out_or_inflates_past_the_limit_is_a_finding_not_a_crash(repo):
     """CPython's parser raises MemoryError on long chains (`-` * 7000); a binary literal of zeros
     inflates a thousandfold: both are findings, never an exception out of the grading."""
