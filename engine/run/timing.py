@@ -36,26 +36,36 @@ def test_seconds(raw: Mapping[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def timing_warning(store: Store, record: RunRecord, golden_agent: str, golden_reward: float) -> dict[str, Any] | None:
+GoldenTimes = dict[tuple[str, str, str, float], tuple[str, float]]
+"""(task, golden agent, integrity, reward) -> the stored golden's (run id, test seconds): what one
+batch has found, so a sweep of many passing runs reads the store once per task and mode."""
+
+
+def timing_warning(
+    store: Store,
+    record: RunRecord,
+    golden_agent: str,
+    golden_reward: float,
+    goldens: GoldenTimes | None = None,
+) -> dict[str, Any] | None:
     """The signal for ``record`` (a graded run): the golden it was measured against and the
     warning, or None where there is nothing to say (a failing run, the golden's own agent, no
-    stored golden, a golden too quick to measure, or tests that took their time)."""
+    stored golden, a golden too quick to measure, or tests that took their time). ``goldens``:
+    the batch's lookups so far, read first and filled in."""
     seconds = test_seconds(record.raw_grade)
     if record.reward != golden_reward or record.agent == golden_agent or seconds is None:
         return None
     if record.integrity_obtained is None:
         return None
-    values = {
-        "task": record.task_id,
-        "agent": golden_agent,
-        "integrity": record.integrity_obtained,
-        "reward": golden_reward,
-        "run": record.run_id,
-    }
-    _, rows = store.query(SQL.format(**{key: _literal(value) for key, value in values.items()}))
-    if not rows or rows[0][1] is None:
+    key = (record.task_id, golden_agent, record.integrity_obtained, float(golden_reward))
+    found: tuple[str, float] | None = goldens.get(key) if goldens is not None else None
+    if found is None:
+        found = _stored_golden(store, key, record.run_id)
+        if goldens is not None and found is not None:  # none yet: a golden may finish later in the batch
+            goldens[key] = found
+    if found is None:
         return None
-    golden_id, golden_seconds = str(rows[0][0]), float(json.loads(str(rows[0][1])))
+    golden_id, golden_seconds = found
     if golden_seconds < MIN_GOLDEN_SECONDS or seconds >= FRACTION * golden_seconds:
         return None
     share = seconds / golden_seconds
@@ -69,6 +79,16 @@ def timing_warning(store: Store, record: RunRecord, golden_agent: str, golden_re
             f"for the golden (run {golden_id}): were they run as written? (not a verdict)"
         ),
     }
+
+
+def _stored_golden(store: Store, key: tuple[str, str, str, float], run_id: str) -> tuple[str, float] | None:
+    """The latest stored golden's (run id, test seconds) for ``key``, never ``run_id`` itself."""
+    task, agent, integrity, reward = key
+    values = {"task": task, "agent": agent, "integrity": integrity, "reward": reward, "run": run_id}
+    _, rows = store.query(SQL.format(**{name: _literal(value) for name, value in values.items()}))
+    if not rows or rows[0][1] is None:
+        return None
+    return str(rows[0][0]), float(json.loads(str(rows[0][1])))
 
 
 def _literal(value: Any) -> str:

@@ -50,7 +50,7 @@ from engine.run.records import (
     write_traceback,
 )
 from engine.run.resources import RunResources, close_started, failure, through_cancel
-from engine.run.timing import timing_warning
+from engine.run.timing import GoldenTimes, timing_warning
 from engine.store.terminals import TerminalLog
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class Runner:
         """Images a batch ensured before it fanned out (tag -> whether it was cached): a run of
         one of them does not check it again (0.01-0.2 s of ``docker`` calls on its critical path)."""
         self.serving = serving
+        self.golden_times: GoldenTimes = {}
+        """The stored goldens' test times this batch looked up (engine/run/timing.py)."""
         """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
         each run waits for it first."""
 
@@ -232,7 +234,11 @@ class Runner:
         """A pass whose tests took a small fraction of the golden's time, flagged (engine/run/timing.py)."""
         golden = getattr(flavor, "roles", {}).get("golden")
         try:
-            signal = timing_warning(self.store, record, golden.agent, golden.reward) if golden is not None else None
+            signal = (
+                timing_warning(self.store, record, golden.agent, golden.reward, self.golden_times)
+                if golden is not None
+                else None
+            )
         except Exception as exc:  # a warning never costs a run its verdict: the store said no, say so
             log.warning("run %s: no timing signal (%s: %s)", record.run_id, type(exc).__name__, exc)
             return

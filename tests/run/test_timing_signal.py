@@ -100,3 +100,26 @@ def test_a_golden_too_quick_to_measure_gives_no_signal(tmp_path):
     store = DuckDBStore(tmp_path / "store.duckdb")
     store.record_run(record("golden", "integration_test", 1.0, 0.5))
     assert timing_warning(store, record("quick", "tool_calling", 1.0, 0.01), "integration_test", 1.0) is None
+
+
+def test_a_batch_reads_each_stored_golden_once_and_looks_again_until_one_is_stored(tmp_path):
+    """A sweep's passing runs share the batch's lookups (``Runner.golden_times``): one store read
+    per task and mode once a golden is found; none found yet is asked again, since a golden may
+    finish later in the same batch."""
+    store = DuckDBStore(tmp_path / "store.duckdb")
+    reads: list[str] = []
+    query = store.query
+
+    def counted(sql: str):
+        reads.append(sql)
+        return query(sql)
+
+    store.query = counted  # type: ignore[method-assign]
+    goldens: dict = {}
+    assert timing_warning(store, record("quick-1", "tool_calling", 1.0, 0.3), "integration_test", 1.0, goldens) is None
+    assert len(reads) == 1 and goldens == {}  # no golden stored yet: nothing kept
+    store.record_run(record("golden", "integration_test", 1.0, 4.0))
+    for n in range(2, 6):
+        signal = timing_warning(store, record(f"quick-{n}", "tool_calling", 1.0, 0.3), "integration_test", 1.0, goldens)
+        assert signal is not None and signal["golden_run"] == "golden"
+    assert len(reads) == 2, reads  # found once, then kept
