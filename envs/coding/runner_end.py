@@ -110,13 +110,28 @@ def wrap(
                 for name in (AUDIT_MODULES if audit else ())
             )
             + f'export PYTHONPATH={folder}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-            f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '
+            + _KEEP_PLUGIN.replace("FOLDER", folder)
+            + f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}--junitxml={report} '
             f'-o junit_family=xunit1 -p {PLUGIN}"\n'
         )
     return (
         f"{prefix}(\n{command}\n)\ncrucible_rc=$?\n"
         'printf \'\\n%s end %s\\n\' "$crucible_end" "$crucible_rc"\nexit "$crucible_rc"\n'
     )
+
+
+_KEEP_PLUGIN = (
+    'crucible_keep_plugin() { case ":${PYTHONPATH:-}:" in *:FOLDER:*) "$@" ;; '
+    '*) PYTHONPATH=FOLDER"${PYTHONPATH:+:$PYTHONPATH}" "$@" ;; esac; }\n'
+    + "".join(
+        f'{name}() {{ crucible_keep_plugin command {name} "$@"; }}\n'
+        for name in ("python", "python3", "pytest", "py.test")
+    )
+)
+"""A task's command that sets ``PYTHONPATH`` itself (``PYTHONPATH=src python3 -m pytest``, the
+usual form for a project laid out under ``src/``) would drop the report's directory, and pytest
+could not load the plugin (``-p``): ``python``, ``python3``, ``pytest`` and ``py.test`` are shell
+functions here that put it back in front of whatever the command set, then run the real one."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ runs in test_attacks_ordinary.py."""
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
+from pathlib import Path
 
 import pytest
 from attacks.ordinary_forge import FORGE_WITH_PYTESTS_OBJECTS
@@ -30,6 +32,20 @@ def test_pytests_own_end_cuts_what_an_exit_hook_prints_after_it(tmp_path):
     assert b"=== 3 passed in 0.01s ===" in cut.after  # recorded, not judged
     assert runner_end.summary_counts(cut.text.decode()) == {"failed": 1, "passed": 1}
     assert not (tmp_path / "results" / "end.nonce").exists()  # the token was taken before any test ran
+
+
+@pytest.mark.parametrize("runs", ["python3 -m pytest", "pytest", "python -m pytest", "py.test"])
+def test_a_command_that_sets_pythonpath_itself_still_loads_the_end_plugin(tmp_path, monkeypatch, runs):
+    """``PYTHONPATH=src python3 -m pytest``, the usual command of a project laid out under src/,
+    replaces the PYTHONPATH the plugin is found by: the tester puts it back in front."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # the venv's pytest
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "inside.py").write_text("VALUE = 2\n")
+    (tmp_path / "test_src.py").write_text("from inside import VALUE\n\n\ndef test_value():\n    assert VALUE == 2\n")
+    output, report = run_wrapped(tmp_path, f"PYTHONPATH=src {runs} -q -p no:cacheprovider test_src.py")
+    cut = runner_end.split(output, SHELL, RUNNER)
+    assert cut.runner_report == hashlib.sha256(report.read_bytes()).hexdigest(), output.decode(errors="replace")
+    assert cut.runner_outcomes == {"passed": 1}
 
 
 def test_a_report_rewritten_after_pytests_end_is_tampered(tmp_path):
