@@ -65,6 +65,24 @@ class StoreError(CrucibleError):
     phase = "store"
 
 
+class InfrastructureError(CrucibleError):
+    """The machinery failed, not the task and not the agent: a Docker host or engine that went
+    away or cannot be reached, a sweep worker that died. A run that ends in one is recorded as
+    an ``error`` labelled ``infrastructure`` (``RunRecord.infrastructure``), retried a bounded
+    number of times by policy (``retries.infrastructure``) and counted apart, never scored 0.
+
+    ``phase``: where it happened (a run's phase), ``host``: the Docker host or worker it
+    happened on, when known."""
+
+    phase = "provision"
+
+    def __init__(self, message: str, *, phase: str | None = None, host: str | None = None) -> None:
+        super().__init__(message)
+        if phase is not None:
+            self.phase = phase
+        self.host = host
+
+
 class IntegrityUnavailable(UserError):
     """The requested integrity mode cannot be had on this runtime; refuse, never weaken."""
 

@@ -351,6 +351,15 @@ class RunRecord:
     from_cache: bool = False
     owner_pid: int | None = None
     owner_host: str | None = None
+    infrastructure: bool = False
+    """Whether the run's error was the machinery's (``InfrastructureError``: a host or worker
+    that went away), not the task's or the agent's: such a run is never scored, is retried by
+    policy and is counted apart."""
+    host: str | None = None
+    """Where the run's workspaces ran: a Docker host's URL (``runtime.docker.hosts``) or a
+    worker's name; None for this machine's own engine."""
+    retry_of: str | None = None
+    """The run this one retries after an infrastructure error (its run id); None for a first try."""
     final_answer: str | None = None
     """The agent's last answer in its own words (a model's final reply, a coding CLI's result
     event or the answer block its TUI showed last); None when it gave none. Never graded."""

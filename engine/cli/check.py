@@ -75,7 +75,12 @@ def plan_jobs(overrides: list[str], *, use_lock: bool = True) -> tuple[list[Job]
             session = session or session_for(typed)
             planned = plan(typed, builder=session.builder, use_lock=use_lock)
             require_integrity(session.runtime, planned.spec.integrity)
-            batch = BatchJob(planned, config=cfg, label=f"{planned.spec.task_id} {role}")
+            batch = BatchJob(
+                planned,
+                config=cfg,
+                label=f"{planned.spec.task_id} {role}",
+                retries=typed.retries.infrastructure,
+            )
             jobs.append(Job(planned.spec.task_id, role, gate.reward, flavor, batch))
     if session is None:
         raise no_task_selected()

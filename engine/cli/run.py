@@ -183,10 +183,13 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
 
     store = open_store(store_path)
     failed_jobs = sorted(_sweep_dir(sweep_id).glob(f"*/{USER_ERROR_MARKER}"))
+    # A run the infrastructure failed (a host or worker that went away) is shown as such and
+    # left out of the pass rate: it is no attempt (its retry, or a resume, is).
     cols, rows = store.query(
-        "SELECT task_id, agent, coalesce(model, '') AS model, attempt, status, reward, "
+        "SELECT task_id, agent, coalesce(model, '') AS model, attempt, "
+        "CASE WHEN infrastructure THEN 'error (infrastructure)' ELSE status END AS status, reward, "
         f"round(epoch(ended_at) - epoch(started_at), 2) AS seconds FROM runs WHERE sweep_id = '{sweep_id}' "
-        "ORDER BY task_id, agent, model, attempt"
+        "ORDER BY task_id, agent, model, attempt, started_at"
     )
     print(f"\nsweep {sweep_id}: {len(rows)} run(s) stored")
     if rows:
@@ -194,8 +197,9 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
         cols, rows = store.query(
             "SELECT agent, coalesce(model, '') AS model, count(*) AS runs, "
             "count(*) FILTER (WHERE status = 'completed') AS completed, "
-            "round(avg(CASE WHEN reward >= 1.0 THEN 1.0 ELSE 0.0 END), 3) AS pass_rate "
-            f"FROM runs WHERE sweep_id = '{sweep_id}' GROUP BY ALL ORDER BY agent, model"
+            "count(*) FILTER (WHERE infrastructure) AS infrastructure, "
+            "round(avg(CASE WHEN reward >= 1.0 THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT infrastructure), 3) "
+            f"AS pass_rate FROM runs WHERE sweep_id = '{sweep_id}' GROUP BY ALL ORDER BY agent, model"
         )
         print("\npass rate")
         print(format_table(cols, rows))
@@ -227,7 +231,9 @@ def _job(cfg: DictConfig) -> None:
         if typed.resume and already_done(planned, session, run_dir, typed.sweep_id):
             return
         # Hydra saved its config in run_dir/.hydra
-        record = asyncio.run(run_one(planned, session, run_dir=run_dir, sweep_id=typed.sweep_id))
+        record = asyncio.run(
+            run_one(planned, session, run_dir=run_dir, sweep_id=typed.sweep_id, retries=typed.retries.infrastructure)
+        )
     except UserError as exc:
         print(f"crucible run: {exc}", file=sys.stderr)
         _outcome["exit_code"] = exc.exit_code

@@ -124,7 +124,7 @@ def _plan_job(
     (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(combo)))
     if typed.resume and already_done(planned, session, job_dir, sweep_id):
         return None, session
-    return BatchJob(planned, run_dir=job_dir, config=cfg), session
+    return BatchJob(planned, run_dir=job_dir, config=cfg, retries=typed.retries.infrastructure), session
 
 
 def already_done(planned: Plan, session: Session, job_dir: Path, sweep_id: str | None = None) -> bool:

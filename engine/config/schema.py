@@ -151,6 +151,16 @@ class BuildConfig:
 
 
 @dataclass
+class Retries:
+    """How often a run is tried again, by what ended it. Only the machinery's failures are
+    (``InfrastructureError``: a Docker host or worker that went away): an agent's or a task's
+    error is its verdict, never retried. No part of the spec: a retry is the same run again."""
+
+    infrastructure: int = 2
+    """More tries of a run whose error was the infrastructure's; 0 = none."""
+
+
+@dataclass
 class CrucibleConfig:
     env: Any = MISSING
     flavor: Any = MISSING
@@ -165,6 +175,7 @@ class CrucibleConfig:
     sweep_id: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     build: BuildConfig = field(default_factory=BuildConfig)
+    retries: Retries = field(default_factory=Retries)
     store: str | None = None
     """Path of the DuckDB store; None = $CRUCIBLE_STORE or $CRUCIBLE_HOME/store.duckdb."""
 
@@ -288,6 +299,8 @@ def typed(cfg: Any, *, stored: bool = False) -> CrucibleConfig:  # a DictConfig,
     for part in fields(top):  # the task's own limits are checked above, naming the task
         if part.name != "task":
             refuse_nonpositive_timeouts(getattr(top, part.name), part.name, all_limits=part.name == "timeouts")
+    if top.retries.infrastructure < 0:
+        raise ConfigError(f"retries.infrastructure must be 0 or more, not {top.retries.infrastructure}")
     return top
 
 

@@ -6,8 +6,10 @@ What counts (docs/report.md has the full definitions):
   A spec run more than once (``resume=true`` after a kill, a rerun) is still
   one attempt: its latest completed run if it has one, else its latest finished run;
   the other runs are *superseded* (counted, not scored).
-- Runs still ``running`` and runs ``canceled`` by the user are not attempts: no verdict,
-  and not the agent's doing. They are counted and shown.
+- Runs still ``running``, runs ``canceled`` by the user and runs the infrastructure failed
+  (``infrastructure``: an ``error`` of the machinery's, a Docker host or worker that went
+  away) are not attempts: no verdict, and not the agent's doing. They are counted and shown;
+  a spec whose every run the infrastructure failed has no attempt (``resume=true`` runs it).
 - ``error`` and ``timeout`` attempts count as not solved (in pass@k and the matrix) and
   are shown separately; they have no reward, so the mean reward is over completed
   attempts only (a failure never becomes a score).
@@ -41,6 +43,7 @@ class GroupSummary:
     runs: int
     running: int
     canceled: int
+    infrastructure: int
     superseded: int
     attempts: int
     completed: int
@@ -151,7 +154,7 @@ def attempts(rows: list[RunRow]) -> list[RunRow]:
     """One run per spec: its latest completed run, else its latest finished one (see module doc)."""
     best: dict[str, RunRow] = {}
     for row in rows:
-        if row.status in NOT_ATTEMPTS:
+        if not _attempt(row):
             continue
         current = best.get(row.spec_hash)
         if current is None or _rank(row) > _rank(current):
@@ -179,13 +182,14 @@ def _summary(group: tuple[str, str], rows: list[RunRow], ks: list[int] | None) -
     wanted = report_ks(min_n) if ks is None else ks
     mean, interval = mean_interval([r.reward for r in completed if r.reward is not None])
     spent = [r for r in rows if r.status != "running"]  # a running run's steps are not stored yet
-    finished = [r for r in rows if r.status not in NOT_ATTEMPTS]
+    finished = [r for r in rows if _attempt(r)]
     return GroupSummary(
         agent=group[0],
         model=group[1],
         runs=len(rows),
         running=sum(r.status == "running" for r in rows),
         canceled=sum(r.status == "canceled" for r in rows),
+        infrastructure=sum(r.infrastructure for r in rows),
         superseded=len(finished) - len(chosen),
         attempts=len(chosen),
         completed=len(completed),
@@ -244,6 +248,10 @@ def compare_sweeps(sweep_a: str, rows_a: list[RunRow], sweep_b: str, rows_b: lis
 # ---------------------------------------------------------------- helpers
 
 
+def _attempt(row: RunRow) -> bool:
+    return row.status not in NOT_ATTEMPTS and not row.infrastructure
+
+
 def _rank(row: RunRow) -> tuple[bool, float, int]:
     return row.status == "completed", row.ended, row.record_seq
 
@@ -277,11 +285,17 @@ def _notes(groups: list[GroupSummary]) -> list[str]:
     notes = []
     running = sum(g.running for g in groups)
     canceled = sum(g.canceled for g in groups)
+    infrastructure = sum(g.infrastructure for g in groups)
     superseded = sum(g.superseded for g in groups)
     if running:
         notes.append(f"{running} run(s) still running: not counted as attempts")
     if canceled:
         notes.append(f"{canceled} canceled run(s): not counted as attempts")
+    if infrastructure:
+        notes.append(
+            f"{infrastructure} run(s) failed by the infrastructure (a host or worker that went away): "
+            "not counted as attempts; resume=true runs what has no attempt yet"
+        )
     if superseded:
         notes.append(f"{superseded} run(s) superseded by a later run of the same spec: not counted")
     if any(g.unpriced_steps for g in groups):

@@ -74,6 +74,8 @@ class RunRow:
     tokens_out: int | None
     cost_usd: float | None
     unpriced_steps: int
+    infrastructure: bool = False
+    """An error of the machinery's (a Docker host or worker that went away): not an attempt."""
 
     @property
     def group(self) -> tuple[str, str]:
@@ -89,7 +91,8 @@ class RunRow:
 _RUNS_SQL = """
 SELECT r.run_id, r.spec_hash, r.status, r.task_id, r.agent, coalesce(r.model, '') AS model, r.sweep_id,
        r.reward, r.wall_seconds, coalesce(epoch(r.ended_at), 0) AS ended, r.record_seq,
-       s.tokens_in, s.tokens_out, s.cost_usd, coalesce(s.unpriced, 0) AS unpriced
+       s.tokens_in, s.tokens_out, s.cost_usd, coalesce(s.unpriced, 0) AS unpriced,
+       coalesce(r.infrastructure, false) AS infrastructure
 FROM runs r LEFT JOIN (
     SELECT run_id, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd,
            count(*) FILTER (WHERE cost_usd IS NULL
@@ -111,6 +114,7 @@ def load_runs(store: Rows, filters: Filters) -> list[RunRow]:
             tokens_out=_int(row[12]),
             cost_usd=row[13],  # type: ignore[misc]
             unpriced_steps=int(row[14]),
+            infrastructure=bool(row[15]),
         )
         for row in rows
     ]

@@ -71,6 +71,7 @@ def _summary_display(report: Report) -> tuple[list[str], list[list[Any]]]:
     optional = {
         "running": any(g.running for g in groups),
         "canceled": any(g.canceled for g in groups),
+        "infrastructure": any(g.infrastructure for g in groups),
         "spend": any(
             g.tokens_in is not None or g.tokens_out is not None or g.cost_usd is not None or g.unpriced_steps
             for g in groups
@@ -78,14 +79,14 @@ def _summary_display(report: Report) -> tuple[list[str], list[list[Any]]]:
         "unpriced": any(g.unpriced_steps for g in groups),
     }
     cols = ["agent", "model", "runs", "attempts", "completed", "errors", "timeouts"]
-    cols += [name for name in ("running", "canceled") if optional[name]]
+    cols += [name for name in ("running", "canceled", "infrastructure") if optional[name]]
     cols += ["solved", "mean_reward", "95% interval"] + [f"pass@{k}" for k in report.ks] + ["median_s"]
     if optional["spend"]:
         cols += ["tokens_in", "tokens_out", "cost_usd"] + (["unpriced_steps"] if optional["unpriced"] else [])
     rows = []
     for g in groups:
         row = [g.agent, g.model or "-", g.runs, g.attempts, g.completed, g.errors, g.timeouts]
-        row += [getattr(g, name) for name in ("running", "canceled") if optional[name]]
+        row += [getattr(g, name) for name in ("running", "canceled", "infrastructure") if optional[name]]
         interval = (
             f"[{format_float(g.interval.low)}, {format_float(g.interval.high)}] {g.interval.method}"
             if g.interval
@@ -155,6 +156,7 @@ SUMMARY_FIELDS = [
     "runs",
     "running",
     "canceled",
+    "infrastructure",
     "superseded",
     "attempts",
     "completed",
@@ -183,6 +185,7 @@ def _data_sections(report: Report) -> list[Section]:
                     g.runs,
                     g.running,
                     g.canceled,
+                    g.infrastructure,
                     g.superseded,
                     g.attempts,
                     g.completed,

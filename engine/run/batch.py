@@ -10,6 +10,9 @@ done once:
 - the verdict cache: a job whose spec already has a completed run in the store is answered
   from the store (``reuse=True``: ``resume=true``, ``check`` without ``--rebuild``);
 - ``repeats`` more runs of each job (``check --check N``);
+- a run the machinery failed (``RunRecord.infrastructure``: a Docker host or worker that went
+  away) is tried again, up to the job's ``retries`` more times, in ``<its dir>/retry-N``; the
+  failed run stays stored, labelled, and the job's record is its last try's;
 - at most ``parallel`` runs at once, in this process's event loop: a run costs no worker
   start-up and no compose beyond its own plan;
 - the next runs waiting for a slot (``parallel`` of them by default) have their workspaces
@@ -74,6 +77,8 @@ class BatchJob:
     records: list[RunRecord] = field(default_factory=list)
     from_store: bool = False
     """The first record came from the store (the verdict cache), not from a run."""
+    retries: int = 0
+    """More tries of a run whose error was the infrastructure's (``retries.infrastructure``)."""
 
 
 async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, cancellation and progress in one place)
@@ -132,13 +137,15 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
         store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured, serving=serving
     )
 
-    async def execute(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
+    async def execute(
+        job: BatchJob, run_dir: Path | None, run_id: str | None, retry_of: RunRecord | None = None
+    ) -> RunRecord:
         async with slots.holding:
             run_id = run_id or new_run_id()
             ahead = runner.start_ahead(job.plan, run_id)
             try:
                 async with _Slot(slots.running) as slot:
-                    if progress is not None:
+                    if progress is not None and retry_of is None:  # a retry is the same run again
                         progress.running()
                     where = run_dir or (root or _default_root()) / run_id
                     where.mkdir(parents=True, exist_ok=True)
@@ -156,21 +163,35 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
                         resources=ahead,
                         sweep_id=sweep_id,
                         done_with_workspaces=slot.release,
+                        retry_of=None if retry_of is None else retry_of.run_id,
                     )
             except BaseException:
                 await ahead.discard()  # a run that never began (or failed to): nothing of it stays
                 raise
+        if on_record is not None:
+            on_record(job, record)
+        return record
+
+    async def tried(job: BatchJob, run_dir: Path | None, run_id: str | None) -> None:
+        """One run of ``job``, tried again while the infrastructure failed it and tries are left:
+        the job (and the progress) count only its last try."""
+        record = await execute(job, run_dir, run_id)
+        for retry in range(1, job.retries + 1):
+            if not record.infrastructure:
+                break
+            # Made now, so a sweep's display sees the job retrying, not failed (progress.job_state).
+            again = Path(record.run_dir or _default_root() / record.run_id) / f"retry-{retry}"
+            again.mkdir(parents=True, exist_ok=True)
+            record = await execute(job, again, None, retry_of=record)
         if progress is not None:
             progress.finished(record.status)
         job.records.append(record)
-        if on_record is not None:
-            on_record(job, record)
 
     async def one(job: BatchJob) -> None:
         if not job.from_store:
-            await execute(job, job.run_dir, job.run_id)
+            await tried(job, job.run_dir, job.run_id)
         for _ in range(repeats):
-            await execute(job, None, None)  # a repeat gets a directory of its own
+            await tried(job, None, None)  # a repeat gets a directory of its own
 
     await _all_of(*(one(job) for job in pending))
     return jobs
@@ -185,11 +206,12 @@ async def run_one(
     run_id: str | None = None,
     config: Any = None,
     sweep_id: str | None = None,
+    retries: int = 0,
 ) -> RunRecord:
     """One planned run to its stored record: a batch of one, so a single run (``crucible run``,
     ``rerun``, ``serve``, a bench's, a test's) goes exactly as each run of a batch does. The
     arguments are ``BatchJob``'s and ``run_batch``'s."""
-    job = BatchJob(plan, run_dir=run_dir, config=config, run_id=run_id)
+    job = BatchJob(plan, run_dir=run_dir, config=config, run_id=run_id, retries=retries)
     await run_batch([job], session, root=root, sweep_id=sweep_id)
     return job.records[0]
 

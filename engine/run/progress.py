@@ -75,7 +75,14 @@ def job_state(job_dir: Path) -> str | None:
         return "running"  # unreadable for a moment: the job exists, so it has started
     if status == "completed":
         return "completed"
+    if status == "error" and (retries := sorted(job_dir.glob("retry-*"), key=_retry_number)):
+        return job_state(retries[-1]) or "running"  # tried again (batch.py): its last try says
     return "failed" if status in FAILED_STATUSES else "running"
+
+
+def _retry_number(path: Path) -> int:
+    number = path.name.removeprefix("retry-")
+    return int(number) if number.isdigit() else 0
 
 
 class _Progress:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.errors import InfrastructureError
 from engine.interfaces import Runtime, Store, Workspace
 from engine.models import BuildRecord, RunRecord, RunSpec
 from engine.plan.spec import Plan
@@ -43,8 +44,11 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:10]
 
 
-def new_record(plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None) -> RunRecord:
-    """The run's "running" record, before anything of it starts."""
+def new_record(
+    plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str | None = None, retry_of: str | None = None
+) -> RunRecord:
+    """The run's "running" record, before anything of it starts (``retry_of``: the run it tries
+    again after an infrastructure error)."""
     spec = plan.spec
     return RunRecord(
         run_id=run_id or new_run_id(),
@@ -66,7 +70,21 @@ def new_record(plan: Plan, run_dir: Path, *, sweep_id: str | None, run_id: str |
         image_tag=plan.image.tag,
         owner_pid=os.getpid(),
         owner_host=socket.gethostname(),
+        retry_of=retry_of,
     )
+
+
+def infrastructure_failure(exc: BaseException) -> InfrastructureError | None:
+    """The ``InfrastructureError`` behind ``exc`` (itself, or what it was raised from), if the
+    machinery failed rather than the task or the agent; None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, InfrastructureError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def write_plan_files(plan: Plan, run_dir: Path) -> None:

@@ -42,6 +42,7 @@ from engine.run.records import (
     BuildRecords,
     EarlyWrites,
     Phase,
+    infrastructure_failure,
     limit_warnings,
     new_record,
     now_iso,
@@ -135,15 +136,17 @@ class Runner:
         resources: RunResources,
         sweep_id: str | None = None,
         done_with_workspaces: Callable[[], None] | None = None,
+        retry_of: str | None = None,
     ) -> RunRecord:
         """Run ``plan`` to a stored record. ``resources``: the run's, started by ``start_ahead``
-        for ``run_id``; the run owns them from here (and takes them down).
+        for ``run_id``; the run owns them from here (and takes them down). ``retry_of``: the
+        run this one tries again after an infrastructure error.
         ``done_with_workspaces``: called once the run works in no workspace any more, before its
         final record is written and its grading container removed (a batch hands the run's
         slot to the next run then, so those two overlap that run's start).
         """
         write_plan_files(plan, run_dir)
-        record = new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id)
+        record = new_record(plan, run_dir, sweep_id=sweep_id, run_id=run_id, retry_of=retry_of)
         # The "running" record is spooled while the run starts (``EarlyWrites``); every early
         # write is drained before the final record, which stays authoritative.
         early = EarlyWrites(self.store)
@@ -163,6 +166,10 @@ class Runner:
             raise
         except Exception as exc:  # a CrucibleError, or an engine bug: still a recorded error, never a lost run
             record.status, record.error_phase, record.error = "error", phase.name, f"{type(exc).__name__}: {exc}"
+            infrastructure = infrastructure_failure(exc)
+            if infrastructure is not None:  # the machinery's, not the agent's: labelled, never scored
+                record.infrastructure = True
+                record.host = infrastructure.host or record.host
             write_traceback(run_dir)
         if done_with_workspaces is not None:
             done_with_workspaces()
@@ -276,6 +283,7 @@ class Runner:
             except BaseException:
                 await close_started(workspace, starting)
                 raise
+        record.host = getattr(ws, "host", None)  # a Docker host of ``runtime.docker.hosts``, if placed on one
         try:
             record.integrity_obtained = obtained_integrity(spec.integrity, ws)
             set_up, resources.set_up = resources.set_up, None  # awaited (or cancelled) below from here

@@ -34,13 +34,15 @@ from engine.errors import StoreError
 from engine.models import BuildRecord, RunRecord, Step, TestResult
 from engine.store.lock import duckdb
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: the first schema. 2: ``test_results`` added; a version-1 store gains the table from the
 DDL's IF NOT EXISTS (its runs have no test rows, as their records had no tests) and is
 marked 2, so that an older crucible, which would drop the tests of what it ingests, stops.
 3: ``runs.final_answer`` added (``UPGRADES``: older runs keep NULL, as they stored none).
 4: ``terminals`` and ``terminal_snapshots`` added (engine/store/terminals.py).
-5: ``sweep_runs`` added (the runs a ``resume=true`` sweep reused; older sweeps linked none)."""
+5: ``sweep_runs`` added (the runs a ``resume=true`` sweep reused; older sweeps linked none).
+6: ``runs.infrastructure``, ``runs.host`` and ``runs.retry_of`` added (older runs: false and NULL,
+as none was labelled, placed on another host or retried)."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -53,7 +55,8 @@ DDL = [
         image_tag VARCHAR, from_cache BOOLEAN, owner_pid BIGINT, owner_host VARCHAR,
         spec JSON, raw_grade JSON, timings JSON, diff TEXT,
         violations VARCHAR[], warnings VARCHAR[],
-        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP, final_answer TEXT)""",
+        record_seq BIGINT NOT NULL, ingested_at TIMESTAMP, final_answer TEXT,
+        infrastructure BOOLEAN DEFAULT false, host VARCHAR, retry_of VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS steps (
         run_id VARCHAR NOT NULL, position INTEGER NOT NULL, idx INTEGER, kind VARCHAR,
         capability VARCHAR, tool VARCHAR, arguments JSON, result VARCHAR, is_error BOOLEAN,
@@ -80,7 +83,10 @@ DDL = [
 
 UPGRADES = [
     # A table an older store lacks comes from the DDL's IF NOT EXISTS; a column needs this.
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS final_answer TEXT"
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS final_answer TEXT",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS infrastructure BOOLEAN DEFAULT false",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS retry_of VARCHAR",
 ]
 """Statements that bring an older store's existing tables up to ``DDL`` (each idempotent)."""
 
@@ -119,6 +125,9 @@ RUN_COLUMNS = (
     "record_seq",
     "ingested_at",
     "final_answer",
+    "infrastructure",
+    "host",
+    "retry_of",
 )
 TEST_COLUMNS = ("run_id", "name", "status")
 STEP_COLUMNS = ("run_id", "position") + tuple(f.name for f in dataclasses.fields(Step))
