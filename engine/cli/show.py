@@ -27,7 +27,9 @@ def run_show(run_id: str, *, store_path: str | None, as_json: bool) -> int:
     lines = [
         f"run        {record.run_id}",
         f"task       {record.task_id}    agent {record.agent}" + (f"    model {record.model}" if record.model else ""),
-        f"status     {record.status}" + (f" in {record.error_phase}: {record.error}" if record.error else ""),
+        f"status     {record.status}"
+        + (" (infrastructure: not scored)" if record.infrastructure else "")
+        + (f" in {record.error_phase}: {record.error}" if record.error else ""),
         f"reward     {record.reward}    stop {record.stop_reason}",
         f"integrity  asked {record.integrity_requested}, got {record.integrity_obtained}",
         f"spec       {record.spec_hash}",
@@ -36,6 +38,12 @@ def run_show(run_id: str, *, store_path: str | None, as_json: bool) -> int:
         "timings    " + "  ".join(f"{k}={v:.2f}s" for k, v in record.timings.items()),
         f"run dir    {record.run_dir}",
     ]
+    if record.host or record.retry_of:
+        lines.append(
+            "placed     "
+            + (f"on {record.host}" if record.host else "on this machine")
+            + (f"    retries run {record.retry_of}" if record.retry_of else "")
+        )
     if record.final_answer:
         lines.append(
             "answer     "

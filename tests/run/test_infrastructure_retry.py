@@ -79,8 +79,9 @@ def _stored(session, run_id: str) -> dict:
 
 
 def test_a_run_the_infrastructure_failed_is_labelled_and_tried_again_in_a_directory_of_its_own(
-    planned, host_dies_once, tmp_path
+    planned, host_dies_once, tmp_path, capsys
 ):
+    from engine.cli.show import run_show
     from engine.run.progress import job_state
 
     session, plan = planned
@@ -97,6 +98,12 @@ def test_a_run_the_infrastructure_failed_is_labelled_and_tried_again_in_a_direct
     assert json.loads((tmp_path / "job" / "record.json").read_text())["infrastructure"] is True
     assert _stored(session, record.run_id)["retry_of"] == record.retry_of
     assert job_state(tmp_path / "job") == "completed"  # what a sweep's display shows for the job
+    capsys.readouterr()
+    run_show(record.retry_of, store_path=str(tmp_path / "store.duckdb"), as_json=False)
+    run_show(record.run_id, store_path=str(tmp_path / "store.duckdb"), as_json=False)
+    shown = capsys.readouterr().out
+    assert "status     error (infrastructure: not scored) in provision" in shown
+    assert f"placed     on {INJECTED_HOST}" in shown and f"retries run {record.retry_of}" in shown
 
 
 def test_with_no_retries_left_the_failure_stays_an_infrastructure_error_and_no_attempt(
