@@ -22,7 +22,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from engine.config.compose import compose_config, to_typed
-from engine.errors import UserError
+from engine.errors import CrucibleError, UserError
 from engine.models import RunRecord
 from engine.plan.spec import Plan, plan
 from engine.run.batch import BatchJob, RunSlots, run_batch
@@ -74,20 +74,28 @@ class Sweep:
         slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
         running: list[asyncio.Task[list[BatchJob]]] = []
 
+        async def one_job(job: BatchJob, session: Session) -> list[BatchJob]:
+            """One job's batch. What fails before its run starts (its image cannot be built, the
+            engine that would build it went away) ends this job, said and marked, never the sweep."""
+            try:
+                return await run_batch(
+                    [job],
+                    session,
+                    parallel=self.parallel,
+                    sweep_id=self.sweep_id,
+                    on_record=lambda job, record: print_record(record),
+                    slots=slots.setdefault(id(session), RunSlots(self.parallel)),
+                )
+            except CrucibleError as exc:
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                print(f"crucible run: {job.plan.spec.task_id} {job.plan.spec.agent_name}: {text}", file=sys.stderr)
+                if job.run_dir is not None:
+                    mark_job(job.run_dir, USER_ERROR_MARKER, text)  # the sweep's summary reports it
+                return [job]  # no record: the exit code says so
+
         def start(job: BatchJob | None, session: Session) -> None:
             if job is not None:
-                running.append(
-                    asyncio.ensure_future(
-                        run_batch(
-                            [job],
-                            session,
-                            parallel=self.parallel,
-                            sweep_id=self.sweep_id,
-                            on_record=lambda job, record: print_record(record),
-                            slots=slots.setdefault(id(session), RunSlots(self.parallel)),
-                        )
-                    )
-                )
+                running.append(asyncio.ensure_future(one_job(job, session)))
 
         for job, session in self.first:
             start(job, session)
@@ -103,7 +111,7 @@ class Sweep:
                 mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
                 code = exc.exit_code
         for done in await asyncio.gather(*running):
-            if any(record.status != "completed" for job in done for record in job.records):
+            if any(not job.records or any(r.status != "completed" for r in job.records) for job in done):
                 code = code or 1
         return code
 
