@@ -168,7 +168,7 @@ class RunSpec:
         agent = data.get("agent")
         if isinstance(agent, dict) and isinstance(agent.get("image"), dict) and not any(agent["image"].values()):
             del agent["image"]
-        for part in ("task", "integrity"):
+        for part in ("task", "integrity", "runtime"):
             _omit_defaults(getattr(self, part), data.get(part))
         return data
 
@@ -187,10 +187,15 @@ class RunSpec:
 
 def _omit_defaults(typed: Any, stored: Any) -> None:
     """Drop from ``stored`` (``typed`` as a dict) each field ``typed``'s schema marks
-    ``omit_default`` while it holds its default."""
+    ``omit_default`` while it holds its default, and each it marks ``omit``: where a run is
+    placed (a runtime's Docker hosts, how its bridge is carried) is no part of what it is, so
+    a run placed elsewhere, or resumed on other hosts, is the same spec."""
     if not (dataclasses.is_dataclass(typed) and isinstance(stored, dict)):
         return
     for part in dataclasses.fields(typed):
+        if part.metadata.get("spec") == "omit":
+            stored.pop(part.name, None)
+            continue
         if part.metadata.get("spec") != "omit_default" or part.name not in stored:
             continue
         default = part.default_factory() if part.default_factory is not dataclasses.MISSING else part.default

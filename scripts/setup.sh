@@ -30,7 +30,7 @@ stamp=.venv/.crucible-installed
 want=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing crucible into .venv"
-  .venv/bin/pip install -q -e '.[test]'
+  .venv/bin/pip install -q -e '.[test,ray]'
   echo "$want" > "$stamp"
 fi
 

@@ -399,11 +399,31 @@ def _typed_groups(data: dict[Any, Any]) -> dict[Any, Any]:
                 data[group] = OmegaConf.merge(structured(_schema_for(group, node)), node)
             except ConfigKeyError as exc:  # a plug-in's schema applies only here, not in Hydra
                 key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
+                key = _located(node, str(key)) or key  # OmegaConf drops the path inside a list
                 raise ConfigError(f"unknown config key '{group}.{key}'") from exc
             except ValidationError as exc:  # a value of the wrong type, for the same reason
                 key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
                 raise ConfigError(f"bad config value at '{group}.{key}': {str(exc).strip().splitlines()[0]}") from exc
     return data
+
+
+def _located(node: Any, key: str, at: str = "") -> str | None:
+    """The path of the first ``key`` in ``node``, nested lists and mappings searched
+    (``hosts[0].slot``), for an error OmegaConf reports without it; None when not found."""
+    from omegaconf import DictConfig, ListConfig
+
+    if isinstance(node, DictConfig):
+        if key in node:
+            return f"{at}.{key}" if at else key
+        items = [(f"{at}.{k!s}" if at else str(k), v) for k, v in node.items_ex(resolve=False)]
+    elif isinstance(node, ListConfig):
+        items = [(f"{at}[{i}]", v) for i, v in enumerate(node._iter_ex(resolve=False))]
+    else:
+        return None
+    for path, value in items:
+        if isinstance(value, (DictConfig, ListConfig)) and (found := _located(value, key, path)):
+            return found
+    return None
 
 
 def as_schema(schema: type[T], node: Any, where: str) -> T:

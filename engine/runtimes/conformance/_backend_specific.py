@@ -19,7 +19,7 @@ async def check_container_runs_an_init_with_owner_labels(ws: DockerWorkspace) ->
     from engine.runtimes.docker.reaper import LABEL_RUN_ID
     from engine.runtimes.owner import LABEL_OWNER_PID, LABEL_OWNER_STARTED, process_start_time
 
-    attrs = await asyncio.to_thread(ws.runtime.client.api.inspect_container, ws.container_id)
+    attrs = await asyncio.to_thread(ws.client.api.inspect_container, ws.container_id)
     expect(attrs["HostConfig"]["Init"] is True, f"HostConfig.Init is {attrs['HostConfig']['Init']!r}")
     expect(attrs["HostConfig"]["NetworkMode"] == "none", f"NetworkMode is {attrs['HostConfig']['NetworkMode']!r}")
     # No network sandbox made at all (the cheaper start; runtime.py says why).

@@ -18,7 +18,7 @@ from engine.interfaces import Runtime, Workspace
 LEFTOVERS = "leftovers"
 """The probe can name what still exists of a run outside its workspaces (containers, dirs, sandboxes)."""
 DOCKER_CONTAINER = "docker_container"
-"""The workspace is a Docker container (``ws.container_id``, ``ws.runtime.client``)."""
+"""The workspace is a Docker container (``ws.container_id``, ``ws.client``: its engine's SDK client)."""
 EXEC_BACKSTOP = "exec_backstop"
 """``exec``'s deadline has a host-side backstop past ``ws.backstop_grace`` seconds."""
 

@@ -20,9 +20,12 @@ class DockerProbe:
         self.runtime = runtime
 
     def leftovers(self, run_id: str) -> list[str]:
-        """Containers, running or not, labelled with the run."""
-        found = self.runtime.client.api.containers(all=True, filters={"label": f"{LABEL_RUN_ID}={run_id}"})
-        return [container["Names"][0] for container in found]
+        """Containers, running or not, labelled with the run: on this machine's engine, or on
+        every listed host that is up (``runtime.hosts``)."""
+        pool = self.runtime.pool
+        clients = [self.runtime.client] if pool is None else pool.clients_up()
+        label = {"label": f"{LABEL_RUN_ID}={run_id}"}
+        return [found["Names"][0] for client in clients for found in client.api.containers(all=True, filters=label)]
 
     async def baseline_env_names(self, ws: Workspace) -> set[str]:
         """The image's declared ENV (Docker always applies it; it is part of the image, not

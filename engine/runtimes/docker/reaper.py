@@ -53,4 +53,30 @@ def reap_orphans(client: Any = None) -> list[str]:
             continue
         log.info("removed orphaned container %s (owner pid %s gone)", name, labels.get(LABEL_OWNER_PID))
         reaped.append(name)
+    return reaped + _reap_volumes(client, host)
+
+
+def _reap_volumes(client: Any, host: str) -> list[str]:
+    """The bridge relays' volumes (relay.py) of dead owners, once their containers are gone."""
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        volumes = client.api.volumes(filters={"label": LABEL_OWNER_PID}).get("Volumes") or []
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        log.warning("could not list volumes to reap: %s", exc)
+        return []
+    reaped = []
+    for volume in volumes:
+        labels = volume.get("Labels") or {}
+        if labels.get(LABEL_OWNER_HOST) != host or owner_alive(labels):
+            continue
+        try:
+            client.api.remove_volume(volume["Name"], force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            log.warning("could not remove orphaned volume %s: %s", volume["Name"], exc)
+            continue
+        reaped.append(volume["Name"])
     return reaped

@@ -25,27 +25,26 @@ survive (SIGKILL, OOM) is left to ``engine.runtimes.docker.reaper.reap_orphans``
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-import posixpath
 import re
 import secrets
-import tarfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config.schema import RuntimeConfig
-from engine.errors import EngineUnavailable, WorkspaceError
+from engine.errors import EngineUnavailable, InfrastructureError, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.models import ExecResult, ImageRef, TaskLimits, TtySize
 from engine.runtimes.docker.daemon import ensure_engine
-from engine.runtimes.docker.exec import BACKSTOP_GRACE, DEFAULT_PATH, default_env, run_exec, run_simple, sdk_call
+from engine.runtimes.docker.exec import BACKSTOP_GRACE, DEFAULT_PATH, default_env, run_exec, sdk_call
+from engine.runtimes.docker.files import absolute, read_file, single_file_tar, write_file
+from engine.runtimes.docker.placement import DockerHost, HostPool, as_hosts, check_hosts, place
 from engine.runtimes.docker.process import DockerProcess
 from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
+from engine.runtimes.docker.relay import BridgeRelay, check_bridge
 from engine.runtimes.lifecycle import StartedOnce
 from engine.runtimes.owner import owner_labels
 from engine.util.aio import finish_even_if_cancelled
@@ -56,9 +55,6 @@ HOSTS = Path(__file__).with_name("hosts")
 """/etc/hosts of a workspace without network (as Docker writes it for mode none: localhost only)."""
 KEEPER = ("sleep", "infinity")
 """What the container runs under docker-init, as its entrypoint (the module's docstring)."""
-_MODE_DIR = 1 << 31  # Go's os.ModeDir / os.ModeSymlink, as the archive API reports them
-_MODE_SYMLINK = 1 << 27
-_MAX_LINK_HOPS = 16
 
 if TYPE_CHECKING:
     from engine.build.images import ContentAddressedBuilder
@@ -74,6 +70,16 @@ class DockerRuntimeConfig(RuntimeConfig):
     memory: str | None = None
     cpus: float | None = None
     pids_limit: int | None = 4096
+    hosts: list[DockerHost] = field(default_factory=list, metadata={"spec": "omit"})
+    """Remote Docker hosts to place runs on (``engine/runtimes/docker/placement.py``); empty:
+    this machine's engine. Where a run ran is no part of what it is: never in its spec."""
+    bridge: str = field(default="mount", metadata={"spec": "omit"})
+    """How a workspace sees the run's bridge: "mount" (a bind mount; this machine's engine) or
+    "relay" (engine/runtimes/docker/relay.py; what a listed host always gets)."""
+
+    def __post_init__(self) -> None:
+        check_hosts(self.hosts)
+        check_bridge(self.bridge)
 
 
 class DockerRuntime:
@@ -89,6 +95,8 @@ class DockerRuntime:
         cpus: float | None = None,
         pids_limit: int | None = 4096,
         name: str = "docker",
+        hosts: Sequence[DockerHost | Mapping[str, Any]] = (),
+        bridge: str = "mount",
     ) -> None:
         # The SDK's default 60 s read timeout made peers' long test runs fail silently.
         self.api_timeout = float(api_timeout)
@@ -96,9 +104,13 @@ class DockerRuntime:
         self.memory = memory
         self.cpus = cpus
         self.pids_limit = pids_limit
+        self.bridge = check_bridge(bridge)
         self.name = name
         self._client = None
         self._lock = threading.Lock()
+        listed = as_hosts(hosts)
+        self.pool = HostPool(listed, self.api_timeout) if listed else None
+        """The listed hosts (``runtime.hosts``), None when containers run on this machine's engine."""
 
     @property
     def client(self) -> Any:  # docker.DockerClient: the SDK ships no types
@@ -107,6 +119,12 @@ class DockerRuntime:
             if self._client is None:
                 self._client = connect(self.api_timeout)
             return self._client
+
+    def housekeeping(self) -> None:
+        """Before a sweep: every listed host connected, so each is rid of the containers of
+        owners that died (a sweep killed while its host was away) and a dead one is known."""
+        if self.pool is not None:
+            self.pool.connect_all()
 
     def supports(self, integrity: IntegrityConfig) -> str | None:
         """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
@@ -202,6 +220,20 @@ class DockerWorkspace(StartedOnce):
         self._closing: asyncio.Future[None] | None = None
         self._processes: list[DockerProcess] = []
         self._created = False  # set just before the create call: only then is there anything to remove
+        self.remote = runtime.pool is not None
+        """Placed on a listed Docker host (``runtime.hosts``): nothing of this machine's file
+        system reaches the container (no bind mounts; /etc/hosts is written in, the bridge relayed)."""
+        self.host: str | None = None
+        """The URL of the listed host it runs on, once started (None: this machine's engine)."""
+        self._host_index: int | None = None  # its slot in ``runtime.pool``, held from placement to removal
+        self._relay: BridgeRelay | None = None  # the bridge over the exec channel (relay.py), when not bind-mounted
+
+    @property
+    def client(self) -> Any:  # docker.DockerClient
+        """The SDK client of the engine this container runs on: its host's, else this machine's."""
+        if self._host_index is not None:
+            return self.runtime.pool.client(self._host_index)  # type: ignore[union-attr]
+        return self.runtime.client
 
     def __repr__(self) -> str:
         return f"DockerWorkspace({self.name}, image={self.image}, network={self.network}, {self._state})"
@@ -209,9 +241,18 @@ class DockerWorkspace(StartedOnce):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _start(self) -> None:
+        if self.runtime.pool is not None:  # a listed host's slot, held until teardown
+            self._host_index = await place(self.runtime.pool, self.run_id)
+            self.host = self.runtime.pool.url(self._host_index)
         # Shielded: a cancel must not leave the creating thread to finish unseen; close()
         # (StartedOnce) removes whatever it managed to create.
         await finish_even_if_cancelled(asyncio.to_thread(self._create_and_start))
+        if self._relay is not None:  # the bridge over the exec channel (relay.py)
+            try:
+                await self._relay.start()
+            except WorkspaceError as exc:
+                self._raise_if_lost(exc, "provision")
+                raise
 
     async def _teardown(self) -> None:
         self._state = "closing"
@@ -220,16 +261,30 @@ class DockerWorkspace(StartedOnce):
         try:
             await asyncio.to_thread(self._remove)
         finally:
+            if self._relay is not None:  # after the container, which mounts the relay's volume
+                await self._relay.close()
             self._state = "closed"
+            if self._host_index is not None and self.runtime.pool is not None:
+                self.runtime.pool.release(self.run_id)
 
     def _create_and_start(self) -> None:
         import docker.errors
         import requests.exceptions
 
-        client = self.runtime.client
+        client = self._ready_host() if self.remote else self.runtime.client
         labels = {LABEL_RUN_ID: self.run_id, LABEL_PURPOSE: self.purpose, **owner_labels()}
+        if self.bridge_dir and (self.remote or self.runtime.bridge == "relay"):
+            relay_labels = {**labels, LABEL_PURPOSE: f"{self.purpose}-bridge"}
+            self._relay = BridgeRelay(
+                client, self.bridge_dir, name=self.name, labels=relay_labels, host=self.host, phase=self.purpose
+            )
         self._created = True
         try:
+            if self._relay is not None:  # its image on the engine (moved to a listed host), its volume made
+                pool, index, local = self.runtime.pool, self._host_index, lambda: self.runtime.client
+                self._relay.prepare(
+                    None if pool is None or index is None else lambda t: pool.ensure_image(index, t, local)
+                )
             container = client.containers.create(
                 self.image,
                 entrypoint=list(KEEPER),
@@ -251,17 +306,41 @@ class DockerWorkspace(StartedOnce):
             )
             self.container_id = container.id
             self._path = _image_path(container.attrs) or DEFAULT_PATH
+            if self.remote and not self.network:  # no host file to bind there: written in instead
+                container.put_archive("/etc", single_file_tar("hosts", HOSTS.read_bytes(), 0o644, ROOT_UID))
             container.start()
         except docker.errors.ImageNotFound as exc:
             raise WorkspaceError(f"image {self.image} not found; build it first (crucible build)") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            self._raise_if_lost(exc, "provision")
             raise WorkspaceError(f"could not start a container from {self.image}: {exc}") from exc
 
+    def _ready_host(self) -> Any:  # docker.DockerClient
+        """The client of the host this workspace was placed on, with the image there."""
+        pool, index = self.runtime.pool, self._host_index
+        assert pool is not None and index is not None, "placed before it is created"
+        return pool.with_image(index, self.image, lambda: self.runtime.client)
+
+    def _raise_if_lost(self, exc: BaseException, phase: str) -> None:
+        """``InfrastructureError`` (host recorded, host marked down) when ``exc``, or what it
+        was raised from, says this workspace's listed host could not be reached."""
+        pool, index = self.runtime.pool, self._host_index
+        if pool is None or index is None:
+            return
+        error = pool.lost(index, phase, exc.__cause__ if isinstance(exc, WorkspaceError) and exc.__cause__ else exc)
+        if isinstance(error, InfrastructureError):
+            raise error from exc
+
     def _volumes(self) -> dict[str, dict[str, str]] | None:
+        """Bind mounts of this machine's files: none on a listed host (``remote``); a relayed
+        bridge is the relay's volume instead."""
+        relayed = self._relay.mount() if self._relay is not None else {}
+        if self.remote:
+            return relayed or None
         volumes = {} if self.network else {str(HOSTS): {"bind": "/etc/hosts", "mode": "ro"}}
-        if self.bridge_dir:
+        if self.bridge_dir and self._relay is None:
             volumes[self.bridge_dir] = {"bind": BRIDGE_PATH, "mode": "ro"}
-        return volumes or None
+        return {**volumes, **relayed} or None
 
     def _remove(self) -> None:
         import docker.errors
@@ -269,17 +348,23 @@ class DockerWorkspace(StartedOnce):
 
         if not self._created:
             return
-        api = self.runtime.client.api
         try:
             # By name as well as id: a cancel may have interrupted create before it returned.
-            api.remove_container(self.container_id or self.name, force=True, v=True)
+            self.client.api.remove_container(self.container_id or self.name, force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except InfrastructureError as exc:  # its host is gone: the reaper removes it when it is back
+            log.warning("could not remove container %s: %s", self.name, exc)
         except docker.errors.APIError as exc:
             if exc.status_code == 409 and "already in progress" in str(exc):
                 return
             raise WorkspaceError(f"could not remove container {self.name}: {exc}") from exc
         except requests.exceptions.RequestException as exc:
+            try:
+                self._raise_if_lost(exc, "provision")
+            except InfrastructureError:  # its host is gone: the reaper removes it when it is back
+                log.warning("could not remove container %s: its host is unreachable (%s)", self.name, exc)
+                return
             raise WorkspaceError(f"could not remove container {self.name}: {exc}") from exc
 
     def _running_id(self) -> str:
@@ -309,8 +394,10 @@ class DockerWorkspace(StartedOnce):
         max_output: int = 1 << 20,
     ) -> ExecResult:
         try:
+            if self._relay is not None:  # what the host's bridge holds now, there for the command
+                await self._relay.sync()
             return await run_exec(
-                self.runtime.client.api,
+                self.client.api,
                 self._running_id(),
                 argv,
                 user=user,
@@ -322,13 +409,14 @@ class DockerWorkspace(StartedOnce):
                 backstop_grace=self.backstop_grace,
             )
         except WorkspaceError as exc:
+            self._raise_if_lost(exc, self.purpose)
             raise await self._with_container_state(exc) from exc
 
     async def _with_container_state(self, exc: WorkspaceError) -> WorkspaceError:
         """``exc``, saying so where the container itself has stopped: the daemon's own words
         for an exec into a dead container ("task ... not found") name neither it nor why."""
         try:
-            attrs = await asyncio.to_thread(self.runtime.client.api.inspect_container, self._running_id())
+            attrs = await asyncio.to_thread(self.client.api.inspect_container, self._running_id())
         except Exception:  # noqa: BLE001 - the original error is the one to report
             return exc
         state = attrs.get("State") or {}
@@ -349,78 +437,40 @@ class DockerWorkspace(StartedOnce):
         tty: TtySize | None = None,
         separate_stderr: bool = False,
     ) -> DockerProcess:
-        process = await DockerProcess.start(
-            self.runtime.client.api,
-            self._running_id(),
-            argv,
-            user=user,
-            cwd=cwd,
-            env=self.default_env(user) if env is None else dict(env),
-            tty=tty,
-            separate_stderr=separate_stderr,
-        )
+        try:
+            if self._relay is not None:
+                await self._relay.sync()
+            process = await DockerProcess.start(
+                self.client.api,
+                self._running_id(),
+                argv,
+                user=user,
+                cwd=cwd,
+                env=self.default_env(user) if env is None else dict(env),
+                tty=tty,
+                separate_stderr=separate_stderr,
+            )
+        except WorkspaceError as exc:
+            self._raise_if_lost(exc, self.purpose)
+            raise
         self._processes.append(process)
         return process
 
     # -- files -----------------------------------------------------------------------------
 
     async def read_file(self, path: str) -> bytes:
-        return await sdk_call("get_archive", self._read_file, self._running_id(), _absolute(path))
-
-    def _read_file(self, container_id: str, path: str) -> bytes:
-        import docker.errors
-
-        api = self.runtime.client.api
-        for _ in range(_MAX_LINK_HOPS):
-            try:
-                chunks, stat = api.get_archive(container_id, path)
-            except docker.errors.NotFound as exc:
-                raise FileNotFoundError(2, "No such file or directory", path) from exc
-            if stat["mode"] & _MODE_DIR:
-                chunks.close()
-                raise IsADirectoryError(21, "Is a directory", path)
-            if stat["mode"] & _MODE_SYMLINK:
-                chunks.close()
-                # The daemon reports the link's target resolved inside the container.
-                path = stat.get("linkTarget") or posixpath.join(posixpath.dirname(path), stat["name"])
-                continue
-            with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
-                member = tar.next()
-                extracted = tar.extractfile(member) if member is not None else None
-                if extracted is None:
-                    raise WorkspaceError(f"archive of {path} held no regular file")
-                return extracted.read()
-        raise OSError(40, "Too many levels of symbolic links", path)
+        try:
+            return await sdk_call("get_archive", read_file, self.client.api, self._running_id(), absolute(path))
+        except WorkspaceError as exc:
+            self._raise_if_lost(exc, self.purpose)
+            raise
 
     async def write_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: int = ROOT_UID) -> None:
-        import docker.errors
-
-        container_id = self._running_id()
-        parent, name = posixpath.split(_absolute(path))
-        if not name:
-            raise IsADirectoryError(21, "Is a directory", path)
-        archive = _single_file_tar(name, bytes(data), mode, owner)
         try:
-            await asyncio.to_thread(self.runtime.client.api.put_archive, container_id, parent, archive)
-            return
-        except docker.errors.NotFound:
-            pass  # the parent directory does not exist yet
-        except docker.errors.DockerException as exc:
-            raise WorkspaceError(f"could not write {path}: {exc}") from exc
-        # Parents via mkdir -p as root, not via directory entries in the tar: extracting
-        # those over existing directories would reset their owner and mode (think /tmp).
-        code, output = await sdk_call(
-            "exec (mkdir)", run_simple, self.runtime.client.api, container_id, ["mkdir", "-p", "--", parent]
-        )
-        if code != 0:
-            raise WorkspaceError(f"could not create {parent}: {output.decode(errors='replace').strip()}")
-        await sdk_call("put_archive", self.runtime.client.api.put_archive, container_id, parent, archive)
-
-
-def _absolute(path: str) -> str:
-    if not path.startswith("/"):
-        raise ValueError(f"workspace paths must be absolute, got {path!r}")
-    return posixpath.normpath(path)
+            await write_file(self.client.api, self._running_id(), path, data, mode, owner)
+        except WorkspaceError as exc:
+            self._raise_if_lost(exc, self.purpose)
+            raise
 
 
 def _image_path(attrs: Mapping[str, Any]) -> str | None:
@@ -430,13 +480,3 @@ def _image_path(attrs: Mapping[str, Any]) -> str | None:
             return path
 
     return None
-
-
-def _single_file_tar(name: str, data: bytes, mode: int, owner: int) -> bytes:
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-    info.uid = info.gid = owner
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()

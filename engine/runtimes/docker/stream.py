@@ -30,6 +30,8 @@ class HijackedStream:
         self._reader: Any = buffered if hasattr(buffered, "read1") else sdk_socket  # the SDK's internals: duck-typed
         self._sock: socket.socket = getattr(sdk_socket, "_sock", None) or sdk_socket  # type: ignore[assignment]
         self._response = response
+        # ssh:// (``use_ssh_client``): the SDK's "socket" is an ssh process's pipes, no socket.
+        self._ssh: Any = getattr(self._sock, "proc", None)
         # The SDK leaves its per-request read timeout on the socket; a quiet command must
         # not look like a dead connection, and abort() is how a blocked read is released.
         self._sock.settimeout(None)
@@ -40,20 +42,38 @@ class HijackedStream:
         return data
 
     def send_all(self, data: bytes) -> None:
+        if self._ssh is not None:
+            try:
+                self._ssh.stdin.write(data)
+                self._ssh.stdin.flush()
+            except ValueError as exc:  # written after close_write
+                raise BrokenPipeError(32, "stdin already closed") from exc
+            return
         self._sock.sendall(data)
 
     def close_write(self) -> None:
         """Half-close: the daemon then closes the process's stdin."""
-        self._sock.shutdown(socket.SHUT_WR)
+        if self._ssh is not None:
+            self._ssh.stdin.close()
+            return
+        # socket.socket's, not the TLS socket's own shutdown(), which drops its TLS layer (the
+        # output could not be read any more): a TCP half-close is what Docker reads as the end.
+        socket.socket.shutdown(self._sock, socket.SHUT_WR)
 
     def abort(self) -> None:
         """Unblock a reader in another thread (it sees EOF); safe to call repeatedly."""
+        if self._ssh is not None:
+            self._ssh.kill()  # its stdout then ends: the reader sees EOF
+            return
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 
     def close(self) -> None:
+        if self._ssh is not None:
+            self._ssh.kill()  # the SDK's own close leaves it running once stdin is closed
+            self._ssh.wait()
         for closable in (self._response, self._sock):
             try:
                 closable.close()  # type: ignore[union-attr]
