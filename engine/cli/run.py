@@ -113,6 +113,10 @@ def run_hydra(args: list[str]) -> int:
     store = None
     if not set(flags) & _NO_VALIDATION:
         overrides = expand_globs(overrides)
+        if multirun:
+            from engine.cli.ray_sweep import require_ray_launcher
+
+            overrides = require_ray_launcher(overrides)  # crucible's; without the ray extra: one line
         composed, store = _validate(overrides)
         if runs_jobs:
             from engine.run.session import open_store

@@ -256,7 +256,8 @@ class SweepProgress(_Progress):
         if cached is not None and cached[0] == version:
             return cached[1]
         state = job_state(job)
-        self._seen[job.name] = (version, state)
+        if state != "running" or not any(job.glob("retry-*")):  # a retry's own record may yet change it
+            self._seen[job.name] = (version, state)
         return state
 
 

@@ -1,0 +1,1 @@
+"""crucible's Ray launcher, a Hydra plugin (Hydra finds launchers only under ``hydra_plugins``)."""
