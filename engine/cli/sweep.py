@@ -61,10 +61,13 @@ class Sweep:
         """Plan the jobs validation composed, which use every choice of every axis: every
         task's repo and refs are checked before any container starts. Raises UserError."""
         self.first = [
-            _plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions)
+            plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions)
             for num, (combo, cfg) in enumerate(self.composed)
             if cfg is not None
         ]
+        for session in self.sessions.values():  # a runtime's own (a Docker host's dead owners' containers)
+            if hasattr(session.runtime, "housekeeping"):
+                session.runtime.housekeeping()
 
     def run(self) -> int:
         """Run every job (the rest planned while the first ones run); the jobs' exit code."""
@@ -105,7 +108,7 @@ class Sweep:
                 continue
             job_dir = self.sweep_dir / str(num)
             try:
-                start(*await asyncio.to_thread(_plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions))
+                start(*await asyncio.to_thread(plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions))
             except UserError as exc:
                 print(f"crucible run: {exc}", file=sys.stderr)
                 mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
@@ -116,7 +119,7 @@ class Sweep:
         return code
 
 
-def _plan_job(
+def plan_job(
     combo: list[str], cfg: Any, sweep_id: str, job_dir: Path, sessions: dict[tuple[object, ...], Session]
 ) -> tuple[BatchJob | None, Session]:
     """One job's plan (None when ``resume=true`` finds it done), with the session it runs in."""

@@ -176,11 +176,12 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
         """One run of ``job``, tried again while the infrastructure failed it and tries are left:
         the job (and the progress) count only its last try."""
         record = await execute(job, run_dir, run_id)
+        first_dir = Path(record.run_dir or _default_root() / record.run_id)
         for retry in range(1, job.retries + 1):
             if not record.infrastructure:
                 break
             # Made now, so a sweep's display sees the job retrying, not failed (progress.job_state).
-            again = Path(record.run_dir or _default_root() / record.run_id) / f"retry-{retry}"
+            again = first_dir / f"retry-{retry}"
             again.mkdir(parents=True, exist_ok=True)
             record = await execute(job, again, None, retry_of=record)
         if progress is not None:

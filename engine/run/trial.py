@@ -170,6 +170,8 @@ class Runner:
             if infrastructure is not None:  # the machinery's, not the agent's: labelled, never scored
                 record.infrastructure = True
                 record.host = infrastructure.host or record.host
+                if infrastructure is not exc:  # what failed first, in its words (the rest: error.log)
+                    record.error = f"{type(infrastructure).__name__}: {infrastructure}"
             write_traceback(run_dir)
         if done_with_workspaces is not None:
             done_with_workspaces()

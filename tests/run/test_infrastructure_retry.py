@@ -45,8 +45,9 @@ def planned(planned_once, tmp_path):
 
 
 @pytest.fixture
-def host_dies_once(monkeypatch):
-    """The next agent workspace's start fails as a dead host's would; later starts are real."""
+def host_dies(monkeypatch):
+    """The next agent workspace starts (``host_dies["left"]`` of them, 1 by default) fail as a
+    dead host's would; later starts are real."""
     from engine.runtimes.docker.runtime import DockerWorkspace
 
     real = DockerWorkspace._create_and_start
@@ -79,14 +80,14 @@ def _stored(session, run_id: str) -> dict:
 
 
 def test_a_run_the_infrastructure_failed_is_labelled_and_tried_again_in_a_directory_of_its_own(
-    planned, host_dies_once, tmp_path, capsys
+    planned, host_dies, tmp_path, capsys
 ):
     from engine.cli.show import run_show
     from engine.run.progress import job_state
 
     session, plan = planned
     job = _run(session, plan, tmp_path / "job", retries=1)
-    assert host_dies_once["left"] == 0
+    assert host_dies["left"] == 0
     [record] = job.records  # the job's record is its last try's
     assert record.status == "completed" and record.reward == 1.0
     assert record.retry_of is not None and not record.infrastructure
@@ -98,6 +99,10 @@ def test_a_run_the_infrastructure_failed_is_labelled_and_tried_again_in_a_direct
     assert json.loads((tmp_path / "job" / "record.json").read_text())["infrastructure"] is True
     assert _stored(session, record.run_id)["retry_of"] == record.retry_of
     assert job_state(tmp_path / "job") == "completed"  # what a sweep's display shows for the job
+    host_dies["left"] = 2  # then twice in a row: every retry goes beside the first try, not inside the last
+    [again] = _run(session, plan, tmp_path / "again", retries=2).records
+    assert again.status == "completed" and Path(again.run_dir) == tmp_path / "again" / "retry-2"
+    assert (tmp_path / "again" / "retry-1" / "record.json").exists()
     capsys.readouterr()
     run_show(record.retry_of, store_path=str(tmp_path / "store.duckdb"), as_json=False)
     run_show(record.run_id, store_path=str(tmp_path / "store.duckdb"), as_json=False)
@@ -106,9 +111,7 @@ def test_a_run_the_infrastructure_failed_is_labelled_and_tried_again_in_a_direct
     assert f"placed     on {INJECTED_HOST}" in shown and f"retries run {record.retry_of}" in shown
 
 
-def test_with_no_retries_left_the_failure_stays_an_infrastructure_error_and_no_attempt(
-    planned, host_dies_once, tmp_path
-):
+def test_with_no_retries_left_the_failure_stays_an_infrastructure_error_and_no_attempt(planned, host_dies, tmp_path):
     from engine.report.compute import build_report
     from engine.report.query import Filters
     from engine.run.progress import job_state
