@@ -112,8 +112,13 @@ def launch(launcher: Any, job_overrides: Any, initial_job_idx: int) -> list[JobR
                     continue
                 returns.append(_job_return(record))
     except KeyboardInterrupt:
+        finished, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        for ref in finished:  # done before the interrupt: stored as it came back
+            _collect(ref, pending.pop(ref), board, str(config.sweep_id))
         for ref in pending:
             ray.cancel(ref, force=True)
+        for job in pending.values():  # what its worker had started ends canceled here, not lost
+            _canceled(job, board, str(config.sweep_id))
         raise
     return returns
 
@@ -252,6 +257,19 @@ def _worker_died(job: _Job, exc: BaseException, board: Any, sweep_id: str) -> Ru
     _remove_containers(job.run_id)
     job.session.store.record_run(record)
     return record
+
+
+def _canceled(job: _Job, board: Any, sweep_id: str) -> None:
+    """A job the user interrupted while a worker ran it: a ``canceled`` run, as an in-process
+    sweep records one (its worker's own record went with the worker); its containers on this
+    engine go with it. A job no worker had started yet never ran: nothing to record."""
+    worker, _ = _where(board, job.num)
+    if worker is None:
+        return
+    record = _error_record(job, sweep_id, "canceled by the user")
+    record.status, record.host = "canceled", worker
+    _remove_containers(job.run_id)
+    job.session.store.record_run(record)
 
 
 def _failed_there(job: _Job, exc: BaseException, board: Any, sweep_id: str) -> RunRecord:

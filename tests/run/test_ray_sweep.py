@@ -295,3 +295,40 @@ def test_a_job_whose_worker_died_is_tried_again_on_the_cluster_as_the_retry_poli
     assert Path(retry[4]) == Path(by_id[run_id][3]) / "retry-1", retry
     assert [r[1] for r in rows].count("completed") == 4, rows
     assert "4/4 done, 4 completed, 0 failed" in output, output[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_sweep_interrupted_while_a_worker_runs_a_job_records_that_run_canceled(cluster, docker_client, tmp_path):
+    """Ctrl-C on the launcher: the Ray tasks are cancelled, and the run a worker had started
+    (frozen there, so it cannot finish first) is recorded ``canceled`` here, not lost."""
+    args = [*SWEEP, STORED_ONCE, "seed=7", f"hydra.launcher.ray.init.address={cluster.address}"]
+    log = tmp_path / "sweep.log"
+    with log.open("w") as out:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, env=cluster.env, stdout=out, stderr=out
+        )
+
+    def frozen_worker_mid_run() -> str | None:
+        for container in docker_client.api.containers(filters={"label": "crucible.run_id"}):
+            labels = container["Labels"]
+            pid = int(labels.get("crucible.owner_pid", "0"))
+            if _in_a_worker_node(pid, cluster):
+                os.kill(pid, signal.SIGSTOP)
+                return labels["crucible.run_id"]
+        return None
+
+    try:
+        run_id = wait_for(frozen_worker_mid_run, 120, "a run working in a container on a worker")
+        sweep.send_signal(signal.SIGINT)
+        assert sweep.wait(timeout=120) != 0, log.read_text()[-3000:]
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    rows = query(cluster.env, "SELECT run_id, status, host, error FROM runs WHERE seed = 7")
+    by_id = {r[0]: r[1:] for r in rows}
+    assert run_id in by_id, (rows, log.read_text()[-3000:])
+    status, host, error = by_id[run_id]
+    assert (status, error) == ("canceled", "canceled by the user") and host.startswith("ray node "), by_id[run_id]
+    assert all(r[1] in ("completed", "canceled") for r in rows), rows  # none left "running", none an error
+    assert docker_client.api.containers(all=True, filters={"label": f"crucible.run_id={run_id}"}) == []
