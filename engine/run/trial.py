@@ -172,6 +172,13 @@ class Runner:
                 record.host = infrastructure.host or record.host
                 if infrastructure is not exc:  # what failed first, in its words (the rest: error.log)
                     record.error = f"{type(infrastructure).__name__}: {infrastructure}"
+            elif record.host is not None and self._host_went_away(record.host):
+                # A stream cut by its host's death reads as the command's own failure; the
+                # host found unreachable since (its teardown's removal, say) says whose it was.
+                record.infrastructure = True
+                record.error = (
+                    f"InfrastructureError: Docker host {record.host} went away during the run ({record.error})"
+                )
             write_traceback(run_dir)
         if done_with_workspaces is not None:
             done_with_workspaces()
@@ -180,6 +187,10 @@ class Runner:
         if cancelled:
             raise asyncio.CancelledError
         return record
+
+    def _host_went_away(self, host: str) -> bool:
+        host_down = getattr(self.runtime, "host_down", None)  # a runtime with hosts of its own
+        return bool(host_down is not None and host_down(host))
 
     async def _finish(self, record: RunRecord, phase: Phase, resources: RunResources) -> bool:
         """Write the final record while the grading container is removed (~0.05 and ~0.1 s):

@@ -157,3 +157,48 @@ def test_a_bad_retry_policy_fails_at_compose_time_in_one_line(override, message)
     with pytest.raises(UserError) as caught:
         to_typed(compose_config(["task=sample/last_page", override]))
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_run_cut_off_by_its_host_going_away_is_labelled_the_infrastructures(planned_once, tmp_path, monkeypatch):
+    """A command's stream cut by its host's death reads as the command's own failure (a
+    ``WorkspaceError``): when the run's host has been found unreachable since, the run is the
+    infrastructure's. Real runs on this engine listed as a host; the cut is injected."""
+    from engine.errors import WorkspaceError
+    from engine.run.batch import BatchJob, run_batch
+    from engine.run.session import Session, open_store
+    from engine.runtimes.docker.runtime import DockerRuntime, DockerWorkspace
+
+    session, plan = planned_once
+    runtime = DockerRuntime(hosts=[{"url": "unix:///var/run/docker.sock", "slots": 2}])
+    own = Session(store=open_store(str(tmp_path / "store.duckdb")), builder=session.builder, runtime=runtime)
+    real_exec = DockerWorkspace.exec
+
+    async def cut(self, argv, **kwargs):
+        if self.purpose == "agent":  # the host dies as the task is set up in the agent's workspace
+            runtime.pool.mark_down(0, "gone (injected)")
+            raise WorkspaceError("docker exec failed: the stream ended (injected)")
+        return await real_exec(self, argv, **kwargs)
+
+    monkeypatch.setattr(DockerWorkspace, "exec", cut)
+    job = BatchJob(plan, run_dir=tmp_path / "job", retries=0)
+    asyncio.run(run_batch([job], own))
+    [record] = job.records
+    assert (record.status, record.infrastructure, record.host) == ("error", True, "unix:///var/run/docker.sock")
+    assert record.error.startswith("InfrastructureError: Docker host unix:///var/run/docker.sock went away")
+    monkeypatch.setattr(DockerWorkspace, "exec", real_exec)
+    runtime.pool._down_until.clear()  # back up: the same failure on a host that answers is the run's own
+    monkeypatch.setattr(DockerWorkspace, "exec", _failing_agent_side(real_exec))
+    again = BatchJob(plan, run_dir=tmp_path / "again", retries=0)
+    asyncio.run(run_batch([again], own))
+    assert again.records[0].status == "error" and not again.records[0].infrastructure
+
+
+def _failing_agent_side(real_exec):
+    from engine.errors import WorkspaceError
+
+    async def failing(self, argv, **kwargs):
+        if self.purpose == "agent":
+            raise WorkspaceError("docker exec failed: the container has stopped (injected)")
+        return await real_exec(self, argv, **kwargs)
+
+    return failing

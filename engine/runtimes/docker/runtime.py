@@ -126,6 +126,12 @@ class DockerRuntime:
         if self.pool is not None:
             self.pool.connect_all()
 
+    def host_down(self, url: str) -> bool:
+        """Whether the listed host ``url`` was found unreachable (and is skipped for now): a run
+        that failed on it meanwhile failed with it (``Runner.execute``)."""
+        pool = self.pool
+        return pool is not None and any(pool.url(i) == url and pool.is_down(i) for i in range(len(pool.hosts)))
+
     def supports(self, integrity: IntegrityConfig) -> str | None:
         """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
         and grading always gets a fresh container. None means supported."""
