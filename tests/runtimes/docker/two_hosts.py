@@ -126,6 +126,14 @@ def second_dockerd() -> Iterator[SecondDockerd]:
         daemon.remove()
 
 
+async def _end_sessions() -> None:
+    """Cancel every other task of this loop (the open sessions) and wait until each has ended."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
 async def _run_command(process) -> None:  # asyncssh.SSHServerProcess
     """One ssh session: its command, run here, with the session's bytes as its stdin/stdout.
     As sshd does, the command's pipes end with the session: a client that goes away (an
@@ -219,6 +227,9 @@ class SshHost:
         if self.server is not None:
             self.server.close()
             asyncio.run_coroutine_threadsafe(self.server.wait_closed(), self.loop).result(30)
+        # Sessions still open (a client's last dial-stdio) end here, each killing its command,
+        # before the loop stops: none is left to be destroyed with it.
+        asyncio.run_coroutine_threadsafe(_end_sessions(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(30)
         shutil.rmtree(self.root, ignore_errors=True)
