@@ -146,6 +146,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=1)
     ns = parser.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a killed bench still stops its nodes and dockerd
     from two_hosts import second_dockerd
 
     home = tempfile.mkdtemp(prefix="crucible-bench-scale-")
@@ -177,8 +178,8 @@ def main() -> int:
     )
     base = statistics.median(r["seconds"] for r in results["default"])
     print(
-        f"{'configuration':12} {'seconds':>8} {'runs/s':>7} {"x default":>10} {'before s':>9} {'span s':>7} "
-        f"{'after s':>8} {'run s':>6} {'provision s':>12}"
+        f"{'configuration':12} {'seconds':>8} {'runs/s':>7} {'x default':>10} {'before s':>9} {'span s':>7} "
+        f"{'after s':>8} {'run s':>6} {'provision s':>12}   seconds min..max"
     )
     for name, trials in results.items():
 
@@ -188,7 +189,8 @@ def main() -> int:
         seconds = med("seconds")
         print(
             f"{name:12} {seconds:8.2f} {RUNS / seconds:7.2f} {base / seconds:10.2f} {med('before'):9.2f} "
-            f"{med('span'):7.2f} {med('after'):8.2f} {med('run'):6.2f} {med('provision'):12.2f}"
+            f"{med('span'):7.2f} {med('after'):8.2f} {med('run'):6.2f} {med('provision'):12.2f}   "
+            f"{min(t['seconds'] for t in trials):.2f}..{max(t['seconds'] for t in trials):.2f}"
         )
     return 0
 

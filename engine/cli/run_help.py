@@ -40,6 +40,10 @@ values (key=value; any key of the composed config, see --cfg job):
   store=PATH              the DuckDB store (default: $CRUCIBLE_STORE, else $CRUCIBLE_HOME/store.duckdb)
   resume=true             with -m: skip what the store already has a completed run of
   hydra.launcher.n_jobs=N with -m: runs in parallel (default {n_jobs})
+  retries.infrastructure=N  more tries of a run a host or worker failed (default 2; docs/scale.md)
+  runtime.hosts='[{{url: ssh://me@box:22, slots: 4}}]'  Docker hosts to place runs on (docs/scale.md)
+  hydra/launcher=ray      with -m: the jobs on a Ray cluster (hydra.launcher.ray.init.address=HOST:PORT
+                          joins one; default: a local one; the ray extra; docs/scale.md)
 
 flags:
   -m, --multirun          a sweep over the comma lists and glob()s
