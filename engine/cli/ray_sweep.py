@@ -63,6 +63,8 @@ class _Job:
     """More tries left for a run the machinery failed (``retries.infrastructure``)."""
     run_id: str = ""
     retry_of: str | None = None
+    repos: dict[str, bytes] | None = None
+    """The git bundles of its local repos, made on its first try (``repo_bundles``)."""
     tries: int = 0
     """Tries sent again after their worker died."""
 
@@ -159,13 +161,19 @@ def _send(launcher: Any, job: _Job, board: Any) -> Any:
     from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray
     from omegaconf import open_dict
 
+    from engine.plan import lock
+    from engine.plan.repos import repo_bundles
     from engine.run.ray_job import RemoteJob
     from engine.run.records import new_run_id
 
     job.run_id = new_run_id()
     with open_dict(job.sweep_config):
         job.sweep_config.hydra.sweep.subdir = f"{job.num}-{job.run_id}"  # each try a directory of its own there
-    remote = RemoteJob(job.num, job.run_id, job.plan.spec.spec_hash, job.retries, board)
+    if job.repos is None:  # the task's local repos travel with it (a worker may lack them)
+        job.repos = repo_bundles(json.dumps(job.plan.spec.to_dict()))
+    task_id = job.plan.spec.task_id
+    locks = {task_id: lock.READ[task_id]} if task_id in lock.READ else {}  # and the lock it was planned with
+    remote = RemoteJob(job.num, job.run_id, job.plan.spec.spec_hash, job.retries, board, job.repos, locks)
     return launch_job_on_ray(
         launcher.hydra_context, launcher.ray_cfg.remote, job.sweep_config, remote, Singleton.get_state()
     )

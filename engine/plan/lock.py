@@ -33,10 +33,19 @@ def lock_path(task_id: str) -> Path | None:
     return config.with_suffix(SUFFIX) if config is not None else None
 
 
-def read_lock(path: Path) -> dict[str, Any]:
-    """The lock at ``path``; a malformed one is a ConfigError naming the file and the key."""
+READ: dict[str, str] = {}
+"""Every lock this process planned with (task id -> its text): what a sweep's launcher sends
+with a job to a worker that may not have it (engine/cli/ray_sweep.py)."""
+SENT: dict[str, str] = {}
+"""Locks that came with a job from the launcher (task id -> text): planning uses them, the
+launcher's, over any this machine has, so the worker plans what the launcher planned."""
+
+
+def read_lock(path: Path, *, text: str | None = None) -> dict[str, Any]:
+    """The lock at ``path`` (``text``: its content, when it came from elsewhere); a malformed
+    one is a ConfigError naming the file and the key."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text() if text is None else text)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"lock file {path} cannot be read: {exc}") from exc
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:

@@ -126,6 +126,15 @@ def _cloned_repo(url: str) -> Path:
     return target
 
 
+LOCAL_REPOS: dict[str, Path] = {}
+"""Every task ``repo`` given as a local path that this process resolved (as given -> where):
+what a sweep's launcher sends with a job to a worker that may not have it (``repo_bundles``)."""
+SENT_REPOS: dict[str, Path] = {}
+"""Local repos that came with a job from the launcher (as the task gives the path -> this
+worker's copy): a path this machine lacks resolves to it. Its commits are the launcher's, and
+the spec hash, which pins them, proves it (engine/run/ray_job.py)."""
+
+
 def resolve_repo(repo: str) -> Path:
     """A local git clone holding every ref the task names."""
     if repo.startswith(GENERATED):
@@ -136,10 +145,51 @@ def resolve_repo(repo: str) -> Path:
     if local.exists():
         if not (local / ".git").exists() and not (local / "HEAD").exists():
             raise ConfigError(f"repo '{repo}' is not a git repository")
-        return local.resolve()
+        LOCAL_REPOS[repo] = local.resolve()
+        return LOCAL_REPOS[repo]
+    if repo in SENT_REPOS:
+        return SENT_REPOS[repo]
     if "://" in repo or repo.startswith("git@"):
         return _cloned_repo(repo)
     raise ConfigError(f"repo '{repo}' does not exist")
+
+
+def repo_bundles(mentioned_in: str) -> dict[str, bytes]:
+    """A git bundle of every ref of each local repo this process resolved whose path (as the
+    task gives it) ``mentioned_in`` names, a job's spec as JSON: what travels with that job."""
+    bundles = {}
+    for repo, where in sorted(LOCAL_REPOS.items()):
+        if repo in mentioned_in:
+            with tempfile.TemporaryDirectory() as scratch:
+                target = Path(scratch) / "repo.bundle"
+                git(where, "bundle", "create", str(target), "--all")
+                bundles[repo] = target.read_bytes()
+    return bundles
+
+
+def receive_repos(bundles: dict[str, bytes], into: Path) -> None:
+    """Each sent bundle as a bare repo under ``into`` (named by its content: one copy however
+    many jobs bring it), registered for ``resolve_repo`` where this machine lacks the path."""
+    for repo, data in bundles.items():
+        local = Path(repo).expanduser()
+        if local.is_absolute() and local.exists():
+            continue  # this machine has it: the spec hash says whether it is the same
+        copy = into / f"{hashlib.sha256(data).hexdigest()[:24]}.git"
+        with file_lock(f"sent-repo-{copy.name}"):
+            if not copy.exists():
+                into.mkdir(parents=True, exist_ok=True)
+                scratch = Path(tempfile.mkdtemp(dir=into))
+                try:
+                    (scratch / "repo.bundle").write_bytes(data)
+                    subprocess.run(
+                        ["git", "clone", "-q", "--mirror", str(scratch / "repo.bundle"), str(copy)],
+                        check=True,
+                        capture_output=True,
+                        env={**os.environ, **_GIT_ENV},
+                    )
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+        SENT_REPOS[repo] = copy
 
 
 def pin(repo_path: Path, ref: str, *, task_id: str, role: str) -> str:

@@ -177,10 +177,21 @@ def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRe
 
 def _locked(task: TaskConfig) -> TaskConfig:
     """``task`` with the named tests of its lock file, checked fresh; as it is without one."""
+    sent = lock.SENT.get(str(task.id))
     path = lock.lock_path(task.id)
-    if path is None or not path.is_file():
+    if sent is None and (path is None or not path.is_file()):
         return task
-    data = lock.read_lock(path)
+    if sent is not None:  # the launcher's, with the job (engine/run/ray_job.py)
+        path = path or Path(f"{task.id}{lock.SUFFIX} (the launcher's)")
+        data = lock.read_lock(path, text=sent)
+    else:
+        assert path is not None
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"lock file {path} cannot be read: {exc}") from exc
+        data = lock.read_lock(path, text=text)
+        lock.READ[str(task.id)] = text
     lock.check_fresh(data, path, task.id, task.pins, lock.task_inputs(task))
     return dataclasses.replace(task, fail_to_pass=list(data["fail_to_pass"]), pass_to_pass=list(data["pass_to_pass"]))
 

@@ -239,7 +239,7 @@ class SweepProgress(_Progress):
             jobs = []
         for job in jobs:
             state = self._final.get(job.name) or self._state(job)
-            if state in ("completed", "failed", "skipped"):
+            if state in ("completed", "failed", "skipped") and not (state == "failed" and _may_be_retried(job)):
                 self._final[job.name] = state
             if state is not None:
                 states[state] += 1
@@ -256,9 +256,19 @@ class SweepProgress(_Progress):
         if cached is not None and cached[0] == version:
             return cached[1]
         state = job_state(job)
-        if state != "running" or not any(job.glob("retry-*")):  # a retry's own record may yet change it
+        # Not kept while a retry's own record may yet change it, or a retry may yet come.
+        settled = state != "running" or not any(job.glob("retry-*"))
+        if settled and not (state == "failed" and _may_be_retried(job)):
             self._seen[job.name] = (version, state)
         return state
+
+
+def _may_be_retried(job: Path) -> bool:
+    """Whether the job's first try failed for the infrastructure: a retry may come (batch.py)."""
+    try:
+        return bool(json.loads((job / "record.json").read_text()).get("infrastructure"))
+    except (OSError, ValueError):
+        return False
 
 
 class TaskProgress(_Progress):

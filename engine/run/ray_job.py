@@ -60,6 +60,11 @@ class RemoteJob:
     retries: int = 0
     """More tries of a run the machinery failed on this worker (what is left of ``retries.infrastructure``)."""
     board: Any = None
+    repos: dict[str, bytes] = field(default_factory=dict)
+    """The task's local repos as the launcher has them (git bundles, by the path the task
+    gives): a worker that lacks a path uses the copy (engine/plan/repos.py ``receive_repos``)."""
+    locks: dict[str, str] = field(default_factory=dict)
+    """The task's lock as the launcher planned with it (task id -> text; engine/plan/lock.py ``SENT``)."""
 
     def __call__(self, cfg: Any) -> JobResult:
         from hydra.core.hydra_config import HydraConfig
@@ -93,6 +98,15 @@ class RemoteJob:
         from engine.run.session import session_for
 
         store_dir.mkdir(parents=True, exist_ok=True)
+        if self.repos:
+            from engine.plan.repos import receive_repos
+            from engine.util import paths
+
+            receive_repos(self.repos, paths.sub("sent-repos"))
+        if self.locks:
+            from engine.plan import lock
+
+            lock.SENT.update(self.locks)
         with open_dict(cfg):
             cfg.store = str(store_dir / "store.duckdb")  # the job's own, never the launcher's store=
         OmegaConf.resolve(cfg)

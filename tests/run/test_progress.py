@@ -130,3 +130,19 @@ def test_the_thread_follows_the_sweep_and_prints_the_final_line_on_exit(tmp_path
     assert lines[-1].startswith("sweep S: 2/2 done, 2 completed, 0 failed, 0 running, 0 waiting |")
     assert lines[-1].endswith("done") and not progress._thread.is_alive()
     assert json.loads((sweep / "0" / "record.json").read_text())["status"] == "completed"
+
+
+def test_a_job_whose_first_try_the_infrastructure_failed_counts_as_its_retry_ends(tmp_path):
+    """The failed try's record lands before its retry's directory is made: the job is not
+    settled as failed then, and once the retry completes it counts completed (batch.py)."""
+    sweep = tmp_path / "sweep"
+    progress = SweepProgress(sweep, 1, label="S", stream=io.StringIO(), interactive=False)
+    atomic_write_json(sweep / "0" / "record.json", {"run_id": "r0", "status": "error", "infrastructure": True})
+    assert (progress.poll().failed, progress.poll().completed) == (1, 0)  # no retry (yet): failed
+    (sweep / "0" / "retry-1").mkdir()
+    assert (progress.poll().running, progress.poll().failed) == (1, 0)  # retrying
+    atomic_write_json(sweep / "0" / "retry-1" / "record.json", {"run_id": "r1", "status": "completed"})
+    assert (progress.poll().completed, progress.poll().failed) == (1, 0)
+    other = SweepProgress(tmp_path / "other", 1, label="T", stream=io.StringIO(), interactive=False)
+    atomic_write_json(tmp_path / "other" / "0" / "record.json", {"run_id": "r2", "status": "error"})
+    assert other.poll().failed == 1

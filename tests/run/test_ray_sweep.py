@@ -260,18 +260,77 @@ def test_a_worker_killed_mid_run_leaves_an_infrastructure_error_and_resume_runs_
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_worker_that_lacks_an_input_of_the_launchers_says_so_in_one_line(cluster):
-    """A task repo that exists only on the launcher (its home is hidden from the workers)."""
+def test_a_task_repo_only_the_launcher_has_travels_with_its_job(cluster):
+    """A task repo at a path in the launcher's home, which the workers cannot see: it goes with
+    the job as a git bundle, and the worker's copy plans to the launcher's spec hash."""
     from engine.plan.repos import resolve_repo
 
     generated = resolve_repo("generated://sample")
     repo = Path(cluster.env["CRUCIBLE_HOME"]) / "only-here.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(generated), str(repo)], check=True)
-    args = ["run", "-m", "task=sample/last_page", "agent=noop", f"task.repo={repo}", "hydra/launcher=ray"]
-    proc = crucible(cluster.env, *args, f"hydra.launcher.ray.init.address={cluster.address}")
+    args = ["run", "-m", "task=sample/last_page", "agent=noop,integration_test", f"task.repo={repo}"]
+    proc = crucible(cluster.env, *args, "hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = query(cluster.env, f"SELECT agent, reward FROM runs WHERE sweep_id = '{sweep_id_of(proc.stdout)}'")
+    assert sorted(rows) == [("integration_test", 1.0), ("noop", 0.0)], rows
+    copies = [p for home in cluster.worker_homes for p in (home / "sent-repos").glob("*.git")]
+    assert copies, "no worker received the repo"
+
+
+def _module(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_task_its_repo_and_its_lock_only_the_launcher_has_travel_with_the_job(cluster):
+    """A task defined, and locked, in a config dir in the launcher's home, its repo there too
+    (tests/plan/test_lock.py's): the worker composes the job from the config Hydra sends, gets
+    the repo as a bundle and plans with the launcher's lock (its named tests are in the spec:
+    without it the worker's spec hash would differ and the job be refused)."""
+    lock_tests = _module(ROOT / "tests" / "plan" / "test_lock.py", "lock_tests")
+    where = Path(cluster.env["CRUCIBLE_HOME"]) / "lk"
+    where.mkdir()
+    repo = lock_tests.task_repo(where, lock_tests.STEADY_SUITE)
+    conf = where / "conf" / "task" / "lk"
+    conf.mkdir(parents=True)
+    (conf / "calc.yaml").write_text(
+        f"name: calc\nset: lk\nrepo: {repo}\ntest_command: python3 -m pytest -q -p no:cacheprovider tests\n"
+        "prompt: add(1, 1) is 0. Please fix add.\nsystem_packages: [python3, python3-pytest]\n"
+    )
+    env = {**cluster.env, "CRUCIBLE_CONFIG_PATH": str(where / "conf")}
+    locked = crucible(env, "lock", "task=lk/calc")
+    assert locked.returncode == 0 and (conf / "calc.lock").is_file(), locked.stdout[-2000:] + locked.stderr[-2000:]
+    args = ["run", "-m", "task=lk/calc", "agent=noop,integration_test", "hydra/launcher=ray"]
+    proc = crucible(env, *args, f"hydra.launcher.ray.init.address={cluster.address}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = query(env, f"SELECT agent, reward, spec FROM runs WHERE sweep_id = '{sweep_id_of(proc.stdout)}'")
+    assert sorted(r[:2] for r in rows) == [("integration_test", 1.0), ("noop", 0.0)], rows
+    assert all(json.loads(r[2])["task"]["fail_to_pass"] == lock_tests.F2P for r in rows)  # the lock's
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_worker_that_lacks_an_input_of_the_launchers_says_so_in_one_line(cluster, tmp_path):
+    """A Harbor dataset in the launcher's home, which the workers cannot see (a task folder does
+    not travel: docs/scale.md)."""
+    harbor_tasks = _module(ROOT / "tests" / "flavors" / "harbor" / "harbor_tasks.py", "harbor_tasks")
+    dataset = Path(cluster.env["CRUCIBLE_HOME"]) / "dataset"
+    harbor_tasks._sh(dataset, "totals")
+    harbor_tasks.source_conf(tmp_path / "conf", "only-here", dataset)
+    env = {**cluster.env, "CRUCIBLE_CONFIG_PATH": str(tmp_path / "conf")}
+    args = ["run", "-m", "task=harbor/only-here/totals", "agent=noop", "hydra/launcher=ray"]
+    proc = crucible(env, *args, f"hydra.launcher.ray.init.address={cluster.address}")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    said = [line for line in proc.stderr.splitlines() if str(repo) in line]
-    assert said and all(f"repo '{repo}' does not exist" in line and "on worker ray node" in line for line in said)
+    said = [line for line in proc.stderr.splitlines() if line.startswith("crucible run: on worker ray node")]
+    assert len(said) == 1 and str(dataset) in said[0] and "cannot be read" in said[0], proc.stderr[-3000:]
+    assert any(line.startswith("job 0 did not run: on worker ray node") for line in proc.stderr.splitlines())
     assert "Traceback" not in proc.stderr
     assert "0 run(s) stored" in proc.stdout
 
