@@ -160,11 +160,16 @@ def repo_bundles(mentioned_in: str) -> dict[str, bytes]:
     bundles = {}
     for repo, where in sorted(LOCAL_REPOS.items()):
         if repo in mentioned_in:
-            with tempfile.TemporaryDirectory() as scratch:
-                target = Path(scratch) / "repo.bundle"
-                git(where, "bundle", "create", str(target), "--all")
-                bundles[repo] = target.read_bytes()
+            if repo not in _BUNDLES:  # once per repo and process: a sweep's jobs share it
+                with tempfile.TemporaryDirectory() as scratch:
+                    target = Path(scratch) / "repo.bundle"
+                    git(where, "bundle", "create", str(target), "--all")
+                    _BUNDLES[repo] = target.read_bytes()
+            bundles[repo] = _BUNDLES[repo]
     return bundles
+
+
+_BUNDLES: dict[str, bytes] = {}
 
 
 def receive_repos(bundles: dict[str, bytes], into: Path) -> None:
