@@ -391,3 +391,24 @@ def test_a_sweep_interrupted_while_a_worker_runs_a_job_records_that_run_canceled
     assert (status, error) == ("canceled", "canceled by the user") and host.startswith("ray node "), by_id[run_id]
     assert all(r[1] in ("completed", "canceled") for r in rows), rows  # none left "running", none an error
     assert docker_client.api.containers(all=True, filters={"label": f"crucible.run_id={run_id}"}) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_dataset_row_only_the_launcher_has_travels_with_its_job(cluster, tmp_path_factory, base_image):
+    """A SWE-bench Pro instance (tests/swe_synth.py) whose dataset file is in the launcher's home,
+    which the workers cannot see: its row is in the config Hydra sends. The benchmark's own
+    checkout (run scripts, Dockerfiles) is where every worker has it, as a real cluster would."""
+    import swe_synth
+
+    generated = swe_synth.generate(tmp_path_factory.mktemp("swe-ray"), base_image)
+    dataset = Path(cluster.env["CRUCIBLE_HOME"]) / "dataset.jsonl"
+    shutil.move(generated["dataset"], dataset)
+    env = {**cluster.env, **swe_synth.env_for({**generated, "dataset": dataset})}
+    instance = generated["instances"][0].instance_id
+    args = ["run", "-m", f"task=swebench_pro/{instance}", "agent=noop,integration_test", "hydra/launcher=ray"]
+    proc = crucible(env, *args, f"hydra.launcher.ray.init.address={cluster.address}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = query(env, f"SELECT agent, reward, host FROM runs WHERE sweep_id = '{sweep_id_of(proc.stdout)}'")
+    assert sorted(r[:2] for r in rows) == [("integration_test", 1.0), ("noop", 0.0)], rows
+    assert all(host.startswith("ray node ") for _, _, host in rows)
