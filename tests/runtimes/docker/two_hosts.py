@@ -110,9 +110,13 @@ class SecondDockerd:
 
     def remove(self) -> None:
         self.stop()
+        # A dockerd killed (a host lost, test_hosts_sweep.py) leaves its containers' shims
+        # behind, holding their mounts: they go with it.
+        subprocess.run(["pkill", "-KILL", "-f", f"-address {self.root}/exec/"], check=False, capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], check=False, capture_output=True)
         # Its overlay mounts die with it; what is left is plain files.
-        subprocess.run(["umount", "-R", "-l", str(self.root / "exec")], check=False, capture_output=True)
+        for mounted in ("exec", "data"):  # dockerd mounts its data root over itself too
+            subprocess.run(["umount", "-R", "-l", str(self.root / mounted)], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
