@@ -18,7 +18,6 @@ from pathlib import Path
 
 import docker
 import pytest
-from two_hosts import second_dockerd, ssh_host
 
 from engine.config.compose import compose_config, to_typed
 from engine.errors import ConfigError, InfrastructureError
@@ -27,18 +26,6 @@ from engine.runtimes.docker.runtime import DockerRuntime, DockerWorkspace
 from engine.runtimes.owner import LABEL_OWNER_PID, owner_labels
 
 PROJECT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def d2(docker_client):
-    with second_dockerd() as daemon:
-        yield daemon
-
-
-@pytest.fixture(scope="module")
-def ssh(docker_client):
-    with ssh_host() as host:
-        yield host
 
 
 def dead_pid() -> int:

@@ -26,7 +26,6 @@ from pathlib import Path
 import docker
 import pytest
 from standin import StandIn, answer, call, golden_edits, offered, reply
-from two_hosts import second_dockerd, ssh_host
 
 from engine.store.duckdb import DuckDBStore
 
@@ -37,18 +36,6 @@ KEY_ENV = "CRUCIBLE_TEST_CLI_KEY"
 KEY = "sk-standin-hosts-71f2a9"
 MODEL = "anthropic/claude-sonnet-4-6"
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=3"]
-
-
-@pytest.fixture(scope="module")
-def d2(docker_client):
-    with second_dockerd() as daemon:
-        yield daemon
-
-
-@pytest.fixture(scope="module")
-def ssh(docker_client):
-    with ssh_host() as host:
-        yield host
 
 
 @pytest.fixture
