@@ -144,6 +144,7 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
             run_id = run_id or new_run_id()
             ahead = runner.start_ahead(job.plan, run_id)
             try:
+                await ahead.placed()  # a listed host's slot before a running slot, never the other way round
                 async with _Slot(slots.running) as slot:
                     if progress is not None and retry_of is None:  # a retry is the same run again
                         progress.running()

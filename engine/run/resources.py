@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from engine.interfaces import Flavor, Workspace
 from engine.run.bridges import BRIDGE_ROOT, bridge_prefix
@@ -26,6 +26,18 @@ if TYPE_CHECKING:
     from engine.capabilities.mcp_server import McpService
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Placed(Protocol):
+    """A workspace whose start first waits for a place: a slot on one of a bounded set of hosts
+    (``runtime.hosts``). Optional. A run takes its running slot only once its workspaces have
+    their places (``RunResources.placed``): one that held a running slot while it waited for a
+    host's slot, those slots held by runs started ahead that wait for running slots, would
+    wait for ever (a listed host with fewer slots than the runs run at once)."""
+
+    async def until_placed(self) -> None:
+        """Returns once the workspace holds its place, or will never get one (closed)."""
 
 
 @dataclass
@@ -102,6 +114,22 @@ class RunResources:
             _all_done(*(close_started(ws, started) for ws, started in removals))
         )
 
+    def _starts(self) -> list[tuple[Workspace, asyncio.Future[Workspace]]]:
+        """Each workspace started ahead, with its start (a workspace is set with its start)."""
+        pairs = [(self.agent, self.agent_started), (self.grading, self.grading_started), *self.extra]
+        return [(ws, starting) for ws, starting in pairs if ws is not None and starting is not None]
+
+    async def placed(self) -> None:
+        """Until each workspace started ahead holds its place (``Placed``), or its start has
+        ended without one (failed, cancelled): that start's outcome is the run's to read."""
+        for workspace, starting in self._starts():
+            if isinstance(workspace, Placed) and not starting.done():
+                waiting: asyncio.Future[Any] = asyncio.ensure_future(workspace.until_placed())
+                try:
+                    await asyncio.wait([waiting, starting], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiting.cancel()
+
     async def discard(self) -> None:
         """Take down what was started for a run that never began (a cancel while it waited);
         nothing once a run took it over."""
@@ -110,11 +138,7 @@ class RunResources:
         self.handed_over = True
         # All at once, and finished even through another cancel (a batch being torn down
         # cancels its waiting runs more than once).
-        started = [
-            (ws, starting)
-            for ws, starting in [(self.agent, self.agent_started), (self.grading, self.grading_started), *self.extra]
-            if ws is not None and starting is not None
-        ]  # a workspace is set with its start
+        started = self._starts()
 
         async def close_all() -> list[None | BaseException]:
             await cancel_and_wait(self.set_up, self.preparing, *self.preparing_extra)  # before their containers go

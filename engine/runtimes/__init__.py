@@ -8,10 +8,12 @@ config file; nothing in the engine switches on runtime names.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.errors import ConfigError
-from engine.interfaces import Runtime
+
+if TYPE_CHECKING:  # the interfaces (and every model) are not imported by a read command's housekeeping
+    from engine.interfaces import Runtime
 
 _PACKAGE = "engine.runtimes."
 
@@ -40,7 +42,7 @@ def build_runtime(cfg: Any) -> Runtime:
         raise ConfigError(f"cannot make runtime {target}: {' '.join(str(exc).split())}") from exc
     if not callable(getattr(runtime, "provision", None)):
         raise ConfigError(f"{target} is not a Runtime (it has no provision())")
-    return cast(Runtime, runtime)  # a class of ours with provision(), checked above
+    return cast("Runtime", runtime)  # a class of ours with provision(), checked above
 
 
 __all__ = ["build_runtime"]

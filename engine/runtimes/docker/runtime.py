@@ -233,6 +233,9 @@ class DockerWorkspace(StartedOnce):
         """The URL of the listed host it runs on, once started (None: this machine's engine)."""
         self._host_index: int | None = None  # its slot in ``runtime.pool``, held from placement to removal
         self._relay: BridgeRelay | None = None  # the bridge over the exec channel (relay.py), when not bind-mounted
+        self._placed = asyncio.Event()  # its host slot held (engine.run.resources.Placed)
+        if runtime.pool is None:
+            self._placed.set()
 
     @property
     def client(self) -> Any:  # docker.DockerClient
@@ -246,10 +249,18 @@ class DockerWorkspace(StartedOnce):
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    async def until_placed(self) -> None:
+        """Until it holds a listed host's slot (or will never hold one): a run waits for this
+        before it takes a running slot (``engine.run.resources.Placed``)."""
+        await self._placed.wait()
+
     async def _start(self) -> None:
         if self.runtime.pool is not None:  # a listed host's slot, held until teardown
-            self._host_index = await place(self.runtime.pool, self.run_id)
-            self.host = self.runtime.pool.url(self._host_index)
+            try:
+                self._host_index = await place(self.runtime.pool, self.run_id)
+                self.host = self.runtime.pool.url(self._host_index)
+            finally:
+                self._placed.set()
         # Shielded: a cancel must not leave the creating thread to finish unseen; close()
         # (StartedOnce) removes whatever it managed to create.
         await finish_even_if_cancelled(asyncio.to_thread(self._create_and_start))
@@ -262,6 +273,7 @@ class DockerWorkspace(StartedOnce):
 
     async def _teardown(self) -> None:
         self._state = "closing"
+        self._placed.set()  # no place will come now
         for process in self._processes:
             process.abort()
         try:

@@ -144,6 +144,32 @@ class Occupancy:
         return self.most
 
 
+def test_one_host_with_fewer_slots_than_parallel_runs_runs_the_sweep_one_run_at_a_time(home, tmp_path):
+    """Three runs at once, one listed host with one slot: every run ends. (A run used to take
+    its running slot before its host's slot, and runs started ahead took the host's slot while
+    they waited for a running one: the sweep waited for ever after its first runs.)"""
+    local = "unix:///var/run/docker.sock"
+    with (tmp_path / "sweep.log").open("w") as log:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", *SWEEP, hosts((local, 1))],
+            cwd=PROJECT, env=home, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    occupancy = Occupancy([local], sweep.pid)
+    try:
+        code = sweep.wait(timeout=600)
+    finally:
+        most = occupancy.stop()
+        if sweep.poll() is None:
+            sweep.kill()
+    out = (tmp_path / "sweep.log").read_text()
+    assert code == 0, out
+    sweep_id = re.search(r"^sweep (\S+): 8 run\(s\) stored", out, re.M)
+    assert sweep_id, out
+    runs = stored(home, f"SELECT status, host FROM runs WHERE sweep_id = '{sweep_id.group(1)}'")
+    assert runs == [("completed", local)] * 8, runs
+    assert most[local] == 1, most  # never two runs' containers on the host at once
+
+
 def _holds_a_run(daemon) -> bool:
     try:
         client = docker.DockerClient(base_url=daemon.url, timeout=10)
@@ -152,10 +178,6 @@ def _holds_a_run(daemon) -> bool:
         return False
 
 
-@pytest.mark.skip(
-    reason="hangs about one run in five: after d2 is killed, a run on the ssh host can wait on an exec "
-    "stream forever (seen in a CI dry run, 2026-12-05 11:48); issue 37 stays open until it is found"
-)
 def test_a_sweep_spreads_within_slots_survives_a_host_dying_and_resume_completes_it(d2, ssh, home, tmp_path):
     spread = [*SWEEP, hosts((d2.url, 1), (ssh.url, 2)), "retries.infrastructure=0"]
     with (tmp_path / "sweep.log").open("w") as log:
@@ -171,6 +193,7 @@ def test_a_sweep_spreads_within_slots_survives_a_host_dying_and_resume_completes
         os.killpg(d2.proc.pid, signal.SIGSTOP)  # frozen: the run it holds cannot end before the kill
         os.killpg(d2.proc.pid, signal.SIGKILL)  # dockerd and its containerd; the shims live on
         d2.proc.wait()
+        d2.kill_shims()  # the machine is gone with all it ran (its containers come back stopped)
         assert sweep.wait(timeout=600) == 0, (tmp_path / "sweep.log").read_text()  # it ran: its runs say the rest
     finally:
         most = occupancy.stop()

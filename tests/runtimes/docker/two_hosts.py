@@ -64,6 +64,22 @@ def make_certificates(where: Path) -> dict[str, str]:
     return {"tls_ca": f"{where}/ca.pem", "tls_cert": f"{where}/client-cert.pem", "tls_key": f"{where}/client-key.pem"}
 
 
+def _with_descendants(roots: set[int]) -> set[int]:
+    """``roots`` and every process below them (from /proc's parent pids)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
+    found, grew = set(roots), True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= more
+        grew = bool(more)
+    return found
+
+
 class SecondDockerd:
     """A dockerd of its own (socket, data root, exec root, pid file, bridge), started and
     stopped at will: ``stop`` is what a host going away looks like to its clients."""
@@ -108,11 +124,19 @@ class SecondDockerd:
             self.proc.kill()
             self.proc.wait()
 
+    def kill_shims(self) -> None:
+        """A dockerd killed (a host lost, test_hosts_sweep.py) leaves its containers' shims
+        behind, holding their mounts; a machine that is lost loses them too. (Left alive, a
+        dockerd started again on the same root can time out waiting for its containerd, which
+        first takes them back.)"""
+        shims = subprocess.run(["pgrep", "-f", "--", f"-address {self.root}/exec/"], capture_output=True, text=True)
+        for pid in _with_descendants({int(p) for p in shims.stdout.split()}):  # their containers' processes too
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     def remove(self) -> None:
         self.stop()
-        # A dockerd killed (a host lost, test_hosts_sweep.py) leaves its containers' shims
-        # behind, holding their mounts: they go with it.
-        subprocess.run(["pkill", "-KILL", "-f", f"-address {self.root}/exec/"], check=False, capture_output=True)
+        self.kill_shims()
         subprocess.run(["ip", "link", "del", self.bridge], check=False, capture_output=True)
         # Its overlay mounts die with it; what is left is plain files.
         for mounted in ("exec", "data"):  # dockerd mounts its data root over itself too
