@@ -21,7 +21,7 @@ import pytest
 
 from engine.config.compose import compose_config, to_typed
 from engine.errors import ConfigError, InfrastructureError
-from engine.runtimes.docker import placement
+from engine.runtimes.docker import placement, stream
 from engine.runtimes.docker.runtime import DockerRuntime, DockerWorkspace
 from engine.runtimes.owner import LABEL_OWNER_PID, owner_labels
 
@@ -200,6 +200,36 @@ def test_a_wait_for_a_slot_ends_at_once_on_cancel(ssh, base_image, run):
                 await asyncio.wait_for(starting, 30)
             assert waiting._state == "closed" and waiting.container_id is None
         assert runtime.pool._used == [0]  # both slots given back
+
+    run(scenario())
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_exec_stream_to_a_tcp_host_that_goes_silent_ends_and_a_quiet_live_one_does_not(
+    d2, base_image, run, monkeypatch
+):
+    """A host lost without a word (a power cut, a partition: its packets dropped here, on its TCP
+    port, by iptables) ends a long-lived exec stream by TCP keepalive, made 1 s idle, 1 s apart,
+    2 probes here; a quiet stream to a live host outlives several probes."""
+    monkeypatch.setattr(stream, "KEEPALIVE", (1, 1, 2))
+    port = d2.tcp_url.rsplit(":", 1)[1]
+    drop = ["INPUT", "-i", "lo", "-p", "tcp", "--dport", port, "-j", "DROP"]
+    runtime = DockerRuntime(hosts=[{"url": d2.tcp_url, **d2.tls, "slots": 1}])
+
+    async def scenario() -> None:
+        async with runtime.provision(base_image, run_id=_run_id(), network=False, purpose="test") as ws:
+            quiet = await ws.open_process(["sh", "-c", "sleep 5; echo still here"])
+            assert await asyncio.wait_for(quiet.read(), 60) == b"still here\n"  # ~3 probes answered
+            held = await ws.open_process(["cat"])
+            await held.write(b"ping\n")
+            assert await asyncio.wait_for(held.read(), 60) == b"ping\n"
+            subprocess.run(["iptables", "-I", *drop], check=True)
+            try:
+                # Without keepalive this read would wait for the kernel's two hours.
+                assert await asyncio.wait_for(held.read(), 60) == b""
+            finally:
+                subprocess.run(["iptables", "-D", *drop], check=True)
 
     run(scenario())
 
