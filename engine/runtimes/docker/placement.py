@@ -172,6 +172,7 @@ class HostPool:
         """The host of run ``run_id``: its run's, or (its first workspace) a free slot on the
         host with most free slots; None when every slot is taken, ``waiter`` then called (from
         any thread) once one may have freed up. ``InfrastructureError`` when every host is down."""
+        self._ping_due()
         with self._lock:
             lease = self._runs.get(run_id)
             if lease is not None:
@@ -213,26 +214,30 @@ class HostPool:
 
     def _free_host(self) -> int | None:
         """The up host with most free slots (ties: list order); None when all are full.
-        ``InfrastructureError`` when none is up (a host past its retry time is pinged)."""
-        up = [i for i in range(len(self.hosts)) if self._is_up(i)]
+        ``InfrastructureError`` when none is up."""
+        up = [i for i in range(len(self.hosts)) if i not in self._down_until]
         if not up:
             urls = ", ".join(h.url for h in self.hosts)
             raise InfrastructureError(f"every Docker host is down ({urls})", phase="provision")
         best = max(up, key=lambda i: (self.hosts[i].slots - self._used[i], -i))
         return best if self.hosts[best].slots > self._used[best] else None
 
-    def _is_up(self, index: int) -> bool:
-        until = self._down_until.get(index)
-        if until is None:
-            return True
-        if time.monotonic() < until:
-            return False
-        if self._ping(index):  # under the lock: rare (once per DOWN_RETRY), and short
-            del self._down_until[index]
-            log.warning("Docker host %s answers again", self.url(index))
-            return True
-        self._down_until[index] = time.monotonic() + DOWN_RETRY
-        return False
+    def _ping_due(self) -> None:
+        """Ping each host marked down whose retry time has passed; one that answers is up again.
+        Outside the pool's lock: a host that does not answer takes the ping's timeout, and the
+        lock is taken on the event loop too (``release``, ``is_down``). Its next retry time is
+        set first, so one caller pings it, not every caller at once."""
+        now = time.monotonic()
+        with self._lock:
+            due = [index for index, until in self._down_until.items() if until <= now]
+            for index in due:
+                self._down_until[index] = now + DOWN_RETRY
+        for index in due:
+            if self._ping(index):
+                with self._lock:
+                    self._down_until.pop(index, None)
+                    self._clients.pop(index, None)  # a fresh connection for the restarted engine
+                log.warning("Docker host %s answers again", self.url(index))
 
     def _ping(self, index: int) -> bool:
         try:
@@ -243,9 +248,6 @@ class HostPool:
                 probe.close()
         except Exception:  # noqa: BLE001 - any failure means still down
             return False
-        # A fresh connection for the restarted engine (no client lock here: under the pool's
-        # lock, and a client being made takes them the other way round).
-        self._clients.pop(index, None)
         return True
 
     def mark_down(self, index: int, why: object) -> None:
