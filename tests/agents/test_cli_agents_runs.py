@@ -45,6 +45,19 @@ UID_PROCESSES = (
 )
 
 
+async def left_running(ws) -> str:
+    """The agent uid's processes still in ``ws`` once the kills have landed: a SIGKILLed process
+    is listed until it next runs and its parent reaps it (under load, a moment after the run's
+    kill returned), so an empty census is waited for, up to 10 s, before what is left counts."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while True:
+        left = (await ws.exec(["sh", "-c", UID_PROCESSES], timeout=30)).stdout.decode().strip()
+        if not left or loop.time() > deadline:
+            return left
+        await asyncio.sleep(0.1)
+
+
 def tool(turn, name: str) -> str:
     """The CLI's name for the run's MCP tool ``name`` (Claude: mcp__crucible__bash)."""
     for offered in turn.tool_names:
@@ -154,7 +167,7 @@ def runs(docker_client, base_image, tmp_path_factory):
 
         async def close(self):  # what of the agent's uid still runs when its workspace goes
             if self.purpose == "agent" and self.container_id and self.run_id not in census:
-                census[self.run_id] = (await self.exec(["sh", "-c", UID_PROCESSES], timeout=30)).stdout.decode().strip()
+                census[self.run_id] = await left_running(self)
             await closing(self)
 
         mp.setattr(DockerWorkspace, "exec", exec)
@@ -399,7 +412,7 @@ def test_a_cli_run_cancelled_while_the_cli_waits_for_the_model_is_canceled_and_l
 
     async def close(self):
         if self.purpose == "agent" and self.container_id and self.run_id not in census:
-            census[self.run_id] = (await self.exec(["sh", "-c", UID_PROCESSES], timeout=30)).stdout.decode().strip()
+            census[self.run_id] = await left_running(self)
         await closing(self)
 
     monkeypatch.setattr(DockerWorkspace, "close", close)
