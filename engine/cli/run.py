@@ -1,5 +1,7 @@
-"""``crucible run``: the Hydra app. One run, or with ``-m`` a sweep (in this process through the
-batch API, engine/cli/sweep.py; or through a Hydra launcher named by ``hydra/launcher=``).
+"""``crucible run``: the Hydra app. One run (in this process, where it gets what Hydra's run
+mode gives it, without Hydra's app: ``_run_directly``; a Hydra flag or ``hydra.*`` override
+still goes through the app), or with ``-m`` a sweep (in this process through the batch API,
+engine/cli/sweep.py; or through a Hydra launcher named by ``hydra/launcher=``).
 
 Before Hydra sees the command line, group globs are expanded (stock ``glob()`` misses
 nested task sets) and every choice is composed once, so a bad key fails in one line
@@ -25,6 +27,8 @@ from engine.util import paths
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+
+    from engine.store.duckdb import DuckDBStore
 
 
 _FLAGS_WITH_VALUE = {
@@ -110,7 +114,7 @@ def run_hydra(args: list[str]) -> int:
     multirun = "-m" in flags or "--multirun" in flags
     runs_jobs = not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags
     composed: list[tuple[list[str], object]] = []
-    store = None
+    store = opened = None
     if not set(flags) & _NO_VALIDATION:
         overrides = expand_globs(overrides)
         if multirun:
@@ -122,13 +126,16 @@ def run_hydra(args: list[str]) -> int:
             from engine.run.session import open_store
             from engine.runtimes.docker.daemon import ensure_engine
 
-            open_store(store)  # a store= that cannot be one: one line now, before anything runs
+            opened = open_store(store)  # a store= that cannot be one: one line now, before anything runs
             ensure_engine()  # one line now, not one per launcher worker
     extra = searchpath_override()
     sweep_id = None
     if multirun:
         sweep_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
         extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={_sweep_dir(sweep_id)}"]
+    hydra_own = any(o.lstrip("+~").startswith("hydra") for o in overrides)  # hydra.run.dir=, ...: its app's
+    if not multirun and runs_jobs and not flags and not hydra_own and len(composed) == 1 and composed[0][1] is not None:
+        return _run_directly(*composed[0], store=opened)
     sys.argv = ["crucible run", *flags, *overrides, *extra]
     _outcome.clear()
     if not (multirun and runs_jobs):
@@ -212,8 +219,38 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
     return 1 if failed_jobs else 0
 
 
+def _run_directly(overrides: list[str], cfg: object, *, store: DuckDBStore | None) -> int:
+    """One run (no ``-m``, no Hydra flag or ``hydra.*`` override) without Hydra's app, which
+    would compose the same config twice more (~0.2 s each) to name a directory: the run gets
+    what Hydra's run mode gives it, ``runs/single/<local time>-<override dirname>`` with
+    ``.hydra/config.yaml`` (the batch writes it) and ``.hydra/overrides.yaml``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    assert isinstance(cfg, DictConfig)  # composed by _validate
+    run_dir = paths.runs_dir() / "single" / f"{datetime.now():%Y%m%d-%H%M%S}-{override_dirname(overrides)}"
+    (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+    (run_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))
+    (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))  # as composed: what rerun re-plans
+    _outcome.clear()
+    _run_job(cfg, run_dir, store)
+    return _outcome.get("exit_code", 0)
+
+
+def override_dirname(overrides: list[str]) -> str:
+    """Hydra's ``hydra.job.override_dirname`` as conf/config.yaml sets it up (``item_sep: ","``,
+    no key excluded): the overrides as given, sorted, joined."""
+    return ",".join(sorted(overrides))
+
+
 def _job(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
+
+    _run_job(cfg, Path(HydraConfig.get().runtime.output_dir))  # Hydra saved its config there
+
+
+def _run_job(cfg: DictConfig, run_dir: Path, store: DuckDBStore | None = None) -> None:
+    """One job, as Hydra's run mode or a launcher's worker runs it (``store``: the store the
+    command opened already, if it did)."""
     from omegaconf import OmegaConf
 
     from engine.config.compose import to_typed
@@ -224,17 +261,15 @@ def _job(cfg: DictConfig) -> None:
     from engine.run.sweep_guard import guard_worker
 
     guard_worker()
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         OmegaConf.resolve(cfg)
         typed = to_typed(cfg)
-        session = session_for(typed)
+        session = session_for(typed, store)
         if typed.sweep_id is None:
             housekeeping(session.store)
         planned = plan(typed, builder=session.builder)
         if typed.resume and already_done(planned, session, run_dir, typed.sweep_id):
             return
-        # Hydra saved its config in run_dir/.hydra
         record = asyncio.run(
             run_one(planned, session, run_dir=run_dir, sweep_id=typed.sweep_id, retries=typed.retries.infrastructure)
         )
