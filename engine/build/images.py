@@ -37,6 +37,7 @@ from engine.interfaces import RecordsBuilds
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
 from engine.plan.repos import file_lock
 from engine.util import paths
+from engine.util.inputs import note_image
 
 if TYPE_CHECKING:
     from engine.build.progress import BuildProgress
@@ -76,11 +77,13 @@ def image_info(client: docker.DockerClient, tag: str) -> dict[str, Any] | None:
     try:
         info: dict[str, Any] = client.api.inspect_image(tag)  # the engine's JSON
     except docker.errors.ImageNotFound:
+        note_image(tag, None)
         return None
     except docker.errors.APIError as exc:
         raise BuildError(f"cannot inspect image {tag}: {exc.explanation or exc}") from exc
     except requests.RequestException as exc:
         raise BuildError(f"cannot inspect image {tag}: Docker engine unreachable ({type(exc).__name__})") from exc
+    note_image(tag, info.get("Id"))  # an input of what is being answered, if anything records (engine.util.inputs)
     return info
 
 

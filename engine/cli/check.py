@@ -15,10 +15,12 @@ worth knowing even of a task that ships, and names the fix on a FAIL line where 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.cli.answers import answering
 from engine.config.compose import combinations, compose_config, to_typed
 from engine.config.plugins import instantiate
 from engine.config.tree import no_task_selected
@@ -31,6 +33,7 @@ from engine.run.progress import TaskProgress
 from engine.run.records import LIMIT_NOTICE
 from engine.run.session import Session, housekeeping, require_integrity, session_for
 from engine.util import paths
+from engine.util.inputs import not_recorded
 from engine.util.tables import format_table
 
 
@@ -153,22 +156,38 @@ def run_check(
     parallel: int = 2,
     echo: Callable[[str], object] = print,
 ) -> int:
-    # The configured store (store=; one for every combination) is opened by the first session,
-    # before the first plan: a path that cannot be a store is one line before anything runs.
-    jobs, session = plan_jobs(overrides)
-    housekeeping(session.store)
-    with TaskProgress("check", len(jobs) * (1 + check)) as progress:  # on stderr; the verdicts below on stdout
-        asyncio.run(
-            run_batch(
-                [job.batch for job in jobs],
-                session,
-                root=paths.runs_dir() / "check",
-                parallel=parallel,
-                reuse=not rebuild,
-                repeats=check,
-                progress=progress,
+    # What it reads is recorded, so an answer all from the store is given again while none of
+    # it changes (engine/cli/answers.py); --rebuild and --check N ask for runs, never that.
+    with answering("check", overrides) if not (rebuild or check) else contextlib.nullcontext() as answer:
+        # The configured store (store=; one for every combination) is opened by the first session,
+        # before the first plan: a path that cannot be a store is one line before anything runs.
+        jobs, session = plan_jobs(overrides)
+        with not_recorded():  # a chore beside the answer (dead runs, orphaned bridges): none of its inputs
+            housekeeping(session.store)
+        with TaskProgress("check", len(jobs) * (1 + check)) as progress:  # on stderr; the verdicts below on stdout
+            asyncio.run(
+                run_batch(
+                    [job.batch for job in jobs],
+                    session,
+                    root=paths.runs_dir() / "check",
+                    parallel=parallel,
+                    reuse=not rebuild,
+                    repeats=check,
+                    progress=progress,
+                )
             )
-        )
+        if answer is not None:
+            answer.note_store(session.store.path, session.store.spool)
+    if answer is not None and all(job.from_store for job in jobs):
+        echo = answer.echo_through(echo)
+    code = _answer(jobs, check, echo)
+    if answer is not None and all(job.from_store for job in jobs):
+        answer.keep(code)
+    return code
+
+
+def _answer(jobs: list[Job], check: int, echo: Callable[[str], object]) -> int:
+    """The verdicts' table, the repeats and notes, each failure with its raw grade; the exit code."""
     by_task: dict[str, dict[str, Job]] = {}
     for job in jobs:
         by_task.setdefault(job.task_id, {})[job.role] = job

@@ -181,8 +181,6 @@ def cmd_run(args: list[str]) -> int:
 
 # ---------------------------------------------------------------- check
 def cmd_check(args: list[str]) -> int:
-    from engine.cli.check import run_check
-
     parser = one_line_parser("check", "golden must score 1.0 and baseline 0.0 for every selected task")
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--rebuild", action="store_true", help="run again even if the store has the verdict")
@@ -193,11 +191,23 @@ def cmd_check(args: list[str]) -> int:
     parser.add_argument("--lock", action="store_true", help="derive and write each task's lock first (crucible lock)")
     ns = parser.parse_args(args)
     require_task(ns.overrides)
+    if not (ns.lock or ns.rebuild or ns.check):
+        from engine.cli.answers import cached_answer
+
+        answered = cached_answer("check", ns.overrides)  # nothing it depends on changed since
+        if answered is not None:
+            print(answered[0], end="")
+            print(
+                "check: answered as before: nothing it was computed from has changed (--rebuild runs)", file=sys.stderr
+            )
+            return answered[1]
     if ns.lock:
         from engine.cli.lock import run_lock
 
         if run_lock(ns.overrides, check=ns.check, parallel=max(1, ns.jobs)) != 0:
             return 1
+    from engine.cli.check import run_check
+
     return run_check(ns.overrides, rebuild=ns.rebuild, check=ns.check, parallel=max(1, ns.jobs))
 
 

@@ -1,0 +1,142 @@
+"""``crucible check``'s answer, given again while nothing it was computed from has changed.
+
+A check whose every verdict came from the store computes nothing new: it composes, plans and
+looks its spec hashes up (~0.5 s, most of it importing and opening what does that). Its
+answer is a function of what those steps read, which ``engine.util.inputs`` records as they
+read it: the config and code files, the task repositories' references, the build contexts,
+the base images' IDs, and the store (its file, its write-ahead log and its spool). The answer
+is kept under a key of the command line and the environment that steers it; the next time, if
+every recorded input is as it was, the answer is printed from there, without importing
+Hydra, OmegaConf, DuckDB or the Docker SDK. One input changed, and the check runs as before
+(and keeps its new answer, if it is again all from the store).
+
+What an answered check does not do: the store's housekeeping (marking the runs of processes
+that died), which the next command that opens the store does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from engine.util import paths
+from engine.util.inputs import Inputs, note_dir, note_file, recording
+
+ANSWER_VERSION = "1"
+_STEERING = ("PATH", "HOME", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PYTHONPATH")
+_STEERING_PREFIXES = ("CRUCIBLE_", "DOCKER_", "GIT_")
+_ENV_REF = re.compile(rb"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _key(command: str, overrides: list[str]) -> str:
+    """The command line and what in the environment steers it (where the store and config
+    are, which engine, which git), here: the same question asked the same way."""
+    env = {k: v for k, v in os.environ.items() if k in _STEERING or k.startswith(_STEERING_PREFIXES)}
+    text = json.dumps([ANSWER_VERSION, command, overrides, os.getcwd(), sorted(env.items())])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _file(command: str, overrides: list[str]) -> Path:
+    return paths.cache_dir() / "answers" / f"{_key(command, overrides)}.json"
+
+
+def cached_answer(command: str, overrides: list[str]) -> tuple[str, int] | None:
+    """The answer kept for this command line (what it printed, its exit code), if nothing it
+    was computed from has changed since; else None."""
+    try:
+        kept = json.loads(_file(command, overrides).read_text())
+        inputs = Inputs.from_dict(kept["inputs"])
+        env, text, code = kept["env"], kept["stdout"], int(kept["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none, or torn by a killed writer: answer it again
+    if any(os.environ.get(name) != value for name, value in env.items()):
+        return None
+    if inputs.changed(image_id=_engine_image_id) is not None:
+        return None
+    return str(text), code
+
+
+@dataclass
+class Answering:
+    """What a check prints while its inputs are recorded; kept if it may be given again."""
+
+    command: str
+    overrides: list[str]
+    inputs: Inputs
+    lines: list[str] = field(default_factory=list)
+
+    def echo_through(self, echo: Callable[[str], object]) -> Callable[[str], object]:
+        def both(line: str) -> object:
+            self.lines.append(line)
+            return echo(line)
+
+        return both
+
+    def note_store(self, store_path: Path, spool: Path) -> None:
+        """The store's own files, which DuckDB reads without Python's ``open``."""
+        for path in (store_path, Path(f"{store_path}.wal")):
+            note_file(path)
+        note_dir(spool)
+
+    def keep(self, exit_code: int) -> None:
+        """Keep the answer, unless something it read cannot be checked again, or changed
+        while it was being answered (its own writes included: then the next check keeps it)."""
+        if self.inputs.foreign or self.inputs.changed(image_id=_engine_image_id) is not None:
+            return
+        variables: set[str] = set()
+        for path in self.inputs.files:
+            if path.endswith(".yaml"):
+                with contextlib.suppress(OSError):
+                    variables.update(m.decode() for m in _ENV_REF.findall(Path(path).read_bytes()))
+        kept = {
+            "env": {name: os.environ.get(name) for name in sorted(variables)},
+            "inputs": self.inputs.to_dict(),
+            "stdout": "".join(line + "\n" for line in self.lines),
+            "exit_code": exit_code,
+        }
+        target = _file(self.command, self.overrides)
+        with contextlib.suppress(OSError):  # an optimisation: a cache that cannot be written is none
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(kept))
+            tmp.replace(target)
+
+
+@contextlib.contextmanager
+def answering(command: str, overrides: list[str]) -> Iterator[Answering]:
+    """Record what the block reads, for an answer ``Answering.keep`` may keep."""
+    with recording() as inputs:
+        yield Answering(command, overrides, inputs)
+
+
+def _engine_image_id(name: str) -> str | None:
+    """The ID of image ``name`` on the engine, asked on its unix socket (no Docker SDK: its
+    import is most of what an answered check would cost); None where there is no such image.
+    Raises OSError where no engine answers, or one that is not on a unix socket."""
+    url = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not url.startswith("unix://"):
+        raise OSError(f"not a local engine: {url}")
+    request = f"GET /images/{quote(name, safe='')}/json HTTP/1.0\r\nHost: docker\r\n\r\n".encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(url[len("unix://") :])
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(1 << 16):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) >= 2 and status[1] == b"404":
+        return None
+    if len(status) < 2 or status[1] != b"200":
+        raise OSError(f"the engine answered {head[:80]!r}")
+    found = json.loads(body).get("Id")
+    return str(found) if found is not None else None
