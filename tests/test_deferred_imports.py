@@ -59,3 +59,21 @@ def test_a_module_imported_before_crucible_is_left_as_it_is() -> None:
         """
     )
     assert out == "True module"
+
+
+def test_httpx_without_its_command_line_client_until_that_is_called() -> None:
+    out = _python(
+        """
+        import sys
+        import engine
+        import httpx
+        httpx.Client().close()  # what the MCP SDK's client does with it
+        before = "rich.console" in sys.modules or "click" in sys.modules
+        try:
+            httpx.main(["--help"])
+        except SystemExit as exc:
+            code = exc.code
+        print(before, code, "click" in sys.modules)
+        """
+    )
+    assert out.splitlines()[-1] == "False 0 True"

@@ -122,6 +122,10 @@ def run_hydra(args: list[str]) -> int:
 
             overrides = require_ray_launcher(overrides)  # crucible's; without the ray extra: one line
         composed, store = _validate(overrides)
+        if _runs_directly(flags, overrides, composed, runs_jobs=runs_jobs):
+            from engine.capabilities.preload import serving_loaded
+
+            serving_loaded()  # what serves the run's tools loads while its store, engine and plan are readied
         if runs_jobs:
             from engine.run.session import open_store
             from engine.runtimes.docker.daemon import ensure_engine
@@ -133,8 +137,7 @@ def run_hydra(args: list[str]) -> int:
     if multirun:
         sweep_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
         extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={_sweep_dir(sweep_id)}"]
-    hydra_own = any(o.lstrip("+~").startswith("hydra") for o in overrides)  # hydra.run.dir=, ...: its app's
-    if not multirun and runs_jobs and not flags and not hydra_own and len(composed) == 1 and composed[0][1] is not None:
+    if _runs_directly(flags, overrides, composed, runs_jobs=runs_jobs):
         return _run_directly(*composed[0], store=opened)
     sys.argv = ["crucible run", *flags, *overrides, *extra]
     _outcome.clear()
@@ -217,6 +220,16 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
     for marker in failed_jobs:
         print(f"job {marker.parent.name} did not run: {marker.read_text().strip()}", file=sys.stderr)
     return 1 if failed_jobs else 0
+
+
+def _runs_directly(
+    flags: list[str], overrides: list[str], composed: list[tuple[list[str], object]], *, runs_jobs: bool
+) -> bool:
+    """Whether the command is one run that needs nothing of Hydra's app: no flag (``-m``,
+    ``--cfg``, ...), no ``hydra.*`` override (``hydra.run.dir=``, a launcher: the app's to
+    read), one combination, composed."""
+    hydra_own = any(o.lstrip("+~").startswith("hydra") for o in overrides)
+    return runs_jobs and not flags and not hydra_own and len(composed) == 1 and composed[0][1] is not None
 
 
 def _run_directly(overrides: list[str], cfg: object, *, store: DuckDBStore | None) -> int:
