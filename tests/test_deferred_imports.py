@@ -77,3 +77,36 @@ def test_httpx_without_its_command_line_client_until_that_is_called() -> None:
         """
     )
     assert out.splitlines()[-1] == "False 0 True"
+
+
+def test_trio_stays_unloaded_under_the_mcp_clients_http_stack_on_asyncio() -> None:
+    out = _python(
+        """
+        import asyncio, sys, threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import engine
+        import httpx
+        import mcp.client.session  # noqa: F401
+
+        class Answer(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+        async def main():
+            async with httpx.AsyncClient() as client:  # httpcore's pool asks which library runs it
+                return (await client.get(f"http://127.0.0.1:{server.server_port}/")).text
+
+        assert asyncio.run(main()) == "ok"
+        server.shutdown()
+        print(type(sys.modules.get("trio")).__name__, "trio._core" in sys.modules)
+        """
+    )
+    assert out.splitlines()[-1] in ("DeferredModule False", "NoneType False")  # NoneType: trio not installed

@@ -29,6 +29,9 @@ DEFERRED: dict[str, tuple[str, ...]] = {
     # ~0.08 s of CPU) at its own import, ``from ._main import main``, whatever uses httpx (the
     # MCP SDK): its ``main`` stands in, the client loading when it is called.
     "httpx._main": ("main",),
+    # httpcore imports trio (~0.07 s of CPU; installed beside selenium) to learn whether it is
+    # there, and reads it only when running under trio: crucible's event loop is asyncio.
+    "trio": (),
 }
 """Module -> the callables a ``from module import name`` reads at its importer's import
 (a stand-in forwards each call to the real one, loaded then)."""
