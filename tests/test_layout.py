@@ -204,7 +204,7 @@ earlier one. DESIGN.md's order, with two placements the code decides: ``engine/i
 comes right after ``config`` (the contracts are written in the config schemas' types, and the
 schemas import no contract), and ``store`` comes before ``run`` (a run writes its records to
 the store; the store knows nothing of runs being made). ``base`` is the shared floor:
-``engine/errors.py``, ``engine/models.py`` and ``engine/util/``."""
+``engine/errors.py``, ``engine/models/`` and ``engine/util/``."""
 BASE = ("errors", "models", "util")
 
 

@@ -82,13 +82,13 @@ def _explained(record: RunRecord) -> list[str]:
     """What the run's flavor says of its raw grade (``Flavor.explain``, as ``crucible check``
     prints it: for sdlc, the PR and the github_* calls); nothing when there is no grade or the
     flavor cannot be loaded here (then the raw grade below still says everything)."""
-    from engine.config.plugins import plugin_class
+    from engine.config.plugins import explainer_class
 
     part = dict((record.spec or {}).get("flavor") or {})
     if not record.raw_grade or not part.get("_target_"):
         return []
-    try:
-        flavor = plugin_class(part.pop("_target_"), where="flavor")(**part)
+    try:  # the flavor's explainer alone where its package names one (the coding flavor's grader is heavy)
+        flavor = explainer_class(part.pop("_target_"))(**part)
         explained = [str(line) for line in flavor.explain(record.raw_grade)]
     except Exception:  # a flavor removed or changed since the run: show the raw grade alone
         return []

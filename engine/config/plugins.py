@@ -43,6 +43,23 @@ def plugin_class(target: str, *, where: str) -> type:
     return found
 
 
+def explainer_class(target: str) -> type:
+    """What ``crucible show`` builds to explain a flavor's raw grade: the class its package names
+    in ``EXPLAINERS`` (flavor class name -> ``_target_`` of a class constructed as the flavor is,
+    with the flavor's ``explain``), else the flavor class itself. A flavor module that is slow
+    to import (the coding flavor loads its whole grader) so costs ``show`` nothing."""
+    module_name = target.rpartition(".")[0]
+    package, _, _ = module_name.rpartition(".")
+    if package and target.startswith(allowed_prefixes()):  # nothing outside them is imported
+        try:
+            named = getattr(importlib.import_module(package), "EXPLAINERS", {}).get(target.rpartition(".")[2])
+        except Exception:  # a broken package: plugin_class below says so
+            named = None
+        if isinstance(named, str):
+            return plugin_class(named, where="flavor explainer")
+    return plugin_class(target, where="flavor")
+
+
 def flavor_class(target: str) -> type[Any]:
     """The flavor class ``target`` names, checked for what the engine reads off it."""
     cls = plugin_class(target, where="flavor")

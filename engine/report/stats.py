@@ -15,8 +15,37 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
-from statistics import NormalDist, fmean, median, stdev
+
+# The ``statistics`` module (with ``fractions``, ``decimal`` and ``random``) costs ~3 ms of every
+# `crucible report` (bench/bench_cli_startup.py) for what a report usually needs: a mean, a
+# median, the 97.5% normal quantile. Those are here, giving the very floats it gives; it is
+# imported only for the rest (a standard deviation, another quantile).
+
+
+def fmean(values: Sequence[float]) -> float:
+    """``statistics.fmean`` of a non-empty sequence (what it computes: an exact sum, divided)."""
+    return math.fsum(values) / len(values)
+
+
+def median(values: Sequence[float]) -> float:
+    """``statistics.median`` of a non-empty sequence: the middle value, or the mean of the two."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 == 1 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+Z_975 = 1.9599639845400536
+"""``statistics.NormalDist().inv_cdf(0.975)`` (tests/report checks it): the z of a 95% interval."""
+
+
+def normal_quantile(p: float) -> float:
+    """``statistics.NormalDist().inv_cdf(p)``; the module is imported for any p but a 95% interval's."""
+    if p == 0.975:
+        return Z_975
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
 
 SUCCESS = 1.0
 """A run counts as a success (it solved the task) when its reward is at least this."""
@@ -40,8 +69,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
     if n - c < k:  # every draw of k attempts contains a success
         return 1.0
-    # Exact rational arithmetic: comb() grows past float range for large n.
-    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+    # Exact: comb() grows past float range for large n, and int / int is correctly rounded
+    # (the float of the exact fraction 1 - C(n-c, k) / C(n, k)).
+    total = math.comb(n, k)
+    return (total - math.comb(n - c, k)) / total
 
 
 def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float | None:
@@ -74,7 +105,7 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> I
     """The Wilson score interval for a proportion; None when n == 0."""
     if n <= 0:
         return None
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    z = normal_quantile(0.5 + confidence / 2)
     p = successes / n
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
@@ -89,6 +120,8 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
     """Student's t interval for the mean; None with fewer than two values."""
     if len(values) < 2:
         return None
+    from statistics import stdev  # exact (rational) sum of squares, correctly rounded root
+
     mean = fmean(values)
     half = t_quantile(len(values) - 1, 0.5 + confidence / 2) * stdev(values) / math.sqrt(len(values))
     return Interval(mean - half, mean + half, "t")
@@ -113,7 +146,7 @@ def t_quantile(df: int, p: float) -> float:
     if df < 1 or not 0.5 < p < 1:
         raise ValueError(f"t_quantile needs df >= 1 and 0.5 < p < 1 (df={df}, p={p})")
     if df > 1000:  # the two-term Cornish-Fisher expansion is exact to ~1e-9 here
-        z = NormalDist().inv_cdf(p)
+        z = normal_quantile(p)
         return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
     target = 2 * p - 1  # P(|T| < t)
     low, high = 0.0, 1.0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 
 from engine.runtimes.owner import LABEL_OWNER_PID, LABEL_OWNER_STARTED, owner_alive, process_start_time
@@ -39,6 +38,8 @@ def reap_orphan_bridges(root: Path = BRIDGE_ROOT) -> list[str]:
         labels = {LABEL_OWNER_PID: pid, LABEL_OWNER_STARTED: "" if started == "0" else started}
         if owner_alive(labels):
             continue
+        import shutil  # here: every command housekeeps, and an orphan is rare (~2 ms, with bz2 and lzma)
+
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             log.info("removed orphaned bridge %s (owner pid %s gone)", path, pid)

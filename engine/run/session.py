@@ -34,13 +34,14 @@ class Session:
     runtime: Runtime
 
 
-def open_store(path: str | None = None, *, create: bool = True) -> DuckDBStore:
+def open_store(path: str | None = None, *, create: bool = True, housekeeping: bool = False) -> DuckDBStore:
     """The store at ``path`` (None: the default), opened once now: a path that cannot be a
     store is one ConfigError naming it, before the command starts any work (and, with
-    ``create=False``, a path where there is no store yet)."""
+    ``create=False``, a path where there is no store yet). ``housekeeping``: the caller
+    housekeeps next (``DuckDBStore.validate`` reads what is due in the same turn)."""
     from engine.store.duckdb import DuckDBStore
 
-    return DuckDBStore(path).validate(create=create)
+    return DuckDBStore(path).validate(create=create, housekeeping=housekeeping)
 
 
 def open_housekept_store(path: str | None = None) -> DuckDBStore:
@@ -48,7 +49,7 @@ def open_housekept_store(path: str | None = None) -> DuckDBStore:
     report), so that after a ``kill -9`` the next such command already shows no run stuck
     "running" and leaves no orphaned container. A ``path`` given (``--store``) must hold a
     store already: a reader never makes one up; the default store is made on first use."""
-    store = open_store(path, create=not path)
+    store = open_store(path, create=not path, housekeeping=True)
     housekeeping(store)
     return store
 

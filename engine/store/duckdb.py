@@ -38,7 +38,6 @@ Slowest stage::
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -50,7 +49,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.errors import ConfigError, StoreError, UserError
-from engine.models import RUN_STATUSES, BuildRecord, RunRecord, TerminalRecord, TerminalSnapshot
+from engine.models import RUN_STATUSES, BuildRecord, RunRecord, TerminalRecord, TerminalSnapshot, sha256_hex
 from engine.store import terminals as terminal_rows
 from engine.store.files import (
     atomic_write_json,
@@ -65,7 +64,14 @@ from engine.store.files import (
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
 from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
-from engine.store.schema import RUN_COLUMNS, from_db_ts, make_current, record_from_rows, to_db_ts
+from engine.store.orphans import housekeeping_due_in, started_epoch
+from engine.store.schema import (
+    RUN_COLUMNS,
+    make_current,
+    read_current,
+    record_from_rows,
+    seen_current,
+)
 from engine.util import paths
 
 log = logging.getLogger("crucible.store")
@@ -75,6 +81,9 @@ LOCK_TIMEOUT_S = 120.0
 BATCH = 500
 """Records per ingest transaction: short enough that readers get their turn."""
 FINAL_RUN_STATUSES = tuple(s for s in RUN_STATUSES if s != "running")
+IDS = """from_json(?, '["VARCHAR"]')"""
+"""A list of ids as SQL, bound as its JSON text: binding a Python list makes DuckDB import
+``decimal`` and ``uuid`` (with ``platform``) to look at its items, ~3 ms of every ``crucible show``."""
 
 
 class DuckDBStore:
@@ -93,10 +102,12 @@ class DuckDBStore:
         self.spool = (
             paths.spool_dir()
             if self.path == paths.home() / "store.duckdb"
-            else paths.spool_dir() / "stores" / hashlib.sha256(str(self.path).encode()).hexdigest()[:16]
+            else paths.spool_dir() / "stores" / sha256_hex(str(self.path))[:16]
         )
+        self._due: tuple[bool, bool] | None = None
+        """``housekeeping_due``'s answer, read with the schema's version by ``validate``."""
 
-    def validate(self, *, create: bool = True) -> DuckDBStore:
+    def validate(self, *, create: bool = True, housekeeping: bool = False) -> DuckDBStore:
         """Open the store once, now (creating a missing file, unless ``create`` is False: a
         reader given a path, where a missing file is a typo that would show an empty store),
         so that a path that cannot be a store fails before a command starts work it could not
@@ -105,6 +116,11 @@ class DuckDBStore:
         Raises ConfigError ``store PATH: what is wrong`` (one line). A file that is not a
         DuckDB database is recognised by its header before anything is written beside it,
         and is never modified. A store locked past ``lock_timeout`` stays a StoreError.
+
+        ``housekeeping``: the caller housekeeps next (``engine.run.session.housekeeping``); an
+        existing store's version is then read in the read turn that also reads what housekeeping
+        has to do (``housekeeping_due``), not in a write turn of its own: one turn fewer for
+        every ``query``, ``show`` and ``report`` (~3 ms each, bench/bench_cli_startup.py).
         """
         path = self.path
 
@@ -129,7 +145,9 @@ class DuckDBStore:
             if head[8:12] != b"DUCK":  # a DuckDB file: an 8-byte checksum, then the magic "DUCK"
                 raise bad("not a DuckDB database file (" + (f"it begins {head[:8]!r}" if head else "it is empty") + ")")
         try:
-            self._ensure_schema()
+            if housekeeping and path.exists() and not seen_current(path):
+                self._due = self._read_schema_and_due()
+            self._ensure_schema()  # nothing left to do where the read found the schema current
         except StoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, duckdb.Error) and not is_lock_conflict(cause):
@@ -315,19 +333,21 @@ class DuckDBStore:
             runs = [dict(zip(RUN_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
             if not runs:
                 return []
-            ids = [r["run_id"] for r in runs]
+            ids = [json.dumps([r["run_id"] for r in runs])]  # IDS: a list bound as JSON text
             steps: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for step in self._rows(con, "SELECT * FROM steps WHERE list_contains(?, run_id) ORDER BY position", ids):
+            for step in self._rows(
+                con, f"SELECT * FROM steps WHERE list_contains({IDS}, run_id) ORDER BY position", ids
+            ):
                 steps[step["run_id"]].append(step)
             subscores: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
             for run_id, name, value in con.execute(
-                "SELECT run_id, name, value FROM subscores WHERE list_contains(?, run_id) ORDER BY name", [ids]
+                f"SELECT run_id, name, value FROM subscores WHERE list_contains({IDS}, run_id) ORDER BY name", ids
             ).fetchall():
                 subscores[run_id].append((name, value))
             tests: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
             for run_id, name, status in con.execute(
-                "SELECT run_id, name, status FROM test_results WHERE list_contains(?, run_id) ORDER BY name, status",
-                [ids],
+                f"SELECT run_id, name, status FROM test_results WHERE list_contains({IDS}, run_id) ORDER BY name, status",
+                ids,
             ).fetchall():
                 tests[run_id].append((name, status))
         return [
@@ -335,8 +355,8 @@ class DuckDBStore:
         ]
 
     @staticmethod
-    def _rows(con: duckdb.DuckDBPyConnection, sql: str, ids: list[str]) -> list[dict[str, Any]]:
-        cursor = con.execute(sql, [ids])
+    def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cursor = con.execute(sql, params)
         columns = [d[0] for d in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
@@ -390,17 +410,28 @@ class DuckDBStore:
         """Whether ``mark_orphaned_runs`` and ``housekeep_terminals`` would find anything to do,
         read in one turn: every command housekeeps first, and each turn costs an ATTACH and the
         log's replay (~5 ms of a ~0.1 s `crucible query`, bench/bench_cli_startup.py). A run is due
-        exactly when ``mark_orphaned_runs`` would take it: running here, its owner not alive."""
-        self.ingest_pending()
+        exactly when ``mark_orphaned_runs`` would take it: running here, its owner not alive.
+        ``validate(housekeeping=True)`` may have read it already, in its turn: that answer holds
+        while nothing was ingested since (then it is read again)."""
+        read, self._due = self._due, None
+        if self.ingest_pending() == 0 and read is not None:
+            return read
         with self._connect(read_only=True) as con:
-            owners = con.execute(
-                "SELECT owner_pid, started_at FROM runs WHERE status = 'running' AND owner_host = ? "
-                "AND owner_pid IS NOT NULL",
-                [this_host()],
-            ).fetchall()
-            terminals_due = terminal_rows.needs_housekeeping(con)
-        runs_due = any(not process_alive(pid, _epoch(from_db_ts(started))) for pid, started in owners)
-        return runs_due, terminals_due
+            return housekeeping_due_in(con)
+
+    def _read_schema_and_due(self) -> tuple[bool, bool] | None:
+        """One read turn: the schema's version and, where it is current and the spool holds
+        nothing to ingest first, ``housekeeping_due``'s answer. None: ``make_current`` decides
+        (the schema is missing or old, or the file cannot be opened: its write turn says why)."""
+        try:
+            with self._connect(read_only=True) as con:
+                if not read_current(con, self.path) or pending_files(self.spool):
+                    return None
+                return housekeeping_due_in(con)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, duckdb.Error) and not is_lock_conflict(exc.__cause__):
+                return None
+            raise
 
     def mark_orphaned_runs(self) -> list[str]:
         """Runs left "running" by a dead process on this host become "error"; returns their ids.
@@ -414,7 +445,8 @@ class DuckDBStore:
         orphans = [
             r
             for r in self._load_runs("status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL", [host])
-            if r.owner_pid is not None and not process_alive(r.owner_pid, _epoch(r.started_at))  # not NULL: the query
+            # owner_pid is not None: the query says so, mypy does not know it
+            if r.owner_pid is not None and not process_alive(r.owner_pid, started_epoch(r.started_at))
         ]
         now = datetime.now(UTC).isoformat()
         recovered = {r.run_id for r in orphans if self._respool_final_record(r)}
@@ -461,11 +493,6 @@ class DuckDBStore:
 
     def _ensure_schema(self) -> None:
         make_current(self.path, lambda: self._connect(read_only=False), make_dir=self.is_default)
-
-
-def _epoch(iso: str | None) -> float | None:
-    value = to_db_ts(iso) if iso else None
-    return value.replace(tzinfo=UTC).timestamp() if value else None
 
 
 __all__ = ["DuckDBStore", "LOCK_TIMEOUT_S"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -131,6 +130,8 @@ class _Backoff:
 
     def sleep(self) -> None:
         # Full jitter: competing processes spread out instead of retrying in step.
+        import random  # here: only a contended turn waits, and every command opens the store (~1 ms)
+
         time.sleep(min(random.uniform(0, self.delay), max(0.0, self.deadline - time.monotonic())))
         self.delay = min(self.delay * 2, self.cap)
 

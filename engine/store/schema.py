@@ -143,6 +143,25 @@ process, not per object: a forked child checks again (its parent's check says no
 the file the child sees); per file, not path: a store removed and made again is checked."""
 
 
+def seen_current(path: Path) -> bool:
+    """Whether this process has seen the store file at ``path`` at ``SCHEMA_VERSION`` already
+    (``make_current`` then does nothing)."""
+    file = _file_identity(path)
+    return file is not None and _SCHEMA_READY.get(file) == (os.getpid(), SCHEMA_VERSION)
+
+
+def read_current(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Whether the store ``con`` has attached (the file at ``path``) is at ``SCHEMA_VERSION``, read
+    in a turn the caller holds: a read turn will do, since the version is written only after
+    every table (``make_current``). If so, ``make_current`` has nothing left to do in this
+    process; if not, it has (in a write turn of its own)."""
+    if _schema_version(con) != SCHEMA_VERSION:
+        return False
+    if (file := _file_identity(path)) is not None:
+        _SCHEMA_READY[file] = (os.getpid(), SCHEMA_VERSION)
+    return True
+
+
 def make_current(path: Path, connect: Callable[[], AbstractContextManager[Any]], *, make_dir: bool) -> None:
     """Bring the store file at ``path`` to ``SCHEMA_VERSION`` (created, or upgraded) in one
     write turn (``connect``), unless this process has seen it current already. ``make_dir``:

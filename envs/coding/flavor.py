@@ -11,7 +11,6 @@ to ``envs.coding.grader.grade``.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -22,6 +21,8 @@ from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, Up
 from engine.plan import repos
 from envs.coding import advice, grader, hidden, judging, reading, repo, rerun, testnames
 from envs.coding.defences import CodingIntegrity
+from envs.coding.explain import EXPLAINED as EXPLAINED  # re-exported: its home was here
+from envs.coding.explain import CodingExplainer
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
@@ -30,8 +31,6 @@ from envs.integrity.scan import model
 GATE = {"golden": GateRole(agent="integration_test", reward=1.0), "baseline": GateRole(agent="noop", reward=0.0)}
 
 
-EXPLAINED = frozenset({"reason", "test", "apply", "results", "renamed", "rerun", "rerun_differences", "scan"})
-"""The raw-grade keys ``explain`` shows in lines of their own; the others go on its ``other fields`` line."""
 RERUN_NEEDLESS = (
     "no differential re-run: the verdict is isolated behind a uid wall, so the hidden files "
     "are out of the tested code's reach and their names cannot matter"
@@ -45,12 +44,13 @@ def rerun_defends(spec: RunSpec) -> bool:
     return not (grader.isolates(task, integrity) and integrity.uid_wall)
 
 
-class CodingFlavor:
+class CodingFlavor(CodingExplainer):
+    """The coding flavor; its ``explain`` is ``CodingExplainer``'s (envs/coding/explain.py), which
+    ``crucible show`` loads alone."""
+
     task_schema: ClassVar[type] = CodingTaskConfig
     integrity_schema: ClassVar[type] = CodingIntegrity
     roles: ClassVar[Mapping[str, GateRole]] = GATE
-    explain_omits: ClassVar[Mapping[str, str]] = {"durations": "seconds each grading step took: no part of the verdict"}
-    """Raw-grade keys ``explain`` leaves out, with why (the flavor self-check holds it to the rest)."""
 
     def __init__(self, name: str = "coding") -> None:
         self.name = name
@@ -295,63 +295,6 @@ class CodingFlavor:
 
     def lock_refusal(self, spec: RunSpec) -> str | None:
         return advice.lock_refusal(spec)
-
-    def explain(self, raw: Mapping[str, Any]) -> list[str]:
-        """The reason, the diff's apply result and the test command's exit code and last
-        lines: what a task author needs to see why a golden failed."""
-        test = raw.get("test") or {}
-        apply = raw.get("apply") or {}
-        facts = {
-            "reason": raw.get("reason"),
-            "test_exit_code": test.get("exit_code"),
-            "test_timed_out": test.get("timed_out"),
-            "apply_ok": apply.get("ok"),
-        }
-        lines = [json.dumps({k: v for k, v in facts.items() if v is not None}, sort_keys=True)]
-        if not apply.get("ok", True) and apply.get("output"):
-            lines += ["apply output:", *str(apply["output"]).strip().splitlines()[-8:]]
-        named = raw.get("results") or {}
-        if named.get("error"):
-            lines.append(f"named test results ({named.get('format')}): {named['error']}")
-        read = rerun.map_back(named.get("tests") or [], rerun.recorded_names(raw.get("renamed") or {}))
-        not_passed = [t for t in read if t.get("status") != "PASSED"]
-        if not_passed:
-            lines.append(
-                f"tests not passed ({len(not_passed)} of {len(named.get('tests') or [])}): "
-                + ", ".join(f"{t['name']} {t['status']}" for t in not_passed[:8])
-            )
-        differences = raw.get("rerun_differences") or []
-        if differences:
-            second = raw.get("rerun") or {}
-            names = (second.get("renamed") or {}).get("names") or {}
-            placed = ((second.get("test") or {}).get("end") or {}).get("hidden_first")
-            lines.append(
-                f"differential re-run (hidden files renamed: {', '.join(sorted(names.values())) or 'none'}"
-                + (f"; imported first, before the {placed}" if placed in ("conftests", "tests") else "")
-                + ") disagrees: "
-                + "; ".join(differences[:5])
-            )
-        findings = (raw.get("scan") or {}).get("findings") or []
-        if findings:
-            lines.append(
-                f"test-aware code ({len(findings)}): " + "; ".join(model.Finding(**f).describe() for f in findings[:5])
-            )
-        rest = {
-            k: v
-            for k, v in sorted(raw.items())
-            if k not in EXPLAINED and k not in self.explain_omits and v not in (None, "", [], {})
-        }  # every other defence's record, where it holds anything
-        if rest:
-            lines.append(
-                "other fields: " + "; ".join(f"{k} {json.dumps(v, sort_keys=True)[:160]}" for k, v in rest.items())
-            )
-        # Random test names (randomise_test_names) shown as the task's, as the results are.
-        tail = rerun.map_text(
-            str(test.get("output_tail") or ""), rerun.recorded_names(raw.get("renamed") or {})
-        ).strip()
-        if tail:
-            lines += [f"test output (last lines of `{test.get('command', '')}`):", *tail.splitlines()[-12:]]
-        return lines
 
     def _prefetch_hidden(self, task: CodingTaskConfig) -> asyncio.Future:
         """Start reading ``task``'s hidden tests (host git; maybe a repo generator) once per task."""

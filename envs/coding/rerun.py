@@ -43,6 +43,9 @@ from engine.errors import GradeError
 from engine.models import TestResult
 from envs.coding import hidden as hidden_change
 from envs.coding import testnames
+from envs.coding.explain import map_back as map_back  # explain's, and the re-run's (judging, tests)
+from envs.coding.explain import map_text as map_text
+from envs.coding.explain import recorded_names as recorded_names
 from envs.coding.hidden import HiddenFile
 
 TAMPERED = "tampered: the differential re-run, under other hidden test names, gave another verdict"
@@ -112,12 +115,6 @@ class Renaming:
         folder, base = posixpath.split(path)
         stem, ext = _split(base)
         return posixpath.join(folder, self.names[stem] + ext) if stem in self.names else path
-
-
-def recorded_names(record: Mapping) -> dict[str, str]:
-    """Every random name a grading's ``renamed`` record holds -> the task's: what ``map_back``
-    takes (file stems and, where there are some, test names)."""
-    return {**(record.get("names") or {}), **(record.get("functions") or {})}
 
 
 def renamable(repo_path: Path, test_sha: str, files: Sequence[HiddenFile], command: str = "") -> frozenset[str]:
@@ -251,19 +248,6 @@ def shuffled(modules: Sequence[str], seed: int) -> list[str]:
     if len(order) > 1 and order == list(modules):
         order.reverse()
     return order
-
-
-def map_back(tests: Sequence[Mapping], names: Mapping[str, str]) -> list[dict]:
-    """Named results (``{name, status}``) with every random stem put back as the task's."""
-    return [{**t, "name": map_text(str(t["name"]), names)} for t in tests]
-
-
-def map_text(text: str, names: Mapping[str, str]) -> str:
-    """``text`` (a test id, the test output) with every random name put back as the task's."""
-    if not names:
-        return text
-    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
-    return pattern.sub(lambda m: names[m.group(0)], text)
 
 
 def differences(

@@ -231,7 +231,7 @@ tests in, reading the rewards): the grader's limit fires first, with its own rea
 
 
 def limits(found: harbor_folder.HarborFolder) -> TaskLimits:
-    """task.toml's limits as the run's (engine/models.py ``TaskLimits``): ``[agent].timeout_sec``
+    """task.toml's limits as the run's (engine/models/pipeline.py ``TaskLimits``): ``[agent].timeout_sec``
     the agent's turn, ``[verifier].timeout_sec`` (with the grader's margin) grading,
     ``[environment]`` cpus and memory every workspace's; ``allow_internet`` the agent's network
     where task.toml names it (false takes it away in every mode; true never gives ``strict`` one)."""
