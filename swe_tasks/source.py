@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.util import paths
+from engine.util.inputs import note_file
 from swe_tasks import rows
 from swe_tasks.schema import DEFAULT_REGISTRY
 
@@ -117,6 +118,7 @@ class SwebenchProSource:
 def file_sha256(path: Path, what: str) -> str:
     """A file's sha256, remembered by its stat (size, mtime, inode) under the cache: composing
     a config hashes a large dataset once, not every time."""
+    note_file(path)  # an input of what is answered, though the memo below may spare reading it
     try:
         st = path.stat()
     except OSError as exc:

@@ -37,7 +37,7 @@ from engine.interfaces import RecordsBuilds
 from engine.models import BuildRecord, ImageRef, canonical_json, sha256_hex
 from engine.plan.repos import file_lock
 from engine.util import paths
-from engine.util.inputs import note_image
+from engine.util.inputs import note_file, note_image
 
 if TYPE_CHECKING:
     from engine.build.progress import BuildProgress
@@ -63,6 +63,8 @@ def default_ca_bundle() -> str | None:
     """The host's CA bundle to forward into builds: $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."""
     for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
         candidate = os.environ.get(var)
+        if candidate:
+            note_file(candidate)  # looked for, not opened: its appearing changes what is planned
         if candidate and os.path.isfile(candidate):
             return candidate
     return None

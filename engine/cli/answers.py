@@ -22,13 +22,14 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
 from engine.util import paths
-from engine.util.inputs import Inputs, note_dir, note_file, recording
+from engine.util.inputs import Inputs, note_dir, note_file, racy, recording
 
 ANSWER_VERSION = "1"
 _STEERING = ("PATH", "HOME", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PYTHONPATH")
@@ -72,6 +73,8 @@ class Answering:
     overrides: list[str]
     inputs: Inputs
     lines: list[str] = field(default_factory=list)
+    store: set[str] = field(default_factory=set)
+    """The store's files and directories (``note_store``)."""
 
     def echo_through(self, echo: Callable[[str], object]) -> Callable[[str], object]:
         def both(line: str) -> object:
@@ -84,12 +87,20 @@ class Answering:
         """The store's own files, which DuckDB reads without Python's ``open``."""
         for path in (store_path, Path(f"{store_path}.wal")):
             note_file(path)
+            self.store.add(os.path.abspath(path))
         note_dir(spool)
+        self.store.update({os.path.abspath(spool), os.path.abspath(store_path.parent)})
 
     def keep(self, exit_code: int) -> None:
         """Keep the answer, unless something it read cannot be checked again, or changed
-        while it was being answered (its own writes included: then the next check keeps it)."""
+        while it was being answered (its own writes included: then the next check keeps it),
+        or so shortly before that a change within its timestamps' resolution could go unseen."""
         if self.inputs.foreign or self.inputs.changed(image_id=_engine_image_id) is not None:
+            return
+        # (The store's own files are exempt: each check's read turn touches its log, and every
+        # write to the store changes its size or mtime, in nanoseconds here.)
+        read = {path: st for path, st in {**self.inputs.files, **self.inputs.dirs}.items() if path not in self.store}
+        if racy(read, time.time_ns()) is not None:
             return
         variables: set[str] = set()
         for path in self.inputs.files:

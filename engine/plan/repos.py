@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError, PlanError
 from engine.util import paths
+from engine.util.inputs import note_files
 
 if TYPE_CHECKING:
     from git import Repo as GitRepo
@@ -79,6 +80,7 @@ def _generator_digest(source: Path) -> str:
         except OSError:  # a dangling link: nothing the generator can read
             continue
     files = sorted(path for path, st in stats.items() if stat.S_ISREG(st.st_mode))
+    note_files(files)  # inputs of what is answered, though the memo below may spare reading them
     key = tuple((str(path), stats[path].st_size, stats[path].st_mtime_ns) for path in files)
     if key in _DIGESTS:
         return _DIGESTS[key]

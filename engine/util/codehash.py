@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 from engine.util import paths
+from engine.util.inputs import note_files
 
 DOCKERFILE = paths.PROJECT_ROOT / "Dockerfile.hud"
 """The single image definition: hashed with the code, and what a task image builds from."""
@@ -25,7 +26,9 @@ def engine_version(*plugins: str) -> str:
     plug-in target in ``plugins`` that lives elsewhere (a flavor in tests/ or a user's package):
     a change to any of them is a new spec, never a stale cached verdict."""
     roots = {*CODE_PACKAGES, *(_package_of(target) for target in plugins)}
-    return _content_hash(tuple(sorted(r for r in roots if r)))
+    digest, files = _content_hash(tuple(sorted(r for r in roots if r)))
+    note_files(files)  # wherever they live (a plug-in installed as a package too), even when remembered
+    return digest
 
 
 def _package_of(target: str) -> str:
@@ -49,7 +52,7 @@ def _package_of(target: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _content_hash(roots: tuple[str, ...]) -> str:
+def _content_hash(roots: tuple[str, ...]) -> tuple[str, tuple[Path, ...]]:
     digest = hashlib.sha256()
     files = {DOCKERFILE}
     for root in roots:
@@ -59,4 +62,4 @@ def _content_hash(roots: tuple[str, ...]) -> str:
     for path in sorted(files):
         name = path.relative_to(paths.PROJECT_ROOT) if path.is_relative_to(paths.PROJECT_ROOT) else path
         digest.update(str(name).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()[:16], tuple(sorted(files))

@@ -9,43 +9,65 @@ no reader has to declare what it reads:
   directory (a file added beside it, which a later lookup might find, changes the directory);
 * every directory listed (``os.scandir``, ``os.listdir``: what globbing and walking use);
 * every ``git`` run: the state of its repository's references (``HEAD``, ``packed-refs``, the
-  ``refs/`` tree, the config and the grafts); objects are content-addressed, so the same
-  references answer every question about them alike;
+  ``refs/`` tree, the config and the grafts) and the user's and system's git config; objects
+  are content-addressed, so the same references answer every question about them alike;
 * what the caller notes itself: an image's ID (``note_image``: the Docker engine is no file),
-  and files no Python code opens (a store's write-ahead log).
+  files no Python code opens (a store's write-ahead log), files only looked for
+  (``os.path.isfile``: their appearing counts) or remembered by a stat-keyed memo (the code
+  hash, a dataset's digest), wherever they are (``note_file``).
 
-Anything else the answer might have depended on makes it unrecordable (``Inputs.foreign``):
-a subprocess other than git. The interpreter's own files and installed packages are not
-inputs (``engine_version`` does not hash them either).
+A file's record holds its ctime, which no one sets back: an edit that keeps the size and
+restores the mtime is seen. Anything else the answer might have depended on makes it
+unrecordable (``Inputs.foreign``): a subprocess other than git, a git run that may reach
+another repository (fetch, clone, ls-remote, ...). Installed libraries and bytecode are not
+inputs (``engine_version`` hashes the code itself, plug-ins installed as packages included).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
-import sysconfig
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-Stat = tuple[int, int, int] | None
-"""(size, mtime in ns, inode) of a file, or None where there was none."""
+Stat = tuple[int, int, int, int, int] | None
+"""(size, mtime in ns, ctime in ns, inode, device) of a file, or None where there was none. The
+ctime, which no one can set back, sees an edit that kept the size and restored the mtime."""
 
-_SKIPPED_PREFIXES = tuple(
-    sorted(
-        {
-            str(Path(p).resolve()) + os.sep
-            for p in (sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
-        }
-    )
-) + ("/proc/", "/sys/", "/dev/")
+
+@functools.cache
+def _skipped_prefixes() -> tuple[str, ...]:
+    """Where the interpreter and installed libraries live (sysconfig costs ~5 ms: asked once,
+    when something is recorded), and the kernel's own file systems."""
+    import sysconfig
+
+    where = (sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+    return (*sorted({str(Path(p).resolve()) + os.sep for p in where}), "/proc/", "/sys/", "/dev/")
+
+
+_RACY_S = 2.0
+"""An input changed this close to the answer's keeping may have changed again within its
+timestamps' resolution (git's "racily clean" files): such an answer is not kept."""
+_REMOTE = frozenset({"fetch", "clone", "pull", "push", "ls-remote", "remote", "submodule", "fetch-pack", "archive"})
+"""git commands that may reach another repository, whose state no local file records."""
 _HARMLESS = frozenset({"ldconfig"})
 """Programs whose output is no input of an answer: ``ctypes.util.find_library`` asks ldconfig
 where a shared library is."""
-_GIT_FILES = ("HEAD", "packed-refs", "config", "shallow", "commondir", "info/grafts", "objects/info/alternates")
+_GIT_FILES = (
+    "HEAD",
+    "packed-refs",
+    "config",
+    "shallow",
+    "commondir",
+    "info/grafts",
+    "objects/info/alternates",
+    "reftable/tables.list",
+)
 
 
 def stat_of(path: str) -> Stat:
@@ -53,7 +75,7 @@ def stat_of(path: str) -> Stat:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 @dataclass
@@ -103,6 +125,14 @@ class Inputs:
         return None
 
 
+def racy(stats: dict[str, Stat], now_ns: int) -> str | None:
+    """The first of ``stats`` changed within ``_RACY_S`` of ``now_ns``, if any."""
+    for path, st in stats.items():
+        if st is not None and now_ns - max(st[1], st[2]) < _RACY_S * 1e9:
+            return path
+    return None
+
+
 def git_state(git_dir: str) -> dict[str, Stat]:
     """What a repository's references are read from: the files that name them, and every file
     and directory of ``refs/`` (a new branch is a new file, or a changed ``packed-refs``)."""
@@ -129,6 +159,7 @@ def recording() -> Iterator[Inputs]:
     with _lock:
         if _active is not None:
             raise RuntimeError("inputs are already being recorded")
+        _skipped_prefixes()  # now, not first inside the hook (its import would be recorded into itself)
         if not _hooked:
             sys.addaudithook(_audit)  # for the process's life: inert while nothing records
             _hooked = True
@@ -161,10 +192,18 @@ def note_image(name: str, image_id: str | None) -> None:
 
 
 def note_file(path: str | Path) -> None:
-    """A file read by something other than Python's own ``open`` (a database's log)."""
+    """A file read by something other than Python's own ``open`` (a database's log), looked
+    for without being opened (``os.path.isfile``), or remembered by its stat in a memo that
+    spares reading it: recorded wherever it is (missing too)."""
     inputs = _active
     if inputs is not None:
-        _note_file(inputs, os.path.abspath(path))
+        _note_file(inputs, os.path.abspath(path), always=True)
+
+
+def note_files(paths: Iterable[str | Path]) -> None:
+    if _active is not None:
+        for path in paths:
+            note_file(path)
 
 
 def note_dir(path: str | Path) -> None:
@@ -173,9 +212,11 @@ def note_dir(path: str | Path) -> None:
         inputs.dirs.setdefault(os.path.abspath(path), stat_of(os.path.abspath(path)))
 
 
-def _note_file(inputs: Inputs, path: str) -> None:
-    if path.startswith(_SKIPPED_PREFIXES) or path in inputs.files:
+def _note_file(inputs: Inputs, path: str, *, always: bool = False) -> None:
+    if path in inputs.files:
         return
+    if not always and (path.startswith(_skipped_prefixes()) or f"{os.sep}__pycache__{os.sep}" in path):
+        return  # an installed library, or bytecode (its source is code engine_version hashes)
     inputs.files[path] = stat_of(path)
     parent = os.path.dirname(path)
     inputs.dirs.setdefault(parent, stat_of(parent))
@@ -192,7 +233,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             where = args[0] if args and args[0] is not None else "."
             if isinstance(where, (str, bytes, os.PathLike)):
                 path = os.path.abspath(os.fsdecode(where))
-                if not path.startswith(_SKIPPED_PREFIXES):
+                if not path.startswith(_skipped_prefixes()):
                     inputs.dirs.setdefault(path, stat_of(path))
         elif event == "subprocess.Popen":
             _ran(inputs, args[1], args[2], args[3])
@@ -219,20 +260,43 @@ def _ran(inputs: Inputs, argv: Any, cwd: Any, env: Any) -> None:
     if not args or os.path.basename(args[0]) != "git":
         inputs.foreign.append(f"ran {args[:1]}")
         return
+    environ = env if env is not None else os.environ
     where = os.fsdecode(cwd) if cwd is not None else os.getcwd()
-    git_dir = (env or os.environ).get("GIT_DIR")
-    for i, arg in enumerate(args[1:], start=1):
-        if arg == "-C" and i + 1 < len(args):
-            where = os.path.join(where, args[i + 1])
-        elif arg.startswith("--git-dir="):
+    git_dir, command, i = environ.get("GIT_DIR"), None, 1
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and i + 1 < len(args):
+            if arg == "-C":
+                where = os.path.join(where, args[i + 1])
+            elif arg == "--git-dir":
+                git_dir = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--git-dir="):
             git_dir = arg[len("--git-dir=") :]
         elif not arg.startswith("-"):
-            break  # the git command itself: what follows is its own
+            command = arg  # the git command itself: what follows is its own
+            break
+        i += 1
+    if command in _REMOTE:
+        inputs.foreign.append(f"git {command}: another repository's state")
+        return
     found = _git_dir_of(os.path.join(where, git_dir) if git_dir else where)
     if found is None:
         inputs.foreign.append(f"git outside a repository ({where})")
-    elif found not in inputs.git_dirs:
+        return
+    if found not in inputs.git_dirs:
         inputs.git_dirs[found] = git_state(found)
+    for config in _git_configs(environ):  # what git reads besides the repository (safe.directory, ...)
+        _note_file(inputs, config, always=True)
+
+
+def _git_configs(environ: Any) -> list[str]:
+    home = environ.get("HOME") or os.path.expanduser("~")
+    xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    found = [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig"]
+    found += [environ[v] for v in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM") if environ.get(v)]
+    return [os.path.abspath(p) for p in found if p != os.devnull]
 
 
 def _git_dir_of(where: str) -> str | None:

@@ -10,10 +10,22 @@ import csv
 import io
 import json
 import math
+import sys
 from collections.abc import Sequence
 from datetime import date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Any
+
+
+class _NoDecimal:
+    """What no value is an instance of: ``_decimal()`` before anything imported ``decimal``."""
+
+
+def _decimal() -> type[Any]:
+    """``decimal.Decimal``: a value can be one only once something imported ``decimal`` (DuckDB
+    does, for a DECIMAL column), and importing it costs ~1 ms of every ``crucible query``."""
+    module = sys.modules.get("decimal")
+    return module.Decimal if module is not None else _NoDecimal
+
 
 MAX_CELL = 80
 """A table cell longer than this is cut (CSV and JSON always carry the full value)."""
@@ -63,13 +75,13 @@ def format_float(value: float) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+    return isinstance(value, (int, float, _decimal())) and not isinstance(value, bool)
 
 
 def _cell(value: Any, max_cell: int | None) -> str:
     if value is None:
         return ""
-    text = format_float(float(value)) if isinstance(value, (float, Decimal)) else _plain(value)
+    text = format_float(float(value)) if isinstance(value, (float, _decimal())) else _plain(value)
     # Newlines and tabs would break the alignment of every following column.
     text = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
     if max_cell is not None and len(text) > max_cell:
@@ -93,7 +105,7 @@ def _jsonable(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
+    if isinstance(value, _decimal()):
         return _jsonable(float(value))
     if isinstance(value, (datetime, date, time)):
         return value.isoformat()
