@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING
 from engine.errors import ConfigError, PlanError
 from engine.util import paths
 from engine.util.inputs import note_files
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from git import Repo as GitRepo
@@ -124,7 +127,18 @@ def _cloned_repo(url: str) -> Path:
             )
             if proc.returncode != 0:
                 raise ConfigError(f"repo '{url}' cannot be cloned: {proc.stderr.strip().splitlines()[-1:]}")
-        git(target, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", check=False)
+        # Every branch and tag as the remote has them now. --update-head-ok: the clone's HEAD
+        # names one of them, and without it git refuses the whole fetch ("refusing to fetch
+        # into branch ... checked out"), so no branch was ever brought up to date.
+        fetched = subprocess.run(
+            ["git", "-C", str(target), "fetch", "--quiet", "--update-head-ok", "--prune", "origin"]
+            + ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **_GIT_ENV},
+        )
+        if fetched.returncode != 0:  # offline, say: what was fetched before still pins the task
+            log.warning("repo %s: not fetched (%s); its refs as fetched before", url, fetched.stderr.strip()[-300:])
     return target
 
 

@@ -1,0 +1,54 @@
+"""A task repo given as a URL (engine/plan/repos.py: _cloned_repo): every branch and tag the
+remote has, brought up to date on each plan. A real remote over file://; the clone lives in
+the session's CRUCIBLE_HOME."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from engine.plan.repos import resolve_repo
+
+IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(where: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(where), *args], capture_output=True, text=True, check=True, env={**os.environ, **IDENTITY}
+    )
+    return proc.stdout.strip()
+
+
+def commit(work: Path, name: str) -> str:
+    (work / name).write_text(f"{name}\n")
+    git(work, "add", name)
+    git(work, "commit", "-q", "-m", name)
+    return git(work, "rev-parse", "HEAD")
+
+
+def test_a_url_repo_has_every_remote_branch_and_tag_and_follows_them(tmp_path):
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    git(work, "remote", "add", "origin", str(remote))
+    base = commit(work, "a")
+    git(work, "push", "-q", "origin", "main")
+    git(work, "checkout", "-q", "-b", "golden")
+    golden = commit(work, "b")
+    git(work, "tag", "v1")
+    git(work, "push", "-q", "origin", "golden", "v1")
+
+    clone = resolve_repo(f"file://{remote}")
+    assert git(clone, "rev-parse", "main", "golden", "v1^{commit}").split() == [base, golden, golden]
+
+    # The remote moves: main (the clone's own HEAD branch) and golden gain commits, a tag moves.
+    git(work, "checkout", "-q", "main")
+    newer_main = commit(work, "c")
+    git(work, "checkout", "-q", "golden")
+    newer_golden = commit(work, "d")
+    git(work, "tag", "-f", "v1")
+    git(work, "push", "-q", "-f", "origin", "main", "golden", "v1")
+
+    assert resolve_repo(f"file://{remote}") == clone
+    assert git(clone, "rev-parse", "main", "golden", "v1^{commit}").split() == [newer_main, newer_golden, newer_golden]
