@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from engine.errors import WorkspaceError
 from engine.models import ExecResult
 from engine.runtimes.docker.stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
+from engine.runtimes.docker.wire import WireError, WireLost, wire_for
 from engine.util.aio import finish_even_if_cancelled
 
 T = TypeVar("T")
@@ -60,7 +61,7 @@ async def sdk_call(what: str, fn: Callable[..., T], *args: object, **kwargs: obj
 
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException, WireError, WireLost) as exc:
         raise WorkspaceError(f"docker {what} failed: {exc}") from exc
 
 
@@ -77,6 +78,21 @@ def start_exec(
 ) -> tuple[str, HijackedStream]:
     """Create and start an exec; return its id and its hijacked stream (blocking). With ``tty``
     the stream is the terminal's raw bytes, not Docker's multiplexed frames."""
+    wire = wire_for(api)
+    if wire is not None:
+        config = {
+            "User": docker_user(user),
+            "Privileged": False,
+            "Tty": tty,
+            "AttachStdin": stdin,
+            "AttachStdout": True,
+            "AttachStderr": True,
+            "Cmd": list(argv),
+            "Env": [f"{k}={v}" for k, v in env.items()],
+            **({"WorkingDir": cwd} if cwd is not None else {}),
+        }
+        exec_id = wire.create(container_id, config)
+        return exec_id, wire.start(exec_id, tty)
     created = api.exec_create(
         container_id,
         list(argv),
@@ -105,6 +121,20 @@ def run_simple(api: DockerApi, container_id: str, argv: Sequence[str]) -> tuple[
     return wait_exit_code(api, exec_id), bytes(output)
 
 
+def inspect_exec(api: DockerApi, exec_id: str) -> dict[str, Any]:
+    """The daemon's record of an exec (blocking): over the wire where there is one."""
+    wire = wire_for(api)
+    info: dict[str, Any] = api.exec_inspect(exec_id) if wire is None else wire.inspect(exec_id)
+    return info
+
+
+def exit_code(info: Mapping[str, Any]) -> int | None:
+    """The exit code in an exec's record, or None while the daemon has not recorded one."""
+    if info.get("Running") or info.get("ExitCode") is None:
+        return None
+    return int(info["ExitCode"])
+
+
 def wait_exit_code(api: DockerApi, exec_id: str, patience: float = 5.0) -> int:
     """The exit code of a finished exec; the daemon may record it a moment after EOF (under
     load 0.1 s and more: polled every 10 ms that was ~3.5 inspects an exec, each a request
@@ -112,9 +142,9 @@ def wait_exit_code(api: DockerApi, exec_id: str, patience: float = 5.0) -> int:
     deadline = time.monotonic() + patience
     pause = 0.005
     while True:
-        info = api.exec_inspect(exec_id)
-        if not info.get("Running") and info.get("ExitCode") is not None:
-            return int(info["ExitCode"])
+        code = exit_code(inspect_exec(api, exec_id))
+        if code is not None:
+            return code
         if time.monotonic() > deadline:
             raise WorkspaceError(f"exec {exec_id[:12]} still running after its output ended")
         time.sleep(pause)
@@ -132,16 +162,30 @@ async def kill_group(api: DockerApi, container_id: str, pid: int | None) -> None
 
 
 class OutputPump:
-    """Reads one exec's stream to its end in a thread, into bounded stdout/stderr buffers."""
+    """Reads one exec's stream to its end in a thread, into bounded stdout/stderr buffers.
 
-    def __init__(self, stream: HijackedStream, max_output: int, loop: asyncio.AbstractEventLoop) -> None:
+    After the stream's end (``done``) the same thread asks the daemon once for the exit code
+    (``code``; ``code_at_eof``): that saves every exec a hand-off to another thread on its
+    critical path.
+    """
+
+    def __init__(
+        self, api: DockerApi, exec_id: str, stream: HijackedStream, max_output: int, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.stream = stream
         self.stdout = BoundedBuffer(max_output)
         self.stderr = BoundedBuffer(max_output)
         self.pid_line = PidLine()
         self.done: asyncio.Future[None] = loop.create_future()
-        self._loop = loop
+        self.code: asyncio.Future[int | None] = loop.create_future()
+        self._api, self._exec_id, self._loop = api, exec_id, loop
+        self._aborted = False
         threading.Thread(target=self._run, name="crucible-exec-reader", daemon=True).start()
+
+    def abort(self) -> None:
+        """Cut the stream: the reader sees EOF and asks for no exit code."""
+        self._aborted = True
+        self.stream.abort()
 
     def _run(self) -> None:
         demux = Demuxer()
@@ -157,15 +201,29 @@ class OutputPump:
         finally:
             self.pid_line.finish()
             self.stream.close()
-            try:
-                self._loop.call_soon_threadsafe(_resolve, self.done)
-            except RuntimeError:
-                pass  # the loop is gone; nobody is waiting any more
+            self._settle(self.done, None)  # first: the end of output waits on no request
+            self._settle(self.code, None if self._aborted else code_at_eof(self._api, self._exec_id))
+
+    def _settle(self, fut: asyncio.Future[Any], value: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(_resolve, fut, value)
+        except RuntimeError:
+            pass  # the loop is gone; nobody is waiting any more
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
+def code_at_eof(api: DockerApi, exec_id: str) -> int | None:
+    """The exit code, asked once right after the exec's stream ended: the daemon has nearly
+    always recorded it by then. None when it has not (or the request failed): the caller polls
+    (``wait_exit_code``), and reports what fails."""
+    try:
+        return exit_code(inspect_exec(api, exec_id))
+    except Exception:  # noqa: BLE001 - asked again by the caller, whose error is the one to report
+        return None
+
+
+def _resolve(fut: asyncio.Future[Any], value: object) -> None:
     if not fut.done():
-        fut.set_result(None)
+        fut.set_result(value)
 
 
 def _feed_stdin(stream: HijackedStream, data: bytes) -> None:
@@ -199,7 +257,7 @@ async def run_exec(
     exec_id, stream = await sdk_call(
         "exec", start_exec, api, container_id, wrapped, user=user, cwd=cwd, env=env, stdin=stdin is not None
     )
-    pump = OutputPump(stream, max_output, asyncio.get_running_loop())
+    pump = OutputPump(api, exec_id, stream, max_output, asyncio.get_running_loop())
     if stdin is not None:
         threading.Thread(target=_feed_stdin, args=(stream, stdin), name="crucible-exec-stdin", daemon=True).start()
     try:
@@ -211,7 +269,9 @@ async def run_exec(
     if not finished:  # the backstop
         await _kill_quietly(api, container_id, pump)
         return _result(pump, 124, True, started)
-    code = await sdk_call("exec inspect", wait_exit_code, api, exec_id)
+    code = await pump.code
+    if code is None:
+        code = await sdk_call("exec inspect", wait_exit_code, api, exec_id)
     if pump.pid_line.pid is None and pump.pid_line.start_error is not None:
         raise WorkspaceError(f"could not start {argv[0]!r}: {pump.pid_line.start_error}")
     timed_out = code in (124, 137) and time.monotonic() - started >= timeout
@@ -236,12 +296,12 @@ async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadlin
             return True
         except TimeoutError:
             pass
-        info = await sdk_call("exec inspect", api.exec_inspect, exec_id)
+        info = await sdk_call("exec inspect", inspect_exec, api, exec_id)
         if not info.get("Running"):
             try:
                 await asyncio.wait_for(asyncio.shield(pump.done), DRAIN_GRACE)
             except TimeoutError:
-                pump.stream.abort()
+                pump.abort()
                 await pump.done
             return True
         poll = min(poll * 2, 2.0)
@@ -253,7 +313,7 @@ async def _kill_quietly(api: DockerApi, container_id: str, pump: OutputPump) -> 
     except WorkspaceError:
         pass  # the container may be going away; abort the stream regardless
     finally:
-        pump.stream.abort()
+        pump.abort()
     try:
         await asyncio.wait_for(asyncio.shield(pump.done), 5.0)
     except TimeoutError:

@@ -26,7 +26,15 @@ from typing import Any
 
 from engine.errors import WorkspaceError
 from engine.models import TtySize
-from engine.runtimes.docker.exec import DockerApi, kill_group, sdk_call, start_exec
+from engine.runtimes.docker.exec import (
+    DockerApi,
+    code_at_eof,
+    exit_code,
+    inspect_exec,
+    kill_group,
+    sdk_call,
+    start_exec,
+)
 from engine.runtimes.docker.stream import STDERR, STDOUT, Demuxer, HijackedStream, PidLine
 
 PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
@@ -65,6 +73,8 @@ class DockerProcess:
         self._pending = b""
         self._read_eof = False
         self._exit_code: int | None = None
+        # The exit code the reader asked for once, right after EOF (None: not recorded yet, or cut).
+        self._code_at_eof: asyncio.Future[int | None] = loop.create_future()
         self._aborted = threading.Event()
         self._writes: queue.Queue[tuple[bytes | None, asyncio.Future[None] | None]] = queue.Queue()
         # Why stdin takes nothing more ("closed", "aborted", the send error), once the writer
@@ -168,6 +178,10 @@ class DockerProcess:
                 self._credits.release()
                 self._call(self._err_chunks.put_nowait, _EOF)
             self._stream.close()
+            # Last, when readers have their EOF: asked here, ``wait`` needs no request (and no
+            # hand-off to a thread) of its own.
+            code = None if self._aborted.is_set() else code_at_eof(self._api, self._exec_id)
+            self._call(_settle, self._code_at_eof, code)
 
     def _write_loop(self) -> None:
         ended = "closed"
@@ -283,18 +297,27 @@ class DockerProcess:
         # daemon and this process pay for: polled from 20 ms, a run spent ~85 of them.
         open_delay, closed_delay = 0.1, 0.005
         while True:
-            info = await sdk_call("exec inspect", self._api.exec_inspect, self._exec_id)
-            if not info.get("Running") and info.get("ExitCode") is not None:
-                self._exit_code = int(info["ExitCode"])
-                return self._exit_code
+            code = None
+            if self._eof.done():  # the reader's answer first; a request only where it had none
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+                done, _ = await asyncio.wait({self._code_at_eof}, timeout=remaining)
+                if not done:
+                    raise TimeoutError(f"process did not exit within {timeout} s")
+                code = self._code_at_eof.result()
+            if code is None:
+                code = exit_code(await sdk_call("exec inspect", inspect_exec, self._api, self._exec_id))
+            if code is not None:
+                self._exit_code = code
+                return code
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise TimeoutError(f"process did not exit within {timeout} s")
-            if self._eof.done():
+            if self._eof.done():  # a sleep: waiting on the settled ``_eof`` would return at once
                 delay, closed_delay = closed_delay, min(closed_delay * 2, 0.08)
+                await asyncio.sleep(delay if remaining is None else min(delay, remaining))
             else:
                 delay, open_delay = open_delay, min(open_delay * 2, 0.5)
-            await asyncio.wait({self._eof}, timeout=delay if remaining is None else min(delay, remaining))
+                await asyncio.wait({self._eof}, timeout=delay if remaining is None else min(delay, remaining))
 
     async def kill(self) -> None:
         if self._exited:

@@ -56,6 +56,15 @@ class HijackedStream:
         if self._ssh is None:
             keep_alive(self._sock)
 
+    @classmethod
+    def over(cls, sock: socket.socket, reader: Any, response: object) -> HijackedStream:
+        """A connection taken over by hand (``wire.ExecWire.start``): ``reader`` is the buffered
+        reader that parsed the upgrade (it may already hold output), ``response`` closes it."""
+        stream = cls.__new__(cls)
+        stream._reader, stream._sock, stream._response, stream._ssh = reader, sock, response, None
+        sock.settimeout(None)  # as above: a quiet command is no dead connection
+        return stream
+
     def recv(self, n: int = 65536) -> bytes:
         reader = self._reader
         data: bytes = reader.read1(n) if hasattr(reader, "read1") else reader.recv(n)
