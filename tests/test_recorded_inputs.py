@@ -10,21 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from git_repos import git
 
 from engine.util.codehash import engine_version
 from engine.util.inputs import not_recorded, note_file, note_image, racy, recording
 from engine.util.paths import PROJECT_ROOT
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.fixture
@@ -127,8 +117,8 @@ def test_a_git_run_records_the_users_git_config_which_git_reads_too(repo, tmp_pa
     home.mkdir()
     (home / ".gitconfig").write_text("[safe]\n\tdirectory = *\n")
     monkeypatch.setenv("HOME", str(home))
-    with recording() as inputs:
-        git(repo, "rev-parse", "HEAD")
+    with recording() as inputs:  # git as the user runs it: their HOME, their global config
+        subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True)
     assert inputs.changed() is None
     (home / ".gitconfig").write_text("")
     assert inputs.changed() == f"file {home / '.gitconfig'} changed"

@@ -20,21 +20,20 @@ import contextlib
 import hashlib
 import json
 import os
-import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from engine.config.tree import env_variables
+from engine.runtimes.docker.daemon import ask_local_engine, local_engine_socket
 from engine.util import paths
 from engine.util.inputs import Inputs, note_dir, note_file, racy, recording
 
 ANSWER_VERSION = "1"
 _STEERING = ("PATH", "HOME", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PYTHONPATH")
 _STEERING_PREFIXES = ("CRUCIBLE_", "DOCKER_", "GIT_")
-_ENV_REF = re.compile(rb"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _key(command: str, overrides: list[str]) -> str:
@@ -106,7 +105,7 @@ class Answering:
         for path in self.inputs.files:
             if path.endswith(".yaml"):
                 with contextlib.suppress(OSError):
-                    variables.update(m.decode() for m in _ENV_REF.findall(Path(path).read_bytes()))
+                    variables |= env_variables(Path(path).read_text("utf-8", "replace"))
         kept = {
             "env": {name: os.environ.get(name) for name in sorted(variables)},
             "inputs": self.inputs.to_dict(),
@@ -132,22 +131,16 @@ def _engine_image_id(name: str) -> str | None:
     """The ID of image ``name`` on the engine, asked on its unix socket (no Docker SDK: its
     import is most of what an answered check would cost); None where there is no such image.
     Raises OSError where no engine answers, or one that is not on a unix socket."""
-    url = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if not url.startswith("unix://"):
-        raise OSError(f"not a local engine: {url}")
-    request = f"GET /images/{quote(name, safe='')}/json HTTP/1.0\r\nHost: docker\r\n\r\n".encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(url[len("unix://") :])
-        sock.sendall(request)
-        chunks = []
-        while chunk := sock.recv(1 << 16):
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
-    if len(status) >= 2 and status[1] == b"404":
+    where = local_engine_socket()
+    if where is None:
+        raise OSError(f"not a local engine: {os.environ.get('DOCKER_HOST')}")
+    status, body = ask_local_engine(where, f"/images/{quote(name, safe='')}/json", timeout=10)
+    if status == 404:
         return None
-    if len(status) < 2 or status[1] != b"200":
-        raise OSError(f"the engine answered {head[:80]!r}")
-    found = json.loads(body).get("Id")
-    return str(found) if found is not None else None
+    try:
+        found = json.loads(body)["Id"] if status == 200 else None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise OSError(f"the engine's answer about image {name} is not one: {exc}") from exc
+    if found is None:
+        raise OSError(f"the engine answered {status} about image {name}")
+    return str(found)

@@ -4,40 +4,9 @@ argparse's usage dump and exit 2 from inside a library."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from typing import NoReturn
 
 from engine.errors import UserError
-
-
-class _Formatter(argparse.HelpFormatter):
-    """argparse's own, its width found as ``shutil.get_terminal_size`` finds it, without importing
-    ``shutil`` (with ``bz2``, ``lzma`` and ``zlib``: ~2 ms of every command): ``add_argument``
-    makes a formatter each time, to check the metavar, and only help text ever uses the width."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
-        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
-
-
-def _columns(fallback: int = 80) -> int:
-    """``shutil.get_terminal_size().columns``: $COLUMNS, else stdout's terminal, else ``fallback``."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    try:
-        lines = int(os.environ["LINES"])
-    except (KeyError, ValueError):
-        lines = 0
-    if columns <= 0 or lines <= 0:
-        try:
-            found = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            found = fallback
-        if columns <= 0:
-            columns = found or fallback
-    return columns
 
 
 def one_line_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -45,7 +14,7 @@ def one_line_parser(prog: str, description: str) -> argparse.ArgumentParser:
         def error(self, message: str) -> NoReturn:
             raise UserError(message)
 
-    return OneLineParser(prog=f"crucible {prog}", description=description, formatter_class=_Formatter)
+    return OneLineParser(prog=f"crucible {prog}", description=description)
 
 
 def require_task(overrides: list[str]) -> None:

@@ -178,11 +178,10 @@ def run_check(
             )
         if answer is not None:
             answer.note_store(session.store.path, session.store.spool)
-    if answer is not None and all(job.from_store for job in jobs):
-        echo = answer.echo_through(echo)
-    code = _answer(jobs, check, echo)
-    if answer is not None and all(job.from_store for job in jobs):
-        answer.keep(code)
+    kept = answer if answer is not None and all(job.from_store for job in jobs) else None  # computed nothing new
+    code = _answer(jobs, check, echo if kept is None else kept.echo_through(echo))
+    if kept is not None:
+        kept.keep(code)
     return code
 
 

@@ -115,6 +115,7 @@ def run_hydra(args: list[str]) -> int:
     runs_jobs = not set(flags) & _NO_VALIDATION and "--cfg" not in flags and "-c" not in flags
     composed: list[tuple[list[str], object]] = []
     store = opened = None
+    direct = False
     if not set(flags) & _NO_VALIDATION:
         overrides = expand_globs(overrides)
         if multirun:
@@ -122,7 +123,8 @@ def run_hydra(args: list[str]) -> int:
 
             overrides = require_ray_launcher(overrides)  # crucible's; without the ray extra: one line
         composed, store = _validate(overrides)
-        if _runs_directly(flags, overrides, composed, runs_jobs=runs_jobs):
+        direct = _runs_directly(flags, overrides, composed, runs_jobs=runs_jobs)
+        if direct:
             from engine.capabilities.preload import serving_loaded
 
             serving_loaded()  # what serves the run's tools loads while its store, engine and plan are readied
@@ -137,7 +139,7 @@ def run_hydra(args: list[str]) -> int:
     if multirun:
         sweep_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid4().hex[:6]
         extra += [f"sweep_id={sweep_id}", f"hydra.sweep.dir={_sweep_dir(sweep_id)}"]
-    if _runs_directly(flags, overrides, composed, runs_jobs=runs_jobs):
+    if direct:
         return _run_directly(*composed[0], store=opened)
     sys.argv = ["crucible run", *flags, *overrides, *extra]
     _outcome.clear()

@@ -31,7 +31,15 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from engine.config.describe import describe, first_line, from_override, yaml_error
-from engine.config.tree import CONF_DIR, GROUPS, config_dirs, group_options, searchpath_override, written_config_dirs
+from engine.config.tree import (
+    CONF_DIR,
+    GROUPS,
+    config_dirs,
+    env_variables,
+    group_options,
+    searchpath_override,
+    written_config_dirs,
+)
 from engine.errors import ConfigError
 from engine.util import paths
 from engine.util.codehash import engine_version
@@ -257,7 +265,6 @@ def _settable(base: DictConfig, dotted: str) -> bool:
 
 
 EVAL_CACHE_VERSION = "1"
-_ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _cache_key(overrides: list[str]) -> str:
@@ -276,7 +283,7 @@ def _cache_key(overrides: list[str]) -> str:
         digest.update(b"\0dir\0" + str(root.resolve()).encode())
         for path in sorted(root.rglob("*.yaml")) if root.is_dir() else []:
             data = path.read_bytes()
-            variables.update(_ENV_REF.findall(data.decode("utf-8", "replace")))
+            variables.update(env_variables(data.decode("utf-8", "replace")))
             digest.update(str(path.relative_to(root)).encode() + b"\0" + hashlib.sha256(data).digest())
     for name in sorted(variables):
         digest.update(f"\0env\0{name}={os.environ.get(name)}".encode())

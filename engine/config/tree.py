@@ -8,6 +8,7 @@ and its one-line errors (``engine.config.describe``) build on it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from engine.errors import ConfigError
@@ -15,6 +16,13 @@ from engine.util import paths
 
 CONF_DIR = paths.PROJECT_ROOT / "conf"
 GROUPS = ("env", "flavor", "agent", "integrity", "runtime", "task")
+_ENV_REF = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def env_variables(text: str) -> set[str]:
+    """The environment variables a config file reads (``${oc.env:NAME...}``): an input of
+    whatever is composed from it, besides its bytes."""
+    return set(_ENV_REF.findall(text))
 
 
 def config_dirs() -> list[Path]:

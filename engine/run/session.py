@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from engine.runtimes.docker.daemon import EngineNotListening, ask_local_engine, local_engine_socket
 from engine.runtimes.owner import LABEL_OWNER_HOST, LABEL_OWNER_PID, owner_alive
 from engine.util import paths
 
@@ -107,29 +108,17 @@ def _docker_orphans_possible() -> bool:
     DOCKER_HOST that is no unix socket, an unexpected answer): then ``reap_orphans`` decides.
     False when no engine can be reached there: ``reap_orphans`` would find none either.
     """
-    url = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if not url.startswith("unix://"):
+    where = local_engine_socket()
+    if where is None:
         return True
     filters = quote(json.dumps({"label": [LABEL_OWNER_PID]}))
-    request = (
-        f"GET /containers/json?all=1&filters={filters} HTTP/1.0\r\nHost: docker\r\nConnection: close\r\n\r\n"
-    ).encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(30)
-        try:
-            sock.connect(url[len("unix://") :])
-        except OSError:
-            return False
-        try:
-            sock.sendall(request)
-            chunks = []
-            while chunk := sock.recv(1 << 16):
-                chunks.append(chunk)
-        except OSError:
-            return True
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
-    if len(status) < 2 or status[1] != b"200":
+    try:
+        status, body = ask_local_engine(where, f"/containers/json?all=1&filters={filters}", timeout=30)
+    except EngineNotListening:
+        return False
+    except OSError:
+        return True
+    if status != 200:
         return True
     try:
         containers = json.loads(body)

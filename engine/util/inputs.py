@@ -30,7 +30,7 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,7 +102,7 @@ class Inputs:
             images=dict(data["images"]),
         )
 
-    def changed(self, image_id: Any = None) -> str | None:
+    def changed(self, image_id: Callable[[str], str | None] | None = None) -> str | None:
         """The first input that is no longer as recorded (a sentence), or None: nothing changed.
         ``image_id(name)``: an image's ID now (None: not there); without it, images count as
         changed."""
@@ -116,8 +116,10 @@ class Inputs:
             if git_state(git_dir) != refs:
                 return f"the references of {git_dir} changed"
         for name, recorded_id in self.images.items():
+            if image_id is None:
+                return f"image {name}: no engine asked"
             try:
-                now = image_id(name) if image_id is not None else ()
+                now = image_id(name)
             except OSError as exc:  # no engine to ask: nothing known of the image now
                 return f"image {name}: {exc}"
             if now != recorded_id:

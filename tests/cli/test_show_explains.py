@@ -8,10 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_records import make_run
 
 from engine.config.plugins import explainer_class
 from engine.errors import ConfigError
@@ -40,24 +40,13 @@ RAW = {
 
 
 def coding_run() -> RunRecord:
-    now = datetime.now(UTC).isoformat()
-    return RunRecord(
-        run_id="coding-1",
-        spec_hash="h" * 64,
+    return make_run(
+        "coding-1",
         spec={"flavor": {"_target_": CODING, "name": "coding"}},
-        status="completed",
         task_id="sample/last_page",
         agent="noop",
-        model=None,
-        flavor="coding",
-        runtime="docker",
         integrity_requested="strict",
         integrity_obtained="strict",
-        attempt=0,
-        seed=0,
-        sweep_id=None,
-        started_at=now,
-        ended_at=now,
         reward=0.0,
         raw_grade=RAW,
     )

@@ -4,27 +4,16 @@ the session's CRUCIBLE_HOME."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
+
+from git_repos import commit as commit_files
+from git_repos import git
 
 from engine.plan.repos import resolve_repo
 
-IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-
-
-def git(where: Path, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(where), *args], capture_output=True, text=True, check=True, env={**os.environ, **IDENTITY}
-    )
-    return proc.stdout.strip()
-
 
 def commit(work: Path, name: str) -> str:
-    (work / name).write_text(f"{name}\n")
-    git(work, "add", name)
-    git(work, "commit", "-q", "-m", name)
-    return git(work, "rev-parse", "HEAD")
+    return commit_files(work, {name: f"{name}\n".encode()}, name)
 
 
 def test_a_url_repo_has_every_remote_branch_and_tag_and_follows_them(tmp_path):

@@ -10,10 +10,10 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from store_records import make_run
 
 import engine.store.lock as lock
 from engine.models import RunRecord, Step, TestResult
@@ -27,27 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def record(run_id: str, *, status: str = "completed", pid: int | None = None) -> RunRecord:
-    now = datetime.now(UTC).isoformat()
-    return RunRecord(
-        run_id=run_id,
-        spec_hash="h",
-        spec={},
-        status=status,
-        task_id="t",
-        agent="noop",
-        model=None,
-        flavor="coding",
-        runtime="docker",
-        integrity_requested="strict",
-        integrity_obtained=None,
-        attempt=0,
-        seed=0,
-        sweep_id=None,
-        started_at=now,
-        ended_at=None if status == "running" else now,
-        owner_pid=pid,
-        owner_host=this_host() if pid else None,
-    )
+    """A run as the engine stores it; one still running is owned by ``pid`` on this host."""
+    return make_run(run_id, status, owner_pid=pid, owner_host=this_host() if pid else None)
 
 
 def dead_pid() -> int:

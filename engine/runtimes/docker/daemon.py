@@ -9,6 +9,7 @@ SDK is imported only when an engine is asked for, so commands that never reach o
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -23,6 +24,37 @@ DOCKERD_LOG = "/var/log/crucible-dockerd.log"
 ENGINE_START_TIMEOUT = 60.0
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 HINT = "run `crucible doctor --fix` (or start dockerd)"
+
+
+class EngineNotListening(OSError):
+    """Nothing accepts a connection on the local engine's socket."""
+
+
+def local_engine_socket() -> str | None:
+    """The unix socket of the engine ``docker.from_env`` would use; None where DOCKER_HOST names
+    one reached otherwise (``tcp://``, ``ssh://``)."""
+    url = os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    return url[len("unix://") :] if url.startswith("unix://") else None
+
+
+def ask_local_engine(socket_path: str, path: str, *, timeout: float) -> tuple[int, bytes]:
+    """One ``GET path`` on the engine's unix socket, without the Docker SDK (whose import alone
+    costs ~0.08 s, most of what a command that only asks this would cost): the status and the
+    body. Raises EngineNotListening when nothing takes the connection, OSError when it is cut."""
+    request = f"GET {path} HTTP/1.0\r\nHost: docker\r\nConnection: close\r\n\r\n".encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(socket_path)
+        except OSError as exc:
+            raise EngineNotListening(f"no engine at {socket_path}: {exc}") from exc
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(1 << 16):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    return (int(status[1]) if len(status) >= 2 and status[1].isdigit() else 0), body
 
 
 def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
