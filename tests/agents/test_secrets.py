@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def test_an_api_key_in_the_environment_appears_nowhere_even_when_the_agent_runs_
     store_rows = []
     for table in ("runs", "steps", "builds", "subscores", "stage_timings", "test_results"):
         store_rows += DuckDBStore().query(f"SELECT * FROM {table}")[1]
-    _, runs = DuckDBStore().query(f"SELECT run_dir, spec FROM runs WHERE owner_pid = {proc.pid}")
+    # The run this command printed (its pid alone may be an earlier test's too: pids wrap).
+    run_id = re.search(r"\brun (\S+)  \(", stdout).group(1)
+    _, runs = DuckDBStore().query(f"SELECT run_dir, spec FROM runs WHERE run_id = '{run_id}'")
     run_dir = Path(runs[0][0])
     assert (run_dir / ".hydra" / "config.yaml").is_file() and run_dir.is_relative_to(paths.home())
     assert json.loads(runs[0][1])["agent"]["api_key_env"] == "CRUCIBLE_CANARY_KEY"  # the name, not the value

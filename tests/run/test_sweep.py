@@ -95,7 +95,8 @@ def test_ctrl_c_mid_run_removes_the_containers_and_records_the_run_canceled(firs
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert docker_client.containers.list(all=True, filters=label) == []
-    _, rows = DuckDBStore().query(f"SELECT status FROM runs WHERE owner_pid = {proc.pid}")
+    # This run's own (its pid alone may be an earlier test's run's too: pids wrap at 32768 here).
+    _, rows = DuckDBStore().query(f"SELECT status FROM runs WHERE owner_pid = {proc.pid} AND seed = 4242")
     assert rows == [("canceled",)]
 
 
