@@ -26,6 +26,7 @@ from engine.models import (
     ImageRef,
     RunRecord,
     RunSpec,
+    SetupScript,
     Step,
     TaskLimits,
     TerminalRecord,
@@ -105,15 +106,12 @@ class Workspace(Protocol):
     ) -> ExecResult:
         """Run ``argv`` (no shell unless argv asks for one) as uid ``user``.
 
-        ``env`` replaces the environment entirely (None = a minimal default: PATH, HOME,
-        LANG); it never inherits the engine's environment. ``timeout`` kills the whole
-        process group with SIGKILL and returns ``ExecResult(timed_out=True, exit_code=124)``.
-        Output (stdout and stderr, each separately) is read concurrently so a chatty
-        process never blocks; past ``max_output`` bytes the middle is dropped, the first
-        and last ``max_output // 2`` bytes are kept, ``truncated`` is set and
-        ``*_bytes_total`` count everything. Raises ``WorkspaceError`` if the backend fails
-        (not for a non-zero exit code).
-        """
+        ``env`` replaces the environment entirely (None = a minimal default: PATH, HOME, LANG); it never inherits the
+        engine's environment. ``timeout`` kills the whole process group with SIGKILL and returns
+        ``ExecResult(timed_out=True, exit_code=124)``. Output (stdout and stderr, each separately) is read concurrently
+        so a chatty process never blocks; past ``max_output`` bytes the middle is dropped, the first and last
+        ``max_output // 2`` bytes are kept, ``truncated`` is set and ``*_bytes_total`` count everything. Raises
+        ``WorkspaceError`` if the backend fails (not for a non-zero exit code)."""
 
     async def open_process(
         self,
@@ -127,12 +125,11 @@ class Workspace(Protocol):
     ) -> Process:
         """Start ``argv`` with streaming stdin/stdout (merged). For SSH and tmux.
 
-        ``separate_stderr``: stderr is its own stream (``Process.read_stderr``), not in ``read``'s.
-        ``tty``: the command runs on a fresh terminal of that size (its controlling terminal,
-        owned by ``user``; stdin, stdout and stderr all are the terminal, so ``separate_stderr``
-        does not apply), resized with ``Process.resize``; what is written is typed on it, and
-        what it shows (echo included, lines ending CR LF) is ``read``. Raises ``WorkspaceError``
-        when the backend cannot start it, ``ValueError`` for an empty ``argv`` or a size < 1."""
+        ``separate_stderr``: stderr is its own stream (``Process.read_stderr``), not in ``read``'s. ``tty``: the command
+        runs on a fresh terminal of that size (its controlling terminal, owned by ``user``; stdin, stdout and stderr all
+        are the terminal, so ``separate_stderr`` does not apply), resized with ``Process.resize``; what is written is
+        typed on it, and what it shows (echo included, lines ending CR LF) is ``read``. Raises ``WorkspaceError`` when
+        the backend cannot start it, ``ValueError`` for an empty ``argv`` or a size < 1."""
 
     async def read_file(self, path: str) -> bytes:
         """Whole file, read as root. Raises FileNotFoundError, IsADirectoryError."""
@@ -173,35 +170,32 @@ class Runtime(Protocol):
         bridge: str | None = None,
         limits: TaskLimits | None = None,
     ) -> Workspace:
-        """A not-yet-started workspace; entering its context starts it. ``purpose`` is
-        'agent' or 'grade' (a label for reaping and debugging). ``bridge``: a host directory
-        that appears read-only at ``BRIDGE_PATH`` inside (the host must be the runtime's).
-        ``limits``: a task's cpus and memory, over the runtime's own (passed only when the
-        spec has some; a runtime whose ``limits_resources`` is not True cannot apply them, and
-        the run's warnings say so)."""
+        """A not-yet-started workspace; entering its context starts it. ``purpose`` is 'agent' or 'grade' (a label for
+        reaping and debugging). ``bridge``: a host directory that appears read-only at ``BRIDGE_PATH`` inside (the host
+        must be the runtime's). ``limits``: a task's cpus and memory, over the runtime's own (passed only when the spec
+        has some; a runtime whose ``limits_resources`` is not True cannot apply them, and the run's warnings say so)."""
 
 
 class ImageBuilder(Protocol):
     default_base: str | None
-    """The base this builder builds every image FROM whatever a plan asks (a runtime's own
-    templates), or None: the plan's choice stands."""
+    """The base this builder builds every image FROM whatever a plan asks (a runtime's own templates), or None: the
+    plan's choice stands."""
 
     def fallback_base(self) -> str:
-        """What to build FROM when neither this builder, the env nor ``build.base`` names a
-        base (Docker's: the bootstrapped offline base, made now if missing)."""
+        """What to build FROM when neither this builder, the env nor ``build.base`` names a base (Docker's: the
+        bootstrapped offline base, made now if missing)."""
 
     def plan(self, dockerfile: Path, context_dir: Path, build_args: Mapping[str, str], purpose: str) -> ImageRef:
-        """Compute the input-addressed tag without building anything. A base that this
-        builder planned but has not built yet (the task image under an agent's layer) counts
-        by its inputs. Raises BuildError when a base image is neither present nor planned,
-        UserError for a missing Dockerfile or context."""
+        """Compute the input-addressed tag without building anything. A base that this builder planned but has not built
+        yet (the task image under an agent's layer) counts by its inputs. Raises BuildError when a base image is neither
+        present nor planned, UserError for a missing Dockerfile or context."""
 
     def status(self, ref: ImageRef) -> str:
         """'cached' or 'missing' (one inspect)."""
 
     def ensure(self, ref: ImageRef, store: RecordsBuilds | None = None) -> BuildRecord:
-        """Build ``ref`` unless an image with its tag exists (then no build reaches the
-        daemon); record the build in ``store``. Raises BuildError naming the build log."""
+        """Build ``ref`` unless an image with its tag exists (then no build reaches the daemon); record the build in
+        ``store``. Raises BuildError naming the build log."""
 
 
 class Agent(Protocol):
@@ -214,53 +208,51 @@ class Agent(Protocol):
     takes_model: bool
     deterministic: bool
     capabilities: tuple[str, ...] | Callable[[RunSpec], tuple[str, ...]]
-    """The run's capabilities it connects to (of ``engine.capabilities.CAPABILITIES``), or a
-    function of the run's spec saying so (``integration_test``: ssh only for a task whose golden steps use it): the run
-    serves only these, so an agent that declares none (``noop``, an agent working through its
-    workspace alone) gets no servers, and does not wait for their code to load. A plug-in that
-    declares nothing gets all."""
+    """The run's capabilities it connects to (of ``engine.capabilities.CAPABILITIES``), or a function of the run's spec
+    saying so (``integration_test``: ssh only for a task whose golden steps use it): the run serves only these, so an
+    agent that declares none (``noop``, an agent working through its workspace alone) gets no servers, and does not wait
+    for their code to load. A plug-in that declares nothing gets all."""
 
     async def run(self, ctx: AgentContext) -> AgentOutcome: ...
 
 
 @dataclass
 class AgentContext:
-    """What an agent gets: the run's spec, its workspace and the uid to act as there, how
-    to reach the run's capabilities, the golden's tool calls (for ``integration_test``)
-    and the prompt. Defined once, here."""
+    """What an agent gets: the run's spec, its workspace and the uid to act as there, how to reach the run's
+    capabilities, the golden's tool calls (for ``integration_test``) and the prompt. Defined once, here."""
 
     spec: RunSpec
     capabilities: Mapping[str, str]
-    """capability name -> how to reach it: 'mcp' and 'ssh' as URLs from the host; 'mcp_socket'
-    the same MCP server as a unix socket path inside the workspace (HTTP at ``/mcp/``), for an
-    agent that works in a workspace without a network."""
+    """capability name -> how to reach it: 'mcp' and 'ssh' as URLs from the host; 'mcp_socket' the same MCP server as a
+    unix socket path inside the workspace (HTTP at ``/mcp/``), for an agent that works in a workspace without a
+    network."""
     capability_auth: Mapping[str, str]
     """capability name -> credential (bearer token, password)."""
     validation: Sequence[Any]
     prompt: str
     workspace: Workspace | None = None
-    """The run's workspace, for an agent that works inside it (a coding CLI): provisioned
-    from the agent's own image when its config declares needs (``agent.image``: a layer over
-    the task image), else from the task image. Grading never uses the agent's image."""
+    """The run's workspace, for an agent that works inside it (a coding CLI): provisioned from the agent's own image
+    when its config declares needs (``agent.image``: a layer over the task image), else from the task image. Grading
+    never uses the agent's image."""
     uid: int = AGENT_UID
     """The uid the agent must act as in the workspace (1000 under the uid wall, else 0)."""
     workdir: str = "/"
     bridge_host: str | None = None
-    """The host side of the workspace's bridge (the directory it sees at ``BRIDGE_PATH``), for an
-    agent that serves a host-side endpoint of its own there as a unix socket (a coding CLI's
-    model proxy); None when the workspace has no bridge."""
+    """The host side of the workspace's bridge (the directory it sees at ``BRIDGE_PATH``), for an agent that serves a
+    host-side endpoint of its own there as a unix socket (a coding CLI's model proxy); None when the workspace has no
+    bridge."""
     setup_done: Awaitable[None] | None = None
-    """Resolves once the task's setup is done (the agent starts beside it, and the run's tools
-    wait for it): an agent acting on the workspace outside those tools (a coding CLI's own shell)
-    must wait for it first. None: setup is already done."""
+    """Resolves once the task's setup is done (the agent starts beside it, and the run's tools wait for it): an agent
+    acting on the workspace outside those tools (a coding CLI's own shell) must wait for it first. None: setup is
+    already done."""
     terminals: TerminalSink | None = None
     """Where an agent that works in a terminal (a coding CLI in tmux) records it; None: nowhere."""
 
 
 class TerminalSink(Protocol):
-    """Where an agent's terminals are recorded (seed 001's terminal lifecycle): the run's store,
-    through the spool (engine/store/terminals.py ``TerminalLog``). Never raises for a store that
-    is busy: the record then waits in the spool."""
+    """Where an agent's terminals are recorded (seed 001's terminal lifecycle): the run's store, through the spool
+    (engine/store/terminals.py ``TerminalLog``). Never raises for a store that is busy: the record then waits in the
+    spool."""
 
     run_id: str
 
@@ -299,8 +291,8 @@ class AgentOutcome:
 
 
 class ToolSet(Protocol):
-    """The tools a flavor serves the agent (the run's MCP capability; ssh/2 opens a shell
-    onto the same workspace as ``user`` in ``workdir``)."""
+    """The tools a flavor serves the agent (the run's MCP capability; ssh/2 opens a shell onto the same workspace as
+    ``user`` in ``workdir``)."""
 
     user: int
     workdir: str
@@ -314,10 +306,9 @@ class ToolSet(Protocol):
 
 @runtime_checkable
 class RecordsServedCalls(Protocol):
-    """What an agent working from outside crucible adds (optional; agent ``external``): the run
-    serves it ``served_tools(tools)`` instead of the flavor's tools (each call recorded, tools of
-    its own added), and its SSH server reports each command or session to ``record_step``, since
-    such an agent records no steps of its own."""
+    """What an agent working from outside crucible adds (optional; agent ``external``): the run serves it
+    ``served_tools(tools)`` instead of the flavor's tools (each call recorded, tools of its own added), and its SSH
+    server reports each command or session to ``record_step``, since such an agent records no steps of its own."""
 
     def served_tools(self, tools: ToolSet) -> ToolSet: ...
 
@@ -408,11 +399,10 @@ class GradesInMany(Protocol):
     """What a flavor that grades in more than one FRESH workspace adds (optional): e.g. a
     differential re-run of the hidden tests, whose verdict must agree with the first.
 
-    The engine provisions ``grading_workspaces(spec)`` grading workspaces from the task image,
-    all started together beside the agent's (so a second costs little wall time), calls
-    ``prepare_grading`` on the first and ``prepare_extra_grading`` on each other one while the
-    agent works, then ``grade_many`` instead of ``grade``. With a count of 1 nothing changes.
-    Raises as ``prepare_grading`` and ``grade`` do.
+    The engine provisions ``grading_workspaces(spec)`` grading workspaces from the task image, all started together
+    beside the agent's (so a second costs little wall time), calls ``prepare_grading`` on the first and
+    ``prepare_extra_grading`` on each other one while the agent works, then ``grade_many`` instead of ``grade``. With a
+    count of 1 nothing changes. Raises as ``prepare_grading`` and ``grade`` do.
     """
 
     def grading_workspaces(self, spec: RunSpec) -> int:
@@ -432,15 +422,25 @@ class GradesInMany(Protocol):
 class RunServices(Protocol):
     """What a flavor that runs a per-run service beside the workspace adds (optional).
 
-    ``services`` is entered once per run, before the task's setup in the agent's workspace, and
-    left after grading, whatever happened (so grading may still use what it holds, e.g. a
-    mock remote's repository). ``bridge_dir`` is the HOST side of the agent workspace's
-    bridge: what the service puts there (a unix socket, a small client script) appears
-    read-only at ``BRIDGE_PATH`` inside, reached without any network; state it must keep
-    from the agent belongs elsewhere on the host. Raises ``SetupError``.
+    ``services`` is entered once per run, before the task's setup in the agent's workspace, and left after grading,
+    whatever happened (so grading may still use what it holds, e.g. a mock remote's repository). ``bridge_dir`` is the
+    HOST side of the agent workspace's bridge: what the service puts there (a unix socket, a small client script)
+    appears read-only at ``BRIDGE_PATH`` inside, reached without any network; state it must keep from the agent belongs
+    elsewhere on the host. Raises ``SetupError``.
     """
 
     def services(self, spec: RunSpec, bridge_dir: str) -> AbstractAsyncContextManager[None]: ...
+
+
+@runtime_checkable
+class SetsUpInImage(Protocol):
+    """A flavor whose setup begins with a command of its spec alone (optional): the engine bakes it into a layer over
+    the agent's image, and ``setup`` then does only the rest (``script_done``); without a layer, all of it."""
+
+    def setup_script(self, spec: RunSpec) -> SetupScript | None:
+        """The command (as ``setup`` would run it), or None for a spec with none to bake."""
+
+    async def setup(self, ws: Workspace, spec: RunSpec, *, script_done: bool = False) -> None: ...
 
 
 @runtime_checkable

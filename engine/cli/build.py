@@ -28,7 +28,8 @@ def run_build(overrides: list[str], *, dry_run: bool, echo: Callable[[str], obje
         typed = to_typed(compose_config(combo))
         session = session or session_for(typed, store)
         planned = plan(typed, builder=session.builder)
-        for image in planned.images:  # the task image first, then an agent's layer over it
+        # The task image first, then an agent's layer over it, then its setup layer over those.
+        for image in (*planned.images, *([planned.setup_image] if planned.setup_image is not None else [])):
             images.setdefault(image.tag, (image, []))[1].append(planned.spec.task_id)
     rows = []
     for tag, (ref, tasks) in images.items():  # in plan order: a layer is built after its base

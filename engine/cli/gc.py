@@ -63,6 +63,10 @@ if TYPE_CHECKING:
 TASK_IMAGES = "crucible/task:*"
 AGENT_LAYERS = "crucible/agent:*"
 """Agent-declared image layers over a task image (``spec.agent_image``), collected alike."""
+SETUP_LAYERS = "crucible/setup:*"
+"""A flavor's setup of a spec alone over a task image or an agent layer (engine/plan/setup_layer.py):
+no run names one, and the next run makes it again in a second, so each goes (first: it is a child
+of the image under it) unless a container uses it or it is younger than ``--min-age``."""
 LOCAL_PREFIX = "local/task:"
 BASE_PURPOSE = "base"
 NOT_OURS = "not touched: built by another store"
@@ -119,13 +123,22 @@ def image_items(
     users: dict[str, list[str]] = {}  # image ID -> names of the containers using it
     for container in usage.get("Containers") or []:
         users.setdefault(container["ImageID"], []).append((container.get("Names") or ["?"])[0].lstrip("/"))
+    images = usage.get("Images") or []
     items = []
-    for image in usage.get("Images") or []:
+    # Setup layers first: each is a child of the image under it, which goes only after it.
+    for image in sorted(
+        images, key=lambda i: not any(fnmatch.fnmatchcase(t, SETUP_LAYERS) for t in i.get("RepoTags") or [])
+    ):
         tags = image.get("RepoTags") or []
         unreferenced = [
             t
             for t in tags
-            if t not in referenced and (_candidate(t, TASK_IMAGES, match) or _candidate(t, AGENT_LAYERS, match))
+            if t not in referenced
+            and (
+                _candidate(t, TASK_IMAGES, match)
+                or _candidate(t, AGENT_LAYERS, match)
+                or _candidate(t, SETUP_LAYERS, match)
+            )
         ]
         if not unreferenced:
             continue

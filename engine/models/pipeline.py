@@ -69,6 +69,19 @@ class ImageInputs:
 
 
 @dataclass(frozen=True)
+class SetupScript:
+    """The part of a task's setup that depends on its spec alone (``SetsUpInImage``): one
+    command, run as root, that the engine runs once into a layer over the agent's image
+    (``engine/plan/setup_layer.py``) so that every run's workspace starts set up, or runs in
+    ``Flavor.setup`` whole where no layer could be made."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    """Set for the command, over the image's own environment (as an exec's is)."""
+    cwd: str = "/"
+
+
+@dataclass(frozen=True)
 class GateRole:
     """One side of the shipping gate (``crucible check``): run ``agent``, expect ``reward``."""
 

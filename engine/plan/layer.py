@@ -94,7 +94,7 @@ def layer_inputs(needs: AgentImageConfig, task_image: str, *, agent: str) -> Ima
             }
         )
     )[:32]
-    context = _materialise(paths.cache_dir() / "agent-layers" / key, dockerfile, files)
+    context = materialise_context(paths.cache_dir() / "agent-layers" / key, dockerfile, files)
     return ImageInputs(
         dockerfile=str(context / "Dockerfile"),
         context_dir=str(context),
@@ -123,7 +123,7 @@ def _dockerfile(dests: list[str]) -> str:
     return _HEAD + ("\n" + copies if copies else "") + _TAIL
 
 
-def _materialise(target: Path, dockerfile: str, files: list[_File]) -> Path:
+def materialise_context(target: Path, dockerfile: str, files: list[_File]) -> Path:
     """``target`` holding the Dockerfile and the files, made once: staged beside it and
     renamed into place, so a concurrent planner never sees half a context."""
     if (target / "Dockerfile").is_file():
@@ -148,4 +148,4 @@ def _materialise(target: Path, dockerfile: str, files: list[_File]) -> Path:
     return target
 
 
-__all__ = ["LAYER_VERSION", "PURPOSE", "layer_inputs"]
+__all__ = ["LAYER_VERSION", "PURPOSE", "layer_inputs", "materialise_context"]

@@ -19,11 +19,13 @@ from typing import Any
 from engine.config.plugins import instantiate, plugin_class
 from engine.config.schema import CrucibleConfig, TaskConfig
 from engine.errors import BaseImageMissing, ConfigError
-from engine.interfaces import ImageBuilder, PlanContext
+from engine.interfaces import ImageBuilder, PlanContext, SetsUpInImage
 from engine.models import ImageRef, RunSpec, TaskLimits
 from engine.plan import lock
 from engine.plan.layer import PURPOSE as LAYER_PURPOSE
 from engine.plan.layer import layer_inputs
+from engine.plan.setup_layer import PURPOSE as SETUP_PURPOSE
+from engine.plan.setup_layer import setup_layer_inputs
 from engine.util import paths
 from engine.util.codehash import DOCKERFILE, engine_version
 
@@ -36,6 +38,11 @@ class Plan:
     agent_image: ImageRef | None = None
     """The layer the agent's needs make over ``image`` (``engine/plan/layer.py``); None when
     its agent declares none."""
+    setup_image: ImageRef | None = None
+    """The layer its flavor's setup of the spec alone makes over ``agent_workspace_image``
+    (``engine/plan/setup_layer.py``), where the agent's workspace starts once it is built; None
+    for a flavor (or builder) without one. Not among ``images``: a batch builds it apart, and a
+    run whose layer could not be built is set up in its workspace instead."""
 
     @property
     def images(self) -> tuple[ImageRef, ...]:
@@ -44,7 +51,7 @@ class Plan:
 
     @property
     def agent_workspace_image(self) -> ImageRef:
-        """What the agent's workspace is provisioned from."""
+        """What the agent's workspace is provisioned from, its setup layer aside."""
         return self.agent_image or self.image
 
 
@@ -135,7 +142,8 @@ def plan(
         agent_image=None if agent_image is None else {"tag": agent_image.tag, "input_hash": agent_image.input_hash},
         limits=planned.limits,
     )
-    return Plan(spec=spec, image=image, agent_image=agent_image)
+    setup_image = _setup_layer(flavor, spec, builder, agent_image or image)
+    return Plan(spec=spec, image=image, agent_image=agent_image, setup_image=setup_image)
 
 
 def folded_limits(timeouts: Any, integrity: Any, limits: TaskLimits | None) -> tuple[Any, Any]:
@@ -173,6 +181,18 @@ def _agent_layer(cfg: CrucibleConfig, builder: ImageBuilder, task_image: ImageRe
         )
     inputs = layer_inputs(needs, task_image.tag, agent=cfg.agent.name)
     return builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), LAYER_PURPOSE)
+
+
+def _setup_layer(flavor: object, spec: RunSpec, builder: ImageBuilder, under: ImageRef) -> ImageRef | None:
+    """The layer of ``flavor``'s setup of ``spec`` alone over ``under``, where it names one and
+    the builder layers over its images (a runtime with its own templates does not)."""
+    if builder.default_base is not None or not isinstance(flavor, SetsUpInImage):
+        return None
+    script = flavor.setup_script(spec)
+    if script is None:
+        return None
+    inputs = setup_layer_inputs(script, under.tag)
+    return builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), dict(inputs.build_args), SETUP_PURPOSE)
 
 
 def _locked(task: TaskConfig) -> TaskConfig:

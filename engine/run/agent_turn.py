@@ -9,10 +9,11 @@ import asyncio
 import contextlib
 import importlib
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.agents import AgentContext, AgentOutcome
-from engine.interfaces import Agent, Flavor, RecordsServedCalls, TerminalSink, Workspace
+from engine.interfaces import Agent, Flavor, RecordsServedCalls, SetsUpInImage, TerminalSink, Workspace
 from engine.models import RunSpec
 from engine.run.resources import cancel_and_wait
 
@@ -34,19 +35,21 @@ async def setup_beside_agent(
     set_up: asyncio.Future[float] | None = None,
     *,
     serve_ssh: bool = True,
+    script_done: bool = False,
 ) -> asyncio.Future[AgentOutcome]:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it.
     ``set_up``: the setup already under way (or done) since the run waited for its slot.
-    ``mcp`` None / ``serve_ssh`` False: the agent connects to neither, so neither is served."""
+    ``mcp`` None / ``serve_ssh`` False: the agent connects to neither, so neither is served.
+    ``script_done``: the workspace started from its flavor's setup layer (``flavor_setup``)."""
     tools = flavor.tools(ws, spec)
     # An outside agent records no steps itself: the servers record them for it.
     observed = agent if isinstance(agent, RecordsServedCalls) else None
     setup: asyncio.Future[Any] = (
         set_up
         if set_up is not None
-        else asyncio.ensure_future(asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup))
+        else asyncio.ensure_future(asyncio.wait_for(flavor_setup(flavor, ws, spec, script_done), spec.timeouts.setup))
     )
     agent_run: asyncio.Future[AgentOutcome] | None = None
     try:
@@ -127,11 +130,21 @@ async def agent_outcome(
             await mcp.stop()
 
 
-async def set_up_ahead(flavor: Flavor, agent_started: asyncio.Future[Workspace], spec: RunSpec) -> float:
+async def set_up_ahead(
+    flavor: Flavor, agent_started: asyncio.Future[Workspace], spec: RunSpec, script_done: bool = False
+) -> float:
     """The flavor's setup in the agent's workspace as soon as it is up (ahead of the agent, and
     of the run's turn when a batch started it while the run waited for its slot), bounded by
     the setup timeout; the seconds it took."""
     ws = await asyncio.shield(agent_started)
     began = time.perf_counter()
-    await asyncio.wait_for(flavor.setup(ws, spec), spec.timeouts.setup)
+    await asyncio.wait_for(flavor_setup(flavor, ws, spec, script_done), spec.timeouts.setup)
     return time.perf_counter() - began
+
+
+def flavor_setup(flavor: Flavor, ws: Workspace, spec: RunSpec, script_done: bool) -> Awaitable[None]:
+    """The flavor's setup of ``ws``; told its setup script is done where the workspace started
+    from the layer that script made (``SetsUpInImage``, ``engine/plan/setup_layer.py``)."""
+    if script_done and isinstance(flavor, SetsUpInImage):
+        return flavor.setup(ws, spec, script_done=True)
+    return flavor.setup(ws, spec)

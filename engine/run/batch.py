@@ -27,6 +27,7 @@ Ctrl-C cancels the runs in flight; each is recorded ``canceled`` before this ret
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ from engine.plan.spec import Plan
 if TYPE_CHECKING:
     from engine.run.progress import TaskProgress
     from engine.run.session import Session
+
+log = logging.getLogger(__name__)
 
 CONFIG_FILE = Path(".hydra") / "config.yaml"
 """Where a run directory keeps the config its spec was planned from (as Hydra's own jobs do)."""
@@ -133,6 +136,7 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
             # The builder knows images, not tasks: the user fixes a task, so it is named first.
             tasks = sorted({job.plan.spec.task_id for job in pending if image in job.plan.images})
             raise BuildError(f"task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}: {exc}") from exc
+    ensured.update(await _setup_layers(pending, session))
     runner = Runner(
         store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured, serving=serving
     )
@@ -197,6 +201,21 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
 
     await _all_of(*(one(job) for job in pending))
     return jobs
+
+
+async def _setup_layers(jobs: list[BatchJob], session: Session) -> dict[str, bool]:
+    """The jobs' setup layers (``engine/plan/setup_layer.py``) that could be built, each once, by
+    tag (whether it was cached). One that fails to build leaves its runs to set themselves up in
+    their workspaces, as a flavor always can: a setup that fails is then each run's own error,
+    recorded with its phase, and never the batch's."""
+    built: dict[str, bool] = {}
+    for image in {job.plan.setup_image.tag: job.plan.setup_image for job in jobs if job.plan.setup_image}.values():
+        try:
+            built[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+        except BuildError as exc:
+            tasks = sorted({job.plan.spec.task_id for job in jobs if job.plan.setup_image == image})
+            log.warning("task%s %s: set up in each run's workspace: %s", "s" * (len(tasks) > 1), ", ".join(tasks), exc)
+    return built
 
 
 async def run_one(

@@ -59,6 +59,8 @@ class RunResources:
     flavor: Flavor | None = None
     """The flavor the workspaces were started for (the run goes on with the same one); None
     when it could not be made ahead: the run itself says why, in its plan phase."""
+    script_done: bool = False
+    """The agent's workspace starts from its flavor's setup layer (``engine/plan/setup_layer.py``)."""
     set_up: asyncio.Future[float] | None = None
     """The task's setup in the agent's workspace, started as soon as it is up, until the run
     takes it; None for a flavor with per-run services, set up by the run itself."""

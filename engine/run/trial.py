@@ -93,8 +93,10 @@ class Runner:
         resources.grading = self.runtime.provision(
             plan.image, run_id=run_id, network=False, purpose="grade", **limited(spec)
         )
+        # Its setup of the spec alone done once, into a layer, where the batch could build one.
+        resources.script_done = plan.setup_image is not None and plan.setup_image.tag in self.ensured
         resources.agent = self.runtime.provision(
-            plan.agent_workspace_image,
+            plan.setup_image if plan.setup_image is not None and resources.script_done else plan.agent_workspace_image,
             run_id=run_id,
             network=spec.integrity.agent_network,
             purpose="agent",
@@ -110,7 +112,9 @@ class Runner:
             return resources
         resources.extra = self._start_extra_grading(plan, flavor, run_id)
         if not isinstance(flavor, RunServices):
-            resources.set_up = marked_seen(asyncio.ensure_future(set_up_ahead(flavor, resources.agent_started, spec)))
+            resources.set_up = marked_seen(
+                asyncio.ensure_future(set_up_ahead(flavor, resources.agent_started, spec, resources.script_done))
+            )
             start_preparing(resources, flavor, spec, after=resources.set_up)
         return resources
 
@@ -312,6 +316,7 @@ class Runner:
                     TerminalLog(self.store, record.run_id),
                     set_up,
                     serve_ssh="ssh" in resources.uses,
+                    script_done=resources.script_done,
                 )
             if set_up is not None:  # what setup took, done while the run's agent started
                 record.timings["setup_ahead"] = round(set_up.result(), 4)

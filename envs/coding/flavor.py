@@ -17,7 +17,7 @@ from typing import Any, ClassVar, cast
 
 from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
-from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, UpstreamFix, Verdict
+from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, SetupScript, UpstreamFix, Verdict
 from engine.plan import repos
 from envs.coding import advice, grader, hidden, judging, reading, repo, rerun, testnames
 from envs.coding.defences import CodingIntegrity
@@ -134,7 +134,12 @@ class CodingFlavor(CodingExplainer):
         except ValueError as exc:
             raise ConfigError(f"env {env.name!r}: {exc}") from exc
 
-    async def setup(self, ws: Workspace, spec: RunSpec) -> None:
+    def setup_script(self, spec: RunSpec) -> SetupScript | None:
+        """The repo setup (``repo.setup_command``): the baseline, fresh or with its history,
+        and its ownership, all of the spec alone (``SetsUpInImage``)."""
+        return repo.setup_command(spec.task, spec.integrity)
+
+    async def setup(self, ws: Workspace, spec: RunSpec, *, script_done: bool = False) -> None:
         # The hidden tests are read from the host repo while the agent works, not between
         # capture and grading, where those git processes (~0.05 s) would hold up the run.
         self._prefetch_hidden(spec.task)
@@ -142,7 +147,8 @@ class CodingFlavor(CodingExplainer):
             self._names(spec.task)  # which test names may change, read on the host meanwhile too
         if (spec.integrity.randomise_test_names or spec.integrity.differential_rerun) and rerun_defends(spec):
             self._free_files(spec.task)  # and which hidden files may
-        await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
+        if not script_done:  # else the workspace started from the layer it made (engine/plan/setup_layer.py)
+            await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         change = await self._prefetch_hidden(spec.task)

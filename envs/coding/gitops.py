@@ -81,6 +81,9 @@ def _bash_array(name: str, items: Sequence[str]) -> str:
 
 SCRIPT_PRELUDE = "set -euo pipefail\n" + _bash_array("HARDEN", HARDEN_FLAGS) + "\n"
 
+SCRIPT_CWD = "/"
+"""Where a script runs (its paths are absolute)."""
+
 
 async def run_script(
     ws: Workspace,
@@ -96,7 +99,7 @@ async def run_script(
     return await ws.exec(
         script_argv(script, args),
         user=ROOT_UID,
-        cwd="/",
+        cwd=SCRIPT_CWD,
         env={**GIT_ENV, **(env or {})},
         timeout=timeout,
         stdin=stdin,

@@ -17,12 +17,12 @@ import uuid
 from collections.abc import Sequence
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
-from engine.interfaces import Workspace
-from engine.models import CapturedSubmission, ExecResult
+from engine.interfaces import ROOT_UID, Workspace
+from engine.models import CapturedSubmission, ExecResult, SetupScript
 from engine.util import shell
 from envs.coding import protect
 from envs.coding.defences import CodingIntegrity
-from envs.coding.gitops import SCRATCH_DIR, VAULT, brief, run_script
+from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, SCRIPT_CWD, VAULT, brief, run_script, script_argv
 from envs.coding.schema import CodingTaskConfig
 from envs.integrity import patch
 
@@ -32,15 +32,25 @@ FRESH_DATE = "2000-01-01T00:00:00+0000"
 """Fixed identity and date: the fresh commit's SHA depends only on the baseline tree."""
 
 
+def setup_command(task: CodingTaskConfig, integrity: CodingIntegrity) -> SetupScript:
+    """What makes ``task.workdir`` the agent's repo: one script of the spec alone (no run's
+    state enters it), so the engine may run it once into an image layer (``SetsUpInImage``)."""
+    setup = "setup_fresh.sh" if integrity.vault else "setup_history.sh"
+    script = shell.script(__file__, setup) + shell.script(__file__, "ownership.sh")
+    args = [workdir_of(task), baseline_of(task), VAULT, "1" if integrity.uid_wall else "0"]
+    env = {**GIT_ENV, "FRESH_DATE": FRESH_DATE}
+    return SetupScript(argv=tuple(script_argv(script, args)), env=tuple(sorted(env.items())), cwd=SCRIPT_CWD)
+
+
 async def setup_repo(
     ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity, *, timeout: float = 300.0
 ) -> None:
     """Make ``task.workdir`` the agent's repo. Raises ``SetupError``."""
-    setup = "setup_fresh.sh" if integrity.vault else "setup_history.sh"
-    script = shell.script(__file__, setup) + shell.script(__file__, "ownership.sh")
-    args = [workdir_of(task), baseline_of(task), VAULT, "1" if integrity.uid_wall else "0"]
+    command = setup_command(task, integrity)
     try:
-        result = await run_script(ws, script, args, env={"FRESH_DATE": FRESH_DATE}, timeout=timeout)
+        result = await ws.exec(
+            list(command.argv), user=ROOT_UID, cwd=command.cwd, env=dict(command.env), timeout=timeout
+        )
     except WorkspaceError as exc:
         raise SetupError(f"repo setup could not run: {exc}") from exc
     if not result.ok:
@@ -157,4 +167,4 @@ def baseline_of(task: CodingTaskConfig, error: type[Exception] = SetupError) -> 
         raise error("task has no pinned baseline SHA (task.pins.baseline)") from exc
 
 
-__all__ = ["FRESH_DATE", "baseline_of", "capture_diff", "setup_repo", "workdir_of"]
+__all__ = ["FRESH_DATE", "baseline_of", "capture_diff", "setup_command", "setup_repo", "workdir_of"]

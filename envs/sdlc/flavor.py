@@ -92,8 +92,8 @@ class SdlcFlavor(CodingFlavor):
     def tools(self, ws: Workspace, spec: RunSpec) -> SdlcTools:  # type: ignore[override]  # a ToolSet still
         return SdlcTools(super().tools(ws, spec), self._github_for(spec.task))
 
-    async def setup(self, ws: Workspace, spec: RunSpec) -> None:
-        await super().setup(ws, spec)
+    async def setup(self, ws: Workspace, spec: RunSpec, *, script_done: bool = False) -> None:
+        await super().setup(ws, spec, script_done=script_done)  # the repo's; then its origin, per run
         workdir = repo.workdir_of(spec.task)
         args = [workdir, RELAY, "1" if spec.integrity.uid_wall else "0"]
         result = await run_script(

@@ -65,3 +65,45 @@ def test_gc_removes_its_own_unreferenced_images_and_leaves_another_stores_alone(
                 docker_client.api.remove_image(tag)
             except docker.errors.ImageNotFound:
                 pass
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_setup_layer_goes_with_the_image_under_it_and_before_it(
+    tmp_path, monkeypatch, capsys, docker_client, base_image
+):
+    """A setup layer (engine/plan/setup_layer.py) is named by no run, and remade in a second: it goes
+    whether or not the image under it is kept, and before that image (it is its child)."""
+    from store_records import make_run
+
+    from engine.models import SetupScript
+    from engine.plan.setup_layer import PURPOSE, setup_layer_inputs
+
+    monkeypatch.delenv("CRUCIBLE_STORE", raising=False)
+    home = tmp_path / "home"
+    task_tag, _ = build_in(home, monkeypatch, docker_client, base_image, "under-a-layer")
+    builder = ContentAddressedBuilder(docker_client, ca_bundle=None, network_mode="none")
+    store = DuckDBStore()
+    inputs = setup_layer_inputs(SetupScript(argv=("touch", f"/set-up-{MARK}")), task_tag)
+    layer = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), inputs.build_args, PURPOSE)
+    builder.ensure(layer, store)
+    try:
+        store.record_run(make_run("uses-the-image-under-it", image_tag=task_tag))
+        kept = [line.split()[:2] for line in gc(capsys, "--match", "crucible/*:*")[:-1]]
+        assert ["removed", layer.tag] in kept and not any(task_tag in line for line in kept), kept
+        assert docker_client.images.get(task_tag)
+        builder.ensure(layer, store)
+
+        store.record_run(make_run("uses-the-image-under-it", image_tag="crucible/task:another"))
+        both = [line.split()[:2] for line in gc(capsys, "--match", "crucible/*:*")[:-1]]
+        assert ["removed", layer.tag] in both and ["removed", task_tag] in both, both
+        assert both.index(["removed", layer.tag]) < both.index(["removed", task_tag])
+        for tag in (layer.tag, task_tag):
+            with pytest.raises(docker.errors.ImageNotFound):
+                docker_client.images.get(tag)
+    finally:
+        for tag in (layer.tag, task_tag):
+            try:
+                docker_client.images.remove(tag, force=True)
+            except docker.errors.ImageNotFound:
+                pass

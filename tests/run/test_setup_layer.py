@@ -1,0 +1,169 @@
+"""Setup layers (``engine/plan/setup_layer.py``): a flavor's setup of its spec alone, run once into
+an image over the agent's, where every run's workspace then starts set up.
+
+What must hold: the layer is named by its spec's setup alone (another seed, the same layer;
+another integrity mode, another), a workspace started from it is what the run's own setup would
+have made (the repo, its history or lack of one, its ownership, the vault's mode, git's system
+config), a golden run from it still passes, and a layer that cannot be built costs nothing but
+the time: its runs set themselves up, and a setup that fails is still each run's own error,
+recorded with its phase. Real plans of ``sample/last_page``, real builds and runs on Docker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+TASK = "sample/last_page"
+
+FINGERPRINT = r"""
+set -u
+cd /app
+git() { command git -c safe.directory='*' "$@"; }  # the tree is uid 1000's under the uid wall
+git rev-parse HEAD
+git log --format='%H %an %ad %s' --date=raw
+git status --porcelain --untracked-files=all
+git for-each-ref --format='%(refname) %(objectname)'
+git config --system --get-all safe.directory || true
+find /app -path /app/.git/index -prune -o -printf '%U:%G %m %y %p\n' | LC_ALL=C sort
+stat -c '%U:%G %a %n' /var/lib/crucible /var/lib/crucible/vault
+"""
+"""What the agent finds: the repo, its history, its refs, its ownership and modes, the vault's."""
+
+
+def _session_and_plan(*overrides: str):
+    from engine.config.compose import compose_config, to_typed
+    from engine.plan.spec import plan
+    from engine.run.session import session_for
+
+    typed = to_typed(compose_config([f"task={TASK}", *overrides]))
+    session = session_for(typed)
+    return session, plan(typed, builder=session.builder)
+
+
+def test_the_layer_is_named_by_the_setup_of_the_spec_alone(base_image):
+    _, strict_1 = _session_and_plan("agent=noop", "seed=1")
+    _, strict_2 = _session_and_plan("agent=integration_test", "seed=2")
+    _, none = _session_and_plan("agent=noop", "integrity=none")
+    assert strict_1.setup_image is not None and strict_1.setup_image.purpose == "setup"
+    assert strict_1.setup_image.tag.startswith("crucible/setup:")
+    # Another seed, another agent (neither enters the setup): the same layer, over the task image.
+    assert strict_2.setup_image == strict_1.setup_image
+    assert dict(strict_1.setup_image.build_args)["BASE"] == strict_1.image.tag
+    # Another integrity mode sets the repo up otherwise (its history kept): another layer.
+    assert none.setup_image is not None and none.setup_image.tag != strict_1.setup_image.tag
+    # The spec does not name it: it is derived from what the spec pins.
+    assert "setup_image" not in json.dumps(strict_1.spec.to_dict())
+
+
+def test_a_builder_with_templates_of_its_own_gets_no_layer(base_image):
+    from engine.plan.spec import _setup_layer
+    from envs.coding.flavor import CodingFlavor
+
+    session, planned = _session_and_plan("agent=noop")
+    templates = SimpleNamespace(default_base="host")  # runtime=local's builder: nothing layers over its templates
+    assert _setup_layer(CodingFlavor(), planned.spec, templates, planned.image) is None  # type: ignore[arg-type]
+    assert _setup_layer(object(), planned.spec, session.builder, planned.image) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["strict", "none"])
+def test_a_workspace_from_the_layer_is_what_the_runs_own_setup_makes(base_image, mode):
+    from engine.interfaces import ROOT_UID
+    from envs.coding.repo import setup_repo
+
+    session, planned = _session_and_plan("agent=noop", f"integrity={mode}")
+    for image in (*planned.images, planned.setup_image):
+        session.builder.ensure(image, session.store)
+
+    async def fingerprints() -> tuple[str, str]:
+        runtime = session.runtime
+        layered = runtime.provision(planned.setup_image, run_id="test-setup-layer", network=False, purpose="agent")
+        plain = runtime.provision(planned.image, run_id="test-setup-layer", network=False, purpose="agent")
+        async with layered as from_layer, plain as set_up_here:
+            await setup_repo(set_up_here, planned.spec.task, planned.spec.integrity)
+            seen = []
+            for ws in (from_layer, set_up_here):
+                result = await ws.exec(["bash", "-c", FINGERPRINT], user=ROOT_UID, timeout=60)
+                assert result.ok, result.text()
+                seen.append(result.stdout.decode())
+            return seen[0], seen[1]
+
+    from_layer, set_up_here = asyncio.run(fingerprints())
+    assert from_layer == set_up_here
+    assert "/app/.git" in from_layer and "crucible/app" not in from_layer
+    if mode == "strict":  # a fresh one-commit repo, uid 1000's, the vault root's alone
+        assert from_layer.splitlines()[1].endswith("baseline") and "1000:1000" in from_layer
+        assert "root:root 700 /var/lib/crucible\n" in from_layer
+
+
+def test_a_golden_run_starts_from_the_layer_and_passes(base_image, monkeypatch):
+    from engine.run.batch import run_one
+
+    session, planned = _session_and_plan("agent=integration_test", "seed=7301")
+    provisioned: list[tuple[str, str]] = []
+    original = session.runtime.provision
+
+    def recording(image, **kwargs):
+        provisioned.append((kwargs["purpose"], image.tag))
+        return original(image, **kwargs)
+
+    monkeypatch.setattr(session.runtime, "provision", recording)
+    record = asyncio.run(run_one(planned, session))
+    assert (record.status, record.reward) == ("completed", 1.0), (record.error, record.raw_grade)
+    assert ("agent", planned.setup_image.tag) in provisioned
+    assert ("grade", planned.image.tag) in provisioned  # grading never starts from it
+
+
+def test_a_layer_that_cannot_be_built_leaves_each_run_to_fail_in_its_own_setup(base_image, monkeypatch, caplog):
+    import envs.coding.repo as repo
+    from engine.models import SetupScript
+    from engine.run.batch import run_one
+
+    broken = SetupScript(
+        argv=("bash", "-c", "echo 'crucible: the vault is not what this task expects' >&2; exit 3"),
+        env=(("LANG", "C"),),
+    )
+    monkeypatch.setattr(repo, "setup_command", lambda task, integrity: broken)
+    session, planned = _session_and_plan("agent=noop", "seed=7302")
+    assert planned.setup_image is not None
+    record = asyncio.run(run_one(planned, session))
+    assert (record.status, record.error_phase) == ("error", "setup")
+    assert "repo setup failed in /app" in record.error and "not what this task expects" in record.error
+    assert any("set up in each run's workspace" in m for m in caplog.messages)
+    _, rows = session.store.query(
+        f"SELECT error FROM builds WHERE tag = '{planned.setup_image.tag}' ORDER BY started_at DESC LIMIT 1"
+    )
+    assert rows and "not what this task expects" in rows[0][0]  # the failed build is on record too
+
+
+def test_the_layers_command_runs_as_written_in_its_directory_over_the_images_environment(base_image, docker_client):
+    from pathlib import Path
+
+    from engine.config.compose import compose_config, to_typed
+    from engine.models import SetupScript
+    from engine.plan.setup_layer import PURPOSE, setup_layer_inputs
+    from engine.run.session import session_for
+
+    session = session_for(to_typed(compose_config([f"task={TASK}", "agent=noop"])))
+    words = ["two words", "it's", '"quoted"', "$HOME", "back\\slash", "line\nbreak", "ünïcode", "a=b", ""]
+    script = SetupScript(
+        argv=(
+            "bash",
+            "-c",
+            'pwd > /setup.out; printf "[%s]\\n" "$@" >> /setup.out; echo "$HOME $CRUCIBLE_X" >> /setup.out',
+            "x",
+            *words,
+        ),
+        env=(("CRUCIBLE_X", "set=here"), ("HOME", "/nonexistent-home")),
+        cwd="/tmp",
+    )
+    inputs = setup_layer_inputs(script, base_image)
+    image = session.builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), inputs.build_args, PURPOSE)
+    session.builder.ensure(image, session.store)
+    out = docker_client.containers.run(image.tag, ["cat", "/setup.out"], remove=True).decode()
+    assert out == "/tmp\n" + "".join(f"[{w}]\n" for w in words) + "/nonexistent-home set=here\n"
