@@ -154,7 +154,8 @@ def main() -> int:
     typed = to_typed(compose_config([f"task={ns.task}", "agent=integration_test"]))
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
-    session.builder.ensure(planned.image, session.store)
+    for image in (*planned.images, *([planned.setup_image] if planned.setup_image else [])):  # its setup layer too
+        session.builder.ensure(image, session.store)
     patch = golden_patch(resolve_repo(planned.spec.task.repo), planned.spec.task)
     run_root = Path(os.environ["CRUCIBLE_HOME"]) / "runs" / "bench"
 

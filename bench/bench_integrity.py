@@ -38,7 +38,9 @@ def plans(task: str):
         typed = to_typed(compose_config([f"task={task}", "agent=integration_test", f"integrity={mode}"]))
         session = session or session_for(typed)
         planned[mode] = plan(typed, builder=session.builder)
-    session.builder.ensure(planned["strict"].image, session.store)
+    for p in planned.values():  # every image a run starts from, its setup layer too (engine/plan/setup_layer.py)
+        for image in (*p.images, *([p.setup_image] if p.setup_image else [])):
+            session.builder.ensure(image, session.store)
     return session, planned
 
 

@@ -52,9 +52,12 @@ def plans(task: str) -> tuple:
             strict.spec, integrity=dataclasses.replace(strict.spec.integrity, differential_rerun=False)
         ),
         image=strict.image,
+        setup_image=strict.setup_image,  # its setup (vault, uid wall) is strict's
     )
     assert session is not None
-    session.builder.ensure(strict.image, session.store)
+    for p in planned.values():  # every image a run starts from, its setup layer too (engine/plan/setup_layer.py)
+        for image in (*p.images, *([p.setup_image] if p.setup_image else [])):
+            session.builder.ensure(image, session.store)
     return session, planned
 
 

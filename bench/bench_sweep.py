@@ -98,8 +98,9 @@ def main() -> int:
             typed = to_typed(compose_config([f"task={task}", f"agent={agent}"]))
             session = session_for(typed)
             planned.append(plan(typed, builder=session.builder))
-    for p in planned:
-        session.builder.ensure(p.image, session.store)
+    for p in planned:  # every image a run starts from, its setup layer too (engine/plan/setup_layer.py)
+        for image in (*p.images, *([p.setup_image] if p.setup_image else [])):
+            session.builder.ensure(image, session.store)
     patches = [golden_patch(resolve_repo(p.spec.task.repo), p.spec.task) for p in planned]
     floors(planned, patches)  # warm the page cache, not timed
     sweep(10_000)  # the same for the sweep's own first start

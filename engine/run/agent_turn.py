@@ -44,6 +44,9 @@ async def setup_beside_agent(
     ``mcp`` None / ``serve_ssh`` False: the agent connects to neither, so neither is served.
     ``script_done``: the workspace started from its flavor's setup layer (``flavor_setup``)."""
     tools = flavor.tools(ws, spec)
+    keep_spare = getattr(ws, "keep_spare_exec", None)  # a runtime that starts an exec ahead (docker: spares.py)
+    if mcp is not None and keep_spare is not None:  # each tool call an exec as the tools' user, in their directory
+        keep_spare(user=tools.user, cwd=tools.workdir)
     # An outside agent records no steps itself: the servers record them for it.
     observed = agent if isinstance(agent, RecordsServedCalls) else None
     setup: asyncio.Future[Any] = (

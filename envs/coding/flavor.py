@@ -11,6 +11,7 @@ to ``envs.coding.grader.grade``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -23,6 +24,7 @@ from envs.coding import advice, grader, hidden, judging, reading, repo, rerun, t
 from envs.coding.defences import CodingIntegrity
 from envs.coding.explain import EXPLAINED as EXPLAINED  # re-exported: its home was here
 from envs.coding.explain import CodingExplainer
+from envs.coding.held import HeldCapture
 from envs.coding.hidden import HiddenFile
 from envs.coding.schema import CodingTaskConfig
 from envs.coding.tools import CodingTools
@@ -66,6 +68,8 @@ class CodingFlavor(CodingExplainer):
         """The hidden files that may take random names (``rerun.renamable``)."""
         self._first: asyncio.Future | None = None
         """The first grading's renaming (``rerun.first_grading``), or None: made once per run."""
+        self._held: asyncio.Future[HeldCapture] | None = None
+        """The capture, started once the repo is set up (envs/coding/held.py)."""
 
     # ------------------------------------------------------------ authoring
     @classmethod
@@ -149,11 +153,23 @@ class CodingFlavor(CodingExplainer):
             self._free_files(spec.task)  # and which hidden files may
         if not script_done:  # else the workspace started from the layer it made (engine/plan/setup_layer.py)
             await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
+        if self.holds_capture:  # waiting, beside the agent, for it to be done
+            self._held = asyncio.ensure_future(repo.hold_capture(ws, spec.task))
+            self._held.add_done_callback(lambda held: held.cancelled() or held.exception())  # a capture afresh says why
+
+    holds_capture: ClassVar[bool] = True
+    """Whether ``setup`` starts the capture ahead (a flavor that captures otherwise says no)."""
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         change = await self._prefetch_hidden(spec.task)
+        held, self._held = self._held, None
         return await repo.capture_diff(
-            ws, spec.task, spec.integrity, timeout=float(spec.timeouts.capture), hidden_paths=[f.path for f in change]
+            ws,
+            spec.task,
+            spec.integrity,
+            timeout=float(spec.timeouts.capture),
+            hidden_paths=[f.path for f in change],
+            held=await _started(held),
         )
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
@@ -364,3 +380,12 @@ def hidden_files(task: CodingTaskConfig) -> list[HiddenFile]:
         raise GradeError(f"task {task.id!r} lacks pins.{exc.args[0]}") from exc
     except CrucibleError as exc:
         raise GradeError(f"cannot read the hidden change of task {task.id!r}: {exc}") from exc
+
+
+async def _started(held: asyncio.Future[HeldCapture] | None) -> HeldCapture | None:
+    """The capture started ahead, once it has started; None where it could not start."""
+    if held is None or held.cancelled():
+        return None
+    with contextlib.suppress(Exception):
+        return await held
+    return None

@@ -20,6 +20,7 @@ from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
 from engine.models import CapturedSubmission, ExecResult, SetupScript
 from engine.util import shell
+from envs.coding import held as held_capture
 from envs.coding import protect
 from envs.coding.defences import CodingIntegrity
 from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, SCRIPT_CWD, VAULT, brief, run_script, script_argv
@@ -68,13 +69,14 @@ async def capture_diff(
     *,
     timeout: float = 120.0,
     hidden_paths: Sequence[str] = (),
+    held: held_capture.HeldCapture | None = None,
 ) -> CapturedSubmission:
     """The agent's diff against the baseline; the task's test paths (``hidden_paths``, the
     hidden change's, and ``task.test_paths``) and protected paths dropped when the mode
-    asks. Raises ``CaptureError``."""
-    args = [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT]
+    asks. ``held``: this capture, started ahead (``hold_capture``). Raises ``CaptureError``."""
+    args = capture_args(task)
     try:
-        chunks = await _captured_chunks(ws, args, timeout)
+        chunks = await _captured_chunks(ws, args, timeout, held)
     except WorkspaceError as exc:
         raise CaptureError(f"capture could not run: {exc}") from exc
     except ValueError as exc:
@@ -102,8 +104,25 @@ async def _run_capture(
     return result
 
 
-async def _captured_chunks(ws: Workspace, args: list[str], timeout: float) -> list[patch.FileChunk]:
-    result = await _run_capture(ws, args, [], timeout)
+def capture_args(task: CodingTaskConfig) -> list[str]:
+    return [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT]
+
+
+async def hold_capture(ws: Workspace, task: CodingTaskConfig) -> held_capture.HeldCapture:
+    """``task``'s capture started in ``ws`` now, waiting for the agent to be done (envs/coding/held.py)."""
+    return await held_capture.hold(ws, capture_args(task))
+
+
+async def _captured_chunks(
+    ws: Workspace, args: list[str], timeout: float, held: held_capture.HeldCapture | None = None
+) -> list[patch.FileChunk]:
+    result = None
+    if held is not None and held.ws is ws and held.args == args:
+        result = await held_capture.finish(held, 2 * MAX_DIFF_BYTES)
+    if result is None:  # none held, or it did not end well: a fresh exec, whose answer stands
+        result = await _run_capture(ws, args, [], timeout)
+    elif result.truncated:
+        raise CaptureError(f"capture: the diff is larger than {MAX_DIFF_BYTES >> 20} MiB")
     for line in result.stderr.decode("utf-8", "replace").splitlines():
         if line.startswith("crucible: "):
             log.warning("%s", line[len("crucible: ") :])
@@ -167,4 +186,13 @@ def baseline_of(task: CodingTaskConfig, error: type[Exception] = SetupError) -> 
         raise error("task has no pinned baseline SHA (task.pins.baseline)") from exc
 
 
-__all__ = ["FRESH_DATE", "baseline_of", "capture_diff", "setup_command", "setup_repo", "workdir_of"]
+__all__ = [
+    "FRESH_DATE",
+    "baseline_of",
+    "capture_args",
+    "capture_diff",
+    "hold_capture",
+    "setup_command",
+    "setup_repo",
+    "workdir_of",
+]

@@ -92,6 +92,8 @@ class SdlcFlavor(CodingFlavor):
     def tools(self, ws: Workspace, spec: RunSpec) -> SdlcTools:  # type: ignore[override]  # a ToolSet still
         return SdlcTools(super().tools(ws, spec), self._github_for(spec.task))
 
+    holds_capture: ClassVar[bool] = False  # its submission is the remote's PR, not the workspace's diff
+
     async def setup(self, ws: Workspace, spec: RunSpec, *, script_done: bool = False) -> None:
         await super().setup(ws, spec, script_done=script_done)  # the repo's; then its origin, per run
         workdir = repo.workdir_of(spec.task)

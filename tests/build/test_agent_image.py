@@ -246,13 +246,16 @@ def test_the_agent_works_in_its_layer_and_grading_in_the_task_image(docker_clien
     assert seen["cat /opt/crucible-probe/marker"] == ("installed", False)
     assert seen["id -u"] == ("1000", False), "the agent must act as the uid the integrity mode says"
     assert seen[CAPABILITIES_SEEN] == ("", False), "it declares none: the run serves it neither MCP nor ssh"
-    assert sorted(spy.provisioned) == [("agent", planned.agent_image.tag), ("grade", planned.image.tag)]
+    # It works in its task's setup layer (engine/plan/setup_layer.py), made over its own layer.
+    assert planned.setup_image is not None and dict(planned.setup_image.build_args)["BASE"] == planned.agent_image.tag
+    assert sorted(spy.provisioned) == [("agent", planned.setup_image.tag), ("grade", planned.image.tag)]
     assert record.image_tag == planned.image.tag and record.spec["agent_image"]["tag"] == planned.agent_image.tag
 
     assert not has_in_image(planned.image.tag, f"command -v jq || test -e {HELLO}"), (
         "the task image has the agent's needs"
     )
     assert has_in_image(planned.agent_image.tag, f"command -v jq && test -e {HELLO}")
+    assert has_in_image(planned.setup_image.tag, f"command -v jq && test -e {HELLO}")
 
 
 @pytest.mark.docker

@@ -45,6 +45,38 @@ class DockerBackend:
         self.target = Target(runtime, request.getfixturevalue("base_image"), probe_for(runtime), purpose="test")
 
 
+class SparingDockerRuntime(DockerRuntime):
+    """runtime=docker whose every exec of the agent's (any uid but root) is handed to a spare exec
+    (engine/runtimes/docker/spares.py): the contract holds for a command run that way too."""
+
+    def provision(self, image, **kwargs):
+        from engine.runtimes.docker.runtime import DockerWorkspace
+
+        class SparingWorkspace(DockerWorkspace):
+            async def exec(self, argv, *, user=0, cwd=None, env=None, **rest):
+                if self._state == "running":
+                    self.keep_spare_exec(user=user, cwd=cwd, env=env)
+                return await super().exec(argv, user=user, cwd=cwd, env=env, **rest)
+
+        workspace = super().provision(image, **kwargs)
+        workspace.__class__ = SparingWorkspace
+        return workspace
+
+    def conformance_probe(self):
+        from engine.runtimes.docker.conformance import probe
+
+        return probe(self)
+
+
+class SparingDockerBackend(DockerBackend):
+    name = "docker-spares"
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        super().__init__(request)
+        runtime = SparingDockerRuntime()
+        self.target = Target(runtime, request.getfixturevalue("base_image"), probe_for(runtime), purpose="test")
+
+
 class LocalBackend:
     """runtime=local: a per-run host dir behind a bubblewrap sandbox, from a tiny repo's template."""
 
@@ -62,7 +94,7 @@ class LocalBackend:
         self.target = Target(runtime, image, probe_for(runtime), purpose="test")
 
 
-BACKENDS = {backend.name: backend for backend in (DockerBackend, LocalBackend)}
+BACKENDS = {backend.name: backend for backend in (DockerBackend, SparingDockerBackend, LocalBackend)}
 
 
 @pytest.fixture(scope="module", params=[pytest.param(n, marks=b.marks) for n, b in BACKENDS.items()])

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineUnavailable
 
@@ -72,6 +72,20 @@ def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
     except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
         raise EngineUnavailable(f"Docker engine unreachable at {where}: {HINT}") from exc
     return client
+
+
+def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no types
+    """A Docker SDK client for the local engine, or ``EngineUnavailable`` in one line."""
+    import docker
+    import requests.exceptions
+
+    try:
+        client = docker.from_env(timeout=api_timeout)
+        client.ping()
+        return client
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise EngineUnavailable(f"Docker engine unreachable ({reason}); start it with `crucible doctor --fix`") from exc
 
 
 def ping(timeout: float = 5) -> docker.DockerClient | None:

@@ -1,4 +1,5 @@
-"""``Workspace.exec`` for Docker: one ``docker exec`` per call, bounded and killable.
+"""``Workspace.exec`` for Docker: one ``docker exec`` per call, bounded and killable (or, for a
+kind of command the workspace keeps a spare for, one started ahead: engine/runtimes/docker/spares.py).
 
 Every command runs under a tiny wrapper, ``/bin/sh -c 'echo $$; exec timeout ...'``:
 
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 
 from engine.errors import WorkspaceError
 from engine.models import ExecResult
+from engine.runtimes.docker.spares import SPARE_WRAPPER, Kind, Spares, Started, handed, kind_of
 from engine.runtimes.docker.stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
 from engine.runtimes.docker.wire import WireError, WireLost, wire_for
 from engine.util.aio import finish_even_if_cancelled
@@ -42,6 +44,10 @@ BACKSTOP_GRACE = 10.0
 """Seconds past the in-container deadline before the host kills the exec itself."""
 DRAIN_GRACE = 0.5
 """Seconds to keep reading after the command exited while something still holds its output open."""
+
+
+class SpareUnused(Exception):
+    """A spare exec that never took its command (it printed no pid): run it in an exec of its own."""
 
 
 def default_env(user: int, path: str = DEFAULT_PATH) -> dict[str, str]:
@@ -106,6 +112,12 @@ def start_exec(
     )
     sock = api.exec_start(created["Id"], socket=True, tty=tty)
     return created["Id"], HijackedStream(sock)
+
+
+def start_spare(api: DockerApi, container_id: str, kind: Kind) -> Started:
+    """A spare exec of ``kind`` (engine/runtimes/docker/spares.py), started (blocking)."""
+    user, cwd, env = kind
+    return start_exec(api, container_id, SPARE_WRAPPER, user=user, cwd=cwd, env=dict(env), stdin=True)
 
 
 def run_simple(api: DockerApi, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]:
@@ -246,17 +258,24 @@ async def run_exec(
     stdin: bytes | None,
     max_output: int,
     backstop_grace: float = BACKSTOP_GRACE,
+    spare: Started | None = None,
 ) -> ExecResult:
+    """``spare``: an exec of this kind started ahead (engine/runtimes/docker/spares.py), to hand
+    the command to; ``SpareUnused`` where it did not take it (then the command never ran)."""
     if not argv:
         raise ValueError("exec needs a non-empty argv")
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     started = time.monotonic()
-    # Never "0.000": to GNU timeout a zero duration means no deadline at all.
-    wrapped = [*TIMEOUT_WRAPPER, f"{max(timeout, 0.001):.3f}", *argv]
-    exec_id, stream = await sdk_call(
-        "exec", start_exec, api, container_id, wrapped, user=user, cwd=cwd, env=env, stdin=stdin is not None
-    )
+    if spare is not None:
+        exec_id, stream = spare
+        stdin = handed(cwd, argv, timeout, stdin)
+    else:
+        # Never "0.000": to GNU timeout a zero duration means no deadline at all.
+        wrapped = [*TIMEOUT_WRAPPER, f"{max(timeout, 0.001):.3f}", *argv]
+        exec_id, stream = await sdk_call(
+            "exec", start_exec, api, container_id, wrapped, user=user, cwd=cwd, env=env, stdin=stdin is not None
+        )
     pump = OutputPump(api, exec_id, stream, max_output, asyncio.get_running_loop())
     if stdin is not None:
         threading.Thread(target=_feed_stdin, args=(stream, stdin), name="crucible-exec-stdin", daemon=True).start()
@@ -269,6 +288,8 @@ async def run_exec(
     if not finished:  # the backstop
         await _kill_quietly(api, container_id, pump)
         return _result(pump, 124, True, started)
+    if spare is not None and pump.pid_line.pid is None:
+        raise SpareUnused(f"the spare exec {exec_id[:12]} took no command")
     code = await pump.code
     if code is None:
         code = await sdk_call("exec inspect", wait_exit_code, api, exec_id)
@@ -331,3 +352,16 @@ def _result(pump: OutputPump, code: int, timed_out: bool, started: float) -> Exe
         stderr_bytes_total=pump.stderr.total,
         seconds=time.monotonic() - started,
     )
+
+
+async def run_exec_or_spare(
+    spares: Spares | None, api: DockerApi, container_id: str, argv: Sequence[str], **kw: Any
+) -> ExecResult:
+    """``run_exec``, in a spare of the command's kind where ``spares`` has one waiting."""
+    spare = await spares.take(kind_of(kw["user"], kw["cwd"], kw["env"])) if spares is not None else None
+    if spare is not None:
+        try:
+            return await run_exec(api, container_id, argv, spare=spare, **kw)
+        except SpareUnused:
+            pass  # it never ran there: here it runs
+    return await run_exec(api, container_id, argv, **kw)

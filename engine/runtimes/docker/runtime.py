@@ -35,16 +35,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config.schema import RuntimeConfig
-from engine.errors import EngineUnavailable, InfrastructureError, WorkspaceError
+from engine.errors import InfrastructureError, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.models import ExecResult, ImageRef, TaskLimits, TtySize
-from engine.runtimes.docker.daemon import ensure_engine
-from engine.runtimes.docker.exec import BACKSTOP_GRACE, DEFAULT_PATH, default_env, run_exec, sdk_call
+from engine.runtimes.docker.daemon import connect, ensure_engine
+from engine.runtimes.docker.exec import (
+    BACKSTOP_GRACE,
+    DEFAULT_PATH,
+    default_env,
+    run_exec_or_spare,
+    sdk_call,
+    start_spare,
+)
 from engine.runtimes.docker.files import absolute, read_file, single_file_tar, write_file
 from engine.runtimes.docker.placement import DockerHost, HostPool, as_hosts, check_hosts, place
 from engine.runtimes.docker.process import DockerProcess
 from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
 from engine.runtimes.docker.relay import BridgeRelay, check_bridge
+from engine.runtimes.docker.spares import Spares, kind_of
 from engine.runtimes.lifecycle import StartedOnce
 from engine.runtimes.owner import owner_labels
 from engine.util.aio import finish_even_if_cancelled
@@ -180,20 +188,6 @@ class DockerRuntime:
         return limits
 
 
-def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no types
-    """A Docker SDK client for the local engine, or ``EngineUnavailable`` in one line."""
-    import docker
-    import requests.exceptions
-
-    try:
-        client = docker.from_env(timeout=api_timeout)
-        client.ping()
-        return client
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise EngineUnavailable(f"Docker engine unreachable ({reason}); start it with `crucible doctor --fix`") from exc
-
-
 class DockerWorkspace(StartedOnce):
     """One container: ``exec``, ``open_process``, files through the archive API, ``close``."""
 
@@ -225,6 +219,7 @@ class DockerWorkspace(StartedOnce):
         self._state = "new"  # new -> starting -> running -> closing -> closed
         self._closing: asyncio.Future[None] | None = None
         self._processes: list[DockerProcess] = []
+        self._spares = Spares(lambda kind: start_spare(self.client.api, self._running_id(), kind))
         self._created = False  # set just before the create call: only then is there anything to remove
         self.remote = runtime.pool is not None
         """Placed on a listed Docker host (``runtime.hosts``): nothing of this machine's file
@@ -276,6 +271,7 @@ class DockerWorkspace(StartedOnce):
         self._placed.set()  # no place will come now
         for process in self._processes:
             process.abort()
+        self._spares.close()
         try:
             await asyncio.to_thread(self._remove)
         finally:
@@ -393,11 +389,8 @@ class DockerWorkspace(StartedOnce):
     # -- commands --------------------------------------------------------------------------
 
     def default_env(self, user: int) -> dict[str, str]:
-        """The minimal environment: PATH (the image's own, if it sets one), HOME, LANG.
-
-        The image's declared ENV stays underneath any env (Docker always applies it; it
-        is part of the image's definition); nothing of the engine's environment enters.
-        """
+        """The minimal environment: PATH (the image's own, if it sets one), HOME, LANG. The image's declared ENV stays
+        underneath any env (Docker always applies it: it is the image's own); nothing of the engine's enters."""
         return default_env(user, self._path)
 
     async def exec(
@@ -414,7 +407,8 @@ class DockerWorkspace(StartedOnce):
         try:
             if self._relay is not None:  # what the host's bridge holds now, there for the command
                 await self._relay.sync()
-            return await run_exec(
+            return await run_exec_or_spare(
+                self._spares,
                 self.client.api,
                 self._running_id(),
                 argv,
@@ -429,6 +423,12 @@ class DockerWorkspace(StartedOnce):
         except WorkspaceError as exc:
             self._raise_if_lost(exc, self.purpose)
             raise await self._with_container_state(exc) from exc
+
+    def keep_spare_exec(self, *, user: int, cwd: str | None, env: Mapping[str, str] | None = None) -> None:
+        """Keep an exec of this kind started ahead from now on (``spares``: the agent's kinds only)."""
+        kind = kind_of(user, cwd, self.default_env(user) if env is None else dict(env))
+        if kind is not None and self._state == "running" and self.container_id is not None:
+            self._spares.keep(kind)
 
     async def _with_container_state(self, exc: WorkspaceError) -> WorkspaceError:
         """``exc``, saying so where the container itself has stopped: the daemon's own words

@@ -13,8 +13,18 @@
 WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4
 shift 4
 trap 'rm -rf -- "$DIR"' EXIT
-require_vault
-shadow_init "$DIR"
+if [ "${CRUCIBLE_CAPTURE_HELD:-}" = 1 ]; then
+  # Started while the agent works (envs/coding/held.py): the scratch repo now, and nothing of
+  # the workspace read until the word comes, once the agent is done (its workdir looked up
+  # only then: the agent may have replaced it).
+  shadow_init "$DIR"
+  IFS= read -r word || exit 4
+  [ "$word" = go ] || exit 4
+  require_vault
+else
+  require_vault
+  shadow_init "$DIR"
+fi
 cd "$WORKDIR"
 # New blobs go to a scratch object store: the vault is only read.
 export GIT_OBJECT_DIRECTORY="$DIR/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$VAULT/objects"
