@@ -73,7 +73,7 @@ class SparingDockerBackend(DockerBackend):
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         super().__init__(request)
-        runtime = SparingDockerRuntime()
+        runtime = SparingDockerRuntime(spare_execs=True)
         self.target = Target(runtime, request.getfixturevalue("base_image"), probe_for(runtime), purpose="test")
 
 

@@ -1,5 +1,6 @@
 """``Workspace.exec`` for Docker: one ``docker exec`` per call, bounded and killable (or, for a
-kind of command the workspace keeps a spare for, one started ahead: engine/runtimes/docker/spares.py).
+kind of command the workspace keeps a spare for, one started ahead: engine/runtimes/docker/spares.py,
+``runtime.spare_execs``).
 
 Every command runs under a tiny wrapper, ``/bin/sh -c 'echo $$; exec timeout ...'``:
 

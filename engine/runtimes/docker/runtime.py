@@ -84,6 +84,7 @@ class DockerRuntimeConfig(RuntimeConfig):
     bridge: str = field(default="mount", metadata={"spec": "omit"})
     """How a workspace sees the run's bridge: "mount" (a bind mount; this machine's engine) or
     "relay" (engine/runtimes/docker/relay.py; what a listed host always gets)."""
+    spare_execs: bool = field(default=False, metadata={"spec": "omit"})  # engine/runtimes/docker/spares.py
 
     def __post_init__(self) -> None:
         check_hosts(self.hosts)
@@ -105,6 +106,7 @@ class DockerRuntime:
         name: str = "docker",
         hosts: Sequence[DockerHost | Mapping[str, Any]] = (),
         bridge: str = "mount",
+        spare_execs: bool = False,
     ) -> None:
         # The SDK's default 60 s read timeout made peers' long test runs fail silently.
         self.api_timeout = float(api_timeout)
@@ -113,6 +115,7 @@ class DockerRuntime:
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.bridge = check_bridge(bridge)
+        self.spare_execs = bool(spare_execs)
         self.name = name
         self._client = None
         self._lock = threading.Lock()
@@ -129,8 +132,8 @@ class DockerRuntime:
             return self._client
 
     def housekeeping(self) -> None:
-        """Before a sweep: every listed host connected, so each is rid of the containers of
-        owners that died (a sweep killed while its host was away) and a dead one is known."""
+        """Before a sweep: every listed host connected, so each is rid of the containers of owners that died (a sweep
+        killed while its host was away) and a dead one is known."""
         if self.pool is not None:
             self.pool.connect_all()
 
@@ -141,8 +144,8 @@ class DockerRuntime:
         return pool is not None and any(pool.url(i) == url and pool.is_down(i) for i in range(len(pool.hosts)))
 
     def supports(self, integrity: IntegrityConfig) -> str | None:
-        """Every mode: the uid wall is docker exec's --user, no network is network_mode=none,
-        and grading always gets a fresh container. None means supported."""
+        """Every mode (None): the uid wall is docker exec's --user, no network is network_mode=none, and grading always
+        gets a fresh container."""
         return None
 
     def require(self, integrity: IntegrityConfig) -> None:
@@ -245,8 +248,7 @@ class DockerWorkspace(StartedOnce):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def until_placed(self) -> None:
-        """Until it holds a listed host's slot (or will never hold one): a run waits for this
-        before it takes a running slot (``engine.run.resources.Placed``)."""
+        """Until it holds a listed host's slot, or never will: a run waits for it first (``resources.Placed``)."""
         await self._placed.wait()
 
     async def _start(self) -> None:
@@ -336,8 +338,7 @@ class DockerWorkspace(StartedOnce):
         return pool.with_image(index, self.image, lambda: self.runtime.client)
 
     def _raise_if_lost(self, exc: BaseException, phase: str) -> None:
-        """``InfrastructureError`` (host recorded, host marked down) when ``exc``, or what it
-        was raised from, says this workspace's listed host could not be reached."""
+        """``InfrastructureError`` (host recorded and marked down) where ``exc`` says its listed host was unreachable."""
         pool, index = self.runtime.pool, self._host_index
         if pool is None or index is None:
             return
@@ -346,8 +347,7 @@ class DockerWorkspace(StartedOnce):
             raise error from exc
 
     def _volumes(self) -> dict[str, dict[str, str]] | None:
-        """Bind mounts of this machine's files: none on a listed host (``remote``); a relayed
-        bridge is the relay's volume instead."""
+        """Bind mounts of this machine's files: none on a listed host (``remote``), whose bridge is relayed."""
         relayed = self._relay.mount() if self._relay is not None else {}
         if self.remote:
             return relayed or None
@@ -427,7 +427,7 @@ class DockerWorkspace(StartedOnce):
     def keep_spare_exec(self, *, user: int, cwd: str | None, env: Mapping[str, str] | None = None) -> None:
         """Keep an exec of this kind started ahead from now on (``spares``: the agent's kinds only)."""
         kind = kind_of(user, cwd, self.default_env(user) if env is None else dict(env))
-        if kind is not None and self._state == "running" and self.container_id is not None:
+        if self.runtime.spare_execs and kind is not None and self._state == "running" and self.container_id:
             self._spares.keep(kind)
 
     async def _with_container_state(self, exc: WorkspaceError) -> WorkspaceError:

@@ -27,7 +27,9 @@ STDIN = bytes(range(256)) * 64 + b"\n\nthe end, no newline"
 
 @pytest.fixture
 def workspace(base_image, run):
-    ws = DockerRuntime().provision(base_image, run_id=f"spares-{uuid.uuid4().hex[:8]}", network=False, purpose="test")
+    ws = DockerRuntime(spare_execs=True).provision(
+        base_image, run_id=f"spares-{uuid.uuid4().hex[:8]}", network=False, purpose="test"
+    )
     run(ws.__aenter__())
     yield ws
     run(ws.close())
