@@ -11,7 +11,7 @@ Nothing is pre-started: every trial creates its containers from scratch. The ima
 built before timing (a cached build is what every real run after the first sees).
 Trials alternate between the three so drift on the machine hits all of them alike.
 
-    .venv/bin/python bench/bench_golden.py [--task sample/last_page] [--trials 5]
+    .venv/bin/python bench/bench_golden.py [--task sample/last_page] [--trials 5] [--override KEY=VALUE]...
 
 Exits non-zero when a median ratio is past its target (issue 38): in-process at most
 TARGET_INPROCESS x the floor, the whole command at most TARGET_CLI x. The CLI's start-up is
@@ -103,7 +103,7 @@ def inprocess_trial(planned, session, run_root: Path) -> tuple[float, dict]:
     return seconds, record.timings
 
 
-def cli_trial(task_option: str, seed: int) -> float:
+def cli_trial(task_option: str, seed: int, overrides: list[str] = []) -> float:  # noqa: B006 (read only)
     began = time.perf_counter()
     proc = subprocess.run(
         [
@@ -114,6 +114,7 @@ def cli_trial(task_option: str, seed: int) -> float:
             f"task={task_option}",
             "agent=integration_test",
             f"seed={seed}",
+            *overrides,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -143,6 +144,12 @@ def main() -> int:
     parser.add_argument("--task", default="sample/last_page")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        help="a config override for both crucible rows (e.g. build.setup_layers=false)",
+    )
     ns = parser.parse_args()
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
 
@@ -151,7 +158,7 @@ def main() -> int:
     from engine.plan.spec import plan
     from engine.run.session import session_for
 
-    typed = to_typed(compose_config([f"task={ns.task}", "agent=integration_test"]))
+    typed = to_typed(compose_config([f"task={ns.task}", "agent=integration_test", *ns.override]))
     session = session_for(typed)
     planned = plan(typed, builder=session.builder)
     for image in (*planned.images, *([planned.setup_image] if planned.setup_image else [])):  # its setup layer too
@@ -167,7 +174,7 @@ def main() -> int:
         seconds, timings = inprocess_trial(planned, session, run_root)
         inproc.append(seconds)
         stages.append(timings)
-        cli.append(cli_trial(ns.task, seed=10_000 + trial))
+        cli.append(cli_trial(ns.task, seed=10_000 + trial, overrides=ns.override))
         for name, code in STARTUP.items():
             startup[name].append(startup_trial(code))
 

@@ -148,6 +148,9 @@ class BuildConfig:
     """An image to build FROM instead of the bootstrapped offline base (e.g. a registry image)."""
     ca_bundle: str | None = None
     """CA bundle forwarded into builds; None = $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE if set."""
+    setup_layers: bool = True
+    """A flavor's setup of the spec alone built once into an image layer (engine/plan/setup_layer.py);
+    false: every run sets its workspace up itself."""
 
 
 @dataclass

@@ -142,7 +142,7 @@ def plan(
         agent_image=None if agent_image is None else {"tag": agent_image.tag, "input_hash": agent_image.input_hash},
         limits=planned.limits,
     )
-    setup_image = _setup_layer(flavor, spec, builder, agent_image or image)
+    setup_image = _setup_layer(flavor, spec, builder, agent_image or image) if cfg.build.setup_layers else None
     return Plan(spec=spec, image=image, agent_image=agent_image, setup_image=setup_image)
 
 

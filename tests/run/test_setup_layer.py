@@ -167,3 +167,24 @@ def test_the_layers_command_runs_as_written_in_its_directory_over_the_images_env
     session.builder.ensure(image, session.store)
     out = docker_client.containers.run(image.tag, ["cat", "/setup.out"], remove=True).decode()
     assert out == "/tmp\n" + "".join(f"[{w}]\n" for w in words) + "/nonexistent-home set=here\n"
+
+
+def test_with_setup_layers_off_each_run_sets_its_workspace_up_itself(base_image, monkeypatch):
+    from engine.run.batch import run_one
+
+    session, planned = _session_and_plan("agent=integration_test", "seed=7303", "build.setup_layers=false")
+    assert planned.setup_image is None
+    provisioned: list[tuple[str, str]] = []
+    original = session.runtime.provision
+
+    def recording(image, **kwargs):
+        provisioned.append((kwargs["purpose"], image.tag))
+        return original(image, **kwargs)
+
+    monkeypatch.setattr(session.runtime, "provision", recording)
+    record = asyncio.run(run_one(planned, session))
+    assert (record.status, record.reward) == ("completed", 1.0), (record.error, record.raw_grade)
+    assert sorted(provisioned) == [("agent", planned.image.tag), ("grade", planned.image.tag)]
+    # The same spec either way: how the workspace got set up is no part of what the run is.
+    _, layered = _session_and_plan("agent=integration_test", "seed=7303")
+    assert layered.spec.spec_hash == planned.spec.spec_hash
