@@ -46,6 +46,19 @@ def _session_and_plan(*overrides: str):
     return session, plan(typed, builder=session.builder)
 
 
+def _provisions(session, monkeypatch) -> list[tuple[str, str]]:
+    """Each workspace the session's runtime provisions from now on: (its purpose, its image's tag)."""
+    provisioned: list[tuple[str, str]] = []
+    original = session.runtime.provision
+
+    def recording(image, **kwargs):
+        provisioned.append((kwargs["purpose"], image.tag))
+        return original(image, **kwargs)
+
+    monkeypatch.setattr(session.runtime, "provision", recording)
+    return provisioned
+
+
 def test_the_layer_is_named_by_the_setup_of_the_spec_alone(base_image):
     _, strict_1 = _session_and_plan("agent=noop", "seed=1")
     _, strict_2 = _session_and_plan("agent=integration_test", "seed=2")
@@ -105,14 +118,7 @@ def test_a_golden_run_starts_from_the_layer_and_passes(base_image, monkeypatch):
     from engine.run.batch import run_one
 
     session, planned = _session_and_plan("agent=integration_test", "seed=7301")
-    provisioned: list[tuple[str, str]] = []
-    original = session.runtime.provision
-
-    def recording(image, **kwargs):
-        provisioned.append((kwargs["purpose"], image.tag))
-        return original(image, **kwargs)
-
-    monkeypatch.setattr(session.runtime, "provision", recording)
+    provisioned = _provisions(session, monkeypatch)
     record = asyncio.run(run_one(planned, session))
     assert (record.status, record.reward) == ("completed", 1.0), (record.error, record.raw_grade)
     assert ("agent", planned.setup_image.tag) in provisioned
@@ -174,14 +180,7 @@ def test_with_setup_layers_off_each_run_sets_its_workspace_up_itself(base_image,
 
     session, planned = _session_and_plan("agent=integration_test", "seed=7303", "build.setup_layers=false")
     assert planned.setup_image is None
-    provisioned: list[tuple[str, str]] = []
-    original = session.runtime.provision
-
-    def recording(image, **kwargs):
-        provisioned.append((kwargs["purpose"], image.tag))
-        return original(image, **kwargs)
-
-    monkeypatch.setattr(session.runtime, "provision", recording)
+    provisioned = _provisions(session, monkeypatch)
     record = asyncio.run(run_one(planned, session))
     assert (record.status, record.reward) == ("completed", 1.0), (record.error, record.raw_grade)
     assert sorted(provisioned) == [("agent", planned.image.tag), ("grade", planned.image.tag)]
