@@ -291,11 +291,11 @@ class ContentAddressedBuilder:
         """
         started, t0 = _now(), time.monotonic()
         found = image_info(self.client, ref.tag)
-        if found is not None:
+        if found is not None and self._on_its_bases(ref, found):
             return self._record(store, ref, started, t0, found=found, cache_hit=True)
         with file_lock(f"build-{ref.input_hash}"):
             found = image_info(self.client, ref.tag)  # another process may have built it
-            if found is not None:
+            if found is not None and self._on_its_bases(ref, found):
                 return self._record(store, ref, started, t0, found=found, cache_hit=True)
             log_path = paths.builds_dir() / f"{ref.input_hash}.log"
             try:
@@ -304,6 +304,31 @@ class ContentAddressedBuilder:
                 self._record(store, ref, started, t0, found=None, cache_hit=False, log_path=log_path, error=str(exc))
                 raise
         return self._record(store, ref, started, t0, found=found, cache_hit=False, log_path=log_path)
+
+    def _on_its_bases(self, ref: ImageRef, found: dict[str, Any]) -> bool:
+        """Whether a cached image still sits on each crucible-built image its Dockerfile names,
+        as that image is now. One built here is named by its inputs, not its bytes: rebuilt under
+        the same tag (an unpinned install fetching something newer), what was layered over the old
+        one (an agent's layer, a setup layer) would go on serving the old bytes, so it is built
+        again. The bootstrapped base is left out: its bytes differ on every bootstrap, its recipe
+        does not."""
+        if "inputs:" not in ref.base:
+            return True  # every base named by its ID: that image for good
+        try:
+            names = _from_images(Path(ref.dockerfile).read_text(), dict(ref.build_args))
+        except OSError:
+            return True  # its context is gone: nothing to check it against
+        layers = (found.get("RootFS") or {}).get("Layers") or []
+        for name in names:
+            base = image_info(self.client, name)
+            labels = ((base or {}).get("Config") or {}).get("Labels") or {}
+            if base is None or labels.get("crucible.purpose") in (None, "base"):
+                continue
+            under = (base.get("RootFS") or {}).get("Layers") or []
+            if layers[: len(under)] != under:
+                log.info("%s was built over an earlier %s: building it again", ref.tag, name)
+                return False
+        return True
 
     @staticmethod
     def _record(

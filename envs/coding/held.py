@@ -42,11 +42,18 @@ class HeldCapture:
     process: Process
 
 
+BASELINE_ARG = 1
+"""Where the baseline is in a capture's arguments: a held capture is told it with the word."""
+
+
 async def hold(ws: Workspace, args: list[str]) -> HeldCapture:
-    """Start the capture of ``args`` in ``ws`` now; it waits for ``finish``."""
+    """Start the capture of ``args`` in ``ws`` now; it waits for ``finish``. Its command line
+    names no baseline (that comes with the word): what the agent may read of it all the while
+    is what it knows already."""
     scratch = f"{SCRATCH_DIR}/capture-{uuid.uuid4().hex}"
+    shown = [*args[:BASELINE_ARG], "-", *args[BASELINE_ARG + 1 :]]
     process = await ws.open_process(
-        script_argv(shell.script(__file__, "capture.sh"), [*args, scratch]),
+        script_argv(shell.script(__file__, "capture.sh"), [*shown, scratch]),
         user=ROOT_UID,
         cwd=SCRIPT_CWD,
         env={**GIT_ENV, HELD_ENV: "1"},
@@ -62,7 +69,7 @@ async def finish(held: HeldCapture, limit: int) -> ExecResult | None:
     process, ended = held.process, False
     try:
         try:
-            await process.write(b"go\n")
+            await process.write(f"go {held.args[BASELINE_ARG]}\n".encode())
             await process.close_stdin()
             (out, out_total), (err, err_total) = await asyncio.gather(
                 _drain(process.read, limit), _drain(process.read_stderr, STDERR_LIMIT)

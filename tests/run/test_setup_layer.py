@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -148,7 +149,6 @@ def test_a_layer_that_cannot_be_built_leaves_each_run_to_fail_in_its_own_setup(b
 
 
 def test_the_layers_command_runs_as_written_in_its_directory_over_the_images_environment(base_image, docker_client):
-    from pathlib import Path
 
     from engine.config.compose import compose_config, to_typed
     from engine.models import SetupScript
@@ -187,3 +187,64 @@ def test_with_setup_layers_off_each_run_sets_its_workspace_up_itself(base_image,
     # The same spec either way: how the workspace got set up is no part of what the run is.
     _, layered = _session_and_plan("agent=integration_test", "seed=7303")
     assert layered.spec.spec_hash == planned.spec.spec_hash
+
+
+def test_crucible_build_builds_the_layer_and_a_failing_one_stops_nothing_else(base_image, monkeypatch):
+    import envs.coding.repo as repo
+    from engine.cli.build import run_build
+    from engine.errors import BuildError
+    from engine.models import SetupScript
+
+    shown: list[str] = []
+    assert run_build([f"task={TASK}", "agent=noop"], dry_run=False, echo=shown.append) == 0
+    assert "crucible/setup:" in shown[0] and "crucible/task:" in shown[0]
+
+    broken = SetupScript(argv=("sh", "-c", "echo 'no vault here' >&2; exit 3"), env=(("X", "7304"),))
+    monkeypatch.setattr(repo, "setup_command", lambda task, integrity: broken)
+    shown.clear()
+    with pytest.raises(BuildError, match="sample/last_page"):
+        run_build([f"task={TASK}", "agent=noop"], dry_run=False, echo=shown.append)
+    rows = {line.split()[0]: line for line in shown[0].splitlines() if line.startswith("crucible/")}
+    assert "failed (runs set up in their workspaces)" in next(v for k, v in rows.items() if "setup:" in k)
+    assert "cached" in next(v for k, v in rows.items() if "task:" in k)
+
+
+def test_a_layer_over_an_image_rebuilt_with_other_bytes_is_built_again(base_image, docker_client, tmp_path):
+    """An image crucible builds is named by its inputs; one rebuilt under the same tag with other
+    bytes (an unpinned install fetching something newer) must not keep a layer over its old self."""
+    import uuid
+
+    from engine.build.images import ContentAddressedBuilder
+    from engine.models import SetupScript
+    from engine.plan.setup_layer import PURPOSE, setup_layer_inputs
+    from engine.store.duckdb import DuckDBStore
+
+    mark = uuid.uuid4().hex[:12]
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {mark} > /task-mark\n")
+    builder = ContentAddressedBuilder(docker_client, ca_bundle=None, network_mode="none")
+    store = DuckDBStore()
+    task = builder.plan(tmp_path / "Dockerfile", tmp_path, {}, "task")
+    builder.ensure(task, store)
+    inputs = setup_layer_inputs(SetupScript(argv=("touch", f"/set-up-{mark}")), task.tag)
+    layer = builder.plan(Path(inputs.dockerfile), Path(inputs.context_dir), inputs.build_args, PURPOSE)
+    made: list[str] = []
+    try:
+        assert not builder.ensure(layer, store).cache_hit and builder.ensure(layer, store).cache_hit
+        # The task image again under its tag, other bytes, its labels kept (as a rebuild leaves them).
+        box = docker_client.containers.create(task.tag, ["sh", "-c", "echo newer > /task-mark"])
+        box.start()
+        assert box.wait()["StatusCode"] == 0
+        made.append(box.commit(changes=["LABEL crucible.rebuilt=1"]).id)
+        box.remove()
+        docker_client.images.get(made[0]).tag(task.tag)
+        again = builder.ensure(layer, store)
+        assert not again.cache_hit, "a layer over the task image's earlier bytes was reused"
+        now_under = docker_client.images.get(task.tag).attrs["RootFS"]["Layers"]
+        assert docker_client.images.get(layer.tag).attrs["RootFS"]["Layers"][: len(now_under)] == now_under
+        assert builder.ensure(layer, store).cache_hit
+    finally:
+        for image in (layer.tag, task.tag, *made):
+            try:
+                docker_client.images.remove(image, force=True)
+            except Exception:  # noqa: BLE001 - gone already (the last tag took it)
+                pass

@@ -121,9 +121,9 @@ def start_spare(api: DockerApi, container_id: str, kind: Kind) -> Started:
     return start_exec(api, container_id, SPARE_WRAPPER, user=user, cwd=cwd, env=dict(env), stdin=True)
 
 
-def run_simple(api: DockerApi, container_id: str, argv: Sequence[str]) -> tuple[int, bytes]:
-    """Run a short root command without wrapper or bounds (blocking); for housekeeping."""
-    exec_id, stream = start_exec(api, container_id, argv, user=0, cwd=None, env=default_env(0), stdin=False)
+def run_simple(api: DockerApi, container_id: str, argv: Sequence[str], user: int = 0) -> tuple[int, bytes]:
+    """Run a short command (root's by default) without wrapper or bounds (blocking); for housekeeping."""
+    exec_id, stream = start_exec(api, container_id, argv, user=user, cwd=None, env=default_env(user), stdin=False)
     output, demux = bytearray(), Demuxer()
     try:
         while chunk := stream.recv():
@@ -164,14 +164,14 @@ def wait_exit_code(api: DockerApi, exec_id: str, patience: float = 5.0) -> int:
         pause = min(pause * 2, 0.08)
 
 
-async def kill_group(api: DockerApi, container_id: str, pid: int | None) -> None:
-    """SIGKILL process group ``pid`` inside the container (best effort: it may be gone)."""
-    if pid is None:
+async def kill_group(api: DockerApi, container_id: str, pid: int | None, user: int = 0) -> None:
+    """SIGKILL process group ``pid`` inside the container (best effort: it may be gone), with
+    ``user``'s rights: a pid a spare reported is its uid's word, and its uid's to kill."""
+    if pid is None or pid <= 1:
         return
     # dash's kill rejects "--"; "-9 -PGID" works in dash and bash alike.
-    await sdk_call(
-        "exec (kill)", run_simple, api, container_id, ["/bin/sh", "-c", f"kill -9 -{int(pid)} 2>/dev/null; true"]
-    )
+    argv = ["/bin/sh", "-c", f"kill -9 -{int(pid)} 2>/dev/null; true"]
+    await sdk_call("exec (kill)", run_simple, api, container_id, argv, user)
 
 
 class OutputPump:
@@ -278,16 +278,17 @@ async def run_exec(
             "exec", start_exec, api, container_id, wrapped, user=user, cwd=cwd, env=env, stdin=stdin is not None
         )
     pump = OutputPump(api, exec_id, stream, max_output, asyncio.get_running_loop())
+    killer = user if spare is not None else 0  # root kills what a root-made wrapper reported, only that
     if stdin is not None:
         threading.Thread(target=_feed_stdin, args=(stream, stdin), name="crucible-exec-stdin", daemon=True).start()
     try:
         finished = await _until_exit(api, exec_id, pump, deadline=started + timeout + backstop_grace)
     except BaseException:
         # Cancelled (or the daemon failed): leave nothing running behind us.
-        await finish_even_if_cancelled(_kill_quietly(api, container_id, pump))
+        await finish_even_if_cancelled(_kill_quietly(api, container_id, pump, killer))
         raise
     if not finished:  # the backstop
-        await _kill_quietly(api, container_id, pump)
+        await _kill_quietly(api, container_id, pump, killer)
         return _result(pump, 124, True, started)
     if spare is not None and pump.pid_line.pid is None:
         raise SpareUnused(f"the spare exec {exec_id[:12]} took no command")
@@ -329,9 +330,9 @@ async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadlin
         poll = min(poll * 2, 2.0)
 
 
-async def _kill_quietly(api: DockerApi, container_id: str, pump: OutputPump) -> None:
+async def _kill_quietly(api: DockerApi, container_id: str, pump: OutputPump, user: int = 0) -> None:
     try:
-        await kill_group(api, container_id, pump.pid_line.pid)
+        await kill_group(api, container_id, pump.pid_line.pid, user)
     except WorkspaceError:
         pass  # the container may be going away; abort the stream regardless
     finally:

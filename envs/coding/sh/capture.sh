@@ -16,10 +16,11 @@ trap 'rm -rf -- "$DIR"' EXIT
 if [ "${CRUCIBLE_CAPTURE_HELD:-}" = 1 ]; then
   # Started while the agent works (envs/coding/held.py): the scratch repo now, and nothing of
   # the workspace read until the word comes, once the agent is done (its workdir looked up
-  # only then: the agent may have replaced it).
+  # only then: the agent may have replaced it). The baseline comes with the word, not on the
+  # command line, which any uid can read all the while (/proc/PID/cmdline).
   shadow_init "$DIR"
-  IFS= read -r word || exit 4
-  [ "$word" = go ] || exit 4
+  read -r word BASE || exit 4
+  [ "$word" = go ] && [ -n "$BASE" ] || exit 4
   require_vault
 else
   require_vault

@@ -142,3 +142,15 @@ def test_the_flavor_holds_its_capture_from_setup_and_uses_it(workspace, run, rep
     _as_agent(run, ws, AGENT_WORK, 1000)
     submission = run(flavor.capture(ws, spec))
     assert fresh_captures == [] and "+changed" in submission.diff
+
+
+def test_what_the_agent_can_read_of_it_names_no_baseline(workspace, run, repo, fresh_captures):
+    """/proc/PID/cmdline is anyone's to read; the baseline the fresh repo hides comes with the word."""
+    ws = workspace()
+    task, integrity = _set_up(run, ws, repo, "strict")
+    held = run(hold_capture(ws, task))
+    seen = run(ws.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], user=1000, cwd=ct.WORKDIR))
+    assert "CRUCIBLE_CAPTURE_HELD" in seen.stdout.decode()  # the held capture is there to read
+    assert repo.baseline not in seen.stdout.decode() and repo.baseline in held.args
+    _as_agent(run, ws, AGENT_WORK, 1000)
+    assert "+changed" in run(capture_diff(ws, task, integrity, held=held)).diff and fresh_captures == []

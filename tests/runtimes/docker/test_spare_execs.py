@@ -58,10 +58,17 @@ def _keep(run, ws, user: int, cwd: str | None) -> None:
     run(keep())
 
 
+SPARE_SHELL = "dd bs=1 coun[t]"
+"""A pattern for a spare's shell in /proc/PID/cmdline that a command searching for it does not match."""
+
+
 def _spare_ready(run, ws, user: int, cwd: str | None) -> None:
-    """Until the spare of that kind has started (what a command arriving later finds)."""
+    """Until the spare of that kind has started (what a command arriving later finds) and its shell
+    is in the container (runc may still be making it when the engine says the exec started)."""
     kind = kind_of(user, cwd, ws.default_env(user))
     run(asyncio.shield(ws._spares._waiting[kind]))
+    look = f"until cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -q '{SPARE_SHELL}'; do :; done"
+    assert run(ws.exec(["sh", "-c", look], timeout=120)).ok
 
 
 def test_a_command_in_a_spare_gives_what_its_own_exec_gives(workspace, run, started):
@@ -98,7 +105,9 @@ def test_a_spare_the_agent_killed_runs_nothing_and_its_command_runs_once_on_its_
     result = run(ws.exec(["sh", "-c", "echo ran >> /tmp/ran; echo ok"], user=AGENT, cwd="/tmp"))
     assert (result.exit_code, result.stdout) == (0, b"ok\n")
     assert run(ws.exec(["cat", "/tmp/ran"])).stdout == b"ran\n"
-    assert started[:3] == ["spare", "own", "spare"] and started[3] == "own"
+    # kept, looked for (root), the kill, then the command: the dead spare taken (the next one
+    # starting), and its own exec
+    assert started[:5] == ["spare", "own", "own", "spare", "own"]
 
 
 def test_a_spare_runs_its_command_in_its_directory_as_it_is_now(workspace, run, started):
@@ -108,9 +117,9 @@ def test_a_spare_runs_its_command_in_its_directory_as_it_is_now(workspace, run, 
     _spare_ready(run, ws, AGENT, "/tmp/work")
     replaced = "mv /tmp/work /tmp/work.old && mkdir /tmp/work && touch /tmp/work/new-one && chown -R 1000 /tmp/work"
     assert run(ws.exec(["sh", "-c", replaced])).ok
-    assert started == ["own", "spare", "own"]
+    assert started == ["own", "spare", "own", "own"]  # made, kept, looked for, replaced
     listed = run(ws.exec(["ls"], user=AGENT, cwd="/tmp/work"))
-    assert listed.stdout == b"new-one\n" and started[3:] == ["spare"]  # its own was the spare; the next one starts
+    assert listed.stdout == b"new-one\n" and started[4:] == ["spare"]  # it ran in the spare; the next one starts
     _spare_ready(run, ws, AGENT, "/tmp/work")
     assert run(ws.exec(["rm", "-rf", "/tmp/work"])).ok
     with pytest.raises(WorkspaceError, match="/tmp/work"):  # no spare can go there: its own exec says why
@@ -123,3 +132,31 @@ def test_root_never_gets_a_spare(workspace, run, started):
     assert workspace._spares._waiting == {}
     assert run(workspace.exec(["true"], cwd="/tmp")).ok
     assert "spare" not in started
+
+
+def test_a_spare_the_agent_fed_a_false_pid_kills_nothing_of_roots(workspace, run):
+    """The agent may write to its own spare's stdin (/proc/PID/fd/0) before the engine does: a spare
+    that reports pid 1, or root's pid, and never runs the command is killed with the agent's rights."""
+    ws = workspace
+    ws.backstop_grace = 0.5  # the spare became `sleep`: no in-container timeout, the host's backstop ends it
+    root_marker = run(ws.exec(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"])).stdout.decode().strip()
+    _keep(run, ws, AGENT, "/tmp")
+    _spare_ready(run, ws, AGENT, "/tmp")
+    # Until the spare's shell is there to feed (its exec has started; runc may still be making
+    # it): found by its script's words, spelled so that this command's own line does not match.
+    feed = r"""
+    line='echo 1; exec sleep 600'
+    while :; do
+      for d in /proc/[0-9]*; do
+        if tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q 'dd bs=1 coun[t]'; then
+          printf '%s\n%s' "${#line}" "$line" > "$d/fd/0" && echo fed && exit 0
+        fi
+      done
+    done
+    """
+    fed = run(ws.exec(["sh", "-c", feed], user=AGENT, cwd="/", timeout=120))  # another kind: not the one it feeds
+    assert b"fed" in fed.stdout, fed.text()
+    result = run(ws.exec(["echo", "never"], user=AGENT, cwd="/tmp", timeout=0.5))
+    assert result.timed_out and b"never" not in result.stdout
+    alive = run(ws.exec(["sh", "-c", f"kill -0 {root_marker} && echo alive"]))
+    assert alive.stdout == b"alive\n", "root's processes survive a kill on the agent's word"
