@@ -171,34 +171,42 @@ def test_a_run_cut_off_by_its_host_going_away_is_labelled_the_infrastructures(pl
     session, plan = planned_once
     runtime = DockerRuntime(hosts=[{"url": "unix:///var/run/docker.sock", "slots": 2}])
     own = Session(store=open_store(str(tmp_path / "store.duckdb")), builder=session.builder, runtime=runtime)
-    real_exec = DockerWorkspace.exec
+    real_exec, real_process = DockerWorkspace.exec, DockerWorkspace.open_process
 
-    async def cut(self, argv, **kwargs):
-        if self.purpose == "agent":  # the host dies as the task is set up in the agent's workspace
-            runtime.pool.mark_down(0, "gone (injected)")
-            raise WorkspaceError("docker exec failed: the stream ended (injected)")
-        return await real_exec(self, argv, **kwargs)
+    def cutting(real):
+        async def cut(self, argv, **kwargs):
+            if self.purpose == "agent":  # the host dies at the first command in the agent's workspace
+                runtime.pool.mark_down(0, "gone (injected)")
+                raise WorkspaceError("docker exec failed: the stream ended (injected)")
+            return await real(self, argv, **kwargs)
 
-    monkeypatch.setattr(DockerWorkspace, "exec", cut)
+        return cut
+
+    # Every command there: an exec, or a process (the capture started ahead, envs/coding/held.py).
+    monkeypatch.setattr(DockerWorkspace, "exec", cutting(real_exec))
+    monkeypatch.setattr(DockerWorkspace, "open_process", cutting(real_process))
     job = BatchJob(plan, run_dir=tmp_path / "job", retries=0)
     asyncio.run(run_batch([job], own))
     [record] = job.records
     assert (record.status, record.infrastructure, record.host) == ("error", True, "unix:///var/run/docker.sock")
     assert record.error.startswith("InfrastructureError: Docker host unix:///var/run/docker.sock went away")
     monkeypatch.setattr(DockerWorkspace, "exec", real_exec)
+    monkeypatch.setattr(DockerWorkspace, "open_process", real_process)
     runtime.pool._down_until.clear()  # back up: the same failure on a host that answers is the run's own
     monkeypatch.setattr(DockerWorkspace, "exec", _failing_agent_side(real_exec))
+    monkeypatch.setattr(DockerWorkspace, "open_process", _failing_agent_side(real_process))
     again = BatchJob(plan, run_dir=tmp_path / "again", retries=0)
     asyncio.run(run_batch([again], own))
     assert again.records[0].status == "error" and not again.records[0].infrastructure
 
 
-def _failing_agent_side(real_exec):
+def _failing_agent_side(real):
+    """``real`` (a workspace's exec or open_process), failing every command in the agent's workspace."""
     from engine.errors import WorkspaceError
 
     async def failing(self, argv, **kwargs):
         if self.purpose == "agent":
             raise WorkspaceError("docker exec failed: the container has stopped (injected)")
-        return await real_exec(self, argv, **kwargs)
+        return await real(self, argv, **kwargs)
 
     return failing
