@@ -94,9 +94,10 @@ class Runner:
             plan.image, run_id=run_id, network=False, purpose="grade", **limited(spec)
         )
         # Its setup of the spec alone done once, into a layer, where the batch could build one.
-        resources.script_done = plan.setup_image is not None and plan.setup_image.tag in self.ensured
+        layer = plan.setup_image if plan.setup_image is not None and plan.setup_image.tag in self.ensured else None
+        resources.script_done = layer is not None
         resources.agent = self.runtime.provision(
-            plan.setup_image if plan.setup_image is not None and resources.script_done else plan.agent_workspace_image,
+            layer or plan.agent_workspace_image,
             run_id=run_id,
             network=spec.integrity.agent_network,
             purpose="agent",

@@ -53,6 +53,9 @@ class CodingFlavor(CodingExplainer):
     task_schema: ClassVar[type] = CodingTaskConfig
     integrity_schema: ClassVar[type] = CodingIntegrity
     roles: ClassVar[Mapping[str, GateRole]] = GATE
+    holds_capture: ClassVar[bool] = True
+    """Whether ``setup`` starts the capture ahead (envs/coding/held.py; a flavor that captures
+    otherwise says no)."""
 
     def __init__(self, name: str = "coding") -> None:
         self.name = name
@@ -156,9 +159,6 @@ class CodingFlavor(CodingExplainer):
         if self.holds_capture:  # waiting, beside the agent, for it to be done
             self._held = asyncio.ensure_future(repo.hold_capture(ws, spec.task))
             self._held.add_done_callback(lambda held: held.cancelled() or held.exception())  # a capture afresh says why
-
-    holds_capture: ClassVar[bool] = True
-    """Whether ``setup`` starts the capture ahead (a flavor that captures otherwise says no)."""
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         change = await self._prefetch_hidden(spec.task)

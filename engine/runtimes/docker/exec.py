@@ -357,10 +357,10 @@ def _result(pump: OutputPump, code: int, timed_out: bool, started: float) -> Exe
 
 
 async def run_exec_or_spare(
-    spares: Spares | None, api: DockerApi, container_id: str, argv: Sequence[str], **kw: Any
+    spares: Spares, api: DockerApi, container_id: str, argv: Sequence[str], **kw: Any
 ) -> ExecResult:
     """``run_exec``, in a spare of the command's kind where ``spares`` has one waiting."""
-    spare = await spares.take(kind_of(kw["user"], kw["cwd"], kw["env"])) if spares is not None else None
+    spare = await spares.take(kind_of(kw["user"], kw["cwd"], kw["env"]))
     if spare is not None:
         try:
             return await run_exec(api, container_id, argv, spare=spare, **kw)

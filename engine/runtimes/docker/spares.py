@@ -81,9 +81,9 @@ class Spares:
         """A spare of ``kind`` (the next one starting meanwhile), waited for where it is still
         starting (it began before this command's own exec would), or None."""
         waiting = self._waiting.pop(kind, None) if kind is not None else None
-        if waiting is None:
+        if kind is None or waiting is None:
             return None
-        self._refill(kind)  # type: ignore[arg-type]
+        self._refill(kind)
         try:
             return await asyncio.shield(waiting)
         except asyncio.CancelledError:
