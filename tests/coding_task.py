@@ -159,19 +159,27 @@ def build_repo(root: Path) -> TaskRepo:
     return TaskRepo(root, baseline, _git(root, "rev-parse", f"{NAME}_test"), _git(root, "rev-parse", f"{NAME}_golden"))
 
 
-def build_image(client, base_image: str, repo: TaskRepo, context: Path) -> str:
-    """The task image from Dockerfile.hud (the real image definition); cached by its inputs."""
+def build_image(client, base_image: str, repo: TaskRepo, context: Path, install_cmd: str = "") -> str:
+    """The task image from Dockerfile.hud (the real image definition); cached by its inputs.
+    ``install_cmd``: the task's install step (INSTALL_CMD), run in the tree as root."""
     context.mkdir(parents=True, exist_ok=True)
     baseline_bundle(repo.path, f"{NAME}_baseline", repo.baseline, context / "repo.bundle")
     builder = ContentAddressedBuilder(client, ca_bundle=None)
-    ref = builder.plan(
-        PROJECT_ROOT / "Dockerfile.hud",
-        context,
-        {"BASE": base_image, "BASELINE_REF": f"{NAME}_baseline", "REPO_DIR": WORKDIR},
-        purpose="test-coding-task",
-    )
+    args = {"BASE": base_image, "BASELINE_REF": f"{NAME}_baseline", "REPO_DIR": WORKDIR}
+    if install_cmd:
+        args["INSTALL_CMD"] = install_cmd
+    ref = builder.plan(PROJECT_ROOT / "Dockerfile.hud", context, args, purpose="test-coding-task")
     builder.ensure(ref)
     return ref.tag
+
+
+def golden_diff(repo: TaskRepo) -> str:
+    """baseline..golden as a diff crucible would capture (binary, full index)."""
+    return subprocess.run(
+        ["git", "-C", str(repo.path), "diff", "--binary", "--full-index", repo.baseline, repo.golden],
+        check=True,
+        capture_output=True,
+    ).stdout.decode("utf-8", "surrogateescape")
 
 
 def task(repo: TaskRepo, **overrides) -> CodingTaskConfig:

@@ -157,7 +157,7 @@ class CodingFlavor(CodingExplainer):
         if not script_done:  # else the workspace started from the layer it made (engine/plan/setup_layer.py)
             await repo.setup_repo(ws, spec.task, spec.integrity, timeout=float(spec.timeouts.setup))
         if self.holds_capture:  # waiting, beside the agent, for it to be done
-            self._held = asyncio.ensure_future(repo.hold_capture(ws, spec.task))
+            self._held = asyncio.ensure_future(repo.hold_capture(ws, spec.task, spec.integrity))
             self._held.add_done_callback(lambda held: held.cancelled() or held.exception())  # a capture afresh says why
 
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:

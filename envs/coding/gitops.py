@@ -21,6 +21,8 @@ VAULT = "/var/lib/crucible/vault/repo.git"
 CRUCIBLE_DIR = "/var/lib/crucible"
 SCRATCH_DIR = "/var/lib/crucible/scratch"
 """Root-only scratch space for temporary indexes, object stores and patches."""
+KEPT_INDEX_ENV = "CRUCIBLE_KEPT_INDEX"
+"""Set to 1, a capture starts from the image's kept index of the baseline (sh/shadow.sh)."""
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from engine.errors import WorkspaceError
@@ -39,6 +39,8 @@ class HeldCapture:
     ws: Workspace
     args: list[str]
     """The capture's arguments (workdir, baseline, vault), its scratch directory aside."""
+    env: dict[str, str]
+    """What the capture's environment adds to ``GIT_ENV`` (``repo.capture_env``)."""
     process: Process
 
 
@@ -46,7 +48,7 @@ BASELINE_ARG = 1
 """Where the baseline is in a capture's arguments: a held capture is told it with the word."""
 
 
-async def hold(ws: Workspace, args: list[str]) -> HeldCapture:
+async def hold(ws: Workspace, args: list[str], env: Mapping[str, str]) -> HeldCapture:
     """Start the capture of ``args`` in ``ws`` now; it waits for ``finish``. Its command line
     names no baseline (that comes with the word): what the agent may read of it all the while
     is what it knows already."""
@@ -56,10 +58,10 @@ async def hold(ws: Workspace, args: list[str]) -> HeldCapture:
         script_argv(shell.script(__file__, "capture.sh"), [*shown, scratch]),
         user=ROOT_UID,
         cwd=SCRIPT_CWD,
-        env={**GIT_ENV, HELD_ENV: "1"},
+        env={**GIT_ENV, **env, HELD_ENV: "1"},
         separate_stderr=True,
     )
-    return HeldCapture(ws=ws, args=list(args), process=process)
+    return HeldCapture(ws=ws, args=list(args), env=dict(env), process=process)
 
 
 async def finish(held: HeldCapture, limit: int) -> ExecResult | None:

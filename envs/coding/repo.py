@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
@@ -23,7 +23,16 @@ from engine.util import shell
 from envs.coding import held as held_capture
 from envs.coding import protect
 from envs.coding.defences import CodingIntegrity
-from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, SCRIPT_CWD, VAULT, brief, run_script, script_argv
+from envs.coding.gitops import (
+    GIT_ENV,
+    KEPT_INDEX_ENV,
+    SCRATCH_DIR,
+    SCRIPT_CWD,
+    VAULT,
+    brief,
+    run_script,
+    script_argv,
+)
 from envs.coding.schema import CodingTaskConfig
 from envs.integrity import patch
 
@@ -74,9 +83,9 @@ async def capture_diff(
     """The agent's diff against the baseline; the task's test paths (``hidden_paths``, the
     hidden change's, and ``task.test_paths``) and protected paths dropped when the mode
     asks. ``held``: this capture, started ahead (``hold_capture``). Raises ``CaptureError``."""
-    args = capture_args(task)
+    args, env = capture_args(task), capture_env(integrity)
     try:
-        chunks = await _captured_chunks(ws, args, timeout, held)
+        chunks = await _captured_chunks(ws, args, env, timeout, held)
     except WorkspaceError as exc:
         raise CaptureError(f"capture could not run: {exc}") from exc
     except ValueError as exc:
@@ -85,7 +94,12 @@ async def capture_diff(
 
 
 async def _run_capture(
-    ws: Workspace, args: list[str], binary_paths: list[str], timeout: float, what: str = "capture"
+    ws: Workspace,
+    args: list[str],
+    env: Mapping[str, str],
+    binary_paths: list[str],
+    timeout: float,
+    what: str = "capture",
 ) -> ExecResult:
     scratch = f"{SCRATCH_DIR}/capture-{uuid.uuid4().hex}"
     # Twice the bound: the output buffer keeps the first half of its limit whole.
@@ -94,6 +108,7 @@ async def _run_capture(
         ws,
         shell.script(__file__, "capture.sh"),
         [*args, scratch, *binary_paths],
+        env=env,
         timeout=timeout,
         max_output=2 * MAX_DIFF_BYTES,
     )
@@ -108,19 +123,30 @@ def capture_args(task: CodingTaskConfig) -> list[str]:
     return [workdir_of(task, CaptureError), baseline_of(task, CaptureError), VAULT]
 
 
-async def hold_capture(ws: Workspace, task: CodingTaskConfig) -> held_capture.HeldCapture:
+def capture_env(integrity: CodingIntegrity) -> dict[str, str]:
+    """The capture starts from the image's kept index of the baseline (sh/shadow.sh) only
+    behind the uid wall: without it the agent is root and could have rewritten that index's
+    stat data to hide a change of its own from the capture."""
+    return {KEPT_INDEX_ENV: "1"} if integrity.uid_wall else {}
+
+
+async def hold_capture(ws: Workspace, task: CodingTaskConfig, integrity: CodingIntegrity) -> held_capture.HeldCapture:
     """``task``'s capture started in ``ws`` now, waiting for the agent to be done (envs/coding/held.py)."""
-    return await held_capture.hold(ws, capture_args(task))
+    return await held_capture.hold(ws, capture_args(task), capture_env(integrity))
 
 
 async def _captured_chunks(
-    ws: Workspace, args: list[str], timeout: float, held: held_capture.HeldCapture | None = None
+    ws: Workspace,
+    args: list[str],
+    env: Mapping[str, str],
+    timeout: float,
+    held: held_capture.HeldCapture | None = None,
 ) -> list[patch.FileChunk]:
     result = None
-    if held is not None and held.ws is ws and held.args == args:
+    if held is not None and held.ws is ws and held.args == args and held.env == env:
         result = await held_capture.finish(held, 2 * MAX_DIFF_BYTES)
     if result is None:  # none held, or it did not end well: a fresh exec, whose answer stands
-        result = await _run_capture(ws, args, [], timeout)
+        result = await _run_capture(ws, args, env, [], timeout)
     elif result.truncated:
         raise CaptureError(f"capture: the diff is larger than {MAX_DIFF_BYTES >> 20} MiB")
     for line in result.stderr.decode("utf-8", "replace").splitlines():
@@ -129,16 +155,16 @@ async def _captured_chunks(
     chunks = patch.parse_chunks(result.stdout)
     if all(_is_utf8(c) for c in chunks):
         return chunks
-    return await _with_binary_fallback(ws, args, chunks, timeout)
+    return await _with_binary_fallback(ws, args, env, chunks, timeout)
 
 
 async def _with_binary_fallback(
-    ws: Workspace, args: list[str], chunks: list[patch.FileChunk], timeout: float
+    ws: Workspace, args: list[str], env: Mapping[str, str], chunks: list[patch.FileChunk], timeout: float
 ) -> list[patch.FileChunk]:
     """A second pass (rare: only for non-UTF-8 text) that re-diffs those paths as binary."""
     bad = [c for c in chunks if not _is_utf8(c)]
     specs = sorted({f":(literal){p}" for c in bad for p in c.paths})
-    result = await _run_capture(ws, args, specs, timeout, what="capture (binary re-diff)")
+    result = await _run_capture(ws, args, env, specs, timeout, what="capture (binary re-diff)")
     rebuilt = patch.parse_chunks(result.stdout)
     if not all(_is_utf8(c) for c in rebuilt):
         raise CaptureError("capture: a re-diffed chunk is still not UTF-8")

@@ -47,7 +47,9 @@ if command -v find >/dev/null 2>&1; then
     printf 'crucible: nested repository left out of the capture: %s\n' "$rel" >&2
   done < <(find "$WORKDIR" -mindepth 2 -name .git -prune -print0 2>/dev/null)
 fi
-git "${HARDEN[@]}" read-tree "$BASE"
+# The image's kept index only where the agent cannot have rewritten it (CRUCIBLE_KEPT_INDEX=1:
+# behind the uid wall, envs/coding/repo.py capture_env); else the baseline read afresh.
+if [ "${CRUCIBLE_KEPT_INDEX:-}" = 1 ]; then shadow_read_base; else git "${HARDEN[@]}" read-tree "$BASE"; fi
 git "${HARDEN[@]}" add -A -- .
 [ $# = 0 ] || printf '* -diff\n' > "$GIT_DIR/info/attributes"
 git "${HARDEN[@]}" diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color \

@@ -31,8 +31,9 @@ rm -rf -- "$DIR"
 mkdir -p -m 700 -- "$DIR"
 shadow_init "$DIR"
 cd "$WORKDIR"
-git "${HARDEN[@]}" read-tree "$BASE"
-git "${HARDEN[@]}" update-index -q --refresh >/dev/null || true
+shadow_read_base
+# ls-files -m hashes only what it must: a file whose stat data is not the index's (all of them,
+# from an index read from the vault); no refresh before it, which would stat the tree twice.
 git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
 git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
 git "${HARDEN[@]}" clean -fdq

@@ -64,12 +64,7 @@ async def sh(ws, script: str, user: int = 0):
     return await ws.exec(["bash", "-c", script], user=user, cwd=ct.WORKDIR)
 
 
-def golden_diff(repo: ct.TaskRepo) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo.path), "diff", "--binary", "--full-index", repo.baseline, repo.golden],
-        check=True,
-        capture_output=True,
-    ).stdout.decode("utf-8", "surrogateescape")
+golden_diff = ct.golden_diff
 
 
 # ----------------------------------------------------------------------- setup

@@ -99,7 +99,7 @@ def _as_agent(run, ws, script: str, uid: int) -> None:
 def test_a_held_capture_captures_what_a_capture_exec_does(workspace, run, repo, fresh_captures, mode, uid):
     ws = workspace()
     task, integrity = _set_up(run, ws, repo, mode)
-    held = run(hold_capture(ws, task))
+    held = run(hold_capture(ws, task, integrity))
     _as_agent(run, ws, AGENT_WORK, uid)
     _as_agent(run, ws, REPLACE_WORKDIR, 0)  # the tree it waited on is not the tree it captures
     from_held = run(capture_diff(ws, task, integrity, held=held))
@@ -122,7 +122,7 @@ def test_a_held_capture_captures_what_a_capture_exec_does(workspace, run, repo, 
 def test_an_agent_killing_every_process_it_may(workspace, run, repo, fresh_captures, mode, uid, afresh):
     ws = workspace()
     task, integrity = _set_up(run, ws, repo, mode)
-    held = run(hold_capture(ws, task))
+    held = run(hold_capture(ws, task, integrity))
     _as_agent(run, ws, AGENT_WORK, uid)
     killed = run(ws.exec(["bash", "-c", KILL_ALL], user=uid, cwd=ct.WORKDIR, timeout=60))
     assert killed.exit_code in (0, 137), killed.text()  # its own exec's wrapper may go too
@@ -143,7 +143,7 @@ def test_what_the_agent_can_read_of_it_names_no_baseline(workspace, run, repo, f
     """/proc/PID/cmdline is anyone's to read; the baseline the fresh repo hides comes with the word."""
     ws = workspace()
     task, integrity = _set_up(run, ws, repo, "strict")
-    held = run(hold_capture(ws, task))
+    held = run(hold_capture(ws, task, integrity))
     seen = run(ws.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], user=1000, cwd=ct.WORKDIR))
     assert "CRUCIBLE_CAPTURE_HELD" in seen.stdout.decode()  # the held capture is there to read
     assert repo.baseline not in seen.stdout.decode() and repo.baseline in held.args

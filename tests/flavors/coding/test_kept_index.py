@@ -1,0 +1,128 @@
+"""The index each task image keeps of its baseline (Dockerfile.hud's last step; read by
+envs/coding/sh/shadow.sh, ``shadow_read_base``), on real containers from a real task image.
+
+git in a fresh container from the image stats each file of the tree against it where an index
+read from the vault (no stat data) makes it hash every one: the grading stager's refresh and
+the capture's add. Nothing it could get wrong changes what is graded or captured: a tracked
+file the install step rewrote stays one git hashes (and grading resets), a change that keeps
+its size and mtime is still captured (its ctime moved), and where the agent is root (no uid
+wall) the capture never reads the copy it could have rewritten. bench/bench_kept_index.py
+measures what it saves on a tree of 5,000 files.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import coding_task as ct
+import pytest
+
+from engine.models import CapturedSubmission
+from engine.runtimes.docker.runtime import DockerRuntime
+from envs.coding.flavor import hidden_files
+from envs.coding.gitops import VAULT
+from envs.coding.grader import grade
+from envs.coding.repo import capture_diff, setup_repo
+
+pytestmark = pytest.mark.docker
+
+KEPT = "/var/lib/crucible/index"
+REWRITES_CALC = "sed -i 's/^# calc library$/# calc library!/' calc.sh"
+"""An install step that rewrites a tracked file (as a build that stamps a version does)."""
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> ct.TaskRepo:
+    return ct.build_repo(tmp_path_factory.mktemp("kept-index") / "repo")
+
+
+@pytest.fixture(scope="module")
+def image(docker_client, base_image, repo, tmp_path_factory) -> str:
+    return ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("kept-index-ctx"))
+
+
+@pytest.fixture(scope="module")
+def installed_image(docker_client, base_image, repo, tmp_path_factory) -> str:
+    context = tmp_path_factory.mktemp("kept-index-installed-ctx")
+    return ct.build_image(docker_client, base_image, repo, context, install_cmd=REWRITES_CALC)
+
+
+@pytest.fixture
+def workspace(run):
+    """A factory of started workspaces from an image, all removed when the test ends."""
+    runtime, started = DockerRuntime(), []
+
+    def make(image: str, purpose: str = "agent"):
+        ws = runtime.provision(image, run_id=f"kept-index-{uuid.uuid4().hex[:8]}", network=False, purpose=purpose)
+        run(ws.__aenter__())
+        started.append(ws)
+        return ws
+
+    yield make
+    for ws in started:
+        run(ws.close())
+
+
+def _root(run, ws, script: str) -> str:
+    result = run(ws.exec(["bash", "-c", script], cwd=ct.WORKDIR, timeout=60))
+    assert result.ok, result.text()
+    return result.stdout.decode()
+
+
+def _stat_dirty(run, ws, index: str) -> list[str]:
+    """The tracked files whose stat data in ``index`` is not the tree's: ``diff-files`` reads
+    no file and refreshes nothing, so it names every entry git would have to hash."""
+    git = f"GIT_INDEX_FILE={index} git --git-dir={VAULT} --work-tree={ct.WORKDIR}"
+    return _root(run, ws, f"{git} diff-files --name-only").split()
+
+
+def test_the_image_keeps_the_baselines_index_root_only_with_the_trees_stat_data(workspace, run, repo, image):
+    ws = workspace(image, "grade")
+    assert _root(run, ws, f"stat -c '%a %U' {KEPT} && ls {KEPT}").split("\n")[:2] == ["700 root", repo.baseline]
+    assert _stat_dirty(run, ws, f"{KEPT}/{repo.baseline}") == []
+    # What the stager read before: the baseline from the vault, no stat data, every file hashed.
+    _root(run, ws, f"GIT_INDEX_FILE=/tmp/fresh git --git-dir={VAULT} read-tree {repo.baseline}")
+    assert "calc.sh" in _stat_dirty(run, ws, "/tmp/fresh") and len(_stat_dirty(run, ws, "/tmp/fresh")) > 10
+
+
+def test_a_file_the_install_step_rewrote_is_hashed_and_grading_resets_it(workspace, run, repo, installed_image):
+    ws = workspace(installed_image, "grade")
+    assert _stat_dirty(run, ws, f"{KEPT}/{repo.baseline}") == ["calc.sh"]
+    task, integrity = ct.task(repo), ct.integrity("strict")
+    golden = ct.golden_diff(repo)
+    verdict = run(grade(ws, task, integrity, CapturedSubmission(diff=golden), hidden_files(task), timeout=120))
+    # The golden diff applies to the baseline's calc.sh only: the stager put it back first.
+    assert verdict.reward == 1.0, verdict.raw
+
+
+def test_a_change_that_keeps_its_size_and_mtime_is_still_captured(workspace, run, repo, image):
+    ws = workspace(image)
+    task, integrity = ct.task(repo), ct.integrity("strict")
+    run(setup_repo(ws, task, integrity))
+    # Rewritten in place (the same inode), the same size, its mtime put back: only ctime moved.
+    same_size = "cp -p calc.sh /tmp/was && sed 's/- \\$2/+ $2/' /tmp/was 1<> calc.sh && touch -r /tmp/was calc.sh"
+    edit = run(ws.exec(["bash", "-c", same_size], user=1000, cwd=ct.WORKDIR, timeout=60))
+    assert edit.ok, edit.text()
+    assert _root(run, ws, "stat -c '%s %Y' calc.sh /tmp/was | uniq | wc -l").strip() == "1"
+    captured = run(capture_diff(ws, task, integrity))
+    assert captured.files_changed == ["calc.sh"] and "+add() { echo $(( $1 + $2 )); }" in captured.diff
+
+
+@pytest.mark.parametrize("mode, reads_it", [("strict", True), ("none", False)])
+def test_the_capture_reads_the_kept_index_only_where_the_agent_cannot_rewrite_it(
+    workspace, run, repo, image, mode, reads_it
+):
+    """An index whose entry for calc.sh says "assume unchanged" hides a change of calc.sh from
+    git: written as root, it stands for any index the agent could plant. Behind the uid wall
+    only root (the engine) can write /var/lib/crucible, and the capture reads the image's copy;
+    without the wall the agent is root, and the capture reads the baseline from the vault."""
+    ws = workspace(image)
+    task, integrity = ct.task(repo), ct.integrity(mode)
+    run(setup_repo(ws, task, integrity))
+    git = f"GIT_INDEX_FILE={KEPT}/{repo.baseline} git --git-dir={VAULT} --work-tree={ct.WORKDIR}"
+    _root(run, ws, f"{git} update-index --assume-unchanged calc.sh")
+    agent = 1000 if mode == "strict" else 0
+    edit = run(ws.exec(["bash", "-c", "echo '# more' >> calc.sh"], user=agent, cwd=ct.WORKDIR))
+    assert edit.ok, edit.text()
+    captured = run(capture_diff(ws, task, integrity))
+    assert ("calc.sh" not in captured.files_changed) is reads_it
