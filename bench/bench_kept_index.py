@@ -14,6 +14,10 @@ Timed: the capture (one exec, the agent's workspace) and grading's stage (the st
 of the tree and the diff's apply, from the grader's own durations), medians over the trials.
 
     .venv/bin/python bench/bench_kept_index.py [--files 5000] [--trials 5]
+
+Exits non-zero when either median, kept over afresh, is past TARGET on 5,000 files or more
+(fewer, and the stage's fixed costs weigh more): the index no longer read, or no longer
+matching the tree a container sees.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 KEPT = "/var/lib/crucible/index"
+TARGET = 0.8
 
 
 def bulk_files(count: int) -> dict[str, bytes]:
@@ -74,7 +79,7 @@ async def trial(runtime, image: str, repo, kept: bool) -> tuple[float, float]:
         return capture_seconds, float(verdict.raw["durations"]["stage"])
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--trials", type=int, default=5)
@@ -108,7 +113,13 @@ def main() -> None:
         print(f"{name:8} {medians[name][0]:10.3f} {medians[name][1]:9.3f}   {spread}")
     kept, afresh = medians["kept"], medians["afresh"]
     print(f"kept / afresh: capture {kept[0] / afresh[0]:.2f}x, stage {kept[1] / afresh[1]:.2f}x")
+    failed = False
+    for i, name in enumerate(("capture", "stage")):
+        if args.files >= 5000 and kept[i] / afresh[i] > TARGET:
+            print(f"FAIL: the {name} from the kept index is {kept[i] / afresh[i]:.2f}x afresh (target <= {TARGET}x)")
+            failed = True
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
