@@ -53,13 +53,15 @@ def golden_patch(repo: Path, task) -> bytes:
     return diff + hidden
 
 
-def floor_trial(image: str, task, patch: bytes) -> float:
+def floor_argv(image: str, task, then: str = "") -> list[str]:
+    """The floor's ``docker run``: apply the patch on stdin, run the test command (``then``
+    after it, whatever its exit)."""
     from envs.coding.hidden import read_change, test_modules
 
     change = read_change(_repo(task), task.pins["baseline"], task.pins["test"], task.hidden_tests, task_id=task.id)
     files = [f.path for f in change if f.mode != "del"] if task.hidden_tests else test_modules(change)
     test = task.test_command.replace("{test_files}", " ".join(shlex.quote(t) for t in files))
-    script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}"
+    script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}" + (f"; {then}" if then else "")
     probe: list[str] = []
     if task.isolated_verdict:
         # Scenario tests need crucible_probe; the floor calls their scenarios in-process, the
@@ -74,9 +76,14 @@ def floor_trial(image: str, task, patch: bytes) -> float:
             "-e",
             f"{PROBE_MODE}=in-process",
         ]
+    return ["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script]
+
+
+def floor_trial(image: str, task, patch: bytes) -> float:
+    argv = floor_argv(image, task)  # the host's git work is not the floor's
     began = time.perf_counter()
     proc = subprocess.run(
-        ["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script],
+        argv,
         input=patch,
         capture_output=True,
     )

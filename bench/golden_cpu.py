@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import os
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -68,30 +67,11 @@ def floor_cpu(image: str, task, patch: bytes) -> tuple[float, float]:
     """bench_golden's floor, its container's own CPU printed by its last command; with the machine's."""
     import bench_golden
 
-    from envs.coding.hidden import read_change, test_modules
-
-    change = read_change(
-        bench_golden._repo(task), task.pins["baseline"], task.pins["test"], task.hidden_tests, task_id=task.id
-    )
-    files = [f.path for f in change if f.mode != "del"] if task.hidden_tests else test_modules(change)
-    test = task.test_command.replace("{test_files}", " ".join(shlex.quote(t) for t in files))
     own_cpu = "echo CPU $(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)"  # its own cgroup, seen from inside
-    script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}; {own_cpu}"
-    probe: list[str] = []
-    if task.isolated_verdict:
-        from envs.coding.isolated import PROBE_MODE, SCRIPTS
-
-        probe = [
-            "-v",
-            f"{SCRIPTS}:/crucible-probe:ro",
-            "-e",
-            "PYTHONPATH=/crucible-probe",
-            "-e",
-            f"{PROBE_MODE}=in-process",
-        ]
+    argv = bench_golden.floor_argv(image, task, then=own_cpu)  # the host's git work is not the floor's
     machine = machine_cpu_seconds()
     done = subprocess.run(
-        ["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script],
+        argv,
         input=patch,
         capture_output=True,
     )

@@ -8,7 +8,6 @@ test provisions what it needs; a grading workspace is always a fresh container.
 from __future__ import annotations
 
 import subprocess
-import uuid
 from pathlib import Path
 
 import coding_task as ct
@@ -16,7 +15,6 @@ import pytest
 
 from engine.errors import GradeError
 from engine.models import CapturedSubmission
-from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding import canary
 from envs.coding.flavor import CodingFlavor, hidden_files
 from envs.coding.gitops import VAULT
@@ -27,37 +25,6 @@ from envs.coding.repo import capture_diff, setup_repo
 from envs.integrity import patch
 
 ROOT_GIT = ["git", f"--git-dir={ct.WORKDIR}/.git", f"--work-tree={ct.WORKDIR}"]
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> ct.TaskRepo:
-    return ct.build_repo(tmp_path_factory.mktemp("coding-env") / "repo")
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, base_image, repo, tmp_path_factory) -> str:
-    return ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("coding-env-ctx"))
-
-
-@pytest.fixture(scope="module")
-def runtime() -> DockerRuntime:
-    return DockerRuntime()
-
-
-@pytest.fixture
-def workspace(runtime, image, run):
-    """A factory of started workspaces, all removed when the test ends."""
-    started = []
-
-    def make(purpose: str = "agent"):
-        ws = runtime.provision(image, run_id=f"coding-env-{uuid.uuid4().hex[:8]}", network=False, purpose=purpose)
-        run(ws.__aenter__())
-        started.append(ws)
-        return ws
-
-    yield make
-    for ws in started:
-        run(ws.close())
 
 
 async def sh(ws, script: str, user: int = 0):

@@ -6,12 +6,9 @@ end well (killed, as a root agent could) is never believed: a fresh exec capture
 
 from __future__ import annotations
 
-import uuid
-
 import coding_task as ct
 import pytest
 
-from engine.runtimes.docker.runtime import DockerRuntime
 from envs.coding import repo as coding_repo
 from envs.coding.flavor import CodingFlavor
 from envs.coding.repo import capture_diff, hold_capture, setup_repo
@@ -43,31 +40,6 @@ set -e
 mv /app /app.old && cp -a /app.old /app && rm -rf /app.old
 printf 'after the move\n' >> /app/README.md
 """
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> ct.TaskRepo:
-    return ct.build_repo(tmp_path_factory.mktemp("held-capture") / "repo")
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, base_image, repo, tmp_path_factory) -> str:
-    return ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("held-capture-ctx"))
-
-
-@pytest.fixture
-def workspace(image, run):
-    runtime, started = DockerRuntime(), []
-
-    def make():
-        ws = runtime.provision(image, run_id=f"held-{uuid.uuid4().hex[:8]}", network=False, purpose="agent")
-        run(ws.__aenter__())
-        started.append(ws)
-        return ws
-
-    yield make
-    for ws in started:
-        run(ws.close())
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ import coding_task as ct
 import pytest
 
 from engine.models import CapturedSubmission
-from engine.runtimes.docker.runtime import DockerRuntime
 from engine.util.paths import PROJECT_ROOT
 from envs.coding.flavor import hidden_files
 from envs.coding.gitops import GIT_ENV, HARDEN_FLAGS, VAULT
@@ -31,16 +30,6 @@ from envs.coding.repo import capture_diff, setup_repo
 KEPT = "/var/lib/crucible/index"
 REWRITES_CALC = "sed -i 's/^# calc library$/# calc library!/' calc.sh"
 """An install step that rewrites a tracked file (as a build that stamps a version does)."""
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> ct.TaskRepo:
-    return ct.build_repo(tmp_path_factory.mktemp("kept-index") / "repo")
-
-
-@pytest.fixture(scope="module")
-def image(docker_client, base_image, repo, tmp_path_factory) -> str:
-    return ct.build_image(docker_client, base_image, repo, tmp_path_factory.mktemp("kept-index-ctx"))
 
 
 @pytest.fixture(scope="module")
@@ -64,22 +53,6 @@ def autocrlf_image(docker_client, base_image, repo, tmp_path_factory) -> str:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
 
-@pytest.fixture
-def workspace(run):
-    """A factory of started workspaces from an image, all removed when the test ends."""
-    runtime, started = DockerRuntime(), []
-
-    def make(image: str, purpose: str = "agent"):
-        ws = runtime.provision(image, run_id=f"kept-index-{uuid.uuid4().hex[:8]}", network=False, purpose=purpose)
-        run(ws.__aenter__())
-        started.append(ws)
-        return ws
-
-    yield make
-    for ws in started:
-        run(ws.close())
-
-
 def _root(run, ws, script: str) -> str:
     result = run(ws.exec(["bash", "-c", script], cwd=ct.WORKDIR, timeout=60))
     assert result.ok, result.text()
@@ -87,10 +60,12 @@ def _root(run, ws, script: str) -> str:
 
 
 def _stat_dirty(run, ws, index: str) -> list[str]:
-    """The tracked files whose stat data in ``index`` is not the tree's: ``diff-files`` reads
-    no file and refreshes nothing, so it names every entry git would have to hash."""
-    git = f"GIT_INDEX_FILE={index} git --git-dir={VAULT} --work-tree={ct.WORKDIR}"
-    return _root(run, ws, f"{git} diff-files --name-only").split()
+    """The tracked files whose stat data in ``index`` is not the tree's, to git configured as
+    crucible's scripts configure it: ``diff-files`` reads no file and refreshes nothing, so it
+    names every entry git would have to hash."""
+    env = " ".join(f"{k}={v}" for k, v in GIT_ENV.items())
+    git = f"env -i {env} GIT_INDEX_FILE={index} git {' '.join(HARDEN_FLAGS)}"
+    return _root(run, ws, f"{git} --git-dir={VAULT} --work-tree={ct.WORKDIR} diff-files --name-only").split()
 
 
 def test_the_index_is_written_with_the_git_environment_and_flags_the_scripts_read_it_with():
@@ -106,7 +81,7 @@ def test_the_index_is_written_with_the_git_environment_and_flags_the_scripts_rea
 
 @pytest.mark.docker
 def test_the_image_keeps_the_baselines_index_root_only_with_the_trees_stat_data(workspace, run, repo, image):
-    ws = workspace(image, "grade")
+    ws = workspace("grade")
     assert _root(run, ws, f"stat -c '%a %U' {KEPT} && ls {KEPT}").split("\n")[:2] == ["700 root", repo.baseline]
     assert _stat_dirty(run, ws, f"{KEPT}/{repo.baseline}") == []
     # What the stager read before: the baseline from the vault, no stat data, every file hashed.
@@ -116,7 +91,7 @@ def test_the_image_keeps_the_baselines_index_root_only_with_the_trees_stat_data(
 
 @pytest.mark.docker
 def test_a_file_the_install_step_rewrote_is_hashed_and_grading_resets_it(workspace, run, repo, installed_image):
-    ws = workspace(installed_image, "grade")
+    ws = workspace("grade", image=installed_image)
     assert _stat_dirty(run, ws, f"{KEPT}/{repo.baseline}") == ["calc.sh"]
     task, integrity = ct.task(repo), ct.integrity("strict")
     golden = ct.golden_diff(repo)
@@ -127,7 +102,7 @@ def test_a_file_the_install_step_rewrote_is_hashed_and_grading_resets_it(workspa
 
 @pytest.mark.docker
 def test_a_change_that_keeps_its_size_and_mtime_is_still_captured(workspace, run, repo, image):
-    ws = workspace(image)
+    ws = workspace()
     task, integrity = ct.task(repo), ct.integrity("strict")
     run(setup_repo(ws, task, integrity))
     # Rewritten in place (the same inode), the same size, its mtime put back: only ctime moved.
@@ -148,7 +123,7 @@ def test_the_capture_reads_the_kept_index_only_where_the_agent_cannot_rewrite_it
     git: written as root, it stands for any index the agent could plant. Behind the uid wall
     only root (the engine) can write /var/lib/crucible, and the capture reads the image's copy;
     without the wall the agent is root, and the capture reads the baseline from the vault."""
-    ws = workspace(image)
+    ws = workspace()
     task, integrity = ct.task(repo), ct.integrity(mode)
     run(setup_repo(ws, task, integrity))
     git = f"GIT_INDEX_FILE={KEPT}/{repo.baseline} git --git-dir={VAULT} --work-tree={ct.WORKDIR}"
@@ -169,23 +144,16 @@ def test_an_image_whose_git_config_converts_line_ends_still_gets_the_agents_diff
     reads no system config, sees each as changed from the baseline, and grading must first put
     each back as the baseline has it for that diff to apply. Had the index been written under the
     image's config, it would vouch for them: none put back, and no hunk applies."""
-    ws = workspace(autocrlf_image)
+    ws = workspace(image=autocrlf_image)
     task, integrity = ct.task(repo), ct.integrity(mode)
-    assert "calc.sh" in _crucible_stat_dirty(run, ws, repo.baseline)
+    assert "calc.sh" in _stat_dirty(run, ws, f"{KEPT}/{repo.baseline}")
     run(setup_repo(ws, task, integrity))
     agent = 1000 if mode == "strict" else 0
     edit = run(ws.exec(["bash", "-c", "echo 'one more line' >> README.md"], user=agent, cwd=ct.WORKDIR))
     assert edit.ok, edit.text()
     captured = run(capture_diff(ws, task, integrity, hidden_paths=[ct.HIDDEN]))
     assert "README.md" in captured.files_changed and "+one more line" in captured.diff
-    grading = workspace(autocrlf_image, "grade")
+    grading = workspace("grade", image=autocrlf_image)
     verdict = run(grade(grading, task, integrity, captured, hidden_files(task), timeout=120))
     assert verdict.raw["reason"] != "diff does not apply", verdict.raw
     assert _root(run, grading, "tail -n 1 README.md") == "one more line\n"
-
-
-def _crucible_stat_dirty(run, ws, baseline: str) -> list[str]:
-    """``_stat_dirty`` of the kept index, with git configured as crucible's scripts configure it."""
-    env = " ".join(f"{k}={v}" for k, v in GIT_ENV.items())
-    git = f"env -i {env} GIT_INDEX_FILE={KEPT}/{baseline} git {' '.join(HARDEN_FLAGS)}"
-    return _root(run, ws, f"{git} --git-dir={VAULT} --work-tree={ct.WORKDIR} diff-files --name-only").split()
