@@ -104,9 +104,10 @@ class Runner:
             bridge=resources.bridge,
             **limited(spec),
         )
-        # The agent's first: it is the first one a run waits for.
-        resources.agent_started = asyncio.ensure_future(resources.agent.__aenter__())
+        # The grading one's first: what it prepares (the test runner's start) is a golden run's
+        # longest chain; the agent's turn has room to start a moment later.
         resources.grading_started = asyncio.ensure_future(resources.grading.__aenter__())
+        resources.agent_started = asyncio.ensure_future(resources.agent.__aenter__())
         try:
             flavor = resources.flavor = instantiate(spec.flavor, where="flavor")
         except Exception:  # a flavor that cannot be made: the run itself says so, in its plan phase

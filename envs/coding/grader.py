@@ -15,6 +15,7 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import posixpath
 import re
 import secrets
@@ -73,23 +74,34 @@ async def prepare(
     modules = _test_files(task, hidden)
     if renaming is not None:
         modules = renaming.ordered(modules)
-    plan = (
-        isolated.plan(
-            str(task.test_command), modules, workdir=workdir, uid_wall=uid_wall, separate=isolates(task, integrity)
+    try:
+        plan = (
+            isolated.plan(
+                str(task.test_command),
+                modules,
+                workdir=workdir,
+                uid_wall=uid_wall,
+                separate=isolates(task, integrity),
+                files=hidden,
+            )
+            if task.isolated_verdict
+            else None
         )
-        if task.isolated_verdict
-        else None
-    )
+    except ValueError as exc:
+        raise GradeError(f"task {task.id}: {exc}") from exc
     canary = canaries.make(modules) if _wants_canary(task, integrity) and modules else None
     entries = [f.entry for f in hidden] + ([f"644 {canary.rel}"] if canary else [])  # the canary runs last
     results_format = reading.results_format(task, plan)
     results_dir = f"{RESULTS_ROOT}-{secrets.token_hex(8)}" if results_format == "pytest" else None
     if plan is not None:  # a scenario task: the plan says what runs the tests, as whom, and where
-        command, user, verdict, support = plan.command, plan.user, plan.verdict, list(plan.support)
+        command, user, support = plan.command, plan.user, list(plan.support)
         gates_itself, shown = plan.gates_itself, plan.shown
     else:
         command, user = command_for_tests(task, modules, canary), AGENT_UID if uid_wall else ROOT_UID
-        verdict, support, gates_itself, shown = None, [], False, None
+        support, gates_itself, shown = [], False, None
+    # The isolated verdict's launcher writes the hidden tests itself, outside the repo: the
+    # stager's are those that go into the repo.
+    staged_entries = [] if plan is not None and plan.separate else entries
     end = None if gates_itself else (secrets.token_hex(16), secrets.token_hex(16))
     if end is not None:  # the shell's and pytest's ends marked (envs/coding/runner_end.py)
         shown = shown or command  # the record shows the task's command, not the report's plumbing
@@ -107,10 +119,9 @@ async def prepare(
             workdir=workdir,
             baseline=baseline_of(task, GradeError),
             uid_wall=uid_wall,
-            hidden=entries,
+            hidden=staged_entries,
             command=command,
             user=user,
-            verdict=verdict,
             support=support,
             gates_itself=gates_itself,
             shown=shown,
@@ -121,6 +132,8 @@ async def prepare(
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return dataclasses.replace(
         ready,
+        hidden=tuple(entries),
+        hidden_digest=_digest(hidden),
         canary=canary,
         isolation=plan,
         results_format=results_format,
@@ -163,6 +176,14 @@ def _wants_canary(task: CodingTaskConfig, integrity: CodingIntegrity) -> bool:
     return bool(integrity.canary) and not isolates(task, integrity) and canaries.wanted(str(task.test_command))
 
 
+def _digest(hidden: Sequence[HiddenFile]) -> str:
+    """The hidden change's contents, as a staging prepared for it holds them."""
+    digest = hashlib.sha256()
+    for item in hidden:
+        digest.update(f"{item.entry}\0{len(item.data)}\0".encode("utf-8", "surrogateescape") + item.data)
+    return digest.hexdigest()
+
+
 def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
     """The hidden change's entries a staging was prepared for (its canary aside)."""
     return ready.hidden[:-1] if ready.canary else ready.hidden
@@ -199,12 +220,15 @@ async def grade(
         raw["renamed"] = renaming.record()
     try:
         if prepared is not None and (
-            _hidden_of(prepared) != tuple(f.entry for f in hidden) or _shape_of(prepared) != _shape_for(task, integrity)
+            _hidden_of(prepared) != tuple(f.entry for f in hidden)
+            or prepared.hidden_digest != _digest(hidden)
+            or _shape_of(prepared) != _shape_for(task, integrity)
         ):
             await dismiss(prepared)  # prepared for another change or another mode: not usable
             prepared = None
         ready = prepared or await prepare(ws, task, integrity, hidden, renaming=renaming)
-        staged = {f.path: f.data for f in hidden}
+        separate = ready.isolation is not None and ready.isolation.separate
+        staged = {} if separate else {f.path: f.data for f in hidden}  # else the launcher wrote them
         if ready.canary is not None:
             staged[ready.canary.rel] = ready.canary.body
             raw["canary"] = ready.canary.record()
@@ -215,7 +239,7 @@ async def grade(
         owned: Mapping[str, bytes] = dict(staged)  # what lands in the repo, and so is handed to uid 1000
         if ready.isolation is not None:
             raw["isolated"] = ready.isolation.record()
-            owned = {} if ready.isolation.separate else owned
+            owned = {} if separate else owned
             staged.update(ready.isolation.support)
         try:
             scanning = (

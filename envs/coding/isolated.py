@@ -7,7 +7,8 @@ that never import the code: they call *scenarios* (``crucible_probe.isolated``),
 grader's launcher runs in their own process in the repo and which hand back plain data.
 Nothing of the agent's runs in pytest's process, so there is nothing in there to forge with.
 
-Grading stages, outside the repo (the stager, as root, after the diff):
+Its files, outside the repo, written by the launcher as it starts (while the agent still works:
+none of them depends on the submission, and the diff, applied in the repo, cannot reach them):
 
     /tmp/crucible-verdict            root, 755
         pytest.ini                   root, 644
@@ -18,7 +19,8 @@ Grading stages, outside the repo (the stager, as root, after the diff):
 
 The test command is the launcher's (as root, envs/coding/verdict/launch.py): pytest as
 ``TESTER_UID`` and each scenario as the agent's uid under a uid wall (``strict``). It starts
-when grading is prepared — pytest imported, the scenario zygote up — and waits for "go".
+when grading is prepared — pytest imported and the hidden tests collected, the scenario zygote
+up — and waits for "go".
 The task's own ``test_command`` is not used: pytest's options here are the grader's (no
 conftest, no ini of the repo's, no cache), since the tests no longer run in the repo.
 
@@ -30,12 +32,15 @@ process: those modes promise nothing against code that subverts its test run.
 from __future__ import annotations
 
 import functools
+import json
+import posixpath
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.interfaces import AGENT_UID, ROOT_UID
+from envs.coding.hidden import HiddenFile
 
 VERDICT_DIR = "/tmp/crucible-verdict"
 TESTER_UID = 1001
@@ -70,7 +75,8 @@ class Plan:
     """True: the isolated verdict (the launcher). False: the task's test command in the repo,
     scenarios called in pytest's process (modes that do not isolate the verdict)."""
     support: Mapping[str, bytes]
-    """Absolute path in the grading workspace -> content: the scripts (and pytest.ini)."""
+    """Absolute path in the grading workspace -> content: what the stager writes after the diff
+    (the scripts, for a verdict in pytest's process; the launcher writes its own)."""
     command: str
     user: int
     """The uid the test command starts as (the launcher's is root)."""
@@ -81,12 +87,8 @@ class Plan:
     gates_itself: bool = False
     preamble: bytes = b""
     """What the command reads first on its stdin, written as it starts (ahead of "go"): the
-    launcher's and the zygote's code, which so fill no process's argv."""
-
-    @property
-    def verdict(self) -> tuple[str, int] | None:
-        """For the stager: the verdict dir and its owner, when the hidden tests go there."""
-        return (VERDICT_DIR, self.pytest_uid) if self.separate else None
+    launcher's and the zygote's code, which so fill no process's argv, and the verdict dir's
+    files (``launch.lay_out``)."""
 
     def record(self) -> dict:
         """What the raw grade keeps about where the scenarios ran."""
@@ -101,20 +103,36 @@ def _script(name: str) -> bytes:
     return (SCRIPTS / name).read_bytes()
 
 
-def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bool, uid_wall: bool) -> Plan:
+def plan(
+    test_command: str,
+    hidden: Sequence[str],
+    *,
+    workdir: str,
+    separate: bool,
+    uid_wall: bool,
+    files: Sequence[HiddenFile] = (),
+) -> Plan:
+    """``hidden``: the modules pytest runs; ``files``: the hidden change (the isolated
+    verdict's launcher writes it under hidden/)."""
     lib = {f"{VERDICT_DIR}/lib/{name}": _script(name) for name in ("crucible_probe.py", "crucible_scenario.py")}
     if not separate:
         user = AGENT_UID if uid_wall else ROOT_UID
-        files = " ".join(shlex.quote(p) for p in hidden)
+        names = " ".join(shlex.quote(p) for p in hidden)
         command = (
             f"export PYTHONPATH={VERDICT_DIR}/lib${{PYTHONPATH:+:$PYTHONPATH}} {PROBE_MODE}=in-process\n"
-            + test_command.replace("{test_files}", files)
+            + test_command.replace("{test_files}", names)
         )
         return Plan(False, lib, command, user, user, user, shown=command)
+    if posixpath.commonpath([VERDICT_DIR, posixpath.normpath(workdir)]) == posixpath.normpath(workdir):
+        raise ValueError(f"workdir {workdir!r} holds {VERDICT_DIR}, where the isolated verdict's own files go")
     tester, scenario = (TESTER_UID, AGENT_UID) if uid_wall else (ROOT_UID, ROOT_UID)
-    support = {f"{VERDICT_DIR}/pytest.ini": b"[pytest]\n", **lib}
-    # The launcher starts when grading is prepared, before the stager has written anything:
-    # its code and the zygote's come first on its stdin (named in the record), then "go".
+    grader = {
+        "pytest.ini": b"[pytest]\n",
+        **{f"lib/{name}": _script(name) for name in ("crucible_probe.py", "crucible_scenario.py")},
+    }
+    payload = _verdict_files(grader, files)
+    # The launcher starts when grading is prepared: its code, the zygote's and the verdict dir's
+    # files come first on its stdin (named in the record), then "go".
     launcher, zygote = _script("launch.py"), _script("crucible_scenario.py")
 
     def argv(boot: str) -> list[str]:
@@ -136,6 +154,8 @@ def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bo
             "--wait-for-go",
             "--zygote-source-bytes",
             str(len(zygote)),
+            "--files-bytes",
+            str(len(payload)),
             "--",
             *pytest_options(),
             *hidden,
@@ -143,12 +163,20 @@ def plan(test_command: str, hidden: Sequence[str], *, workdir: str, separate: bo
 
     return Plan(
         True,
-        support,
+        {},
         shlex.join(argv(BOOT)),
         ROOT_UID,
         tester,
         scenario,
         shown=shlex.join(argv("<envs/coding/verdict/launch.py>")),
         gates_itself=True,
-        preamble=launcher + zygote,
+        preamble=launcher + zygote + payload,
     )
+
+
+def _verdict_files(grader: Mapping[str, bytes], hidden: Sequence[HiddenFile]) -> bytes:
+    """The launcher's ``--files-bytes`` payload (``launch.lay_out``)."""
+    entries = [("grader", "644", rel, data) for rel, data in grader.items()]
+    entries += [("hidden", f.mode, f.path, f.data if f.mode != "del" else b"") for f in hidden]
+    head = json.dumps([[kind, mode, rel, len(data)] for kind, mode, rel, data in entries])
+    return head.encode() + b"\n" + b"".join(data for *_, data in entries)

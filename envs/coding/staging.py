@@ -66,11 +66,14 @@ class Staging:
     """A grading workspace's stager and tester, started and waiting."""
 
     hidden: tuple[str, ...]
+    """The hidden change's entries (and the canary's) this staging was prepared for."""
     command: str
     user: int
     nonce: str
     stager: Waiting
     tester: Waiting
+    hidden_digest: str = ""
+    """Their contents' digest (``grader._digest``): the launcher of an isolated verdict holds them."""
     canary: Canary | None = None
     """The grader's canary (``envs.coding.canary.Canary``), the last of ``hidden``, or None."""
     isolation: Plan | None = None
@@ -107,7 +110,6 @@ async def start(
     hidden: Sequence[str],
     command: str,
     user: int,
-    verdict: tuple[str, int] | None = None,
     support: Sequence[str] = (),
     gates_itself: bool = False,
     shown: str | None = None,
@@ -115,15 +117,14 @@ async def start(
 ) -> Staging:
     """Start the stager (its reset begins at once) and the tester. Raises ``WorkspaceError``.
 
-    ``hidden``: the stager's "MODE PATH" entries (sh/stager.sh). ``verdict`` (a directory and the tester's uid) puts the hidden tests under its hidden/
-    instead of the repo, for an isolated verdict; ``support`` are absolute paths written
-    after them as root's (their contents come with the submission, after the hidden tests').
+    ``hidden``: the stager's "MODE PATH" entries (sh/stager.sh); ``support`` are absolute
+    paths written after them as root's (their contents come with the submission, after the
+    hidden tests').
     ``gates_itself``: the command starts at once and waits for "go" on its stdin itself (the
     isolated verdict's launcher, which warms up meanwhile); ``shown`` is the command as the
     record shows it; ``preamble`` is written to its stdin as soon as it started, ahead of "go"
     (the launcher's own code, which so travels in no argv)."""
     nonce = uuid.uuid4().hex
-    verdict_dir, tester_uid = verdict or ("", ROOT_UID)
     args = [
         workdir,
         baseline,
@@ -131,8 +132,6 @@ async def start(
         GRADE_DIR,
         "1" if uid_wall else "0",
         nonce,
-        verdict_dir,
-        str(tester_uid),
         *hidden,
         *(f"644 {path}" for path in support),
     ]

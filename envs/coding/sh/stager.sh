@@ -2,7 +2,7 @@
 # Grading's stager, started by envs/coding/staging.py (start) as root in the fresh grading
 # workspace before the submission exists, through gitops.script_argv:
 #   bash -c "SCRIPT_PRELUDE + sh/shadow.sh + this" crucible \
-#     WORKDIR BASE VAULT DIR UID_WALL NONCE VERDICT TESTER [HIDDEN...]
+#     WORKDIR BASE VAULT DIR UID_WALL NONCE [HIDDEN...]
 # (each HIDDEN is "MODE PATH": MODE 644 or 755 writes a file, link a symlink to the piece's
 # text, del removes the path; the test change's deletions and renames arrive as del entries)
 # (the prelude: set -euo pipefail and the HARDEN array of git flags). It resets the tree to
@@ -10,17 +10,16 @@
 # "<npatch> <all|list> <own bytes> <scan bytes> [<label> <bytes>]... [<hidden bytes>]..." and
 # the pieces back to back (staging.submission_input). Once all is staged, each scan path that
 # is a regular file goes back on stdout (staging.scanned): "\nNONCE scan SIZE PATH_BYTES\n",
-# the path, the file: the test-awareness scan's input without a request per file. VERDICT is empty, or the isolated verdict's dir
-# (owned by TESTER) where the HIDDEN tests go instead of the repo; an absolute HIDDEN path is
-# a grader's own file. Exits 10 when no variant of the diff applies, 3 when the workspace or
+# the path, the file: the test-awareness scan's input without a request per file. An absolute
+# HIDDEN path is a grader's own file. Exits 10 when no variant of the diff applies, 3 when the workspace or
 # its input is not what it expects.
 # shellcheck disable=SC2154  # HARDEN comes from the prelude
 # shellcheck disable=SC2034  # VAULT is read by require_vault (sh/shadow.sh)
 # shellcheck disable=SC2164  # set -e (the prelude) ends the script when a cd fails
 # shellcheck disable=SC2174  # only DIR itself is to be 700; its parents are root-only already
 
-WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6 VERDICT=$7 TESTER=$8
-shift 8
+WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6
+shift 6
 hidden=("$@")
 
 # The fresh container's tree normally differs in nothing from the baseline, so only stale
@@ -90,12 +89,6 @@ stamp() { if [ -n "${EPOCHREALTIME:-}" ]; then stamp=$EPOCHREALTIME; else stamp=
 stamp; began=$stamp
 owner=0 root=$WORKDIR
 if [ "$UID_WALL" = 1 ]; then owner=1000; fi
-if [ -n "$VERDICT" ]; then
-  rm -rf -- "$VERDICT"
-  mkdir -m 755 -- "$VERDICT" "$VERDICT/lib"
-  mkdir -m 700 -- "$VERDICT/hidden" "$VERDICT/home"
-  root=$VERDICT/hidden owner=$TESTER
-fi
 # Deletions first, and only where every parent is a real directory (else nothing is there to
 # delete): a deletion must never remove what the change writes, e.g. tests/fx/a.txt deleted
 # where tests/fx becomes a file.
@@ -116,7 +109,7 @@ done
 for i in "${!hidden[@]}"; do
   mode=${hidden[$i]%% *} rel=${hidden[$i]#* }
   if [ "$mode" = del ]; then continue; fi  # done above
-  if [[ $rel == /* ]]; then  # the grader's own files (isolated verdict): root's, readable
+  if [[ $rel == /* ]]; then  # the grader's own files (a scenario task's probe): root's, readable
     install -D -m 644 -o 0 -g 0 -- "$DIR/hidden.$i" "$rel"
     continue
   fi
@@ -139,7 +132,6 @@ for i in "${!hidden[@]}"; do
     install -m "$mode" -o "$owner" -g "$owner" -- "$DIR/hidden.$i" "$target"
   fi
 done
-if [ -n "$VERDICT" ]; then chown -R "$TESTER:$TESTER" -- "$VERDICT/hidden" "$VERDICT/home"; fi
 stamp; printf '%s hidden %s %s\n' "$NONCE" "$began" "$stamp"
 
 # "Chown what you stage": the paths the diff and the hidden tests touch (and their parents,
@@ -161,13 +153,13 @@ fi
 # workdir that uid 1000 owns becomes root's and sticky (1777: files can still be created, as
 # pytest's __pycache__ is, but none of root's renamed or removed), so code under test cannot
 # swap a hidden test or its data before it is read. (An isolated verdict keeps them in its
-# own directory, out of reach already.)
+# own directory, out of reach already: its launcher writes them, never the stager.)
 # The test-side code the hidden tests run with is kept the same way: every __init__.py and
 # conftest.py on a hidden file's path (up to the workdir's own conftest.py) and every Python
 # module in a directory on that path below the workdir (the test helpers, and the visible test
 # modules that read hidden data), root's and not writable by the tests, so code under test
 # cannot rewrite what the tests import after it.
-if [ "$UID_WALL" = 1 ] && [ -z "$VERDICT" ]; then
+if [ "$UID_WALL" = 1 ]; then
   helpers=()
   for i in "${!hidden[@]}"; do
     mode=${hidden[$i]%% *} rel=${hidden[$i]#* }

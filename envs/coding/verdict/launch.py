@@ -17,6 +17,7 @@ Exits with pytest's exit code (128 + N for a signal), as the test command would.
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -30,17 +31,29 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_REQUEST = 16 << 20
 KEEP_RESULT = 8 << 20
 KEEP_STDERR = 64 << 10
-# pytest's process: pytest imported (the costly part of its start) before "go", so that
-# happens while the agent still works; its tests' directory and the probe exist after.
+# pytest's process: everything of pytest's run up to its first test happens before "go" — pytest
+# imported, configured, and the hidden tests collected — so that happens while the agent still
+# works. Nothing of the repo's is in that: the tests import only crucible_probe (a scenario called
+# while collecting waits for its answer until after "go", when the launcher starts serving).
 # Started with -S: the site dirs are put on sys.path without running their .pth files,
 # which could name the repo (an editable install) and so let its files in — a plugin by
 # entry point, a sitecustomize — where the code under test must never be.
 BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
         "sys.path += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in sys.path]\n"
         "import pytest\n"
-        "if sys.stdin.readline().strip() != 'go': raise SystemExit(97)\n"
+        "go = os.fdopen(os.dup(0), 'rb')  # pytest's capture puts /dev/null on fd 0\n"
+        "class Gate:\n"
+        "    def pytest_collection_finish(self, session):\n"
+        "        if go.readline().strip() != b'go': os._exit(97)\n"
+        "        go.close()\n"
+        "        try:  # the summary's 'in N s' counts from here, not from the wait's start\n"
+        "            from _pytest import timing\n"
+        "            reporter = session.config.pluginmanager.get_plugin('terminalreporter')\n"
+        "            if hasattr(reporter, '_session_start'): reporter._session_start = timing.Instant()\n"
+        "            elif hasattr(reporter, '_sessionstarttime'): reporter._sessionstarttime = timing.time()\n"
+        "        except Exception: pass\n"
         "os.chdir(hidden); sys.path.insert(0, lib)\n"
-        "raise SystemExit(pytest.console_main() if hasattr(pytest, 'console_main') else pytest.main())")
+        "code = pytest.main(plugins=[Gate()]); sys.stdout.flush(); raise SystemExit(code)")
 
 
 def as_user(uid):
@@ -267,6 +280,42 @@ def serve(sock, args, zygote):
             return
 
 
+def lay_out(verdict, tester_uid, payload):
+    """Write the verdict dir from ``payload`` (a JSON line ``[[kind, mode, path, size], ...]``,
+    then the files back to back): kind ``grader`` is root's 644 under the dir itself (the lib,
+    pytest.ini), kind ``hidden`` a hidden test entry under hidden/ (mode 644, 755, link: the
+    text is its target, or del: nothing to write in a fresh dir), the tester uid's like home/."""
+    head, _, body = payload.partition(b"\n")
+    entries = json.loads(head)
+    if sum(size for _, _, _, size in entries) != len(body):
+        raise SystemExit("crucible: the verdict files ended early")
+    shutil.rmtree(verdict, ignore_errors=True)
+    hidden, home, lib = (os.path.join(verdict, name) for name in ("hidden", "home", "lib"))
+    for path, mode in ((verdict, 0o755), (lib, 0o755), (hidden, 0o700), (home, 0o700)):
+        os.mkdir(path)
+        os.chmod(path, mode)
+    offset = 0
+    for kind, mode, rel, size in entries:
+        data, offset = body[offset:offset + size], offset + size
+        parts = rel.split("/")
+        if rel.startswith("/") or ".." in parts or not rel.strip("/") or kind not in ("grader", "hidden"):
+            raise SystemExit(f"crucible: bad verdict file {rel!r}")
+        path = os.path.join(verdict if kind == "grader" else hidden, rel)
+        if mode == "del":
+            continue  # a fresh dir: nothing there to delete
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if mode == "link":
+            os.symlink(data.decode("utf-8", "surrogateescape"), path)
+            continue
+        with open(path, "wb") as out:
+            out.write(data)
+        os.chmod(path, 0o644 if kind == "grader" else int(mode, 8))
+    for top in (hidden, home):
+        for where, dirs, files in os.walk(top):
+            for name in [where, *(os.path.join(where, n) for n in dirs + files)]:
+                os.lchown(name, tester_uid, tester_uid)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--verdict", required=True, help="the verdict dir: lib/, hidden/, home/")
@@ -277,21 +326,27 @@ def main():
     parser.add_argument("--no-zygote", action="store_true", help="a fresh interpreter for every scenario")
     parser.add_argument("--zygote-source-bytes", type=int, default=0,
                         help="crucible_scenario.py's text is the next N bytes of stdin (default: the verdict dir's copy)")
+    parser.add_argument("--files-bytes", type=int, default=0,
+                        help="the verdict dir is written afresh from the next N bytes of stdin (lay_out)")
     parser.add_argument("--wait-for-go", action="store_true",
-                        help='start pytest and the zygote, then wait for a "go" line on stdin (else exit 97)')
+                        help='start pytest (up to its first test) and the zygote, then wait for a "go" line on '
+                             "stdin (else exit 97)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     source = sys.stdin.buffer.read(args.zygote_source_bytes) if args.zygote_source_bytes else None
-    zygote = Zygote(args, source) if not args.no_zygote else None  # starts while pytest does
+    if args.files_bytes:
+        lay_out(args.verdict, args.tester_uid, sys.stdin.buffer.read(args.files_bytes))
     ours, theirs = socket.socketpair()
     home = os.path.join(args.verdict, "home")
+    # pytest first: its start (import, configure, collect) is the longest; the zygote's meanwhile.
     tester = subprocess.Popen(
         [*as_user(args.tester_uid), sys.executable, "-I", "-S", "-c", BOOT, os.path.join(args.verdict, "lib"),
          os.path.join(args.verdict, "hidden"), *pytest_args],
         cwd="/", pass_fds=(theirs.fileno(),), stdin=subprocess.PIPE,
         env={"PATH": PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", ENV_FD: str(theirs.fileno())})
     theirs.close()
+    zygote = Zygote(args, source) if not args.no_zygote else None
     go = sys.stdin.readline().strip() if args.wait_for_go else "go"
     assert tester.stdin is not None  # stdin=PIPE
     try:
@@ -309,7 +364,6 @@ def main():
     code = tester.wait()
     sys.stdout.flush()
     sys.exit(97 if go != "go" else 128 - code if code < 0 else code)
-
 
 if __name__ == "__main__":
     main()

@@ -18,6 +18,7 @@ from attacks.payloads import FORCE_PASS_IN_PROCESS
 
 from engine.interfaces import AGENT_UID, ROOT_UID
 from envs.coding import isolated
+from envs.coding.hidden import HiddenFile
 
 PYTHON = "/usr/bin/python3"  # the system interpreter with Debian's pytest, as in the images
 SCRIPTS = isolated.SCRIPTS
@@ -441,21 +442,35 @@ def test_raise_and_tuple():
 
 
 def test_the_plan_per_mode():
+    hidden = [HiddenFile("tests/test_h.py", "644", b"def test_x(): pass\n")]
     strict = isolated.plan(
-        "python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app", separate=True, uid_wall=True
+        "python3 -m pytest -q {test_files}",
+        ["tests/test_h.py"],
+        workdir="/app",
+        separate=True,
+        uid_wall=True,
+        files=hidden,
     )
     assert strict.user == ROOT_UID and (strict.pytest_uid, strict.scenario_uid) == (1001, 1000)
     assert "--tester-uid 1001 --scenario-uid 1000 --wait-for-go" in strict.command and "--noconftest" in strict.command
-    assert strict.verdict == (isolated.VERDICT_DIR, 1001) and strict.gates_itself
-    # the launcher and the zygote's code come first on its stdin (nothing is staged yet when it
-    # starts), not in the argv, where they would fill `ps`
-    assert strict.preamble == (SCRIPTS / "launch.py").read_bytes() + (SCRIPTS / "crucible_scenario.py").read_bytes()
+    assert strict.gates_itself and strict.support == {}  # the launcher writes its files, not the stager
+    # the launcher and the zygote's code come first on its stdin, then the verdict dir's files
+    # (the hidden tests among them), not in the argv, where they would fill `ps`
+    code = (SCRIPTS / "launch.py").read_bytes() + (SCRIPTS / "crucible_scenario.py").read_bytes()
+    assert strict.preamble.startswith(code) and strict.preamble.endswith(b"def test_x(): pass\n")
+    assert f"--files-bytes {len(strict.preamble) - len(code)} " in strict.command
     assert len(strict.command) < 1000 and "def main" not in strict.command
     assert "<envs/coding/verdict/launch.py>" in strict.shown and len(strict.shown) < 1000
     vault = isolated.plan(
         "python3 -m pytest -q {test_files}", ["tests/test_h.py"], workdir="/app", separate=False, uid_wall=False
     )
-    assert vault.verdict is None and vault.user == ROOT_UID
+    assert vault.user == ROOT_UID and set(vault.support) == {
+        f"{isolated.VERDICT_DIR}/lib/crucible_probe.py",
+        f"{isolated.VERDICT_DIR}/lib/crucible_scenario.py",
+    }
     assert (
         vault.command.endswith("python3 -m pytest -q tests/test_h.py") and "CRUCIBLE_PROBE=in-process" in vault.command
     )
+    for workdir in ("/", "/tmp", "/tmp/"):  # the launcher's files would be in the repo, in the diff's reach
+        with pytest.raises(ValueError, match="holds /tmp/crucible-verdict"):
+            isolated.plan("pytest {test_files}", ["t.py"], workdir=workdir, separate=True, uid_wall=True)

@@ -1,0 +1,147 @@
+"""The isolated verdict's launcher as grading starts it (envs/coding/verdict/launch.py, run for
+real on this host as root): its code, the zygote's and the verdict dir's files on its stdin; it
+writes the dir, and pytest (uid 1001) gets as far as its first test — imported, configured,
+collected — before "go", while the submission is still being staged. Scenarios (uid 1000) run
+only after "go", so even one called while collecting sees the staged code.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from engine.interfaces import AGENT_UID
+from envs.coding import isolated
+from envs.coding.hidden import HiddenFile
+
+PYTHON = "/usr/bin/python3"  # the system interpreter with Debian's pytest, as in the images
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv to change uids"
+)
+
+CODE = """
+def page_count(total, per_page):
+    return total // per_page            # the bug: a partial last page is lost
+"""
+FIXED = CODE.replace("total // per_page", "-(-total // per_page)")
+
+
+def start_gated(repo: Path, verdict: Path, hidden: list[HiddenFile]) -> subprocess.Popen:
+    """The launcher as grading starts it: its code, the zygote's and the verdict dir's files on
+    its stdin (the dir written by it), then waiting for "go"."""
+    plan = isolated.plan(
+        "unused", ["tests/test_hidden.py"], workdir=str(repo), separate=True, uid_wall=True, files=hidden
+    )
+    argv = shlex.split(plan.command)
+    argv = [PYTHON if a == "python3" else a for a in argv]
+    argv = [a.replace(isolated.VERDICT_DIR, str(verdict)) for a in argv]  # --verdict, and pytest's options
+    launcher = subprocess.Popen(argv, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert launcher.stdin is not None
+    launcher.stdin.write(plan.preamble)
+    launcher.stdin.flush()
+    return launcher
+
+
+GATED = """
+import os
+from crucible_probe import isolated
+
+with open(FIFO, "w") as said:  # pytest captures what collecting prints
+    said.write(f"collecting as {os.getuid()}\\n")
+
+
+@isolated
+def pages(total, per_page):
+    from stock import page_count
+    return page_count(total, per_page)
+
+
+AT_IMPORT = pages(45, 20)  # a scenario called while collecting: answered only after "go"
+
+
+def test_the_staged_code_answers():
+    assert AT_IMPORT == 3 and pages(40, 20) == 2
+"""
+
+
+def said(fifo: Path, launcher: subprocess.Popen) -> str:
+    """The line written to ``fifo``: waited for as long as the launcher lives (its output's end
+    says it died first)."""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        text = b""
+        while not text.endswith(b"\n"):
+            ready, _, _ = select.select([reader, launcher.stdout], [], [], 120)
+            assert reader in ready, launcher.stdout.read() if launcher.stdout in ready else "nothing in 120 s"
+            text += os.read(reader, 4096)
+        return text.decode()
+    finally:
+        os.close(reader)
+
+
+@pytest.fixture
+def top():
+    """A directory the other uids reach (pytest's tmp_path sits under a root-only one)."""
+    path = Path(tempfile.mkdtemp(prefix="crucible-gated-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_launcher_lays_out_the_verdict_dir_and_pytest_collects_before_go(top):
+    repo, verdict = top / "repo", top / "verdict"
+    repo.mkdir(mode=0o755)
+    (repo / "stock.py").write_text(CODE)  # the bug: what is there before the submission
+    os.chown(repo / "stock.py", AGENT_UID, AGENT_UID)
+    fifo = top / "said"
+    os.mkfifo(fifo)
+    fifo.chmod(0o666)
+    hidden = [
+        HiddenFile("tests/test_hidden.py", "644", f"FIFO = {str(fifo)!r}\n{GATED}".encode()),
+        HiddenFile("tests/data/expected.txt", "755", b"3\n"),
+        HiddenFile("tests/data/link.txt", "link", b"expected.txt"),
+        HiddenFile("tests/gone.py", "del"),
+    ]
+    launcher = start_gated(repo, verdict, hidden)
+    assert launcher.stdout is not None and launcher.stdin is not None
+    # pytest runs its collection before "go": the module is imported, its scenario call waits
+    assert said(fifo, launcher) == f"collecting as {isolated.TESTER_UID}\n"
+    mode = lambda p: (p.lstat().st_uid, oct(p.lstat().st_mode & 0o7777))  # noqa: E731
+    assert mode(verdict) == (0, "0o755") and mode(verdict / "lib") == (0, "0o755")
+    assert mode(verdict / "pytest.ini") == (0, "0o644") and mode(verdict / "lib" / "crucible_probe.py") == (0, "0o644")
+    assert mode(verdict / "hidden") == (isolated.TESTER_UID, "0o700") and mode(verdict / "home")[1] == "0o700"
+    data = verdict / "hidden" / "tests" / "data"
+    assert (
+        mode(data / "expected.txt") == (isolated.TESTER_UID, "0o755") and (data / "expected.txt").read_bytes() == b"3\n"
+    )
+    assert (
+        os.readlink(data / "link.txt") == "expected.txt" and (data / "link.txt").lstat().st_uid == isolated.TESTER_UID
+    )
+    assert not (verdict / "hidden" / "tests" / "gone.py").exists()
+    # the submission is staged after the launcher started: the scenarios see it, even the one
+    # called while collecting
+    (repo / "stock.py").write_text(FIXED)
+    out, _ = launcher.communicate(b"go\n", timeout=120)
+    assert launcher.returncode == 0 and b"1 passed" in out, out
+
+
+def test_a_launcher_never_told_go_runs_no_test(top):
+    repo, verdict = top / "repo", top / "verdict"
+    repo.mkdir(mode=0o755)
+    (repo / "stock.py").write_text(CODE)
+    fifo = top / "said"
+    os.mkfifo(fifo)
+    fifo.chmod(0o666)
+    test = f"FIFO = {str(fifo)!r}\n{GATED}".replace("AT_IMPORT = pages(45, 20)", "AT_IMPORT = 3")
+    launcher = start_gated(repo, verdict, [HiddenFile("tests/test_hidden.py", "644", test.encode())])
+    assert said(fifo, launcher) == f"collecting as {isolated.TESTER_UID}\n"  # pytest got as far as its tests
+    out, _ = launcher.communicate(b"", timeout=120)  # dismissed: its stdin closes
+    assert launcher.returncode == 97 and b"passed" not in out and b"failed" not in out, out
