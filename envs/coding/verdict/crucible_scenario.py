@@ -16,6 +16,7 @@ with nothing of another's, since the zygote never runs the repo's code.
 import ast
 import json
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -103,6 +104,10 @@ def zygote(control_fd):
         control.sendall(f"pid {pid}\n".encode())
         _, status = os.waitpid(pid, 0)
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        try:  # whatever it left running in its session goes with it, before the next scenario
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
         control.sendall(f"exit {code}\n".encode())
 
 

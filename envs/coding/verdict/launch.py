@@ -14,16 +14,10 @@ read the hidden tests (their directory is the tester's, mode 700).
 
 Exits with pytest's exit code (128 + N for a signal), as the test command would.
 """
-import argparse
-import json
+# ruff: noqa: E402 -- pytest's process starts before this script imports the rest (Tester)
+import _socket
 import os
-import shutil
-import signal
-import socket
-import struct
-import subprocess
 import sys
-import threading
 
 SETPRIV = "/usr/bin/setpriv"
 ENV_FD = "CRUCIBLE_PROBE_FD"
@@ -31,6 +25,8 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_REQUEST = 16 << 20
 KEEP_RESULT = 8 << 20
 KEEP_STDERR = 64 << 10
+PIPE_ROOM = 4096
+"""What a fresh pipe takes without its reader (PIPE_BUF: the least any Linux pipe holds)."""
 # pytest's process: everything of pytest's run up to its first test happens before "go" — pytest
 # imported, configured, and the hidden tests collected — so that happens while the agent still
 # works. Nothing of the repo's is in that: the tests import only crucible_probe (a scenario called
@@ -42,6 +38,7 @@ BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
         "sys.path += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in sys.path]\n"
         "import pytest\n"
         "go = os.fdopen(os.dup(0), 'rb')  # pytest's capture puts /dev/null on fd 0\n"
+        "if go.readline().strip() != b'ready': os._exit(97)  # the verdict dir is written\n"
         "class Gate:\n"
         "    def pytest_collection_finish(self, session):\n"
         "        if go.readline().strip() != b'go': os._exit(97)\n"
@@ -53,7 +50,7 @@ BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
         "            elif hasattr(reporter, '_sessionstarttime'): reporter._sessionstarttime = timing.time()\n"
         "        except Exception: pass\n"
         "os.chdir(hidden); sys.path.insert(0, lib)\n"
-        "code = pytest.main(plugins=[Gate()]); sys.stdout.flush(); raise SystemExit(code)")
+        "code = pytest.main(plugins=[Gate()]); sys.stdout.flush(); sys.stderr.flush(); os._exit(int(code))")
 
 
 def as_user(uid):
@@ -62,6 +59,66 @@ def as_user(uid):
         return []
     return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+class Tester:
+    """pytest's process, started first of all (its start, pytest imported, is grading's longest)
+    with nothing but ``os`` and ``_socket`` imported: this script's own imports (~30 ms) and the
+    verdict dir's writing come after it. It waits for "ready" (the dir is written), then for "go"
+    once it has collected. Needs ``--verdict DIR``, ``--tester-uid N`` and ``--`` before pytest's
+    arguments, spelled so."""
+
+    def __init__(self, argv):
+        try:
+            verdict, uid = argv[argv.index("--verdict") + 1], int(argv[argv.index("--tester-uid") + 1])
+            pytest_args = argv[argv.index("--") + 1:]
+        except (ValueError, IndexError):
+            raise SystemExit("crucible: launch.py needs --verdict DIR, --tester-uid N and -- PYTEST_ARGS") from None
+        ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.probe_fd, probe_theirs = ours.detach(), theirs.detach()
+        stdin, self.stdin = os.pipe()
+        home = os.path.join(verdict, "home")
+        argv = [*as_user(uid), sys.executable, "-I", "-S", "-c", BOOT, os.path.join(verdict, "lib"),
+                os.path.join(verdict, "hidden"), *pytest_args]
+        env = {"PATH": PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", ENV_FD: str(probe_theirs)}
+        self.pid = os.fork()
+        if self.pid == 0:  # every other descriptor of ours is close-on-exec (PEP 446)
+            try:
+                os.dup2(stdin, 0)
+                os.set_inheritable(probe_theirs, True)
+                os.chdir("/")
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        os.close(stdin)
+        os.close(probe_theirs)
+
+    def send(self, data):
+        """Write to its stdin (nothing if it has ended); ``None`` closes it."""
+        try:
+            if data is None:
+                os.close(self.stdin)
+            else:
+                os.write(self.stdin, data)  # a line: the pipe holds it whole
+        except OSError:
+            pass  # BrokenPipeError: it has ended, and its exit says how
+
+    def wait(self):
+        """Its exit code, or minus the signal that ended it."""
+        _, status = os.waitpid(self.pid, 0)
+        return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+
+
+TESTER = Tester(sys.argv[1:]) if __name__ == "__main__" else None
+
+import argparse
+import json
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
 
 
 def read_frame(sock):
@@ -150,8 +207,10 @@ class Zygote:
         finally:
             for fd in theirs:
                 os.close(fd)
-        feeder = threading.Thread(target=_feed, args=(os.fdopen(pipes[0][1], "wb"), request), daemon=True)
-        feeder.start()
+        if len(request) <= PIPE_ROOM:  # a fresh pipe holds it whole: no thread to wait on a reader
+            _feed(os.fdopen(pipes[0][1], "wb"), request)
+        else:
+            threading.Thread(target=_feed, args=(os.fdopen(pipes[0][1], "wb"), request), daemon=True).start()
         out = Bounded(os.fdopen(pipes[1][0], "rb"), KEEP_RESULT)
         err = Bounded(os.fdopen(pipes[2][0], "rb"), KEEP_STDERR)
         timed_out, code = False, None
@@ -161,7 +220,8 @@ class Zygote:
             timed_out = True
         except (OSError, ValueError):
             self.alive = False
-        _kill_group(pid, self.uid)  # a timeout, or whatever it left running in its session
+        if code is None:  # a timeout, or the zygote in trouble: what runs in the scenario's session goes
+            _kill_group(pid, self.uid)  # (after an "exit", the zygote has killed it: crucible_scenario.zygote)
         if timed_out:
             try:
                 code = int(self._line("exit", 30.0))
@@ -185,7 +245,10 @@ class Zygote:
 
     def close(self):
         self.sock.close()
-        _kill_group(self.process.pid, self.uid)
+        try:  # its own group (start_new_session): a pid of our own child, not one it reported
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.process.wait()
 
 
@@ -331,29 +394,19 @@ def main():
     parser.add_argument("--wait-for-go", action="store_true",
                         help='start pytest (up to its first test) and the zygote, then wait for a "go" line on '
                              "stdin (else exit 97)")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: pytest's (Tester took them)")
     args = parser.parse_args()
-    pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     source = sys.stdin.buffer.read(args.zygote_source_bytes) if args.zygote_source_bytes else None
     if args.files_bytes:
         lay_out(args.verdict, args.tester_uid, sys.stdin.buffer.read(args.files_bytes))
-    ours, theirs = socket.socketpair()
-    home = os.path.join(args.verdict, "home")
-    # pytest first: its start (import, configure, collect) is the longest; the zygote's meanwhile.
-    tester = subprocess.Popen(
-        [*as_user(args.tester_uid), sys.executable, "-I", "-S", "-c", BOOT, os.path.join(args.verdict, "lib"),
-         os.path.join(args.verdict, "hidden"), *pytest_args],
-        cwd="/", pass_fds=(theirs.fileno(),), stdin=subprocess.PIPE,
-        env={"PATH": PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", ENV_FD: str(theirs.fileno())})
-    theirs.close()
+    tester = TESTER
+    assert tester is not None  # run as a script
+    tester.send(b"ready\n")
     zygote = Zygote(args, source) if not args.no_zygote else None
     go = sys.stdin.readline().strip() if args.wait_for_go else "go"
-    assert tester.stdin is not None  # stdin=PIPE
-    try:
-        tester.stdin.write(b"go\n" if go == "go" else b"")
-        tester.stdin.close()
-    except BrokenPipeError:
-        pass
+    tester.send(b"go\n" if go == "go" else None)
+    tester.send(None)
+    ours = socket.socket(fileno=tester.probe_fd)
     try:
         if go == "go":
             serve(ours, args, zygote)
@@ -363,7 +416,9 @@ def main():
             zygote.close()
     code = tester.wait()
     sys.stdout.flush()
-    sys.exit(97 if go != "go" else 128 - code if code < 0 else code)
+    sys.stderr.flush()
+    os._exit(97 if go != "go" else 128 - code if code < 0 else code)  # no interpreter teardown to wait for
+
 
 if __name__ == "__main__":
     main()
