@@ -94,10 +94,13 @@ class Tester:
         os.close(probe_theirs)
 
     def send(self, data):
-        """Write to its stdin (nothing if it has ended); ``None`` closes it."""
+        """Write to its stdin (nothing if it has ended); ``None`` closes it, once."""
+        if self.stdin is None:
+            return
         try:
             if data is None:
-                os.close(self.stdin)
+                fd, self.stdin = self.stdin, None
+                os.close(fd)
             else:
                 os.write(self.stdin, data)  # a line: the pipe holds it whole
         except OSError:
@@ -404,8 +407,9 @@ def main():
     tester.send(b"ready\n")
     zygote = Zygote(args, source) if not args.no_zygote else None
     go = sys.stdin.readline().strip() if args.wait_for_go else "go"
-    tester.send(b"go\n" if go == "go" else None)
-    tester.send(None)
+    if go == "go":
+        tester.send(b"go\n")
+    tester.send(None)  # never told "go", it exits 97 without running a test
     ours = socket.socket(fileno=tester.probe_fd)
     try:
         if go == "go":
