@@ -136,17 +136,19 @@ async def start(
         *(f"644 {path}" for path in support),
     ]
     # Both at once: when the grading workspace comes up late, their starts are on the run's path.
+    # The tester's first, and its preamble sent as soon as it is open: the launcher it starts
+    # (pytest's start) is the longer chain; the stager's reset has until the submission.
     stager_argv = script_argv(shell.script(__file__, "stager.sh"), args)
-    starts = [
-        asyncio.ensure_future(ws.open_process(stager_argv, user=ROOT_UID, cwd="/", env=GIT_ENV)),
-        asyncio.ensure_future(
-            ws.open_process(["bash", "-c", (_SELF_GATED if gates_itself else _GO) + command], user=user, cwd=workdir)
-        ),
-    ]
+    opening_tester = asyncio.ensure_future(
+        ws.open_process(["bash", "-c", (_SELF_GATED if gates_itself else _GO) + command], user=user, cwd=workdir)
+    )
+    opening_stager = asyncio.ensure_future(ws.open_process(stager_argv, user=ROOT_UID, cwd="/", env=GIT_ENV))
+    starts = [opening_stager, opening_tester]
     try:
-        stager, tester = await asyncio.gather(*starts)
+        tester = await opening_tester
         if preamble:
             await _write_preamble(tester, preamble)
+        stager = await opening_stager
     except BaseException:
         for opening in starts:
             opening.cancel()  # a no-op for one that already opened: that one is killed below
