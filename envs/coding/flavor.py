@@ -20,7 +20,7 @@ from engine.errors import ConfigError, CrucibleError, GradeError
 from engine.interfaces import AGENT_UID, ROOT_UID, PlanContext, PlannedTask, Workspace
 from engine.models import CapturedSubmission, GateRole, ImageInputs, RunSpec, SetupScript, UpstreamFix, Verdict
 from engine.plan import repos
-from envs.coding import advice, grader, hidden, judging, reading, repo, rerun, testnames
+from envs.coding import advice, grader, hidden, isolated, judging, reading, repo, rerun, testnames
 from envs.coding.defences import CodingIntegrity
 from envs.coding.explain import EXPLAINED as EXPLAINED  # re-exported: its home was here
 from envs.coding.explain import CodingExplainer
@@ -95,6 +95,8 @@ class CodingFlavor(CodingExplainer):
         refused = reading.text_only_refusal(task, cast(CodingIntegrity | None, ctx.integrity))
         if refused:
             raise ConfigError(refused)
+        if task.isolated_verdict and (held := isolated.workdir_refusal(repo.workdir_of(task, ConfigError))):
+            raise ConfigError(f"task '{task.id}': {held} (isolated_verdict: true)")
         for index, allowance in enumerate(task.allow_test_aware):
             if allowance.rule not in model.RULES:
                 raise ConfigError(

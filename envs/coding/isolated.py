@@ -123,8 +123,9 @@ def plan(
             + test_command.replace("{test_files}", names)
         )
         return Plan(False, lib, command, user, user, user, shown=command)
-    if posixpath.commonpath([VERDICT_DIR, posixpath.normpath(workdir)]) == posixpath.normpath(workdir):
-        raise ValueError(f"workdir {workdir!r} holds {VERDICT_DIR}, where the isolated verdict's own files go")
+    refused = workdir_refusal(workdir)
+    if refused:
+        raise ValueError(refused)
     tester, scenario = (TESTER_UID, AGENT_UID) if uid_wall else (ROOT_UID, ROOT_UID)
     grader = {
         "pytest.ini": b"[pytest]\n",
@@ -172,6 +173,14 @@ def plan(
         gates_itself=True,
         preamble=launcher + zygote + payload,
     )
+
+
+def workdir_refusal(workdir: str) -> str | None:
+    """Why an isolated verdict cannot be graded with this workdir (the repo would hold the
+    verdict dir, and the diff could write into it), or None."""
+    if posixpath.commonpath([VERDICT_DIR, posixpath.normpath(workdir)]) == posixpath.normpath(workdir):
+        return f"workdir {workdir!r} holds {VERDICT_DIR}, where the isolated verdict's own files go"
+    return None
 
 
 def _verdict_files(grader: Mapping[str, bytes], hidden: Sequence[HiddenFile]) -> bytes:

@@ -77,6 +77,7 @@ class Tester:
         ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.probe_fd, probe_theirs = ours.detach(), theirs.detach()
         stdin, self.stdin = os.pipe()
+        self.stdin_closed = False
         home = os.path.join(verdict, "home")
         argv = [*as_user(uid), sys.executable, "-I", "-S", "-c", BOOT, os.path.join(verdict, "lib"),
                 os.path.join(verdict, "hidden"), *pytest_args]
@@ -95,12 +96,12 @@ class Tester:
 
     def send(self, data):
         """Write to its stdin (nothing if it has ended); ``None`` closes it, once."""
-        if self.stdin is None:
+        if self.stdin_closed:
             return
         try:
             if data is None:
-                fd, self.stdin = self.stdin, None
-                os.close(fd)
+                self.stdin_closed = True
+                os.close(self.stdin)
             else:
                 os.write(self.stdin, data)  # a line: the pipe holds it whole
         except OSError:

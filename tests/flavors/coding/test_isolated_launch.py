@@ -12,6 +12,7 @@ import select
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -145,3 +146,20 @@ def test_a_launcher_never_told_go_runs_no_test(top):
     assert said(fifo, launcher) == f"collecting as {isolated.TESTER_UID}\n"  # pytest got as far as its tests
     out, _ = launcher.communicate(b"", timeout=120)  # dismissed: its stdin closes
     assert launcher.returncode == 97 and b"passed" not in out and b"failed" not in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workdir", ["/", "/tmp"])
+def test_a_scenario_task_whose_repo_would_hold_the_verdict_dir_is_one_line_before_anything_runs(workdir, tmp_path):
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "run", "task=sample/last_page", "agent=noop", f"+task.workdir={workdir}"],
+        cwd=root,
+        env={**os.environ, "CRUCIBLE_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"task 'sample/last_page': workdir '{workdir}' holds /tmp/crucible-verdict" in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("record.json"))
