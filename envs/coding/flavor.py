@@ -257,7 +257,7 @@ class CodingFlavor(CodingExplainer):
     def grading_workspaces(self, spec: RunSpec) -> int:
         """Two under ``integrity.defences.differential_rerun``: the second grades the re-run. One where
         the verdict is isolated behind a uid wall: every hidden file then lives in the tester's
-        own directory (mode 700, envs/coding/sh/stager.sh), which the code under test can
+        own directory (mode 700, written by envs/coding/verdict/launch.py), which the code under test can
         neither read nor list, so no name of it can matter and a re-run would defend nothing."""
         return 2 if spec.integrity.differential_rerun and rerun_defends(spec) else 1
 

@@ -225,6 +225,10 @@ async def grade(
             or _shape_of(prepared) != _shape_for(task, integrity)
         ):
             await dismiss(prepared)  # prepared for another change or another mode: not usable
+            if prepared.isolation is not None and prepared.isolation.separate:
+                # Its launcher (and its pytest, writing under the verdict dir) ends before the
+                # next one writes that dir afresh.
+                await staging.ended(prepared.tester)
             prepared = None
         ready = prepared or await prepare(ws, task, integrity, hidden, renaming=renaming)
         separate = ready.isolation is not None and ready.isolation.separate

@@ -178,8 +178,12 @@ def plan(
 def workdir_refusal(workdir: str) -> str | None:
     """Why an isolated verdict cannot be graded with this workdir (the repo would hold the
     verdict dir, and the diff could write into it), or None."""
-    if posixpath.commonpath([VERDICT_DIR, posixpath.normpath(workdir)]) == posixpath.normpath(workdir):
+    repo = posixpath.normpath(workdir)
+    common = posixpath.commonpath([VERDICT_DIR, repo])
+    if common == repo:
         return f"workdir {workdir!r} holds {VERDICT_DIR}, where the isolated verdict's own files go"
+    if common == VERDICT_DIR:
+        return f"workdir {workdir!r} is inside {VERDICT_DIR}, which the isolated verdict writes afresh"
     return None
 
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.errors import WorkspaceError
 from engine.interfaces import ROOT_UID, Process, Workspace
 from engine.util import shell
 from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, VAULT, script_argv
@@ -244,6 +245,22 @@ async def dismiss(waiting: Waiting) -> None:
     if not waiting.fed:
         waiting.fed = True
         await waiting.process.close_stdin()
+
+
+async def ended(waiting: Waiting) -> None:
+    """Wait for a dismissed command to end (killed past ``KILL_WAIT``), its output discarded."""
+    reader = asyncio.ensure_future(_read_all(waiting.process, _Output(0)))
+    try:
+        try:
+            await waiting.process.wait(KILL_WAIT)
+        except TimeoutError:
+            await waiting.process.kill()
+        await _drain(reader)
+    except WorkspaceError:
+        pass  # gone with its workspace
+    finally:
+        if not reader.done():
+            reader.cancel()
 
 
 async def _read_all(process: Process, output: _Output) -> None:

@@ -474,3 +474,8 @@ def test_the_plan_per_mode():
     for workdir in ("/", "/tmp", "/tmp/"):  # the launcher's files would be in the repo, in the diff's reach
         with pytest.raises(ValueError, match="holds /tmp/crucible-verdict"):
             isolated.plan("pytest {test_files}", ["t.py"], workdir=workdir, separate=True, uid_wall=True)
+    with pytest.raises(ValueError, match="is inside /tmp/crucible-verdict"):  # the launcher would remove it
+        isolated.plan(
+            "pytest {test_files}", ["t.py"], workdir="/tmp/crucible-verdict/app", separate=True, uid_wall=True
+        )
+    assert isolated.workdir_refusal("/tmp/crucible-verdicts") is None and isolated.workdir_refusal("/srv/app") is None
