@@ -132,7 +132,6 @@ async def prepare(
         raise GradeError(f"grading workspace failed: {exc}") from exc
     return dataclasses.replace(
         ready,
-        hidden=tuple(entries),
         hidden_digest=_digest(hidden),
         canary=canary,
         isolation=plan,
@@ -177,16 +176,12 @@ def _wants_canary(task: CodingTaskConfig, integrity: CodingIntegrity) -> bool:
 
 
 def _digest(hidden: Sequence[HiddenFile]) -> str:
-    """The hidden change's contents, as a staging prepared for it holds them."""
+    """The hidden change a staging is prepared for, entries and contents (an isolated verdict's
+    launcher holds them from its start)."""
     digest = hashlib.sha256()
     for item in hidden:
         digest.update(f"{item.entry}\0{len(item.data)}\0".encode("utf-8", "surrogateescape") + item.data)
     return digest.hexdigest()
-
-
-def _hidden_of(ready: staging.Staging) -> tuple[str, ...]:
-    """The hidden change's entries a staging was prepared for (its canary aside)."""
-    return ready.hidden[:-1] if ready.canary else ready.hidden
 
 
 async def grade(
@@ -220,9 +215,7 @@ async def grade(
         raw["renamed"] = renaming.record()
     try:
         if prepared is not None and (
-            _hidden_of(prepared) != tuple(f.entry for f in hidden)
-            or prepared.hidden_digest != _digest(hidden)
-            or _shape_of(prepared) != _shape_for(task, integrity)
+            prepared.hidden_digest != _digest(hidden) or _shape_of(prepared) != _shape_for(task, integrity)
         ):
             await dismiss(prepared)  # prepared for another change or another mode: not usable
             if prepared.isolation is not None and prepared.isolation.separate:
@@ -243,7 +236,6 @@ async def grade(
         owned: Mapping[str, bytes] = dict(staged)  # what lands in the repo, and so is handed to uid 1000
         if ready.isolation is not None:
             raw["isolated"] = ready.isolation.record()
-            owned = {} if separate else owned
             staged.update(ready.isolation.support)
         try:
             scanning = (

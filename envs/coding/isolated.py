@@ -127,10 +127,7 @@ def plan(
     if refused:
         raise ValueError(refused)
     tester, scenario = (TESTER_UID, AGENT_UID) if uid_wall else (ROOT_UID, ROOT_UID)
-    grader = {
-        "pytest.ini": b"[pytest]\n",
-        **{f"lib/{name}": _script(name) for name in ("crucible_probe.py", "crucible_scenario.py")},
-    }
+    grader = {"pytest.ini": b"[pytest]\n", **{path.removeprefix(f"{VERDICT_DIR}/"): data for path, data in lib.items()}}
     payload = _verdict_files(grader, files)
     # The launcher starts when grading is prepared: its code, the zygote's and the verdict dir's
     # files come first on its stdin (named in the record), then "go".

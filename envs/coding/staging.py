@@ -67,14 +67,13 @@ class Staging:
     """A grading workspace's stager and tester, started and waiting."""
 
     hidden: tuple[str, ...]
-    """The hidden change's entries (and the canary's) this staging was prepared for."""
     command: str
     user: int
     nonce: str
     stager: Waiting
     tester: Waiting
     hidden_digest: str = ""
-    """Their contents' digest (``grader._digest``): the launcher of an isolated verdict holds them."""
+    """The hidden change it was prepared for (``grader._digest``)."""
     canary: Canary | None = None
     """The grader's canary (``envs.coding.canary.Canary``), the last of ``hidden``, or None."""
     isolation: Plan | None = None

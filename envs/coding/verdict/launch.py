@@ -411,7 +411,7 @@ def main():
     go = sys.stdin.readline().strip() if args.wait_for_go else "go"
     if go == "go":
         tester.send(b"go\n")
-    tester.send(None)  # never told "go", it exits 97 without running a test
+    tester.send(None)  # its stdin's end: without a "go" before it, pytest exits 97 having run no test
     ours = socket.socket(fileno=tester.probe_fd)
     try:
         if go == "go":
