@@ -47,6 +47,8 @@
                                          and token and an ssh command line, waits, then grades
     crucible finish RUN_ID               end a served run's turn (it captures and grades)
     crucible doctor [--fix]
+    crucible warm start|stop|status      a server holding crucible imported: run, check, build,
+                                         rerun and lock start from it (engine/cli/warm.py)
 
 User mistakes end in one line on stderr and a non-zero exit, never a traceback.
 """
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "import": cmd_import,
         "selfcheck": cmd_selfcheck,
         "regrade": cmd_regrade,
+        "warm": cmd_warm,
     }
     try:
         if command not in handlers:
@@ -380,8 +383,16 @@ def cmd_doctor(args: list[str]) -> int:
     return run_doctor(fix=ns.fix)
 
 
+# ---------------------------------------------------------------- warm
+def cmd_warm(args: list[str]) -> int:
+    from engine.cli.warm import cmd_warm as warm
+
+    return warm(args)
+
+
 def entry() -> NoReturn:
-    """The console command: ``main``, then leave without tearing the interpreter down.
+    """The console command: the warm server's if one listens (engine/cli/warm.py), else
+    ``main`` here; then leave without tearing the interpreter down.
 
     Clearing the modules of the MCP / pydantic / Docker stack costs ~0.4 s at every exit, a
     tenth of a whole golden run. Nothing crucible keeps needs it: every record is written
@@ -390,7 +401,14 @@ def entry() -> NoReturn:
     which ``threading._shutdown`` runs), then the atexit handlers, then the streams flush.
     Tests call ``main``, which returns.
     """
-    code = main()
+    from engine.cli.warm import forwarded
+
+    code = forwarded(sys.argv)
+    leave(main() if code is None else code)
+
+
+def leave(code: int) -> NoReturn:
+    """The end of a command's process (``entry``'s, or a warm server's fork's)."""
     threading._shutdown()  # type: ignore[attr-defined]  # private, not in typeshed; what the interpreter calls first on exit  # noqa: SLF001
     atexit._run_exitfuncs()  # noqa: SLF001
     logging.shutdown()
