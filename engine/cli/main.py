@@ -47,7 +47,8 @@
                                          and token and an ssh command line, waits, then grades
     crucible finish RUN_ID               end a served run's turn (it captures and grades)
     crucible doctor [--fix]
-    crucible warm start|stop|status      a server holding crucible imported: run, check, build,
+    crucible warm start [--idle S]|stop|status
+                                         a server holding crucible imported: run, check, build,
                                          rerun and lock start from it (engine/cli/warm.py)
 
 User mistakes end in one line on stderr and a non-zero exit, never a traceback.

@@ -9,15 +9,19 @@ with this process's standard streams (passed over the socket), working directory
 ``sys.path`` and umask. Nothing of one command reaches the next: each is a fresh fork of a
 server that has only imported modules (no connection, no thread, no cache filled).
 
-This side forwards the signals it gets (Ctrl-C, SIGTERM, SIGHUP, SIGUSR1/2) to the fork, and
-ends with its exit status, or by the signal that ended it. When this side dies the fork is
-told (its end of the socket closes) and ends its run as a SIGTERM would: canceled, recorded.
+This side forwards the signals it gets (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2, SIGWINCH;
+Ctrl-Z stops the fork, then this process, and ``fg`` continues both) to the fork, and ends with
+its exit status, or by the signal that ended it. A signal this process ignores (``nohup``) is
+ignored in the fork too. When this side dies the fork is told (its end of the socket closes)
+and ends its run as a SIGTERM would: canceled, recorded.
 
-No server, ``CRUCIBLE_WARM=off``, or a server whose code is older than the files on disk
-(it starts itself again once its forks are done): the command runs in this process, as
-always. One server per (virtualenv, checkout, ``$CRUCIBLE_HOME``), behind a socket only this
-user can reach. This module imports nothing beyond the standard library's cheapest: it runs
-before every command.
+No server, ``CRUCIBLE_WARM=off``, a server whose code is older than the files on disk (it
+starts itself again once its forks are done), or one that cannot be this process (another
+checkout or virtualenv, other ids, limits or hash seed): the command runs in this process, as
+always. One server per (virtualenv, checkout, ``$CRUCIBLE_HOME``), behind a socket in a
+directory of this user's alone, and answered only by a peer of this uid (both checked here,
+before anything is sent). This module imports nothing beyond the standard library's cheapest:
+it runs before every command; ``crucible warm start|stop|status`` is engine/cli/warm_commands.py.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import signal
 import socket
+import stat
 import struct
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -37,8 +44,22 @@ WARM_COMMANDS = frozenset({"run", "check", "build", "rerun", "lock"})
 """The commands that compose and plan (the ones whose start-up the server saves); the read
 commands start in ~0.08 s of their own and never touch it."""
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+FORWARDED_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
+LIMITS = ("RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_STACK")
+"""The resource limits a fork takes from its command's process (a server that cannot give one: cold)."""
 CHECKOUT = Path(__file__).resolve().parents[2]
+STARTED_WITHIN = 30.0
+"""Seconds the server has to fork the command; past them it runs here (the fork, should it come,
+finds this end closed and ends before it plans anything)."""
+MAX_MESSAGE = 16 << 20
 _HEADER = struct.Struct("!I")
 
 
@@ -51,6 +72,16 @@ def socket_path() -> Path:
     return Path(runtime) / f"crucible-warm-{os.getuid()}" / f"{key}.sock"
 
 
+def private(folder: Path) -> bool:
+    """Whether ``folder`` is a real directory of this user's that no one else may enter or write
+    (else another user could have put a server of theirs there, for our environment and terminal)."""
+    try:
+        found = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077
+
+
 def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
     """One message: its length, then its JSON; ``fds`` travel with the first byte."""
     data = json.dumps(message).encode()
@@ -61,27 +92,47 @@ def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] | 
         sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def recv_message(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
-    """The next message and the descriptors that came with it; (None, []) at end of stream."""
+def recv_message(
+    sock: socket.socket, max_fds: int = 0, *, within: float | None = None
+) -> tuple[dict[str, Any] | None, list[int]]:
+    """The next message (a JSON object of at most MAX_MESSAGE bytes) and the descriptors that
+    came with it; (None, ...) at end of stream. ValueError for anything else; TimeoutError past
+    ``within`` seconds for the whole message (not each read: a trickle must not last)."""
+    deadline = None if within is None else time.monotonic() + within
     head, fds = b"", list[int]()
     if max_fds:
+        _until(sock, deadline)
         head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, max_fds)
         if not head:
             return None, fds
-    head += _exactly(sock, _HEADER.size - len(head))
+    head += _exactly(sock, _HEADER.size - len(head), deadline)
     if len(head) < _HEADER.size:
         return None, fds
     (length,) = _HEADER.unpack(head)
-    data = _exactly(sock, length)
+    if length > MAX_MESSAGE:
+        raise ValueError(f"a message of {length} bytes")
+    data = _exactly(sock, length, deadline)
     if len(data) < length:
         return None, fds
-    return json.loads(data), fds
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("a message that is not an object")
+    return message, fds
 
 
-def _exactly(sock: socket.socket, count: int) -> bytes:
+def _until(sock: socket.socket, deadline: float | None) -> None:
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the message took too long")
+        sock.settimeout(left)
+
+
+def _exactly(sock: socket.socket, count: int, deadline: float | None = None) -> bytes:
     chunks, got = [], 0
     while got < count:
-        chunk = sock.recv(count - got)
+        _until(sock, deadline)
+        chunk = sock.recv(min(count - got, 1 << 20))
         if not chunk:
             break
         chunks.append(chunk)
@@ -90,10 +141,17 @@ def _exactly(sock: socket.socket, count: int) -> bytes:
 
 
 def connect(path: Path | None = None) -> socket.socket | None:
-    """A connection to the server, or None where none listens."""
+    """A connection to this user's server, or None where none listens (or where what listens
+    is not in a directory of this user's alone, or not a process of this uid)."""
+    path = path or socket_path()
+    if not private(path.parent):
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(path or socket_path()))
+        sock.connect(str(path))
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if struct.unpack("3i", creds)[1] != os.getuid():
+            raise OSError("a server of another uid")
     except OSError:
         sock.close()
         return None
@@ -102,7 +160,8 @@ def connect(path: Path | None = None) -> socket.socket | None:
 
 def forwarded(argv: list[str]) -> int | None:
     """``argv`` run by the warm server, and its exit status; None where this process is to run
-    it itself (no server, not a command it takes, a standard stream closed, a stale server)."""
+    it itself (no server, not a command it takes, a standard stream closed, a server that cannot
+    be this process or is stale)."""
     if len(argv) < 2 or argv[1] not in WARM_COMMANDS or os.environ.get("CRUCIBLE_WARM", "") == "off":
         return None
     try:
@@ -113,33 +172,52 @@ def forwarded(argv: list[str]) -> int | None:
     sock = connect()
     if sock is None:
         return None
+    try:
+        send_message(sock, request(argv), fds=[0, 1, 2])
+        answer, _ = recv_message(sock, within=STARTED_WITHIN)
+        sock.settimeout(None)
+    except (OSError, ValueError):
+        answer = None  # it went away, or never took the command: nothing ran
+    if answer is None or answer.get("op") != "started":
+        sock.close()
+        return None
+    return _follow(sock, int(answer["pid"]))
+
+
+def request(argv: list[str]) -> dict[str, Any]:
+    """Everything of this process the fork takes on, or that must match the server's."""
     umask = os.umask(0o022)
     os.umask(umask)
-    request = {
+    return {
         "op": "run",
         "argv": argv,
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "path": sys.path,
         "umask": umask,
-        "stdio": [_encoding(stream) for stream in (sys.stdin, sys.stdout, sys.stderr)],
+        "stdio": [
+            [getattr(s, "encoding", None), getattr(s, "errors", None)] for s in (sys.stdin, sys.stdout, sys.stderr)
+        ],
+        "unbuffered": bool(getattr(sys.stdout, "write_through", False)),  # python -u, PYTHONUNBUFFERED
+        "ignored": [
+            int(each) for each in (*FORWARDED_SIGNALS, signal.SIGTSTP) if signal.getsignal(each) == signal.SIG_IGN
+        ],
+        "limits": {name: resource.getrlimit(getattr(resource, name)) for name in LIMITS if hasattr(resource, name)},
+        "same": same_process(),
     }
-    try:
-        send_message(sock, request, fds=[0, 1, 2])
-        answer, _ = recv_message(sock)
-    except OSError:
-        answer = None  # it went away before taking the command: nothing ran
-    if answer is None or answer.get("op") != "started":
-        sock.close()
-        return None
-    return _follow(sock)
 
 
-def _encoding(stream: Any) -> list[str | None]:
-    return [getattr(stream, "encoding", None), getattr(stream, "errors", None)]
+def same_process() -> dict[str, Any]:
+    """What a fork cannot change to be this process: its code, interpreter, ids, hash seed."""
+    return {
+        "checkout": str(CHECKOUT),
+        "prefix": sys.prefix,
+        "ids": [os.getuid(), os.getgid(), sorted(os.getgroups())],
+        "hashseed": os.environ.get("PYTHONHASHSEED"),
+    }
 
 
-def _follow(sock: socket.socket) -> int:
+def _follow(sock: socket.socket, fork: int) -> int:
     """Wait for the fork's end, passing it the signals this process gets."""
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -148,110 +226,47 @@ def _follow(sock: socket.socket) -> int:
         except OSError:
             pass  # it has ended: its status is on its way
 
-    for each in FORWARDED_SIGNALS:
-        signal.signal(each, forward)
+    def suspend(signum: int, frame: FrameType | None) -> None:  # Ctrl-Z: the fork stops, then this process
+        forward(signal.SIGSTOP, frame)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)
+        signal.signal(signal.SIGTSTP, suspend)  # continued (fg): the fork too
+        try:
+            os.kill(fork, signal.SIGCONT)
+        except OSError:
+            pass
+
+    handled = {each: suspend if each == signal.SIGTSTP else forward for each in (*FORWARDED_SIGNALS, signal.SIGTSTP)}
+    before = {each: signal.getsignal(each) for each in handled}
+    for each, handler in handled.items():
+        if before[each] != signal.SIG_IGN:
+            signal.signal(each, handler)
     try:
         message, _ = recv_message(sock)
-    except OSError:
+    except (OSError, ValueError):
         message = None
     finally:
-        for each in FORWARDED_SIGNALS:
-            signal.signal(each, signal.SIG_DFL if each != signal.SIGINT else signal.default_int_handler)
+        for each, was in before.items():
+            signal.signal(each, was if was is not None else signal.SIG_DFL)
         sock.close()
     if message is None:
-        print(
-            "crucible: the warm server went away before the command's end (its log: crucible warm status)",
-            file=sys.stderr,
-        )
+        print("crucible: the warm server went away before the command's end (crucible warm status)", file=sys.stderr)
         return 1
     if message.get("op") == "killed":
         signum = int(message["signal"])
         sys.stdout.flush()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)  # ended as the command itself was
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)  # ended as the command itself was
+        except (OSError, ValueError):
+            pass  # SIGKILL's handler cannot be set, nor need be
+        if signum == signal.SIGKILL:
+            os.kill(os.getpid(), signal.SIGKILL)
         return 128 + signum
     return int(message.get("code", 1))
 
 
-# ---------------------------------------------------------------- crucible warm start|stop|status
 def cmd_warm(args: list[str]) -> int:
-    from engine.cli.args import one_line_parser
+    from engine.cli.warm_commands import run_warm
 
-    parser = one_line_parser("warm", "a server that starts run, check, build, rerun and lock with everything imported")
-    parser.add_argument("action", choices=["start", "stop", "status"])
-    action = parser.parse_args(args).action
-    return {"start": _start, "stop": _stop, "status": _status}[action]()
-
-
-def log_path() -> Path:
-    return socket_path().with_suffix(".log")
-
-
-def _ask(op: str) -> dict[str, Any] | None:
-    sock = connect()
-    if sock is None:
-        return None
-    with sock:
-        try:
-            send_message(sock, {"op": op})
-            return recv_message(sock)[0]
-        except OSError:
-            return None
-
-
-def _status() -> int:
-    answer = _ask("ping")
-    if answer is None:
-        print("crucible warm: not running (crucible warm start)")
-        return 1
-    stale = f"; stale, starting again: {answer['stale']}" if answer.get("stale") else ""
-    print(
-        f"crucible warm: running, pid {answer['pid']}, {answer['served']} command(s) served, "
-        f"{answer['running']} running now{stale}; log {log_path()}"
-    )
-    return 0
-
-
-def _stop() -> int:
-    answer = _ask("stop")
-    if answer is None:
-        print("crucible warm: not running")
-        return 0
-    running = f" once its {answer['running']} running command(s) end" if answer["running"] else ""
-    print(f"crucible warm: stopped (pid {answer['pid']}); it exits{running}")
-    return 0
-
-
-def _start() -> int:
-    import subprocess
-
-    from engine.errors import UserError
-
-    answer = _ask("ping")
-    if answer is not None:
-        print(f"crucible warm: already running, pid {answer['pid']}")
-        return 0
-    path = socket_path()
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    owner = path.parent.lstat()
-    if owner.st_uid != os.getuid() or owner.st_mode & 0o077 or path.parent.is_symlink():
-        raise UserError(f"{path.parent} must be a directory of this user's alone (mode 0700) to hold the warm socket")
-    read_end, write_end = os.pipe()
-    with open(log_path(), "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "engine.cli.warm_server", str(path), str(write_end)],
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_end,),
-            start_new_session=True,  # no terminal's Ctrl-C or hangup reaches it
-        )
-    os.close(write_end)
-    with os.fdopen(read_end) as ready:
-        said = ready.read().strip()  # its pid once it listens; nothing if it failed
-    if not said.isdigit():
-        tail = log_path().read_text(errors="replace").strip().splitlines()[-1:] if log_path().exists() else []
-        raise UserError(f"the warm server did not start: {tail[0] if tail else 'no output'} (log: {log_path()})")
-    print(f"crucible warm: started, pid {said}: {', '.join(sorted(WARM_COMMANDS))} start from it now")
-    return 0
+    return run_warm(args)

@@ -1,19 +1,23 @@
 """The warm server: crucible's modules imported once, a fork per command (engine/cli/warm.py).
 
-    python -m engine.cli.warm_server SOCKET READY_FD
+    python -m engine.cli.warm_server SOCKET READY_FD IDLE_SECONDS CHECKOUT
 
-It imports every module of crucible's packages and the ones their runs import lazily, then
-listens on SOCKET (its directory the user's alone, and a peer of another uid refused) and
-writes its pid to READY_FD. For each command it forks; the fork takes the client's standard
-streams, working directory, environment, ``sys.path``, umask and argv and runs ``main`` as
-the client would have (engine.cli.main.leave). This process only reaps its forks and tells
-each client its fork's exit status: it opens no connection, starts no thread and fills no
-cache, so a fork starts clean (fork with threads about would be unsafe; it refuses to).
+It takes its lock (its pid written in it), imports every module of crucible's packages and
+the ones their runs import lazily, then listens on SOCKET (in a directory of the user's alone;
+a peer of another uid refused) and writes "ready PID" to READY_FD. For each command it forks;
+the fork takes the client's standard streams, working directory, environment, ``sys.path``,
+umask, ignored signals, resource limits and argv, and runs ``main`` as the client would have
+(engine.cli.main.leave). A client this process cannot be (another checkout or virtualenv,
+other ids, a limit above its own, another hash seed) is sent back to run its command itself.
+This process only reaps its forks and tells each client its fork's status: it opens no
+connection, starts no thread and fills no cache but two of code alone, so a fork starts clean.
 
-Its code goes stale when a file it imported changes, or a file appears in crucible's packages:
-it then turns commands away (their clients run them themselves), waits for its running forks
-and starts itself again. SIGTERM or ``crucible warm stop``: it stops listening, waits for its
-running forks, exits.
+Its code goes stale when a file it imported changes, or any file of crucible's packages or
+Dockerfile.hud: it then turns commands away (their clients run them themselves), waits for its
+running forks and for the tree to be quiet, and starts itself again. A file changed while it
+warmed up (a checkout half written) is caught the same way: it starts again at once.
+SIGTERM, ``crucible warm stop`` or IDLE_SECONDS without a command: it stops listening, waits
+for its running forks, exits.
 """
 
 from __future__ import annotations
@@ -21,21 +25,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import gc
 import importlib
 import io
+import locale
 import os
 import pkgutil
+import resource
 import selectors
 import signal
 import socket
+import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from engine.cli.warm import CHECKOUT, recv_message, send_message
+from engine.cli.warm import CHECKOUT, recv_message, same_process, send_message
 
 PACKAGES = ("engine", "envs", "swe_tasks")
 LAZY = (
@@ -52,13 +61,21 @@ LAZY = (
     "uvicorn.protocols.http.auto",
     "uvicorn.protocols.http.h11_impl",
 )
-REQUEST_TIMEOUT = 10.0
-"""Seconds a connected client has to send its request (a stuck one must not hold the server)."""
+REQUEST_WITHIN = 5.0
+"""Seconds a connected client has to send its whole request (it has it in memory): one that
+does not must not hold the server, nor every other command waiting behind it."""
+QUIET = 2.0
+"""Seconds a tree must have gone unwritten before code is imported from it (a checkout or pull
+writes its files one after another; an mtime has a clock tick's resolution)."""
 
 
 def warm_up() -> None:
-    """Import what commands import, and no more: nothing here connects or caches."""
+    """Import what commands import, and make the two caches of code alone; nothing here
+    connects, or reads what a command may change (config files, the store)."""
     import warnings
+
+    from engine.config.schema import structured
+    from engine.util.codehash import engine_version
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a dependency's import-time deprecation is each command's to show
@@ -72,16 +89,17 @@ def warm_up() -> None:
         for name in LAZY:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
-    from engine.config.schema import structured
-    from engine.util.codehash import engine_version
-
-    engine_version()  # the code's hash (~0.05 s): its every file is in the snapshot, so it stays true
-    for schema in _schemas():  # each made once per process (engine.config.schema.structured): ~0.02 s a command
+    engine_version()  # the code's hash (~0.05 s a command): every file it reads is in the snapshot
+    for schema in _schemas():  # each made once per process (engine.config.schema.structured): ~0.02 s
         with contextlib.suppress(Exception):
             structured(schema)
     for thread in threading.enumerate():  # a module that loads in a thread (engine.capabilities.preload)
         if thread is not threading.main_thread():
             thread.join()
+    # What is imported now lives as long as the server: out of the collector's sight, a fork's
+    # collections neither walk it (CPU) nor write to its every page (copy-on-write).
+    gc.collect()
+    gc.freeze()
 
 
 def _schemas() -> set[type]:
@@ -101,47 +119,68 @@ def _schemas() -> set[type]:
     return found
 
 
-def code_snapshot() -> dict[str, int]:
-    """By mtime: each imported module's file, and every file and directory of crucible's
-    packages with the image definition (what ``engine_version`` hashes, and a new module)."""
-    from engine.util.codehash import DOCKERFILE
-
-    seen: dict[str, int] = {}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path:
-            with contextlib.suppress(OSError):
-                seen[path] = os.stat(path).st_mtime_ns
-    seen[str(DOCKERFILE)] = os.stat(DOCKERFILE).st_mtime_ns
+def tree_snapshot() -> dict[str, int]:
+    """Every file and directory of crucible's packages, and the image definition, by mtime
+    (what ``engine_version`` hashes, and where a new module would appear)."""
+    seen = {str(CHECKOUT / "Dockerfile.hud"): _mtime(CHECKOUT / "Dockerfile.hud")}
     for package in PACKAGES:
         for folder, _, files in os.walk(CHECKOUT / package):
             if folder.endswith("__pycache__"):
                 continue
-            seen[folder] = os.stat(folder).st_mtime_ns
+            seen[folder] = _mtime(folder)
             for name in files:
-                with contextlib.suppress(OSError):
-                    seen[os.path.join(folder, name)] = os.stat(os.path.join(folder, name)).st_mtime_ns
+                seen[os.path.join(folder, name)] = _mtime(os.path.join(folder, name))
     return seen
 
 
-def what_changed(snapshot: dict[str, int]) -> str | None:
+def code_snapshot() -> dict[str, int]:
+    """The tree's snapshot and each imported module's file, by mtime."""
+    seen = tree_snapshot()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            seen[path] = _mtime(path)
+    return seen
+
+
+def _mtime(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def what_changed(snapshot: dict[str, int], *, since: float | None = None) -> str | None:
+    """The first file whose mtime differs from ``snapshot``'s, or (``since``) was written less
+    than QUIET seconds before that time: the code may not be what was imported."""
+    racy = None if since is None else int((since - QUIET) * 1e9)
     for path, mtime in snapshot.items():
-        try:
-            now = os.stat(path).st_mtime_ns
-        except OSError:
-            return f"{path} is gone"
+        now = _mtime(path)
         if now != mtime:
             return f"{path} changed"
+        if racy is not None and now > racy:
+            return f"{path} was being written"
     return None
 
 
+def until_quiet(limit: float = 60.0) -> None:
+    """Wait (at most ``limit`` seconds) until no file of the tree was written in QUIET seconds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        newest = max(tree_snapshot().values()) / 1e9
+        if time.time() - newest >= QUIET:
+            return
+        time.sleep(QUIET / 4)
+
+
 class Server:
-    def __init__(self, listener: socket.socket, lock: int, path: Path, snapshot: dict[str, int]) -> None:
-        self.listener, self.lock, self.path, self.snapshot = listener, lock, path, snapshot
+    def __init__(self, listener: socket.socket, lock: int, path: Path, snapshot: dict[str, int], idle: float) -> None:
+        self.listener, self.lock, self.path, self.snapshot, self.idle = listener, lock, path, snapshot, idle
         self.forks: dict[int, socket.socket] = {}
         self.accepting, self.restart = True, False
-        self.served, self.since = 0, time.time()
+        self.served, self.since, self.active = 0, time.time(), time.monotonic()
         self.stale: str | None = None
+        self.same = same_process()
         self.selector = selectors.DefaultSelector()
         self.wakeup_r, self.wakeup_w = os.pipe()
         os.set_blocking(self.wakeup_w, False)
@@ -150,13 +189,15 @@ class Server:
     def serve(self) -> None:
         signal.set_wakeup_fd(self.wakeup_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd hears it
-        signal.signal(signal.SIGTERM, lambda *_: self.stop_listening())
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_listening(restart=False))
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.selector.register(self.listener, selectors.EVENT_READ, "accept")
         self.selector.register(self.wakeup_r, selectors.EVENT_READ, "signal")
         while self.accepting or self.forks:
-            for key, _ in self.selector.select():
+            idle_left = None if self.forks else max(0.0, self.idle - (time.monotonic() - self.active))
+            events = self.selector.select(idle_left)
+            for key, _ in events:
                 if key.data == "signal":
                     with contextlib.suppress(BlockingIOError):
                         os.read(self.wakeup_r, 4096)
@@ -165,8 +206,12 @@ class Server:
                         conn, _ = self.listener.accept()
                         self.take(conn)
             self.reap()
+            if not events and not self.forks and time.monotonic() - self.active >= self.idle:
+                print(f"crucible warm: idle for {self.idle:g} s: stopping", flush=True)
+                self.stop_listening(restart=False)
 
-    def stop_listening(self) -> None:
+    def stop_listening(self, *, restart: bool) -> None:
+        self.restart = restart
         if self.accepting:
             self.accepting = False
             self.selector.unregister(self.listener)
@@ -185,6 +230,7 @@ class Server:
             conn = self.forks.pop(pid, None)
             if conn is None:
                 continue
+            self.active = time.monotonic()
             ended = (
                 {"op": "killed", "signal": os.WTERMSIG(status)}
                 if os.WIFSIGNALED(status)
@@ -197,32 +243,32 @@ class Server:
     def take(self, conn: socket.socket) -> None:
         fds: list[int] = []
         try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-            if int.from_bytes(creds[4:8], sys.byteorder) != os.getuid():
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            if struct.unpack("3i", creds)[1] != os.getuid():
                 return  # another user's process: the directory's mode should have kept it out
-            conn.settimeout(REQUEST_TIMEOUT)
-            request, fds = recv_message(conn, max_fds=3)
+            request, fds = recv_message(conn, max_fds=3, within=REQUEST_WITHIN)
             conn.settimeout(None)
             if request is None:
                 return
             answer = self.answer(request, conn, fds)
             if answer is not None:
                 send_message(conn, answer)
-        except (OSError, ValueError):
-            pass
+        except Exception as exc:  # noqa: BLE001 (one client's garbage, never the server's end)
+            print(f"crucible warm: a request refused: {type(exc).__name__}: {exc}", flush=True)
         finally:
             for fd in fds:
-                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             if conn not in self.forks.values():
                 conn.close()
 
     def answer(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> dict[str, Any] | None:
         op = request.get("op")
-        if op == "ping":
+        if op in ("ping", "run"):
             self.stale = self.stale or what_changed(self.snapshot)
             if self.stale:
-                self.restart = True
-                self.stop_listening()
+                self.stop_listening(restart=True)
+        if op == "ping":
             return {
                 "op": "pong",
                 "pid": os.getpid(),
@@ -232,25 +278,41 @@ class Server:
                 "stale": self.stale,
             }
         if op == "stop":
-            self.stop_listening()
+            self.stop_listening(restart=False)
             return {"op": "stopping", "pid": os.getpid(), "running": len(self.forks)}
         if op != "run" or len(fds) != 3:
             return {"op": "refused", "why": f"not a request: {op!r}"}
-        self.stale = self.stale or what_changed(self.snapshot)
-        if self.stale:
-            self.restart = True
-            self.stop_listening()
-            return {"op": "stale", "why": self.stale}
-        if threading.active_count() > 1:
-            return {"op": "refused", "why": "a thread is running in the server"}
+        why = self.stale or self.cannot_be(request)
+        if why:
+            return {"op": "refused", "why": why}
         for stream in (sys.stdout, sys.stderr):  # nothing of the server's log may reach the client's
             stream.flush()
         pid = os.fork()
         if pid == 0:
-            self.become_command(request, conn, fds)  # never returns
+            try:
+                self.become_command(request, conn, fds)
+            finally:
+                os._exit(1)  # become_command leaves by os._exit: this is for what it could not catch
         self.forks[pid] = conn
         self.served += 1
+        self.active = time.monotonic()
         return {"op": "started", "pid": pid}
+
+    def cannot_be(self, request: dict[str, Any]) -> str | None:
+        """Why a fork of this process cannot be the client's process, if it cannot."""
+        if threading.active_count() > 1:
+            return "a thread is running in the server"
+        same = request.get("same") or {}
+        for key, mine in self.same.items():
+            if same.get(key) != mine:
+                return f"the client's {key} is not the server's"
+        for name, (soft, hard) in (request.get("limits") or {}).items():
+            if name == "RLIMIT_AS" and soft != resource.RLIM_INFINITY:
+                return "the client's address space is limited: a fork of the server is bigger than it"
+            _, my_hard = resource.getrlimit(getattr(resource, name))
+            if my_hard != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > my_hard):
+                return f"the client's {name} is above the server's"
+        return None
 
     def become_command(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> None:
         """In the fork: the client's process, as far as the command can tell, then its main."""
@@ -260,6 +322,8 @@ class Server:
             for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            for signum in request.get("ignored") or ():
+                signal.signal(signum, signal.SIG_IGN)  # nohup's SIGHUP, a background job's SIGINT
             self.selector.close()
             for fd in (self.wakeup_r, self.wakeup_w, self.lock):  # the lock is the server's alone
                 os.close(fd)
@@ -275,24 +339,34 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             os.umask(int(request["umask"]))
+            for name, limits in (request.get("limits") or {}).items():
+                resource.setrlimit(getattr(resource, name), tuple(limits))
+            time.tzset()  # TZ
+            tempfile.tempdir = None  # TMPDIR (asyncssh's import asked for it in the server)
+            with contextlib.suppress(locale.Error):
+                locale.setlocale(locale.LC_CTYPE, "")  # LANG / LC_*, as Python sets it at start
             sys.path[:] = request["path"]
             sys.argv = list(request["argv"])
-            _standard_streams(request["stdio"])
+            _standard_streams(request["stdio"], unbuffered=bool(request.get("unbuffered")))
             threading.Thread(target=_watch_client, args=(conn,), name="crucible-warm-client", daemon=True).start()
-            from engine.cli.main import leave, main
+            from engine.cli.main import main
 
             code = main(sys.argv[1:])
         except BaseException:  # noqa: BLE001 (as an interpreter would: the traceback, exit 1)
-            traceback.print_exc()
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
         finally:
-            from engine.cli.main import leave
+            try:
+                from engine.cli.main import leave
 
-            leave(code)
+                leave(code)
+            finally:
+                os._exit(code)
 
 
-def _standard_streams(encodings: list[list[str | None]]) -> None:
+def _standard_streams(encodings: list[list[str | None]], *, unbuffered: bool) -> None:
     """sys.stdin/stdout/stderr over the client's descriptors, buffered as Python would have
-    buffered them in the client (a terminal line by line, stderr always)."""
+    buffered them in the client (a terminal line by line, stderr always, -u not at all)."""
     streams = []
     for fd, (encoding, errors) in enumerate(encodings):
         buffer: Any
@@ -306,6 +380,7 @@ def _standard_streams(encodings: list[list[str | None]]) -> None:
                 encoding=encoding or "utf-8",
                 errors=errors or "strict",
                 line_buffering=fd == 2 or (fd == 1 and os.isatty(1)),
+                write_through=unbuffered and fd > 0,
             )
         )
     for name, stream in zip(("stdin", "stdout", "stderr"), streams):
@@ -328,43 +403,69 @@ def _watch_client(conn: socket.socket) -> None:
             os.kill(os.getpid(), signum)
 
 
-def listen(path: Path) -> tuple[socket.socket, int] | None:
-    """The socket, bound, and the lock that says this server owns it (None: another does)."""
+def take_lock(path: Path) -> int | None:
+    """The lock that says this process is SOCKET's server, its pid written in it; None where
+    another holds it (its pid is in the file)."""
     lock = os.open(path.with_suffix(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(lock)
         return None
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())
+    return lock
+
+
+def listen(path: Path) -> socket.socket:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a dead server's: the lock was free
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)
     listener.listen(64)
-    return listener, lock
+    return listener
 
 
 def main() -> int:
-    path, ready = Path(sys.argv[1]), int(sys.argv[2])
-    began = time.monotonic()
+    path, ready, idle, checkout = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
+
+    def say(line: str) -> None:
+        print(f"crucible warm: {line}", flush=True)
+        if ready >= 0:
+            os.write(ready, f"{line}\n".encode())
+
+    if checkout != CHECKOUT:
+        say(f"failed: this server's code is {CHECKOUT}, not {checkout}")
+        return 1
+    lock = take_lock(path)
+    if lock is None:
+        say(f"running {path.with_suffix('.lock').read_text().strip()}")
+        return 0
+    began, wall = time.monotonic(), time.time()
     warm_up()
     snapshot = code_snapshot()
-    bound = listen(path)
-    if bound is None:
-        print(f"crucible warm: already running for {path}", flush=True)
-        return 1
-    listener, lock = bound
-    print(f"crucible warm: pid {os.getpid()} ready in {time.monotonic() - began:.2f} s on {path}", flush=True)
-    if ready >= 0:
-        os.write(ready, f"{os.getpid()}\n".encode())
-        os.close(ready)
-    server = Server(listener, lock, path, snapshot)
-    server.serve()
+    changed = what_changed(snapshot, since=wall) or next(
+        (f"{p} changed" for p, m in tree_snapshot().items() if snapshot.get(p) != m), None
+    )
+    restart = changed is not None
+    if not restart:
+        server = Server(listen(path), lock, path, snapshot, idle)
+        say(f"ready {os.getpid()}")
+        print(f"crucible warm: warmed up in {time.monotonic() - began:.2f} s on {path}", flush=True)
+        if ready >= 0:
+            os.close(ready)
+            ready = -1  # its number may be another file's by the time this process starts again
+        server.serve()
+        restart, changed = server.restart, server.stale
     os.close(lock)
-    if server.restart:
-        print(f"crucible warm: {server.stale}: starting again", flush=True)
-        os.execv(sys.executable, [sys.executable, "-m", "engine.cli.warm_server", str(path), "-1"])
+    if restart:
+        print(f"crucible warm: {changed}: starting again once the tree is quiet", flush=True)
+        until_quiet()
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "engine.cli.warm_server", str(path), str(ready), str(idle), str(checkout)],
+        )
     print("crucible warm: stopped", flush=True)
     return 0
 

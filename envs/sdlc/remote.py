@@ -20,9 +20,10 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 
 from engine.errors import SetupError
 
@@ -40,14 +41,33 @@ FRESH_IDENTITY = {
 }
 """The coding flavor's fresh one-commit repo (``sh/setup_fresh.sh``) is made with this
 identity and ``FRESH_DATE``: made the same way here, main is the very commit the agent has."""
-GIT_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_TERMINAL_PROMPT": "0",
-    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-    "HOME": "/nonexistent",
-    "LANG": "C",
-}
+
+
+class _GitEnv(Mapping[str, str]):
+    """Host git's environment: fixed, but for ``PATH``, this process's when it is read (a
+    warm server's fork takes its command's environment after this module was imported)."""
+
+    FIXED = MappingProxyType(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_TERMINAL_PROMPT": "0",
+            "HOME": "/nonexistent",
+            "LANG": "C",
+        }
+    )
+
+    def __getitem__(self, key: str) -> str:
+        return os.environ.get("PATH", "/usr/bin:/bin") if key == "PATH" else self.FIXED[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self.FIXED, "PATH"])
+
+    def __len__(self) -> int:
+        return len(self.FIXED) + 1
+
+
+GIT_ENV = _GitEnv()
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None, env: dict | None = None) -> bytes:

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,13 +91,19 @@ def test_a_golden_run_from_the_server_is_stored_as_one_run_of_its_own(server, do
     assert rows[0][2] != server
 
 
+HOWS = ["ctrl-c", "client killed", "nohup, then ctrl-z, fg and ctrl-c"]
+
+
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["ctrl-c", "client killed"])
+@pytest.mark.parametrize("how", HOWS)
 def test_a_run_whose_client_is_interrupted_or_killed_ends_canceled(server, docker_client, base_image, how):
     """Ctrl-C reaches the fork through its client; a client killed outright closes its end of the
-    socket, and the fork ends the run as SIGTERM would. Either way: canceled, no container left."""
-    seed = 7200 + (how == "client killed")
+    socket, and the fork ends the run as SIGTERM would. Either way: canceled, no container left.
+    A hangup the client ignores (nohup) is ignored by the fork too; Ctrl-Z stops the fork and
+    then the client, and continuing the client continues the fork."""
+    seed = 7200 + HOWS.index(how)
+    ignored = {signal.SIGHUP} if how.startswith("nohup") else set()
     client = subprocess.Popen(
         [
             *COMMAND,
@@ -108,12 +118,21 @@ def test_a_run_whose_client_is_interrupted_or_killed_ends_canceled(server, docke
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_IGN if s in ignored else signal.SIG_DFL) for s in FROM_A_SHELL],
     )
     fork = _the_forks_container_owner(docker_client, server)
-    client.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
+    if ignored:
+        assert _ignored_by(fork) & (1 << (signal.SIGHUP - 1))
+        client.send_signal(signal.SIGHUP)
+        client.send_signal(signal.SIGTSTP)
+        _until_state(fork, "T")
+        _until_state(client.pid, "T")  # the fork first: the client stops once it has told it
+        client.send_signal(signal.SIGCONT)
+        _until_state(fork, "S", "R")
+        assert client.poll() is None
+    client.send_signal(signal.SIGKILL if how == "client killed" else signal.SIGINT)
     client.wait(timeout=120)
-    if how == "ctrl-c":
+    if how != "client killed":
         assert client.returncode == 130 and "interrupted" in client.stderr.read()
     _until_gone(fork)
     label = {"label": f"crucible.owner_pid={fork}"}
@@ -131,8 +150,8 @@ def test_a_stale_server_leaves_the_command_to_its_client_and_starts_again(tmp_pa
     try:
         assert crucible(*MISTAKE, env=env).returncode == 2
         assert served(env) == 1
-        later = time.time() + 5
-        os.utime(tmp_path / "sitecustomize.py", (later, later))
+        earlier = time.time() - 60  # changed, and long enough ago for the new server to import it
+        os.utime(tmp_path / "sitecustomize.py", (earlier, earlier))
         stale = crucible(*MISTAKE, env=env)
         assert stale.returncode == 2 and "unknown task" in stale.stderr
         deadline = time.monotonic() + 120
@@ -145,6 +164,108 @@ def test_a_stale_server_leaves_the_command_to_its_client_and_starts_again(tmp_pa
     finally:
         crucible("warm", "stop", env=env)
     assert crucible("warm", "status", env=env).returncode == 1
+
+
+def test_the_client_uses_no_server_in_a_directory_others_can_write(tmp_path):
+    """Another user could have put a server there, for our environment and our terminal: the
+    client does not even connect, and runs the command itself."""
+    from engine.cli import warm
+
+    runtime = Path(tempfile.mkdtemp(prefix="cw", dir="/tmp"))  # a socket's path has 107 bytes at most
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "CRUCIBLE_HOME": str(tmp_path / "home")}
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        path = warm.socket_path()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    path.parent.mkdir(parents=True)
+    path.parent.chmod(0o777)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+    listener.setblocking(False)
+    try:
+        with listener:
+            done = crucible(*MISTAKE, env=env)
+            assert done.returncode == 2 and "unknown task" in done.stderr
+            with pytest.raises(BlockingIOError):
+                listener.accept()  # nothing connected
+    finally:
+        shutil.rmtree(runtime)
+
+
+def test_garbage_on_the_socket_is_refused_and_the_server_serves_on(server):
+    from engine.cli.warm import socket_path
+
+    before = served()
+    for garbage in (struct.pack("!I", 2) + b"[]", struct.pack("!I", 0xFFFFFFF0), b"\0\0\0\5{"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(socket_path()))
+            sock.sendall(garbage)
+            sock.shutdown(socket.SHUT_WR)
+            assert sock.recv(100) == b""  # dropped, with no answer
+    assert crucible(*MISTAKE).returncode == 2
+    assert served() == before + 1
+
+
+def test_a_client_that_trickles_its_request_is_dropped(server):
+    """A request has one deadline for the whole of it, whatever arrives meanwhile."""
+    from engine.cli.warm import socket_path
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(socket_path()))
+        sock.settimeout(0.5)
+        for _ in range(600):  # a byte every half second (if it is not dropped for five minutes: fail)
+            try:
+                if sock.recv(1) == b"":
+                    break  # dropped
+            except TimeoutError:
+                sock.send(b"\0")
+        else:
+            raise AssertionError("a trickling client held the server")
+    assert served() is not None
+
+
+def test_two_starts_at_once_give_one_server_and_an_idle_one_exits(tmp_path):
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
+    starts = [
+        subprocess.Popen(
+            [*COMMAND, "warm", "start", "--idle", "1"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    said = [start.communicate(timeout=300)[0] for start in starts]
+    assert [start.returncode for start in starts] == [0, 0], said
+    pids = {re.search(r"pid (\d+)", line).group(1) for line in said}
+    assert len(pids) == 1, said
+    deadline = time.monotonic() + 300
+    while served(env) is not None and time.monotonic() < deadline:  # no command in its idle second: it exits
+        time.sleep(0.2)
+    assert served(env) is None
+    assert crucible("warm", "status", env=env).returncode == 1
+
+
+FROM_A_SHELL = (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP)
+"""At their defaults, as a shell starts a command, whatever this test process inherited."""
+
+
+def _ignored_by(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no SigIgn for {pid}")
+
+
+def _until_state(pid: int, *states: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        if state in states:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{pid} never reached {states}: {state}")
 
 
 def _parent_of(pid: int) -> int | None:

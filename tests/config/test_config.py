@@ -410,3 +410,26 @@ def test_a_missing_task_says_how_to_choose_one_and_lists_the_sets(extra_conf, co
         f"crucible {command[0]}: no task selected: add task=SET/NAME, or "
         f"task='glob(SET/*)' for a whole set; task sets: {', '.join(sets)}"
     ]
+
+
+def test_jobs_differing_only_in_seed_attempt_or_sweep_are_typed_once(monkeypatch):
+    """Seed, attempt and sweep id, which no schema reads, do not key the typed cache: a sweep's
+    jobs are typed once, each with its own values set; a value of the wrong type is still typed,
+    and refused."""
+    from engine.config import schema
+
+    real, calls = schema.typed, []
+    monkeypatch.setattr(schema, "typed", lambda cfg, **kw: calls.append(cfg) or real(cfg, **kw))
+    base = ["task=sample/last_page", "agent=noop"]
+    jobs = [["seed=917001"], ["seed=917002", "attempt=3"], ["seed=917003", "sweep_id=20261206-sweep"]]
+    typed = [to_typed(compose_config([*base, *job])) for job in jobs]
+    assert len(calls) <= 1  # the first job's, unless an earlier test typed its siblings already
+    assert [(t.seed, t.attempt, t.sweep_id) for t in typed] == [
+        (917001, 0, None),
+        (917002, 3, None),
+        (917003, 0, "20261206-sweep"),
+    ]
+    for job, got in zip(jobs, typed):
+        assert got == real(compose_config([*base, *job]))  # as typing it afresh gives
+    with pytest.raises(ConfigError, match="seed"):
+        to_typed(compose_config([*base, "seed=many"]))
