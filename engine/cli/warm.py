@@ -53,7 +53,17 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR2,
     signal.SIGWINCH,
 )
-LIMITS = ("RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_STACK")
+LIMITS = (
+    "RLIMIT_NOFILE",
+    "RLIMIT_NPROC",
+    "RLIMIT_CORE",
+    "RLIMIT_AS",
+    "RLIMIT_DATA",
+    "RLIMIT_MEMLOCK",
+    "RLIMIT_FSIZE",
+    "RLIMIT_CPU",
+    "RLIMIT_STACK",
+)
 """The resource limits a fork takes from its command's process (a server that cannot give one: cold)."""
 CHECKOUT = Path(__file__).resolve().parents[2]
 STARTED_WITHIN = 30.0
@@ -103,8 +113,19 @@ def recv_message(
     if max_fds:
         _until(sock, deadline)
         head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, max_fds)
-        if not head:
-            return None, fds
+    try:
+        return _rest_of(sock, head, fds, deadline, first=not max_fds or bool(head))
+    except BaseException:
+        for fd in fds:  # a client's streams, never to be held past its failed request
+            os.close(fd)
+        raise
+
+
+def _rest_of(
+    sock: socket.socket, head: bytes, fds: list[int], deadline: float | None, *, first: bool
+) -> tuple[dict[str, Any] | None, list[int]]:
+    if not first:
+        return None, fds
     head += _exactly(sock, _HEADER.size - len(head), deadline)
     if len(head) < _HEADER.size:
         return None, fds
@@ -208,12 +229,22 @@ def request(argv: list[str]) -> dict[str, Any]:
 
 
 def same_process() -> dict[str, Any]:
-    """What a fork cannot change to be this process: its code, interpreter, ids, hash seed."""
+    """What a fork cannot change to be this process: its code, interpreter and its flags, ids,
+    hash seed, priority, CPUs and cgroup."""
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    flags = sys.flags
     return {
         "checkout": str(CHECKOUT),
         "prefix": sys.prefix,
         "ids": [os.getuid(), os.getgid(), sorted(os.getgroups())],
         "hashseed": os.environ.get("PYTHONHASHSEED"),
+        "flags": [flags.optimize, flags.dev_mode, flags.utf8_mode, flags.dont_write_bytecode, sys.warnoptions],
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "cgroup": cgroup,
     }
 
 

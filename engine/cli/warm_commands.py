@@ -65,7 +65,7 @@ def _ask(op: str) -> dict[str, Any] | None:
     with sock:
         try:
             send_message(sock, {"op": op})
-            return recv_message(sock)[0]
+            return recv_message(sock, within=5.0)[0]  # a server stopped (SIGSTOP) or wedged: not running
         except (OSError, ValueError):
             return None
 
@@ -97,9 +97,26 @@ def _stop() -> int:
         os.kill(pid, signal.SIGTERM)  # not to start again once its commands end
         print(f"crucible warm: stopped (pid {pid}); it exits once its commands end")
         return 0
-    running = f" once its {answer['running']} running command(s) end" if answer["running"] else ""
-    print(f"crucible warm: stopped (pid {answer['pid']}); it exits{running}")
+    if answer["running"]:
+        print(f"crucible warm: stopped (pid {answer['pid']}); it exits once its {answer['running']} command(s) end")
+        return 0
+    _until_exited(int(answer["pid"]))
+    print(f"crucible warm: stopped (pid {answer['pid']})")
     return 0
+
+
+def _until_exited(pid: int, within: float = 30.0) -> None:
+    """Wait for a server with nothing to finish to be gone (its exit, not a while)."""
+    import select
+
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone already
+    try:
+        select.select([pidfd], [], [], within)
+    finally:
+        os.close(pidfd)
 
 
 def _start(idle: float) -> int:

@@ -7,7 +7,8 @@ the ones their runs import lazily, then listens on SOCKET (in a directory of the
 a peer of another uid refused) and writes "ready PID" to READY_FD. For each command it forks;
 the fork takes the client's standard streams, working directory, environment, ``sys.path``,
 umask, ignored signals, resource limits and argv, and runs ``main`` as the client would have
-(engine.cli.main.leave). A client this process cannot be (another checkout or virtualenv,
+(engine/cli/warm_fork.py). A fork stopped (Ctrl-Z) whose client dies is continued, to see its
+client gone and end its run. A client this process cannot be (another checkout or virtualenv,
 other ids, a limit above its own, another hash seed) is sent back to run its command itself.
 This process only reaps its forks and tells each client its fork's status: it opens no
 connection, starts no thread and fills no cache but two of code alone, so a fork starts clean.
@@ -27,8 +28,6 @@ import dataclasses
 import fcntl
 import gc
 import importlib
-import io
-import locale
 import os
 import pkgutil
 import resource
@@ -37,14 +36,13 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 from engine.cli.warm import CHECKOUT, recv_message, same_process, send_message
+from engine.cli.warm_fork import become
 
 PACKAGES = ("engine", "envs", "swe_tasks")
 LAZY = (
@@ -119,15 +117,16 @@ def _schemas() -> set[type]:
     return found
 
 
-def tree_snapshot() -> dict[str, int]:
-    """Every file and directory of crucible's packages, and the image definition, by mtime
+def tree_snapshot(*, folders: bool = True) -> dict[str, int]:
+    """Every file (and folder) of crucible's packages, and the image definition, by mtime
     (what ``engine_version`` hashes, and where a new module would appear)."""
     seen = {str(CHECKOUT / "Dockerfile.hud"): _mtime(CHECKOUT / "Dockerfile.hud")}
     for package in PACKAGES:
         for folder, _, files in os.walk(CHECKOUT / package):
             if folder.endswith("__pycache__"):
                 continue
-            seen[folder] = _mtime(folder)
+            if folders:
+                seen[folder] = _mtime(folder)
             for name in files:
                 seen[os.path.join(folder, name)] = _mtime(os.path.join(folder, name))
     return seen
@@ -150,15 +149,25 @@ def _mtime(path: str | Path) -> int:
         return -1
 
 
-def what_changed(snapshot: dict[str, int], *, since: float | None = None) -> str | None:
-    """The first file whose mtime differs from ``snapshot``'s, or (``since``) was written less
-    than QUIET seconds before that time: the code may not be what was imported."""
-    racy = None if since is None else int((since - QUIET) * 1e9)
+def what_changed(snapshot: dict[str, int]) -> str | None:
+    """The first file whose mtime differs from ``snapshot``'s: the code may not be what was imported."""
     for path, mtime in snapshot.items():
-        now = _mtime(path)
-        if now != mtime:
+        if _mtime(path) != mtime:
             return f"{path} changed"
-        if racy is not None and now > racy:
+    return None
+
+
+def drifted(before: dict[str, int], snapshot: dict[str, int], began: float) -> str | None:
+    """A file of the tree written while this process imported it (``before`` against the
+    ``snapshot`` after), or any file imported that was written in the QUIET seconds before the
+    warm-up began (its mtime's clock tick may hide a write after it). A future mtime is no
+    sign of either (a skewed clock, an unpacked archive): only a change from it is."""
+    for path, mtime in before.items():
+        if snapshot.get(path) != mtime:
+            return f"{path} changed while warming up"
+    now = time.time()
+    for path, mtime in snapshot.items():
+        if began - QUIET < mtime / 1e9 <= now and not os.path.isdir(path):
             return f"{path} was being written"
     return None
 
@@ -167,8 +176,9 @@ def until_quiet(limit: float = 60.0) -> None:
     """Wait (at most ``limit`` seconds) until no file of the tree was written in QUIET seconds."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        newest = max(tree_snapshot().values()) / 1e9
-        if time.time() - newest >= QUIET:
+        now = time.time()
+        newest = max((m / 1e9 for m in tree_snapshot(folders=False).values() if m / 1e9 <= now), default=0.0)
+        if now - newest >= QUIET:
             return
         time.sleep(QUIET / 4)
 
@@ -177,6 +187,9 @@ class Server:
     def __init__(self, listener: socket.socket, lock: int, path: Path, snapshot: dict[str, int], idle: float) -> None:
         self.listener, self.lock, self.path, self.snapshot, self.idle = listener, lock, path, snapshot, idle
         self.forks: dict[int, socket.socket] = {}
+        self.watching: dict[int, int] = {}
+        """A fork's pid -> a pidfd of its client's process: a client that dies while its fork is
+        stopped (Ctrl-Z, then kill -9) gets its fork continued, to see it gone and end its run."""
         self.accepting, self.restart = True, False
         self.served, self.since, self.active = 0, time.time(), time.monotonic()
         self.stale: str | None = None
@@ -201,6 +214,10 @@ class Server:
                 if key.data == "signal":
                     with contextlib.suppress(BlockingIOError):
                         os.read(self.wakeup_r, 4096)
+                elif isinstance(key.data, int):  # a fork's client has died
+                    self.unwatch(key.data)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(key.data, signal.SIGCONT)
                 elif self.accepting:
                     with contextlib.suppress(OSError):
                         conn, _ = self.listener.accept()
@@ -222,14 +239,20 @@ class Server:
     def reap(self) -> None:
         while self.forks:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            if os.WIFSTOPPED(status):
+                if pid in self.forks and pid not in self.watching:  # its client is gone: none will continue it
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
+                continue
             conn = self.forks.pop(pid, None)
             if conn is None:
                 continue
+            self.unwatch(pid)
             self.active = time.monotonic()
             ended = (
                 {"op": "killed", "signal": os.WTERMSIG(status)}
@@ -240,17 +263,34 @@ class Server:
                 send_message(conn, ended)
             conn.close()
 
+    def watch(self, fork: int, client: int) -> None:
+        try:
+            pidfd = os.pidfd_open(client)
+        except OSError:
+            return  # gone already (its fork sees the socket closed), or a kernel without pidfds
+        self.watching[fork] = pidfd
+        self.selector.register(pidfd, selectors.EVENT_READ, fork)
+
+    def unwatch(self, fork: int) -> None:
+        pidfd = self.watching.pop(fork, None)
+        if pidfd is not None:
+            self.selector.unregister(pidfd)
+            os.close(pidfd)
+
     def take(self, conn: socket.socket) -> None:
         fds: list[int] = []
         try:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            if struct.unpack("3i", creds)[1] != os.getuid():
+            client, uid, _ = struct.unpack("3i", creds)
+            if uid != os.getuid():
                 return  # another user's process: the directory's mode should have kept it out
             request, fds = recv_message(conn, max_fds=3, within=REQUEST_WITHIN)
             conn.settimeout(None)
             if request is None:
                 return
             answer = self.answer(request, conn, fds)
+            if answer is not None and answer["op"] == "started":
+                self.watch(answer["pid"], client)
             if answer is not None:
                 send_message(conn, answer)
         except Exception as exc:  # noqa: BLE001 (one client's garbage, never the server's end)
@@ -307,7 +347,7 @@ class Server:
             if same.get(key) != mine:
                 return f"the client's {key} is not the server's"
         for name, (soft, hard) in (request.get("limits") or {}).items():
-            if name == "RLIMIT_AS" and soft != resource.RLIM_INFINITY:
+            if name in ("RLIMIT_AS", "RLIMIT_DATA") and soft != resource.RLIM_INFINITY:
                 return "the client's address space is limited: a fork of the server is bigger than it"
             _, my_hard = resource.getrlimit(getattr(resource, name))
             if my_hard != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > my_hard):
@@ -315,92 +355,13 @@ class Server:
         return None
 
     def become_command(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> None:
-        """In the fork: the client's process, as far as the command can tell, then its main."""
-        code = 1
-        try:
-            signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            for signum in request.get("ignored") or ():
-                signal.signal(signum, signal.SIG_IGN)  # nohup's SIGHUP, a background job's SIGINT
-            self.selector.close()
-            for fd in (self.wakeup_r, self.wakeup_w, self.lock):  # the lock is the server's alone
-                os.close(fd)
-            if self.accepting:
-                self.listener.close()
-            for other in self.forks.values():
-                other.close()
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-                os.close(fd)
-            fds.clear()
-            os.chdir(request["cwd"])
-            os.environ.clear()
-            os.environ.update(request["env"])
-            os.umask(int(request["umask"]))
-            for name, limits in (request.get("limits") or {}).items():
-                resource.setrlimit(getattr(resource, name), tuple(limits))
-            time.tzset()  # TZ
-            tempfile.tempdir = None  # TMPDIR (asyncssh's import asked for it in the server)
-            with contextlib.suppress(locale.Error):
-                locale.setlocale(locale.LC_CTYPE, "")  # LANG / LC_*, as Python sets it at start
-            sys.path[:] = request["path"]
-            sys.argv = list(request["argv"])
-            _standard_streams(request["stdio"], unbuffered=bool(request.get("unbuffered")))
-            threading.Thread(target=_watch_client, args=(conn,), name="crucible-warm-client", daemon=True).start()
-            from engine.cli.main import main
-
-            code = main(sys.argv[1:])
-        except BaseException:  # noqa: BLE001 (as an interpreter would: the traceback, exit 1)
-            with contextlib.suppress(BaseException):
-                traceback.print_exc()
-        finally:
-            try:
-                from engine.cli.main import leave
-
-                leave(code)
-            finally:
-                os._exit(code)
-
-
-def _standard_streams(encodings: list[list[str | None]], *, unbuffered: bool) -> None:
-    """sys.stdin/stdout/stderr over the client's descriptors, buffered as Python would have
-    buffered them in the client (a terminal line by line, stderr always, -u not at all)."""
-    streams = []
-    for fd, (encoding, errors) in enumerate(encodings):
-        buffer: Any
-        if fd == 0:
-            buffer = io.BufferedReader(io.FileIO(0, "r", closefd=False))
-        else:
-            buffer = io.BufferedWriter(io.FileIO(fd, "w", closefd=False))
-        streams.append(
-            io.TextIOWrapper(
-                buffer,
-                encoding=encoding or "utf-8",
-                errors=errors or "strict",
-                line_buffering=fd == 2 or (fd == 1 and os.isatty(1)),
-                write_through=unbuffered and fd > 0,
-            )
-        )
-    for name, stream in zip(("stdin", "stdout", "stderr"), streams):
-        setattr(sys, name, stream)
-        setattr(sys, f"__{name}__", stream)
-
-
-def _watch_client(conn: socket.socket) -> None:
-    """A byte from the client is a signal it got; its end closing (it died) is SIGTERM: the
-    run ends canceled and recorded, as it would have in the client's own process."""
-    while True:
-        try:
-            data = conn.recv(64)
-        except OSError:
-            data = b""
-        if not data:
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        for signum in data:
-            os.kill(os.getpid(), signum)
+        """In the fork: everything of the server's closed, then the client's command (never returns)."""
+        self.selector.close()
+        if self.accepting:
+            self.listener.close()
+        for other in self.forks.values():
+            other.close()
+        become(request, conn, fds, closing=[self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()])
 
 
 def take_lock(path: Path) -> int | None:
@@ -427,6 +388,12 @@ def listen(path: Path) -> socket.socket:
     return listener
 
 
+RESTARTS = "CRUCIBLE_WARM_RESTARTS"
+"""How many times in a row this server found its code drifting while it warmed up: past
+MAX_RESTARTS it serves anyway (a tree someone keeps writing must not keep it warming up)."""
+MAX_RESTARTS = 5
+
+
 def main() -> int:
     path, ready, idle, checkout = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
 
@@ -443,12 +410,16 @@ def main() -> int:
         say(f"running {path.with_suffix('.lock').read_text().strip()}")
         return 0
     began, wall = time.monotonic(), time.time()
+    before = tree_snapshot(folders=False)
     warm_up()
     snapshot = code_snapshot()
-    changed = what_changed(snapshot, since=wall) or next(
-        (f"{p} changed" for p, m in tree_snapshot().items() if snapshot.get(p) != m), None
-    )
+    changed = drifted(before, snapshot, wall)
+    restarts = int(os.environ.get(RESTARTS, "0"))
+    if changed is not None and restarts >= MAX_RESTARTS:
+        print(f"crucible warm: {changed}, but serving after {restarts} restarts", flush=True)
+        changed = None
     restart = changed is not None
+    os.environ[RESTARTS] = str(restarts + 1 if restart else 0)
     if not restart:
         server = Server(listen(path), lock, path, snapshot, idle)
         say(f"ready {os.getpid()}")
@@ -458,15 +429,21 @@ def main() -> int:
             ready = -1  # its number may be another file's by the time this process starts again
         server.serve()
         restart, changed = server.restart, server.stale
-    os.close(lock)
     if restart:
+        stopped = []  # `crucible warm stop` (SIGTERM) while it waits: it stops instead
+        signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
         print(f"crucible warm: {changed}: starting again once the tree is quiet", flush=True)
         until_quiet()
-        os.execv(
-            sys.executable,
-            [sys.executable, "-m", "engine.cli.warm_server", str(path), str(ready), str(idle), str(checkout)],
-        )
-    print("crucible warm: stopped", flush=True)
+        if not stopped:  # the lock is held until the exec (it is closed on exec), pid and all
+            os.execv(
+                sys.executable,
+                [sys.executable, "-m", "engine.cli.warm_server", str(path), str(ready), str(idle), str(checkout)],
+            )
+    os.close(lock)
+    if ready >= 0:
+        say("failed: stopped while starting again")
+    else:
+        print("crucible warm: stopped", flush=True)
     return 0
 
 

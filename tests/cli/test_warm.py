@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -91,7 +92,7 @@ def test_a_golden_run_from_the_server_is_stored_as_one_run_of_its_own(server, do
     assert rows[0][2] != server
 
 
-HOWS = ["ctrl-c", "client killed", "nohup, then ctrl-z, fg and ctrl-c"]
+HOWS = ["ctrl-c", "client killed", "nohup, then ctrl-z, fg and ctrl-c", "ctrl-z, then the client killed"]
 
 
 @pytest.mark.docker
@@ -130,11 +131,14 @@ def test_a_run_whose_client_is_interrupted_or_killed_ends_canceled(server, docke
         client.send_signal(signal.SIGCONT)
         _until_state(fork, "S", "R")
         assert client.poll() is None
-    client.send_signal(signal.SIGKILL if how == "client killed" else signal.SIGINT)
+    if how.startswith("ctrl-z"):  # the fork stopped, its client gone: the server continues it
+        client.send_signal(signal.SIGTSTP)
+        _until_state(client.pid, "T")
+    client.send_signal(signal.SIGKILL if how.endswith("client killed") else signal.SIGINT)
     client.wait(timeout=120)
-    if how != "client killed":
+    if not how.endswith("client killed"):
         assert client.returncode == 130 and "interrupted" in client.stderr.read()
-    _until_gone(fork)
+    _until_gone(fork, server)
     label = {"label": f"crucible.owner_pid={fork}"}
     assert docker_client.containers.list(all=True, filters=label) == []
     _, rows = DuckDBStore().query(f"SELECT status FROM runs WHERE owner_pid = {fork} AND seed = {seed}")
@@ -208,6 +212,31 @@ def test_garbage_on_the_socket_is_refused_and_the_server_serves_on(server):
             assert sock.recv(100) == b""  # dropped, with no answer
     assert crucible(*MISTAKE).returncode == 2
     assert served() == before + 1
+
+
+def test_a_failed_request_leaves_the_clients_streams_with_the_client(server):
+    """Its descriptors came, then a body that is no request: the server holds none of them (a
+    pipe's reader would wait for an end of file for ever)."""
+    from engine.cli.warm import socket_path
+
+    reader, writer = os.pipe()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(socket_path()))
+        socket.send_fds(sock, [struct.pack("!I", 5)], [writer, writer, writer])
+        sock.sendall(b"[1,2]")
+        assert sock.recv(100) == b""
+    os.close(writer)
+    ready, _, _ = select.select([reader], [], [], 120)
+    assert ready and os.read(reader, 10) == b""  # end of file: no one else holds the write end
+    os.close(reader)
+
+
+def test_help_from_the_server_exits_as_the_command_would(server):
+    """argparse ends --help with SystemExit(0): the fork ends as the interpreter would."""
+    warm = crucible("check", "--help")
+    cold = crucible("check", "--help", env={**os.environ, "CRUCIBLE_WARM": "off"})
+    assert warm.returncode == cold.returncode == 0
+    assert warm.stdout == cold.stdout and "Traceback" not in warm.stderr
 
 
 def test_a_client_that_trickles_its_request_is_dropped(server):
@@ -287,7 +316,9 @@ def _the_forks_container_owner(docker_client, server: int) -> int:
     raise AssertionError("the run never started a container")
 
 
-def _until_gone(pid: int) -> None:
+def _until_gone(pid: int, server: int) -> None:
+    """Until the server's fork ``pid`` has ended (and been reaped)."""
     deadline = time.monotonic() + 120
-    while Path(f"/proc/{pid}").exists() and _parent_of(pid) is not None and time.monotonic() < deadline:
+    while _parent_of(pid) == server and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert _parent_of(pid) != server, f"the fork {pid} is still there"
