@@ -40,9 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-WARM_COMMANDS = frozenset({"run", "check", "build", "rerun", "lock"})
-"""The commands that compose and plan (the ones whose start-up the server saves); the read
-commands start in ~0.08 s of their own and never touch it."""
+from engine.cli.main import WARM_COMMANDS  # entry asks before it imports this module
 
 FORWARDED_SIGNALS = (
     signal.SIGINT,

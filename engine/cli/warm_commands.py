@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.cli.args import one_line_parser
-from engine.cli.warm import CHECKOUT, WARM_COMMANDS, connect, private, recv_message, send_message, socket_path
+from engine.cli.main import WARM_COMMANDS
+from engine.cli.warm import CHECKOUT, connect, private, recv_message, send_message, socket_path
 from engine.errors import UserError
 
 IDLE_DEFAULT = 3 * 3600
