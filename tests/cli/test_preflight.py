@@ -104,6 +104,19 @@ def store_a_run(home: Path, monkeypatch) -> str:
     return run_id
 
 
+@pytest.mark.parametrize("kind", ["text-file", "empty-file"])
+@pytest.mark.parametrize("command", [["run", "agent=noop"], ["check"]], ids=["run", "check"])
+def test_a_bad_default_store_opened_while_the_command_composes_is_the_same_one_line(tmp_path, command, kind):
+    """The default store is opened in a thread beside the compose (engine/cli/run.py): what it
+    raises is raised where the store is taken, as the same one line, and nothing runs."""
+    path, words = bad_stores(tmp_path)[kind]
+    before = digest(path)
+    proc = crucible(tmp_path / "home", *command, "task=sample/last_page", env={"CRUCIBLE_STORE": str(path)})
+    assert_one_line(proc, command[0], path, words)
+    assert digest(path) == before
+    assert not (tmp_path / "home" / "runs").exists(), "no run directory is made"
+
+
 @pytest.mark.parametrize("kind", ["missing-dir", "text-file", "empty-file", "directory"])
 @pytest.mark.parametrize("command", ["query", "show", "report"])
 def test_a_bad_crucible_store_is_one_line_for_the_read_commands(tmp_path, command, kind):
