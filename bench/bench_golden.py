@@ -220,6 +220,14 @@ def _measure(ns: argparse.Namespace, planned, session, patch: bytes, run_root: P
     print(f"{'pipeline':48} {'median s':>9} {'x floor':>8}   min..max s")
     for (name, value, ratio), samples in zip(rows, (floor, inproc, cli, warm)):
         print(f"{name:48} {value:9.3f} {ratio:8.2f}   {min(samples):.3f}..{max(samples):.3f}")
+    paired = {
+        name: med(v / each for v, each in zip(samples, floor))
+        for name, samples in (("in-process", inproc), ("cold", cli), ("warm", warm))
+    }
+    print(
+        "median of each trial's own ratio to its floor (a machine drifting over a trial moves both): "
+        + ", ".join(f"{name} {ratio:.2f}" for name, ratio in paired.items())
+    )
     print("\nin-process stages (median s):")
     for stage in stages[0]:
         print(f"  {stage:10} {med(s.get(stage, 0.0) for s in stages):.3f}")
@@ -233,7 +241,8 @@ def _measure(ns: argparse.Namespace, planned, session, patch: bytes, run_root: P
     if ns.json:
         ns.json.write_text(
             json.dumps(
-                {"floor": floor, "inprocess": inproc, "cli": cli, "stages": stages, "startup": startup}, indent=2
+                {"floor": floor, "inprocess": inproc, "cli": cli, "warm": warm, "stages": stages, "startup": startup},
+                indent=2,
             )
         )
     failed = [f"in-process {med(inproc) / f:.2f}x the floor (target <= {TARGET_INPROCESS}x)"] * (
