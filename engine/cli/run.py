@@ -134,11 +134,11 @@ def run_hydra(args: list[str]) -> int:
             serving_loaded()  # what serves the run's tools loads while its store, engine and plan are readied
         if runs_jobs:
             from engine.run.session import open_store
-            from engine.runtimes.docker.daemon import ensure_engine
+            from engine.runtimes.docker.daemon import require_engine
 
             # a store= that cannot be one: one line now, before anything runs
             opened = ahead.result() if ahead is not None and store is None else open_store(store)
-            ensure_engine()  # one line now, not one per launcher worker
+            require_engine()  # one line now, not one per launcher worker
     extra = searchpath_override()
     sweep_id = None
     if multirun:

@@ -16,3 +16,14 @@ def test_ensure_engine_raises_engine_unavailable_in_one_line(monkeypatch):
         ensure_engine(client_timeout=5)
     assert "\n" not in str(caught.value) and "crucible doctor --fix" in str(caught.value)
     assert caught.value.__cause__ is not None
+
+
+def test_the_pre_flight_without_an_sdk_client_says_the_same_one_line(monkeypatch):
+    """``require_engine`` pings a local engine's socket itself; where that fails, the SDK's
+    attempt gives the one line."""
+    from engine.runtimes.docker.daemon import require_engine
+
+    monkeypatch.setenv("DOCKER_HOST", UNREACHABLE)
+    with pytest.raises(EngineUnavailable) as caught:
+        require_engine()
+    assert "\n" not in str(caught.value) and "crucible doctor --fix" in str(caught.value)

@@ -74,6 +74,20 @@ def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
     return client
 
 
+def require_engine() -> None:
+    """``EngineUnavailable`` in one line now where no engine answers: a pre-flight. A local
+    engine is asked over its socket (``/_ping``) without making an SDK client, which asks the
+    engine its API version first (~0.01 s); anything else, or no answer, goes through the SDK."""
+    local = local_engine_socket()
+    if local is not None:
+        try:
+            if ask_local_engine(local, "/_ping", timeout=5)[0] == 200:
+                return
+        except OSError:
+            pass  # the SDK's attempt says what is wrong, in its one line
+    ensure_engine()
+
+
 def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no types
     """A Docker SDK client for the local engine, or ``EngineUnavailable`` in one line."""
     import docker
