@@ -57,27 +57,47 @@ User mistakes end in one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from engine.cli.args import one_line_parser, require_task
-from engine.cli.reading import (
-    cmd_export,
-    cmd_import,
-    cmd_query,
-    cmd_regrade,
-    cmd_report,
-    cmd_show,
-    cmd_terminals,
-    cmd_view,
-)
 from engine.errors import CrucibleError, UserError
+
+if TYPE_CHECKING:
+    import argparse
+
+# Imported where used, not here: a command a warm server starts (engine/cli/warm.py) imports
+# this module before it hands its command line over, and needs none of them (~0.01 s).
+
+
+def one_line_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    from engine.cli.args import one_line_parser as made
+
+    return made(prog, description)
+
+
+def require_task(overrides: list[str]) -> None:
+    from engine.cli.args import require_task as required
+
+    required(overrides)
+
+
+def _reading(name: str) -> Callable[[list[str]], int]:
+    """A read command of engine/cli/reading.py, imported when it runs."""
+
+    def command(args: list[str]) -> int:
+        from engine.cli import reading
+
+        code: int = getattr(reading, name)(args)
+        return code
+
+    return command
+
 
 USAGE = __doc__
 WARM_COMMANDS = frozenset({"run", "check", "build", "rerun", "lock"})
@@ -93,6 +113,8 @@ def _sigterm_as_interrupt(
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    import logging
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -103,22 +125,22 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run,
         "check": cmd_check,
         "build": cmd_build,
-        "query": cmd_query,
-        "show": cmd_show,
-        "report": cmd_report,
+        "query": _reading("cmd_query"),
+        "show": _reading("cmd_show"),
+        "report": _reading("cmd_report"),
         "doctor": cmd_doctor,
         "rerun": cmd_rerun,
         "gc": cmd_gc,
         "lock": cmd_lock,
         "task": cmd_task,
-        "terminals": cmd_terminals,
+        "terminals": _reading("cmd_terminals"),
         "serve": cmd_serve,
         "finish": cmd_finish,
-        "view": cmd_view,
-        "export": cmd_export,
-        "import": cmd_import,
+        "view": _reading("cmd_view"),
+        "export": _reading("cmd_export"),
+        "import": _reading("cmd_import"),
         "selfcheck": cmd_selfcheck,
-        "regrade": cmd_regrade,
+        "regrade": _reading("cmd_regrade"),
         "warm": cmd_warm,
     }
     try:
@@ -417,7 +439,8 @@ def leave(code: int) -> NoReturn:
     """The end of a command's process (``entry``'s, or a warm server's fork's)."""
     threading._shutdown()  # type: ignore[attr-defined]  # private, not in typeshed; what the interpreter calls first on exit  # noqa: SLF001
     atexit._run_exitfuncs()  # noqa: SLF001
-    logging.shutdown()
+    if "logging" in sys.modules:  # a command handed to a warm server never imported it
+        sys.modules["logging"].shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
