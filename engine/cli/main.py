@@ -105,10 +105,19 @@ WARM_COMMANDS = frozenset({"run", "check", "build", "rerun", "lock"})
 commands start in ~0.08 s of their own and never import the client."""
 
 
-def _sigterm_as_interrupt(
-    signum: int, frame: FrameType | None
-) -> NoReturn:  # so `finally` blocks remove containers on kill
-    raise KeyboardInterrupt
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as Ctrl-C, so that what a run started is taken down on a kill too. Within
+    ``asyncio.run`` that is the runner's own SIGINT handler: it cancels the run's task, whose
+    handlers then record it and remove its containers; a KeyboardInterrupt raised in the event
+    loop's machinery instead would reach the run only as the loop's teardown cancels it, and
+    interrupt that teardown where it stood."""
+    handler = signal.getsignal(signal.SIGINT)
+    asyncio = sys.modules.get("asyncio")  # not imported: no runner is running
+    runner = getattr(getattr(handler, "func", None), "__self__", None)  # a partial of a bound method
+    if asyncio is not None and callable(handler) and isinstance(runner, asyncio.Runner):
+        handler(signal.SIGINT, frame)  # the first cancels, a second interrupts
+        return
+    raise KeyboardInterrupt  # anything else's SIGINT handler (serve's ends a turn) is not a kill's
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,7 +126,10 @@ def _start(idle: float) -> int:
         print(f"crucible warm: already running, pid {answer['pid']}")
         return 0
     path = socket_path()
-    path.parent.mkdir(mode=0o700, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot make {path.parent} for the warm socket: {exc.strerror or exc}") from exc
     if not private(path.parent):
         raise UserError(f"{path.parent} must be a directory of this user's alone (mode 0700) to hold the warm socket")
     read_end, write_end = os.pipe()

@@ -100,14 +100,23 @@ def _standard_streams(encodings: list[list[str | None]], *, unbuffered: bool) ->
 
 def _watch_client(conn: socket.socket) -> None:
     """A byte from the client is a signal it got; its end closing (it died) is SIGTERM: the
-    run ends canceled and recorded, as it would have in the client's own process."""
+    run ends canceled and recorded, as it would have in the client's own process.
+
+    A signal with a handler goes to the main thread itself: sent to the process from here, it
+    may be taken by this thread (the main one just continued from a stop, say), and Python's
+    handler then waits for the main thread's next wake-up, which an idle event loop may never
+    have. Stopping is the whole process's."""
+    main = threading.main_thread().ident
+    assert main is not None  # a started thread's
     while True:
         try:
             data = conn.recv(64)
         except OSError:
             data = b""
+        for signum in data or [signal.SIGTERM]:
+            if signum in (signal.SIGSTOP, signal.SIGKILL):
+                os.kill(os.getpid(), signum)
+            else:
+                signal.pthread_kill(main, signum)
         if not data:
-            os.kill(os.getpid(), signal.SIGTERM)
             return
-        for signum in data:
-            os.kill(os.getpid(), signum)

@@ -254,6 +254,8 @@ class Server:
                 continue
             self.unwatch(pid)
             self.active = time.monotonic()
+            if os.WIFSIGNALED(status):
+                print(f"crucible warm: fork {pid} ended by signal {os.WTERMSIG(status)}", flush=True)
             ended = (
                 {"op": "killed", "signal": os.WTERMSIG(status)}
                 if os.WIFSIGNALED(status)
