@@ -120,6 +120,9 @@ def test_a_run_whose_client_is_interrupted_or_killed_ends_canceled(server, docke
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: [signal.signal(s, signal.SIG_IGN if s in ignored else signal.SIG_DFL) for s in FROM_A_SHELL],
+        # A job of its own, as a shell's: in an orphaned process group (this test's, under CI's
+        # background shell) the kernel discards a SIGTSTP instead of stopping the process.
+        process_group=0,
     )
     fork = _the_forks_container_owner(docker_client, server)
     if ignored:
