@@ -183,7 +183,11 @@ def test_sigterm_to_a_command_in_its_own_process_cancels_its_run_as_ctrl_c_does(
     assert client.returncode == 130 and "interrupted" in client.stderr.read()
     assert docker_client.containers.list(all=True, filters=label) == []
     _, rows = DuckDBStore().query(f"SELECT status FROM runs WHERE owner_pid = {client.pid} AND seed = 7299")
-    assert rows == [("canceled",)]
+    # Cancelled and recorded; or, where the cancel landed in the very loop turn an awaited
+    # step ended (Python 3.11's wait_for then returns the step's result), run to its end and
+    # recorded so. Never left "running" with its containers, as a KeyboardInterrupt raised in
+    # the loop's machinery could leave it.
+    assert rows in ([("canceled",)], [("completed",)])
 
 
 def test_a_stale_server_leaves_the_command_to_its_client_and_starts_again(tmp_path):
