@@ -28,6 +28,7 @@ from engine.config.schema import AgentConfig
 from engine.errors import AgentError
 from engine.interfaces import AgentContext, AgentOutcome, ToolSet
 from engine.models import Step
+from engine.util.aio import within
 
 FINISH_SPEC = {
     "name": "finish",
@@ -124,7 +125,7 @@ class ExternalAgent:
         )
         limit = max(1.0, ctx.spec.timeouts.agent - DEADLINE_MARGIN)
         try:
-            await asyncio.wait_for(self.reception.finish.wait(), limit)
+            await within(self.reception.finish.wait(), limit)
         except TimeoutError:
             return AgentOutcome(
                 steps=list(self.steps),

@@ -19,7 +19,6 @@ A run with validation warnings fails the shipping gate (``crucible check``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from typing import Any
 from engine.agents import AgentContext, AgentOutcome
 from engine.config.schema import AgentConfig
 from engine.models import RunSpec, Step
+from engine.util.aio import within
 
 
 @dataclass
@@ -58,7 +58,7 @@ class IntegrationTestAgent:
     async def run(self, ctx: AgentContext) -> AgentOutcome:
         outcome = AgentOutcome(stop_reason="done", answer="")
         try:
-            await asyncio.wait_for(self._stage(ctx, outcome), timeout=self.timeout_seconds)
+            await within(self._stage(ctx, outcome), timeout=self.timeout_seconds)
         except TimeoutError:
             outcome.stop_reason = "timeout"
             outcome.warnings.append(f"staging did not finish within timeout_seconds={self.timeout_seconds:g}")

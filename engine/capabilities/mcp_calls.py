@@ -16,6 +16,8 @@ import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from engine.util.aio import within
+
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -92,7 +94,7 @@ async def end_sessions(manager: StreamableHTTPSessionManager, in_flight: InFligh
     ASGI traceback in the run's output, and a call that never gets its answer)."""
     in_flight.closing.set()
     with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(in_flight.idle.wait(), ANSWER_GRACE)
+        await within(in_flight.idle.wait(), ANSWER_GRACE)
     await asyncio.sleep(0)  # the answers' writes go out before their streams end
     # The SDK keeps its sessions in a private map (mcp 1.x); ending each is its public terminate().
     for transport in list(getattr(manager, "_server_instances", {}).values()):

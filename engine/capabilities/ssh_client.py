@@ -20,7 +20,6 @@ workspace.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import secrets
@@ -34,6 +33,7 @@ import asyncssh
 from engine.errors import AgentError
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.util import shell
+from engine.util.aio import within
 
 CONNECT_TIMEOUT = 30.0
 MAX_OUTPUT = 1 << 20
@@ -134,7 +134,7 @@ async def run_bash(
     try:
         process.stdin.write(mark + b"\n")
         process.stdin.write_eof()  # like the bash tool: the command's stdin is empty
-        code = await asyncio.wait_for(_collect(process, output), timeout)
+        code = await within(_collect(process, output), timeout)
     except TimeoutError:
         return _join(
             _text(output, mark, completed=False), f"[command timed out after {timeout:g} s and was killed]"

@@ -62,6 +62,7 @@ from engine.interfaces import Process, Workspace
 from engine.models import Step, TtySize
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.util import shell
+from engine.util.aio import within
 
 USERNAME = "crucible"
 DRAIN_GRACE = 0.5
@@ -462,6 +463,6 @@ async def _shutdown(
         conn.close()
     pending = [*sessions.tasks, *(conn.wait_closed() for conn in connections), acceptor.wait_closed()]
     try:
-        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), SHUTDOWN_GRACE)
+        await within(asyncio.gather(*pending, return_exceptions=True), SHUTDOWN_GRACE)
     except TimeoutError:
         log.warning("the SSH server did not stop within %.0f s", SHUTDOWN_GRACE)

@@ -16,6 +16,7 @@ from engine.agents import AgentContext, AgentOutcome
 from engine.interfaces import Agent, Flavor, RecordsServedCalls, SetsUpInImage, TerminalSink, Workspace
 from engine.models import RunSpec
 from engine.run.resources import cancel_and_wait
+from engine.util.aio import within
 
 if TYPE_CHECKING:
     from engine.capabilities.mcp_server import McpService
@@ -52,7 +53,7 @@ async def setup_beside_agent(
     setup: asyncio.Future[Any] = (
         set_up
         if set_up is not None
-        else asyncio.ensure_future(asyncio.wait_for(flavor_setup(flavor, ws, spec, script_done), spec.timeouts.setup))
+        else asyncio.ensure_future(within(flavor_setup(flavor, ws, spec, script_done), spec.timeouts.setup))
     )
     agent_run: asyncio.Future[AgentOutcome] | None = None
     try:
@@ -116,7 +117,7 @@ async def agent_outcome(
     stopped by its timeout says nothing of its steps: the MCP server's calls stand for them,
     the ones still in flight included (their effects may be in the captured diff)."""
     try:
-        return await asyncio.wait_for(asyncio.shield(agent_run), timeout)
+        return await within(asyncio.shield(agent_run), timeout)
     except TimeoutError:
         return AgentOutcome(
             stop_reason="timeout",
@@ -141,7 +142,7 @@ async def set_up_ahead(
     the setup timeout; the seconds it took."""
     ws = await asyncio.shield(agent_started)
     began = time.perf_counter()
-    await asyncio.wait_for(flavor_setup(flavor, ws, spec, script_done), spec.timeouts.setup)
+    await within(flavor_setup(flavor, ws, spec, script_done), spec.timeouts.setup)
     return time.perf_counter() - began
 
 

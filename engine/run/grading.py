@@ -13,6 +13,7 @@ import logging
 from engine.interfaces import Flavor, GradesInMany, Workspace
 from engine.models import CapturedSubmission, RunSpec, Verdict
 from engine.run.resources import RunResources
+from engine.util.aio import within
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ async def graded(flavor: Flavor, spec: RunSpec, submission: CapturedSubmission, 
     gws = await resources.grading_started
     if resources.preparing is not None:
         await resources.preparing
-    return await asyncio.wait_for(_verdict(flavor, gws, spec, submission, resources), spec.timeouts.grade)
+    return await within(_verdict(flavor, gws, spec, submission, resources), spec.timeouts.grade)
 
 
 async def _verdict(

@@ -53,6 +53,7 @@ from engine.run.records import (
 from engine.run.resources import RunResources, close_started, failure, through_cancel
 from engine.run.timing import GoldenTimes, timing_warning
 from engine.store.terminals import TerminalLog
+from engine.util.aio import within
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,7 @@ class Runner:
             if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
                 raise TimeoutError  # its steps are recorded; the run is a timeout, never graded
             with phase.timed("capture"):
-                submission = await asyncio.wait_for(flavor.capture(ws, spec), timeouts.capture)
+                submission = await within(flavor.capture(ws, spec), timeouts.capture)
             record.diff, record.violations = submission.diff, submission.violations
             return submission
         finally:

@@ -34,3 +34,12 @@ async def finish_even_if_cancelled(aw: Awaitable[T]) -> T:
             log.debug("finished after a cancel, with %r", fut.exception())
         raise asyncio.CancelledError
     return fut.result()
+
+
+async def within(aw: Awaitable[T], timeout: float | None) -> T:
+    """``asyncio.wait_for(aw, timeout)``, without Python 3.11's lost cancel: there, a cancel that
+    arrives in the very loop turn ``aw`` finishes is swallowed and its result returned (the
+    run goes on as if never cancelled: a Ctrl-C or SIGTERM recorded as a completed run). Here
+    ``aw`` runs in the caller's own task under a deadline, so that cancel is raised."""
+    async with asyncio.timeout(timeout):
+        return await aw

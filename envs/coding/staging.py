@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from engine.errors import WorkspaceError
 from engine.interfaces import ROOT_UID, Process, Workspace
 from engine.util import shell
+from engine.util.aio import within
 from envs.coding.gitops import GIT_ENV, SCRATCH_DIR, VAULT, script_argv
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ async def _read_all(process: Process, output: _Output) -> None:
 async def _drain(reader: asyncio.Future) -> None:
     """After the exit: the rest of the output, unless a background child holds it open."""
     try:
-        await asyncio.wait_for(asyncio.shield(reader), DRAIN_GRACE)
+        await within(asyncio.shield(reader), DRAIN_GRACE)
     except TimeoutError:
         reader.cancel()
 

@@ -31,6 +31,7 @@ import httpx
 from engine.agents import pricing
 from engine.agents.providers import Usage
 from engine.models import Step
+from engine.util.aio import within
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
@@ -102,7 +103,7 @@ class ModelProxy:
             await asyncio.wait(list(self._active), timeout=5)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await within(self._server.wait_closed(), 5)
         if self._client is not None:
             await self._client.aclose()
         with contextlib.suppress(FileNotFoundError):
@@ -132,7 +133,7 @@ class ModelProxy:
             with contextlib.suppress(Exception):
                 writer.close()
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(writer.wait_closed(), 1)
+                await within(writer.wait_closed(), 1)
 
     async def _forward(self, request: _Request, writer: asyncio.StreamWriter) -> None:
         assert self._client is not None

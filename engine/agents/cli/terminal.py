@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from engine.agents.cli.tmux import TmuxPane, TuiError
 from engine.interfaces import TerminalSink
 from engine.models import TerminalRecord
+from engine.util.aio import within
 
 
 def new_terminal_id() -> str:
@@ -66,7 +67,7 @@ class TerminalRecorder:
             if not await self._snapshot():
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.sink.every)
+                await within(self._stop.wait(), self.sink.every)
 
     async def _snapshot(self) -> bool:
         """One periodic snapshot (only a changed screen is stored); False once the pane is gone,

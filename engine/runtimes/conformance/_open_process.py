@@ -10,6 +10,7 @@ from engine.interfaces import AGENT_UID, Process, Workspace
 from engine.models import TtySize
 from engine.runtimes.conformance._core import ConformanceFailure, check, expect, raises
 from engine.runtimes.conformance._helpers import expect_no_sleepers, marker, processes_sleeping, wait_for_sleepers
+from engine.util.aio import within
 
 
 async def _read_until(process: Process, needle: bytes, limit: float = 10.0) -> bytes:
@@ -95,7 +96,7 @@ async def check_open_process_can_keep_stderr_apart(ws: Workspace) -> None:
         ["sh", "-c", "echo err >&2; echo out; echo more err >&2; exit 4"], user=AGENT_UID, separate_stderr=True
     )
     try:
-        out, err = await asyncio.wait_for(asyncio.gather(_read_all(process.read), _read_all(process.read_stderr)), 10)
+        out, err = await within(asyncio.gather(_read_all(process.read), _read_all(process.read_stderr)), 10)
         code = await process.wait(timeout=10)
     finally:
         await process.kill()

@@ -32,7 +32,7 @@ from engine.models import ExecResult
 from engine.runtimes.docker.spares import SPARE_WRAPPER, Kind, Spares, Started, handed, kind_of
 from engine.runtimes.docker.stream import STDERR, STDOUT, BoundedBuffer, Demuxer, HijackedStream, PidLine
 from engine.runtimes.docker.wire import WireError, WireLost, wire_for
-from engine.util.aio import finish_even_if_cancelled
+from engine.util.aio import finish_even_if_cancelled, within
 
 T = TypeVar("T")
 DockerApi = Any
@@ -315,14 +315,14 @@ async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadlin
         if remaining <= 0:
             return False
         try:
-            await asyncio.wait_for(asyncio.shield(pump.done), min(poll, remaining))
+            await within(asyncio.shield(pump.done), min(poll, remaining))
             return True
         except TimeoutError:
             pass
         info = await sdk_call("exec inspect", inspect_exec, api, exec_id)
         if not info.get("Running"):
             try:
-                await asyncio.wait_for(asyncio.shield(pump.done), DRAIN_GRACE)
+                await within(asyncio.shield(pump.done), DRAIN_GRACE)
             except TimeoutError:
                 pump.abort()
                 await pump.done
@@ -338,7 +338,7 @@ async def _kill_quietly(api: DockerApi, container_id: str, pump: OutputPump, use
     finally:
         pump.abort()
     try:
-        await asyncio.wait_for(asyncio.shield(pump.done), 5.0)
+        await within(asyncio.shield(pump.done), 5.0)
     except TimeoutError:
         pass
 

@@ -366,7 +366,7 @@ async def place(pool: HostPool, run_id: str) -> int:
     """The host of run ``run_id`` (``HostPool.try_acquire``), waiting while every slot is taken.
     The wait holds no thread (a sweep's queued starts must not use up the default executor that
     running workspaces need) and a cancel ends it at once, leaving no slot taken."""
-    from engine.util.aio import finish_even_if_cancelled
+    from engine.util.aio import finish_even_if_cancelled, within
 
     loop = asyncio.get_running_loop()
     while True:
@@ -383,7 +383,7 @@ async def place(pool: HostPool, run_id: str) -> int:
             if index is not None:
                 return index
             # Woken when a slot frees up; looks again now and then for a host back up.
-            await asyncio.wait_for(freed.wait(), _WAIT_STEP)
+            await within(freed.wait(), _WAIT_STEP)
         except TimeoutError:
             pass
         except asyncio.CancelledError:

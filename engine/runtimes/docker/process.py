@@ -36,6 +36,7 @@ from engine.runtimes.docker.exec import (
     start_exec,
 )
 from engine.runtimes.docker.stream import STDERR, STDOUT, Demuxer, HijackedStream, PidLine
+from engine.util.aio import within
 
 PROCESS_WRAPPER = ("/bin/sh", "-c", 'echo $$; exec timeout 0 "$@"', "crucible-process")
 TTY_WRAPPER = ("/bin/sh", "-c", 'stty rows "$1" cols "$2" 2>/dev/null; shift 2; echo $$; exec "$@"', "crucible-process")
@@ -323,7 +324,7 @@ class DockerProcess:
         if self._exited:
             return
         try:
-            pid = await asyncio.wait_for(asyncio.shield(self._pid), 10.0)
+            pid = await within(asyncio.shield(self._pid), 10.0)
         except TimeoutError:
             pid = None
         await kill_group(self._api, self._container_id, pid)

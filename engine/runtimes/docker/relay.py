@@ -39,7 +39,7 @@ from engine.errors import ConfigError, InfrastructureError, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.runtimes.docker.exec import sdk_call
 from engine.runtimes.docker.process import DockerProcess
-from engine.util.aio import finish_even_if_cancelled
+from engine.util.aio import finish_even_if_cancelled, within
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class BridgeRelay:
             done = self._acks[ack] = asyncio.get_running_loop().create_future()
             try:
                 await self._send(b"".join([*frames, _frame(b"S", ack)]))
-                await asyncio.wait_for(done, SYNC_TIMEOUT)
+                await within(done, SYNC_TIMEOUT)
             except TimeoutError:
                 self._end(f"the bridge relay in {self.sidecar} did not answer within {SYNC_TIMEOUT:.0f} s")
                 self._alive()

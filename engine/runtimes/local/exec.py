@@ -34,7 +34,7 @@ from engine.runtimes.docker.exec import DRAIN_GRACE
 from engine.runtimes.docker.stream import BoundedBuffer, PidLine
 from engine.runtimes.local.sandbox import enter_argv
 from engine.runtimes.local.terminal import PtyMaster, open_pty, set_size, take_terminal
-from engine.util.aio import finish_even_if_cancelled
+from engine.util.aio import finish_even_if_cancelled, within
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ async def run_exec(
             pipe.write(stdin)  # buffered by the loop, written as the command reads
             pipe.write_eof()
         try:
-            await asyncio.wait_for(asyncio.shield(collector.exited), timeout)
+            await within(asyncio.shield(collector.exited), timeout)
             timed_out = False
         except TimeoutError:
             timed_out = True
@@ -167,7 +167,7 @@ async def run_exec(
             await collector.exited
         # A background child may still hold the output pipes: give it a moment, then cut.
         try:
-            await asyncio.wait_for(asyncio.shield(collector.drained), DRAIN_GRACE)
+            await within(asyncio.shield(collector.drained), DRAIN_GRACE)
         except TimeoutError:
             pass
     except BaseException:
@@ -382,7 +382,7 @@ class LocalProcess:
 
     async def wait(self, timeout: float | None = None) -> int:
         try:
-            await asyncio.wait_for(asyncio.shield(self._stream.exited), timeout)
+            await within(asyncio.shield(self._stream.exited), timeout)
         except TimeoutError:
             raise TimeoutError(f"process did not exit within {timeout} s") from None
         return exit_status(self._spawned.transport.get_returncode())

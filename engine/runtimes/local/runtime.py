@@ -63,7 +63,7 @@ from engine.runtimes.local.template import (
     remove_root,
 )
 from engine.util import shell
-from engine.util.aio import finish_even_if_cancelled
+from engine.util.aio import finish_even_if_cancelled, within
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class LocalWorkspace(StartedOnce):
         # Shielded, so a cancel never leaves a sandbox whose init we do not know: bwrap's
         # PID-1 binds itself to its launcher only once set up, so killing just the launcher
         # early would orphan it. Once the init's pid is known, close() kills it directly.
-        boot = asyncio.wait_for(self._boot(layout), START_TIMEOUT)
+        boot = within(self._boot(layout), START_TIMEOUT)
         try:
             await finish_even_if_cancelled(boot)
         except TimeoutError as exc:
@@ -293,7 +293,7 @@ class LocalWorkspace(StartedOnce):
                 # process". Unreaped, its pid is still this launcher's.
                 kill_quietly(self._bwrap.get_pid())
             try:
-                await asyncio.wait_for(asyncio.shield(self._boot_log.exited), STOP_TIMEOUT)
+                await within(asyncio.shield(self._boot_log.exited), STOP_TIMEOUT)
             except TimeoutError:
                 log.warning("bwrap (pid %s) did not exit after SIGKILL", self._bwrap.get_pid())
             self._bwrap.close()
