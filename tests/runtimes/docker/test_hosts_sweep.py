@@ -41,7 +41,7 @@ SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hyd
 @pytest.fixture
 def home(tmp_path) -> dict[str, str]:
     """The commands' environment: a home of the test's own (its store, its runs)."""
-    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     env.pop("CRUCIBLE_STORE", None)
     return env
 
@@ -54,6 +54,17 @@ def crucible(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=PROJECT, env=env, timeout=900
     )
+
+
+def finished(sweep: subprocess.Popen, log: Path, within: float = 480) -> int:
+    """The sweep's exit code; one still going after ``within`` seconds is hung: its threads'
+    stacks go to its log (``PYTHONFAULTHANDLER``, SIGABRT) and the test fails with the log."""
+    try:
+        return sweep.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        sweep.send_signal(signal.SIGABRT)
+        sweep.wait(timeout=60)
+        pytest.fail(f"the sweep is hung after {within:.0f} s:\n{log.read_text()[-12000:]}")
 
 
 def stored(env: dict[str, str], sql: str) -> list[tuple]:
@@ -156,7 +167,7 @@ def test_one_host_with_fewer_slots_than_parallel_runs_runs_the_sweep_one_run_at_
         )  # fmt: skip
     occupancy = Occupancy([local], sweep.pid)
     try:
-        code = sweep.wait(timeout=600)
+        code = finished(sweep, tmp_path / "sweep.log")
     finally:
         most = occupancy.stop()
         if sweep.poll() is None:
@@ -194,7 +205,9 @@ def test_a_sweep_spreads_within_slots_survives_a_host_dying_and_resume_completes
         os.killpg(d2.proc.pid, signal.SIGKILL)  # dockerd and its containerd; the shims live on
         d2.proc.wait()
         d2.kill_shims()  # the machine is gone with all it ran (its containers come back stopped)
-        assert sweep.wait(timeout=600) == 0, (tmp_path / "sweep.log").read_text()  # it ran: its runs say the rest
+        assert finished(sweep, tmp_path / "sweep.log") == 0, (
+            tmp_path / "sweep.log"
+        ).read_text()  # it ran: its runs say the rest
     finally:
         most = occupancy.stop()
         if sweep.poll() is None:
