@@ -181,8 +181,6 @@ def _default_store_ahead(overrides: list[str]) -> Future[DuckDBStore] | None:
     """The default store, opened in a thread while the command composes (DuckDB's attach,
     ~0.05 s, leaves the interpreter to the compose): taken where the config names no store
     of its own. Only a store that exists already: none is made for a config that names another."""
-    from engine.util import paths
-
     if any(o.lstrip("+~").partition("=")[0] == "store" for o in overrides) or not paths.store_path().exists():
         return None
     from concurrent.futures import Future

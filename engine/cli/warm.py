@@ -74,8 +74,9 @@ _HEADER = struct.Struct("!I")
 def socket_path() -> Path:
     """This checkout's, this virtualenv's and this ``$CRUCIBLE_HOME``'s server socket, in a
     directory of this user's alone (a short path: sockets' are limited to 107 bytes)."""
-    home = Path(os.environ.get("CRUCIBLE_HOME", "~/.crucible")).expanduser().resolve()
-    key = hashlib.sha256("\0".join((sys.prefix, str(CHECKOUT), str(home))).encode()).hexdigest()[:20]
+    from engine.util.paths import home  # the standard library's os and pathlib only
+
+    key = hashlib.sha256("\0".join((sys.prefix, str(CHECKOUT), str(home()))).encode()).hexdigest()[:20]
     runtime = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
     return Path(runtime) / f"crucible-warm-{os.getuid()}" / f"{key}.sock"
 
