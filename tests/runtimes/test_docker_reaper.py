@@ -153,3 +153,28 @@ def test_reaper_treats_a_reused_pid_as_a_dead_owner(docker_client, bare_containe
     reap_orphans(docker_client)
     assert not exists(docker_client, impostor)
     assert not exists(docker_client, dead)
+
+
+def test_two_reapers_at_once_remove_every_orphan_and_warn_of_none(docker_client, bare_containers, caplog):
+    """Commands started together reap together: a removal the other reaper has in progress (409)
+    is a container gone, never a warning in a command's output."""
+    import threading
+
+    orphans = [bare_containers({**owner_labels(), LABEL_OWNER_PID: str(dead_pid())}) for _ in range(12)]
+    together = threading.Barrier(2)
+    reaped: list[list[str]] = []
+
+    def reap() -> None:
+        together.wait()
+        reaped.append(reap_orphans(docker.from_env(timeout=60)))
+
+    threads = [threading.Thread(target=reap) for _ in range(2)]
+    with caplog.at_level("WARNING", logger="engine.runtimes.docker.reaper"):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert not [r.getMessage() for r in caplog.records if r.name == "engine.runtimes.docker.reaper"]
+    assert set(orphans) <= {name for names in reaped for name in names} and not any(
+        exists(docker_client, name) for name in orphans
+    )

@@ -22,6 +22,12 @@ LABEL_RUN_ID = "crucible.run_id"
 LABEL_PURPOSE = "crucible.purpose"
 
 
+def being_removed(exc: Exception) -> bool:
+    """Whether a Docker API error says another caller is removing the container already (409):
+    another command's reaper, or its owner's own teardown. Gone either way."""
+    return getattr(exc, "status_code", None) == 409 and "already in progress" in str(exc)
+
+
 def reap_orphans(client: Any = None) -> list[str]:
     """Force-remove crucible containers of dead owners on this host; return their names.
 
@@ -49,7 +55,8 @@ def reap_orphans(client: Any = None) -> list[str]:
         except docker.errors.NotFound:
             pass  # another process reaped it first
         except docker.errors.APIError as exc:
-            log.warning("could not remove orphaned container %s: %s", name, exc)
+            if not being_removed(exc):
+                log.warning("could not remove orphaned container %s: %s", name, exc)
             continue
         log.info("removed orphaned container %s (owner pid %s gone)", name, labels.get(LABEL_OWNER_PID))
         reaped.append(name)

@@ -39,6 +39,7 @@ from engine.errors import ConfigError, InfrastructureError, WorkspaceError
 from engine.interfaces import BRIDGE_PATH, ROOT_UID
 from engine.runtimes.docker.exec import sdk_call
 from engine.runtimes.docker.process import DockerProcess
+from engine.runtimes.docker.reaper import being_removed
 from engine.util.aio import finish_even_if_cancelled, within
 
 log = logging.getLogger(__name__)
@@ -402,7 +403,7 @@ class BridgeRelay:
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as exc:
-                if not (exc.status_code == 409 and "already in progress" in str(exc)):
+                if not being_removed(exc):
                     problems.append(f"container {self.sidecar}: {exc}")
             except requests.exceptions.RequestException as exc:  # its host is gone
                 problems.append(f"container {self.sidecar}: {exc}")

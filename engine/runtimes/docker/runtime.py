@@ -50,7 +50,7 @@ from engine.runtimes.docker.exec import (
 from engine.runtimes.docker.files import absolute, read_file, single_file_tar, write_file
 from engine.runtimes.docker.placement import DockerHost, HostPool, as_hosts, check_hosts, place
 from engine.runtimes.docker.process import DockerProcess
-from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID
+from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID, being_removed
 from engine.runtimes.docker.relay import BridgeRelay, check_bridge
 from engine.runtimes.docker.spares import Spares, kind_of
 from engine.runtimes.lifecycle import StartedOnce
@@ -370,7 +370,7 @@ class DockerWorkspace(StartedOnce):
         except InfrastructureError as exc:  # its host is gone: the reaper removes it when it is back
             log.warning("could not remove container %s: %s", self.name, exc)
         except docker.errors.APIError as exc:
-            if exc.status_code == 409 and "already in progress" in str(exc):
+            if being_removed(exc):
                 return
             raise WorkspaceError(f"could not remove container {self.name}: {exc}") from exc
         except requests.exceptions.RequestException as exc:
