@@ -18,7 +18,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def home() -> Path:
-    return Path(os.environ.get("CRUCIBLE_HOME", "~/.crucible")).expanduser().resolve()
+    """``$CRUCIBLE_HOME``; unset or empty, ``~/.crucible`` (an empty one is no order to keep
+    state in whatever directory a command runs from)."""
+    return Path(os.environ.get("CRUCIBLE_HOME") or "~/.crucible").expanduser().resolve()
 
 
 def store_path() -> Path:
