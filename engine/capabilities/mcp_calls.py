@@ -21,9 +21,9 @@ from engine.util.aio import within
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-ANSWER_GRACE = 0.3
-"""Seconds the calls in flight get, at shutdown, to answer (their commands killed) before the
-sessions end regardless."""
+ANSWER_GRACE = 2.0
+"""Seconds the calls in flight get, at shutdown, to be answered (their commands killed first)
+before the sessions end regardless; a shutdown with none in flight waits for nothing."""
 SHUTTING_DOWN = "Error: cancelled: the server is shutting down (the agent's turn is over)"
 
 log = logging.getLogger(__name__)
@@ -92,11 +92,27 @@ async def end_sessions(manager: StreamableHTTPSessionManager, in_flight: InFligh
     """Answer every call in flight (cancelled, its command killed), then end every session's
     streams, so that uvicorn finds no open response to wait for or to cut (a cut stream is an
     ASGI traceback in the run's output, and a call that never gets its answer)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ANSWER_GRACE
     in_flight.closing.set()
     with contextlib.suppress(asyncio.TimeoutError):
         await within(in_flight.idle.wait(), ANSWER_GRACE)
-    await asyncio.sleep(0)  # the answers' writes go out before their streams end
     # The SDK keeps its sessions in a private map (mcp 1.x); ending each is its public terminate().
-    for transport in list(getattr(manager, "_server_instances", {}).values()):
+    transports = list(getattr(manager, "_server_instances", {}).values())
+    # A call's answer reaches its client some loop turns after the call returns: through the
+    # session's router to the POST's own stream, whose SSE writer hands it to the response and
+    # ends. A session ended before then loses it (the client waits for its own timeout).
+    while any(map(_answering, transports)) and loop.time() < deadline:
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0)  # the last writer's event goes out before the streams end
+    for transport in transports:
         with contextlib.suppress(Exception):
             await transport.terminate()
+
+
+def _answering(transport: Any) -> bool:
+    """Whether a session still has a POST whose answer has not gone out: its stream (mcp 1.x's
+    private ``_request_streams``, keyed by request id; the standalone GET stream never ends)."""
+    from mcp.server.streamable_http import GET_STREAM_KEY
+
+    return any(key != GET_STREAM_KEY for key in getattr(transport, "_request_streams", {}))
