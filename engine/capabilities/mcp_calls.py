@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 ANSWER_GRACE = 2.0
 """Seconds the calls in flight get, at shutdown, to be answered (their commands killed first)
-before the sessions end regardless; a shutdown with none in flight waits for nothing."""
+and the requests in transit to go out, before the sessions end regardless; a shutdown with no
+request open waits for nothing."""
 SHUTTING_DOWN = "Error: cancelled: the server is shutting down (the agent's turn is over)"
 
 log = logging.getLogger(__name__)

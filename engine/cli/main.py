@@ -122,6 +122,10 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("CRUCIBLE_HOME") == "":
+        # Unset, as engine.util.paths reads it: the configs' ${oc.env:CRUCIBLE_HOME,default}
+        # (Hydra's run and sweep dirs, a Ray worker's) would take "" and write under /.
+        del os.environ["CRUCIBLE_HOME"]
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -83,7 +83,10 @@ def _reap_volumes(client: Any, host: str) -> list[str]:
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            log.warning("could not remove orphaned volume %s: %s", volume["Name"], exc)
+            # In use (409): by a container another caller is still removing; reaped next time.
+            (log.debug if exc.status_code == 409 else log.warning)(
+                "could not remove orphaned volume %s: %s", volume["Name"], exc
+            )
             continue
         reaped.append(volume["Name"])
     return reaped
