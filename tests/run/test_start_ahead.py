@@ -115,7 +115,9 @@ def test_a_run_waiting_for_its_slot_already_has_its_own_workspaces_up(planned, d
     # ... and their task already set up in their agent's workspace (setup waits for nothing of
     # the agent's) before their turn: what that setup took is recorded apart.
     assert list(set_up.values()) == [(0, "baseline")] * 2, set_up
-    assert all(r.timings.get("setup_ahead", 0) > 0 for r in records), [r.timings for r in records]
+    # Recorded, not measured against a floor: from the setup layer it is a no-op that rounds
+    # (to 0.1 ms) to 0.0 on a quick turn (CI at stop 51).
+    assert all("setup_ahead" in r.timings for r in records), [r.timings for r in records]
     # ... and their grading workspace prepared (its test process started, waiting for "go").
     assert list(prepared.values()) == [True] * 2, prepared
     # Nothing outlives the batch: no container, no bridge directory.
