@@ -42,3 +42,22 @@ def test_within_returns_the_result_in_time_and_times_out_past_it():
         assert not shielded.done()  # a shielded step goes on
 
     asyncio.run(main())
+
+
+def test_a_step_that_finishes_in_the_turn_its_deadline_fires_keeps_its_result():
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for outcome in ("the step's result", ValueError("the step's own error")):
+            step = loop.create_future()
+            # Queued first: the step's end; then (timeout 0) the deadline, in that same turn,
+            # before the awaiting task wakes.
+            loop.call_soon(step.set_exception if isinstance(outcome, Exception) else step.set_result, outcome)
+            if isinstance(outcome, Exception):
+                with pytest.raises(ValueError, match="own error"):
+                    await within(step, 0)
+            else:
+                assert await within(step, 0) == outcome
+        with pytest.raises(TimeoutError):  # a step still going at its deadline times out
+            await within(loop.create_future(), 0)
+
+    asyncio.run(main())

@@ -40,6 +40,14 @@ async def within(aw: Awaitable[T], timeout: float | None) -> T:
     """``asyncio.wait_for(aw, timeout)``, without Python 3.11's lost cancel: there, a cancel that
     arrives in the very loop turn ``aw`` finishes is swallowed and its result returned (the
     run goes on as if never cancelled: a Ctrl-C or SIGTERM recorded as a completed run). Here
-    ``aw`` runs in the caller's own task under a deadline, so that cancel is raised."""
-    async with asyncio.timeout(timeout):
-        return await aw
+    ``aw`` runs in the caller's own task under a deadline, so that cancel is raised.
+
+    A future ``aw`` that finished in the very turn the deadline fired keeps its outcome (as
+    ``wait_for``'s does): the deadline's cancel could no longer reach it, only our await."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await aw
+    except TimeoutError:
+        if isinstance(aw, asyncio.Future) and aw.done() and not aw.cancelled():
+            return aw.result()
+        raise

@@ -84,9 +84,8 @@ def _reap_volumes(client: Any, host: str) -> list[str]:
             pass
         except docker.errors.APIError as exc:
             # In use (409): by a container another caller is still removing; reaped next time.
-            (log.debug if exc.status_code == 409 else log.warning)(
-                "could not remove orphaned volume %s: %s", volume["Name"], exc
-            )
+            level = logging.DEBUG if exc.status_code == 409 else logging.WARNING
+            log.log(level, "could not remove orphaned volume %s: %s", volume["Name"], exc)
             continue
         reaped.append(volume["Name"])
     return reaped
