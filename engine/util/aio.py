@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 log = logging.getLogger("crucible.aio")
@@ -49,5 +49,5 @@ async def within(aw: Awaitable[T], timeout: float | None) -> T:
             return await aw
     except TimeoutError:
         if isinstance(aw, asyncio.Future) and aw.done() and not aw.cancelled():
-            return aw.result()
+            return cast(T, aw.result())
         raise
