@@ -266,12 +266,12 @@ def test_a_context_length_error_stops_with_model_error_and_says_so(protocol):
 @pytest.mark.slow
 def test_a_hung_model_call_ends_in_timeout_at_the_wall_clock_limit_with_the_steps_kept():
     began = time.monotonic()
-    outcome, _, _ = run_agent(lambda turn: hang(60) if turn.turn == 1 else echo_then_answer(turn), wall_timeout=1.5)
-    assert 1.5 <= time.monotonic() - began < 10
+    outcome, _, _ = run_agent(lambda turn: hang(60) if turn.turn == 1 else echo_then_answer(turn), wall_timeout=5)
+    assert 5 <= time.monotonic() - began < 60  # the wall clock ended it, not the 60 s hang
     assert outcome.stop_reason == "timeout"
     assert [(s.kind, s.is_error) for s in outcome.steps] == [("model", False), ("tool_call", False), ("model", True)]
     assert "cut off by the wall-clock limit" in outcome.steps[-1].note
-    assert any("wall-clock limit of 1.5 s" in w for w in outcome.warnings)
+    assert any("wall-clock limit of 5 s" in w for w in outcome.warnings)
 
 
 def test_the_wall_clock_limit_stays_inside_the_runners_agent_timeout():

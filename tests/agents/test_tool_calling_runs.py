@@ -85,7 +85,7 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "give_up": (real_run(tmp_path_factory, api, MODELS["openai"], "sample/negative_money"), api),
                 "timeout": (
                     real_run(
-                        tmp_path_factory, api, MODELS["anthropic"], "sample/snapshot_alias", "agent.wall_timeout=3"
+                        tmp_path_factory, api, MODELS["anthropic"], "sample/snapshot_alias", "agent.wall_timeout=10"
                     ),
                     api,
                 ),
@@ -137,4 +137,6 @@ def test_a_run_whose_model_hangs_stops_at_the_wall_clock_limit_and_is_still_grad
     record, _ = runs["timeout"]
     assert (record.status, record.stop_reason, record.reward) == ("completed", "timeout", 0.0)
     assert [(s.kind, s.is_error) for s in record.steps] == [("model", False), ("tool_call", False), ("model", True)]
-    assert record.timings["agent"] < 15
+    # The wall clock ended it, not the model's 120 s hang (10 s: room for setup, the MCP session
+    # and the one tool call before it on a loaded machine).
+    assert record.timings["agent"] < 60

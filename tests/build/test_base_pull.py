@@ -45,7 +45,8 @@ def registry(tmp_path_factory):
     )
     server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        for _ in range(200):  # until it answers (bounded: 200 tries)
+        deadline = time.monotonic() + 120  # until it answers (a loaded machine starts it late)
+        while time.monotonic() < deadline:
             if server.poll() is not None:
                 pytest.fail(f"docker-registry exited: {server.stderr.read().decode()[-500:]}")
             try:

@@ -188,7 +188,8 @@ import docker
 from engine.build.images import ContentAddressedBuilder
 builder = ContentAddressedBuilder(docker.from_env(timeout=600), ca_bundle=None)
 ref = builder.plan(Path(sys.argv[1]), Path(sys.argv[2]), {"BASE": sys.argv[3]}, "test")
-time.sleep(max(0.0, float(sys.argv[4]) - time.time()))  # start together
+print("ready", flush=True)
+sys.stdin.readline()  # "go": both start together, however long each took to get here
 record = builder.ensure(ref)
 print(json.dumps({"tag": record.tag, "cache_hit": record.cache_hit, "seconds": record.seconds}))
 """
@@ -197,13 +198,22 @@ print(json.dumps({"tag": record.tag, "cache_hit": record.cache_hit, "seconds": r
 @pytest.mark.docker
 @pytest.mark.slow
 def test_concurrent_ensure_of_one_tag_builds_it_once(docker_client, builder, base_image, built_tags, tmp_path):
-    slow = "ARG BASE\nFROM ${BASE}\nCOPY nonce /nonce\nRUN sleep 3 && echo built > /built\n"
+    slow = "ARG BASE\nFROM ${BASE}\nCOPY nonce /nonce\nRUN sleep 5 && echo built > /built\n"
     dockerfile, context = make_context(tmp_path, dockerfile=slow)
     ref = builder.plan(dockerfile, context, {"BASE": base_image}, "test")
     built_tags.append(ref.tag)
-    start_at = time.time() + 3.0  # both children are importing docker by then
-    argv = [sys.executable, "-c", _ENSURE_IN_CHILD, str(dockerfile), str(context), base_image, str(start_at)]
-    children = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT) for _ in range(2)]
+    argv = [sys.executable, "-c", _ENSURE_IN_CHILD, str(dockerfile), str(context), base_image]
+    children = [
+        subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT)
+        for _ in range(2)
+    ]
+    for child in children:  # each has imported docker and planned
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n", child.stderr
+    start_at = time.time()
+    for child in children:  # "go" to both before waiting for either
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
     results = []
     for child in children:
         out, err = child.communicate(timeout=300)

@@ -117,7 +117,7 @@ def test_shutdown_answers_the_call_in_flight_at_once_closes_the_endpoint_and_pri
     first = json.loads(client.stdout.readline() or "{}")
     assert first == {"event": "running", "ok": True}, first
     sent = served.interrupt()
-    closed = _until_refused(served.url, sent + 30) - sent
+    closed = _until_refused(served.url, sent + PROMPTLY) - sent
     rest = client.stdout.read()
     client.wait(timeout=30)
     outcome = json.loads(rest.strip().splitlines()[-1])["result"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -120,9 +121,8 @@ def test_the_thread_follows_the_sweep_and_prints_the_final_line_on_exit(tmp_path
     sweep, out = tmp_path / "sweep", io.StringIO()
     with SweepProgress(sweep, 2, label="S", stream=out, interactive=False, every_s=0, poll_s=0.01) as progress:
         record(sweep, 0, "completed")
-        deadline = 200
-        while "1/2 done" not in out.getvalue() and deadline:
-            deadline -= 1
+        deadline = time.monotonic() + 60  # the thread's next poll, however late a loaded machine runs it
+        while "1/2 done" not in out.getvalue() and time.monotonic() < deadline:
             progress._stop.wait(0.01)
         record(sweep, 1, "completed")
     lines = out.getvalue().splitlines()

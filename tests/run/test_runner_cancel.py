@@ -21,8 +21,10 @@ from engine.runtimes.docker.reaper import LABEL_RUN_ID
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CANCEL_WITHIN = 20.0
-"""Seconds a cancelled run may take to record itself and remove its containers."""
+CANCEL_WITHIN = 120.0
+"""Seconds a cancelled run may take to record itself and remove its containers: far under the
+300 s the cancelled step would take to end by itself, with room for a loaded machine's
+``docker rm -f`` of each container."""
 
 
 @pytest.fixture(scope="module")

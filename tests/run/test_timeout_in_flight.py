@@ -46,7 +46,7 @@ def test_a_call_in_flight_at_the_agents_timeout_is_recorded_as_an_error_step_wit
             "run",
             "task=fixtures/in_flight",
             "agent=integration_test",
-            "timeouts.agent=10",
+            "timeouts.agent=20",  # room for setup and the call's exec to start on a loaded machine
         ],
         capture_output=True,
         text=True,

@@ -139,14 +139,14 @@ def test_a_long_manifest_line_is_read_in_linear_time():
         "for path in ('package.json', '.mocharc.yml', '.npmrc'):\n"
         "    for line in lines:\n"
         "        for created in (False, True):\n"
-        "            began = time.perf_counter()\n"
+        "            began = time.process_time()\n"
         "            manifest.manifest_findings(path, [(1, line)], created, frozenset({'notes.txt'}))\n"
-        "            assert time.perf_counter() - began < 1, (path, line[:20])\n"
+        "            assert time.process_time() - began < 1, (path, line[:20])\n"
         'wide = [(n, f\'"./a{n}": "./b{n}",\') for n in range(1, 5000)] + [(5000, \'"./a": "./b"}}\')]\n'
-        "began = time.perf_counter()\n"
+        "began = time.process_time()\n"
         "found = manifest.manifest_findings('package.json', [(0, '{\"exports\": {')] + wide, True,\n"
         "                                     frozenset(f'b{n}' for n in range(5000)))\n"
-        "assert time.perf_counter() - began < 1 and len(found) == 4999\n"
+        "assert time.process_time() - began < 1 and len(found) == 4999\n"
     )
     run_apart(program)
 

@@ -106,8 +106,8 @@ def test_a_spare_the_agent_killed_runs_nothing_and_its_command_runs_once_on_its_
     assert (result.exit_code, result.stdout) == (0, b"ok\n")
     assert run(ws.exec(["cat", "/tmp/ran"])).stdout == b"ran\n"
     # kept, looked for (root), the kill, then the command: the dead spare taken (the next one
-    # starting), and its own exec
-    assert started[:5] == ["spare", "own", "own", "spare", "own"]
+    # starting), and its own exec: those two from two threads, in either order
+    assert started[:3] == ["spare", "own", "own"] and sorted(started[3:5]) == ["own", "spare"], started
 
 
 def test_a_spare_runs_its_command_in_its_directory_as_it_is_now(workspace, run, started):
