@@ -1,0 +1,84 @@
+"""A wall-clock limit that runs out on an event, for the tests of an agent's limit.
+
+Such a run must first reach the model (a CLI's first call came 28 s after its launch headless
+and 53 s in tmux at a load average of ~20) and then be ended by the limit, however long the
+first part took: a limit in seconds is either too short on a loaded machine or a long wait on a
+quiet one. ``LimitOnEvent`` stands in for ``asyncio`` in the agent's module: everything is
+asyncio's own, except that each ``timeout(delay)`` runs out ``grace`` seconds after ``fire()``
+(called from any thread: the stand-in model's, as it starts to hang), with ``delay`` kept as
+the backstop. What ends the run is still the agent's own limit (its ``asyncio.timeout``, its
+kill, its record), only started by the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import TracebackType
+from typing import Any
+
+
+class LimitOnEvent:
+    def __init__(self, grace: float = 1.0) -> None:
+        self.grace = grace
+        self.fired = 0
+        self._armed: list[_Armed] = []
+        self._pending = False  # fired while no limit was entered: the next one runs out at once
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    def timeout(self, delay: float | None) -> _Armed:
+        return _Armed(self, delay)
+
+    def fire(self) -> None:
+        with self._lock:
+            self.fired += 1
+            armed = list(self._armed)
+            self._pending = not armed
+        for each in armed:
+            each.run_out_soon()
+
+    def _enter(self, armed: _Armed) -> None:
+        with self._lock:
+            self._armed.append(armed)
+            pending, self._pending = self._pending, False
+        if pending:
+            armed.run_out_soon()
+
+    def _leave(self, armed: _Armed) -> None:
+        with self._lock:
+            self._armed.remove(armed)
+
+
+class _Armed:
+    def __init__(self, clock: LimitOnEvent, delay: float | None) -> None:
+        self.clock, self.delay = clock, delay
+        self.timer = asyncio.timeout(delay)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> _Armed:
+        self.loop = asyncio.get_running_loop()
+        await self.timer.__aenter__()
+        self.clock._enter(self)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        self.clock._leave(self)
+        return await self.timer.__aexit__(kind, exc, tb)
+
+    def run_out_soon(self) -> None:
+        loop = self.loop
+        assert loop is not None
+
+        def reschedule() -> None:
+            if self in self.clock._armed:  # still entered: not left meanwhile
+                self.timer.reschedule(loop.time() + self.clock.grace)
+
+        loop.call_soon_threadsafe(reschedule)
+
+    def expired(self) -> bool:
+        return self.timer.expired()
