@@ -13,6 +13,7 @@ import json
 
 import pytest
 from standin import StandIn, answer, call, fixer, giver_up, golden_edits, hang, rate_limited, raw_call, reply
+from wall_clock import LimitOnEvent
 
 from engine.config.compose import compose_config, to_typed
 
@@ -62,7 +63,11 @@ def hiccups_then_fix(turn):
 @pytest.fixture(scope="module")
 def runs(docker_client, base_image, tmp_path_factory):
     """Four real runs: fixed (both protocols), given up, and timed out."""
+    import engine.agents.tool_calling as tool_calling
+
+    limit = LimitOnEvent()
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tool_calling, "asyncio", limit)  # its wall-clock limit runs out on the model's hang
         prices = tmp_path_factory.mktemp("prices") / "prices.yaml"
         prices.write_text(json.dumps({"models": PRICES}))
         mp.setenv("CRUCIBLE_PRICES", str(prices))
@@ -75,7 +80,10 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "sample/negative_money": giver_up,
             }.get(turn.task)
             if behaviour is None:  # sample/snapshot_alias: looks around, then the model hangs
-                return hang(120) if turn.turn == 1 else reply("", call("bash", command="ls"))
+                if turn.turn == 1:
+                    limit.fire()
+                    return hang(120)
+                return reply("", call("bash", command="ls"))
             return behaviour(turn)
 
         with StandIn(script) as api:
@@ -85,7 +93,7 @@ def runs(docker_client, base_image, tmp_path_factory):
                 "give_up": (real_run(tmp_path_factory, api, MODELS["openai"], "sample/negative_money"), api),
                 "timeout": (
                     real_run(
-                        tmp_path_factory, api, MODELS["anthropic"], "sample/snapshot_alias", "agent.wall_timeout=10"
+                        tmp_path_factory, api, MODELS["anthropic"], "sample/snapshot_alias", "agent.wall_timeout=60"
                     ),
                     api,
                 ),
@@ -137,6 +145,7 @@ def test_a_run_whose_model_hangs_stops_at_the_wall_clock_limit_and_is_still_grad
     record, _ = runs["timeout"]
     assert (record.status, record.stop_reason, record.reward) == ("completed", "timeout", 0.0)
     assert [(s.kind, s.is_error) for s in record.steps] == [("model", False), ("tool_call", False), ("model", True)]
-    # The wall clock ended it, not the model's 120 s hang (10 s: room for setup, the MCP session
-    # and the one tool call before it on a loaded machine).
+    # Its limit (run out a second after the model began to hang: tests/wall_clock.py) ended it,
+    # not the limit's 60 s backstop, nor the hang's 120 s.
     assert record.timings["agent"] < 60
+    assert "stopped at the wall-clock limit of 60 s" in " ".join(record.warnings), record.warnings
