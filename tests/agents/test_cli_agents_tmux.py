@@ -132,11 +132,13 @@ def test_a_stale_draft_is_cleared_and_only_the_new_turn_is_submitted(tmp_path):
 def test_a_live_steer_reaches_the_running_turn_of_the_same_session(tmp_path):
     async def body(fake):
         pane = await fake.start()
-        await pane.submit("slow 2")
+        # Its tool runs until the steer is in (a minute at most), however late a loaded machine
+        # delivers it.
+        await pane.submit("slow-until-steered 60")
         await asyncio.sleep(0.5)
         await pane.submit("also check the docs")
-        await pane.wait_done(20)
-        return await pane.answer("slow 2"), await pane.tmux("list-sessions")
+        await pane.wait_done(90)
+        return await pane.answer("slow-until-steered 60"), await pane.tmux("list-sessions")
 
     answer, sessions = drive(tmp_path, body)
     assert answer.splitlines() == ["(steered) also check the docs", "The slow tool is done."]

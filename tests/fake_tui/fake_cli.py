@@ -12,6 +12,8 @@ draft. While working it shows a spinner line with "(esc to interrupt)"; Esc inte
     remember X        keeps X in the session's memory      -> "● Noted."
     recall            answers with what it remembered     -> "● You asked me to remember X."
     slow N            a tool call that takes N s, with a prompt-like footer ("❯ ...") visible
+    slow-until-steered N
+                      the same, ending once a message is steered in (at most N s)
     crash             exits with status 3
     call TOOL JSON    a real MCP tool call through the run's server (the official SDK's client over
                       --mcp-socket, bearer --mcp-token), shown as a tool panel -> "● The tool said: ..."
@@ -149,8 +151,8 @@ class Tui:
             reply = f"You asked me to remember {self.session.memory[-1]}." if self.session.memory else "Nothing."
         elif words[:1] == ["call"] and len(words) >= 2:
             reply = self.call(words[1], json.loads(text.split(None, 2)[2]) if len(words) > 2 else {})
-        elif words[:1] == ["slow"]:
-            if not self.tool(float(words[1])):
+        elif words[:1] in (["slow"], ["slow-until-steered"]):
+            if not self.tool(float(words[1]), until_steered=words[0] == "slow-until-steered"):
                 return
             reply = "The slow tool is done."
         else:
@@ -203,10 +205,11 @@ class Tui:
         out("\r\x1b[2K")
         return True
 
-    def tool(self, seconds: float) -> bool:
+    def tool(self, seconds: float, *, until_steered: bool = False) -> bool:
         out("● Bash(sleep)\r\n  ⎿ running…\r\n")
         end = time.monotonic() + seconds
-        while time.monotonic() < end:  # the false-idle trap: a prompt glyph visible while it works
+        # The false-idle trap: a prompt glyph visible while it works.
+        while time.monotonic() < end and not (until_steered and self.pending):
             out(f"\r\x1b[2K{GLYPH}(tool output streaming)  · esc to interrupt")
             for item in self.edit(self.read(0.2)):
                 if item == "\x1b":
