@@ -61,3 +61,15 @@ def test_a_step_that_finishes_in_the_turn_its_deadline_fires_keeps_its_result():
             await within(loop.create_future(), 0)
 
     asyncio.run(main())
+
+
+def test_a_gather_the_deadline_cancelled_is_a_timeout_not_a_cancel():
+    """A gather cancelled by the deadline ends holding a CancelledError rather than cancelled:
+    that is the timeout, never an outcome to hand on as if someone had cancelled the caller."""
+
+    async def main() -> None:
+        for return_exceptions in (False, True):
+            with pytest.raises(TimeoutError):
+                await within(asyncio.gather(asyncio.sleep(60), return_exceptions=return_exceptions), 0.01)
+
+    asyncio.run(main())

@@ -4,10 +4,12 @@ Such a run must first reach the model (a CLI's first call came 28 s after its la
 and 53 s in tmux at a load average of ~20) and then be ended by the limit, however long the
 first part took: a limit in seconds is either too short on a loaded machine or a long wait on a
 quiet one. ``LimitOnEvent`` stands in for ``asyncio`` in the agent's module: everything is
-asyncio's own, except that each ``timeout(delay)`` runs out ``grace`` seconds after ``fire()``
-(called from any thread: the stand-in model's, as it starts to hang), with ``delay`` kept as
-the backstop. What ends the run is still the agent's own limit (its ``asyncio.timeout``, its
-kill, its record), only started by the event.
+asyncio's own, except that each ``timeout(delay)`` entered when ``fire()`` is called (from any
+thread: the stand-in model's, as it starts to hang) runs out ``grace`` seconds later, with
+``delay`` kept as the backstop. A fire while no limit is entered does nothing (both agents
+enter theirs before they can reach the model; a late one must not cut the next run short).
+What ends the run is still the agent's own limit (its ``asyncio.timeout``, its kill, its
+record), only started by the event.
 """
 
 from __future__ import annotations
@@ -21,9 +23,7 @@ from typing import Any
 class LimitOnEvent:
     def __init__(self, grace: float = 1.0) -> None:
         self.grace = grace
-        self.fired = 0
         self._armed: list[_Armed] = []
-        self._pending = False  # fired while no limit was entered: the next one runs out at once
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -34,18 +34,13 @@ class LimitOnEvent:
 
     def fire(self) -> None:
         with self._lock:
-            self.fired += 1
             armed = list(self._armed)
-            self._pending = not armed
         for each in armed:
             each.run_out_soon()
 
     def _enter(self, armed: _Armed) -> None:
         with self._lock:
             self._armed.append(armed)
-            pending, self._pending = self._pending, False
-        if pending:
-            armed.run_out_soon()
 
     def _leave(self, armed: _Armed) -> None:
         with self._lock:
@@ -75,8 +70,11 @@ class _Armed:
         assert loop is not None
 
         def reschedule() -> None:
-            if self in self.clock._armed:  # still entered: not left meanwhile
-                self.timer.reschedule(loop.time() + self.clock.grace)
+            with self.clock._lock:
+                entered = self in self.clock._armed  # not left meanwhile
+            if entered and not self.timer.expired():  # nor run out already (a second fire, the backstop)
+                due, soon = self.timer.when(), loop.time() + self.clock.grace
+                self.timer.reschedule(soon if due is None else min(due, soon))
 
         loop.call_soon_threadsafe(reschedule)
 

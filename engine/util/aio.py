@@ -43,11 +43,18 @@ async def within(aw: Awaitable[T], timeout: float | None) -> T:
     ``aw`` runs in the caller's own task under a deadline, so that cancel is raised.
 
     A future ``aw`` that finished in the very turn the deadline fired keeps its outcome (as
-    ``wait_for``'s does): the deadline's cancel could no longer reach it, only our await."""
+    ``wait_for``'s does): the deadline's cancel could no longer reach it, only our await. An
+    outcome that is the deadline's own cancel (a ``gather`` it cancelled ends holding a
+    CancelledError, not cancelled) is the timeout, as ``wait_for`` has it."""
     try:
         async with asyncio.timeout(timeout):
             return await aw
     except TimeoutError:
-        if isinstance(aw, asyncio.Future) and aw.done() and not aw.cancelled():
+        if (
+            isinstance(aw, asyncio.Future)
+            and aw.done()
+            and not aw.cancelled()
+            and not isinstance(aw.exception(), asyncio.CancelledError)
+        ):
             return cast(T, aw.result())
         raise

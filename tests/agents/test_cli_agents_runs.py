@@ -395,9 +395,6 @@ def test_a_model_error_in_codexs_tui_ends_the_run_as_a_model_error_at_once(runs)
         record.warnings
     )
     assert "codex's turn in its TUI ended as model_error" in record.warnings
-    # Its rollout's task_complete ended the turn, not a clock (a fact, not a time: at a load of
-    # ~20 the first call alone came 53 s after launch).
-    assert not any("wall-clock limit" in w for w in record.warnings), record.warnings
     assert census[record.run_id] == ""
     [terminal] = stored_terminals(record.run_id)
     snapshots = DuckDBStore().terminal_snapshots(terminal.terminal_id)

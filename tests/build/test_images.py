@@ -208,7 +208,9 @@ def test_concurrent_ensure_of_one_tag_builds_it_once(docker_client, builder, bas
         for _ in range(2)
     ]
     for child in children:  # each has imported docker and planned
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n", child.stderr
+        assert child.stdout is not None and child.stderr is not None
+        line = child.stdout.readline()
+        assert line == b"ready\n", (line, child.stderr.read().decode() if not line else "")
     start_at = time.time()
     for child in children:  # "go" to both before waiting for either
         assert child.stdin is not None

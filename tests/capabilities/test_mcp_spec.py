@@ -141,4 +141,4 @@ def _until_refused(url: str, deadline: float) -> float:
         except OSError:
             return time.time()
         time.sleep(0.005)
-    raise AssertionError(f"{url} still accepted connections 30 s after Ctrl-C")
+    raise AssertionError(f"{url} still accepted connections {PROMPTLY:g} s after Ctrl-C")
