@@ -23,6 +23,8 @@ from typing import Any
 class LimitOnEvent:
     def __init__(self, grace: float = 1.0) -> None:
         self.grace = grace
+        self.ran_out: list[str] = []
+        """How each limit that ran out did: "event" (``fire`` moved it) or "backstop" (its delay)."""
         self._armed: list[_Armed] = []
         self._lock = threading.Lock()
 
@@ -52,6 +54,7 @@ class _Armed:
         self.clock, self.delay = clock, delay
         self.timer = asyncio.timeout(delay)
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.moved = False
 
     async def __aenter__(self) -> _Armed:
         self.loop = asyncio.get_running_loop()
@@ -63,7 +66,11 @@ class _Armed:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
         self.clock._leave(self)
-        return await self.timer.__aexit__(kind, exc, tb)
+        try:
+            return await self.timer.__aexit__(kind, exc, tb)
+        finally:
+            if self.timer.expired():
+                self.clock.ran_out.append("event" if self.moved else "backstop")
 
     def run_out_soon(self) -> None:
         loop = self.loop
@@ -74,7 +81,9 @@ class _Armed:
                 entered = self in self.clock._armed  # not left meanwhile
             if entered and not self.timer.expired():  # nor run out already (a second fire, the backstop)
                 due, soon = self.timer.when(), loop.time() + self.clock.grace
-                self.timer.reschedule(soon if due is None else min(due, soon))
+                if due is None or soon < due:
+                    self.timer.reschedule(soon)
+                    self.moved = True
 
         loop.call_soon_threadsafe(reschedule)
 

@@ -150,11 +150,17 @@ def real_run(tmp_path_factory, agent: str, task: str, *overrides: str):
 
 
 @pytest.fixture(scope="module")
-def runs(docker_client, base_image, tmp_path_factory):
+def limit() -> LimitOnEvent:
+    """The CLI agents' wall-clock limits in this module's runs (tests/wall_clock.py)."""
+    return LimitOnEvent()
+
+
+@pytest.fixture(scope="module")
+def runs(docker_client, base_image, tmp_path_factory, limit):
     import engine.agents.cli as cli_agents
     from engine.runtimes.docker.runtime import DockerWorkspace
 
-    probe, hung, limit = Probe(), threading.Event(), LimitOnEvent()
+    probe, hung = Probe(), threading.Event()
     census: dict[str, str] = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cli_agents, "asyncio", limit)  # its wall-clock limits run out on the hang
@@ -297,13 +303,13 @@ def test_the_workspace_has_no_network_and_never_holds_the_key(runs, protocol):
 
 
 @pytest.mark.parametrize("name", ["timeout", "timeout_tmux", "timeout_codex_tmux"])
-def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_left_running(runs, name):
+def test_a_cli_past_its_wall_clock_limit_ends_the_run_as_timeout_with_nothing_left_running(runs, limit, name):
     made, _, _, census = runs
     record = made[name]
     assert (record.status, record.error_phase, record.stop_reason) == ("timeout", "agent", "timeout"), record.error
     assert record.reward is None
     assert f"the CLI was killed at the wall-clock limit of {WALL[name]} s" in record.warnings, record.warnings
-    assert record.timings["agent"] < WALL[name], "run out by the hang (tests/wall_clock.py), not by its backstop"
+    assert limit.ran_out == ["event"] * 3, "each of the three ran out on its hang, none on its backstop"
     assert census[record.run_id] == "", f"left running as the agent's uid: {census[record.run_id]}"
     assert [s.kind for s in record.steps][:1] == ["model"]
     if name.endswith("_tmux"):  # its terminal failed, with why
