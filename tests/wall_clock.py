@@ -51,7 +51,7 @@ class LimitOnEvent:
 
 class _Armed:
     def __init__(self, clock: LimitOnEvent, delay: float | None) -> None:
-        self.clock, self.delay = clock, delay
+        self.clock = clock
         self.timer = asyncio.timeout(delay)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.moved = False
