@@ -101,8 +101,11 @@ def _reading(name: str) -> Callable[[list[str]], int]:
 
 USAGE = __doc__
 WARM_COMMANDS = frozenset({"run", "check", "build", "rerun", "lock"})
-"""The commands a warm server starts (engine/cli/warm.py): those that compose and plan. The read
-commands start in ~0.08 s of their own and never import the client."""
+"""The commands a warm server starts in a fork of its own (engine/cli/warm.py): those that
+compose and plan."""
+WARM_READS = frozenset({"query", "show", "report"})
+"""The read commands a warm server answers in its reader (engine/cli/warm_reader.py), a process
+that keeps DuckDB's instance from one command to the next."""
 
 
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -441,7 +444,7 @@ def entry() -> NoReturn:
     Tests call ``main``, which returns.
     """
     code = None
-    if len(sys.argv) > 1 and sys.argv[1] in WARM_COMMANDS:
+    if len(sys.argv) > 1 and (sys.argv[1] in WARM_COMMANDS or sys.argv[1] in WARM_READS):
         from engine.cli.warm import forwarded
 
         code = forwarded(sys.argv)

@@ -4,7 +4,8 @@ A command's own start-up costs more than a golden run's containers do: importing
 Hydra, the Docker SDK and DuckDB, and the flavors' modules (~1 s of CPU). ``crucible warm
 start`` leaves a server behind (engine/cli/warm_server.py) holding all of it imported, the
 shape of Bazel's client and server. Then ``run``, ``check``, ``build``, ``rerun`` and ``lock``
-hand their command line to it: it forks, and the fork runs the command as this process would,
+hand their command line to it (and ``query``, ``show`` and ``report``, which its reader answers:
+engine/cli/warm_reader.py): it forks, and the fork runs the command as this process would,
 with this process's standard streams (passed over the socket), working directory, environment,
 ``sys.path`` and umask. Nothing of one command reaches the next: each is a fresh fork of a
 server that has only imported modules (no connection, no thread, no cache filled).
@@ -40,7 +41,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from engine.cli.main import WARM_COMMANDS  # entry asks before it imports this module
+from engine.cli.main import WARM_COMMANDS, WARM_READS  # entry asks before it imports this module
 
 FORWARDED_SIGNALS = (
     signal.SIGINT,
@@ -182,7 +183,7 @@ def forwarded(argv: list[str]) -> int | None:
     """``argv`` run by the warm server, and its exit status; None where this process is to run
     it itself (no server, not a command it takes, a standard stream closed, a server that cannot
     be this process or is stale)."""
-    if len(argv) < 2 or argv[1] not in WARM_COMMANDS or os.environ.get("CRUCIBLE_WARM", "") == "off":
+    if len(argv) < 2 or argv[1] not in WARM_COMMANDS | WARM_READS or os.environ.get("CRUCIBLE_WARM", "") == "off":
         return None
     try:
         for fd in (0, 1, 2):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.cli.args import one_line_parser
-from engine.cli.main import WARM_COMMANDS
+from engine.cli.main import WARM_COMMANDS, WARM_READS
 from engine.cli.warm import CHECKOUT, connect, private, recv_message, send_message, socket_path
 from engine.errors import UserError
 
@@ -81,9 +81,14 @@ def _status() -> int:
         print("crucible warm: not running (crucible warm start)")
         return 1
     stale = f"; stale, starting again: {answer['stale']}" if answer.get("stale") else ""
+    reader = (
+        f"; reader pid {answer['reader']}, {answer['reads']} read(s), {'busy' if answer.get('reading') else 'idle'}"
+        if answer.get("reader")
+        else ""
+    )
     print(
         f"crucible warm: running, pid {answer['pid']}, {answer['served']} command(s) served, "
-        f"{answer['running']} running now{stale}; log {log_path()}"
+        f"{answer['running']} running now{reader}{stale}; log {log_path()}"
     )
     return 0
 
@@ -157,5 +162,8 @@ def _start(idle: float) -> int:
     if word != "ready":
         tail = log_path().read_text(errors="replace").strip().splitlines()[-1:] if log_path().exists() else []
         raise UserError(f"the warm server did not start: {tail[0] if tail else 'no output'} (log: {log_path()})")
-    print(f"crucible warm: started, pid {pid}: {', '.join(sorted(WARM_COMMANDS))} start from it now")
+    print(
+        f"crucible warm: started, pid {pid}: {', '.join(sorted(WARM_COMMANDS))} start from it now, "
+        f"and {', '.join(sorted(WARM_READS))} are answered by it"
+    )
     return 0

@@ -37,23 +37,9 @@ def become(request: dict[str, Any], conn: socket.socket, fds: list[int], *, clos
             signal.signal(signum, signal.SIG_IGN)  # nohup's SIGHUP, a background job's SIGINT
         for fd in closing:
             os.close(fd)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        fds.clear()
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.umask(int(request["umask"]))
+        take_on_client(request, fds)
         for name, limits in (request.get("limits") or {}).items():
             resource.setrlimit(getattr(resource, name), tuple(limits))
-        time.tzset()  # TZ
-        tempfile.tempdir = None  # TMPDIR (asyncssh's import asked for it in the server)
-        with contextlib.suppress(locale.Error):
-            locale.setlocale(locale.LC_CTYPE, "")  # LANG / LC_*, as Python sets it at start
-        sys.path[:] = request["path"]
-        sys.argv = list(request["argv"])
-        _standard_streams(request["stdio"], unbuffered=bool(request.get("unbuffered")))
         threading.Thread(target=_watch_client, args=(conn,), name="crucible-warm-client", daemon=True).start()
         from engine.cli.main import main
 
@@ -72,6 +58,27 @@ def become(request: dict[str, Any], conn: socket.socket, fds: list[int], *, clos
             leave(code)
         finally:
             os._exit(code)
+
+
+def take_on_client(request: dict[str, Any], fds: list[int]) -> None:
+    """This process as the client's, but for its resource limits: its standard streams (``fds``,
+    each closed once in place), working directory, environment and what Python derived from it
+    at start, umask, ``sys.path`` and argv."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    fds.clear()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.umask(int(request["umask"]))
+    time.tzset()  # TZ
+    tempfile.tempdir = None  # TMPDIR (asyncssh's import asked for it in the server)
+    with contextlib.suppress(locale.Error):
+        locale.setlocale(locale.LC_CTYPE, "")  # LANG / LC_*, as Python sets it at start
+    sys.path[:] = request["path"]
+    sys.argv = list(request["argv"])
+    _standard_streams(request["stdio"], unbuffered=bool(request.get("unbuffered")))
 
 
 def _standard_streams(encodings: list[list[str | None]], *, unbuffered: bool) -> None:

@@ -12,6 +12,9 @@ client gone and end its run. A client this process cannot be (another checkout o
 other ids, a limit above its own, another hash seed) is sent back to run its command itself.
 This process only reaps its forks and tells each client its fork's status: it opens no
 connection, starts no thread and fills no cache but two of code alone, so a fork starts clean.
+``query``, ``show`` and ``report`` go to its reader instead (engine/cli/warm_reader.py): one
+long-lived fork, started at the first read, that answers them one after another in its own
+process and keeps DuckDB's instance between them; a read that finds it busy gets a fork.
 
 Its code goes stale when a file it imported changes, or any file of crucible's packages or
 Dockerfile.hud: it then turns commands away (their clients run them themselves), waits for its
@@ -38,13 +41,15 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.cli.warm import CHECKOUT, recv_message, same_process, send_message
 from engine.cli.warm_fork import become
+from engine.cli.warm_reader import ReaderSlot
+from engine.cli.warm_tree import PACKAGES, code_snapshot, drifted, tree_snapshot, until_quiet, what_changed
 
-PACKAGES = ("engine", "envs", "swe_tasks")
 LAZY = (
     # what a run imports when it first serves or calls its tools, beyond crucible's packages
     "anyio._backends._asyncio",
@@ -62,9 +67,6 @@ LAZY = (
 REQUEST_WITHIN = 5.0
 """Seconds a connected client has to send its whole request (it has it in memory): one that
 does not must not hold the server, nor every other command waiting behind it."""
-QUIET = 2.0
-"""Seconds a tree must have gone unwritten before code is imported from it (a checkout or pull
-writes its files one after another; an mtime has a clock tick's resolution)."""
 
 
 def warm_up() -> None:
@@ -117,72 +119,6 @@ def _schemas() -> set[type]:
     return found
 
 
-def tree_snapshot(*, folders: bool = True) -> dict[str, int]:
-    """Every file (and folder) of crucible's packages, and the image definition, by mtime
-    (what ``engine_version`` hashes, and where a new module would appear)."""
-    seen = {str(CHECKOUT / "Dockerfile.hud"): _mtime(CHECKOUT / "Dockerfile.hud")}
-    for package in PACKAGES:
-        for folder, _, files in os.walk(CHECKOUT / package):
-            if folder.endswith("__pycache__"):
-                continue
-            if folders:
-                seen[folder] = _mtime(folder)
-            for name in files:
-                seen[os.path.join(folder, name)] = _mtime(os.path.join(folder, name))
-    return seen
-
-
-def code_snapshot() -> dict[str, int]:
-    """The tree's snapshot and each imported module's file, by mtime."""
-    seen = tree_snapshot()
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str):
-            seen[path] = _mtime(path)
-    return seen
-
-
-def _mtime(path: str | Path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return -1
-
-
-def what_changed(snapshot: dict[str, int]) -> str | None:
-    """The first file whose mtime differs from ``snapshot``'s: the code may not be what was imported."""
-    for path, mtime in snapshot.items():
-        if _mtime(path) != mtime:
-            return f"{path} changed"
-    return None
-
-
-def drifted(before: dict[str, int], snapshot: dict[str, int], began: float) -> str | None:
-    """A file of the tree written while this process imported it (``before`` against the
-    ``snapshot`` after), or any file imported that was written in the QUIET seconds before the
-    warm-up began (its mtime's clock tick may hide a write after it). A future mtime is no
-    sign of either (a skewed clock, an unpacked archive): only a change from it is."""
-    for path, mtime in before.items():
-        if snapshot.get(path) != mtime:
-            return f"{path} changed while warming up"
-    now = time.time()
-    for path, mtime in snapshot.items():
-        if began - QUIET < mtime / 1e9 <= now and not os.path.isdir(path):
-            return f"{path} was being written"
-    return None
-
-
-def until_quiet(limit: float = 60.0) -> None:
-    """Wait (at most ``limit`` seconds) until no file of the tree was written in QUIET seconds."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        now = time.time()
-        newest = max((m / 1e9 for m in tree_snapshot(folders=False).values() if m / 1e9 <= now), default=0.0)
-        if now - newest >= QUIET:
-            return
-        time.sleep(QUIET / 4)
-
-
 class Server:
     def __init__(self, listener: socket.socket, lock: int, path: Path, snapshot: dict[str, int], idle: float) -> None:
         self.listener, self.lock, self.path, self.snapshot, self.idle = listener, lock, path, snapshot, idle
@@ -191,6 +127,7 @@ class Server:
         """A fork's pid -> a pidfd of its client's process: a client that dies while its fork is
         stopped (Ctrl-Z, then kill -9) gets its fork continued, to see it gone and end its run."""
         self.accepting, self.restart = True, False
+        self.reader = ReaderSlot()
         self.served, self.since, self.active = 0, time.time(), time.monotonic()
         self.stale: str | None = None
         self.same = same_process()
@@ -214,6 +151,12 @@ class Server:
                 if key.data == "signal":
                     with contextlib.suppress(BlockingIOError):
                         os.read(self.wakeup_r, 4096)
+                elif key.data == "reader":
+                    if self.reader.said():
+                        self.active = time.monotonic()
+                        self.unwatch(self.reader.pid or 0)
+                    else:
+                        self.reader_gone()
                 elif isinstance(key.data, int):  # a fork's client has died
                     self.unwatch(key.data)
                     with contextlib.suppress(ProcessLookupError):
@@ -235,6 +178,7 @@ class Server:
             self.listener.close()
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
+            self.reader_gone()  # it ends its command, if any, then sees its socket closed
 
     def reap(self) -> None:
         while self.forks:
@@ -248,6 +192,11 @@ class Server:
                 if pid in self.forks and pid not in self.watching:  # its client is gone: none will continue it
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGCONT)
+                continue
+            if pid == self.reader.pid:
+                how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+                print(f"crucible warm: reader {pid} ended ({how})", flush=True)
+                self.reader_gone()
                 continue
             conn = self.forks.pop(pid, None)
             if conn is None:
@@ -318,6 +267,9 @@ class Server:
                 "served": self.served,
                 "running": len(self.forks),
                 "stale": self.stale,
+                "reader": self.reader.pid,
+                "reads": self.reader.reads,
+                "reading": self.reader.reading,
             }
         if op == "stop":
             self.stop_listening(restart=False)
@@ -327,6 +279,8 @@ class Server:
         why = self.stale or self.cannot_be(request)
         if why:
             return {"op": "refused", "why": why}
+        if self.to_reader(request, conn, fds):
+            return None  # the reader answers the client itself
         for stream in (sys.stdout, sys.stderr):  # nothing of the server's log may reach the client's
             stream.flush()
         pid = os.fork()
@@ -358,12 +312,54 @@ class Server:
 
     def become_command(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> None:
         """In the fork: everything of the server's closed, then the client's command (never returns)."""
+        self.close_in_fork()
+        become(request, conn, fds, closing=[self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()])
+
+    def close_in_fork(self, conn: socket.socket | None = None, fds: Sequence[int] = ()) -> None:
+        """In a fork: the server's sockets closed (and, in the reader's, the request it was
+        started for: a client's pipe held open there would never reach its end)."""
         self.selector.close()
         if self.accepting:
             self.listener.close()
         for other in self.forks.values():
             other.close()
-        become(request, conn, fds, closing=[self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()])
+        if self.reader.sock is not None:
+            self.reader.sock.close()
+        if conn is not None:
+            conn.close()
+        for fd in (*fds, self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()) if conn is not None else ():
+            os.close(fd)
+
+    # -- the reader: query, show and report in one long-lived fork (engine/cli/warm_reader.py) --
+
+    def to_reader(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> bool:
+        """Hand a read to the reader (started for it, if need be), or say it cannot take it."""
+        if not self.accepting or not self.reader.takes(request):
+            return False
+        if self.reader.pid is None:  # its fork must keep none of this request's descriptors
+            self.selector.register(
+                self.reader.start(lambda: self.close_in_fork(conn, fds)), selectors.EVENT_READ, "reader"
+            )
+        try:
+            client, pid = self.reader.hand(request, conn, fds), self.reader.pid
+        except OSError:
+            self.reader_gone()
+            raise
+        self.served += 1
+        self.active = time.monotonic()
+        assert pid is not None  # started above
+        self.watch(pid, client)  # stopped with its client (Ctrl-Z) that then dies: continued
+        return True
+
+    def reader_gone(self) -> None:
+        """Its socket closed (it ends once its command, if any, has): the next read starts another."""
+        pid, sock = self.reader.pid, self.reader.gone()
+        if pid is not None:
+            self.unwatch(pid)
+        if sock is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(sock)
+            sock.close()
 
 
 def take_lock(path: Path) -> int | None:

@@ -320,6 +320,8 @@ class DuckDBStore:
             try:
                 cursor = con.execute(sql)
                 rows = cursor.fetchall()
+            except duckdb.InterruptException as exc:  # engine.store.lock.interrupt: not the SQL's fault
+                raise KeyboardInterrupt from exc
             except duckdb.Error as exc:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 raise UserError(f"query error: {first}") from exc

@@ -110,6 +110,14 @@ def _process_instance() -> duckdb.DuckDBPyConnection:
     return _instance[1]
 
 
+def interrupt() -> None:
+    """Stop the statement this process's instance is running, if any (it raises
+    ``duckdb.InterruptException``); an instance at rest is left as it is. For a thread other than
+    the one running it: a warm reader whose client was interrupted or went away."""
+    if _instance is not None and _instance[0] == os.getpid():
+        _instance[1].interrupt()
+
+
 def _discard_instance() -> None:
     global _instance
     if _instance is not None and _instance[0] == os.getpid():

@@ -65,7 +65,7 @@ def test_a_user_mistake_is_the_same_line_and_status_from_the_server(server):
 
 def test_the_fork_takes_the_clients_environment_directory_and_streams(server, tmp_path):
     """The fork reads the client's variables and working directory and writes to its pipes;
-    a read command never goes through the server."""
+    a read command goes to the server's reader (tests/cli/test_warm_reader.py), not a fork."""
     before = served()
     env = {**os.environ, "ELSEWHERE": str(tmp_path / "elsewhere.duckdb")}
     shown = crucible("run", "--cfg", "job", "--resolve", "task=sample/last_page", "store=${oc.env:ELSEWHERE}", env=env)
@@ -76,7 +76,7 @@ def test_the_fork_takes_the_clients_environment_directory_and_streams(server, tm
     assert f"cwd: {tmp_path}" in [line.strip() for line in hydra.stdout.splitlines()]
     assert served() == before + 2
     crucible("query", "SELECT 1")
-    assert served() == before + 2
+    assert served() == before + 3
 
 
 @pytest.mark.docker

@@ -1,0 +1,295 @@
+"""The warm server's reader: one long-lived fork that answers ``query``, ``show`` and ``report``
+in its own process, one command after another (engine/cli/warm_server.py starts it).
+
+A fork per command costs a read command what it saves: DuckDB's in-memory instance (~30 ms of
+CPU, its threads do not survive a fork) is made again in every fork, and the fork's
+copy-on-write faults and exit come on top, ~0.09 s in all against ~0.13 s for the command in a
+process of its own. The reader makes the instance once and keeps it (engine/store/lock.py
+attaches the store per turn), so a read costs the client's start and the answer itself.
+
+For each command it takes on the client's process as a fork does (engine/cli/warm_fork.py:
+standard streams, working directory, environment, umask, ``sys.path``, argv, ignored signals),
+runs ``main``, and puts its own back: its streams, directory, environment, signal handlers and
+the logging handlers the command added. A client whose resource limits are not the server's
+gets a fork instead (a limit lowered here would stay lowered for every later command).
+
+Signals the client forwards: Ctrl-C and SIGTERM interrupt the command as in its own process
+(``interrupted``, 130); SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 interrupt it and the client ends
+by that signal, as their default action would have ended the command's process; Ctrl-Z stops
+this process with its client (the server continues it should the client die meanwhile); a
+client that dies interrupts its command. SIGWINCH is nothing to a read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from engine.cli.main import WARM_READS
+from engine.cli.warm import recv_message, send_message
+from engine.cli.warm_fork import take_on_client
+from engine.store.lock import duckdb
+from engine.store.lock import interrupt as interrupt_store
+
+READ_COMMANDS = WARM_READS
+"""The commands the reader answers (each only reads the store; none starts a run)."""
+INTERRUPTING = frozenset({signal.SIGINT, signal.SIGTERM})
+"""Forwarded signals the command itself handles as Ctrl-C (engine.cli.main: 130, "interrupted")."""
+ENDING = frozenset({signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2})
+"""Forwarded signals whose default action ends a command's process: the client ends by them."""
+
+
+class ReaderSlot:
+    """The server's side of its reader: none until the first read, then one read at a time."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
+        """The server's end: a read handed over; a byte back once the reader is idle again."""
+        self.reading = False
+        self.reads = 0
+        """Reads handed to a reader (every reader this server started)."""
+
+    def takes(self, request: dict[str, Any]) -> bool:
+        """A read command, the reader idle (else a fork of its own answers it, as any command),
+        and the client's resource limits the server's own."""
+        argv = request.get("argv") or []
+        if len(argv) < 2 or argv[1] not in READ_COMMANDS or self.reading:
+            return False
+        return all(
+            tuple(limits) == resource.getrlimit(getattr(resource, name))
+            for name, limits in (request.get("limits") or {}).items()
+        )
+
+    def start(self, in_child: Callable[[], None]) -> socket.socket:
+        """Fork the reader (``in_child``: the server's descriptors closed there); this end."""
+        ours, theirs = socket.socketpair()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                in_child()
+                serve_reads(theirs)
+            finally:
+                os._exit(1)
+        theirs.close()
+        self.pid, self.sock = pid, ours
+        return ours
+
+    def hand(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> int:
+        """Send the reader a read (its client's socket and streams with it); the client's pid."""
+        assert self.sock is not None  # started
+        send_message(self.sock, request, fds=[conn.fileno(), *fds])
+        self.reading = True
+        self.reads += 1
+        return int(struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])
+
+    def said(self) -> bool:
+        """The reader's byte: idle again (True), or its socket closed (False)."""
+        assert self.sock is not None
+        try:
+            said = self.sock.recv(64)
+        except OSError:
+            said = b""
+        self.reading = self.reading and not said
+        return bool(said)
+
+    def gone(self) -> socket.socket | None:
+        """Forget the reader; its socket, for the server to close."""
+        sock, self.pid, self.sock, self.reading = self.sock, None, None, False
+        return sock
+
+
+class _Command:
+    """The command being answered, as the client's watcher sees it."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.running = True
+        self.ending_signal: int | None = None
+        self.watcher: threading.Thread | None = None
+        self.interrupted = False
+
+
+_current: _Command | None = None
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    """Ctrl-C, sent to this thread by the watcher: an interrupt only while a command runs (one
+    that arrives as it ends is dropped, never raised between commands)."""
+    if _current is not None and _current.running:
+        raise KeyboardInterrupt
+
+
+def serve_reads(sock: socket.socket) -> NoReturn:
+    """The reader's loop: a command at a time from ``sock`` (the server's end), a byte back
+    after each, until the server closes it."""
+    signal.set_wakeup_fd(-1)
+    for signum in (signal.SIGCHLD, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # between commands: its end, even inside DuckDB
+    signal.signal(signal.SIGINT, _on_sigint)
+    own = _OwnProcess()
+    try:
+        while True:
+            request, fds = recv_message(sock, max_fds=4)
+            if request is None or len(fds) != 4:
+                for fd in fds:
+                    os.close(fd)
+                break
+            conn = socket.socket(fileno=fds[0])
+            try:
+                _answer(request, conn, fds[1:], own)
+            finally:
+                with contextlib.suppress(OSError):
+                    conn.close()
+            sock.sendall(b".")  # idle again: the server's next read may come here
+    except (OSError, ValueError):
+        pass  # the server went away, or sent what it never sends
+    os._exit(0)
+
+
+class _OwnProcess:
+    """What the reader puts back after each command."""
+
+    def __init__(self) -> None:
+        self.stdio = [os.dup(fd) for fd in (0, 1, 2)]
+        self.streams = (sys.stdin, sys.stdout, sys.stderr)
+        self.cwd = os.getcwd()
+        self.environ = dict(os.environ)
+        self.path = list(sys.path)
+        self.argv = list(sys.argv)
+        self.umask = os.umask(0o022)
+        os.umask(self.umask)
+
+    def restore(self, handlers: dict[int, Any], logged: tuple[list[logging.Handler], int]) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        for target, fd in enumerate(self.stdio):
+            os.dup2(fd, target)
+        for name, stream in zip(("stdin", "stdout", "stderr"), self.streams):
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
+        with contextlib.suppress(OSError):
+            os.chdir(self.cwd)
+        os.environ.clear()
+        os.environ.update(self.environ)
+        time.tzset()
+        tempfile.tempdir = None
+        os.umask(self.umask)
+        sys.path[:] = self.path
+        sys.argv = list(self.argv)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        root = logging.getLogger()
+        root.handlers[:], level = logged
+        root.setLevel(level)
+
+
+def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _OwnProcess) -> None:
+    """One command: "started", the command in this process, then how it ended."""
+    global _current
+    try:
+        send_message(conn, {"op": "started", "pid": os.getpid()})
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        return  # the client is gone already: nothing to answer
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *(request.get("ignored") or ()))
+    handlers = {signum: signal.getsignal(signum) for signum in signals}
+    root = logging.getLogger()
+    logged = (list(root.handlers), root.level)
+    command = _Command(conn)
+    code = 1
+    with warnings.catch_warnings():
+        try:
+            take_on_client(request, fds)
+            for signum in request.get("ignored") or ():
+                signal.signal(signum, signal.SIG_IGN)  # nohup's SIGHUP, a background job's SIGINT
+            _current = command
+            command.watcher = threading.Thread(
+                target=_watch_client, args=(command,), name="crucible-warm-reader", daemon=True
+            )
+            command.watcher.start()
+            from engine.cli.main import main
+
+            try:
+                code = main(sys.argv[1:])
+            finally:
+                with command.lock:
+                    command.running = False
+        except SystemExit as exc:  # argparse's --help or a usage error, as the interpreter ends
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if not isinstance(exc.code, int) and exc.code is not None:
+                print(exc.code, file=sys.stderr)
+        except KeyboardInterrupt:  # the interrupt came as the command returned
+            code = 130
+        except duckdb.InterruptException:  # a read the store's interrupt stopped (main: query's)
+            print(f"crucible {sys.argv[1]}: interrupted", file=sys.stderr)
+            code = 130
+        except BaseException:  # noqa: BLE001 (as an interpreter would: the traceback, exit 1)
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+        finally:
+            with command.lock:
+                command.running = False
+            _current = None
+            own.restore(handlers, logged)
+    ended = (
+        {"op": "killed", "signal": command.ending_signal}
+        if command.ending_signal is not None
+        else {"op": "exit", "code": code}
+    )
+    with contextlib.suppress(OSError):
+        send_message(conn, ended)
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)  # the watcher's read ends
+    if command.watcher is not None:
+        command.watcher.join()
+
+
+def _watch_client(command: _Command) -> None:
+    """A byte from the client is a signal it got; its end closing (it died) interrupts."""
+    main = threading.main_thread().ident
+    assert main is not None  # a started thread's
+    while True:
+        try:
+            data = command.conn.recv(64)
+        except OSError:
+            data = b""
+        with command.lock:
+            if not command.running:
+                return
+            for signum in data or [signal.SIGTERM]:  # gone: nobody reads the answer any more
+                if signum == signal.SIGSTOP:
+                    os.kill(os.getpid(), signal.SIGSTOP)  # Ctrl-Z: the client stops next, fg continues both
+                elif signum in INTERRUPTING or signum in ENDING:
+                    if signum in ENDING and command.ending_signal is None:
+                        command.ending_signal = signum
+                    _interrupt(main)
+        if not data:
+            return
+
+
+def _interrupt(main: int) -> None:
+    """Ctrl-C in the command, and the statement the store is running stopped: unlike the
+    command's own process, the reader must not go on computing an answer nobody waits for."""
+    signal.pthread_kill(main, signal.SIGINT)
+    interrupt_store()
