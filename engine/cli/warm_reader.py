@@ -23,6 +23,7 @@ client that dies interrupts its command. SIGWINCH is nothing to a read.
 from __future__ import annotations
 
 import contextlib
+import locale
 import logging
 import os
 import resource
@@ -43,6 +44,7 @@ from engine.cli.warm import recv_message, send_message
 from engine.cli.warm_fork import take_on_client
 from engine.store.lock import duckdb
 from engine.store.lock import interrupt as interrupt_store
+from engine.store.schema import forget_stores_seen
 
 READ_COMMANDS = WARM_READS
 """The commands the reader answers (each only reads the store; none starts a run)."""
@@ -50,6 +52,8 @@ INTERRUPTING = frozenset({signal.SIGINT, signal.SIGTERM})
 """Forwarded signals the command itself handles as Ctrl-C (engine.cli.main: 130, "interrupted")."""
 ENDING = frozenset({signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2})
 """Forwarded signals whose default action ends a command's process: the client ends by them."""
+INTERRUPT_EVERY = 0.02
+"""Seconds between interrupts of the store's statement while an interrupted command goes on."""
 
 
 class ReaderSlot:
@@ -120,21 +124,10 @@ class _Command:
 
     def __init__(self, conn: socket.socket) -> None:
         self.conn = conn
-        self.lock = threading.Lock()
-        self.running = True
+        self.ended = threading.Event()
         self.ending_signal: int | None = None
         self.watcher: threading.Thread | None = None
         self.interrupted = False
-
-
-_current: _Command | None = None
-
-
-def _on_sigint(signum: int, frame: Any) -> None:
-    """Ctrl-C, sent to this thread by the watcher: an interrupt only while a command runs (one
-    that arrives as it ends is dropped, never raised between commands)."""
-    if _current is not None and _current.running:
-        raise KeyboardInterrupt
 
 
 def serve_reads(sock: socket.socket) -> NoReturn:
@@ -144,7 +137,10 @@ def serve_reads(sock: socket.socket) -> NoReturn:
     for signum in (signal.SIGCHLD, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # between commands: its end, even inside DuckDB
-    signal.signal(signal.SIGINT, _on_sigint)
+    # Never an exception raised into the command from outside: one landing in the store's clean-up
+    # (between its DETACH and its lock's release, say) would leave this long-lived process holding
+    # the store. A client's Ctrl-C interrupts DuckDB's statement instead (``_watch_client``).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     own = _OwnProcess()
     try:
         while True:
@@ -179,9 +175,10 @@ class _OwnProcess:
         os.umask(self.umask)
 
     def restore(self, handlers: dict[int, Any], logged: tuple[list[logging.Handler], int]) -> None:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
+        for stream in (sys.stdin, sys.stdout, sys.stderr):
+            if stream not in self.streams:  # the client's: closed (flushed, its descriptor left as it is)
+                with contextlib.suppress(OSError, ValueError):  # so what a closed pipe refused is
+                    stream.close()  # dropped now, never written later to whatever holds the fd then
         for target, fd in enumerate(self.stdio):
             os.dup2(fd, target)
         for name, stream in zip(("stdin", "stdout", "stderr"), self.streams):
@@ -193,6 +190,8 @@ class _OwnProcess:
         os.environ.update(self.environ)
         time.tzset()
         tempfile.tempdir = None
+        with contextlib.suppress(locale.Error):
+            locale.setlocale(locale.LC_CTYPE, "")
         os.umask(self.umask)
         sys.path[:] = self.path
         sys.argv = list(self.argv)
@@ -201,11 +200,11 @@ class _OwnProcess:
         root = logging.getLogger()
         root.handlers[:], level = logged
         root.setLevel(level)
+        forget_stores_seen()  # a store file made again in place is checked again, as a new process would
 
 
 def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _OwnProcess) -> None:
     """One command: "started", the command in this process, then how it ended."""
-    global _current
     try:
         send_message(conn, {"op": "started", "pid": os.getpid()})
     except OSError:
@@ -221,36 +220,31 @@ def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _
     with warnings.catch_warnings():
         try:
             take_on_client(request, fds)
-            for signum in request.get("ignored") or ():
-                signal.signal(signum, signal.SIG_IGN)  # nohup's SIGHUP, a background job's SIGINT
-            _current = command
             command.watcher = threading.Thread(
                 target=_watch_client, args=(command,), name="crucible-warm-reader", daemon=True
             )
             command.watcher.start()
             from engine.cli.main import main
 
-            try:
-                code = main(sys.argv[1:])
-            finally:
-                with command.lock:
-                    command.running = False
+            code = main(sys.argv[1:])
         except SystemExit as exc:  # argparse's --help or a usage error, as the interpreter ends
             code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
             if not isinstance(exc.code, int) and exc.code is not None:
                 print(exc.code, file=sys.stderr)
-        except KeyboardInterrupt:  # the interrupt came as the command returned
+        except duckdb.InterruptException:  # a read the store's interrupt stopped (query's: main's own 130)
             code = 130
-        except duckdb.InterruptException:  # a read the store's interrupt stopped (main: query's)
             print(f"crucible {sys.argv[1]}: interrupted", file=sys.stderr)
-            code = 130
         except BaseException:  # noqa: BLE001 (as an interpreter would: the traceback, exit 1)
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
         finally:
-            with command.lock:
-                command.running = False
-            _current = None
+            command.ended.set()
+            if command.interrupted and command.ending_signal is None and code != 130:
+                # Ctrl-C came after DuckDB's last statement: the command's own process would have
+                # stopped where it was; this one finished, and says it was interrupted all the same.
+                with contextlib.suppress(BaseException):
+                    print(f"crucible {sys.argv[1]}: interrupted", file=sys.stderr)
+                code = 130
             own.restore(handlers, logged)
     ended = (
         {"op": "killed", "signal": command.ending_signal}
@@ -266,30 +260,28 @@ def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _
 
 
 def _watch_client(command: _Command) -> None:
-    """A byte from the client is a signal it got; its end closing (it died) interrupts."""
-    main = threading.main_thread().ident
-    assert main is not None  # a started thread's
-    while True:
+    """A byte from the client is a signal it got; its end closing (it died) interrupts.
+
+    An interrupt stops the statement DuckDB is running, and every one it starts after, until the
+    command ends (an interrupt that comes before DuckDB has a statement is not kept by it): unlike
+    the command's own process, which sees Ctrl-C once DuckDB returns, the reader must not go on
+    computing an answer nobody waits for, nor hold the client's pipes meanwhile."""
+    while not command.ended.is_set():
         try:
             data = command.conn.recv(64)
         except OSError:
             data = b""
-        with command.lock:
-            if not command.running:
-                return
-            for signum in data or [signal.SIGTERM]:  # gone: nobody reads the answer any more
-                if signum == signal.SIGSTOP:
-                    os.kill(os.getpid(), signal.SIGSTOP)  # Ctrl-Z: the client stops next, fg continues both
-                elif signum in INTERRUPTING or signum in ENDING:
-                    if signum in ENDING and command.ending_signal is None:
-                        command.ending_signal = signum
-                    _interrupt(main)
+        for signum in data or [signal.SIGTERM]:  # gone: nobody reads the answer any more
+            if signum == signal.SIGSTOP:
+                os.kill(os.getpid(), signal.SIGSTOP)  # Ctrl-Z: the client stops next, fg continues both
+            elif signum in INTERRUPTING or signum in ENDING:
+                if signum in ENDING and command.ending_signal is None:
+                    command.ending_signal = signum
+                command.interrupted = True
+        if command.interrupted:
+            while not command.ended.is_set():
+                interrupt_store()
+                command.ended.wait(INTERRUPT_EVERY)
+            return
         if not data:
             return
-
-
-def _interrupt(main: int) -> None:
-    """Ctrl-C in the command, and the statement the store is running stopped: unlike the
-    command's own process, the reader must not go on computing an answer nobody waits for."""
-    signal.pthread_kill(main, signal.SIGINT)
-    interrupt_store()

@@ -181,7 +181,7 @@ class Server:
             self.reader_gone()  # it ends its command, if any, then sees its socket closed
 
     def reap(self) -> None:
-        while self.forks:
+        while self.forks or self.reader.pid is not None:  # the reader is a child too
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
             except ChildProcessError:

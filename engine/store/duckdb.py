@@ -63,7 +63,7 @@ from engine.store.files import (
     this_host,
 )
 from engine.store.ingest import IngestItem, apply_items, load_spool_file
-from engine.store.lock import duckdb, is_lock_conflict, open_store, store_turn
+from engine.store.lock import duckdb, is_lock_conflict, open_store, renew_instance, store_turn
 from engine.store.orphans import housekeeping_due_in, started_epoch
 from engine.store.schema import (
     RUN_COLUMNS,
@@ -317,6 +317,11 @@ class DuckDBStore:
             raise UserError("query error: empty SQL")
         self.ingest_pending()
         with self._connect(read_only=True) as con:
+            try:
+                if any(s.type != duckdb.StatementType.SELECT for s in con.extract_statements(sql)):
+                    renew_instance()  # a SET, an ATTACH, a CREATE TEMP ...: not for the next turn to find
+            except duckdb.Error:
+                renew_instance()  # not parsed: executing it says why
             try:
                 cursor = con.execute(sql)
                 rows = cursor.fetchall()

@@ -54,6 +54,10 @@ _flocks_lock = threading.Lock()
 """Makes opening+registering and unregistering+closing a flock fd atomic with respect to fork."""
 _attached = False
 _forked_mid_turn = False
+_instance_tz: str | None = None
+"""``$TZ`` when the instance was made: DuckDB takes its time zone from it then, once."""
+_renew = False
+"""Set by ``renew_instance``: the next turn makes the instance afresh."""
 
 
 def _before_fork() -> None:
@@ -100,22 +104,47 @@ waits on a checkpoint. DuckDB's own size trigger is not used: it estimates a com
 generously (256 KB checkpointed at every commit), so the turn looks at the file itself."""
 
 
-def _process_instance() -> duckdb.DuckDBPyConnection:
-    global _instance
+def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnection:
+    """This process's instance, made if need be. ``fresh_if_changed`` (a turn's start): made
+    afresh if user SQL may have changed it (``renew_instance``) or ``$TZ`` is not what it was."""
+    global _instance, _renew, _instance_tz
+    if (
+        fresh_if_changed
+        and _instance is not None
+        and _instance[0] == os.getpid()
+        and (_renew or _instance_tz != os.environ.get("TZ"))
+    ):
+        _discard_instance()  # what user SQL may have left, or a time zone not the process's now
     if _instance is None or _instance[0] != os.getpid():
+        _instance_tz = os.environ.get("TZ")
         con = duckdb.connect(":memory:")
         con.execute("SET checkpoint_on_detach = 'DISABLED'")
         con.execute("SET checkpoint_threshold = '1TB'")  # never on its own: see WAL_CHECKPOINT_BYTES
         _instance = (os.getpid(), con)
+    if fresh_if_changed:
+        _renew = False
     return _instance[1]
+
+
+def renew_instance() -> None:
+    """Make the instance afresh before this process's next turn: a statement ran that may have
+    changed it for good (a setting, an attached file, a loaded extension, an object in its own
+    catalog). Nothing for a process about to exit; everything for a long-lived one (a warm
+    reader), whose next command must find the instance as a new process would."""
+    global _renew
+    _renew = True
 
 
 def interrupt() -> None:
     """Stop the statement this process's instance is running, if any (it raises
     ``duckdb.InterruptException``); an instance at rest is left as it is. For a thread other than
     the one running it: a warm reader whose client was interrupted or went away."""
-    if _instance is not None and _instance[0] == os.getpid():
-        _instance[1].interrupt()
+    found = _instance
+    if found is not None and found[0] == os.getpid():
+        try:
+            found[1].interrupt()
+        except duckdb.Error:
+            pass  # closed meanwhile (an interrupted turn's instance is made again): nothing runs on it
 
 
 def _discard_instance() -> None:
@@ -253,6 +282,8 @@ def _attach(path: Path, read_only: bool, backoff: _Backoff, timeout: float) -> d
             return con
         except BaseException as exc:
             _release()
+            if isinstance(exc, duckdb.InterruptException):  # ``interrupt``: the command's Ctrl-C, not the file's fault
+                raise KeyboardInterrupt from exc
             if not isinstance(exc, duckdb.Error):
                 raise
             first = _first_line(exc)
@@ -274,7 +305,7 @@ def _release() -> None:
 
 def _detach_all() -> None:
     """Leave the instance as found: no transaction, nothing attached (user SQL may ATTACH too)."""
-    con = _process_instance()
+    con = _process_instance(fresh_if_changed=False)
     try:
         try:
             con.execute("ROLLBACK")

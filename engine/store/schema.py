@@ -143,6 +143,11 @@ process, not per object: a forked child checks again (its parent's check says no
 the file the child sees); per file, not path: a store removed and made again is checked."""
 
 
+def forget_stores_seen() -> None:
+    """Check every store file again at its next open, as a new process would (a warm reader)."""
+    _SCHEMA_READY.clear()
+
+
 def seen_current(path: Path) -> bool:
     """Whether this process has seen the store file at ``path`` at ``SCHEMA_VERSION`` already
     (``make_current`` then does nothing)."""
