@@ -108,6 +108,11 @@ WARM_READS = frozenset({"query", "show", "report"})
 that keeps DuckDB's instance from one command to the next."""
 
 
+SIGTERM_INTERRUPTS = True
+"""Whether ``main`` makes SIGTERM Ctrl-C (``_sigterm_as_interrupt``); not in a warm reader, which
+never has an exception raised into a command from outside (engine/cli/warm_reader.py)."""
+
+
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM as Ctrl-C, so that what a run started is taken down on a kill too. Within
     ``asyncio.run`` that is the runner's own SIGINT handler: it cancels the run's task, whose
@@ -132,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    if SIGTERM_INTERRUPTS:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0

@@ -8,13 +8,18 @@ process of its own. The reader makes the instance once and keeps it (engine/stor
 attaches the store per turn), so a read costs the client's start and the answer itself.
 
 For each command it takes on the client's process as a fork does (engine/cli/warm_fork.py:
-standard streams, working directory, environment, umask, ``sys.path``, argv, ignored signals),
+standard streams, working directory, environment, umask, ``sys.path``, argv),
 runs ``main``, and puts its own back: its streams, directory, environment, signal handlers and
 the logging handlers the command added. A client whose resource limits are not the server's
 gets a fork instead (a limit lowered here would stay lowered for every later command).
 
-Signals the client forwards: Ctrl-C and SIGTERM interrupt the command as in its own process
-(``interrupted``, 130); SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 interrupt it and the client ends
+What a read's SQL may change in DuckDB's instance is not kept for the next: a statement other
+than a plain SELECT has it made afresh (engine.store.lock.renew_instance), as has another $TZ.
+
+Signals the client forwards: nothing is raised into a command from outside (an exception landing
+in the store's clean-up would leave this long-lived process holding the store). Ctrl-C and
+SIGTERM interrupt DuckDB's statement, and each one after it, until the command ends, which then
+ends as ``interrupted`` (130); SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 the same, and the client ends
 by that signal, as their default action would have ended the command's process; Ctrl-Z stops
 this process with its client (the server continues it should the client die meanwhile); a
 client that dies interrupts its command. SIGWINCH is nothing to a read.
@@ -39,6 +44,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from engine.cli import main as cli_main
 from engine.cli.main import WARM_READS
 from engine.cli.warm import recv_message, send_message
 from engine.cli.warm_fork import take_on_client
@@ -54,6 +60,8 @@ ENDING = frozenset({signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR
 """Forwarded signals whose default action ends a command's process: the client ends by them."""
 INTERRUPT_EVERY = 0.02
 """Seconds between interrupts of the store's statement while an interrupted command goes on."""
+INTERRUPT_GRACE = 1.0
+"""Seconds an interrupted command has to end before the reader ends itself (``_watch_client``)."""
 
 
 class ReaderSlot:
@@ -128,6 +136,7 @@ class _Command:
         self.ending_signal: int | None = None
         self.watcher: threading.Thread | None = None
         self.interrupted = False
+        self.client_gone = False
 
 
 def serve_reads(sock: socket.socket) -> NoReturn:
@@ -141,6 +150,7 @@ def serve_reads(sock: socket.socket) -> NoReturn:
     # (between its DETACH and its lock's release, say) would leave this long-lived process holding
     # the store. A client's Ctrl-C interrupts DuckDB's statement instead (``_watch_client``).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    cli_main.SIGTERM_INTERRUPTS = False  # a SIGTERM from outside ends the reader, never raises in a read
     own = _OwnProcess()
     try:
         while True:
@@ -233,13 +243,14 @@ def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _
                 print(exc.code, file=sys.stderr)
         except duckdb.InterruptException:  # a read the store's interrupt stopped (query's: main's own 130)
             code = 130
-            print(f"crucible {sys.argv[1]}: interrupted", file=sys.stderr)
+            if not command.client_gone:
+                print(f"crucible {sys.argv[1]}: interrupted", file=sys.stderr)
         except BaseException:  # noqa: BLE001 (as an interpreter would: the traceback, exit 1)
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
         finally:
             command.ended.set()
-            if command.interrupted and command.ending_signal is None and code != 130:
+            if command.interrupted and command.ending_signal is None and code != 130 and not command.client_gone:
                 # Ctrl-C came after DuckDB's last statement: the command's own process would have
                 # stopped where it was; this one finished, and says it was interrupted all the same.
                 with contextlib.suppress(BaseException):
@@ -262,10 +273,14 @@ def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _
 def _watch_client(command: _Command) -> None:
     """A byte from the client is a signal it got; its end closing (it died) interrupts.
 
-    An interrupt stops the statement DuckDB is running, and every one it starts after, until the
-    command ends (an interrupt that comes before DuckDB has a statement is not kept by it): unlike
-    the command's own process, which sees Ctrl-C once DuckDB returns, the reader must not go on
-    computing an answer nobody waits for, nor hold the client's pipes meanwhile."""
+    An interrupt stops the statement DuckDB is running, and every one it starts after (an
+    interrupt that comes before DuckDB has a statement is not kept by it). What is not a statement
+    (a wait for the store's lock, a big table formatted, a write to a full pipe) cannot be stopped
+    from here without raising into the command; a command still going INTERRUPT_GRACE seconds
+    after its interrupt ends the reader instead, with its client told what its own process would
+    have said, and the server starts another reader at the next read. The command's own process
+    sees Ctrl-C only once DuckDB returns; the reader must not go on computing an answer nobody
+    waits for, nor hold its client's pipes meanwhile."""
     while not command.ended.is_set():
         try:
             data = command.conn.recv(64)
@@ -278,10 +293,31 @@ def _watch_client(command: _Command) -> None:
                 if signum in ENDING and command.ending_signal is None:
                     command.ending_signal = signum
                 command.interrupted = True
+        command.client_gone = not data
         if command.interrupted:
+            give_up = time.monotonic() + INTERRUPT_GRACE
             while not command.ended.is_set():
+                if time.monotonic() >= give_up:
+                    _end_reader(command)
                 interrupt_store()
                 command.ended.wait(INTERRUPT_EVERY)
             return
         if not data:
             return
+
+
+def _end_reader(command: _Command) -> NoReturn:
+    """The interrupted command's end, from the watcher: its client told (an interrupt's line and
+    130, or the signal to end by), then this process gone, whatever the command was doing."""
+    if not command.client_gone:
+        if command.ending_signal is None:
+            with contextlib.suppress(OSError):
+                os.write(2, f"\ncrucible {sys.argv[1] if len(sys.argv) > 1 else 'read'}: interrupted\n".encode())
+        ended = (
+            {"op": "killed", "signal": command.ending_signal}
+            if command.ending_signal is not None
+            else {"op": "exit", "code": 130}
+        )
+        with contextlib.suppress(OSError):
+            send_message(command.conn, ended)
+    os._exit(130)

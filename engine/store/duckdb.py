@@ -317,11 +317,9 @@ class DuckDBStore:
             raise UserError("query error: empty SQL")
         self.ingest_pending()
         with self._connect(read_only=True) as con:
-            try:
-                if any(s.type != duckdb.StatementType.SELECT for s in con.extract_statements(sql)):
-                    renew_instance()  # a SET, an ATTACH, a CREATE TEMP ...: not for the next turn to find
-            except duckdb.Error:
-                renew_instance()  # not parsed: executing it says why
+            # User SQL may change the instance for good, even as a SELECT (setseed, enable_profiling):
+            # a process that lives on (a warm reader) makes it afresh for its next turn.
+            renew_instance()
             try:
                 cursor = con.execute(sql)
                 rows = cursor.fetchall()

@@ -234,8 +234,9 @@ def test_a_reader_that_died_is_replaced_and_no_read_is_lost(env):
             ["query", "SELECT database_name FROM duckdb_databases()"],
         ),
         (["query", "SELECT 1; SELECT no_such_column FROM runs"], ["show", "w0-run000"]),
+        (["query", "SELECT * FROM enable_profiling()"], ["query", "SELECT 1 AS one"]),
     ],
-    ids=["temp view", "memory limit", "global setting", "attached", "a failed statement"],
+    ids=["temp view", "memory limit", "global setting", "attached", "a failed statement", "profiling on"],
 )
 def test_what_one_reads_sql_changes_in_duckdb_is_not_there_for_the_next(env, first, then):
     """A read's statements may change DuckDB's instance (the reader keeps it): whatever is not a
@@ -270,3 +271,33 @@ def test_an_interrupt_that_comes_as_the_read_starts_still_stops_it(env, how):
         if how == "ctrl-c":  # (landing in the store's open, the interrupt may be named there first)
             assert client.returncode == 130 and err.endswith("crucible query: interrupted\n"), (delay, err)
         until(lambda: not status(env)["busy"], "idle reader")
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_read_waits_for_the_stores_lock_ends_it_and_the_next_read_is_answered(env):
+    """Outside a DuckDB statement nothing stops a read without raising into it: an interrupted
+    read still going a moment later ends the reader, its client told as its own process would
+    have said, and the next read has a reader of its own again."""
+    import fcntl
+
+    old = the_reader(env)
+    lock = os.open(Path(env["CRUCIBLE_HOME"]) / "store.duckdb.crucible-lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a writer's turn, held: the read waits for it
+        client = subprocess.Popen(
+            [*COMMAND, "query", "SELECT 1"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        until(lambda: following(client.pid) or client.poll() is not None, "client following its read")
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=WITHIN)
+        assert client.returncode == 130 and err.strip().endswith("crucible query: interrupted"), err
+    finally:
+        os.close(lock)
+    again = crucible("query", "SELECT 6 * 7 AS answer", "--csv", env=env)
+    assert again.stdout == "answer\n42\n", again.stderr
+    assert status(env)["reader"] not in (None, old)
