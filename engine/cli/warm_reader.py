@@ -13,8 +13,8 @@ runs ``main``, and puts its own back: its streams, directory, environment, signa
 the logging handlers the command added. A client whose resource limits are not the server's
 gets a fork instead (a limit lowered here would stay lowered for every later command).
 
-What a read's SQL may change in DuckDB's instance is not kept for the next: a statement other
-than a plain SELECT has it made afresh (engine.store.lock.renew_instance), as has another $TZ.
+What a read's SQL may change in DuckDB's instance is not kept for the next: user SQL (``query``)
+has it made afresh (engine.store.lock.renew_instance), as has another $TZ.
 
 Signals the client forwards: nothing is raised into a command from outside (an exception landing
 in the store's clean-up would leave this long-lived process holding the store). Ctrl-C and
@@ -22,7 +22,8 @@ SIGTERM interrupt DuckDB's statement, and each one after it, until the command e
 ends as ``interrupted`` (130); SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 the same, and the client ends
 by that signal, as their default action would have ended the command's process; Ctrl-Z stops
 this process with its client (the server continues it should the client die meanwhile); a
-client that dies interrupts its command. SIGWINCH is nothing to a read.
+client that dies interrupts its command. A command still going a second after its interrupt
+(outside DuckDB's statements) ends the reader (``_watch_client``). SIGWINCH is nothing to a read.
 """
 
 from __future__ import annotations
