@@ -317,13 +317,10 @@ class DuckDBStore:
             raise UserError("query error: empty SQL")
         self.ingest_pending()
         with self._connect(read_only=True) as con:
-            # User SQL may change the instance for good, even as a SELECT (setseed, enable_profiling):
-            # a process that lives on (a warm reader) makes it afresh for its next turn.
-            renew_instance()
+            renew_instance()  # user SQL may change it for good (SET, setseed ...): for a warm reader
             try:
-                cursor = con.execute(sql)
-                rows = cursor.fetchall()
-            except duckdb.InterruptException as exc:  # engine.store.lock.interrupt: not the SQL's fault
+                rows = (cursor := con.execute(sql)).fetchall()
+            except duckdb.InterruptException as exc:  # lock.interrupt: not the SQL's fault
                 raise KeyboardInterrupt from exc
             except duckdb.Error as exc:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -6,6 +6,8 @@ end well (killed, as a root agent could) is never believed: a fresh exec capture
 
 from __future__ import annotations
 
+import time
+
 import coding_task as ct
 import pytest
 
@@ -116,7 +118,11 @@ def test_what_the_agent_can_read_of_it_names_no_baseline(workspace, run, repo, f
     ws = workspace()
     task, integrity = _set_up(run, ws, repo, "strict")
     held = run(hold_capture(ws, task, integrity))
-    seen = run(ws.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], user=1000, cwd=ct.WORKDIR))
+    deadline = time.monotonic() + 120
+    while True:  # its exec is Docker's once hold returns; runc may start its process a moment later
+        seen = run(ws.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], user=1000, cwd=ct.WORKDIR))
+        if "CRUCIBLE_CAPTURE_HELD" in seen.stdout.decode() or time.monotonic() > deadline:
+            break
     assert "CRUCIBLE_CAPTURE_HELD" in seen.stdout.decode()  # the held capture is there to read
     assert repo.baseline not in seen.stdout.decode() and repo.baseline in held.args
     _as_agent(run, ws, AGENT_WORK, 1000)
