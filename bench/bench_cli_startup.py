@@ -66,14 +66,25 @@ def _tree_cpu(pid: int | None) -> float:
     return total
 
 
+def _reader_idle() -> None:
+    """Until the warm server's reader is idle: what it does for a command after answering it (a
+    query's DuckDB instance made afresh) is that command's cost."""
+    from engine.cli.warm_commands import _ask
+
+    while (answer := _ask("ping")) is not None and answer.get("reading"):
+        time.sleep(0.005)
+
+
 def timed(argv: list[str], env: dict, server: int | None = None) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one whole process, with what ``server``
-    (a warm server's pid) spent meanwhile."""
+    (a warm server's pid) spent meanwhile and until its reader was idle again."""
     cpu, served, started = _children_cpu(), _tree_cpu(server), time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    if server is not None:
+        _reader_idle()
     return seconds, _children_cpu() - cpu + _tree_cpu(server) - served
 
 

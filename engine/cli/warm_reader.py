@@ -49,7 +49,7 @@ from engine.cli import main as cli_main
 from engine.cli.main import WARM_READS
 from engine.cli.warm import recv_message, send_message
 from engine.cli.warm_fork import take_on_client
-from engine.store.lock import duckdb
+from engine.store.lock import duckdb, make_pending_instance
 from engine.store.lock import interrupt as interrupt_store
 from engine.store.schema import forget_stores_seen
 
@@ -166,6 +166,7 @@ def serve_reads(sock: socket.socket) -> NoReturn:
             finally:
                 with contextlib.suppress(OSError):
                     conn.close()
+            make_pending_instance()  # after a query: made now, on no client's time
             sock.sendall(b".")  # idle again: the server's next read may come here
     except (OSError, ValueError):
         pass  # the server went away, or sent what it never sends

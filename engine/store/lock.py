@@ -126,6 +126,14 @@ def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnec
     return _instance[1]
 
 
+def make_pending_instance() -> None:
+    """Between a long-lived process's commands (a warm reader's): the instance a
+    ``renew_instance`` asked for, made now rather than at the next command's first turn."""
+    if _renew or (_instance is not None and _instance_tz != os.environ.get("TZ")):
+        with _process_lock:
+            _process_instance()
+
+
 def renew_instance() -> None:
     """Make the instance afresh before this process's next turn: a statement ran that may have
     changed it for good (a setting, an attached file, a loaded extension, an object in its own
