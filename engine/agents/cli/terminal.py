@@ -41,6 +41,7 @@ class TerminalRecorder:
         self.last = ""
         """The newest screen recorded (the final snapshot when the pane is gone before the end)."""
         self.stale = False
+        """True once the terminal is recorded stale (its pane gone before anyone ended it)."""
         self._stop = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
         self._ended = False
@@ -77,7 +78,6 @@ class TerminalRecorder:
         except TuiError:
             text = None
         if text is None or not await self.pane.alive():
-            self.stale = True
             await self.sink.end(
                 self.terminal_id,
                 state="stale",
@@ -85,6 +85,7 @@ class TerminalRecorder:
                 **self._keys(),
                 final_text=self.last or None,
             )
+            self.stale = True  # once it is recorded so: what reads the store then finds it
             return False
         if text != self.last:
             self.last = text
