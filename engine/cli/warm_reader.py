@@ -35,7 +35,6 @@ import os
 import resource
 import signal
 import socket
-import struct
 import sys
 import tempfile
 import threading
@@ -87,8 +86,9 @@ class ReaderSlot:
             for name, limits in (request.get("limits") or {}).items()
         )
 
-    def start(self, in_child: Callable[[], None]) -> socket.socket:
-        """Fork the reader (``in_child``: the server's descriptors closed there); this end."""
+    def start(self, in_child: Callable[[], None], *, closing: list[int]) -> socket.socket:
+        """Fork the reader (``in_child``: the server's sockets closed there; ``closing``: its raw
+        descriptors, closed once the reader's signals are its own); this end."""
         ours, theirs = socket.socketpair()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
@@ -97,20 +97,19 @@ class ReaderSlot:
             try:
                 ours.close()
                 in_child()
-                serve_reads(theirs)
+                serve_reads(theirs, closing=closing)
             finally:
                 os._exit(1)
         theirs.close()
         self.pid, self.sock = pid, ours
         return ours
 
-    def hand(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> int:
-        """Send the reader a read (its client's socket and streams with it); the client's pid."""
+    def hand(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> None:
+        """Send the reader a read (its client's socket and streams with it)."""
         assert self.sock is not None  # started
         send_message(self.sock, request, fds=[conn.fileno(), *fds])
         self.reading = True
         self.reads += 1
-        return int(struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])
 
     def said(self) -> bool:
         """The reader's byte: idle again (True), or its socket closed (False)."""
@@ -140,9 +139,9 @@ class _Command:
         self.client_gone = False
 
 
-def serve_reads(sock: socket.socket) -> NoReturn:
+def serve_reads(sock: socket.socket, *, closing: list[int]) -> NoReturn:
     """The reader's loop: a command at a time from ``sock`` (the server's end), a byte back
-    after each, until the server closes it."""
+    after each, until the server closes it. ``closing``: the server's raw descriptors."""
     signal.set_wakeup_fd(-1)
     for signum in (signal.SIGCHLD, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
@@ -152,6 +151,8 @@ def serve_reads(sock: socket.socket) -> NoReturn:
     # the store. A client's Ctrl-C interrupts DuckDB's statement instead (``_watch_client``).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     cli_main.SIGTERM_INTERRUPTS = False  # a SIGTERM from outside ends the reader, never raises in a read
+    for fd in closing:
+        os.close(fd)
     own = _OwnProcess()
     try:
         while True:
@@ -223,8 +224,9 @@ def _answer(request: dict[str, Any], conn: socket.socket, fds: list[int], own: _
         for fd in fds:
             os.close(fd)
         return  # the client is gone already: nothing to answer
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *(request.get("ignored") or ()))
-    handlers = {signum: signal.getsignal(signum) for signum in signals}
+    handlers: dict[int, Any] = {
+        signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     root = logging.getLogger()
     logged = (list(root.handlers), root.level)
     command = _Command(conn)

@@ -240,9 +240,10 @@ class Server:
             if request is None:
                 return
             answer = self.answer(request, conn, fds)
-            if answer is not None and answer["op"] == "started":
+            if answer is not None and answer["op"] in ("started", "reading"):
+                # stopped with its client (Ctrl-Z) that then dies: continued
                 self.watch(answer["pid"], client)
-            if answer is not None:
+            if answer is not None and answer["op"] != "reading":  # the reader answers its client itself
                 send_message(conn, answer)
         except Exception as exc:  # noqa: BLE001 (one client's garbage, never the server's end)
             print(f"crucible warm: a request refused: {type(exc).__name__}: {exc}", flush=True)
@@ -280,7 +281,7 @@ class Server:
         if why:
             return {"op": "refused", "why": why}
         if self.to_reader(request, conn, fds):
-            return None  # the reader answers the client itself
+            return {"op": "reading", "pid": self.reader.pid}
         for stream in (sys.stdout, sys.stderr):  # nothing of the server's log may reach the client's
             stream.flush()
         pid = os.fork()
@@ -313,11 +314,12 @@ class Server:
     def become_command(self, request: dict[str, Any], conn: socket.socket, fds: list[int]) -> None:
         """In the fork: everything of the server's closed, then the client's command (never returns)."""
         self.close_in_fork()
-        become(request, conn, fds, closing=[self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()])
+        become(request, conn, fds, closing=self.raw_fds())
 
     def close_in_fork(self, conn: socket.socket | None = None, fds: Sequence[int] = ()) -> None:
         """In a fork: the server's sockets closed (and, in the reader's, the request it was
-        started for: a client's pipe held open there would never reach its end)."""
+        started for: a client's pipe held open there would never reach its end). Its raw
+        descriptors (``raw_fds``) the fork closes itself, once its signals are its own."""
         self.selector.close()
         if self.accepting:
             self.listener.close()
@@ -327,8 +329,12 @@ class Server:
             self.reader.sock.close()
         if conn is not None:
             conn.close()
-        for fd in (*fds, self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()) if conn is not None else ():
+        for fd in fds:
             os.close(fd)
+
+    def raw_fds(self) -> list[int]:
+        """The signal wake-up pipe, the lock and the clients' pidfds."""
+        return [self.wakeup_r, self.wakeup_w, self.lock, *self.watching.values()]
 
     # -- the reader: query, show and report in one long-lived fork (engine/cli/warm_reader.py) --
 
@@ -337,18 +343,15 @@ class Server:
         if not self.accepting or not self.reader.takes(request):
             return False
         if self.reader.pid is None:  # its fork must keep none of this request's descriptors
-            self.selector.register(
-                self.reader.start(lambda: self.close_in_fork(conn, fds)), selectors.EVENT_READ, "reader"
-            )
+            started = self.reader.start(lambda: self.close_in_fork(conn, fds), closing=self.raw_fds())
+            self.selector.register(started, selectors.EVENT_READ, "reader")
         try:
-            client, pid = self.reader.hand(request, conn, fds), self.reader.pid
+            self.reader.hand(request, conn, fds)
         except OSError:
             self.reader_gone()
             raise
         self.served += 1
         self.active = time.monotonic()
-        assert pid is not None  # started above
-        self.watch(pid, client)  # stopped with its client (Ctrl-Z) that then dies: continued
         return True
 
     def reader_gone(self) -> None:

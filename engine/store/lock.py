@@ -108,12 +108,7 @@ def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnec
     """This process's instance, made if need be. ``fresh_if_changed`` (a turn's start): made
     afresh if user SQL may have changed it (``renew_instance``) or ``$TZ`` is not what it was."""
     global _instance, _renew, _instance_tz
-    if (
-        fresh_if_changed
-        and _instance is not None
-        and _instance[0] == os.getpid()
-        and (_renew or _instance_tz != os.environ.get("TZ"))
-    ):
+    if fresh_if_changed and _wants_fresh():
         _discard_instance()  # what user SQL may have left, or a time zone not the process's now
     if _instance is None or _instance[0] != os.getpid():
         _instance_tz = os.environ.get("TZ")
@@ -129,9 +124,15 @@ def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnec
 def make_pending_instance() -> None:
     """Between a long-lived process's commands (a warm reader's): the instance a
     ``renew_instance`` asked for, made now rather than at the next command's first turn."""
-    if _renew or (_instance is not None and _instance_tz != os.environ.get("TZ")):
+    if _wants_fresh():
         with _process_lock:
             _process_instance()
+
+
+def _wants_fresh() -> bool:
+    """Whether this process's instance is to be made afresh (``renew_instance``, or ``$TZ``)."""
+    held = _instance is not None and _instance[0] == os.getpid()
+    return held and (_renew or _instance_tz != os.environ.get("TZ"))
 
 
 def renew_instance() -> None:
