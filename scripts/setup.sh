@@ -11,6 +11,7 @@ command -v git >/dev/null 2>&1 || need_pkgs+=(git)
 command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
 command -v bwrap >/dev/null 2>&1 || need_pkgs+=(bubblewrap)
 command -v shellcheck >/dev/null 2>&1 || need_pkgs+=(shellcheck)  # tests/test_shell_scripts.py
+command -v cc >/dev/null 2>&1 && [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need_pkgs+=(gcc libc6-dev)  # the containers' spawner (engine/runtimes/docker/spawner.c), built static
 command -v docker-registry >/dev/null 2>&1 || need_pkgs+=(docker-registry)
 command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)  # OpenSSH as the reference client of a run's ssh endpoint
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)  # crucible view's browser tests (tests/view)

@@ -46,8 +46,9 @@ class DockerBackend:
 
 
 class SparingDockerRuntime(DockerRuntime):
-    """runtime=docker whose every exec of the agent's (any uid but root) is handed to a spare exec
-    (engine/runtimes/docker/spares.py): the contract holds for a command run that way too."""
+    """runtime=docker without its spawner (engine/runtimes/docker/spawner.py): every command a
+    ``docker exec``, and each of the agent's (any uid but root) handed to a spare exec
+    (engine/runtimes/docker/spares.py): the contract holds for a command run either way too."""
 
     def provision(self, image, **kwargs):
         from engine.runtimes.docker.runtime import DockerWorkspace
@@ -73,7 +74,7 @@ class SparingDockerBackend(DockerBackend):
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         super().__init__(request)
-        runtime = SparingDockerRuntime(spare_execs=True)
+        runtime = SparingDockerRuntime(spare_execs=True, spawner=False)
         self.target = Target(runtime, request.getfixturevalue("base_image"), probe_for(runtime), purpose="test")
 
 

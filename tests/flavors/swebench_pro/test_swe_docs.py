@@ -35,7 +35,10 @@ def test_the_differences_name_the_build_time_reset_and_the_uid_1000_tree_as_the_
 def test_the_entrypoint_the_docs_say_is_replaced_is_replaced():
     assert "never run" in section("Images") and "ENTRYPOINT" in section("Images")
     assert runtime.KEEPER == ("sleep", "infinity")
-    assert "entrypoint=list(KEEPER)" in (ROOT / "engine" / "runtimes" / "docker" / "runtime.py").read_text()
+    assert (
+        "entrypoint=list(ENTRYPOINT if spawner else KEEPER)"
+        in (ROOT / "engine" / "runtimes" / "docker" / "workspace.py").read_text()
+    )
 
 
 def test_a_real_instance_is_no_longer_said_to_be_not_done():

@@ -27,7 +27,7 @@ STDIN = bytes(range(256)) * 64 + b"\n\nthe end, no newline"
 
 @pytest.fixture
 def workspace(base_image, run):
-    ws = DockerRuntime(spare_execs=True).provision(
+    ws = DockerRuntime(spare_execs=True, spawner=False).provision(
         base_image, run_id=f"spares-{uuid.uuid4().hex[:8]}", network=False, purpose="test"
     )
     run(ws.__aenter__())

@@ -1,0 +1,476 @@
+"""The workspace's commands without ``docker exec``: the container's own process starts them.
+
+A ``docker exec`` costs the machine ~50 ms of CPU (dockerd, containerd, the shim, ``runc exec``
+and runc's init compiling the container's seccomp filter again) and as much wall time; a
+golden run made four, each more than the command it ran. So the container's entrypoint under
+docker-init is the spawner (``spawner.c``, a static binary bind-mounted read-only from this
+machine), and the engine holds the container's stdin and stdout (``docker attach``, made before
+the start): a command is a request there and a fork in the container. What a command gets is
+what ``docker exec`` gives it, the same namespaces, cgroup, capabilities and seccomp filter (the
+container's, which the spawner has), a session of its own, the uid, gid and groups asked for,
+the image's environment under the one asked for; ``tests/runtimes`` holds both to the same
+conformance suite.
+
+The spawner is used where it can be: a container on this machine's engine, no terminal (a
+``tty`` process is still a ``docker exec``: the terminal is Docker's), and a C compiler here
+to build it once (``built``; ``make setup`` installs one). Elsewhere, and when the runtime's
+``spawner`` is off, every command is a ``docker exec`` as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import queue
+import shutil
+import signal
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.errors import WorkspaceError
+from engine.models import ExecResult, TtySize
+from engine.runtimes.docker.exec import DEFAULT_PATH
+from engine.runtimes.docker.stream import STDOUT, BoundedBuffer, Demuxer, HijackedStream
+from engine.util.aio import finish_even_if_cancelled, within
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("spawner.c")
+MOUNT = "/.crucible-spawner"
+"""Where the spawner's directory is bound, read-only, in the container."""
+ENTRYPOINT = (f"{MOUNT}/spawner",)
+FRAME = struct.Struct(">cII")
+"""type, command id, payload length (spawner.c)."""
+TAKEN_EVERY = 1 << 16
+"""Output bytes taken before the spawner is told (it reads a command's output while under 1 MB is untaken)."""
+DRAIN_GRACE = 0.5
+"""Seconds to keep reading after a command exited while something still holds its output open."""
+KILL_WAIT = 5.0
+
+_built: dict[str, Path | None] = {}
+_build_lock = threading.Lock()
+
+
+def built() -> Path | None:
+    """The directory holding the spawner built from ``SOURCE`` (cached under ``$CRUCIBLE_HOME``
+    by the source's digest), or None where it cannot be built here (no C compiler): then every
+    command is a ``docker exec``."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    with _build_lock:
+        if digest not in _built:
+            _built[digest] = _build(digest)
+        return _built[digest]
+
+
+def _build(digest: str) -> Path | None:
+    # The machine's cache, not $CRUCIBLE_HOME's: one build serves every home (each test has its own).
+    directory = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "crucible" / "spawner" / digest
+    if (directory / "spawner").is_file():
+        return directory
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        log.warning("no C compiler here: commands run as docker exec (make setup installs one)")
+        return None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("no room for the spawner (%s): commands run as docker exec", exc)
+        return None
+    partial = directory / f"spawner.{os.getpid()}.{threading.get_ident()}"
+    done = subprocess.run(
+        [compiler, "-static", "-O2", "-o", str(partial), str(SOURCE)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        log.warning("could not build the spawner (%s): commands run as docker exec", done.stderr.strip()[-300:])
+        partial.unlink(missing_ok=True)
+        return None
+    partial.chmod(0o755)
+    os.replace(partial, directory / "spawner")  # whole or not at all: others may be building it too
+    return directory
+
+
+def exit_code(status: int) -> int:
+    """A wait status as Docker reports an exec's: the exit code, or 128 + the signal."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+class Spawned:
+    """One command's side of the spawner's stream. Its events arrive on the reader thread."""
+
+    def __init__(self, spawner: Spawner, command_id: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.spawner, self.id, self.loop = spawner, command_id, loop
+        self.pid: asyncio.Future[int] = loop.create_future()
+        self.exit: asyncio.Future[int] = loop.create_future()
+        self.ended: asyncio.Future[None] = loop.create_future()
+        """Both output streams ended (or the stream to the spawner was lost)."""
+        self.open_streams = {b"O", b"R"}
+        self._exited = False
+
+    def output(self, kind: bytes, data: bytes) -> None:
+        """``kind`` O (stdout) or R (stderr); ``data`` empty at its end. On the reader thread."""
+
+    def event(self, kind: bytes, payload: bytes) -> None:
+        if kind in (b"O", b"R"):
+            self.output(kind, payload)
+            if not payload:
+                self.open_streams.discard(kind)
+                if not self.open_streams:
+                    self._settle(self.ended, None)
+        elif kind == b"P" and len(payload) == 4:
+            self._settle(self.pid, struct.unpack(">I", payload)[0])
+        elif kind == b"E":
+            why = payload.decode("utf-8", "replace")
+            self._fail(self.pid, WorkspaceError(why))
+            self.lost(why)
+        elif kind == b"X" and len(payload) == 4:
+            self._exited = True
+            self._settle(self.exit, exit_code(struct.unpack(">I", payload)[0]))
+        if self._exited and not self.open_streams:
+            self.spawner.forget(self.id)  # the spawner has let it go too: nothing more comes
+
+    def lost(self, why: str) -> None:
+        """The stream to the spawner ended (the container stopped, or the workspace closed)."""
+        for kind in tuple(self.open_streams):
+            self.output(kind, b"")
+        self.open_streams.clear()
+        error = WorkspaceError(f"the workspace's spawner is gone: {why}")
+        self._fail(self.pid, error)
+        self._fail(self.exit, error)
+        self._settle(self.ended, None)
+
+    def _settle(self, fut: asyncio.Future[Any], value: object) -> None:
+        def settle() -> None:
+            if not fut.done():
+                fut.set_result(value)
+
+        self._call(settle)
+
+    def _fail(self, fut: asyncio.Future[Any], exc: BaseException) -> None:
+        def fail() -> None:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()  # retrieved: an exec that never waits on it is no error to log
+
+        self._call(fail)
+
+    def _call(self, fn: Callable[[], object]) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            pass  # the loop is closed; nobody waits any more
+
+    # -- requests, from the event loop -----------------------------------------------------
+
+    def send_stdin(self, data: bytes) -> None:
+        self.spawner.send(b"I", self.id, data)
+
+    def signal(self, signum: int) -> None:
+        self.spawner.send(b"K", self.id, struct.pack(">I", signum))
+
+    def taken(self, count: int) -> None:
+        self.spawner.send(b"A", self.id, struct.pack(">I", count))
+
+    def forget(self) -> None:
+        self.spawner.send(b"F", self.id, b"")
+        self.spawner.forget(self.id)
+
+
+class Spawner:
+    """The engine's end of one container's spawner: its attached stdin and stdout."""
+
+    def __init__(self, stream: HijackedStream, config: Mapping[str, Any]) -> None:
+        self._stream = stream
+        # What Docker puts under an exec's own env (its daemon's CreateDaemonEnvironment): a PATH,
+        # the container's hostname, then the image's environment (the container's Config.Env).
+        self.image_env = {"PATH": DEFAULT_PATH, "HOSTNAME": str(config.get("Hostname") or "")}
+        self.image_env.update(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+        self._ids = itertools.count(1)
+        self._commands: dict[int, Spawned] = {}
+        self._lock = threading.Lock()
+        self._lost: str | None = None
+        self._sends: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._read_loop, name="crucible-spawner-reader", daemon=True).start()
+        threading.Thread(target=self._write_loop, name="crucible-spawner-writer", daemon=True).start()
+
+    @classmethod
+    def attach(cls, api: Any, container_id: str, config: Mapping[str, Any]) -> Spawner:
+        """Attached to a created container's streams, before its start (blocking); ``config``
+        its ``Config`` (its hostname and the image's environment)."""
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        return cls(HijackedStream(api.attach_socket(container_id, params=params)), config)
+
+    def spawn(
+        self,
+        make: Callable[[Spawner, int, asyncio.AbstractEventLoop], Spawned],
+        argv: Sequence[str],
+        *,
+        user: int,
+        cwd: str | None,
+        env: Mapping[str, str],
+    ) -> Spawned:
+        """Ask for ``argv`` to start; ``make`` makes its ``Spawned`` (whose ``pid`` says how the start went)."""
+        merged = {**self.image_env, **env}
+        strings = [cwd or "", *argv, *(f"{k}={v}" for k, v in merged.items())]
+        encoded = [s.encode("utf-8", "surrogateescape") for s in strings]
+        if any(b"\0" in s for s in encoded):
+            raise ValueError("a command's argv, cwd and env cannot hold a NUL byte")
+        payload = struct.pack(">IIII", user, user, len(argv), len(merged)) + b"".join(s + b"\0" for s in encoded)
+        with self._lock:
+            command_id = next(self._ids)
+            spawned = make(self, command_id, asyncio.get_running_loop())
+            self._commands[command_id] = spawned
+            lost = self._lost
+        if lost is not None:
+            spawned.lost(lost)
+        else:
+            self.send(b"S", command_id, payload)
+        return spawned
+
+    def send(self, kind: bytes, command_id: int, payload: bytes) -> None:
+        self._sends.put(FRAME.pack(kind, command_id, len(payload)) + payload)
+
+    def forget(self, command_id: int) -> None:
+        with self._lock:
+            self._commands.pop(command_id, None)
+
+    def close(self) -> None:
+        """Let go of the container's streams: every command still here ends as lost."""
+        self._stream.abort()
+        self._sends.put(None)
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while (frame := self._sends.get()) is not None:
+            try:
+                self._stream.send_all(frame)
+            except OSError:
+                return  # the reader sees the end too, and says so to every command
+
+    def _read_loop(self) -> None:
+        docker_frames, pending = Demuxer(), b""
+        why = "the container's stream ended"
+        try:
+            while chunk := self._stream.recv():
+                for stream_id, data in docker_frames.feed(chunk):
+                    if stream_id != STDOUT:
+                        continue  # the spawner writes nothing else; a stray stderr line is not a frame
+                    pending = self._dispatch(pending + data)
+        except (OSError, ValueError) as exc:
+            why = f"the container's stream broke: {exc}"
+        finally:
+            with self._lock:
+                self._lost = why
+                commands, self._commands = list(self._commands.values()), {}
+            for spawned in commands:
+                spawned.lost(why)
+            self._sends.put(None)
+            self._stream.close()
+
+    def _dispatch(self, data: bytes) -> bytes:
+        at = 0
+        while len(data) - at >= FRAME.size:
+            kind, command_id, length = FRAME.unpack_from(data, at)
+            end = at + FRAME.size + length
+            if end > len(data):
+                break
+            with self._lock:
+                spawned = self._commands.get(command_id)
+            if spawned is not None:
+                spawned.event(kind, data[at + FRAME.size : end])
+            at = end
+        return data[at:]
+
+
+class SpawnedExec(Spawned):
+    """A command run to its end (``Workspace.exec``): its output into bounded buffers as it comes."""
+
+    def __init__(self, spawner: Spawner, command_id: int, loop: asyncio.AbstractEventLoop, max_output: int) -> None:
+        super().__init__(spawner, command_id, loop)
+        self.stdout = BoundedBuffer(max_output)
+        self.stderr = BoundedBuffer(max_output)
+        self._untold = 0
+
+    def output(self, kind: bytes, data: bytes) -> None:
+        (self.stdout if kind == b"O" else self.stderr).add(data)
+        self._untold += len(data)
+        if self._untold >= TAKEN_EVERY:  # kept or dropped, it is taken: the spawner reads on
+            self.spawner.send(b"A", self.id, struct.pack(">I", self._untold))
+            self._untold = 0
+
+
+async def run_spawned(
+    spawner: Spawner,
+    argv: Sequence[str],
+    *,
+    user: int,
+    cwd: str | None,
+    env: Mapping[str, str],
+    timeout: float,
+    stdin: bytes | None,
+    max_output: int,
+    backstop_grace: float,
+) -> ExecResult:
+    """``Workspace.exec`` through the spawner, as ``engine.runtimes.docker.exec.run_exec`` does
+    it through ``docker exec``: GNU ``timeout`` holds the deadline in the container, a backstop
+    here ``backstop_grace`` past it, the group killed on a cancel."""
+    if not argv:
+        raise ValueError("exec needs a non-empty argv")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    started = time.monotonic()
+    # Never "0.000": to GNU timeout a zero duration means no deadline at all.
+    wrapped = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
+    command = spawner.spawn(
+        lambda s, i, loop: SpawnedExec(s, i, loop, max_output), wrapped, user=user, cwd=cwd, env=env
+    )
+    assert isinstance(command, SpawnedExec)
+    try:
+        try:
+            await command.pid
+        except WorkspaceError as exc:
+            raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
+        if stdin:
+            command.send_stdin(stdin)
+        command.send_stdin(b"")
+        try:
+            code = await within(
+                asyncio.shield(command.exit), max(started + timeout + backstop_grace - time.monotonic(), 0)
+            )
+        except TimeoutError:  # the backstop: timeout in there did not end it
+            await finish_even_if_cancelled(_killed(command))
+            return _result(command, 124, True, started)
+        try:  # what it wrote last; a background child holding the output open gets a moment
+            await within(asyncio.shield(command.ended), DRAIN_GRACE)
+        except TimeoutError:
+            pass
+    except BaseException:
+        if not command.exit.done():
+            await finish_even_if_cancelled(_killed(command))
+        raise
+    finally:
+        command.forget()
+    timed_out = code in (124, 137) and time.monotonic() - started >= timeout
+    return _result(command, 124 if timed_out else code, timed_out, started)
+
+
+async def _killed(command: Spawned) -> None:
+    command.signal(signal.SIGKILL)
+    with contextlib.suppress(TimeoutError, WorkspaceError):
+        await within(asyncio.shield(command.exit), KILL_WAIT)
+
+
+def _result(command: SpawnedExec, code: int, timed_out: bool, started: float) -> ExecResult:
+    return ExecResult(
+        exit_code=code,
+        stdout=command.stdout.value(),
+        stderr=command.stderr.value(),
+        timed_out=timed_out,
+        truncated=command.stdout.truncated or command.stderr.truncated,
+        stdout_bytes_total=command.stdout.total,
+        stderr_bytes_total=command.stderr.total,
+        seconds=time.monotonic() - started,
+    )
+
+
+class SpawnedProcess(Spawned):
+    """``Workspace.open_process`` through the spawner (``engine.interfaces.Process``), no terminal."""
+
+    def __init__(self, spawner: Spawner, command_id: int, loop: asyncio.AbstractEventLoop, separate: bool) -> None:
+        super().__init__(spawner, command_id, loop)
+        self._separate = separate
+        self._chunks: asyncio.Queue[bytes] = asyncio.Queue()
+        self._err_chunks: asyncio.Queue[bytes] = asyncio.Queue()
+        self._pending, self._err_pending = b"", b""
+        self._merged_open = 2 if not separate else 1
+        self._read_eof, self._err_eof = False, not separate
+        self._stdin_closed = False
+
+    def output(self, kind: bytes, data: bytes) -> None:
+        target = self._err_chunks if kind == b"R" and self._separate else self._chunks
+        self._call(lambda: target.put_nowait(data))
+
+    async def write(self, data: bytes) -> None:
+        if self._stdin_closed or self.exit.done():
+            raise BrokenPipeError(32, "the process's stdin is closed")
+        if data:
+            self.send_stdin(data)
+
+    async def close_stdin(self) -> None:
+        if not self._stdin_closed:
+            self._stdin_closed = True
+            self.send_stdin(b"")
+
+    async def read(self, n: int = 65536) -> bytes:
+        while not self._pending and not self._read_eof:
+            chunk = await self._chunks.get()
+            if chunk:
+                self.taken(len(chunk))
+                self._pending = chunk
+                break
+            self._merged_open -= 1  # one stream's end; merged, both must end
+            self._read_eof = self._merged_open <= 0
+        data, self._pending = self._pending[:n], self._pending[n:]
+        return data
+
+    async def read_stderr(self, n: int = 65536) -> bytes:
+        while not self._err_pending and not self._err_eof:
+            chunk = await self._err_chunks.get()
+            if not chunk:
+                self._err_eof = True
+                break
+            self.taken(len(chunk))
+            self._err_pending = chunk
+        data, self._err_pending = self._err_pending[:n], self._err_pending[n:]
+        return data
+
+    async def wait(self, timeout: float | None = None) -> int:
+        try:
+            return await within(asyncio.shield(self.exit), timeout) if timeout is not None else await self.exit
+        except TimeoutError:
+            raise TimeoutError(f"process did not exit within {timeout} s") from None
+
+    async def kill(self) -> None:
+        if not self.exit.done():
+            self.signal(signal.SIGKILL)
+
+    async def resize(self, size: TtySize) -> None:
+        return None  # no terminal: a tty process is a docker exec
+
+    def abort(self) -> None:
+        """The workspace closes: every reader sees the end."""
+        self.lost("the workspace closed")
+
+
+async def open_spawned(
+    spawner: Spawner,
+    argv: Sequence[str],
+    *,
+    user: int,
+    cwd: str | None,
+    env: Mapping[str, str],
+    separate_stderr: bool,
+) -> SpawnedProcess:
+    if not argv:
+        raise ValueError("open_process needs a non-empty argv")
+    process = spawner.spawn(
+        lambda s, i, loop: SpawnedProcess(s, i, loop, separate_stderr), argv, user=user, cwd=cwd, env=env
+    )
+    assert isinstance(process, SpawnedProcess)
+    try:
+        await process.pid
+    except WorkspaceError as exc:
+        process.forget()
+        raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
+    return process
