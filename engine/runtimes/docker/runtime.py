@@ -103,8 +103,8 @@ class DockerRuntime:
         return pool is not None and any(pool.url(i) == url and pool.is_down(i) for i in range(len(pool.hosts)))
 
     def supports(self, integrity: IntegrityConfig) -> str | None:
-        """Every mode (None): the uid wall is docker exec's --user, no network is network_mode=none, and grading always
-        gets a fresh container."""
+        """Every mode (None): the uid wall is each command's uid (the spawner's, or docker exec's
+        --user), no network is network_mode=none, and grading always gets a fresh container."""
         return None
 
     def require(self, integrity: IntegrityConfig) -> None:

@@ -338,7 +338,7 @@ async def run_spawned(
     assert isinstance(command, SpawnedExec)
     try:
         try:
-            await command.pid
+            await asyncio.shield(command.pid)
         except WorkspaceError as exc:
             raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
         if stdin:
@@ -436,8 +436,10 @@ class SpawnedProcess(Spawned):
         return data
 
     async def wait(self, timeout: float | None = None) -> int:
+        # Shielded: a waiter cancelled (a relay giving up on the process) must not cancel the
+        # exit itself, or the process would look ended and ``kill`` would leave it running.
         try:
-            return await within(asyncio.shield(self.exit), timeout) if timeout is not None else await self.exit
+            return await within(asyncio.shield(self.exit), timeout)
         except TimeoutError:
             raise TimeoutError(f"process did not exit within {timeout} s") from None
 
@@ -469,8 +471,11 @@ async def open_spawned(
     )
     assert isinstance(process, SpawnedProcess)
     try:
-        await process.pid
+        await asyncio.shield(process.pid)
     except WorkspaceError as exc:
         process.forget()
         raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
+    except BaseException:
+        process.signal(signal.SIGKILL)  # cancelled before it was handed over: it must not run on unseen
+        raise
     return process

@@ -182,7 +182,8 @@ class DockerWorkspace(StartedOnce):
                 self.image,
                 entrypoint=list(ENTRYPOINT if spawner else KEEPER),
                 # the spawner's requests and events: held by this engine alone, logged nowhere
-                **({"stdin_open": True, "log_config": {"type": "none"}} if spawner else {}),
+                # root whatever the image's USER: it starts each command as the uid asked for
+                **({"stdin_open": True, "log_config": {"type": "none"}, "user": "0:0"} if spawner else {}),
                 command=[],
                 healthcheck={"test": ["NONE"]},
                 name=self.name,

@@ -30,7 +30,7 @@ mkdir -p vendored && git -C vendored init -q
 KILL_ALL = r"""
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
-  case $(cat "$d/comm" 2>/dev/null) in sleep | docker-init) continue ;; esac  # the container's own
+  case $(cat "$d/comm" 2>/dev/null) in sleep | spawner | docker-init) continue ;; esac  # the container's own
   [ "$p" = $$ ] || kill -9 "$p" 2>/dev/null || true
 done
 """

@@ -196,3 +196,25 @@ def test_a_spawner_killed_under_a_command_ends_it_with_a_clear_error(base_image,
         run(kill_it())
     finally:
         run(ws.close())
+
+
+def test_a_cancelled_wait_leaves_the_process_to_kill(both, run):
+    """A relay that gives up on a process cancels its waiter; the process must still be there to kill."""
+    spawned, _ = both
+
+    async def use() -> int:
+        process = await spawned.open_process(["sh", "-c", "sleep 300 & sleep 300"])
+        waiter = asyncio.ensure_future(process.wait())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        await process.kill()
+        code = await process.wait(60)
+        listing = "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline; echo; done"
+        left = await spawned.exec(["sh", "-c", listing])
+        assert b"for d in" in left.stdout  # the listing sees itself: it works
+        assert b"sleep 300 \n" not in left.stdout
+        return code
+
+    assert run(use()) == 137
