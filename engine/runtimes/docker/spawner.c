@@ -8,20 +8,27 @@
  * endian), payload length (4), payload.
  *
  *   engine -> spawner
- *     S  spawn: uid, gid, argc, envc (4 bytes each), then NUL-terminated: cwd, argv..., env...
+ *     S  spawn: uid, gid, argc, envc, flags (4 bytes each), then NUL-terminated: cwd, argv...,
+ *        env...; flags 1: stdin is /dev/null (no I frames follow)
  *     I  bytes for the command's stdin; an empty one closes it
  *     K  a signal (4 bytes) to the command's process group
  *     A  credit (4 bytes): that much of the command's output was taken
- *     F  forget it: its pipes closed, nothing more said of it
+ *     F  forget it: nothing more is said of it; its output is read on and dropped (a background
+ *        child that still writes must not die of a closed pipe, as it would not under docker exec)
  *   spawner -> engine
- *     P  started: its pid (4 bytes)        E  not started: why (text)
+ *     P  started (its exec succeeded): its pid (4 bytes)        E  not started: why (text)
+ *     W  that many bytes (4) of its stdin went into its pipe    C  its stdin is closed: the rest dropped
  *     O  stdout bytes, R  stderr bytes: an empty one is that stream's end
  *     X  exited: its wait status (4 bytes)
  *
  * A command starts as `docker exec` starts one: a session of its own (its pid is its group),
- * the uid and gid asked for and no other group, HOME from /etc/passwd when the env has none, the env exactly as sent, argv[0] looked up in its PATH.
- * Its output is read only while less than CREDIT bytes of it are untaken, so a command whose
- * reader is slow waits as it would on a full pipe, and the others go on.
+ * its directory entered as root, then the uid and gid asked for and no other group, HOME from
+ * /etc/passwd when the env has none, the env exactly as sent, argv[0] looked up in its PATH.
+ * Nothing here ever waits on one command: its start is reported from the poll loop (a child the
+ * tested uid stops between its setuid and its exec holds up nothing else, and can be killed),
+ * its output is read only while less than CREDIT bytes of it are untaken, and the engine sends
+ * no more stdin than a window the W frames open again, so a slow reader or writer waits as it
+ * would on a full pipe, and the others go on.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,11 +52,12 @@ struct command {
     uint32_t id;
     pid_t pid;
     int in, out, err; /* -1 once closed */
+    int report;       /* the exec report's pipe until the start is settled, then -1 */
     char *pending;    /* stdin bytes not written yet */
     size_t pending_len, pending_cap;
     int close_in;     /* close stdin once pending is written */
     long untaken;
-    int reaped;
+    int reaped, discard;
     struct command *next;
 };
 
@@ -113,7 +121,7 @@ static void drop(struct command *gone) {
 }
 
 static void drop_if_done(struct command *c) {
-    if (c->reaped && c->out < 0 && c->err < 0) drop(c);
+    if (c->reaped && c->out < 0 && c->err < 0 && c->report < 0) drop(c);
 }
 
 /* The home directory /etc/passwd gives `uid` into `home` (empty when none), as runc reads it. */
@@ -142,20 +150,22 @@ static void fail_child(int report, const char *what) {
 }
 
 static void spawn(uint32_t id, const unsigned char *payload, uint32_t len) {
-    if (len < 16 || payload[len - 1] != 0 || find(id)) {
+    if (len < 21 || payload[len - 1] != 0 || find(id)) {
         send_frame('E', id, "malformed spawn request", 23);
         return;
     }
     uid_t uid = get32(payload);
     gid_t gid = get32(payload + 4);
-    uint32_t argc = get32(payload + 8), envc = get32(payload + 12);
-    char **strings = argc + envc < len ? calloc(argc + envc + 3, sizeof *strings) : NULL;
-    uint32_t found = 0;
+    uint64_t argc = get32(payload + 8), envc = get32(payload + 12);
+    uint32_t flags = get32(payload + 16);
+    /* every string takes a byte at least: counts past the payload are malformed, not an overflow */
+    char **strings = argc + envc + 1 <= len ? calloc(argc + envc + 3, sizeof *strings) : NULL;
+    uint64_t found = 0;
     if (!strings) {
         send_frame('E', id, "malformed spawn request", 23);
         return;
     }
-    for (const unsigned char *p = payload + 16; p < payload + len && found < argc + envc + 1; found++) {
+    for (const unsigned char *p = payload + 20; p < payload + len && found < argc + envc + 1; found++) {
         strings[found] = (char *)p;
         p += strlen((const char *)p) + 1;
     }
@@ -169,8 +179,9 @@ static void spawn(uint32_t id, const unsigned char *payload, uint32_t len) {
     argv[argc] = NULL;
     envp[envc] = NULL;
 
-    int in[2], out[2], err[2], report[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(report, O_CLOEXEC)) {
+    int in[2] = {-1, -1}, out[2], err[2], report[2];
+    if ((flags & 1 ? (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0 : pipe2(in, O_CLOEXEC) != 0) ||
+        pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(report, O_CLOEXEC)) {
         free(strings);
         send_frame('E', id, "no pipes", 8);
         return;
@@ -186,10 +197,10 @@ static void spawn(uint32_t id, const unsigned char *payload, uint32_t len) {
         if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) fail_child(report[1], "dup2");
         char home[1024];
         home_of(uid, home, sizeof home);
+        if (cwd[0] && chdir(cwd)) fail_child(report[1], cwd); /* as root, as runc enters it */
         if (setgroups(1, &gid)) fail_child(report[1], "setgroups"); /* docker exec's "uid:gid": that group alone */
         if (setgid(gid)) fail_child(report[1], "setgid");
         if (setuid(uid)) fail_child(report[1], "setuid");
-        if (cwd[0] && chdir(cwd)) fail_child(report[1], cwd);
         environ = envp;
         if (!getenv("HOME")) setenv("HOME", home[0] ? home : "/", 1);
         execvp(argv[0], argv);
@@ -198,34 +209,38 @@ static void spawn(uint32_t id, const unsigned char *payload, uint32_t len) {
     free(strings);
     close(in[0]); close(out[1]); close(err[1]); close(report[1]);
     if (pid < 0) {
-        close(in[1]); close(out[0]); close(err[0]); close(report[0]);
+        if (in[1] >= 0) close(in[1]);
+        close(out[0]); close(err[0]); close(report[0]);
         send_frame('E', id, "fork failed", 11);
         return;
     }
-    char why[512];
-    ssize_t n;
-    while ((n = read(report[0], why, sizeof why)) < 0 && errno == EINTR) {
-    }
-    close(report[0]);
-    if (n > 0) { /* it never ran: reaped here, its pipes closed */
-        close(in[1]); close(out[0]); close(err[0]);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        send_frame('E', id, why, (uint32_t)n);
-        return;
-    }
     struct command *c = calloc(1, sizeof *c);
-    c->id = id; c->pid = pid; c->in = in[1]; c->out = out[0]; c->err = err[0];
-    fcntl(c->in, F_SETFL, O_NONBLOCK);
+    c->id = id; c->pid = pid; c->in = in[1]; c->out = out[0]; c->err = err[0]; c->report = report[0];
+    if (c->in >= 0) fcntl(c->in, F_SETFL, O_NONBLOCK);
     c->next = commands;
     commands = c;
-    send_u32('P', id, (uint32_t)pid);
+}
+
+/* The exec report, once it can be read: EOF is a start (P), text is why there was none (E). */
+static void settle_start(struct command *c) {
+    char why[512];
+    ssize_t n;
+    while ((n = read(c->report, why, sizeof why)) < 0 && errno == EINTR) {
+    }
+    close_fd(&c->report);
+    if (n > 0) { /* it never ran: its pipes closed, its exit reaped and left unsaid */
+        c->discard = 1;
+        close_fd(&c->in); close_fd(&c->out); close_fd(&c->err);
+        send_frame('E', c->id, why, (uint32_t)n);
+    } else {
+        send_u32('P', c->id, (uint32_t)c->pid);
+    }
 }
 
 static void feed(struct command *c, const unsigned char *data, uint32_t len) {
     if (len == 0) {
         c->close_in = 1;
-    } else if (c->in >= 0) {
+    } else if (c->in >= 0 && !c->close_in) {
         if (c->pending_len + len > c->pending_cap) {
             size_t cap = c->pending_cap ? c->pending_cap : CHUNK;
             while (cap < c->pending_len + len) cap *= 2;
@@ -238,20 +253,29 @@ static void feed(struct command *c, const unsigned char *data, uint32_t len) {
     if (c->close_in && c->pending_len == 0) close_fd(&c->in);
 }
 
+static void stdin_gone(struct command *c) {
+    if (c->in < 0) return;
+    c->pending_len = 0;
+    close_fd(&c->in);
+    if (!c->discard) send_frame('C', c->id, NULL, 0);
+}
+
 static void write_stdin(struct command *c) {
+    size_t taken = 0;
     while (c->pending_len) {
         ssize_t n = write(c->in, c->pending, c->pending_len);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) return;
+        if (n < 0 && errno == EAGAIN) break;
         if (n <= 0) { /* it closed its stdin: what is left is dropped, as a pipe would */
-            c->pending_len = 0;
-            close_fd(&c->in);
+            stdin_gone(c);
             return;
         }
         memmove(c->pending, c->pending + n, c->pending_len - (size_t)n);
         c->pending_len -= (size_t)n;
+        taken += (size_t)n;
     }
-    if (c->close_in) close_fd(&c->in);
+    if (taken && !c->discard) send_u32('W', c->id, (uint32_t)taken);
+    if (c->close_in && c->pending_len == 0) close_fd(&c->in);
 }
 
 static void handle(char type, uint32_t id, const unsigned char *payload, uint32_t len) {
@@ -269,10 +293,8 @@ static void handle(char type, uint32_t id, const unsigned char *payload, uint32_
     } else if (type == 'A' && len == 4) {
         c->untaken -= (long)get32(payload);
     } else if (type == 'F') {
-        close_fd(&c->out);
-        close_fd(&c->err);
+        c->discard = 1;
         close_fd(&c->in);
-        if (c->reaped) drop(c);
     }
 }
 
@@ -282,11 +304,12 @@ static void relay_output(struct command *c, int *fd, char type) {
     while ((n = read(*fd, chunk, sizeof chunk)) < 0 && errno == EINTR) {
     }
     if (n > 0) {
+        if (c->discard) return;
         c->untaken += n;
         send_frame(type, c->id, chunk, (uint32_t)n);
     } else {
         close_fd(fd);
-        send_frame(type, c->id, NULL, 0);
+        if (!c->discard) send_frame(type, c->id, NULL, 0);
     }
 }
 
@@ -297,8 +320,9 @@ static void reap(void) {
         for (struct command *c = commands; c; c = c->next)
             if (c->pid == pid && !c->reaped) {
                 c->reaped = 1;
+                if (c->report >= 0) settle_start(c); /* its start is said before its end */
                 close_fd(&c->in);
-                send_u32('X', c->id, (uint32_t)status);
+                if (!c->discard) send_u32('X', c->id, (uint32_t)status);
                 drop_if_done(c);
                 break;
             }
@@ -341,17 +365,18 @@ int main(void) {
     send_frame('H', 0, "crucible-spawner 1", 18);
     for (;;) {
         size_t count = 2;
-        for (struct command *c = commands; c; c = c->next) count += 3;
+        for (struct command *c = commands; c; c = c->next) count += 4;
         struct pollfd *fds = calloc(count, sizeof *fds);
         uint32_t *ids = calloc(count, sizeof *ids);
         size_t n = 0;
         fds[n++] = (struct pollfd){.fd = wake[0], .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = requests_open ? 0 : -1, .events = POLLIN};
         for (struct command *c = commands; c; c = c->next) {
-            int room = c->untaken < CREDIT;
+            int room = c->untaken < CREDIT || c->discard;
             ids[n] = c->id; fds[n++] = (struct pollfd){.fd = room ? c->out : -1, .events = POLLIN};
             ids[n] = c->id; fds[n++] = (struct pollfd){.fd = room ? c->err : -1, .events = POLLIN};
             ids[n] = c->id; fds[n++] = (struct pollfd){.fd = c->pending_len ? c->in : -1, .events = POLLOUT};
+            ids[n] = c->id; fds[n++] = (struct pollfd){.fd = c->report, .events = POLLIN};
         }
         if (poll(fds, n, -1) < 0) {
             free(fds); free(ids);
@@ -363,8 +388,10 @@ int main(void) {
         for (size_t i = 2; i < n; i++) {
             struct command *c = fds[i].revents ? find(ids[i]) : NULL;
             if (!c) continue;
-            int slot = (int)((i - 2) % 3);
-            if (slot == 0 && c->out >= 0 && fds[i].fd == c->out) relay_output(c, &c->out, 'O');
+            int slot = (int)((i - 2) % 4);
+            if (slot == 3 && c->report >= 0 && fds[i].fd == c->report) settle_start(c);
+            else if (c->report >= 0) continue; /* nothing of it is said before its start */
+            else if (slot == 0 && c->out >= 0 && fds[i].fd == c->out) relay_output(c, &c->out, 'O');
             else if (slot == 1 && c->err >= 0 && fds[i].fd == c->err) relay_output(c, &c->err, 'R');
             else if (slot == 2 && c->in >= 0 && fds[i].fd == c->in) write_stdin(c);
             drop_if_done(c);

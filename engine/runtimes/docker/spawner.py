@@ -52,6 +52,13 @@ FRAME = struct.Struct(">cII")
 """type, command id, payload length (spawner.c)."""
 TAKEN_EVERY = 1 << 16
 """Output bytes taken before the spawner is told (it reads a command's output while under 1 MB is untaken)."""
+STDIN_WINDOW = 1 << 20
+"""Stdin bytes sent to a command and not yet in its pipe (spawner.c's W frames): past it a write
+waits, as it would on a full pipe, and the spawner never holds more of it."""
+STDIN_CHUNK = 1 << 16
+START_WAIT = 60.0
+"""Seconds a process (``open_process``) has to start (its exec to succeed); an exec's own
+deadline bounds its start. The tested uid can stop a child between its setuid and its exec."""
 DRAIN_GRACE = 0.5
 """Seconds to keep reading after a command exited while something still holds its output open."""
 KILL_WAIT = 5.0
@@ -116,6 +123,11 @@ class Spawned:
         """Both output streams ended (or the stream to the spawner was lost)."""
         self.open_streams = {b"O", b"R"}
         self._exited = False
+        self.stdin_unwritten = 0
+        """Stdin bytes sent and not yet in the command's pipe (``STDIN_WINDOW``)."""
+        self.stdin_broken = False
+        """Its stdin takes nothing more: closed by the command, or the command ended."""
+        self._stdin_room = asyncio.Event()
 
     def output(self, kind: bytes, data: bytes) -> None:
         """``kind`` O (stdout) or R (stderr); ``data`` empty at its end. On the reader thread."""
@@ -133,9 +145,16 @@ class Spawned:
             why = payload.decode("utf-8", "replace")
             self._fail(self.pid, WorkspaceError(why))
             self.lost(why)
+            self.spawner.forget(self.id)  # the spawner says nothing more of a command that never started
+        elif kind == b"W" and len(payload) == 4:
+            count = struct.unpack(">I", payload)[0]
+            self._call(lambda: self._stdin_taken(count))
+        elif kind == b"C":
+            self._call(self._stdin_gone)
         elif kind == b"X" and len(payload) == 4:
             self._exited = True
             self._settle(self.exit, exit_code(struct.unpack(">I", payload)[0]))
+            self._call(self._stdin_gone)
         if self._exited and not self.open_streams:
             self.spawner.forget(self.id)  # the spawner has let it go too: nothing more comes
 
@@ -148,6 +167,15 @@ class Spawned:
         self._fail(self.pid, error)
         self._fail(self.exit, error)
         self._settle(self.ended, None)
+        self._call(self._stdin_gone)
+
+    def _stdin_taken(self, count: int) -> None:
+        self.stdin_unwritten -= count
+        self._stdin_room.set()
+
+    def _stdin_gone(self) -> None:
+        self.stdin_broken = True
+        self._stdin_room.set()
 
     def _settle(self, fut: asyncio.Future[Any], value: object) -> None:
         def settle() -> None:
@@ -172,8 +200,21 @@ class Spawned:
 
     # -- requests, from the event loop -----------------------------------------------------
 
-    def send_stdin(self, data: bytes) -> None:
-        self.spawner.send(b"I", self.id, data)
+    async def give_stdin(self, data: bytes) -> None:
+        """Send ``data`` to the command's stdin, never more than ``STDIN_WINDOW`` ahead of what
+        its pipe took. Raises BrokenPipeError once it takes nothing more."""
+        for at in range(0, len(data), STDIN_CHUNK):
+            chunk = data[at : at + STDIN_CHUNK]
+            while not self.stdin_broken and self.stdin_unwritten + len(chunk) > STDIN_WINDOW:
+                self._stdin_room.clear()
+                await self._stdin_room.wait()
+            if self.stdin_broken:
+                raise BrokenPipeError(32, "the command's stdin is closed")
+            self.stdin_unwritten += len(chunk)
+            self.spawner.send(b"I", self.id, chunk)
+
+    def close_stdin_now(self) -> None:
+        self.spawner.send(b"I", self.id, b"")
 
     def signal(self, signum: int) -> None:
         self.spawner.send(b"K", self.id, struct.pack(">I", signum))
@@ -218,14 +259,17 @@ class Spawner:
         user: int,
         cwd: str | None,
         env: Mapping[str, str],
+        no_stdin: bool = False,
     ) -> Spawned:
-        """Ask for ``argv`` to start; ``make`` makes its ``Spawned`` (whose ``pid`` says how the start went)."""
+        """Ask for ``argv`` to start; ``make`` makes its ``Spawned`` (whose ``pid`` says how the
+        start went). ``no_stdin``: its stdin is /dev/null, as an exec's that attaches none."""
         merged = {**self.image_env, **env}
         strings = [cwd or "", *argv, *(f"{k}={v}" for k, v in merged.items())]
         encoded = [s.encode("utf-8", "surrogateescape") for s in strings]
         if any(b"\0" in s for s in encoded):
             raise ValueError("a command's argv, cwd and env cannot hold a NUL byte")
-        payload = struct.pack(">IIII", user, user, len(argv), len(merged)) + b"".join(s + b"\0" for s in encoded)
+        header = struct.pack(">IIIII", user, user, len(argv), len(merged), 1 if no_stdin else 0)
+        payload = header + b"".join(s + b"\0" for s in encoded)
         with self._lock:
             command_id = next(self._ids)
             spawned = make(self, command_id, asyncio.get_running_loop())
@@ -270,6 +314,7 @@ class Spawner:
         except (OSError, ValueError) as exc:
             why = f"the container's stream broke: {exc}"
         finally:
+            self._stream.abort()  # a writer blocked in a send is released too
             with self._lock:
                 self._lost = why
                 commands, self._commands = list(self._commands.values()), {}
@@ -330,24 +375,31 @@ async def run_spawned(
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     started = time.monotonic()
+    deadline = started + timeout + backstop_grace
     # Never "0.000": to GNU timeout a zero duration means no deadline at all.
     wrapped = ["timeout", "-s", "KILL", f"{max(timeout, 0.001):.3f}", *argv]
     command = spawner.spawn(
-        lambda s, i, loop: SpawnedExec(s, i, loop, max_output), wrapped, user=user, cwd=cwd, env=env
+        lambda s, i, loop: SpawnedExec(s, i, loop, max_output),
+        wrapped,
+        user=user,
+        cwd=cwd,
+        env=env,
+        no_stdin=stdin is None,
     )
     assert isinstance(command, SpawnedExec)
+    feeding: asyncio.Future[None] | None = None
     try:
-        try:
-            await asyncio.shield(command.pid)
+        try:  # its start counts against its deadline: a child stopped before its exec must not hang it
+            await within(asyncio.shield(command.pid), max(deadline - time.monotonic(), 0))
         except WorkspaceError as exc:
             raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
-        if stdin:
-            command.send_stdin(stdin)
-        command.send_stdin(b"")
+        except TimeoutError:
+            await finish_even_if_cancelled(_killed(command))
+            return _result(command, 124, True, started)
+        if stdin is not None:
+            feeding = asyncio.ensure_future(_feed(command, stdin))
         try:
-            code = await within(
-                asyncio.shield(command.exit), max(started + timeout + backstop_grace - time.monotonic(), 0)
-            )
+            code = await within(asyncio.shield(command.exit), max(deadline - time.monotonic(), 0))
         except TimeoutError:  # the backstop: timeout in there did not end it
             await finish_even_if_cancelled(_killed(command))
             return _result(command, 124, True, started)
@@ -360,9 +412,20 @@ async def run_spawned(
             await finish_even_if_cancelled(_killed(command))
         raise
     finally:
-        command.forget()
+        if feeding is not None:
+            feeding.cancel()
+        command.forget()  # what a background child still writes is read and dropped in there
     timed_out = code in (124, 137) and time.monotonic() - started >= timeout
     return _result(command, 124 if timed_out else code, timed_out, started)
+
+
+async def _feed(command: Spawned, data: bytes) -> None:
+    """All of ``data``, then EOF, as a command reading it takes it."""
+    try:
+        await command.give_stdin(data)
+        command.close_stdin_now()
+    except BrokenPipeError:
+        pass  # the command exited without reading all its input; that is its business
 
 
 async def _killed(command: Spawned) -> None:
@@ -404,13 +467,12 @@ class SpawnedProcess(Spawned):
     async def write(self, data: bytes) -> None:
         if self._stdin_closed or self.exit.done():
             raise BrokenPipeError(32, "the process's stdin is closed")
-        if data:
-            self.send_stdin(data)
+        await self.give_stdin(data)  # waits while its pipe is full, as a write to it would
 
     async def close_stdin(self) -> None:
         if not self._stdin_closed:
             self._stdin_closed = True
-            self.send_stdin(b"")
+            self.close_stdin_now()
 
     async def read(self, n: int = 65536) -> bytes:
         while not self._pending and not self._read_eof:
@@ -471,10 +533,14 @@ async def open_spawned(
     )
     assert isinstance(process, SpawnedProcess)
     try:
-        await asyncio.shield(process.pid)
+        await within(asyncio.shield(process.pid), START_WAIT)
     except WorkspaceError as exc:
         process.forget()
         raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
+    except TimeoutError:
+        process.signal(signal.SIGKILL)
+        process.forget()
+        raise WorkspaceError(f"could not start {argv[0]!r}: it did not start within {START_WAIT:g} s") from None
     except BaseException:
         process.signal(signal.SIGKILL)  # cancelled before it was handed over: it must not run on unseen
         raise

@@ -20,7 +20,8 @@ import engine.runtimes.docker.process as docker_process
 from engine.errors import WorkspaceError
 from engine.models import TtySize
 from engine.runtimes.docker.runtime import DockerRuntime
-from engine.runtimes.docker.spawner import built
+from engine.runtimes.docker.spawner import STDIN_WINDOW, built
+from engine.util.aio import within
 
 pytestmark = [pytest.mark.docker]
 
@@ -30,7 +31,7 @@ IDENTITY = (
     "id; umask; pwd; env | grep -v '^HOSTNAME=' | sort; "
     "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status; "
     "cat /proc/self/cgroup; readlink /proc/self/ns/pid /proc/self/ns/mnt /proc/self/ns/net; "
-    "ulimit -a; "
+    "ulimit -a; readlink /proc/$$/fd/0; "
     # a session of its own, led by the command's first process (GNU timeout, whose child this is)
     'set -- $(cut -d" " -f6 /proc/$$/stat) $PPID; [ "$1" = "$2" ] && echo own-session'
 )
@@ -218,3 +219,73 @@ def test_a_cancelled_wait_leaves_the_process_to_kill(both, run):
         return code
 
     assert run(use()) == 137
+
+
+def test_a_directory_only_root_may_enter_is_entered_as_docker_exec_enters_it(both, run):
+    async def look(ws) -> tuple[int, bytes]:
+        done = await ws.exec(["pwd"], user=AGENT, cwd="/root")
+        return done.exit_code, done.stdout
+
+    assert run(look(both[0])) == run(look(both[1])) == (0, b"/root\n")
+
+
+def test_a_background_child_outlives_its_exec_and_may_still_write(both, run):
+    """docker exec leaves a ``server &`` its output pipes; so does the spawner once the exec has ended."""
+    script = "(while [ ! -e /tmp/go ]; do sleep 0.05; done; echo later; echo alive > /tmp/alive) & echo started"
+
+    async def use(ws) -> bytes:
+        done = await ws.exec(["sh", "-c", script], user=AGENT, cwd="/tmp")
+        assert done.stdout == b"started\n"
+        await ws.exec(["touch", "/tmp/go"], user=AGENT)
+        waited = await ws.exec(
+            ["sh", "-c", "while [ ! -e /tmp/alive ]; do sleep 0.05; done; cat /tmp/alive"], timeout=60
+        )
+        return waited.stdout
+
+    assert run(use(both[0])) == run(use(both[1])) == b"alive\n"
+
+
+def test_stdin_a_command_does_not_read_waits_and_is_never_buffered_whole(base_image, run):
+    """As a write into a full pipe waits: a process that never reads its stdin holds the writer,
+    and the spawner holds at most ``STDIN_WINDOW`` of it, so 256 MB cannot fill a 64 MB container."""
+    ws = DockerRuntime(memory="64m").provision(
+        base_image, run_id=f"spawner-{uuid.uuid4().hex[:8]}", network=False, purpose="test"
+    )
+    run(ws.__aenter__())
+
+    async def use() -> None:
+        process = await ws.open_process(["sleep", "600"], user=AGENT)
+        writing = asyncio.ensure_future(process.write(b"x" * (256 << 20)))
+        # a round trip through the spawner: the writer has had every chance to run ahead meanwhile
+        assert (await ws.exec(["echo", "ok"])).stdout == b"ok\n"
+        assert not writing.done() and process.stdin_unwritten <= STDIN_WINDOW
+        await process.kill()
+        with pytest.raises(BrokenPipeError):  # its end releases the writer
+            await within(writing, 60)
+        state = await asyncio.to_thread(ws.client.api.inspect_container, ws.container_id)
+        assert state["State"]["Running"] and not state["State"]["OOMKilled"]
+
+    try:
+        run(use())
+    finally:
+        run(ws.close())
+
+
+@pytest.mark.slow  # ~30 s: tried until a child is caught between its setuid and its exec
+def test_the_agents_uid_stopping_every_process_it_may_holds_up_none_of_roots_commands(both, run):
+    """A child is the tested uid's between its setuid and its exec: stopped there, its start is
+    bounded by its deadline, and nothing else waits on it."""
+    spawned, _ = both
+    spawned.backstop_grace = 1.0
+
+    async def use() -> None:
+        stopper = await spawned.open_process(["sh", "-c", "while :; do kill -STOP -1 2>/dev/null; done"], user=AGENT)
+        # the window between a child's setuid and its exec is short: tried until one is caught there
+        for _ in range(30):
+            late = await spawned.exec(["true"], user=AGENT, timeout=0.3)
+            assert late.exit_code == 0 or (late.timed_out and late.exit_code == 124)  # caught or not
+            assert (await within(spawned.exec(["echo", "root"], timeout=30), 60)).stdout == b"root\n"
+        await stopper.kill()
+        assert await stopper.wait(60) == 137
+
+    run(use())
