@@ -48,7 +48,8 @@ from engine.runtimes.docker.process import DockerProcess
 from engine.runtimes.docker.reaper import LABEL_PURPOSE, LABEL_RUN_ID, being_removed
 from engine.runtimes.docker.relay import BridgeRelay
 from engine.runtimes.docker.spares import Spares, kind_of
-from engine.runtimes.docker.spawner import ENTRYPOINT, MOUNT, SpawnedProcess, Spawner, built, open_spawned, run_spawned
+from engine.runtimes.docker.spawned import SpawnedProcess, open_spawned, run_spawned
+from engine.runtimes.docker.spawner import ENTRYPOINT, MOUNT, Spawner, built
 from engine.runtimes.lifecycle import StartedOnce
 from engine.runtimes.owner import owner_labels
 from engine.util.aio import finish_even_if_cancelled
