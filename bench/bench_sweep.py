@@ -78,19 +78,9 @@ def _phases(seed: int, wall_began: float, seconds: float) -> tuple[float, float,
     return first - wall_began, last - first, wall_began + seconds - last
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=3)
-    ns = parser.parse_args()
-    # Bytecode as scripts/setup.sh leaves it (an installed crucible has it too), whatever
-    # PYTHONDONTWRITEBYTECODE says: the timings are of crucible, not of compiling it.
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
+def planned_sweep() -> tuple[list, list[bytes]]:
+    """The sweep's 8 jobs planned, their images there, and each one's floor patch (the golden
+    diff with the hidden tests)."""
     from bench_golden import golden_patch
 
     from engine.config.compose import compose_config, to_typed
@@ -108,7 +98,23 @@ def main() -> int:
     for p in planned:  # every image a run starts from, its setup layer too (engine/plan/setup_layer.py)
         for image in (*p.images, *([p.setup_image] if p.setup_image else [])):
             session.builder.ensure(image, session.store)
-    patches = [golden_patch(resolve_repo(p.spec.task.repo), p.spec.task) for p in planned]
+    return planned, [golden_patch(resolve_repo(p.spec.task.repo), p.spec.task) for p in planned]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=3)
+    ns = parser.parse_args()
+    # Bytecode as scripts/setup.sh leaves it (an installed crucible has it too), whatever
+    # PYTHONDONTWRITEBYTECODE says: the timings are of crucible, not of compiling it.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "engine", "envs", "swe_tasks"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
+    planned, patches = planned_sweep()
     floors(planned, patches)  # warm the page cache, not timed
     sweep(10_000)  # the same for the sweep's own first start
     warm = [sys.executable, "-m", "engine.cli", "warm"]

@@ -37,23 +37,8 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
     import bench_sweep
-    from bench_golden import golden_patch
 
-    from engine.config.compose import compose_config, to_typed
-    from engine.config.tree import group_options
-    from engine.plan.repos import resolve_repo
-    from engine.plan.spec import plan
-    from engine.run.session import session_for
-
-    planned = []
-    for task in [o for o in group_options("task") if o.startswith("sample/")]:
-        for agent in ("noop", "integration_test"):
-            typed = to_typed(compose_config([f"task={task}", f"agent={agent}"]))
-            session = session_for(typed)
-            planned.append(plan(typed, builder=session.builder))
-            for image in (*planned[-1].images, *([planned[-1].setup_image] if planned[-1].setup_image else [])):
-                session.builder.ensure(image, session.store)
-    patches = [golden_patch(resolve_repo(p.spec.task.repo), p.spec.task) for p in planned]
+    planned, patches = bench_sweep.planned_sweep()
     warm = [sys.executable, "-m", "engine.cli", "warm"]
     bench_sweep.floors(planned, patches)  # the page cache, not counted
     subprocess.run([*warm, "start"], cwd=ROOT, capture_output=True, check=True)

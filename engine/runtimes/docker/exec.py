@@ -25,7 +25,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from engine.errors import WorkspaceError
 from engine.models import ExecResult
@@ -289,7 +289,7 @@ async def run_exec(
         raise
     if not finished:  # the backstop
         await _kill_quietly(api, container_id, pump, killer)
-        return _result(pump, 124, True, started)
+        return exec_result(pump, 124, True, started)
     if spare is not None and pump.pid_line.pid is None:
         raise SpareUnused(f"the spare exec {exec_id[:12]} took no command")
     code = await pump.code
@@ -298,7 +298,7 @@ async def run_exec(
     if pump.pid_line.pid is None and pump.pid_line.start_error is not None:
         raise WorkspaceError(f"could not start {argv[0]!r}: {pump.pid_line.start_error}")
     timed_out = code in (124, 137) and time.monotonic() - started >= timeout
-    return _result(pump, 124 if timed_out else code, timed_out, started)
+    return exec_result(pump, 124 if timed_out else code, timed_out, started)
 
 
 async def _until_exit(api: DockerApi, exec_id: str, pump: OutputPump, *, deadline: float) -> bool:
@@ -343,15 +343,22 @@ async def _kill_quietly(api: DockerApi, container_id: str, pump: OutputPump, use
         pass
 
 
-def _result(pump: OutputPump, code: int, timed_out: bool, started: float) -> ExecResult:
+class Captured(Protocol):
+    """What an exec's output went into: ``OutputPump`` here, ``SpawnedExec`` (spawned.py) there."""
+
+    stdout: BoundedBuffer
+    stderr: BoundedBuffer
+
+
+def exec_result(captured: Captured, code: int, timed_out: bool, started: float) -> ExecResult:
     return ExecResult(
         exit_code=code,
-        stdout=pump.stdout.value(),
-        stderr=pump.stderr.value(),
+        stdout=captured.stdout.value(),
+        stderr=captured.stderr.value(),
         timed_out=timed_out,
-        truncated=pump.stdout.truncated or pump.stderr.truncated,
-        stdout_bytes_total=pump.stdout.total,
-        stderr_bytes_total=pump.stderr.total,
+        truncated=captured.stdout.truncated or captured.stderr.truncated,
+        stdout_bytes_total=captured.stdout.total,
+        stderr_bytes_total=captured.stderr.total,
         seconds=time.monotonic() - started,
     )
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import struct
 import time
 from collections.abc import Mapping, Sequence
 
 from engine.errors import WorkspaceError
 from engine.models import ExecResult, TtySize
+from engine.runtimes.docker.exec import DRAIN_GRACE, exec_result
 from engine.runtimes.docker.spawner import Spawned, Spawner
 from engine.runtimes.docker.stream import BoundedBuffer
 from engine.util.aio import finish_even_if_cancelled, within
@@ -23,8 +23,6 @@ TAKEN_EVERY = 1 << 16
 START_WAIT = 60.0
 """Seconds a process (``open_process``) has to start (its exec to succeed); an exec's own
 deadline bounds its start. The tested uid can stop a child between its setuid and its exec."""
-DRAIN_GRACE = 0.5
-"""Seconds to keep reading after a command exited while something still holds its output open."""
 KILL_WAIT = 5.0
 
 
@@ -41,7 +39,7 @@ class SpawnedExec(Spawned):
         (self.stdout if kind == b"O" else self.stderr).add(data)
         self._untold += len(data)
         if self._untold >= TAKEN_EVERY:  # kept or dropped, it is taken: the spawner reads on
-            self.spawner.send(b"A", self.id, struct.pack(">I", self._untold))
+            self.taken(self._untold)
             self._untold = 0
 
 
@@ -76,7 +74,6 @@ async def run_spawned(
         env=env,
         no_stdin=stdin is None,
     )
-    assert isinstance(command, SpawnedExec)
     feeding: asyncio.Future[None] | None = None
     try:
         try:  # its start counts against its deadline: a child stopped before its exec must not hang it
@@ -85,14 +82,14 @@ async def run_spawned(
             raise WorkspaceError(f"could not start {argv[0]!r}: {exc}") from exc
         except TimeoutError:
             await finish_even_if_cancelled(_killed(command))
-            return _result(command, 124, True, started)
+            return exec_result(command, 124, True, started)
         if stdin is not None:
             feeding = asyncio.ensure_future(_feed(command, stdin))
         try:
             code = await within(asyncio.shield(command.exit), max(deadline - time.monotonic(), 0))
         except TimeoutError:  # the backstop: timeout in there did not end it
             await finish_even_if_cancelled(_killed(command))
-            return _result(command, 124, True, started)
+            return exec_result(command, 124, True, started)
         try:  # what it wrote last; a background child holding the output open gets a moment
             await within(asyncio.shield(command.ended), DRAIN_GRACE)
         except TimeoutError:
@@ -106,7 +103,7 @@ async def run_spawned(
             feeding.cancel()
         command.forget()  # what a background child still writes is read and dropped in there
     timed_out = code in (124, 137) and time.monotonic() - started >= timeout
-    return _result(command, 124 if timed_out else code, timed_out, started)
+    return exec_result(command, 124 if timed_out else code, timed_out, started)
 
 
 async def _feed(command: Spawned, data: bytes) -> None:
@@ -122,19 +119,6 @@ async def _killed(command: Spawned) -> None:
     command.signal(signal.SIGKILL)
     with contextlib.suppress(TimeoutError, WorkspaceError):
         await within(asyncio.shield(command.exit), KILL_WAIT)
-
-
-def _result(command: SpawnedExec, code: int, timed_out: bool, started: float) -> ExecResult:
-    return ExecResult(
-        exit_code=code,
-        stdout=command.stdout.value(),
-        stderr=command.stderr.value(),
-        timed_out=timed_out,
-        truncated=command.stdout.truncated or command.stderr.truncated,
-        stdout_bytes_total=command.stdout.total,
-        stderr_bytes_total=command.stderr.total,
-        seconds=time.monotonic() - started,
-    )
 
 
 class SpawnedProcess(Spawned):
@@ -221,7 +205,6 @@ async def open_spawned(
     process = spawner.spawn(
         lambda s, i, loop: SpawnedProcess(s, i, loop, separate_stderr), argv, user=user, cwd=cwd, env=env
     )
-    assert isinstance(process, SpawnedProcess)
     try:
         await within(asyncio.shield(process.pid), START_WAIT)
     except WorkspaceError as exc:

@@ -362,7 +362,6 @@ int main(void) {
     size_t have = 0, cap = CHUNK;
     unsigned char *buffer = malloc(cap);
     int requests_open = 1;
-    send_frame('H', 0, "crucible-spawner 1", 18);
     for (;;) {
         size_t count = 2;
         for (struct command *c = commands; c; c = c->next) count += 4;

@@ -7,8 +7,8 @@ docker-init is the spawner (``spawner.c``, a static binary bind-mounted read-onl
 machine), and the engine holds the container's stdin and stdout (``docker attach``, made before
 the start): a command is a request there and a fork in the container. What a command gets is
 what ``docker exec`` gives it, the same namespaces, cgroup, capabilities and seccomp filter (the
-container's, which the spawner has), a session of its own, the uid, gid and groups asked for,
-the image's environment under the one asked for; ``tests/runtimes`` holds both to the same
+container's, which the spawner has), a session of its own, the uid and gid asked for and no
+other group, the image's environment under the one asked for; ``tests/runtimes`` holds both to the same
 conformance suite. This module is the channel (the build, the attached streams, one
 ``Spawned`` per command); engine/runtimes/docker/spawned.py is what ``exec`` and
 ``open_process`` make of it.
@@ -22,6 +22,7 @@ to build it once (``built``; ``make setup`` installs one). Elsewhere, and when t
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import itertools
 import logging
@@ -33,7 +34,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import WorkspaceError
 from engine.runtimes.docker.exec import DEFAULT_PATH
@@ -52,23 +53,21 @@ STDIN_WINDOW = 1 << 20
 waits, as it would on a full pipe, and the spawner never holds more of it."""
 STDIN_CHUNK = 1 << 16
 
-_built: dict[str, Path | None] = {}
 _build_lock = threading.Lock()
+S = TypeVar("S", bound="Spawned")
 
 
+@functools.cache
 def built() -> Path | None:
-    """The directory holding the spawner built from ``SOURCE`` (cached under ``$CRUCIBLE_HOME``
-    by the source's digest), or None where it cannot be built here (no C compiler): then every
-    command is a ``docker exec``."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    """The directory holding the spawner built from ``SOURCE``, or None where it cannot be built
+    here (no C compiler): then every command is a ``docker exec``. Looked up once a process."""
     with _build_lock:
-        if digest not in _built:
-            _built[digest] = _build(digest)
-        return _built[digest]
+        return _build(hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16])
 
 
 def _build(digest: str) -> Path | None:
-    # The machine's cache, not $CRUCIBLE_HOME's: one build serves every home (each test has its own).
+    # The machine's cache by the source's digest, not $CRUCIBLE_HOME's: one build serves every
+    # home (each test has its own).
     directory = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "crucible" / "spawner" / digest
     if (directory / "spawner").is_file():
         return directory
@@ -242,14 +241,14 @@ class Spawner:
 
     def spawn(
         self,
-        make: Callable[[Spawner, int, asyncio.AbstractEventLoop], Spawned],
+        make: Callable[[Spawner, int, asyncio.AbstractEventLoop], S],
         argv: Sequence[str],
         *,
         user: int,
         cwd: str | None,
         env: Mapping[str, str],
         no_stdin: bool = False,
-    ) -> Spawned:
+    ) -> S:
         """Ask for ``argv`` to start; ``make`` makes its ``Spawned`` (whose ``pid`` says how the
         start went). ``no_stdin``: its stdin is /dev/null, as an exec's that attaches none."""
         merged = {**self.image_env, **env}

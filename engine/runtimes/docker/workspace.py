@@ -294,24 +294,8 @@ class DockerWorkspace(StartedOnce):
         try:
             if self._relay is not None:  # what the host's bridge holds now, there for the command
                 await self._relay.sync()
-            if self._spawner is not None:
-                self._running_id()
-                return await run_spawned(
-                    self._spawner,
-                    argv,
-                    user=user,
-                    cwd=cwd,
-                    env=self.default_env(user) if env is None else dict(env),
-                    timeout=self.runtime.default_exec_timeout if timeout is None else timeout,
-                    stdin=stdin,
-                    max_output=max_output,
-                    backstop_grace=self.backstop_grace,
-                )
-            return await run_exec_or_spare(
-                self._spares,
-                self.client.api,
-                self._running_id(),
-                argv,
+            container_id = self._running_id()
+            options: dict[str, Any] = dict(
                 user=user,
                 cwd=cwd,
                 env=self.default_env(user) if env is None else dict(env),
@@ -320,6 +304,9 @@ class DockerWorkspace(StartedOnce):
                 max_output=max_output,
                 backstop_grace=self.backstop_grace,
             )
+            if self._spawner is not None:
+                return await run_spawned(self._spawner, argv, **options)
+            return await run_exec_or_spare(self._spares, self.client.api, container_id, argv, **options)
         except WorkspaceError as exc:
             self._raise_if_lost(exc, self.purpose)
             raise await self._with_container_state(exc) from exc
@@ -365,24 +352,23 @@ class DockerWorkspace(StartedOnce):
         try:
             if self._relay is not None:
                 await self._relay.sync()
-            if self._spawner is not None and tty is None:
-                env = self.default_env(user) if env is None else dict(env)
-                self._running_id()
+            container_id = self._running_id()
+            env = self.default_env(user) if env is None else dict(env)
+            if self._spawner is not None and tty is None:  # a terminal is Docker's: an exec
                 process = await open_spawned(
                     self._spawner, argv, user=user, cwd=cwd, env=env, separate_stderr=separate_stderr
                 )
-                self._processes.append(process)
-                return process
-            process = await DockerProcess.start(
-                self.client.api,
-                self._running_id(),
-                argv,
-                user=user,
-                cwd=cwd,
-                env=self.default_env(user) if env is None else dict(env),
-                tty=tty,
-                separate_stderr=separate_stderr,
-            )
+            else:
+                process = await DockerProcess.start(
+                    self.client.api,
+                    container_id,
+                    argv,
+                    user=user,
+                    cwd=cwd,
+                    env=env,
+                    tty=tty,
+                    separate_stderr=separate_stderr,
+                )
         except WorkspaceError as exc:
             self._raise_if_lost(exc, self.purpose)
             raise
