@@ -128,9 +128,10 @@ def launch(launcher: Any, job_overrides: Any, initial_job_idx: int) -> list[JobR
 def _planned(launcher: Any, job_overrides: Any, first: int, sweep_dir: Path) -> Iterator[_Job]:
     """Each job planned here, as it is planned (``resume=true`` skips a done one; a bad one is
     marked with its line): those that must run, ready to send."""
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
     from engine.cli.sweep import plan_job
+    from engine.config.text import config_yaml
     from engine.run.batch import CONFIG_FILE
 
     config = launcher.config
@@ -146,7 +147,7 @@ def _planned(launcher: Any, job_overrides: Any, first: int, sweep_dir: Path) -> 
             continue
         if planned is None:
             continue  # resume=true: done already, marked skipped and linked to the sweep
-        (job_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(planned.config))  # for rerun, whatever happens
+        (job_dir / CONFIG_FILE).write_text(config_yaml(planned.config))  # for rerun, whatever happens
         sweep_config = launcher.hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id = f"job_id_for_{num}"

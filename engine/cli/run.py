@@ -266,13 +266,15 @@ def _run_directly(overrides: list[str], cfg: object, *, store: DuckDBStore | Non
     would compose the same config twice more (~0.2 s each) to name a directory: the run gets
     what Hydra's run mode gives it, ``runs/single/<local time>-<override dirname>`` with
     ``.hydra/config.yaml`` (the batch writes it) and ``.hydra/overrides.yaml``."""
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig
+
+    from engine.config.text import config_yaml
 
     assert isinstance(cfg, DictConfig)  # composed by _validate
     run_dir = paths.runs_dir() / "single" / f"{datetime.now():%Y%m%d-%H%M%S}-{override_dirname(overrides)}"
     (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
-    (run_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))
-    (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))  # as composed: what rerun re-plans
+    (run_dir / ".hydra" / "overrides.yaml").write_text(config_yaml(overrides))
+    (run_dir / ".hydra" / "config.yaml").write_text(config_yaml(cfg))  # as composed: what rerun re-plans
     _outcome.clear()
     _run_job(cfg, run_dir, store)
     return _outcome.get("exit_code", 0)

@@ -19,13 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from engine.config.compose import compose_config, to_typed
+from engine.config.text import config_yaml
 from engine.errors import CrucibleError, UserError
 from engine.models import RunRecord
 from engine.plan.spec import Plan, plan
-from engine.run.batch import BatchJob, RunSlots, run_batch
+from engine.run.batch import BatchJob, EnsuredImages, RunSlots, run_batch
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, mark_job
 from engine.run.session import Session, require_integrity, session_for
 
@@ -75,6 +74,7 @@ class Sweep:
 
     async def _run(self) -> int:
         slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
+        images: dict[int, EnsuredImages] = {}  # one per session: each image ensured once a sweep
         running: list[asyncio.Task[list[BatchJob]]] = []
 
         async def one_job(job: BatchJob, session: Session) -> list[BatchJob]:
@@ -88,6 +88,7 @@ class Sweep:
                     sweep_id=self.sweep_id,
                     on_record=lambda job, record: print_record(record),
                     slots=slots.setdefault(id(session), RunSlots(self.parallel)),
+                    images=images.setdefault(id(session), EnsuredImages()),
                 )
             except CrucibleError as exc:
                 text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -132,7 +133,7 @@ def plan_job(
     planned = plan(typed, builder=session.builder)
     require_integrity(session.runtime, planned.spec.integrity)
     (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
-    (job_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(combo)))
+    (job_dir / ".hydra" / "overrides.yaml").write_text(config_yaml(combo))
     if typed.resume and already_done(planned, session, job_dir, sweep_id):
         return None, session
     return BatchJob(planned, run_dir=job_dir, config=cfg, retries=typed.retries.infrastructure), session

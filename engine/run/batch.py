@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import BuildError
-from engine.models import RunRecord
+from engine.models import ImageRef, RunRecord
 from engine.plan.spec import Plan
 
 if TYPE_CHECKING:
@@ -64,6 +64,28 @@ class RunSlots:
         self.running = asyncio.Semaphore(self.parallel)
         self.holding = asyncio.Semaphore(self.parallel + self.ahead)
         """Runs holding workspaces: those running and those started ahead."""
+
+
+class EnsuredImages:
+    """The images that batches sharing this (with one session) have ensured, each once: a
+    sweep runs each job as a batch of its own, and its second job of a task would otherwise
+    inspect the task's images again and record their builds again (a store write each)."""
+
+    def __init__(self) -> None:
+        self._by_tag: dict[str, asyncio.Future[bool]] = {}
+
+    async def ensure(self, image: ImageRef, session: Session) -> bool:
+        """Whether ``image`` was cached, ensuring it first unless another batch has (or is).
+        Raises BuildError as ``ImageBuilder.ensure`` does, to every batch that asked."""
+        future = self._by_tag.get(image.tag)
+        if future is None:
+            future = self._by_tag[image.tag] = asyncio.ensure_future(self._cache_hit(image, session))
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())  # each asker sees it
+        return await asyncio.shield(future)
+
+    @staticmethod
+    async def _cache_hit(image: ImageRef, session: Session) -> bool:
+        return (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
 
 
 @dataclass
@@ -96,11 +118,13 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
     on_record: Callable[[BatchJob, RunRecord], None] | None = None,
     slots: RunSlots | None = None,
     progress: TaskProgress | None = None,
+    images: EnsuredImages | None = None,
 ) -> list[BatchJob]:
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``slots`` allow, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again. ``progress`` is told
-    as each run starts and ends (an answer from the store counts as skipped)."""
+    as each run starts and ends (an answer from the store counts as skipped). ``images``: what
+    batches sharing it (of one session) have ensured already."""
     # The verdict cache first, in one read: what it answers needs no image and no runner.
     done = session.store.completed_runs_for([job.plan.spec.spec_hash for job in jobs]) if reuse else {}
     for job in jobs:
@@ -128,15 +152,16 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
     # are checked and the first runs' containers start (a sweep started it even earlier).
     serving = asyncio.wrap_future(serving_loaded())
     serving.add_done_callback(lambda f: f.cancelled() or f.exception())  # awaited by every run
+    images = images or EnsuredImages()
     ensured = {}
     for image in {image.tag: image for job in pending for image in job.plan.images}.values():
         try:
-            ensured[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+            ensured[image.tag] = await images.ensure(image, session)
         except BuildError as exc:
             # The builder knows images, not tasks: the user fixes a task, so it is named first.
             tasks = sorted({job.plan.spec.task_id for job in pending if image in job.plan.images})
             raise BuildError(f"task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}: {exc}") from exc
-    ensured.update(await _setup_layers(pending, session))
+    ensured.update(await _setup_layers(pending, session, images))
     runner = Runner(
         store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured, serving=serving
     )
@@ -155,10 +180,10 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
                     where = run_dir or (root or _default_root()) / run_id
                     where.mkdir(parents=True, exist_ok=True)
                     if job.config is not None:
-                        from omegaconf import OmegaConf
+                        from engine.config.text import config_yaml
 
                         (where / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
-                        (where / CONFIG_FILE).write_text(OmegaConf.to_yaml(job.config))
+                        (where / CONFIG_FILE).write_text(config_yaml(job.config))
                     # The slot is the next run's once this one works in no workspace: its final
                     # store write and its grading container's removal overlap that run's start.
                     record = await runner.execute(
@@ -203,7 +228,7 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
     return jobs
 
 
-async def _setup_layers(jobs: list[BatchJob], session: Session) -> dict[str, bool]:
+async def _setup_layers(jobs: list[BatchJob], session: Session, images: EnsuredImages) -> dict[str, bool]:
     """The jobs' setup layers (``engine/plan/setup_layer.py``) that could be built, each once, by
     tag (whether it was cached). One that fails to build leaves its runs to set themselves up in
     their workspaces, as a flavor always can: a setup that fails is then each run's own error,
@@ -211,7 +236,7 @@ async def _setup_layers(jobs: list[BatchJob], session: Session) -> dict[str, boo
     built: dict[str, bool] = {}
     for image in {job.plan.setup_image.tag: job.plan.setup_image for job in jobs if job.plan.setup_image}.values():
         try:
-            built[image.tag] = (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+            built[image.tag] = await images.ensure(image, session)
         except BuildError as exc:
             tasks = sorted({job.plan.spec.task_id for job in jobs if job.plan.setup_image == image})
             log.warning("task%s %s: set up in each run's workspace: %s", "s" * (len(tasks) > 1), ", ".join(tasks), exc)

@@ -248,6 +248,59 @@ def test_a_sweeps_parallelism_is_no_part_of_its_jobs_configs(monkeypatch):
     assert all("hydra.launcher.n_jobs=2" in combo for combo, _ in composed)  # still the sweep's
 
 
+def test_a_compose_answered_from_the_cache_is_the_config_as_composed():
+    """Kept pickled: the answer is the same plain config (values, interpolations resolved, no
+    flags of Hydra's), each answer an object of its own (a caller may set its sweep id)."""
+    from omegaconf import OmegaConf
+
+    from engine.config import compose
+
+    for overrides in (["task=sample/query_ops", "agent=noop", "seed=41"], ["task=sample/query_ops", "+extra=[1,2]"]):
+        first = compose_config(overrides)  # composed (the shortcut, or Hydra), then kept
+        again, other = compose_config(overrides), compose_config(overrides)
+        assert OmegaConf.to_container(again) == OmegaConf.to_container(first, resolve=True)
+        assert not OmegaConf.is_struct(again) and not OmegaConf.is_readonly(again)
+        again.seed = 99
+        assert other.seed == first.seed != 99
+    assert compose._cache_read(compose._cache_key(["task=sample/query_ops", "+extra=[1,2]"])) is not None
+
+
+def test_a_config_dirs_digest_is_kept_by_its_files_stats_and_never_for_a_file_just_written(tmp_path, monkeypatch):
+    """The config dirs' part of a cache key is kept by their files' stats, and only where every
+    file is older than ``RACY_NS`` (a file rewritten within one timestamp tick at the same size
+    has the same stats): an edited or added file is read again; one just written is never kept."""
+    from engine.config import compose
+
+    extra = tmp_path / "conf"
+    (extra / "task").mkdir(parents=True)
+    (extra / "task" / "mine.yaml").write_text("name: mine\n")
+    monkeypatch.setenv("CRUCIBLE_CONFIG_PATH", str(extra))
+    monkeypatch.setattr(compose, "_DIR_DIGESTS", {})
+    first = compose._cache_key(["task=mine"])
+    assert not any(str(extra.resolve()) in key for key in compose._DIR_DIGESTS)  # just written: not kept
+
+    monkeypatch.setattr(compose, "RACY_NS", -(10**18))  # every file counts as old from here
+    assert compose._cache_key(["task=mine"]) == first
+    assert any(str(extra.resolve()) in key for key in compose._DIR_DIGESTS)  # kept now
+    read_bytes = Path.read_bytes
+
+    def not_mine_again(path: Path) -> bytes:
+        if extra in path.parents:
+            pytest.fail(f"read {path} again")
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", not_mine_again)
+    assert compose._cache_key(["task=mine"]) == first  # answered by the stats alone
+    monkeypatch.undo()
+    monkeypatch.setenv("CRUCIBLE_CONFIG_PATH", str(extra))
+    monkeypatch.setattr(compose, "RACY_NS", -(10**18))
+    (extra / "task" / "mine.yaml").write_text("name: yours!\n")
+    edited = compose._cache_key(["task=mine"])
+    assert edited != first
+    (extra / "task" / "other.yaml").write_text("name: other\n")
+    assert compose._cache_key(["task=mine"]) not in (first, edited)
+
+
 # ---------------------------------------------------------------- what a new user stumbled on (issue 39)
 
 

@@ -248,3 +248,35 @@ def test_a_layer_over_an_image_rebuilt_with_other_bytes_is_built_again(base_imag
                 docker_client.images.remove(image, force=True)
             except Exception:  # noqa: BLE001 - gone already (the last tag took it)
                 pass
+
+
+def test_batches_sharing_what_they_ensured_check_and_record_each_image_once(base_image):
+    """A sweep runs each job as a batch of its own: those sharing ``EnsuredImages`` (one per
+    session, as ``crucible run -m`` makes) inspect the task image and its setup layer and record
+    their builds once between them, however many jobs of the task start at the same moment."""
+    from engine.run.batch import BatchJob, EnsuredImages, RunSlots, run_batch
+
+    session, noop = _session_and_plan("agent=noop", "seed=7303")
+    _, golden = _session_and_plan("agent=integration_test", "seed=7303")
+    tags = [noop.image.tag, noop.setup_image.tag]
+    assert golden.image.tag == tags[0] and golden.setup_image.tag == tags[1]  # the same images
+
+    def builds() -> dict[str, int]:
+        _, rows = session.store.query(
+            f"SELECT tag, count(*) FROM builds WHERE tag IN ('{tags[0]}', '{tags[1]}') GROUP BY tag"
+        )
+        return dict(rows)
+
+    async def sweep(images: EnsuredImages | None) -> list[BatchJob]:
+        slots = RunSlots(2)
+        jobs = [BatchJob(noop), BatchJob(golden)]
+        await asyncio.gather(*(run_batch([job], session, slots=slots, images=images) for job in jobs))
+        return jobs
+
+    before = builds()
+    jobs = asyncio.run(sweep(EnsuredImages()))
+    shared = builds()
+    assert [(j.records[0].status, j.records[0].reward) for j in jobs] == [("completed", 0.0), ("completed", 1.0)]
+    assert {tag: shared.get(tag, 0) - before.get(tag, 0) for tag in tags} == {tags[0]: 1, tags[1]: 1}
+    asyncio.run(sweep(None))  # each batch its own: each checks and records them again
+    assert {tag: builds()[tag] - shared[tag] for tag in tags} == {tags[0]: 2, tags[1]: 2}

@@ -27,3 +27,17 @@ def test_the_pre_flight_without_an_sdk_client_says_the_same_one_line(monkeypatch
     with pytest.raises(EngineUnavailable) as caught:
         require_engine()
     assert "\n" not in str(caught.value) and "crucible doctor --fix" in str(caught.value)
+
+
+@pytest.mark.docker
+def test_a_local_engines_client_reads_no_proxy_environment_and_still_answers(monkeypatch):
+    """Over the local socket no proxy can carry a request, so the client's session skips the
+    environment scan requests makes per request; with a proxy set that would refuse every
+    request, the engine still answers."""
+    from engine.runtimes.docker.daemon import from_env
+
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    client = from_env(timeout=30)
+    assert client.api.trust_env is False
+    assert client.api.version()["ApiVersion"]

@@ -57,6 +57,18 @@ def ask_local_engine(socket_path: str, path: str, *, timeout: float) -> tuple[in
     return (int(status[1]) if len(status) >= 2 and status[1].isdigit() else 0), body
 
 
+def from_env(timeout: float) -> docker.DockerClient:
+    """``docker.from_env``, its requests not reading the proxy environment when the engine is a
+    local socket: the SDK's session otherwise scans every environment variable for proxies on
+    each request (~2 ms of a ~4 ms request here), for a transport no proxy can carry."""
+    import docker
+
+    client = docker.from_env(timeout=timeout)
+    if local_engine_socket() is not None:
+        client.api.trust_env = False
+    return client
+
+
 def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
     """A client for a reachable engine; ``client_timeout`` is its per-request read timeout.
 
@@ -67,7 +79,7 @@ def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
 
     where = os.environ.get("DOCKER_HOST", DEFAULT_SOCKET)
     try:
-        client = docker.from_env(timeout=client_timeout)
+        client = from_env(client_timeout)
         client.ping()
     except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
         raise EngineUnavailable(f"Docker engine unreachable at {where}: {HINT}") from exc
@@ -94,7 +106,7 @@ def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no
     import requests.exceptions
 
     try:
-        client = docker.from_env(timeout=api_timeout)
+        client = from_env(api_timeout)
         client.ping()
         return client
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
