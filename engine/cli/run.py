@@ -232,7 +232,8 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
         "SELECT task_id, agent, coalesce(model, '') AS model, attempt, "
         "CASE WHEN infrastructure THEN 'error (infrastructure)' ELSE status END AS status, reward, "
         f"round(epoch(ended_at) - epoch(started_at), 2) AS seconds FROM runs WHERE sweep_id = '{sweep_id}' "
-        "ORDER BY task_id, agent, model, attempt, started_at"
+        "ORDER BY task_id, agent, model, attempt, started_at",
+        ours=True,
     )
     print(f"\nsweep {sweep_id}: {len(rows)} run(s) stored")
     if rows:
@@ -242,7 +243,8 @@ def _sweep_summary(sweep_id: str, store_path: str | None = None) -> int:
             "count(*) FILTER (WHERE status = 'completed') AS completed, "
             "count(*) FILTER (WHERE infrastructure) AS infrastructure, "
             "round(avg(CASE WHEN reward >= 1.0 THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT infrastructure), 3) "
-            f"AS pass_rate FROM runs WHERE sweep_id = '{sweep_id}' GROUP BY ALL ORDER BY agent, model"
+            f"AS pass_rate FROM runs WHERE sweep_id = '{sweep_id}' GROUP BY ALL ORDER BY agent, model",
+            ours=True,
         )
         print("\npass rate")
         print(format_table(cols, rows))

@@ -85,7 +85,7 @@ def _stored_golden(store: Store, key: tuple[str, str, str, float], run_id: str) 
     """The latest stored golden's (run id, test seconds) for ``key``, never ``run_id`` itself."""
     task, agent, integrity, reward = key
     values = {"task": task, "agent": agent, "integrity": integrity, "reward": reward, "run": run_id}
-    _, rows = store.query(SQL.format(**{name: _literal(value) for name, value in values.items()}))
+    _, rows = store.query(SQL.format(**{name: _literal(value) for name, value in values.items()}), ours=True)
     if not rows or rows[0][1] is None:
         return None
     return str(rows[0][0]), float(json.loads(str(rows[0][1])))

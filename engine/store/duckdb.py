@@ -4,15 +4,13 @@ DuckDB lets one process open a database file read-write and then no other proces
 open it at all, not even read-only. So nothing holds the store open: a run's record is
 first written durably beside its outputs and into the spool (``engine.store.files``),
 then ingested in a short transaction, retried with backoff while another process holds
-the file. Ingestion is idempotent by run id (build id), and a final status is never
-replaced by a stale "running" record. Readers open the file read-only, briefly.
-Connections are opened per operation and never cached, so a forked child (a sweep
-worker) never shares one with its parent.
+the file. Ingestion is idempotent by run id (build id), and a final status is never replaced
+by a stale "running" record. Readers open the file read-only, briefly. Connections are opened
+per operation and never cached, so a forked child (a sweep worker) never shares one with its parent.
 
-Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``,
-``subscores``, ``test_results``, ``stage_timings``, ``builds``, ``terminals``, ``terminal_snapshots``,
-``sweep_runs`` (the earlier runs a resumed sweep reused), ``meta``. The questions
-users ask are one short query each:
+Tables (``engine.store.schema``): ``runs`` (one row per run id), ``steps``, ``subscores``,
+``test_results``, ``stage_timings``, ``builds``, ``terminals``, ``terminal_snapshots``, ``sweep_runs``
+(the earlier runs a resumed sweep reused), ``meta``. Users' questions are one short query each:
 
 Pass rate per agent and model::
 
@@ -311,13 +309,15 @@ class DuckDBStore:
         records = self._load_runs("list_contains(?::VARCHAR[], run_id)", [list(run_ids)])
         return {r.run_id: r for r in records}
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run user SQL read-only. Raises UserError('query error: ...') for a bad statement."""
+    def query(self, sql: str, *, ours: bool = False) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run user SQL read-only (``ours``: crucible's own, which changes nothing of the instance).
+        Raises UserError('query error: ...') for a bad statement."""
         if not sql.strip():
             raise UserError("query error: empty SQL")
         self.ingest_pending()
         with self._connect(read_only=True) as con:
-            renew_instance()  # user SQL may change it for good (SET, setseed ...): for a warm reader
+            if not ours:  # user SQL may change it for good (SET, setseed ...): for a warm reader
+                renew_instance()
             try:
                 rows = (cursor := con.execute(sql)).fetchall()
             except duckdb.InterruptException as exc:  # lock.interrupt: not the SQL's fault

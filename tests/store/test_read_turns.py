@@ -169,3 +169,21 @@ def test_run_ids_with_quotes_read_back_with_their_steps_and_tests(home, tmp_path
         assert [s.tool for s in loaded.steps] == [f"tool of {run_id}"]
         assert [t.name for t in loaded.tests] == [f"test of {run_id}"]
     assert sorted(store.get_runs(odd)) == sorted(odd)
+
+
+def test_crucibles_own_sql_keeps_the_instance_and_user_sql_has_it_made_afresh(home, tmp_path):
+    """A user's statement may change DuckDB's instance for good (a SET), so the next turn makes
+    it afresh (a warm reader answers one command after another); crucible's own reads (a
+    sweep's summary, each run's golden-time lookup) change nothing and keep it."""
+    store = DuckDBStore(tmp_path / "store.duckdb")
+    store.record_run(record("r-own"))
+    store.query("SELECT count(*) FROM runs")  # a user's: the next turn renews
+    store.query("SELECT 1", ours=True)  # that turn: made afresh here
+    kept = lock._instance
+    assert kept is not None
+    for _ in range(2):
+        assert store.query("SELECT count(*) FROM runs", ours=True)[1] == [(1,)]
+        assert lock._instance is kept  # the same instance, turn after turn
+    store.query("SET threads = 1")  # a user's statement that changes the instance
+    assert store.query("SELECT current_setting('threads')", ours=True)[1] != [(1,)]  # made afresh first
+    assert lock._instance is not kept
