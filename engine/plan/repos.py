@@ -70,26 +70,29 @@ plans one job per task of the same generator (~40 ms each to read and hash it ag
 
 def _generator_digest(source: Path) -> str:
     """Everything the generator reads: its own folder and the shared generator modules."""
-    found = [
-        Path(root) / name
-        for root, _, names in os.walk(source)
-        for name in names
-        if "__pycache__" not in Path(root).relative_to(source).parts
-    ]
+    # Strings, not Paths: a sweep plans each job's task again, and Path objects were most of it.
+    parent, found = str(source.parent), []
+    for folder, dirs, names in os.walk(source):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]  # never walked into
+        found += [os.path.join(folder, name) for name in names]
+    with os.scandir(parent) as entries:
+        found += [entry.path for entry in entries if entry.name.endswith(".py")]
     stats = {}
-    for path in [*found, *source.parent.glob("*.py")]:
+    for path in found:
         try:
-            stats[path] = path.stat()
+            stats[path] = os.stat(path)
         except OSError:  # a dangling link: nothing the generator can read
             continue
-    files = sorted(path for path, st in stats.items() if stat.S_ISREG(st.st_mode))
+    # in Path order (by component), as this digest always was: the repos' cache is named by it
+    files = sorted((path for path, st in stats.items() if stat.S_ISREG(st.st_mode)), key=lambda p: p.split(os.sep))
     note_files(files)  # inputs of what is answered, though the memo below may spare reading them
-    key = tuple((str(path), stats[path].st_size, stats[path].st_mtime_ns) for path in files)
+    key = tuple((path, stats[path].st_size, stats[path].st_mtime_ns) for path in files)
     if key in _DIGESTS:
         return _DIGESTS[key]
     digest = hashlib.sha256()
     for path in files:
-        digest.update(str(path.relative_to(source.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+        with open(path, "rb") as handle:
+            digest.update(os.path.relpath(path, parent).encode() + b"\0" + handle.read() + b"\0")
     _DIGESTS[key] = digest.hexdigest()[:16]
     return _DIGESTS[key]
 

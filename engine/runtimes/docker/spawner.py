@@ -276,6 +276,15 @@ class Spawner:
         with self._lock:
             self._commands.pop(command_id, None)
 
+    def quit(self) -> bool:
+        """Ask the spawner to exit now, the container then stopping by itself (what was left in
+        it killed as it stops), so its removal does not kill it; False where its stream is gone."""
+        with self._lock:
+            if self._lost is not None:
+                return False
+        self.send(b"Q", 0, b"")
+        return True
+
     def close(self) -> None:
         """Let go of the container's streams: every command still here ends as lost."""
         self._stream.abort()

@@ -289,3 +289,32 @@ def test_the_agents_uid_stopping_every_process_it_may_holds_up_none_of_roots_com
         assert await stopper.wait(60) == 137
 
     run(use())
+
+
+def test_a_closed_workspace_stops_by_itself_before_it_is_removed(both, run, docker_client):
+    """Closing asks the spawner to quit: the container stops on its own (what still ran in it
+    goes with it) and is removed stopped, so Docker never kills it (removing a running container
+    costs ~15 ms of CPU more). One whose commands are docker execs is killed, as before."""
+    import datetime
+
+    spawned, execed = both
+
+    async def left_running(ws) -> None:  # a command still running when the workspace closes
+        await ws.open_process(["sleep", "600"])
+
+    for ws in (spawned, execed):
+        run(left_running(ws))
+    since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
+    ids = {spawned.container_id: "spawner", execed.container_id: "docker exec"}
+    run(spawned.close())
+    run(execed.close())
+    until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+    actions: dict[str, list[str]] = {how: [] for how in ids.values()}
+    for event in docker_client.api.events(since=since, until=until, decode=True, filters={"type": "container"}):
+        if event.get("id") in ids:
+            actions[ids[event["id"]]].append(event["Action"])
+    assert "kill" not in actions["spawner"] and {"die", "destroy"} <= set(actions["spawner"]), actions
+    assert "kill" in actions["docker exec"] and "destroy" in actions["docker exec"], actions
+    for container_id in ids:
+        with pytest.raises(Exception, match="No such container"):
+            docker_client.api.inspect_container(container_id)
