@@ -48,8 +48,14 @@ TESTER_UID = 1001
 SCRIPTS = Path(__file__).with_name("verdict")
 PROBE_MODE = "CRUCIBLE_PROBE"
 """Set to ``in-process`` when the scenarios are to be called in pytest's own process."""
-BOOT = "import sys; exec(compile(sys.stdin.buffer.read(int(sys.argv.pop(1))), 'launch.py', 'exec'))"
-"""``python3 -c BOOT N ...`` runs the launcher from the first N bytes of its stdin, as ``__main__``."""
+BOOT = (
+    "import os, sys\nsize, code = int(sys.argv.pop(1)), b''\n"
+    "while len(code) < size:\n    chunk = os.read(0, size - len(code))\n    if not chunk: break\n    code += chunk\n"
+    "del chunk\nexec(compile(code, 'launch.py', 'exec'))"
+)
+"""``python3 -c BOOT N ...`` runs the launcher from the first N bytes of its stdin, as ``__main__``:
+read from the descriptor exactly, so nothing after them (the hidden tests) is in its memory yet
+when it forks the zygote (launch.py)."""
 
 
 def pytest_options(verdict_dir: str = VERDICT_DIR) -> list[str]:

@@ -3,8 +3,8 @@ code under test in others. Runs as root in the grading workspace, stdlib only.
 
     launch.py (root) ── pytest (the tester uid): the hidden tests, crucible_probe
         │  one socket ──┘ each scenario the tests ask for
-        └─ crucible_scenario.py --zygote (the scenario uid), in the repo: forks a child per
-           scenario (or, should it fail, a fresh crucible_scenario.py per scenario)
+        └─ the zygote (crucible_scenario.py's, forked from this one as the scenario uid), in the
+           repo: forks a child per scenario (or, should it fail, a fresh interpreter per scenario)
 
 Nothing of the agent's is ever imported into the pytest process, so no code under test can
 rewrite its verdict; the code runs in its own process per scenario and hands back plain
@@ -150,6 +150,17 @@ def _read_exactly(sock, size):
     return b"".join(chunks)
 
 
+def _read_fd(fd, size):
+    """``size`` bytes of ``fd`` and not one more (a buffered read would take what follows too)."""
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def write_frame(sock, body):
     sock.sendall(struct.pack(">Q", len(body)) + body)
 
@@ -174,24 +185,21 @@ class Bounded(threading.Thread):
 
 
 class Zygote:
-    """crucible_scenario.py --zygote as the scenario uid: forks a child per scenario (a few ms
-    where a fresh interpreter costs ~80). Any trouble with it and ``run`` returns None: the
+    """crucible_scenario.py's zygote as the scenario uid: a child per scenario (a few ms where a fresh
+    interpreter costs ~80). Forked from this process given its code (``fork_zygote``), else started
+    with setpriv from the verdict dir's copy. Any trouble with it and ``run`` returns None: the
     caller starts a fresh interpreter instead, for this scenario and every later one."""
 
     def __init__(self, args, source=None):
         self.sock, theirs = socket.socketpair()
-        if source is not None:  # noqa: SIM108 -- given before the verdict dir's files exist: it reads it on stdin
-            runner = ["-"]
-        else:
-            runner = [os.path.join(args.verdict, "lib", "crucible_scenario.py")]
-        self.process = subprocess.Popen(
-            [*as_user(args.scenario_uid), sys.executable, "-I", *runner, "--zygote", str(theirs.fileno())],
-            cwd=args.workdir, env=scenario_env(), pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL if source is None else subprocess.PIPE,
+        forked = fork_zygote(args, source, theirs) if source is not None else None
+        self.process = None if forked is not None else subprocess.Popen(
+            [*as_user(args.scenario_uid), sys.executable, "-I",
+             os.path.join(args.verdict, "lib", "crucible_scenario.py"), "--zygote", str(theirs.fileno())],
+            cwd=args.workdir, env=scenario_env(), pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.pid = forked or (self.process.pid if self.process else 0)
         theirs.close()
-        if source is not None:
-            _feed(self.process.stdin, source)  # a few KiB: the pipe holds it whole
         self.pending = b""
         self.alive = True
         self.uid = args.scenario_uid
@@ -250,15 +258,76 @@ class Zygote:
 
     def close(self):
         self.sock.close()
-        try:  # its own group (start_new_session): a pid of our own child, not one it reported
-            os.killpg(self.process.pid, signal.SIGKILL)
+        try:  # its own group (its own session): a pid of our own child, not one it reported
+            os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        self.process.wait()
+        if self.process is None:
+            os.waitpid(self.pid, 0)
+        else:
+            self.process.wait()
 
 
 def scenario_env():
     return {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
+
+
+def fork_zygote(args, source, control):
+    """The zygote forked from this process, not started afresh (an interpreter's start: ~30 ms
+    of the machine's CPU a grading); its pid, or None. Forked before anything of the verdict dir
+    is read (BOOT and ``main`` read stdin by the byte), nothing in its memory is what a scenario
+    may not know: this script, the zygote's code, the command line. The child becomes what
+    setpriv makes of a fresh one (``_become``, checked) before it runs a line of the zygote's;
+    where it cannot, it exits, and the first scenario finds the zygote gone (``run``)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid:
+        return pid
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, control.fileno())
+        os.closerange(control.fileno() + 1, 1 << 16)
+        os.chdir(args.workdir)  # as root, as Popen's cwd is entered before setpriv runs
+        _become(args.scenario_uid)
+        os.environ.clear()
+        os.environ.update(scenario_env())
+        sys.argv[:] = ["crucible_scenario.py", "--zygote", str(control.fileno())]
+        import site
+        site.main()  # the site dirs and their .pth files, as a fresh `python3 -I` has them, as this uid
+        namespace = {"__name__": "crucible_scenario"}  # type: dict
+        exec(compile(source, "crucible_scenario.py", "exec"), namespace)
+        namespace["zygote"](control.fileno())
+    finally:
+        os._exit(0)
+
+
+def _become(uid):
+    """setpriv's --reuid --regid --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs
+    here, then /proc/self/status read back: OSError unless all of it holds."""
+    if uid == 0:
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        dropped = [libc.prctl(24, cap, 0, 0, 0) for cap in range(int(last.read()) + 1)]  # PR_CAPBSET_DROP
+    if any(dropped) or libc.prctl(38, 1, 0, 0, 0):  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl")
+    os.setresuid(uid, uid, uid)  # the permitted, effective and ambient sets go with root's uid
+    if libc.capset((ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()):  # the inheritable set
+        raise OSError(ctypes.get_errno(), "capset")
+    with open("/proc/self/status") as status:
+        got = {key: value.split() for key, _, value in (line.partition(":") for line in status)}
+    want = {"Uid": [str(uid)] * 4, "Gid": [str(uid)] * 4, "Groups": [], "NoNewPrivs": ["1"]}
+    want.update((name, ["0000000000000000"]) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
+    if any(got.get(name) != value for name, value in want.items()):
+        raise OSError("not the credentials setpriv gives")
 
 
 def _feed(pipe, data):
@@ -401,13 +470,14 @@ def main():
                              "stdin (else exit 97)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: pytest's (Tester took them)")
     args = parser.parse_args()
-    source = sys.stdin.buffer.read(args.zygote_source_bytes) if args.zygote_source_bytes else None
+    # By the byte, and the zygote forked before the verdict dir's files are read (fork_zygote)
+    source = _read_fd(0, args.zygote_source_bytes) if args.zygote_source_bytes else None
+    zygote = Zygote(args, source) if not args.no_zygote else None
     if args.files_bytes:
         lay_out(args.verdict, args.tester_uid, sys.stdin.buffer.read(args.files_bytes))
     tester = TESTER
     assert tester is not None  # run as a script
     tester.send(b"ready\n")
-    zygote = Zygote(args, source) if not args.no_zygote else None
     go = sys.stdin.readline().strip() if args.wait_for_go else "go"
     if go == "go":
         tester.send(b"go\n")

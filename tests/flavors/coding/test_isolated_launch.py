@@ -163,3 +163,64 @@ def test_a_scenario_task_whose_repo_would_hold_the_verdict_dir_is_one_line_befor
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"task 'sample/last_page': workdir '{workdir}' holds /tmp/crucible-verdict" in proc.stderr, proc.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("record.json"))
+
+
+INSIDE = """
+# what no scenario may read: {marker}
+from crucible_probe import isolated
+
+
+@isolated
+def inside(first, second):
+    import os
+    status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+    names = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+    credentials = {{name: status[name].split() for name in names}}
+    with open("/proc/%d/cmdline" % os.getppid(), "rb") as cmdline:
+        zygote = cmdline.read()
+    found = 0  # the marker, looked for in every readable page without ever being made here
+    for line in open("/proc/self/maps"):
+        span, perms = line.split()[:2]
+        if "r" not in perms:
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            with open("/proc/self/mem", "rb") as mem:
+                mem.seek(start)
+                data = mem.read(end - start)
+        except (OSError, ValueError, OverflowError):
+            continue
+        at = data.find(first)
+        while at >= 0:
+            found += data[at + len(first) : at + len(first) + len(second)] == second
+            at = data.find(first, at + 1)
+    return credentials, b"launch.py" in zygote, found
+
+
+def test_a_scenario_runs_as_setpriv_would_start_it_and_reads_nothing_of_the_hidden_tests():
+    credentials, forked, found = inside({first!r}, {second!r})
+    none = ["0000000000000000"]
+    assert credentials == {{
+        "Uid": ["1000"] * 4, "Gid": ["1000"] * 4, "Groups": [], "NoNewPrivs": ["1"],
+        "CapInh": none, "CapPrm": none, "CapEff": none, "CapBnd": none, "CapAmb": none,
+    }}
+    assert forked, "the zygote was started afresh, not forked from the launcher"
+    assert found == 0, "the hidden tests' text is in the scenario's memory"
+"""
+
+
+def test_the_zygote_is_forked_from_the_launcher_with_setprivs_credentials_and_none_of_the_hidden_tests(top):
+    """The zygote is forked from the launcher (an interpreter's start saved), before the launcher
+    reads a byte of the verdict dir's files: a scenario forked from it runs as the scenario uid
+    with no group, no capability and no new privileges, as setpriv starts one, and finds the
+    hidden tests nowhere in its memory (read by the page, /proc/self/mem)."""
+    import uuid
+
+    repo, verdict = top / "repo", top / "verdict"
+    repo.mkdir(mode=0o755)
+    marker = uuid.uuid4().hex.encode()
+    first, second = marker[:16], marker[16:]
+    text = INSIDE.format(marker=marker.decode(), first=first, second=second)
+    launcher = start_gated(repo, verdict, [HiddenFile("tests/test_hidden.py", "644", text.encode())])
+    out, _ = launcher.communicate(b"go\n", timeout=120)
+    assert launcher.returncode == 0 and b"1 passed" in out, out.decode(errors="replace")
