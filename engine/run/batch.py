@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import BuildError
-from engine.models import ImageRef, RunRecord
+from engine.interfaces import RecordsBuilds
+from engine.models import BuildRecord, ImageRef, RunRecord
 from engine.plan.spec import Plan
 
 if TYPE_CHECKING:
@@ -85,7 +86,20 @@ class EnsuredImages:
 
     @staticmethod
     async def _cache_hit(image: ImageRef, session: Session) -> bool:
-        return (await asyncio.to_thread(session.builder.ensure, image, session.store)).cache_hit
+        spooled = _Spooled(session.store)
+        return (await asyncio.to_thread(session.builder.ensure, image, spooled)).cache_hit
+
+
+class _Spooled:
+    """The store, for a batch's build records: written durably and not ingested (a turn at the
+    store, ~20 ms before the first run could start), as a run's early writes are; its first
+    record's ingest commits them, and every reader ingests them first."""
+
+    def __init__(self, store: RecordsBuilds) -> None:
+        self.store = store
+
+    def record_build(self, record: BuildRecord, *, ingest: bool = True) -> None:
+        self.store.record_build(record, ingest=False)
 
 
 @dataclass

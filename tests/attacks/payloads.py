@@ -138,11 +138,12 @@ if "_pytest" not in _sys.modules:
         try:
             with open(f"/proc/{{_pid}}/cmdline", "rb") as _f:
                 _cmd = _f.read()
+            _pid_uid = _os.stat(f"/proc/{{_pid}}").st_uid
         except OSError:
             continue
-        if not (b"pytest" in _cmd or b"--verdict" in _cmd) or b"\\x00--zygote\\x00" in _cmd or _pid == _os.getpid():
+        # the scenario uid's own (the zygote, forked from the launcher, shows its command line)
+        if not (b"pytest" in _cmd or b"--verdict" in _cmd) or _pid_uid == _os.getuid():
             continue
-        _pid_uid = _os.stat(f"/proc/{{_pid}}").st_uid
         _met[f"uid:{{_pid}}"] = str(_pid_uid)
         _met[f"environ:{{_pid}}"] = _try(lambda: open(f"/proc/{{_pid}}/environ", "rb").read())
         _met[f"mem:{{_pid}}"] = _try(lambda: open(f"/proc/{{_pid}}/mem", "rb").read(1))

@@ -110,9 +110,9 @@ def test_a_batch_reads_each_stored_golden_once_and_looks_again_until_one_is_stor
     reads: list[str] = []
     query = store.query
 
-    def counted(sql: str):
+    def counted(sql: str, **kwargs):
         reads.append(sql)
-        return query(sql)
+        return query(sql, **kwargs)
 
     store.query = counted  # type: ignore[method-assign]
     goldens: dict = {}
