@@ -497,5 +497,4 @@ class Store(Protocol):
     def link_sweep_run(self, sweep_id: str, run_id: str) -> None:
         """Record that sweep ``sweep_id`` reused the completed run ``run_id`` (``resume=true``)."""
 
-    def query(self, sql: str, *, ours: bool = False) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Read-only SQL; ``ours``: crucible's own, not the user's (nothing to renew after it)."""
+    def query(self, sql: str, *, ours: bool = False) -> tuple[list[str], list[tuple[Any, ...]]]: ...
