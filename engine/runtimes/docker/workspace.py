@@ -59,9 +59,9 @@ log = logging.getLogger(__name__)
 HOSTS = Path(__file__).with_name("hosts")
 """/etc/hosts of a workspace without network (as Docker writes it for mode none: localhost only)."""
 KEEPER = ("sleep", "infinity")
+"""What the container runs under docker-init, as its entrypoint, where there is no spawner (the module's docstring)."""
 QUIT_WAIT = 10
 """Seconds a container whose spawner was told to quit has to stop before it is removed running."""
-"""What the container runs under docker-init, as its entrypoint, where there is no spawner (the module's docstring)."""
 
 if TYPE_CHECKING:
     from engine.runtimes.docker.runtime import DockerRuntime

@@ -11,7 +11,9 @@ the common standard library, and never imports anything of the repo's itself, fo
 child per scenario: each gets its stdin, stdout and stderr as descriptors over the socket
 on fd FD, becomes its own session, and runs as above. A fresh interpreter per scenario costs
 ~80 ms in an image (start-up and stdlib imports), a fork a few; every scenario still starts
-with nothing of another's, since the zygote never runs the repo's code.
+with nothing of another's, since the zygote never runs the repo's code. Forked from the
+launcher instead (launch.py's ``fork_zygote``), the zygote first zeroes the launcher's environment
+block (``forget_environment``) and becomes the scenario uid as setpriv would (``become``).
 """
 import ast
 import json
@@ -109,6 +111,41 @@ def zygote(control_fd):
         except OSError:
             pass
         control.sendall(f"exit {code}\n".encode())
+
+
+def forget_environment():
+    """Zero this process's initial environment block (what /proc/self/environ shows, on the
+    stack whatever ``os.environ`` becomes): the launcher's, root's, for no scenario to read."""
+    import ctypes
+    with open("/proc/self/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
+
+
+def become(uid):
+    """setpriv's --reuid --regid --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs
+    here, then /proc/self/status read back: OSError unless all of it holds."""
+    if uid == 0:
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        dropped = [libc.prctl(24, cap, 0, 0, 0) for cap in range(int(last.read()) + 1)]  # PR_CAPBSET_DROP
+    if any(dropped) or libc.prctl(38, 1, 0, 0, 0):  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl")
+    os.setresuid(uid, uid, uid)  # the permitted, effective and ambient sets go with root's uid
+    if libc.capset((ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()):  # the inheritable set
+        raise OSError(ctypes.get_errno(), "capset")
+    with open("/proc/self/status") as status:
+        got = {key: value.split() for key, _, value in (line.partition(":") for line in status)}
+    want = {"Uid": [str(uid)] * 4, "Gid": [str(uid)] * 4, "Groups": [], "NoNewPrivs": ["1"]}
+    want.update((name, ["0000000000000000"]) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
+    if any(got.get(name) != value for name, value in want.items()):
+        raise OSError("not the credentials setpriv gives")
 
 
 if __name__ == "__main__":

@@ -193,11 +193,14 @@ class Zygote:
     def __init__(self, args, source=None):
         self.sock, theirs = socket.socketpair()
         forked = fork_zygote(args, source, theirs) if source is not None else None
-        self.process = None if forked is not None else subprocess.Popen(
-            [*as_user(args.scenario_uid), sys.executable, "-I",
-             os.path.join(args.verdict, "lib", "crucible_scenario.py"), "--zygote", str(theirs.fileno())],
-            cwd=args.workdir, env=scenario_env(), pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+        runner = ["-"] if source is not None else [os.path.join(args.verdict, "lib", "crucible_scenario.py")]
+        self.process = None if forked is not None else subprocess.Popen(  # its code on stdin, if given
+            [*as_user(args.scenario_uid), sys.executable, "-I", *runner, "--zygote", str(theirs.fileno())],
+            cwd=args.workdir, env=scenario_env(), pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL if source is None else subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        if self.process is not None and source is not None:
+            _feed(self.process.stdin, source)  # a few KiB: the pipe holds it whole
         self.pid = forked or (self.process.pid if self.process else 0)
         theirs.close()
         self.pending = b""
@@ -276,8 +279,9 @@ def fork_zygote(args, source, control):
     """The zygote forked from this process, not started afresh (an interpreter's start: ~30 ms
     of the machine's CPU a grading); its pid, or None. Forked before anything of the verdict dir
     is read (BOOT and ``main`` read stdin by the byte), nothing in its memory is what a scenario
-    may not know: this script, the zygote's code, the command line. The child becomes what
-    setpriv makes of a fresh one (``_become``, checked) before it runs a line of the zygote's;
+    may not know: this script, the zygote's code, the command line. The child zeroes its initial
+    environment block, becomes what setpriv makes of a fresh one (crucible_scenario's ``become``,
+    checked), and only then runs the zygote;
     where it cannot, it exits, and the first scenario finds the zygote gone (``run``)."""
     try:
         pid = os.fork()
@@ -286,6 +290,9 @@ def fork_zygote(args, source, control):
     if pid:
         return pid
     try:
+        zygote = {"__name__": "crucible_scenario"}  # type: dict
+        exec(compile(source, "crucible_scenario.py", "exec"), zygote)  # its definitions, stdlib imports
+        zygote["forget_environment"]()
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -293,41 +300,15 @@ def fork_zygote(args, source, control):
         os.closerange(3, control.fileno())
         os.closerange(control.fileno() + 1, 1 << 16)
         os.chdir(args.workdir)  # as root, as Popen's cwd is entered before setpriv runs
-        _become(args.scenario_uid)
+        zygote["become"](args.scenario_uid)
         os.environ.clear()
         os.environ.update(scenario_env())
         sys.argv[:] = ["crucible_scenario.py", "--zygote", str(control.fileno())]
         import site
         site.main()  # the site dirs and their .pth files, as a fresh `python3 -I` has them, as this uid
-        namespace = {"__name__": "crucible_scenario"}  # type: dict
-        exec(compile(source, "crucible_scenario.py", "exec"), namespace)
-        namespace["zygote"](control.fileno())
+        zygote["zygote"](control.fileno())
     finally:
         os._exit(0)
-
-
-def _become(uid):
-    """setpriv's --reuid --regid --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs
-    here, then /proc/self/status read back: OSError unless all of it holds."""
-    if uid == 0:
-        return
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    with open("/proc/sys/kernel/cap_last_cap") as last:
-        dropped = [libc.prctl(24, cap, 0, 0, 0) for cap in range(int(last.read()) + 1)]  # PR_CAPBSET_DROP
-    if any(dropped) or libc.prctl(38, 1, 0, 0, 0):  # PR_SET_NO_NEW_PRIVS
-        raise OSError(ctypes.get_errno(), "prctl")
-    os.setresuid(uid, uid, uid)  # the permitted, effective and ambient sets go with root's uid
-    if libc.capset((ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()):  # the inheritable set
-        raise OSError(ctypes.get_errno(), "capset")
-    with open("/proc/self/status") as status:
-        got = {key: value.split() for key, _, value in (line.partition(":") for line in status)}
-    want = {"Uid": [str(uid)] * 4, "Gid": [str(uid)] * 4, "Groups": [], "NoNewPrivs": ["1"]}
-    want.update((name, ["0000000000000000"]) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
-    if any(got.get(name) != value for name, value in want.items()):
-        raise OSError("not the credentials setpriv gives")
 
 
 def _feed(pipe, data):
@@ -470,11 +451,14 @@ def main():
                              "stdin (else exit 97)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: pytest's (Tester took them)")
     args = parser.parse_args()
-    # By the byte, and the zygote forked before the verdict dir's files are read (fork_zygote)
+    # By the byte, and the zygote forked before the verdict dir's files are read (fork_zygote);
+    # one started from the verdict dir's copy, once that is written
     source = _read_fd(0, args.zygote_source_bytes) if args.zygote_source_bytes else None
-    zygote = Zygote(args, source) if not args.no_zygote else None
+    zygote = Zygote(args, source) if not args.no_zygote and source is not None else None
     if args.files_bytes:
         lay_out(args.verdict, args.tester_uid, sys.stdin.buffer.read(args.files_bytes))
+    if zygote is None and not args.no_zygote:
+        zygote = Zygote(args)
     tester = TESTER
     assert tester is not None  # run as a script
     tester.send(b"ready\n")
