@@ -13,6 +13,11 @@ Each trial uses a new seed, so nothing is answered from the store. Trials altern
 
     .venv/bin/python bench/bench_sweep.py [--trials 3]
 
+A baseline (``noop``) run's capture of its untouched workspace is kept once per image
+(engine/run/untouched.py): the warm-up sweeps keep them, so the trials start no baseline
+workspace. ``--fresh-captures`` drops them before every sweep: each sweep then captures as the
+first sweep over new images does.
+
 Exits non-zero when the warm sweep's median ratio to its floor (each trial's own) is past
 TARGET (issue 38). Each default sweep is broken down from its run records: before its first run
 started (start-up, composes, plans), from then to its last run's end, and after it (summary, exit).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 TARGET = 1.5
+FRESH_CAPTURES = False
+"""``--fresh-captures``: no baseline capture kept from one sweep to the next."""
 PHASES: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
 """Per default sweep, cold and warm: seconds before its first run started, its runs' span, after the last ended."""
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
@@ -53,6 +61,8 @@ def floors(planned: list, patches: list[bytes]) -> float:
 
 def sweep(seed: int, *extra: str, warm: bool = False) -> float:
     env = {**os.environ, "CRUCIBLE_WARM": "on" if warm else "off"}
+    if FRESH_CAPTURES:
+        shutil.rmtree(Path(os.environ["CRUCIBLE_HOME"]) / "cache" / "untouched", ignore_errors=True)
     began, wall_began = time.perf_counter(), time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", *SWEEP, f"seed={seed}", *extra],
@@ -104,7 +114,12 @@ def planned_sweep() -> tuple[list, list[bytes]]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument(
+        "--fresh-captures", action="store_true", help="drop the kept baseline captures before each sweep"
+    )
     ns = parser.parse_args()
+    global FRESH_CAPTURES
+    FRESH_CAPTURES = ns.fresh_captures
     # Bytecode as scripts/setup.sh leaves it (an installed crucible has it too), whatever
     # PYTHONDONTWRITEBYTECODE says: the timings are of crucible, not of compiling it.
     subprocess.run(
@@ -147,6 +162,7 @@ def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
     print(
         f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter); "
         f"load average {os.getloadavg()[0]:.2f}"
+        + ("; no baseline capture kept between sweeps" if FRESH_CAPTURES else "")
     )
     print(f"{'pipeline':44} {'median s':>9} {'x floor':>8}   min..max s")
     for name, label in (

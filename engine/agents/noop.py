@@ -18,6 +18,9 @@ class NoopAgent:
     takes_model = False
     deterministic = True
     capabilities = ()
+    needs_workspace = False
+    """It acts on nothing: it is given no workspace, and its capture is that of an untouched one
+    (engine/run/untouched.py), kept once per image."""
     config_schema = NoopAgentConfig
 
     def __init__(self, name: str = "noop") -> None:

@@ -171,12 +171,12 @@ class BuildRecords:
         self.records.append(record)  # written by the run's early writes, which never ingest
 
 
-def obtained_integrity(requested: Any, ws: Workspace) -> str:
+def obtained_integrity(requested: Any, ws: Workspace | None) -> str:
     """The mode the run actually got, from what the workspace reports of itself: a mode
     that wants the agent off the network, given a workspace with one, is recorded as
     ``none`` (the runtime refuses what it cannot give before anything starts; this is the
-    record of what it gave)."""
-    if not requested.agent_network and ws.network:
+    record of what it gave). No workspace (an agent that works alone): nothing had a network."""
+    if not requested.agent_network and ws is not None and ws.network:
         return "none"
     mode: str = requested.mode
     return mode

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from engine.interfaces import Flavor, Workspace
+from engine.models import CapturedSubmission
 from engine.run.bridges import BRIDGE_ROOT, bridge_prefix
 
 if TYPE_CHECKING:
@@ -59,6 +60,11 @@ class RunResources:
     flavor: Flavor | None = None
     """The flavor the workspaces were started for (the run goes on with the same one); None
     when it could not be made ahead: the run itself says why, in its plan phase."""
+    untouched: CapturedSubmission | None = None
+    """The agent works alone and its image's untouched capture is kept (engine/run/untouched.py):
+    then it gets no workspace (``agent`` stays None), and this is its capture."""
+    untouched_key: str | None = None
+    """The key its untouched capture is kept under, where the agent works alone; None otherwise."""
     script_done: bool = False
     """The agent's workspace starts from its flavor's setup layer (``engine/plan/setup_layer.py``)."""
     set_up: asyncio.Future[float] | None = None

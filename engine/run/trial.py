@@ -31,10 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.agents import AgentContext, AgentOutcome
 from engine.capabilities import capabilities_used
-from engine.config.plugins import instantiate
+from engine.config.plugins import instantiate, plugin_class
 from engine.interfaces import Agent, Flavor, GradesInMany, ImageBuilder, RunServices, Runtime, Store, Workspace
-from engine.models import CapturedSubmission, RunRecord, RunSpec
+from engine.models import CapturedSubmission, ImageRef, RunRecord, RunSpec
 from engine.plan.spec import Plan, make_agent
 from engine.run.agent_turn import agent_outcome, marked_seen, set_up_ahead, setup_beside_agent
 from engine.run.grading import graded, start_preparing
@@ -52,6 +53,7 @@ from engine.run.records import (
 )
 from engine.run.resources import RunResources, close_started, failure, through_cancel
 from engine.run.timing import GoldenTimes, timing_warning
+from engine.run.untouched import UntouchedCaptures, untouched_key
 from engine.store.terminals import TerminalLog
 from engine.util.aio import within
 
@@ -75,6 +77,8 @@ class Runner:
         """Images a batch ensured before it fanned out (tag -> whether it was cached): a run of
         one of them does not check it again (0.01-0.2 s of ``docker`` calls on its critical path)."""
         self.serving = serving
+        self.untouched = UntouchedCaptures()
+        """The kept captures of untouched workspaces (engine/run/untouched.py)."""
         self.golden_times: GoldenTimes = {}
         """The stored goldens' test times this batch looked up (engine/run/timing.py)."""
         """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
@@ -97,29 +101,56 @@ class Runner:
         # Its setup of the spec alone done once, into a layer, where the batch could build one.
         layer = plan.setup_image if plan.setup_image is not None and plan.setup_image.tag in self.ensured else None
         resources.script_done = layer is not None
-        resources.agent = self.runtime.provision(
-            layer or plan.agent_workspace_image,
-            run_id=run_id,
-            network=spec.integrity.agent_network,
-            purpose="agent",
-            bridge=resources.bridge,
-            **limited(spec),
+        try:
+            flavor: Flavor | None = instantiate(spec.flavor, where="flavor")
+        except Exception:  # a flavor that cannot be made: the run itself says so, in its plan phase
+            flavor = None
+        resources.flavor = flavor
+        # An agent that works alone, its image's untouched capture kept: no workspace of its own.
+        resources.untouched_key, resources.untouched = self._untouched(
+            plan, flavor, layer or plan.agent_workspace_image
         )
+        if resources.untouched is None:
+            resources.agent = self.runtime.provision(
+                layer or plan.agent_workspace_image,
+                run_id=run_id,
+                network=spec.integrity.agent_network,
+                purpose="agent",
+                bridge=resources.bridge,
+                **limited(spec),
+            )
         # The grading one's first: what it prepares (the test runner's start) is a golden run's
         # longest chain; the agent's turn has room to start a moment later.
         resources.grading_started = asyncio.ensure_future(resources.grading.__aenter__())
-        resources.agent_started = asyncio.ensure_future(resources.agent.__aenter__())
-        try:
-            flavor = resources.flavor = instantiate(spec.flavor, where="flavor")
-        except Exception:  # a flavor that cannot be made: the run itself says so, in its plan phase
+        if resources.agent is not None:
+            resources.agent_started = asyncio.ensure_future(resources.agent.__aenter__())
+        if flavor is None:
             return resources
         resources.extra = self._start_extra_grading(plan, flavor, run_id)
         if not isinstance(flavor, RunServices):
-            resources.set_up = marked_seen(
-                asyncio.ensure_future(set_up_ahead(flavor, resources.agent_started, spec, resources.script_done))
-            )
+            if resources.agent_started is not None:
+                resources.set_up = marked_seen(
+                    asyncio.ensure_future(set_up_ahead(flavor, resources.agent_started, spec, resources.script_done))
+                )
             start_preparing(resources, flavor, spec, after=resources.set_up)
         return resources
+
+    def _untouched(
+        self, plan: Plan, flavor: Flavor | None, image: ImageRef
+    ) -> tuple[str | None, CapturedSubmission | None]:
+        """The key of the run's untouched capture and the capture kept under it, where its agent
+        works alone (engine/run/untouched.py): (None, None) for every other run, and (key, None)
+        for the first run of an image, which captures its workspace and keeps that. Not for a
+        flavor with per-run services: its setup may need them."""
+        if flavor is None or isinstance(flavor, RunServices):
+            return None, None
+        try:
+            agent = plugin_class(plan.spec.agent._target_, where="agent")
+            key = untouched_key(flavor, agent, self.runtime, image.tag, plan.spec, image is plan.setup_image)
+        except Exception as exc:  # a task its flavor cannot set up: the run's own phases say why
+            log.debug("no untouched capture for %s: %s", plan.spec.task.id, exc)
+            return None, None
+        return key, (self.untouched.lookup(key) if key is not None else None)
 
     def _start_extra_grading(
         self, plan: Plan, flavor: Flavor, run_id: str
@@ -292,6 +323,8 @@ class Runner:
     ) -> CapturedSubmission:
         """The agent's workspace: its start, setup, the agent's turn, capture. Its removal is
         left running (it overlaps grading) in ``resources``."""
+        if resources.untouched is not None:
+            return await self._alone(plan.spec, record, phase, flavor, agent, resources, resources.untouched)
         spec, timeouts = plan.spec, plan.spec.timeouts
         mcp = resources.mcp  # started with the pipeline, where the agent connects to it
         workspace, starting = resources.agent, resources.agent_started
@@ -330,17 +363,55 @@ class Runner:
                 start_preparing(resources, flavor, spec)
             with phase.timed("agent"):
                 outcome = await agent_outcome(agent_run, timeouts.agent, mcp, resources.ssh)
-            record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
-            record.warnings = [*limit_warnings(spec, self.runtime), *record.warnings]
-            record.final_answer = outcome.answer or None
-            if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
-                raise TimeoutError  # its steps are recorded; the run is a timeout, never graded
+            self._outcome(record, spec, agent, outcome)
             with phase.timed("capture"):
                 submission = await within(flavor.capture(ws, spec), timeouts.capture)
             record.diff, record.violations = submission.diff, submission.violations
+            if resources.untouched_key is not None:  # the first of its image: kept for the next
+                self.untouched.keep(resources.untouched_key, submission)
             return submission
         finally:
             resources.agent_closed = asyncio.ensure_future(workspace.close())
+
+    async def _alone(
+        self,
+        spec: RunSpec,
+        record: RunRecord,
+        phase: Phase,
+        flavor: Flavor,
+        agent: Agent,
+        resources: RunResources,
+        kept: CapturedSubmission,
+    ) -> CapturedSubmission:
+        """The agent's side of a run whose agent works alone, its image's untouched capture kept:
+        its turn, given no workspace and no tools, then that capture (engine/run/untouched.py)."""
+        record.integrity_obtained = obtained_integrity(spec.integrity, None)
+        if resources.preparing is None:
+            start_preparing(resources, flavor, spec)
+        ctx = AgentContext(
+            spec=spec,
+            capabilities={},
+            capability_auth={},
+            validation=spec.task.validation or [],
+            prompt=spec.task.prompt,
+        )
+        with phase.timed("agent"):
+            outcome = await agent_outcome(
+                asyncio.ensure_future(agent.run(ctx)), spec.timeouts.agent, None, resources.ssh
+            )
+        self._outcome(record, spec, agent, outcome)
+        with phase.timed("capture"):
+            submission = copy.deepcopy(kept)
+        record.diff, record.violations = submission.diff, submission.violations
+        return submission
+
+    def _outcome(self, record: RunRecord, spec: RunSpec, agent: Agent, outcome: AgentOutcome) -> None:
+        """The agent's outcome into ``record``; a timeout that ends the run raised."""
+        record.steps, record.warnings, record.stop_reason = outcome.steps, outcome.warnings, outcome.stop_reason
+        record.warnings = [*limit_warnings(spec, self.runtime), *record.warnings]
+        record.final_answer = outcome.answer or None
+        if outcome.stop_reason == "timeout" and getattr(agent, "timeout_ends_run", False):
+            raise TimeoutError  # its steps are recorded; the run is a timeout, never graded
 
 
 def limited(spec: RunSpec) -> dict[str, Any]:

@@ -174,6 +174,10 @@ class CodingFlavor(CodingExplainer):
             held=await _started(held),
         )
 
+    def untouched_key(self, spec: RunSpec, image_id: str, script_done: bool) -> str | None:
+        """The key of an untouched workspace's capture (``CapturesUntouched``): ``repo.untouched_key``."""
+        return repo.untouched_key(spec.task, spec.integrity, image_id, script_done)
+
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
         """Grading's commands start on the fresh workspace and wait for the submission."""
         change, _ = await self._first_change(spec)

@@ -19,6 +19,15 @@ from engine.runtimes.owner import LABEL_OWNER_PID, owner_labels
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
+@pytest.fixture(autouse=True)
+def every_run_its_workspace(monkeypatch):
+    """These runs are about the agent's workspace: none is spared by a kept untouched capture
+    (engine/run/untouched.py, tests/run/test_untouched.py)."""
+    from engine.run.untouched import UntouchedCaptures
+
+    monkeypatch.setattr(UntouchedCaptures, "lookup", lambda self, key: None)
+
+
 @pytest.fixture(scope="module")
 def planned(base_image):
     from engine.config.compose import compose_config, to_typed

@@ -5,6 +5,7 @@ runtime that makes its workspaces.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ __all__ = ["HOSTS", "KEEPER", "DockerRuntime", "DockerRuntimeConfig", "DockerWor
 if TYPE_CHECKING:
     from engine.build.images import ContentAddressedBuilder
     from engine.config.schema import IntegrityConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,6 +81,7 @@ class DockerRuntime:
         self.name = name
         self._client = None
         self._lock = threading.Lock()
+        self._image_ids: dict[str, str] = {}
         listed = as_hosts(hosts)
         self.pool = HostPool(listed, self.api_timeout) if listed else None
         """The listed hosts (``runtime.hosts``), None when containers run on this machine's engine."""
@@ -116,6 +120,21 @@ class DockerRuntime:
         from engine.build.images import AUTO, BUILD_TIMEOUT, ContentAddressedBuilder
 
         return ContentAddressedBuilder(ensure_engine(client_timeout=BUILD_TIMEOUT), ca_bundle=ca_bundle or AUTO)
+
+    def image_id(self, tag: str) -> str | None:
+        """``tag``'s content ID on this machine's engine (one inspect, kept for this runtime's
+        life: a sweep builds nothing once its runs start); None with listed hosts, where each
+        host holds an image of its own, or when there is no such image."""
+        if self.pool is not None:
+            return None
+        known = self._image_ids.get(tag)
+        if known is None:
+            try:
+                known = self._image_ids[tag] = str(self.client.api.inspect_image(tag)["Id"])
+            except Exception as exc:  # no such image, an engine that went away: captured afresh, which says why
+                log.debug("no content ID for %s: %s", tag, exc)
+                return None
+        return known
 
     limits_resources = True
     """A task's cpus and memory (``TaskLimits``) are applied: the container's cgroup."""
