@@ -57,6 +57,7 @@ User mistakes end in one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import signal
@@ -457,8 +458,10 @@ def entry() -> NoReturn:
     leave(main() if code is None else code)
 
 
-def leave(code: int) -> NoReturn:
-    """The end of a command's process (``entry``'s, or a warm server's fork's)."""
+def leave(code: int, ended: Callable[[int], None] | None = None) -> NoReturn:
+    """The end of a command's process (``entry``'s, or a warm server's fork's). ``ended``: told
+    the exit status once everything is flushed, before the process goes (a fork's client,
+    which then need not wait for the kernel to take down the fork's memory)."""
     threading._shutdown()  # type: ignore[attr-defined]  # private, not in typeshed; what the interpreter calls first on exit  # noqa: SLF001
     atexit._run_exitfuncs()  # noqa: SLF001
     if "logging" in sys.modules:  # a command handed to a warm server never imported it
@@ -468,6 +471,9 @@ def leave(code: int) -> NoReturn:
             stream.flush()
         except (OSError, ValueError):
             pass  # a closed pipe (`crucible query | head`): nothing more to say
+    if ended is not None:
+        with contextlib.suppress(Exception):
+            ended(code)
     os._exit(code)
 
 

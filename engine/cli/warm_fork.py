@@ -55,9 +55,22 @@ def become(request: dict[str, Any], conn: socket.socket, fds: list[int], *, clos
         try:
             from engine.cli.main import leave
 
-            leave(code)
+            leave(code, ended=lambda status: tell_client(conn, status))
         finally:
             os._exit(code)
+
+
+def tell_client(conn: socket.socket, code: int) -> None:
+    """The command's exit status, to its client, from the fork itself: the server tells it only
+    once it has reaped the fork, after the kernel took down the fork's memory (~20-80 ms of a
+    sweep's). Said once all is flushed; every signal held from here, so none the client forwards
+    (its end closing is SIGTERM) can run a handler between this and the exit. The status as the
+    server would have read it (``os._exit`` keeps its low byte); the server's own word, later,
+    finds the client gone or done."""
+    from engine.cli.warm import send_message
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    send_message(conn, {"op": "exit", "code": code & 0xFF})
 
 
 def take_on_client(request: dict[str, Any], fds: list[int]) -> None:

@@ -11,6 +11,7 @@ $CRUCIBLE_HOME/task-repos/    task repos `crucible task new` made from upstream 
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -20,7 +21,15 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 def home() -> Path:
     """``$CRUCIBLE_HOME``; unset or empty, ``~/.crucible`` (an empty one is no order to keep
     state in whatever directory a command runs from)."""
-    return Path(os.environ.get("CRUCIBLE_HOME") or "~/.crucible").expanduser().resolve()
+    named = Path(os.environ.get("CRUCIBLE_HOME") or "~/.crucible").expanduser()
+    return _resolved(named) if named.is_absolute() else named.resolve()
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(named: Path) -> Path:
+    """An absolute home, resolved once a process: a run asks for its directories dozens of
+    times, and each ``resolve`` is a walk of system calls."""
+    return named.resolve()
 
 
 def store_path() -> Path:

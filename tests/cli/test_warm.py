@@ -363,3 +363,30 @@ def _until_gone(pid: int, server: int) -> None:
     while _parent_of(pid) == server and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _parent_of(pid) != server, f"the fork {pid} is still there"
+
+
+def test_a_fork_tells_its_client_its_status_itself_and_takes_no_signal_after():
+    """The fork says its exit status before its memory is taken down (``tell_client``): as the
+    server would read it (the low byte), and from then on no signal can run a handler in it."""
+    from engine.cli.warm import recv_message
+    from engine.cli.warm_fork import tell_client
+
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the fork: says 259, takes a SIGTERM, and is still there to say so
+        try:
+            ours.close()
+            tell_client(theirs, 259)
+            os.kill(os.getpid(), signal.SIGTERM)
+            theirs.sendall(b"still here")
+        finally:
+            os._exit(7)
+    theirs.close()
+    message, _ = recv_message(ours)
+    assert message == {"op": "exit", "code": 3}
+    rest = b""
+    while chunk := ours.recv(64):
+        rest += chunk
+    assert rest == b"still here"
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 7  # its exit, not the SIGTERM
