@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.config.compose import compose_config, to_typed
 from engine.config.text import config_yaml
-from engine.errors import CrucibleError, UserError
+from engine.errors import CrucibleError, StoreError, UserError
 from engine.models import RunRecord
 from engine.plan.spec import Plan, plan
 from engine.run.batch import BatchJob, EnsuredImages, RunSlots, run_batch
@@ -89,6 +89,7 @@ class Sweep:
                     on_record=lambda job, record: print_record(record),
                     slots=slots.setdefault(id(session), RunSlots(self.parallel)),
                     images=images.setdefault(id(session), EnsuredImages()),
+                    ingest_each=False,  # one ingest at the sweep's end, not a store turn a run
                 )
             except CrucibleError as exc:
                 text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -114,10 +115,25 @@ class Sweep:
                 print(f"crucible run: {exc}", file=sys.stderr)
                 mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
                 code = exc.exit_code
-        for done in await asyncio.gather(*running):
-            if any(not job.records or any(r.status != "completed" for r in job.records) for job in done):
-                code = code or 1
-        return code
+        try:
+            for done in await asyncio.gather(*running):
+                if any(not job.records or any(r.status != "completed" for r in job.records) for job in done):
+                    code = code or 1
+        finally:  # a cancelled sweep's records too
+            ingested = self.ingest_spooled()
+        return code if ingested else code or 1
+
+    def ingest_spooled(self) -> bool:
+        """The sweep's records, each written durably and spooled as its run ended, ingested in
+        one turn at each store (not one a run); whether all went in."""
+        ingested = True
+        for session in self.sessions.values():
+            try:
+                session.store.ingest_pending()
+            except StoreError as exc:  # durable in the spool: the next command's first read takes them
+                print(f"crucible run: the sweep's records are not in the store yet: {exc}", file=sys.stderr)
+                ingested = False
+        return ingested
 
 
 def plan_job(

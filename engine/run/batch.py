@@ -133,12 +133,14 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
     slots: RunSlots | None = None,
     progress: TaskProgress | None = None,
     images: EnsuredImages | None = None,
+    ingest_each: bool = True,
 ) -> list[BatchJob]:
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``slots`` allow, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again. ``progress`` is told
     as each run starts and ends (an answer from the store counts as skipped). ``images``: what
-    batches sharing it (of one session) have ensured already."""
+    batches sharing it (of one session) have ensured already. ``ingest_each`` False: each run's
+    final record is written durably and spooled, and the caller ingests them all at once."""
     # The verdict cache first, in one read: what it answers needs no image and no runner.
     done = session.store.completed_runs_for([job.plan.spec.spec_hash for job in jobs]) if reuse else {}
     for job in jobs:
@@ -177,7 +179,12 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
             raise BuildError(f"task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}: {exc}") from exc
     ensured.update(await _setup_layers(pending, session, images))
     runner = Runner(
-        store=session.store, builder=session.builder, runtime=session.runtime, ensured=ensured, serving=serving
+        store=session.store,
+        builder=session.builder,
+        runtime=session.runtime,
+        ensured=ensured,
+        serving=serving,
+        ingest_each=ingest_each,
     )
 
     async def execute(

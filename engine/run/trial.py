@@ -69,8 +69,12 @@ class Runner:
         runtime: Runtime,
         ensured: dict[str, bool] | None = None,
         serving: asyncio.Future[None] | None = None,
+        ingest_each: bool = True,
     ) -> None:
         self.store = store
+        self.ingest_each = ingest_each
+        """Each run's final record ingested as it is written; False: written durably and left in
+        the spool for the caller's one ingest (a sweep's, at its end; every read ingests first)."""
         self.builder = builder
         self.runtime = runtime
         self.ensured = dict(ensured or {})
@@ -235,8 +239,13 @@ class Runner:
         both always end before this returns, even through a cancel (whether one arrived is
         returned). A removal that fails turns a completed run into an error, written again."""
         record.ended_at = now_iso()
+        # Only a completed run's is left for the caller's ingest: a sweep being torn down (a
+        # cancel) may end its own ingest before the last of its runs have written theirs.
+        ingest = self.ingest_each or record.status != "completed"
         with phase.timed("store", is_phase=False):
-            written = asyncio.ensure_future(asyncio.to_thread(self.store.record_run, copy.deepcopy(record)))
+            written = asyncio.ensure_future(
+                asyncio.to_thread(self.store.record_run, copy.deepcopy(record), ingest=ingest)
+            )
             cancelled = await through_cancel(resources.grading_removed)
             cancelled = await through_cancel(written) or cancelled
         written.result()  # a store that failed raises (StoreError), as it always did
