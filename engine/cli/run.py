@@ -156,7 +156,7 @@ def run_hydra(args: list[str]) -> int:
         from engine.capabilities.preload import serving_loaded
 
         serving_loaded()  # the runs' serving machinery loads while the sweep is planned
-    _before_sweep(store)
+    _before_sweep(store, opened)
     in_process = (
         None
         if uses_hydra_launcher(overrides)
@@ -165,6 +165,7 @@ def run_hydra(args: list[str]) -> int:
             sweep_id=sweep_id,
             sweep_dir=_sweep_dir(sweep_id),
             parallel=parallelism(overrides, _default_parallelism()),
+            store=opened,
         )
     )
     if in_process is not None:
@@ -210,13 +211,14 @@ def _sweep_dir(sweep_id: str) -> Path:
     return paths.runs_dir() / "sweeps" / sweep_id
 
 
-def _before_sweep(store: str | None) -> None:
+def _before_sweep(store: str | None, opened: DuckDBStore | None = None) -> None:
     """Housekeeping once, here (a killed sweep's runs are marked before a resume plans), and
-    name this process as the sweep's owner, whose death ends its workers (engine.run.sweep_guard)."""
+    name this process as the sweep's owner, whose death ends its workers (engine.run.sweep_guard).
+    ``opened``: that store, opened already."""
     from engine.run.session import housekeeping, open_store
     from engine.run.sweep_guard import claim_sweep
 
-    housekeeping(open_store(store))
+    housekeeping(opened if opened is not None else open_store(store))
     claim_sweep()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config.compose import compose_config, to_typed
 from engine.config.text import config_yaml
@@ -27,6 +27,9 @@ from engine.plan.spec import Plan, plan
 from engine.run.batch import BatchJob, EnsuredImages, RunSlots, run_batch
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, mark_job
 from engine.run.session import Session, require_integrity, session_for
+
+if TYPE_CHECKING:
+    from engine.store.duckdb import DuckDBStore
 
 
 def uses_hydra_launcher(overrides: list[str]) -> bool:
@@ -51,8 +54,18 @@ def parallelism(overrides: list[str], default: int) -> int:
 class Sweep:
     """A sweep run in this process: ``plan_first`` (before anything runs or is shown), then ``run``."""
 
-    def __init__(self, composed: list[tuple[list[str], Any]], *, sweep_id: str, sweep_dir: Path, parallel: int) -> None:
+    def __init__(
+        self,
+        composed: list[tuple[list[str], Any]],
+        *,
+        sweep_id: str,
+        sweep_dir: Path,
+        parallel: int,
+        store: DuckDBStore | None = None,
+    ) -> None:
         self.composed, self.sweep_id, self.sweep_dir, self.parallel = composed, sweep_id, sweep_dir, parallel
+        self.store = store
+        """The sweep's store, opened already (a sweep has one: ``store`` is no axis); None: opened here."""
         self.sessions: dict[tuple[object, ...], Session] = {}
         self.first: list[tuple[BatchJob | None, Session]] = []
 
@@ -60,7 +73,7 @@ class Sweep:
         """Plan the jobs validation composed, which use every choice of every axis: every
         task's repo and refs are checked before any container starts. Raises UserError."""
         self.first = [
-            plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions)
+            plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions, self.store)
             for num, (combo, cfg) in enumerate(self.composed)
             if cfg is not None
         ]
@@ -110,7 +123,7 @@ class Sweep:
                 continue
             job_dir = self.sweep_dir / str(num)
             try:
-                start(*await asyncio.to_thread(plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions))
+                start(*await asyncio.to_thread(plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions, self.store))
             except UserError as exc:
                 print(f"crucible run: {exc}", file=sys.stderr)
                 mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
@@ -137,15 +150,21 @@ class Sweep:
 
 
 def plan_job(
-    combo: list[str], cfg: Any, sweep_id: str, job_dir: Path, sessions: dict[tuple[object, ...], Session]
+    combo: list[str],
+    cfg: Any,
+    sweep_id: str,
+    job_dir: Path,
+    sessions: dict[tuple[object, ...], Session],
+    store: DuckDBStore | None = None,
 ) -> tuple[BatchJob | None, Session]:
-    """One job's plan (None when ``resume=true`` finds it done), with the session it runs in."""
+    """One job's plan (None when ``resume=true`` finds it done), with the session it runs in
+    (on ``store``, the sweep's, where it is open already)."""
     combo = [o for o in combo if not o.lstrip("+~").startswith("hydra")]
     cfg = compose_config(combo) if cfg is None else cfg
     typed = to_typed(cfg)  # as validated (the evaluation cache has it), then this sweep's id
     typed.sweep_id = cfg.sweep_id = sweep_id
     key = (repr(typed.runtime), typed.build.ca_bundle, typed.store)
-    session = sessions.get(key) or sessions.setdefault(key, session_for(typed))
+    session = sessions.get(key) or sessions.setdefault(key, session_for(typed, store))
     planned = plan(typed, builder=session.builder)
     require_integrity(session.runtime, planned.spec.integrity)
     (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
