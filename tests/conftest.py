@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,18 @@ def crucible_home(tmp_path_factory):
     os.environ["CRUCIBLE_HOME"] = home
     os.environ.pop("CRUCIBLE_STORE", None)
     return home
+
+
+@pytest.fixture(autouse=True)
+def own_untouched_captures(crucible_home, monkeypatch):
+    """Each test keeps its own baseline captures (engine/run/untouched.py), in this process: whether
+    a baseline run starts its agent's workspace never depends on the tests that ran before it."""
+    from engine.run.untouched import UntouchedCaptures
+
+    own = os.path.join(crucible_home, "cache", f"untouched-{os.urandom(8).hex()}")
+    monkeypatch.setattr(
+        UntouchedCaptures, "root", property(lambda self: self._root if self._root is not None else Path(own))
+    )
 
 
 @pytest.fixture(scope="session")

@@ -165,7 +165,7 @@ def run_hydra(args: list[str]) -> int:
             sweep_id=sweep_id,
             sweep_dir=_sweep_dir(sweep_id),
             parallel=parallelism(overrides, _default_parallelism()),
-            store=opened,
+            store=(store, opened) if opened is not None else None,
         )
     )
     if in_process is not None:

@@ -61,11 +61,12 @@ class Sweep:
         sweep_id: str,
         sweep_dir: Path,
         parallel: int,
-        store: DuckDBStore | None = None,
+        store: tuple[str | None, DuckDBStore] | None = None,
     ) -> None:
         self.composed, self.sweep_id, self.sweep_dir, self.parallel = composed, sweep_id, sweep_dir, parallel
         self.store = store
-        """The sweep's store, opened already (a sweep has one: ``store`` is no axis); None: opened here."""
+        """The sweep's store (its ``store`` setting, and the store opened already for it): the
+        jobs with that setting plan and run on it; None: each session opens its own."""
         self.sessions: dict[tuple[object, ...], Session] = {}
         self.first: list[tuple[BatchJob | None, Session]] = []
 
@@ -115,24 +116,30 @@ class Sweep:
             if job is not None:
                 running.append(asyncio.ensure_future(one_job(job, session)))
 
-        for job, session in self.first:
-            start(job, session)
         code = 0
-        for num, (combo, cfg) in enumerate(self.composed):
-            if cfg is not None:
-                continue
-            job_dir = self.sweep_dir / str(num)
-            try:
-                start(*await asyncio.to_thread(plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions, self.store))
-            except UserError as exc:
-                print(f"crucible run: {exc}", file=sys.stderr)
-                mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
-                code = exc.exit_code
         try:
+            for job, session in self.first:
+                start(job, session)
+            for num, (combo, cfg) in enumerate(self.composed):
+                if cfg is not None:
+                    continue
+                job_dir = self.sweep_dir / str(num)
+                try:
+                    planned = await asyncio.to_thread(
+                        plan_job, combo, cfg, self.sweep_id, job_dir, self.sessions, self.store
+                    )
+                    start(*planned)
+                except UserError as exc:
+                    print(f"crucible run: {exc}", file=sys.stderr)
+                    mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
+                    code = exc.exit_code
             for done in await asyncio.gather(*running):
                 if any(not job.records or any(r.status != "completed" for r in job.records) for job in done):
                     code = code or 1
-        finally:  # a cancelled sweep's records too
+        finally:  # a cancelled or failed sweep's too: its runs ended (cancelled) first
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             ingested = self.ingest_spooled()
         return code if ingested else code or 1
 
@@ -155,16 +162,17 @@ def plan_job(
     sweep_id: str,
     job_dir: Path,
     sessions: dict[tuple[object, ...], Session],
-    store: DuckDBStore | None = None,
+    store: tuple[str | None, DuckDBStore] | None = None,
 ) -> tuple[BatchJob | None, Session]:
-    """One job's plan (None when ``resume=true`` finds it done), with the session it runs in
-    (on ``store``, the sweep's, where it is open already)."""
+    """One job's plan (None when ``resume=true`` finds it done), with the session it runs in:
+    on ``store``'s opened store where the job's ``store`` setting is that one's."""
     combo = [o for o in combo if not o.lstrip("+~").startswith("hydra")]
     cfg = compose_config(combo) if cfg is None else cfg
     typed = to_typed(cfg)  # as validated (the evaluation cache has it), then this sweep's id
     typed.sweep_id = cfg.sweep_id = sweep_id
     key = (repr(typed.runtime), typed.build.ca_bundle, typed.store)
-    session = sessions.get(key) or sessions.setdefault(key, session_for(typed, store))
+    opened = store[1] if store is not None and store[0] == typed.store else None
+    session = sessions.get(key) or sessions.setdefault(key, session_for(typed, opened))
     planned = plan(typed, builder=session.builder)
     require_integrity(session.runtime, planned.spec.integrity)
     (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)

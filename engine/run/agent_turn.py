@@ -37,13 +37,15 @@ async def setup_beside_agent(
     *,
     serve_ssh: bool = True,
     script_done: bool = False,
+    alone: bool = False,
 ) -> asyncio.Future[AgentOutcome]:
     """Set the task up while the agent already starts: it connects and lists the tools (a model
     takes its first turn) meanwhile, and a tool call waits until setup is done. Returns the
     agent's running ``run`` once setup succeeded; a failed setup takes the agent down with it.
     ``set_up``: the setup already under way (or done) since the run waited for its slot.
     ``mcp`` None / ``serve_ssh`` False: the agent connects to neither, so neither is served.
-    ``script_done``: the workspace started from its flavor's setup layer (``flavor_setup``)."""
+    ``script_done``: the workspace started from its flavor's setup layer (``flavor_setup``).
+    ``alone``: an agent that works alone (engine/run/untouched.py) is never handed the workspace."""
     tools = flavor.tools(ws, spec)
     keep_spare = getattr(ws, "keep_spare_exec", None)  # a runtime that starts an exec ahead (docker: spares.py)
     if mcp is not None and keep_spare is not None:  # each tool call an exec as the tools' user, in their directory
@@ -89,10 +91,10 @@ async def setup_beside_agent(
             capability_auth=auth,
             validation=spec.task.validation or [],
             prompt=spec.task.prompt,
-            workspace=ws,
+            workspace=None if alone else ws,
             uid=tools.user,
             workdir=tools.workdir,
-            bridge_host=bridge_host if ws.bridge is not None else None,
+            bridge_host=bridge_host if ws.bridge is not None and not alone else None,
             setup_done=marked_seen(asyncio.shield(setup)),
             terminals=terminals,
         )

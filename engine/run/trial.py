@@ -53,7 +53,7 @@ from engine.run.records import (
 )
 from engine.run.resources import RunResources, close_started, failure, through_cancel
 from engine.run.timing import GoldenTimes, timing_warning
-from engine.run.untouched import UntouchedCaptures, untouched_key
+from engine.run.untouched import UntouchedCaptures, untouched_key, works_alone
 from engine.store.terminals import TerminalLog
 from engine.util.aio import within
 
@@ -362,6 +362,7 @@ class Runner:
                     set_up,
                     serve_ssh="ssh" in resources.uses,
                     script_done=resources.script_done,
+                    alone=works_alone(agent),  # the first run of an image too: its capture is kept
                 )
             if set_up is not None:  # what setup took, done while the run's agent started
                 record.timings["setup_ahead"] = round(set_up.result(), 4)

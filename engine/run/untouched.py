@@ -1,7 +1,8 @@
 """A workspace no agent acts on, captured once per image: a baseline run starts no agent container.
 
 An agent that declares it works alone (``needs_workspace = False`` and no capabilities: ``noop``)
-is given nothing to act through: no tools are served to it, and it never gets the workspace. Its
+is given nothing to act through: no tools are served to it, and it is never handed the workspace
+(not in the run that captures one either). Its
 capture is then the capture of an untouched workspace, a pure function of the image that
 workspace starts from and of the flavor's capture, which names everything it reads in its key
 (``CapturesUntouched.untouched_key``). The first such run of an image captures a real workspace and
@@ -14,6 +15,7 @@ new image ID, and so another key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -71,14 +73,19 @@ class UntouchedCaptures:
     def keep(self, key: str, submission: CapturedSubmission) -> None:
         """Keep ``submission`` under ``key``, whole or not at all (a rename); a failure costs only
         a later run its shortcut."""
+        tmp = None
         try:
+            text = json.dumps(dataclasses.asdict(submission), sort_keys=True)
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{key}.")
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(dataclasses.asdict(submission), out, sort_keys=True)
+                out.write(text)
             os.replace(tmp, self.root / f"{key}.json")
-        except OSError as exc:
-            log.warning("could not keep the capture of an untouched workspace (%s)", exc)
+        except Exception as exc:  # a disk that says no, data that is no JSON: never the run's failure
+            log.warning("could not keep the capture of an untouched workspace (%s: %s)", type(exc).__name__, exc)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 def _submission(data: Any) -> CapturedSubmission:

@@ -175,7 +175,12 @@ class CodingFlavor(CodingExplainer):
         )
 
     def untouched_key(self, spec: RunSpec, image_id: str, script_done: bool) -> str | None:
-        """The key of an untouched workspace's capture (``CapturesUntouched``): ``repo.untouched_key``."""
+        """The key of an untouched workspace's capture (``CapturesUntouched``): ``repo.untouched_key``.
+        None for a flavor that sets up or captures its own way (a subclass's own ``setup`` or
+        ``capture``): what those read is theirs to name."""
+        own = type(self)
+        if own.setup is not CodingFlavor.setup or own.capture is not CodingFlavor.capture:
+            return None
         return repo.untouched_key(spec.task, spec.integrity, image_id, script_done)
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:

@@ -218,7 +218,8 @@ def untouched_key(task: CodingTaskConfig, integrity: CodingIntegrity, image_id: 
 def _capture_code() -> str:
     """A digest of the code a capture runs: its scripts, and the modules that read its output."""
     here = Path(__file__).parent
-    files = [Path(__file__), here / "protect.py", here / "held.py", here / "gitops.py", Path(patch.__file__)]
+    files = [Path(__file__), Path(shell.__file__), Path(patch.__file__)]
+    files += [here / name for name in ("flavor.py", "hidden.py", "protect.py", "held.py", "gitops.py")]
     files += sorted((here / "sh").glob("*.sh"))
     digest = hashlib.sha256()
     for path in files:

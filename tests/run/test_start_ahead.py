@@ -182,13 +182,13 @@ def test_a_runs_slot_goes_to_the_next_run_before_its_final_record_is_written(pla
     original = session.store.record_run
     began_meanwhile: list[bool] = []
 
-    def slow_final_write(record) -> None:
+    def slow_final_write(record, **kwargs) -> None:
         if record.status != "running" and not began_meanwhile:  # the first run's final record
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and len(list(tmp_path.iterdir())) < 2:
                 time.sleep(0.05)
             began_meanwhile.append(len(list(tmp_path.iterdir())) == 2)
-        original(record)
+        original(record, **kwargs)
 
     monkeypatch.setattr(session.store, "record_run", slow_final_write)
     jobs = [BatchJob(plan) for _ in range(2)]

@@ -41,6 +41,17 @@ def test_a_kept_capture_that_cannot_be_read_is_no_capture(tmp_path, text):
     assert kept.lookup("k") == CapturedSubmission(diff="")
 
 
+def test_a_capture_that_cannot_be_kept_costs_only_the_shortcut(tmp_path):
+    kept = UntouchedCaptures(tmp_path)
+    kept.keep("k", CapturedSubmission(diff="", data={"not json": object()}))
+    kept.keep("k", CapturedSubmission(diff=""))  # a file in the way of the directory: the same
+    assert kept.lookup("k") == CapturedSubmission(diff="")
+    blocked = UntouchedCaptures(tmp_path / "k.json" / "under")
+    blocked.keep("k", CapturedSubmission(diff=""))
+    assert blocked.lookup("k") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.json"]  # no temporary file left
+
+
 def test_only_an_agent_given_nothing_works_alone():
     from engine.agents.integration_test import IntegrationTestAgent
     from engine.agents.noop import NoopAgent
@@ -79,6 +90,22 @@ def test_the_coding_key_names_the_image_the_setup_the_mode_and_the_task(coding_s
     assert key != flavor.untouched_key(none, "sha256:a", True)  # another index, another ownership
     pinned = dataclasses.replace(coding_spec.task, pins={**coding_spec.task.pins, "test": "4" * 40})
     assert key != flavor.untouched_key(dataclasses.replace(coding_spec, task=pinned), "sha256:a", True)
+
+
+def test_a_flavor_that_sets_up_or_captures_its_own_way_has_no_key(coding_spec):
+    from envs.coding.flavor import CodingFlavor
+
+    class CapturesOtherwise(CodingFlavor):
+        async def capture(self, ws, spec):
+            raise AssertionError("never called here")
+
+    class SetsUpOtherwise(CodingFlavor):
+        async def setup(self, ws, spec, *, script_done=False):
+            raise AssertionError("never called here")
+
+    assert CodingFlavor().untouched_key(coding_spec, "sha256:a", True) is not None
+    assert CapturesOtherwise().untouched_key(coding_spec, "sha256:a", True) is None
+    assert SetsUpOtherwise().untouched_key(coding_spec, "sha256:a", True) is None
 
 
 def test_no_key_without_an_image_id_or_for_a_flavor_capturing_elsewhere(coding_spec):
@@ -121,6 +148,16 @@ def test_the_second_baseline_run_of_an_image_starts_no_agent_workspace(base_imag
         return original(self, image, run_id=run_id, purpose=purpose, **kwargs)
 
     monkeypatch.setattr(type(session.runtime), "provision", provision)
+    from engine.agents.noop import NoopAgent
+
+    handed: list[object] = []
+    noop_run = NoopAgent.run
+
+    async def run_noop(self, ctx):
+        handed.append((ctx.workspace, dict(ctx.capabilities), ctx.bridge_host))
+        return await noop_run(self, ctx)
+
+    monkeypatch.setattr(NoopAgent, "run", run_noop)
 
     def run(cfg) -> object:
         job = BatchJob(plan(cfg, builder=session.builder))
@@ -140,6 +177,8 @@ def test_the_second_baseline_run_of_an_image_starts_no_agent_workspace(base_imag
     assert [(t.name, t.status) for t in second.tests] == [(t.name, t.status) for t in first.tests]
     assert second.raw_grade.keys() == first.raw_grade.keys()
     assert "provision" in first.timings and "provision" not in second.timings
+    # Handed nothing to act through, the first run (whose capture is kept) included.
+    assert handed == [(None, {}, None)] * 2
 
     # The golden's agent acts through its tools: always a workspace, its capture never kept.
     golden = run(to_typed(compose_config(["task=sample/last_page", "agent=integration_test"])))
