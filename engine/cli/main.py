@@ -472,7 +472,7 @@ def leave(code: int, ended: Callable[[int], None] | None = None) -> NoReturn:
         except (OSError, ValueError):
             pass  # a closed pipe (`crucible query | head`): nothing more to say
     if ended is not None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(OSError):  # a client gone already: the server's word is the one left
             ended(code)
     os._exit(code)
 

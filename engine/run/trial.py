@@ -378,7 +378,7 @@ class Runner:
                 submission = await within(flavor.capture(ws, spec), timeouts.capture)
             record.diff, record.violations = submission.diff, submission.violations
             if resources.untouched_key is not None:  # the first of its image: kept for the next
-                self.untouched.keep(resources.untouched_key, submission)
+                await asyncio.to_thread(self.untouched.keep, resources.untouched_key, submission)
             return submission
         finally:
             resources.agent_closed = asyncio.ensure_future(workspace.close())

@@ -2,10 +2,9 @@
 
 An agent that declares it works alone (``needs_workspace = False`` and no capabilities: ``noop``)
 is given nothing to act through: no tools are served to it, and it is never handed the workspace
-(not in the run that captures one either). Its
-capture is then the capture of an untouched workspace, a pure function of the image that
-workspace starts from and of the flavor's capture, which names everything it reads in its key
-(``CapturesUntouched.untouched_key``). The first such run of an image captures a real workspace and
+(not in the run that captures one either). Its capture is then the capture of an untouched
+workspace, a pure function of the image that workspace starts from and of the flavor's capture,
+which names everything it reads in its key (``CapturesUntouched.untouched_key``). The first such run of an image captures a real workspace and
 keeps the answer here, under ``$CRUCIBLE_HOME/cache/untouched``; a later one starts no agent
 workspace at all, which saves a container's start and removal (in a sweep of a golden and a
 baseline per task, a quarter of its containers). Its grading is unchanged: a fresh container,
@@ -15,16 +14,14 @@ new image ID, and so another key.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from engine.models import CapturedSubmission, RunSpec
+from engine.store.files import atomic_write_json
 from engine.util import paths
 
 log = logging.getLogger(__name__)
@@ -71,21 +68,14 @@ class UntouchedCaptures:
             return None
 
     def keep(self, key: str, submission: CapturedSubmission) -> None:
-        """Keep ``submission`` under ``key``, whole or not at all (a rename); a failure costs only
-        a later run its shortcut."""
-        tmp = None
+        """Keep ``submission`` under ``key``, whole or not at all (``atomic_write_json``); a failure
+        costs only a later run its shortcut."""
+        document = dataclasses.asdict(submission)
         try:
-            text = json.dumps(dataclasses.asdict(submission), sort_keys=True)
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{key}.")
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(tmp, self.root / f"{key}.json")
-        except Exception as exc:  # a disk that says no, data that is no JSON: never the run's failure
+            json.dumps(document)  # what JSON cannot hold is not kept (the writer would stringify it)
+            atomic_write_json(self.root / f"{key}.json", document)
+        except (OSError, TypeError, ValueError) as exc:  # a disk that says no, data that is no JSON
             log.warning("could not keep the capture of an untouched workspace (%s: %s)", type(exc).__name__, exc)
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
 
 
 def _submission(data: Any) -> CapturedSubmission:

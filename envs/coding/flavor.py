@@ -181,7 +181,7 @@ class CodingFlavor(CodingExplainer):
         own = type(self)
         if own.setup is not CodingFlavor.setup or own.capture is not CodingFlavor.capture:
             return None
-        return repo.untouched_key(spec.task, spec.integrity, image_id, script_done)
+        return repo.untouched_key(spec.task, spec.integrity, image_id, script_done, spec.engine_version)
 
     async def prepare_grading(self, ws: Workspace, spec: RunSpec) -> None:
         """Grading's commands start on the fresh workspace and wait for the submission."""

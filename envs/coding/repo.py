@@ -13,13 +13,11 @@ config, attributes files or fake objects the agent planted there cannot change i
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from engine.errors import CaptureError, SetupError, WorkspaceError
 from engine.interfaces import ROOT_UID, Workspace
@@ -195,11 +193,14 @@ def submission_from_chunks(
     return CapturedSubmission(diff=diff, files_changed=touched, violations=violations)
 
 
-def untouched_key(task: CodingTaskConfig, integrity: CodingIntegrity, image_id: str, script_done: bool) -> str:
+def untouched_key(
+    task: CodingTaskConfig, integrity: CodingIntegrity, image_id: str, script_done: bool, code_version: str
+) -> str:
     """What the capture of a workspace no agent acted on reads (engine/run/untouched.py): the
     image it starts from, the setup script run in it (into the layer, where ``script_done``),
     the capture's arguments and index, what ``submission_from_chunks`` drops (the task's paths,
-    the hidden change at its pins, the mode's switches: the whole task and mode), and this code."""
+    the hidden change at its pins, the mode's switches: the whole task and mode), and the code
+    (``code_version``: the spec's ``engine_version``, every file of it)."""
     setup = setup_command(task, integrity)
     parts = [
         image_id,
@@ -209,22 +210,9 @@ def untouched_key(task: CodingTaskConfig, integrity: CodingIntegrity, image_id: 
         capture_env(integrity),
         dataclasses.asdict(task),
         dataclasses.asdict(integrity),
-        _capture_code(),
+        code_version,
     ]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-@functools.lru_cache(maxsize=1)
-def _capture_code() -> str:
-    """A digest of the code a capture runs: its scripts, and the modules that read its output."""
-    here = Path(__file__).parent
-    files = [Path(__file__), Path(shell.__file__), Path(patch.__file__)]
-    files += [here / name for name in ("flavor.py", "hidden.py", "protect.py", "held.py", "gitops.py")]
-    files += sorted((here / "sh").glob("*.sh"))
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def _is_utf8(chunk: patch.FileChunk) -> bool:

@@ -111,10 +111,6 @@ class SdlcFlavor(CodingFlavor):
         if not fetched.ok:
             raise SetupError(f"the agent's repo cannot fetch from the mock remote: {brief(fetched)}")
 
-    def untouched_key(self, spec: RunSpec, image_id: str, script_done: bool) -> str | None:
-        """None: the capture reads the mock remote, never the workspace (a pull request)."""
-        return None
-
     async def capture(self, ws: Workspace, spec: RunSpec) -> CapturedSubmission:
         """The latest open PR's head as the remote holds it once the agent is done (a
         force-push after opening counts), diffed against main on the host."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -69,13 +70,22 @@ def test_only_an_agent_given_nothing_works_alone():
     assert not works_alone(SaysNothing)  # an agent that may use its workspace (a coding CLI)
 
 
+@dataclasses.dataclass
+class _Spec:
+    """The parts of a planned ``RunSpec`` the coding key reads (a real plan needs the image built)."""
+
+    task: Any
+    integrity: Any
+    engine_version: str
+
+
 @pytest.fixture(scope="module")
 def coding_spec():
     from engine.config.compose import compose_config, to_typed
 
-    spec = to_typed(compose_config(["task=sample/last_page", "agent=noop"]))
+    composed = to_typed(compose_config(["task=sample/last_page", "agent=noop"]))
     pins = {"baseline": "1" * 40, "test": "2" * 40, "golden": "3" * 40}  # as planning pins them
-    return dataclasses.replace(spec, task=dataclasses.replace(spec.task, pins=pins))
+    return _Spec(dataclasses.replace(composed.task, pins=pins), composed.integrity, "code-1")
 
 
 def test_the_coding_key_names_the_image_the_setup_the_mode_and_the_task(coding_spec):
@@ -90,6 +100,8 @@ def test_the_coding_key_names_the_image_the_setup_the_mode_and_the_task(coding_s
     assert key != flavor.untouched_key(none, "sha256:a", True)  # another index, another ownership
     pinned = dataclasses.replace(coding_spec.task, pins={**coding_spec.task.pins, "test": "4" * 40})
     assert key != flavor.untouched_key(dataclasses.replace(coding_spec, task=pinned), "sha256:a", True)
+    changed = dataclasses.replace(coding_spec, engine_version="code-2")  # any file of the code
+    assert key != flavor.untouched_key(changed, "sha256:a", True)
 
 
 def test_a_flavor_that_sets_up_or_captures_its_own_way_has_no_key(coding_spec):
