@@ -69,15 +69,19 @@ class Sweep:
         jobs with that setting plan and run on it; None: each session opens its own."""
         self.sessions: dict[tuple[object, ...], Session] = {}
         self.first: list[tuple[BatchJob | None, Session]] = []
+        self.images: dict[int, EnsuredImages] = {}
+        """One per session: each image ensured once a sweep (the first jobs' ahead, as planned)."""
 
     def plan_first(self) -> None:
         """Plan the jobs validation composed, which use every choice of every axis: every
         task's repo and refs are checked before any container starts. Raises UserError."""
-        self.first = [
-            plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions, self.store)
-            for num, (combo, cfg) in enumerate(self.composed)
-            if cfg is not None
-        ]
+        for num, (combo, cfg) in enumerate(self.composed):
+            if cfg is not None:
+                job, session = plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions, self.store)
+                self.first.append((job, session))
+                if job is not None:  # its images checked while the next jobs are planned
+                    setup = [job.plan.setup_image] if job.plan.setup_image is not None else []
+                    self.images.setdefault(id(session), EnsuredImages()).prefetch([*job.plan.images, *setup], session)
         for session in self.sessions.values():  # a runtime's own (a Docker host's dead owners' containers)
             if hasattr(session.runtime, "housekeeping"):
                 session.runtime.housekeeping()
@@ -88,7 +92,6 @@ class Sweep:
 
     async def _run(self) -> int:
         slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
-        images: dict[int, EnsuredImages] = {}  # one per session: each image ensured once a sweep
         running: list[asyncio.Task[list[BatchJob]]] = []
 
         async def one_job(job: BatchJob, session: Session) -> list[BatchJob]:
@@ -102,7 +105,7 @@ class Sweep:
                     sweep_id=self.sweep_id,
                     on_record=lambda job, record: print_record(record),
                     slots=slots.setdefault(id(session), RunSlots(self.parallel)),
-                    images=images.setdefault(id(session), EnsuredImages()),
+                    images=self.images.setdefault(id(session), EnsuredImages()),
                     ingest_each=False,  # one ingest at the sweep's end, not a store turn a run
                 )
             except CrucibleError as exc:

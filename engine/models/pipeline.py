@@ -6,6 +6,7 @@ loaded by ``engine.models`` on first use, so the commands that only read the sto
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,8 +159,11 @@ class RunSpec:
             _omit_defaults(getattr(self, part), data.get(part))
         return data
 
-    @property
+    @functools.cached_property
     def spec_hash(self) -> str:
+        """Computed once a spec (a run asks for it four times: ~1 ms of ``asdict`` each). The
+        spec is frozen and its parts are never changed once planned (``dataclasses.replace``
+        makes a new spec, with its own hash)."""
         return spec_hash_of(self.to_dict())
 
     @property

@@ -27,8 +27,10 @@ Ctrl-C cancels the runs in flight; each is recorded ``canceled`` before this ret
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,20 +76,65 @@ class EnsuredImages:
 
     def __init__(self) -> None:
         self._by_tag: dict[str, asyncio.Future[bool]] = {}
+        self._early: dict[str, concurrent.futures.Future[bool | None]] = {}
+        """Images being checked ahead (``prefetch``), by tag: whether each was cached, or None
+        where it was missing (``ensure`` builds it)."""
+
+    def prefetch(self, images: Iterable[ImageRef], session: Session) -> None:
+        """Ensure ``images`` now, each in a thread, where it exists already: a sweep does so for
+        each job it plans before anything runs, so the first batches find their images checked
+        and their builds recorded (inspects and a durable write each: 20-60 ms on the way to the
+        first container) while the rest are planned. A missing image is left to ``ensure``:
+        nothing is built before every first job is planned (a bad one ends the sweep first)."""
+        for image in images:
+            if image.tag not in self._early and image.tag not in self._by_tag:
+                self._early[image.tag] = _ahead().submit(_ensured_if_cached, image, session)
 
     async def ensure(self, image: ImageRef, session: Session) -> bool:
         """Whether ``image`` was cached, ensuring it first unless another batch has (or is).
         Raises BuildError as ``ImageBuilder.ensure`` does, to every batch that asked."""
         future = self._by_tag.get(image.tag)
         if future is None:
-            future = self._by_tag[image.tag] = asyncio.ensure_future(self._cache_hit(image, session))
+            future = self._by_tag[image.tag] = asyncio.ensure_future(self._ensured(image, session))
             future.add_done_callback(lambda f: f.cancelled() or f.exception())  # each asker sees it
         return await asyncio.shield(future)
+
+    async def _ensured(self, image: ImageRef, session: Session) -> bool:
+        early = self._early.pop(image.tag, None)
+        if early is not None:
+            try:
+                hit = await asyncio.wrap_future(early)
+            except BuildError:
+                raise  # ensured ahead (rebuilt over a newer base) and failed: said once, as ever
+            except Exception:  # the engine's, in the thread: ensuring it here says it where it belongs
+                hit = None
+            if hit is not None:
+                return hit
+        return await self._cache_hit(image, session)
 
     @staticmethod
     async def _cache_hit(image: ImageRef, session: Session) -> bool:
         spooled = _Spooled(session.store)
         return (await asyncio.to_thread(session.builder.ensure, image, spooled)).cache_hit
+
+
+def _ensured_if_cached(image: ImageRef, session: Session) -> bool | None:
+    """``ensure``'s answer for ``image`` where it exists now (a cache hit, unless it sits on an
+    earlier base and is built again); None where it does not."""
+    if session.builder.status(image) != "cached":
+        return None
+    return session.builder.ensure(image, _Spooled(session.store)).cache_hit
+
+
+_AHEAD: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+def _ahead() -> concurrent.futures.ThreadPoolExecutor:
+    """This process's threads for ``EnsuredImages.prefetch`` (made in it: a warm fork starts none of its server's)."""
+    global _AHEAD
+    if _AHEAD is None or _AHEAD[0] != os.getpid():
+        _AHEAD = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="crucible-images-ahead"))
+    return _AHEAD[1]
 
 
 class _Spooled:

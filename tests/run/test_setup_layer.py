@@ -280,3 +280,50 @@ def test_batches_sharing_what_they_ensured_check_and_record_each_image_once(base
     assert {tag: shared.get(tag, 0) - before.get(tag, 0) for tag in tags} == {tags[0]: 1, tags[1]: 1}
     asyncio.run(sweep(None))  # each batch its own: each checks and records them again
     assert {tag: builds()[tag] - shared[tag] for tag in tags} == {tags[0]: 2, tags[1]: 2}
+
+
+def test_images_checked_ahead_are_ensured_once_and_a_missing_one_only_when_a_batch_asks(
+    base_image, docker_client, tmp_path
+):
+    """A sweep checks each first job's images while it plans the next (``EnsuredImages.prefetch``):
+    one that exists is ensured then, in a thread, its build recorded once, and the batch that asks
+    finds it done; one that is missing is not built ahead (a later job that cannot be planned ends
+    the sweep before anything is built), only when a batch asks for it."""
+    import uuid
+
+    from engine.run.batch import EnsuredImages
+
+    session, noop = _session_and_plan("agent=noop", "seed=7304")
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {uuid.uuid4().hex} > /task-mark\n")
+    missing = session.builder.plan(tmp_path / "Dockerfile", tmp_path, {}, "task")
+    present = [noop.image, noop.setup_image]
+    for image in present:  # as a first sweep over the task leaves them
+        session.builder.ensure(image, session.store)
+    tags = [image.tag for image in (*present, missing)]
+
+    def builds() -> list[int]:
+        listed = ", ".join(f"'{tag}'" for tag in tags)
+        _, rows = session.store.query(f"SELECT tag, count(*) FROM builds WHERE tag IN ({listed}) GROUP BY tag")
+        return [dict(rows).get(tag, 0) for tag in tags]
+
+    before = builds()
+    images = EnsuredImages()
+    images.prefetch([*present, missing], session)
+    images.prefetch(present, session)  # a second job of the task: nothing more
+    for checked in list(images._early.values()):
+        checked.result(timeout=120)
+    try:
+        assert session.builder.status(missing) == "missing", "an image was built before a batch asked for it"
+        assert [n - b for n, b in zip(builds(), before)] == [1, 1, 0]
+
+        async def batches_ask() -> list[bool]:
+            return [await images.ensure(image, session) for image in (*present, missing, *present)]
+
+        assert asyncio.run(batches_ask()) == [True, True, False, True, True]
+        assert [n - b for n, b in zip(builds(), before)] == [1, 1, 1], "ensured again, or the missing one never"
+        assert session.builder.status(missing) == "cached"
+    finally:
+        try:
+            docker_client.images.remove(missing.tag, force=True)
+        except Exception:  # noqa: BLE001 - never built: the assertion above says why
+            pass

@@ -68,6 +68,7 @@ def zygote(control_fd):
     """Fork a child per request on ``control_fd``: the request's 3 descriptors become the
     child's stdin, stdout and stderr; ``pid N`` is sent when it started, ``exit N`` when done."""
     import ctypes
+    import gc
     import importlib
 
     try:  # not traceable by its children (the same uid): its socket and pids stay its own
@@ -79,6 +80,12 @@ def zygote(control_fd):
             importlib.import_module(name)
         except ImportError:
             pass
+    # Out of the collector's sight from here (Python 3.7+): a child's collections never walk
+    # the zygote's own objects, and so never copy the pages they lie on (~1.8 ms a scenario,
+    # a quarter of one, in an image). The scenario's own objects are collected as ever.
+    freeze = getattr(gc, "freeze", None)
+    if freeze is not None:
+        freeze()
     control = socket.socket(fileno=control_fd)
     while True:
         try:
