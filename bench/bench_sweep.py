@@ -6,12 +6,14 @@ sweep    `crucible run -m task='glob(sample/*)' agent=noop,integration_test`: 8 
          time, the whole command (start-up, composes, plans, containers, summary).
 warm     the same sweep with `crucible warm start`'s server running: the command is forked from
          a server holding crucible imported (engine/cli/warm.py); `sweep` is started cold.
-joblib   the same sweep through Hydra's joblib launcher (`hydra/launcher=joblib`): each
-         worker a fresh interpreter that composes and plans its own jobs.
+joblib   (``--joblib``) the same sweep through Hydra's joblib launcher (`hydra/launcher=joblib`):
+         each worker a fresh interpreter that composes and plans its own jobs.
 
-Each trial uses a new seed, so nothing is answered from the store. Trials alternate.
+Each trial uses a new seed, so nothing is answered from the store. Trials alternate, and each
+timed pipeline starts on a quiet machine (``settle``): what the one before left the kernel and
+the daemons to finish (containers' teardown) is not charged to the next, floors or sweeps.
 
-    .venv/bin/python bench/bench_sweep.py [--trials 3]
+    .venv/bin/python bench/bench_sweep.py [--trials 3] [--joblib]
 
 A baseline (``noop``) run's capture of its untouched workspace is kept once per image
 (engine/run/untouched.py): the warm-up sweeps keep them, so the trials start no baseline
@@ -48,9 +50,24 @@ PHASES: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
 SWEEP = ["run", "-m", "task=glob(sample/*)", "agent=noop,integration_test", "hydra.launcher.n_jobs=2"]
 
 
+def settle(quiet: float = 0.15, window: float = 0.05, at_most: float = 3.0) -> None:
+    """Until the machine's CPU has been busy less than ``quiet`` of a ``window`` (every process's
+    user+system, /proc/stat), for at most ``at_most`` seconds: a containers' teardown goes on in
+    the kernel and the daemons after their command has returned."""
+    from sweep_cpu import machine_cpu_seconds
+
+    cores, deadline = os.cpu_count() or 1, time.monotonic() + at_most
+    while time.monotonic() < deadline:
+        used = machine_cpu_seconds()
+        time.sleep(window)
+        if machine_cpu_seconds() - used < quiet * window * cores:
+            return
+
+
 def floors(planned: list, patches: list[bytes]) -> float:
     from bench_golden import floor_trial
 
+    settle()
     began = time.perf_counter()
     with ThreadPoolExecutor(2) as pool:
         list(
@@ -63,6 +80,7 @@ def sweep(seed: int, *extra: str, warm: bool = False) -> float:
     env = {**os.environ, "CRUCIBLE_WARM": "on" if warm else "off"}
     if FRESH_CAPTURES:
         shutil.rmtree(Path(os.environ["CRUCIBLE_HOME"]) / "cache" / "untouched", ignore_errors=True)
+    settle()
     began, wall_began = time.perf_counter(), time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", *SWEEP, f"seed={seed}", *extra],
@@ -117,6 +135,7 @@ def main() -> int:
     parser.add_argument(
         "--fresh-captures", action="store_true", help="drop the kept baseline captures before each sweep"
     )
+    parser.add_argument("--joblib", action="store_true", help="time the sweep through Hydra's joblib launcher too")
     ns = parser.parse_args()
     global FRESH_CAPTURES
     FRESH_CAPTURES = ns.fresh_captures
@@ -146,18 +165,20 @@ def main() -> int:
 
 
 def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
-    timings: dict[str, list[float]] = {"floor": [], "sweep": [], "warm": [], "joblib": []}
+    timings: dict[str, list[float]] = {"floor": [], "sweep": [], "warm": [], **({"joblib": []} if ns.joblib else {})}
     for trial in range(ns.trials):
         timings["floor"].append(floors(planned, patches))
         timings["sweep"].append(sweep(3 * trial + 1))
         timings["warm"].append(sweep(3 * trial + 2, warm=True))
-        timings["joblib"].append(sweep(3 * trial + 3, "hydra/launcher=joblib"))
+        if ns.joblib:
+            timings["joblib"].append(sweep(3 * trial + 3, "hydra/launcher=joblib"))
     floor = statistics.median(timings["floor"])
     # Each trial's own ratio too: its floor and its sweeps ran within seconds of each other, so
     # a machine whose speed drifts over minutes (a shared host's) moves both alike.
     paired = {
         name: statistics.median(v / f for v, f in zip(timings[name], timings["floor"]))
-        for name in ("sweep", "warm", "joblib")
+        for name in timings
+        if name != "floor"
     }
     print(
         f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter); "
@@ -171,6 +192,8 @@ def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
         ("warm", "crucible run -m, warm server"),
         ("joblib", "crucible run -m hydra/launcher=joblib"),
     ):
+        if name not in timings:
+            continue
         values = timings[name]
         print(
             f"{label:44} {statistics.median(values):9.3f} {statistics.median(values) / floor:8.2f}   "

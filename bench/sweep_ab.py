@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_sweep import SWEEP  # noqa: E402
+from bench_sweep import SWEEP, settle  # noqa: E402
 from sweep_cpu import machine_cpu_seconds  # noqa: E402
 
 
@@ -42,7 +42,8 @@ def crucible(tree: Path, *args: str, env: dict[str, str]) -> subprocess.Complete
 
 
 def one_sweep(tree: Path, seed: int, env: dict[str, str]) -> tuple[float, float]:
-    """(wall s, machine CPU s) of one warm sweep from ``tree``."""
+    """(wall s, machine CPU s) of one warm sweep from ``tree``, started on a quiet machine."""
+    settle()  # the sweep before's containers' teardown charged to neither
     cpu, began = machine_cpu_seconds(), time.perf_counter()
     proc = crucible(tree, *SWEEP, f"seed={seed}", env=env)
     wall, used = time.perf_counter() - began, machine_cpu_seconds() - cpu

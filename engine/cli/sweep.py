@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,7 @@ class Sweep:
     async def _run(self) -> int:
         slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
         running: list[asyncio.Task[list[BatchJob]]] = []
+        ingest = _IngestOnceWritten(self.ingest_spooled, running)
 
         async def one_job(job: BatchJob, session: Session) -> list[BatchJob]:
             """One job's batch. What fails before its run starts (its image cannot be built, the
@@ -107,6 +109,7 @@ class Sweep:
                     slots=slots.setdefault(id(session), RunSlots(self.parallel)),
                     images=self.images.setdefault(id(session), EnsuredImages()),
                     ingest_each=False,  # one ingest at the sweep's end, not a store turn a run
+                    on_written=ingest.written,
                 )
             except CrucibleError as exc:
                 text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -136,6 +139,7 @@ class Sweep:
                     print(f"crucible run: {exc}", file=sys.stderr)
                     mark_job(job_dir, USER_ERROR_MARKER, str(exc))  # the sweep's summary reports it
                     code = exc.exit_code
+            ingest.planned_all()
             for done in await asyncio.gather(*running):
                 if any(not job.records or any(r.status != "completed" for r in job.records) for job in done):
                     code = code or 1
@@ -143,6 +147,7 @@ class Sweep:
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            await ingest.ended()
             ingested = self.ingest_spooled()
         return code if ingested else code or 1
 
@@ -157,6 +162,37 @@ class Sweep:
                 print(f"crucible run: the sweep's records are not in the store yet: {exc}", file=sys.stderr)
                 ingested = False
         return ingested
+
+
+class _IngestOnceWritten:
+    """A sweep's records ingested as soon as every job's run has written its final one, in a
+    thread while the last grading containers are removed (~0.1 s of the store's CPU, with a
+    checkpoint every other sweep, beside ~0.07 s of the engine's and the kernel's): the runs
+    read the store no more by then. What lands after it (a retry's record, one rewritten
+    because its container could not be removed) is ingested at the end, as all was before."""
+
+    def __init__(self, ingest: Callable[[], bool], running: list[asyncio.Task[list[BatchJob]]]) -> None:
+        self.ingest, self.running = ingest, running
+        self.records = 0
+        self.all_planned = False
+        self.started: asyncio.Future[bool] | None = None
+
+    def written(self, record: RunRecord) -> None:
+        self.records += 1
+        self._start_if_all()
+
+    def planned_all(self) -> None:
+        self.all_planned = True
+        self._start_if_all()
+
+    def _start_if_all(self) -> None:
+        if self.all_planned and self.started is None and self.running and self.records >= len(self.running):
+            self.started = asyncio.ensure_future(asyncio.to_thread(self.ingest))
+
+    async def ended(self) -> None:
+        """Once it has ended, if it started (its failure said already: the last ingest tries again)."""
+        if self.started is not None:
+            await asyncio.gather(self.started, return_exceptions=True)
 
 
 def plan_job(

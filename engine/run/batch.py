@@ -181,13 +181,15 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
     progress: TaskProgress | None = None,
     images: EnsuredImages | None = None,
     ingest_each: bool = True,
+    on_written: Callable[[RunRecord], None] | None = None,
 ) -> list[BatchJob]:
     """Run ``jobs`` (each once, plus ``repeats``), at most ``parallel`` at a time (or as
     ``slots`` allow, shared with other batches); returns them with their records.
     ``reuse``: a spec with a completed run in the store is not run again. ``progress`` is told
     as each run starts and ends (an answer from the store counts as skipped). ``images``: what
     batches sharing it (of one session) have ensured already. ``ingest_each`` False: each run's
-    final record is written durably and spooled, and the caller ingests them all at once."""
+    final record is written durably and spooled, and the caller ingests them all at once;
+    ``on_written`` is told of each final record once it is written (``Runner.on_written``)."""
     # The verdict cache first, in one read: what it answers needs no image and no runner.
     done = session.store.completed_runs_for([job.plan.spec.spec_hash for job in jobs]) if reuse else {}
     for job in jobs:
@@ -232,6 +234,7 @@ async def run_batch(  # noqa: C901 (the batch loop: slots, the verdict cache, ca
         ensured=ensured,
         serving=serving,
         ingest_each=ingest_each,
+        on_written=on_written,
     )
 
     async def execute(

@@ -70,9 +70,13 @@ class Runner:
         ensured: dict[str, bool] | None = None,
         serving: asyncio.Future[None] | None = None,
         ingest_each: bool = True,
+        on_written: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.store = store
         self.ingest_each = ingest_each
+        self.on_written = on_written
+        """Called in the loop once a run's final record is written durably, before its grading
+        container is gone: a sweep ingests its records once every run's is written."""
         """Each run's final record ingested as it is written; False: written durably and left in
         the spool for the caller's one ingest (a sweep's, at its end; every read ingests first)."""
         self.builder = builder
@@ -246,6 +250,9 @@ class Runner:
             written = asyncio.ensure_future(
                 asyncio.to_thread(self.store.record_run, copy.deepcopy(record), ingest=ingest)
             )
+            if self.on_written is not None:
+                told = self.on_written
+                written.add_done_callback(lambda f: None if f.cancelled() or f.exception() else told(record))
             cancelled = await through_cancel(resources.grading_removed)
             cancelled = await through_cancel(written) or cancelled
         written.result()  # a store that failed raises (StoreError), as it always did

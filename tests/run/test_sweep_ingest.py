@@ -1,5 +1,6 @@
 """A sweep's completed runs write their final records durably and leave them in the spool; the
-sweep ingests them in one turn at its end, not one store turn a run. A run that did not complete
+sweep ingests them in one turn once every run's is written (while the last grading containers are
+removed), not one store turn a run, and what lands after that at its end. A run that did not complete
 is ingested at once (a cancelled sweep may end before its last runs have written theirs). Meanwhile
 every reader ingests the spool first, so nothing is missed; the DuckDB file itself is read
 here as an outside tool would (engine.store.lock.open_store: no ingest).
@@ -63,7 +64,7 @@ def _sweep(tmp_path, seed: int):
     return sweep
 
 
-def test_a_sweep_ingests_its_runs_once_at_its_end(base_image, tmp_path, monkeypatch):
+def test_a_sweep_ingests_its_runs_in_one_turn_once_all_are_written(base_image, tmp_path, monkeypatch):
     from engine.store.duckdb import DuckDBStore
 
     sweep = _sweep(tmp_path, random.randrange(10**9))
@@ -77,9 +78,39 @@ def test_a_sweep_ingests_its_runs_once_at_its_end(base_image, tmp_path, monkeypa
     monkeypatch.setattr(DuckDBStore, "ingest_pending", counted)
     assert sweep.run() == 0
     [session] = sweep.sessions.values()
-    assert len(turns) == 1 and turns[0] >= 2  # the two runs' final records (and their early ones) at once
+    # the two runs' final records (and their early ones) at once; nothing left for the end's look
+    assert len(turns) == 2 and turns[0] >= 2 and turns[1] == 0, turns
     _, rows = session.store.query(f"SELECT agent, status FROM runs WHERE sweep_id = '{sweep.sweep_id}' ORDER BY agent")
     assert rows == [("integration_test", "completed"), ("noop", "completed")]
+
+
+def test_the_ingest_begins_while_the_last_grading_containers_are_removed(base_image, tmp_path, monkeypatch):
+    """Once every run's final record is written, the ingest need not wait for the containers to
+    go: each grading container's removal here waits for the ingest to have begun (it cannot end
+    before that, so a sweep that ingested only after its runs ended would never finish them)."""
+    import threading
+
+    from engine.runtimes.docker.workspace import DockerWorkspace
+    from engine.store.duckdb import DuckDBStore
+
+    sweep = _sweep(tmp_path, random.randrange(10**9))
+    began = threading.Event()
+    waited: list[bool] = []
+    ingest, remove = DuckDBStore.ingest_pending, DockerWorkspace._remove
+
+    def ingest_pending(self) -> int:
+        began.set()
+        return ingest(self)
+
+    def removed_once_the_ingest_began(self) -> None:
+        if self.purpose == "grade":
+            waited.append(began.wait(timeout=120))
+        remove(self)
+
+    monkeypatch.setattr(DuckDBStore, "ingest_pending", ingest_pending)
+    monkeypatch.setattr(DockerWorkspace, "_remove", removed_once_the_ingest_began)
+    assert sweep.run() == 0
+    assert waited == [True, True]
 
 
 def test_a_cancelled_sweeps_runs_are_in_the_store_file_as_canceled(base_image, tmp_path, monkeypatch):
