@@ -305,6 +305,16 @@ class ContentAddressedBuilder:
                 raise
         return self._record(store, ref, started, t0, found=found, cache_hit=False, log_path=log_path)
 
+    def ensure_if_current(self, ref: ImageRef, store: RecordsBuilds | None = None) -> BuildRecord | None:
+        """``ensure``'s cache hit where it would build nothing: an image with the ref's tag that
+        sits on its bases as they are now (recorded in ``store``, if given); None otherwise, and
+        nothing is built (a sweep checks its first jobs' images this way while it plans)."""
+        started, t0 = _now(), time.monotonic()
+        found = image_info(self.client, ref.tag)
+        if found is None or not self._on_its_bases(ref, found):
+            return None
+        return self._record(store, ref, started, t0, found=found, cache_hit=True)
+
     def _on_its_bases(self, ref: ImageRef, found: dict[str, Any]) -> bool:
         """Whether a cached image still sits on each crucible-built image its Dockerfile names,
         as that image is now. One built here is named by its inputs, not its bytes: rebuilt under

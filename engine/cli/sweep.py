@@ -76,13 +76,19 @@ class Sweep:
     def plan_first(self) -> None:
         """Plan the jobs validation composed, which use every choice of every axis: every
         task's repo and refs are checked before any container starts. Raises UserError."""
-        for num, (combo, cfg) in enumerate(self.composed):
-            if cfg is not None:
+        try:
+            for num, (combo, cfg) in enumerate(self.composed):
+                if cfg is None:
+                    continue
                 job, session = plan_job(combo, cfg, self.sweep_id, self.sweep_dir / str(num), self.sessions, self.store)
                 self.first.append((job, session))
                 if job is not None:  # its images checked while the next jobs are planned
                     setup = [job.plan.setup_image] if job.plan.setup_image is not None else []
                     self.images.setdefault(id(session), EnsuredImages()).prefetch([*job.plan.images, *setup], session)
+        except BaseException:  # the sweep ends here: it waits for no check of its images
+            for images in self.images.values():
+                images.forget_prefetched()
+            raise
         for session in self.sessions.values():  # a runtime's own (a Docker host's dead owners' containers)
             if hasattr(session.runtime, "housekeeping"):
                 session.runtime.housekeeping()
@@ -147,8 +153,7 @@ class Sweep:
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
-            await ingest.ended()
-            ingested = self.ingest_spooled()
+            ingested = await ingest.ended() and self.ingest_spooled()
         return code if ingested else code or 1
 
     def ingest_spooled(self) -> bool:
@@ -168,31 +173,37 @@ class _IngestOnceWritten:
     """A sweep's records ingested as soon as every job's run has written its final one, in a
     thread while the last grading containers are removed (~0.1 s of the store's CPU, with a
     checkpoint every other sweep, beside ~0.07 s of the engine's and the kernel's): the runs
-    read the store no more by then. What lands after it (a retry's record, one rewritten
-    because its container could not be removed) is ingested at the end, as all was before."""
+    read the store no more by then. A job is done with its first record that is not the
+    infrastructure's (one that is may be tried again, and the try reads the store). What lands
+    after it (a record rewritten because its container could not be removed) is ingested at the
+    end, as all was before."""
 
     def __init__(self, ingest: Callable[[], bool], running: list[asyncio.Task[list[BatchJob]]]) -> None:
         self.ingest, self.running = ingest, running
-        self.records = 0
+        self.done = 0
         self.all_planned = False
         self.started: asyncio.Future[bool] | None = None
 
     def written(self, record: RunRecord) -> None:
-        self.records += 1
-        self._start_if_all()
+        if not record.infrastructure:
+            self.done += 1
+            self._start_if_all()
 
     def planned_all(self) -> None:
         self.all_planned = True
         self._start_if_all()
 
     def _start_if_all(self) -> None:
-        if self.all_planned and self.started is None and self.running and self.records >= len(self.running):
+        if self.all_planned and self.started is None and self.running and self.done >= len(self.running):
             self.started = asyncio.ensure_future(asyncio.to_thread(self.ingest))
 
-    async def ended(self) -> None:
-        """Once it has ended, if it started (its failure said already: the last ingest tries again)."""
-        if self.started is not None:
-            await asyncio.gather(self.started, return_exceptions=True)
+    async def ended(self) -> bool:
+        """Once it has ended, whether it went in (True where it never started); a failure has
+        been said already, and a store locked past its wait is not waited for again."""
+        if self.started is None:
+            return True
+        await asyncio.gather(self.started, return_exceptions=True)
+        return bool(not self.started.cancelled() and self.started.exception() is None and self.started.result())
 
 
 def plan_job(

@@ -162,8 +162,9 @@ class RunSpec:
     @functools.cached_property
     def spec_hash(self) -> str:
         """Computed once a spec (a run asks for it four times: ~1 ms of ``asdict`` each). The
-        spec is frozen and its parts are never changed once planned (``dataclasses.replace``
-        makes a new spec, with its own hash)."""
+        spec is frozen and its parts (the typed config's own objects) are never changed once
+        planned: one changed after its hash was read would leave the hash stale, so a change is
+        a new spec (``dataclasses.replace``, with its own hash)."""
         return spec_hash_of(self.to_dict())
 
     @property

@@ -30,7 +30,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,19 +76,32 @@ class EnsuredImages:
 
     def __init__(self) -> None:
         self._by_tag: dict[str, asyncio.Future[bool]] = {}
-        self._early: dict[str, concurrent.futures.Future[bool | None]] = {}
-        """Images being checked ahead (``prefetch``), by tag: whether each was cached, or None
-        where it was missing (``ensure`` builds it)."""
+        self._early: dict[str, concurrent.futures.Future[dict[str, bool]]] = {}
+        """Images checked ahead (``prefetch``), by tag: the check of the job that asked first,
+        whose answer holds the tag where it was a current cache hit (recorded then)."""
 
-    def prefetch(self, images: Iterable[ImageRef], session: Session) -> None:
-        """Ensure ``images`` now, each in a thread, where it exists already: a sweep does so for
-        each job it plans before anything runs, so the first batches find their images checked
-        and their builds recorded (inspects and a durable write each: 20-60 ms on the way to the
-        first container) while the rest are planned. A missing image is left to ``ensure``:
-        nothing is built before every first job is planned (a bad one ends the sweep first)."""
-        for image in images:
-            if image.tag not in self._early and image.tag not in self._by_tag:
-                self._early[image.tag] = _ahead().submit(_ensured_if_cached, image, session)
+    def prefetch(self, images: Sequence[ImageRef], session: Session) -> None:
+        """Check one job's ``images`` (base first: the task image, the agent's layer, the setup
+        layer) now, in a thread: each that exists on its bases as they are now is ensured then
+        (a cache hit, its build recorded), so the first batches find it done while the next
+        jobs are planned (inspects and a durable write each: 20-60 ms on the way to the first
+        container). Nothing is built ahead: from the first image that is missing or sits on an
+        earlier base, that one and those over it are left to ``ensure``, in order, as ever. An
+        image another job's check has taken is checked again here, not recorded again."""
+        check_only = getattr(session.builder, "ensure_if_current", None)
+        if check_only is None:  # a builder with no check that builds nothing: ensure decides
+            return
+        mine = [image.tag for image in images if image.tag not in self._early and image.tag not in self._by_tag]
+        if not mine:
+            return
+        checked = _ahead().submit(_current_hits, list(images), set(mine), check_only, _Spooled(session.store))
+        for tag in mine:
+            self._early[tag] = checked
+
+    def forget_prefetched(self) -> None:
+        """Drop the checks not begun yet (a sweep that will not run: its exit waits for none)."""
+        for checked in self._early.values():
+            checked.cancel()
 
     async def ensure(self, image: ImageRef, session: Session) -> bool:
         """Whether ``image`` was cached, ensuring it first unless another batch has (or is).
@@ -100,16 +113,13 @@ class EnsuredImages:
         return await asyncio.shield(future)
 
     async def _ensured(self, image: ImageRef, session: Session) -> bool:
-        early = self._early.pop(image.tag, None)
-        if early is not None:
+        checked = self._early.pop(image.tag, None)
+        if checked is not None and not checked.cancelled():
             try:
-                hit = await asyncio.wrap_future(early)
-            except BuildError:
-                raise  # ensured ahead (rebuilt over a newer base) and failed: said once, as ever
+                if (await asyncio.wrap_future(checked)).get(image.tag):
+                    return True
             except Exception:  # the engine's, in the thread: ensuring it here says it where it belongs
-                hit = None
-            if hit is not None:
-                return hit
+                pass
         return await self._cache_hit(image, session)
 
     @staticmethod
@@ -118,12 +128,17 @@ class EnsuredImages:
         return (await asyncio.to_thread(session.builder.ensure, image, spooled)).cache_hit
 
 
-def _ensured_if_cached(image: ImageRef, session: Session) -> bool | None:
-    """``ensure``'s answer for ``image`` where it exists now (a cache hit, unless it sits on an
-    earlier base and is built again); None where it does not."""
-    if session.builder.status(image) != "cached":
-        return None
-    return session.builder.ensure(image, _Spooled(session.store)).cache_hit
+def _current_hits(
+    images: list[ImageRef], mine: set[str], check_only: Callable[..., BuildRecord | None], store: RecordsBuilds
+) -> dict[str, bool]:
+    """The tags of ``images`` (base first) that are current cache hits, up to the first that is
+    not; those in ``mine`` recorded as ensured, the others only checked."""
+    hits: dict[str, bool] = {}
+    for image in images:
+        if check_only(image, store if image.tag in mine else None) is None:
+            break
+        hits[image.tag] = True
+    return hits
 
 
 _AHEAD: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None

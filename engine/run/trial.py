@@ -74,11 +74,11 @@ class Runner:
     ) -> None:
         self.store = store
         self.ingest_each = ingest_each
+        """Each run's final record ingested as it is written; False: written durably and left in
+        the spool for the caller's one ingest (a sweep's; every read ingests first)."""
         self.on_written = on_written
         """Called in the loop once a run's final record is written durably, before its grading
-        container is gone: a sweep ingests its records once every run's is written."""
-        """Each run's final record ingested as it is written; False: written durably and left in
-        the spool for the caller's one ingest (a sweep's, at its end; every read ingests first)."""
+        container is gone: a sweep ingests its records once every job's is written."""
         self.builder = builder
         self.runtime = runtime
         self.ensured = dict(ensured or {})

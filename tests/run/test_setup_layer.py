@@ -285,10 +285,10 @@ def test_batches_sharing_what_they_ensured_check_and_record_each_image_once(base
 def test_images_checked_ahead_are_ensured_once_and_a_missing_one_only_when_a_batch_asks(
     base_image, docker_client, tmp_path
 ):
-    """A sweep checks each first job's images while it plans the next (``EnsuredImages.prefetch``):
-    one that exists is ensured then, in a thread, its build recorded once, and the batch that asks
-    finds it done; one that is missing is not built ahead (a later job that cannot be planned ends
-    the sweep before anything is built), only when a batch asks for it."""
+    """A sweep checks each first job's images while it plans the next (``EnsuredImages.prefetch``),
+    base first: one that exists on its bases is ensured then, in a thread, its build recorded once,
+    and the batch that asks finds it done; one that is missing, and every image over it, is left to
+    the batch (nothing is built ahead: a later job that cannot be planned ends the sweep first)."""
     import uuid
 
     from engine.run.batch import EnsuredImages
@@ -307,6 +307,13 @@ def test_images_checked_ahead_are_ensured_once_and_a_missing_one_only_when_a_bat
         return [dict(rows).get(tag, 0) for tag in tags]
 
     before = builds()
+    # A job whose first image is missing: nothing over it is answered ahead (it may be built
+    # anew, and what sits on it then with it), so nothing is recorded.
+    over_missing = EnsuredImages()
+    over_missing.prefetch([missing, *present], session)
+    for checked in list(over_missing._early.values()):
+        assert checked.result(timeout=120) == {}
+    assert builds() == before
     images = EnsuredImages()
     images.prefetch([*present, missing], session)
     images.prefetch(present, session)  # a second job of the task: nothing more
