@@ -202,8 +202,8 @@ class _IngestOnceWritten:
         been said already, and a store locked past its wait is not waited for again."""
         if self.started is None:
             return True
-        await asyncio.gather(self.started, return_exceptions=True)
-        return bool(not self.started.cancelled() and self.started.exception() is None and self.started.result())
+        [outcome] = await asyncio.gather(self.started, return_exceptions=True)
+        return outcome is True
 
 
 def plan_job(

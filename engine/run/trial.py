@@ -85,12 +85,12 @@ class Runner:
         """Images a batch ensured before it fanned out (tag -> whether it was cached): a run of
         one of them does not check it again (0.01-0.2 s of ``docker`` calls on its critical path)."""
         self.serving = serving
+        """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
+        each run waits for it first."""
         self.untouched = UntouchedCaptures()
         """The kept captures of untouched workspaces (engine/run/untouched.py)."""
         self.golden_times: GoldenTimes = {}
         """The stored goldens' test times this batch looked up (engine/run/timing.py)."""
-        """What serves a run's tools, loading in a thread (``engine.capabilities.preload``):
-        each run waits for it first."""
 
     def start_ahead(self, plan: Plan, run_id: str) -> RunResources:
         """Start run ``run_id``'s resources now, ahead of its turn (``execute``): its bridge, its
