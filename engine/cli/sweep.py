@@ -198,11 +198,14 @@ class _IngestOnceWritten:
             self.started = asyncio.ensure_future(asyncio.to_thread(self.ingest))
 
     async def ended(self) -> bool:
-        """Once it has ended, whether it went in (True where it never started); a failure has
-        been said already, and a store locked past its wait is not waited for again."""
+        """Once it has ended, whether it went in (True where it never started): a store that
+        said no has been said already, and one locked past its wait is not waited for again.
+        Anything else it raised is raised here, as the end's ingest would have."""
         if self.started is None:
             return True
         [outcome] = await asyncio.gather(self.started, return_exceptions=True)
+        if isinstance(outcome, Exception):
+            raise outcome
         return outcome is True
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from engine.cli.sweep import _IngestOnceWritten
 
 
@@ -46,3 +48,21 @@ def test_an_early_ingest_that_failed_is_not_waited_for_again():
         return outcome
 
     assert asyncio.run(sweep()) == (True, False)
+
+
+def test_what_an_early_ingest_raises_beyond_the_store_saying_no_is_raised_at_the_end():
+    def broken() -> bool:
+        raise RuntimeError("an ingest that broke")
+
+    async def sweep() -> None:
+        running = [asyncio.ensure_future(asyncio.sleep(0))]
+        ingest = _IngestOnceWritten(broken, running)
+        ingest.planned_all()
+        ingest.written(_record())
+        try:
+            await ingest.ended()
+        finally:
+            await asyncio.gather(*running)
+
+    with pytest.raises(RuntimeError, match="an ingest that broke"):
+        asyncio.run(sweep())
