@@ -16,7 +16,6 @@
 # shellcheck disable=SC2154  # HARDEN comes from the prelude
 # shellcheck disable=SC2034  # VAULT is read by require_vault (sh/shadow.sh)
 # shellcheck disable=SC2164  # set -e (the prelude) ends the script when a cd fails
-# shellcheck disable=SC2174  # only DIR itself is to be 700; its parents are root-only already
 
 WORKDIR=$1 BASE=$2 VAULT=$3 DIR=$4 UID_WALL=$5 NONCE=$6
 shift 6
@@ -26,9 +25,8 @@ hidden=("$@")
 # tracked files are rewritten (no copy-up of a big tree); untracked files go, ignored ones
 # (install outputs) stay. $DIR/stale keeps what was rewritten: it is handed over too.
 require_vault
-rm -rf -- "$DIR"
-mkdir -p -m 700 -- "$DIR"
-shadow_init "$DIR"
+if [ -e "$DIR" ] || [ -L "$DIR" ]; then rm -rf -- "$DIR"; fi  # a fresh workspace has none: no rm
+shadow_init "$DIR"  # DIR made 700
 cd "$WORKDIR"
 shadow_read_base
 # ls-files -m hashes only what it must: a file whose stat data is not the index's (all of them,
@@ -190,11 +188,13 @@ if [ "$UID_WALL" = 1 ]; then
 fi
 
 # The scan's files, as they will run (staging.scanned): regular files, not symlinks, read as
-# root now that everything is staged and before any test runs.
+# root now that everything is staged and before any test runs. The C locale from here, so that
+# ${#rel} counts the path's bytes.
+LC_ALL=C
 while IFS= read -r -d '' rel; do
   path=$WORKDIR/$rel
   if [ -z "$rel" ] || [ -L "$path" ] || [ ! -f "$path" ]; then continue; fi
   size=$(wc -c < "$path") || continue
-  printf '\n%s scan %s %s\n%s' "$NONCE" "$((size))" "$(LC_ALL=C; echo "${#rel}")" "$rel"
+  printf '\n%s scan %s %s\n%s' "$NONCE" "$((size))" "${#rel}" "$rel"
   cat -- "$path" || exit 0  # a short last record is dropped (staging.scanned): read from the workspace then
 done < "$DIR/scan"
