@@ -13,6 +13,7 @@ ref never enters the agent's workspace.
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import posixpath
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ConfigError, PlanError
+from engine.util.commit_memo import remembered
 from envs.integrity import patch
 
 WRITE_MODES = {"100644": "644", "100755": "755", "120000": "link"}
@@ -69,6 +71,23 @@ def read_change(repo_path: Path, baseline: str, test: str, filters: Sequence[str
 
 @functools.lru_cache(maxsize=64)
 def _read_change(
+    repo_path: str, baseline: str, test: str, filters: tuple[str, ...], task_id: str
+) -> tuple[HiddenFile, ...]:
+    """Once per process, and read from git once across commands (a function of the two commits
+    and the filters alone: engine.util.commit_memo); a change that cannot be graded is refused
+    every time, never kept."""
+    kept = remembered(
+        "hidden-change",
+        (repo_path, baseline, test, *filters),
+        lambda: [
+            [f.path, f.mode, base64.b64encode(f.data).decode()]
+            for f in _read_change_now(repo_path, baseline, test, filters, task_id)
+        ],
+    )
+    return tuple(HiddenFile(path, mode, base64.b64decode(data)) for path, mode, data in kept)
+
+
+def _read_change_now(
     repo_path: str, baseline: str, test: str, filters: tuple[str, ...], task_id: str
 ) -> tuple[HiddenFile, ...]:
     raw = _git(repo_path, ["diff", "--raw", "-z", "--no-renames", "--no-abbrev", baseline, test], baseline, test)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.errors import PlanError
 from engine.plan.repos import git_bytes
+from engine.util.commit_memo import remembered
 
 EDIT = "str_replace_based_edit_tool"
 REGULAR, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
@@ -63,7 +64,14 @@ def derive_validation(repo_path: str | Path, baseline_sha: str, golden_sha: str,
 
 @functools.lru_cache(maxsize=64)
 def _derived(repo_path: str, baseline_sha: str, golden_sha: str, workdir: str) -> str:
-    return json.dumps(_derive(Path(repo_path), baseline_sha, golden_sha, workdir))
+    """Read from git once across commands too (engine.util.commit_memo): the commits' content
+    alone decides it."""
+    steps = remembered(
+        "validation",
+        (repo_path, baseline_sha, golden_sha, workdir),
+        lambda: _derive(Path(repo_path), baseline_sha, golden_sha, workdir),
+    )
+    return json.dumps(steps)
 
 
 def _derive(repo: Path, baseline_sha: str, golden_sha: str, workdir: str) -> list[dict]:
