@@ -63,6 +63,8 @@ def from_env(timeout: float) -> docker.DockerClient:
     each request (~2 ms of a ~4 ms request here), for a transport no proxy can carry."""
     import docker
 
+    # No version given: the SDK asks the engine for it (GET /version) as it makes the client,
+    # which raises where no engine answers; a ping after it would ask again.
     client = docker.from_env(timeout=timeout)
     if local_engine_socket() is not None:
         client.api.trust_env = False
@@ -79,8 +81,7 @@ def ensure_engine(client_timeout: float = 600) -> docker.DockerClient:
 
     where = os.environ.get("DOCKER_HOST", DEFAULT_SOCKET)
     try:
-        client = from_env(client_timeout)
-        client.ping()
+        client = from_env(client_timeout)  # its making asks the engine its API version: a ping
     except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
         raise EngineUnavailable(f"Docker engine unreachable at {where}: {HINT}") from exc
     return client
@@ -106,9 +107,7 @@ def connect(api_timeout: float) -> Any:  # docker.DockerClient: the SDK ships no
     import requests.exceptions
 
     try:
-        client = from_env(api_timeout)
-        client.ping()
-        return client
+        return from_env(api_timeout)  # its making asks the engine its API version: a ping
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise EngineUnavailable(f"Docker engine unreachable ({reason}); start it with `crucible doctor --fix`") from exc
