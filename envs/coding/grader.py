@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import posixpath
 import re
 import secrets
@@ -48,6 +49,8 @@ from envs.coding.testrun import (
 from envs.integrity import patch
 from envs.integrity.scan import scanner
 
+log = logging.getLogger(__name__)
+
 STAGE_OUTPUT_BYTES = 8 << 20
 """git apply --verbose names every file: room for a big diff's, so no record line is dropped."""
 SCAN_FILES = 1000
@@ -74,6 +77,7 @@ async def prepare(
     modules = _test_files(task, hidden)
     if renaming is not None:
         modules = renaming.ordered(modules)
+    separate = bool(task.isolated_verdict) and isolates(task, integrity)
     try:
         plan = (
             isolated.plan(
@@ -81,8 +85,9 @@ async def prepare(
                 modules,
                 workdir=workdir,
                 uid_wall=uid_wall,
-                separate=isolates(task, integrity),
+                separate=separate,
                 files=hidden,
+                preload=_scenario_preload(task) if separate else None,
             )
             if task.isolated_verdict
             else None
@@ -182,6 +187,16 @@ def _digest(hidden: Sequence[HiddenFile]) -> str:
     for item in hidden:
         digest.update(f"{item.entry}\0{len(item.data)}\0".encode("utf-8", "surrogateescape") + item.data)
     return digest.hexdigest()
+
+
+def _scenario_preload(task: CodingTaskConfig) -> list[str] | None:
+    """The modules the baseline imports, for the zygote to load ahead; None (all it would) where
+    they cannot be read: an optimisation, never a reason for grading to fail."""
+    try:
+        return isolated.imported_modules(str(task.repo), baseline_of(task, GradeError))
+    except Exception as exc:  # noqa: BLE001 (whatever reading the repo raised: the zygote loads all)
+        log.debug("task %s: the baseline's imports not read (%s): the zygote preloads all", task.id, exc)
+        return None
 
 
 async def grade(

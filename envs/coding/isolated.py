@@ -33,13 +33,19 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import posixpath
 import shlex
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
+from engine.errors import PlanError
 from engine.interfaces import AGENT_UID, ROOT_UID
+from engine.plan import repos
+from engine.util.commit_memo import remembered
 from envs.coding.hidden import HiddenFile
 
 VERDICT_DIR = "/tmp/crucible-verdict"
@@ -117,9 +123,12 @@ def plan(
     separate: bool,
     uid_wall: bool,
     files: Sequence[HiddenFile] = (),
+    preload: Sequence[str] | None = None,
 ) -> Plan:
     """``hidden``: the modules pytest runs; ``files``: the hidden change (the isolated
-    verdict's launcher writes it under hidden/)."""
+    verdict's launcher writes it under hidden/); ``preload``: the top-level modules the repo's
+    code imports (``imported_modules``), of which the zygote loads its common ones ahead (None:
+    all of them)."""
     lib = {f"{VERDICT_DIR}/lib/{name}": _script(name) for name in ("crucible_probe.py", "crucible_scenario.py")}
     if not separate:
         user = AGENT_UID if uid_wall else ROOT_UID
@@ -160,6 +169,7 @@ def plan(
             str(len(zygote)),
             "--files-bytes",
             str(len(payload)),
+            *(["--preload", ",".join(sorted(preload))] if preload is not None else []),
             "--",
             *pytest_options(),
             *hidden,
@@ -196,3 +206,37 @@ def _verdict_files(grader: Mapping[str, bytes], hidden: Sequence[HiddenFile]) ->
     entries += [("hidden", f.mode, f.path, f.data if f.mode != "del" else b"") for f in hidden]
     head = json.dumps([[kind, mode, rel, len(data)] for kind, mode, rel, data in entries])
     return head.encode() + b"\n" + b"".join(data for *_, data in entries)
+
+
+IMPORT_LINE = r"^[[:space:]]*(import|from)[[:space:]]"
+"""What ``git grep`` keeps of the repo's Python files: their import statements' first lines."""
+
+
+def imported_modules(repo: str, baseline: str) -> list[str]:
+    """The top-level modules the baseline's Python files import (``import a.b as c, d``: a, d;
+    ``from x.y import z``: x; relative imports name none), read once per repo and commit across
+    commands (engine.util.commit_memo). What the zygote may load ahead: a scenario runs the repo's
+    code, which imports them. Raises what reading the repo raises (PlanError)."""
+    return cast(list[str], remembered("imports", (repo, baseline), lambda: _imported_now(repo, baseline)))
+
+
+def _imported_now(repo: str, baseline: str) -> list[str]:
+    path = repos.resolve_repo(repo)
+    found = subprocess.run(
+        ["git", "-C", str(path), "grep", "-h", "-I", "-E", IMPORT_LINE, baseline, "--", "*.py"],
+        capture_output=True,
+        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"},
+    )
+    if found.returncode not in (0, 1):  # 1: no line matched
+        raise PlanError(
+            f"cannot read the imports of {baseline[:12]} in {path}: {found.stderr.decode(errors='replace')}"
+        )
+    names: set[str] = set()
+    for line in found.stdout.decode("utf-8", "replace").splitlines():
+        words = line.split("#", 1)[0].split()
+        if words[:1] == ["from"] and len(words) > 1:
+            names.add(words[1].split(".")[0])  # "" for a relative import: no name
+        elif words[:1] == ["import"]:
+            for each in " ".join(words[1:]).split(","):
+                names.add(each.split(" as ")[0].strip().split(".")[0])
+    return sorted(name for name in names if name.isidentifier())

@@ -273,8 +273,9 @@ def _start_zygote(args, source, control):
     import subprocess
 
     runner = ["-"] if source is not None else [os.path.join(args.verdict, "lib", "crucible_scenario.py")]
+    preload = ["--preload", args.preload] if args.preload is not None else []
     return subprocess.Popen(
-        [*as_user(args.scenario_uid), sys.executable, "-I", *runner, "--zygote", str(control.fileno())],
+        [*as_user(args.scenario_uid), sys.executable, "-I", *runner, "--zygote", str(control.fileno()), *preload],
         cwd=args.workdir, env=scenario_env(), pass_fds=(control.fileno(),),
         stdin=subprocess.DEVNULL if source is None else subprocess.PIPE,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -315,7 +316,7 @@ def fork_zygote(args, source, control):
         sys.argv[:] = ["crucible_scenario.py", "--zygote", str(control.fileno())]
         import site
         site.main()  # the site dirs and their .pth files, as a fresh `python3 -I` has them, as this uid
-        zygote["zygote"](control.fileno())
+        zygote["zygote"](control.fileno(), None if args.preload is None else args.preload.split(","))
     finally:
         os._exit(0)
 
@@ -456,6 +457,7 @@ def main():
     parser.add_argument("--scenario-uid", type=int, required=True)
     parser.add_argument("--scenario-timeout", type=float, default=120.0)
     parser.add_argument("--no-zygote", action="store_true", help="a fresh interpreter for every scenario")
+    parser.add_argument("--preload", help="modules the repo imports, a,b,c: the zygote's ahead (default: all)")
     parser.add_argument("--zygote-source-bytes", type=int, default=0,
                         help="crucible_scenario.py's text is the next N bytes of stdin (default: the verdict dir's copy)")
     parser.add_argument("--files-bytes", type=int, default=0,

@@ -35,11 +35,19 @@ def page_count(total, per_page):
 FIXED = CODE.replace("total // per_page", "-(-total // per_page)")
 
 
-def start_gated(repo: Path, verdict: Path, hidden: list[HiddenFile]) -> subprocess.Popen:
+def start_gated(
+    repo: Path, verdict: Path, hidden: list[HiddenFile], preload: list[str] | None = None
+) -> subprocess.Popen:
     """The launcher as grading starts it: its code, the zygote's and the verdict dir's files on
     its stdin (the dir written by it), then waiting for "go"."""
     plan = isolated.plan(
-        "unused", ["tests/test_hidden.py"], workdir=str(repo), separate=True, uid_wall=True, files=hidden
+        "unused",
+        ["tests/test_hidden.py"],
+        workdir=str(repo),
+        separate=True,
+        uid_wall=True,
+        files=hidden,
+        preload=preload,
     )
     argv = shlex.split(plan.command)
     argv = [PYTHON if a == "python3" else a for a in argv]
@@ -238,5 +246,41 @@ def test_the_zygote_is_forked_from_the_launcher_with_setprivs_credentials_and_no
         launcher = start_gated(repo, verdict, [HiddenFile("tests/test_hidden.py", "644", text.encode())])
     finally:
         del os.environ["CRUCIBLE_TEST_LAUNCHER_ONLY"]
+    out, _ = launcher.communicate(b"go\n", timeout=120)
+    assert launcher.returncode == 0 and b"1 passed" in out, out.decode(errors="replace")
+
+
+PRELOADED = """
+from crucible_probe import isolated
+
+EXPECTED = {expected!r}
+
+
+@isolated
+def loaded_ahead(names):
+    import sys
+    return [name for name in names if name in sys.modules]
+
+
+def test_the_zygote_loaded_ahead_what_it_was_told():
+    assert loaded_ahead(["csv", "decimal", "fractions", "statistics"]) == EXPECTED
+"""
+
+
+@pytest.mark.parametrize(
+    ("preload", "expected"),
+    [
+        (["csv", "stockroom", "os"], ["csv"]),  # of its list, only what the repo imports
+        ([], []),
+        (None, ["csv", "decimal", "fractions", "statistics"]),  # not told: all of its list
+    ],
+)
+def test_the_zygote_loads_ahead_only_the_common_modules_the_repo_imports(top, preload, expected):
+    """A scenario is a fork of the zygote: what the zygote imported ahead is in its sys.modules
+    before its own code runs (none of these modules is the launcher's or the zygote's own)."""
+    repo, verdict = top / "repo", top / "verdict"
+    repo.mkdir(mode=0o755)
+    text = PRELOADED.format(expected=expected)
+    launcher = start_gated(repo, verdict, [HiddenFile("tests/test_hidden.py", "644", text.encode())], preload)
     out, _ = launcher.communicate(b"go\n", timeout=120)
     assert launcher.returncode == 0 and b"1 passed" in out, out.decode(errors="replace")
