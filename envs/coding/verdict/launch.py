@@ -12,7 +12,11 @@ data (``repr`` that ``ast.literal_eval`` reads), which pytest's assertions then 
 two uids (``strict``) the scenario cannot signal, trace or read the pytest process, nor
 read the hidden tests (their directory is the tester's, mode 700).
 
-Exits with pytest's exit code (128 + N for a signal), as the test command would.
+Exits with pytest's exit code (128 + N for a signal), as the test command would. Options, before
+pytest's ``--``: ``--verdict`` (lib/, hidden/, home/), ``--workdir`` (the repo), ``--tester-uid``, ``--scenario-uid``
+(needed); ``--preload a,b,c`` (what the repo imports: the zygote's ahead; default all); ``--zygote-source-bytes``
+/ ``--files-bytes N`` (crucible_scenario.py's text / the files lay_out writes: the next N bytes of stdin);
+``--wait-for-go`` (pytest collected and the zygote up, wait for "go", else exit 97); ``--no-zygote``.
 """
 # ruff: noqa: E402 -- pytest's process starts before this script imports the rest (Tester)
 import _socket
@@ -27,13 +31,12 @@ KEEP_RESULT = 8 << 20
 KEEP_STDERR = 64 << 10
 PIPE_ROOM = 4096
 """What a fresh pipe takes without its reader (PIPE_BUF: the least any Linux pipe holds)."""
-# pytest's process: everything of pytest's run up to its first test happens before "go" — pytest
-# imported, configured, and the hidden tests collected — so that happens while the agent still
-# works. Nothing of the repo's is in that: the tests import only crucible_probe (a scenario called
-# while collecting waits for its answer until after "go", when the launcher starts serving).
-# Started with -S: the site dirs are put on sys.path without running their .pth files,
-# which could name the repo (an editable install) and so let its files in — a plugin by
-# entry point, a sitecustomize — where the code under test must never be.
+# pytest's process: everything of pytest's run up to its first test happens before "go" — pytest imported, configured,
+# and the hidden tests collected — so that happens while the agent still works. Nothing of the repo's is in that: the
+# tests import only crucible_probe (a scenario called while collecting waits for its answer until after "go", when the
+# launcher starts serving). Started with -S: the site dirs are put on sys.path without running their .pth files, which
+# could name the repo (an editable install) and so let its files in — a plugin by entry point, a sitecustomize — where
+# the code under test must never be.
 BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
         "sys.path += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in sys.path]\n"
         "import pytest\n"
@@ -63,11 +66,10 @@ def as_user(uid):
 
 
 class Tester:
-    """pytest's process, started first of all (its start, pytest imported, is grading's longest)
-    with nothing but ``os`` and ``_socket`` imported: this script's own imports (~30 ms) and the
-    verdict dir's writing come after it. It waits for "ready" (the dir is written), then for "go"
-    once it has collected. Needs ``--verdict DIR``, ``--tester-uid N`` and ``--`` before pytest's
-    arguments, spelled so."""
+    """pytest's process, started first of all (its start, pytest imported, is grading's longest) with nothing but
+    ``os`` and ``_socket`` imported: this script's own imports (~30 ms) and the verdict dir's writing come after it.
+    It waits for "ready" (the dir is written), then for "go" once it has collected. Needs ``--verdict DIR``,
+    ``--tester-uid N`` and ``--`` before pytest's arguments, spelled so."""
 
     def __init__(self, argv):
         try:
@@ -77,8 +79,7 @@ class Tester:
             raise SystemExit("crucible: launch.py needs --verdict DIR, --tester-uid N and -- PYTEST_ARGS") from None
         ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.probe_fd, probe_theirs = ours.detach(), theirs.detach()
-        stdin, self.stdin = os.pipe()
-        self.stdin_closed = False
+        (stdin, self.stdin), self.stdin_closed = os.pipe(), False
         home = os.path.join(verdict, "home")
         argv = [*as_user(uid), sys.executable, "-I", "-S", "-c", BOOT, os.path.join(verdict, "lib"),
                 os.path.join(verdict, "hidden"), *pytest_args]
@@ -116,16 +117,14 @@ class Tester:
 
 TESTER = Tester(sys.argv[1:]) if __name__ == "__main__" else None
 
-import argparse
 import json
 import signal
 import socket
 import struct
 import threading
 
-# subprocess and shutil (~5 ms of CPU to import, with bz2 and lzma) are imported where used:
-# only a zygote that could not be forked, a fresh interpreter per scenario or a verdict dir
-# already there needs them, and the zygote forked from this process never does.
+# subprocess and shutil (~5 ms of CPU to import, with bz2 and lzma) are imported where used: only
+# a zygote not forked, a fresh interpreter a scenario or a verdict dir already there needs them.
 
 
 def read_frame(sock):
@@ -154,11 +153,9 @@ def _read_exactly(sock, size):
 
 def _read_fd(fd, size):
     """``size`` bytes of ``fd`` and not one more (a buffered read would take what follows too)."""
-    data = b""
-    while len(data) < size:
+    data, chunk = b"", b"?"
+    while len(data) < size and chunk:  # an empty chunk: the end
         chunk = os.read(fd, size - len(data))
-        if not chunk:
-            break
         data += chunk
     return data
 
@@ -200,9 +197,7 @@ class Zygote:
             _feed(self.process.stdin, source)  # a few KiB: the pipe holds it whole
         self.pid = forked or (self.process.pid if self.process else 0)
         theirs.close()
-        self.pending = b""
-        self.alive = True
-        self.uid = args.scenario_uid
+        self.pending, self.alive, self.uid = b"", True, args.scenario_uid
 
     def run(self, request, timeout):
         if not self.alive:
@@ -291,8 +286,8 @@ def fork_zygote(args, source, control):
     is read (BOOT and ``main`` read stdin by the byte), nothing in its memory is what a scenario
     may not know: this script, the zygote's code, the command line. The child zeroes its initial
     environment block, becomes what setpriv makes of a fresh one (crucible_scenario's ``become``,
-    checked), and only then runs the zygote;
-    where it cannot, it exits, and the first scenario finds the zygote gone (``run``)."""
+    checked), and only then runs the zygote; where it cannot, it exits, and the first scenario
+    finds the zygote gone (``run``)."""
     try:
         pid = os.fork()
     except OSError:
@@ -449,24 +444,28 @@ def lay_out(verdict, tester_uid, payload):
                 os.lchown(name, tester_uid, tester_uid)
 
 
+class Options:
+    """The options before ``--`` (the module's docstring), read without argparse (~5 ms of CPU to import)."""
+    TYPES = {"verdict": str, "workdir": str, "tester_uid": int, "scenario_uid": int, "scenario_timeout": float,
+             "preload": str, "zygote_source_bytes": int, "files_bytes": int, "no_zygote": bool, "wait_for_go": bool}
+
+    def __init__(self, argv):
+        self.scenario_timeout, self.preload, self.zygote_source_bytes, self.files_bytes = 120.0, None, 0, 0
+        self.no_zygote = self.wait_for_go = False  # the flags; the rest each take a value
+        words = iter(argv[:argv.index("--")] if "--" in argv else argv)
+        for word in words:
+            name = word[2:].replace("-", "_")
+            kind = self.TYPES.get(name) if word.startswith("--") else None
+            try:
+                setattr(self, name, True if kind is bool else kind(next(words)))
+            except (TypeError, ValueError, StopIteration):
+                raise SystemExit(f"crucible: launch.py: bad option {word!r}") from None
+        if any(not hasattr(self, name) for name in ("verdict", "workdir", "tester_uid", "scenario_uid")):
+            raise SystemExit("crucible: launch.py needs --verdict, --workdir, --tester-uid and --scenario-uid")
+
+
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--verdict", required=True, help="the verdict dir: lib/, hidden/, home/")
-    parser.add_argument("--workdir", required=True, help="the repo, where scenarios run")
-    parser.add_argument("--tester-uid", type=int, required=True)
-    parser.add_argument("--scenario-uid", type=int, required=True)
-    parser.add_argument("--scenario-timeout", type=float, default=120.0)
-    parser.add_argument("--no-zygote", action="store_true", help="a fresh interpreter for every scenario")
-    parser.add_argument("--preload", help="modules the repo imports, a,b,c: the zygote's ahead (default: all)")
-    parser.add_argument("--zygote-source-bytes", type=int, default=0,
-                        help="crucible_scenario.py's text is the next N bytes of stdin (default: the verdict dir's copy)")
-    parser.add_argument("--files-bytes", type=int, default=0,
-                        help="the verdict dir is written afresh from the next N bytes of stdin (lay_out)")
-    parser.add_argument("--wait-for-go", action="store_true",
-                        help='start pytest (up to its first test) and the zygote, then wait for a "go" line on '
-                             "stdin (else exit 97)")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: pytest's (Tester took them)")
-    args = parser.parse_args()
+    args = Options(sys.argv[1:])
     # By the byte, and the zygote forked before the verdict dir's files are read (fork_zygote);
     # one started from the verdict dir's copy, once that is written
     source = _read_fd(0, args.zygote_source_bytes) if args.zygote_source_bytes else None
