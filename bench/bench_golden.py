@@ -45,28 +45,34 @@ TARGET_INPROCESS = 1.3
 TARGET_CLI = 2.0
 
 
-def golden_patch(repo: Path, task) -> bytes:
+def golden_patch(repo: Path, task, *, fix: bool = True) -> bytes:
     """The golden diff and then the hidden change (the test change, filtered by hidden_tests),
-    as one patch git applies in one go."""
+    as one patch git applies in one go; ``fix=False``: the hidden change alone (a baseline's
+    floor: nothing submitted, the hidden tests run on the code as it was)."""
     from engine.plan.repos import git_bytes
     from envs.coding.hidden import read_change
 
     pins = task.pins
-    diff = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["golden"])
+    diff = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["golden"]) if fix else b""
     paths = [f.path for f in read_change(repo, pins["baseline"], pins["test"], task.hidden_tests, task_id=task.id)]
     hidden = git_bytes(repo, "diff", "--binary", "--full-index", pins["baseline"], pins["test"], "--", *paths)
     return diff + hidden
 
 
-def floor_argv(image: str, task, then: str = "") -> list[str]:
+def floor_argv(image: str, task, then: str = "", *, fails: bool = False) -> list[str]:
     """The floor's ``docker run``: apply the patch on stdin, run the test command (``then``
-    after it, whatever its exit)."""
+    after it, whatever its exit). ``fails``: the tests are to fail (a baseline's: pytest's exit
+    1), and the run exits 0 only then."""
     from envs.coding.hidden import read_change, test_modules
 
     change = read_change(_repo(task), task.pins["baseline"], task.pins["test"], task.hidden_tests, task_id=task.id)
     files = [f.path for f in change if f.mode != "del"] if task.hidden_tests else test_modules(change)
     test = task.test_command.replace("{test_files}", " ".join(shlex.quote(t) for t in files))
-    script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}" + (f"; {then}" if then else "")
+    if fails:  # the patch must apply; the tests must fail as tests do (1), not as a broken run
+        script = f"cd {shlex.quote(task.workdir)} && git apply --binary - || exit 90; {test}; [ $? -eq 1 ]"
+    else:
+        script = f"cd {shlex.quote(task.workdir)} && git apply --binary - && {test}"
+    script += f"; {then}" if then else ""
     probe: list[str] = []
     if task.isolated_verdict:
         # Scenario tests need crucible_probe; the floor calls their scenarios in-process, the
@@ -84,8 +90,8 @@ def floor_argv(image: str, task, then: str = "") -> list[str]:
     return ["docker", "run", "--rm", "-i", "--network", "none", *probe, image, "bash", "-c", script]
 
 
-def floor_trial(image: str, task, patch: bytes) -> float:
-    argv = floor_argv(image, task)  # the host's git work is not the floor's
+def floor_trial(image: str, task, patch: bytes, *, fails: bool = False) -> float:
+    argv = floor_argv(image, task, fails=fails)  # the host's git work is not the floor's
     began = time.perf_counter()
     proc = subprocess.run(
         argv,

@@ -1,7 +1,12 @@
 """A whole sweep against the floor, as ratios measured in one run.
 
-floor    the sweep's runs as one-`docker run` floors (bench_golden's: apply the golden diff
-         with the hidden tests, run the test command), two at a time, as the sweep runs them.
+floor    the sweep's runs as one-`docker run` floors, two at a time, as the sweep runs them: each
+         does its run's work and no more: a golden run's applies the golden diff with the hidden
+         tests and runs the test command (bench_golden's), a baseline's applies the hidden tests
+         alone and runs them on the code as it was, where they fail, as the baseline's verdict
+         says they do (its exit 0 only then). The target is against this floor.
+golden floor  (printed beside it) the golden diff in every run's floor, the baselines' too: the
+         floor before stop 58, whose baselines ran passing tests (~5% less work than failing ones).
 sweep    `crucible run -m task='glob(sample/*)' agent=noop,integration_test`: 8 runs, 2 at a
          time, the whole command (start-up, composes, plans, containers, summary).
 warm     the same sweep with `crucible warm start`'s server running: the command is forked from
@@ -64,14 +69,18 @@ def settle(quiet: float = 0.15, window: float = 0.05, at_most: float = 3.0) -> N
             return
 
 
-def floors(planned: list, patches: list[bytes]) -> float:
+def floors(planned: list, work: list[tuple[bytes, bool]]) -> float:
+    """The floors of ``planned``, each with its ``(patch, whether its tests fail)``."""
     from bench_golden import floor_trial
 
     settle()
     began = time.perf_counter()
     with ThreadPoolExecutor(2) as pool:
         list(
-            pool.map(lambda i: floor_trial(planned[i].image.tag, planned[i].spec.task, patches[i]), range(len(planned)))
+            pool.map(
+                lambda i: floor_trial(planned[i].image.tag, planned[i].spec.task, work[i][0], fails=work[i][1]),
+                range(len(planned)),
+            )
         )
     return time.perf_counter() - began
 
@@ -106,9 +115,10 @@ def _phases(seed: int, wall_began: float, seconds: float) -> tuple[float, float,
     return first - wall_began, last - first, wall_began + seconds - last
 
 
-def planned_sweep() -> tuple[list, list[bytes]]:
-    """The sweep's 8 jobs planned, their images there, and each one's floor patch (the golden
-    diff with the hidden tests)."""
+def planned_sweep() -> tuple[list, list[tuple[bytes, bool]], list[tuple[bytes, bool]]]:
+    """The sweep's 8 jobs planned, their images there, and each one's floor: the same work's
+    (a baseline's patch the hidden tests alone, its tests failing) and the golden floor's (the
+    golden diff with the hidden tests, every run's tests passing)."""
     from bench_golden import golden_patch
 
     from engine.config.compose import compose_config, to_typed
@@ -126,7 +136,12 @@ def planned_sweep() -> tuple[list, list[bytes]]:
     for p in planned:  # every image a run starts from, its setup layer too (engine/plan/setup_layer.py)
         for image in (*p.images, *([p.setup_image] if p.setup_image else [])):
             session.builder.ensure(image, session.store)
-    return planned, [golden_patch(resolve_repo(p.spec.task.repo), p.spec.task) for p in planned]
+    baseline = [p.spec.agent_name == "noop" for p in planned]  # its submission is empty
+    same = [
+        (golden_patch(resolve_repo(p.spec.task.repo), p.spec.task, fix=not b), b) for p, b in zip(planned, baseline)
+    ]
+    golden = [(golden_patch(resolve_repo(p.spec.task.repo), p.spec.task), False) for p in planned]
+    return planned, same, golden
 
 
 def main() -> int:
@@ -148,8 +163,9 @@ def main() -> int:
         capture_output=True,
     )
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
-    planned, patches = planned_sweep()
-    floors(planned, patches)  # warm the page cache, not timed
+    planned, same, golden = planned_sweep()
+    floors(planned, same)  # warm the page cache, not timed
+    floors(planned, golden)
     sweep(10_000)  # the same for the sweep's own first start
     warm = [sys.executable, "-m", "engine.cli", "warm"]
     started = subprocess.run([*warm, "start"], cwd=ROOT, capture_output=True, text=True)
@@ -159,15 +175,17 @@ def main() -> int:
         sweep(10_001, warm=True)  # and the warm server's first fork
         PHASES[False].clear()
         PHASES[True].clear()
-        return _trials(ns, planned, patches)
+        return _trials(ns, planned, same, golden)
     finally:
         subprocess.run([*warm, "stop"], cwd=ROOT, capture_output=True)
 
 
-def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
-    timings: dict[str, list[float]] = {"floor": [], "sweep": [], "warm": [], **({"joblib": []} if ns.joblib else {})}
+def _trials(ns: argparse.Namespace, planned: list, same: list, golden: list) -> int:
+    timings: dict[str, list[float]] = {"floor": [], "golden": [], "sweep": [], "warm": []}
+    timings.update({"joblib": []} if ns.joblib else {})
     for trial in range(ns.trials):
-        timings["floor"].append(floors(planned, patches))
+        timings["floor"].append(floors(planned, same))
+        timings["golden"].append(floors(planned, golden))
         timings["sweep"].append(sweep(3 * trial + 1))
         timings["warm"].append(sweep(3 * trial + 2, warm=True))
         if ns.joblib:
@@ -178,8 +196,9 @@ def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
     paired = {
         name: statistics.median(v / f for v, f in zip(timings[name], timings["floor"]))
         for name in timings
-        if name != "floor"
+        if name not in ("floor", "golden")
     }
+    by_golden = statistics.median(w / g for w, g in zip(timings["warm"], timings["golden"]))
     print(
         f"{len(planned)} runs, 2 at a time, {ns.trials} trials each, medians (perf_counter); "
         f"load average {os.getloadavg()[0]:.2f}"
@@ -188,6 +207,7 @@ def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
     print(f"{'pipeline':44} {'median s':>9} {'x floor':>8}   min..max s")
     for name, label in (
         ("floor", "floor: 8 docker runs, 2 at a time"),
+        ("golden", "golden floor: the golden diff in all 8"),
         ("sweep", "crucible run -m (in-process, default), cold"),
         ("warm", "crucible run -m, warm server"),
         ("joblib", "crucible run -m hydra/launcher=joblib"),
@@ -202,6 +222,7 @@ def _trials(ns: argparse.Namespace, planned: list, patches: list[bytes]) -> int:
     print(
         "median of each trial's own ratio to its floor: "
         + ", ".join(f"{name} {ratio:.2f}" for name, ratio in paired.items())
+        + f"; warm to the golden floor {by_golden:.2f}"
     )
     for name in ("sweep", "warm"):
         print(

@@ -38,7 +38,7 @@ def main() -> int:
     os.environ.setdefault("CRUCIBLE_HOME", tempfile.mkdtemp(prefix="crucible-bench-"))
     import bench_sweep
 
-    planned, patches = bench_sweep.planned_sweep()
+    planned, patches, _golden = bench_sweep.planned_sweep()
     warm = [sys.executable, "-m", "engine.cli", "warm"]
     bench_sweep.floors(planned, patches)  # the page cache, not counted
     subprocess.run([*warm, "start"], cwd=ROOT, capture_output=True, check=True)
