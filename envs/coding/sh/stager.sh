@@ -32,12 +32,13 @@ shadow_read_base
 # ls-files -m hashes only what it must: a file whose stat data is not the index's (all of them,
 # from an index read from the vault); no refresh before it, which would stat the tree twice.
 git "${HARDEN[@]}" ls-files -z -m -d > "$DIR/stale"
-git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"
+if [ -s "$DIR/stale" ]; then git "${HARDEN[@]}" checkout-index -f -z --stdin < "$DIR/stale"; fi  # else no git
 git "${HARDEN[@]}" clean -fdq
 
 # The header: "<npatch> <all|list> <own bytes> <scan bytes> [<label> <bytes>]... [<hidden bytes>]...". Each
 # piece is read with head -c, which never reads past its count: a short input leaves the
-# total short, which one count over all the pieces catches.
+# total short, which one count over all the pieces catches. An empty piece is made with no head.
+piece() { if [ "$1" = 0 ]; then : > "$2"; else head -c "$1" > "$2"; fi; }
 fail() { echo "crucible: $*" >&2; exit 3; }
 count() { [[ $1 =~ ^(0|[1-9][0-9]{0,15})$ ]]; }
 read -r -a header || fail "no submission arrived"
@@ -50,17 +51,17 @@ for ((i = 0; i < NPATCH; i++)); do
   label=${header[4 + 2 * i]} size=${header[5 + 2 * i]}
   [[ $label =~ ^[a-z-]+$ ]] && count "$size" || fail "bad staging header"
   labels+=("$label"); pieces+=("$DIR/$label.patch"); expected=$((expected + size))
-  head -c "$size" > "$DIR/$label.patch"
+  piece "$size" "$DIR/$label.patch"
 done
 for ((i = 0; i < ${#hidden[@]}; i++)); do
   size=${header[4 + 2 * NPATCH + i]}
   count "$size" || fail "bad staging header"
   pieces+=("$DIR/hidden.$i"); expected=$((expected + size))
-  head -c "$size" > "$DIR/hidden.$i"
+  piece "$size" "$DIR/hidden.$i"
 done
 pieces+=("$DIR/own" "$DIR/scan")
-head -c "$OWN_BYTES" > "$DIR/own"
-head -c "$SCAN_BYTES" > "$DIR/scan"
+piece "$OWN_BYTES" "$DIR/own"
+piece "$SCAN_BYTES" "$DIR/scan"
 wc -c -- "${pieces[@]}" > "$DIR/count"  # its last line is the total (or the only file's count)
 total=
 while read -r n _; do total=$n; done < "$DIR/count"
