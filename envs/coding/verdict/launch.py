@@ -6,11 +6,10 @@ code under test in others. Runs as root in the grading workspace, stdlib only.
         └─ the zygote (crucible_scenario.py's, forked from this one as the scenario uid), in the
            repo: forks a child per scenario (or, should it fail, a fresh interpreter per scenario)
 
-Nothing of the agent's is ever imported into the pytest process, so no code under test can
-rewrite its verdict; the code runs in its own process per scenario and hands back plain
-data (``repr`` that ``ast.literal_eval`` reads), which pytest's assertions then judge. With
-two uids (``strict``) the scenario cannot signal, trace or read the pytest process, nor
-read the hidden tests (their directory is the tester's, mode 700).
+Nothing of the agent's is ever imported into the pytest process, so no code under test can rewrite
+its verdict; the code runs in its own process per scenario and hands back plain data (``repr`` that
+``ast.literal_eval`` reads), which pytest's assertions then judge. With two uids (``strict``) the
+scenario cannot signal, trace or read the pytest process, nor read the hidden tests (mode 700).
 
 Exits with pytest's exit code (128 + N for a signal), as the test command would. Options, before
 pytest's ``--``: ``--verdict`` (lib/, hidden/, home/), ``--workdir`` (the repo), ``--tester-uid``, ``--scenario-uid``
@@ -178,9 +177,7 @@ class Bounded(threading.Thread):
             if not chunk:
                 return
             self.total += len(chunk)
-            room = self.keep - len(self.data)
-            if room > 0:
-                self.data += chunk[:room]
+            self.data += chunk[:max(0, self.keep - len(self.data))]  # nothing past ``keep``
 
 
 class Zygote:
@@ -448,6 +445,7 @@ class Options:
     """The options before ``--`` (the module's docstring), read without argparse (~5 ms of CPU to import)."""
     TYPES = {"verdict": str, "workdir": str, "tester_uid": int, "scenario_uid": int, "scenario_timeout": float,
              "preload": str, "zygote_source_bytes": int, "files_bytes": int, "no_zygote": bool, "wait_for_go": bool}
+    verdict, workdir, tester_uid, scenario_uid = "", "", -1, -1  # needed: each checked below
 
     def __init__(self, argv):
         self.scenario_timeout, self.preload, self.zygote_source_bytes, self.files_bytes = 120.0, None, 0, 0
@@ -457,10 +455,12 @@ class Options:
             name = word[2:].replace("-", "_")
             kind = self.TYPES.get(name) if word.startswith("--") else None
             try:
+                if kind is None:
+                    raise ValueError(word)
                 setattr(self, name, True if kind is bool else kind(next(words)))
-            except (TypeError, ValueError, StopIteration):
+            except (ValueError, StopIteration):
                 raise SystemExit(f"crucible: launch.py: bad option {word!r}") from None
-        if any(not hasattr(self, name) for name in ("verdict", "workdir", "tester_uid", "scenario_uid")):
+        if "" in (self.verdict, self.workdir) or -1 in (self.tester_uid, self.scenario_uid):
             raise SystemExit("crucible: launch.py needs --verdict, --workdir, --tester-uid and --scenario-uid")
 
 
