@@ -14,6 +14,7 @@ A failure of grading itself (broken workspace, missing vault) raises ``GradeErro
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -78,6 +79,8 @@ async def prepare(
     if renaming is not None:
         modules = renaming.ordered(modules)
     separate = bool(task.isolated_verdict) and isolates(task, integrity)
+    # read from git once per commit (a big repo's: a while), then kept: off the event loop
+    preload = await asyncio.to_thread(_scenario_preload, task) if separate else None
     try:
         plan = (
             isolated.plan(
@@ -87,7 +90,7 @@ async def prepare(
                 uid_wall=uid_wall,
                 separate=separate,
                 files=hidden,
-                preload=_scenario_preload(task) if separate else None,
+                preload=preload,
             )
             if task.isolated_verdict
             else None
