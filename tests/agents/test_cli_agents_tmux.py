@@ -46,8 +46,16 @@ class Fake:
         self.pane = TmuxPane(host_run, f"crucible-test-{uuid.uuid4().hex[:8]}")
 
     async def start(self, *extra: str) -> TmuxPane:
-        await self.pane.start([sys.executable, str(FAKE), "--state", str(self.state), *extra], cwd=str(self.cwd))
-        await self.pane.wait_ready(20)
+        # Its stderr kept in a file (it writes nothing there while well): a CLI that exits before
+        # it is ready takes its tmux session, and so what it said, with it.
+        said = self.state / "stderr"
+        argv = [sys.executable, str(FAKE), "--state", str(self.state), *extra]
+        await self.pane.start(["bash", "-c", 'exec "$@" 2>>"$0"', str(said), *argv], cwd=str(self.cwd))
+        try:
+            await self.pane.wait_ready(20)
+        except TuiError as exc:
+            text = said.read_text(errors="replace")[-2000:] if said.exists() else ""
+            raise TuiError(f"{exc}; its stderr: {text or '(nothing)'}") from exc
         return self.pane
 
     async def session_id(self) -> str:
