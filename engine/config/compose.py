@@ -44,7 +44,7 @@ from engine.config.tree import (
     written_config_dirs,
 )
 from engine.errors import ConfigError
-from engine.util import paths
+from engine.util import cachefile, paths
 from engine.util.codehash import engine_version
 
 if TYPE_CHECKING:
@@ -361,13 +361,7 @@ def _write_json(target: Path, data: object) -> None:
 
 
 def _write_bytes(target: Path, data: bytes) -> None:
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
-    except OSError:
-        pass
+    cachefile.keep(target, data)  # an evaluation not kept is computed again
 
 
 def _compose(overrides: list[str], *, resolve: bool = True) -> DictConfig:
@@ -442,11 +436,8 @@ def to_typed(cfg: DictConfig) -> CrucibleConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(describe(exc, [])) from exc
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(pickle.dumps(result))
-        tmp.replace(cached)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        cachefile.keep(cached, pickle.dumps(result))
+    except (pickle.PicklingError, TypeError, AttributeError):
         pass  # an optimisation only
     return result
 

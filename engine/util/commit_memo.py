@@ -14,36 +14,24 @@ never kept: a task that cannot be planned says so every time.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from engine.util import paths
+from engine.util import cachefile, paths
+from engine.util.codehash import engine_version
 
 
 def remembered(kind: str, key: tuple[str, ...], compute: Callable[[], Any]) -> Any:
     """``compute()``'s JSON value for ``key`` (strings: SHAs, paths, arguments), from
     ``$CRUCIBLE_HOME/cache/commits`` when an earlier command kept it, else computed and kept."""
-    from engine.util.codehash import engine_version
-
     name = hashlib.sha256(json.dumps([kind, engine_version(), *key]).encode()).hexdigest()[:32]
     where = paths.cache_dir() / "commits" / f"{kind}-{name}.json"
     try:
         return json.loads(where.read_bytes())
     except (OSError, ValueError):
         pass  # not kept yet, or unreadable: computed again
-    value = compute()
-    text = json.dumps(value).encode()
-    staged = where.with_name(f".{where.name}.{uuid.uuid4().hex}")
-    try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_bytes(text)
-        os.replace(staged, where)
-    except OSError:  # a read-only or full cache: answered all the same, computed again next time
-        with contextlib.suppress(OSError):
-            staged.unlink()
+    text = json.dumps(compute()).encode()
+    cachefile.keep(where, text)  # not kept (a read-only cache): answered all the same
     return json.loads(text)  # the caller's own copy, as a kept one would be

@@ -24,7 +24,7 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 
-from engine.errors import GradeError, WorkspaceError
+from engine.errors import CrucibleError, GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
 from envs.coding import audit, isolated, protect, reading, rerun, runner_end, staging
@@ -197,7 +197,7 @@ def _scenario_preload(task: CodingTaskConfig) -> list[str] | None:
     they cannot be read: an optimisation, never a reason for grading to fail."""
     try:
         return isolated.imported_modules(str(task.repo), baseline_of(task, GradeError))
-    except Exception as exc:  # noqa: BLE001 (whatever reading the repo raised: the zygote loads all)
+    except (CrucibleError, OSError) as exc:  # the repo gone, no git: the zygote loads all
         log.debug("task %s: the baseline's imports not read (%s): the zygote preloads all", task.id, exc)
         return None
 
