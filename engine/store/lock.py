@@ -104,6 +104,17 @@ waits on a checkpoint. DuckDB's own size trigger is not used: it estimates a com
 generously (256 KB checkpointed at every commit), so the turn looks at the file itself."""
 
 
+SLOW_STRING_COMPRESSION = "dict_fsst,zstd"
+"""String compressions the store does not write. A checkpoint rewrites the row group a turn
+appended to, and DuckDB 2's dictionary+FSST analysis of it is most of a checkpoint's cost: in a
+copy of a store of 1,100 real runs a checkpoint after a sweep's 8 runs took 0.13-0.16 s of CPU,
+0.016-0.024 s without it (the fold of the log at the end of most warm sweeps). ZSTD, which
+DuckDB chooses for the long strings (specs, raw grades) once dict_fsst is out, makes a file 4x
+smaller but a run read by id decompress its block: get_run at 2,000 runs 11-17 ms became 29-36.
+Left plain, those strings make the file ~2x larger (31 MB against 14 for that copy); record_run
+at 2,000 runs, a checkpoint at every write, 137 ms -> 64 (bench/bench_store.py)."""
+
+
 def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnection:
     """This process's instance, made if need be. ``fresh_if_changed`` (a turn's start): made
     afresh if user SQL may have changed it (``renew_instance``) or ``$TZ`` is not what it was."""
@@ -115,6 +126,7 @@ def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnec
         con = duckdb.connect(":memory:")
         con.execute("SET checkpoint_on_detach = 'DISABLED'")
         con.execute("SET checkpoint_threshold = '1TB'")  # never on its own: see WAL_CHECKPOINT_BYTES
+        con.execute(f"SET disabled_compression_methods = '{SLOW_STRING_COMPRESSION}'")
         _instance = (os.getpid(), con)
     if fresh_if_changed:
         _renew = False

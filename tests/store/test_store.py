@@ -267,6 +267,28 @@ def test_a_write_leaves_its_log_until_the_log_outgrows_the_checkpoint_size(store
     assert sorted(store.query("SELECT run_id FROM runs")[1]) == [("r1",), ("r2",)]
 
 
+def test_a_checkpoint_writes_no_string_the_slow_way(store, monkeypatch):
+    """A checkpoint rewrites the row group its turn appended to; DuckDB 2's dictionary+FSST
+    analysis was most of its cost, and ZSTD made a read by id decompress a block."""
+    import engine.store.lock as lock
+
+    monkeypatch.setattr(lock, "WAL_CHECKPOINT_BYTES", 0)  # every write turn folds its log in
+    for n in range(40):  # strings that repeat, as tasks, agents and specs do
+        spec = {"task": {"id": f"t{n % 3}"}, "prompt": "Fix the parser so it reads nested lists. " * 40}
+        store.record_run(make_run(f"r{n}", task_id=f"t{n % 3}", spec=spec, seed=n))
+    _, rows = store.query(
+        "SELECT DISTINCT column_name, compression FROM pragma_storage_info('runs') "
+        "WHERE column_name IN ('task_id', 'spec', 'raw_grade', 'diff')"
+    )
+    slow = {"DICT_FSST", "ZSTD"}
+    assert {column for column, _ in rows} == {"task_id", "spec", "raw_grade", "diff"}
+    assert not [row for row in rows if row[1] in slow], rows
+    assert store.get_run("r7").spec == {
+        "task": {"id": "t1"},
+        "prompt": "Fix the parser so it reads nested lists. " * 40,
+    }
+
+
 def test_a_locked_store_keeps_the_record_in_the_spool_for_the_next_command(store):
     store.ingest_pending()  # create the file
     holder = subprocess.Popen(
