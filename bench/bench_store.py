@@ -99,26 +99,41 @@ def cpu_timed(call) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def sized(writer: int, i: int):
+    """A record of a real run's size (~16 KB: its spec ~7 KB, its raw grade ~10 KB)."""
+    from store_writer import make_record
+
+    record = make_record(writer, i, "completed", os.getpid(), "bench", None)
+    words = random.Random(writer * 100_000 + i).choices(WORDS, k=1500)
+    record.raw_grade = {
+        "test": {"exit_code": 1, "output_tail": " ".join(words[:1100])},
+        "reason": "tests failed",
+        "scan": {"findings": []},
+    }
+    record.spec = {**record.spec, "task": {"notes": " ".join(words[1100:])}}
+    return record
+
+
+def fill_store(path: Path, size: int) -> None:
+    """The store file at ``path`` with ``size`` runs of a real run's size in it, folded into
+    the file: as a store a user has run ``size`` runs into would be."""
+    import engine.store.lock as lock
+    from engine.store.duckdb import DuckDBStore
+
+    store = DuckDBStore(str(path))
+    for i in range(size):
+        store.write_run_record(sized(20, i), None)
+    store.ingest_pending()
+    with lock.open_store(path, read_only=False, timeout=60) as con:
+        con.execute("CHECKPOINT")
+
+
 def by_store_size(n: int, sizes: list[int]) -> list[tuple]:
     """record_run and get_run at each store size, checkpointing at every write or not."""
     import shutil
 
-    from store_writer import make_record
-
     import engine.store.lock as lock
     from engine.store.duckdb import DuckDBStore
-
-    def sized(writer: int, i: int):
-        """A record of a real run's size (~16 KB: its spec ~7 KB, its raw grade ~10 KB)."""
-        record = make_record(writer, i, "completed", os.getpid(), "bench", None)
-        words = random.Random(writer * 100_000 + i).choices(WORDS, k=1500)
-        record.raw_grade = {
-            "test": {"exit_code": 1, "output_tail": " ".join(words[:1100])},
-            "reason": "tests failed",
-            "scan": {"findings": []},
-        }
-        record.spec = {**record.spec, "task": {"notes": " ".join(words[1100:])}}
-        return record
 
     kept = lock.WAL_CHECKPOINT_BYTES
     tried = {int(kb) * 1024 for kb in os.environ.get("BENCH_WAL_KB", "").split(",") if kb}  # sizes to compare
@@ -126,12 +141,7 @@ def by_store_size(n: int, sizes: list[int]) -> list[tuple]:
     rows = []
     for size in sizes:
         filled = Path(os.environ["CRUCIBLE_HOME"]) / f"filled-{size}.duckdb"
-        store = DuckDBStore(str(filled))
-        for i in range(size):
-            store.write_run_record(sized(20, i), None)
-        store.ingest_pending()
-        with lock.open_store(filled, read_only=False, timeout=60) as con:
-            con.execute("CHECKPOINT")
+        fill_store(filled, size)
         for label, threshold in thresholds:
             copy = filled.with_name(f"{filled.stem}-{threshold}.duckdb")
             shutil.copyfile(filled, copy)

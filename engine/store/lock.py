@@ -106,13 +106,14 @@ generously (256 KB checkpointed at every commit), so the turn looks at the file 
 
 SLOW_STRING_COMPRESSION = "dict_fsst,zstd"
 """String compressions the store does not write. A checkpoint rewrites the row group a turn
-appended to, and DuckDB 2's dictionary+FSST analysis of it is most of a checkpoint's cost: in a
-copy of a store of 1,100 real runs a checkpoint after a sweep's 8 runs took 0.13-0.16 s of CPU,
-0.016-0.024 s without it (the fold of the log at the end of most warm sweeps). ZSTD, which
-DuckDB chooses for the long strings (specs, raw grades) once dict_fsst is out, makes a file 4x
-smaller but a run read by id decompress its block: get_run at 2,000 runs 11-17 ms became 29-36.
-Left plain, those strings make the file ~2x larger (31 MB against 14 for that copy); record_run
-at 2,000 runs, a checkpoint at every write, 137 ms -> 64 (bench/bench_store.py)."""
+appended to, and DuckDB 2's dictionary+FSST analysis of it is most of a checkpoint's cost: in
+copies of stores of 1,100-1,300 real runs a checkpoint after a sweep's 8 runs took 0.15-0.19 s of
+CPU, 0.04-0.045 s without it (bench/bench_checkpoint.py; the fold of the log that ends most
+warm sweeps). ZSTD, which DuckDB chooses for the long strings (specs, raw grades) once
+dict_fsst is out, makes a file 4x smaller but a run read by id decompress its block: get_run at
+2,000 runs 11-17 ms became 29-36. Left plain, those strings make the file ~2x larger (31 MB
+against 14 for that copy); record_run at 2,000 runs, a checkpoint at every write, 137 ms -> 64
+(bench/bench_store.py)."""
 
 
 def _process_instance(*, fresh_if_changed: bool = True) -> duckdb.DuckDBPyConnection:
