@@ -1,10 +1,11 @@
 """What folding a sweep's writes into a real store costs: DuckDB's default string compression
 against the store's (``SLOW_STRING_COMPRESSION`` left out, engine/store/lock.py).
 
-On a copy of the store file at PATH (default: this machine's, ``$CRUCIBLE_HOME/store.duckdb``),
-appends a copy of its latest 8 runs (new run ids; their stage timings and steps too), as a
-sweep's ingest does, then times the CHECKPOINT that folds the log into the file, and a read of
-one run by id after it. A fresh copy for every trial and each mode, alternating. A checkpoint
+On a copy of the store file at PATH (default: this machine's, ``$CRUCIBLE_HOME/store.duckdb``)
+and its log, taken once, appends a copy of its latest 8 runs (new run ids; their stage timings
+and steps too), as a sweep's ingest does, then times the CHECKPOINT that folds the log into the
+file, and a read of one run by id after it. A fresh copy of that snapshot for every trial and
+each mode, alternating; the live store is never opened. A checkpoint
 rewrites the row group its appends went to, so its cost depends on the store's own contents:
 synthetic records (bench_store.py's) do not show it as a user's store does.
 
@@ -77,13 +78,21 @@ def main() -> int:
     modes = {"DuckDB's default": None, f"crucible's (no {SLOW_STRING_COMPRESSION})": SLOW_STRING_COMPRESSION}
     results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in modes}
     with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as scratch:
+        # The store as it is now, read once (its log too: the attach replays it, as the store's
+        # own would); every trial starts from this snapshot, never from the live file.
+        snapshot = Path(scratch) / "snapshot.duckdb"
+        shutil.copyfile(source, snapshot)
+        if (log := source.with_name(source.name + ".wal")).is_file():
+            shutil.copyfile(log, snapshot.with_name(snapshot.name + ".wal"))
+        with duckdb.connect(str(snapshot)) as con:
+            con.execute("CHECKPOINT")  # the log folded in once, so no trial pays its replay
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()
+        if not runs or runs[0] < 8:
+            raise SystemExit(f"{source}: fewer than 8 runs to append copies of")
         for _ in range(ns.trials):
             for name, disabled in modes.items():
-                results[name].append(one_trial(source, Path(scratch), disabled))
-    runs = duckdb.connect(str(source), read_only=True).execute("SELECT count(*) FROM runs").fetchone()
-    print(
-        f"{source}: {runs[0] if runs else 0} runs, {os.path.getsize(source) / 1e6:.1f} MB; 8 runs appended; medians of {ns.trials}"
-    )
+                results[name].append(one_trial(snapshot, Path(scratch), disabled))
+    print(f"{source}: {runs[0]} runs, {os.path.getsize(source) / 1e6:.1f} MB; 8 runs appended; medians of {ns.trials}")
     print(f"{'string compression':36} {'checkpoint CPU ms':>18} {'wall ms':>8} {'read by id CPU ms':>18}")
     medians = {}
     for name, values in results.items():

@@ -11,9 +11,10 @@ started and imported the common standard library (of it, what the repo imports),
 imports anything of the repo's itself, forks one child per scenario: each gets its stdin,
 stdout and stderr as descriptors over the socket on fd FD, becomes its own session, and runs
 as above. A fresh interpreter per scenario costs ~80 ms in an image (start-up and stdlib
-imports), a fork a few; every scenario still starts with nothing of another's, since the zygote never runs the repo's code. Forked from the
-launcher instead (launch.py's ``fork_zygote``), the zygote first zeroes the launcher's environment
-block (``forget_environment``) and becomes the scenario uid as setpriv would (``become``).
+imports), a fork a few; every scenario still starts with nothing of another's, since the
+zygote never runs the repo's code. Forked from the launcher instead (launch.py's
+``fork_zygote``), the zygote first zeroes the launcher's environment block
+(``forget_environment``) and becomes the scenario uid as setpriv would (``become``).
 """
 import ast
 import json
