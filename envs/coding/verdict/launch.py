@@ -11,11 +11,11 @@ its verdict; the code runs in its own process per scenario and hands back plain 
 ``ast.literal_eval`` reads), which pytest's assertions then judge. With two uids (``strict``) the
 scenario cannot signal, trace or read the pytest process, nor read the hidden tests (mode 700).
 
-Exits with pytest's exit code (128 + N for a signal), as the test command would. Options, before
-pytest's ``--``: ``--verdict`` (lib/, hidden/, home/), ``--workdir`` (the repo), ``--tester-uid``, ``--scenario-uid``
-(needed); ``--preload a,b,c`` (what the repo imports: the zygote's ahead; default all); ``--zygote-source-bytes``
-/ ``--files-bytes N`` (crucible_scenario.py's text / the files lay_out writes: the next N bytes of stdin);
-``--wait-for-go`` (pytest collected and the zygote up, wait for "go", else exit 97); ``--no-zygote``.
+Exits with pytest's exit code (128 + N for a signal), as the test command would. Options, before pytest's ``--``:
+``--verdict`` (lib/, hidden/, home/), ``--workdir`` (the repo), ``--tester-uid``, ``--scenario-uid`` (needed);
+``--preload a,b,c`` (the repo's imports: the zygote's ahead; default all); ``--zygote-source-bytes`` / ``--files-bytes
+N`` (the zygote's text / lay_out's files: the next N bytes of stdin); ``--wait-for-go`` (pytest collected, the zygote
+up: wait for "go", else exit 97); ``--no-zygote``.
 """
 # ruff: noqa: E402 -- pytest's process starts before this script imports the rest (Tester)
 import _socket
@@ -30,12 +30,11 @@ KEEP_RESULT = 8 << 20
 KEEP_STDERR = 64 << 10
 PIPE_ROOM = 4096
 """What a fresh pipe takes without its reader (PIPE_BUF: the least any Linux pipe holds)."""
-# pytest's process: everything of pytest's run up to its first test happens before "go" — pytest imported, configured,
-# and the hidden tests collected — so that happens while the agent still works. Nothing of the repo's is in that: the
-# tests import only crucible_probe (a scenario called while collecting waits for its answer until after "go", when the
-# launcher starts serving). Started with -S: the site dirs are put on sys.path without running their .pth files, which
-# could name the repo (an editable install) and so let its files in — a plugin by entry point, a sitecustomize — where
-# the code under test must never be.
+# pytest's process: all of its run up to the first test (pytest imported, configured, the hidden tests collected)
+# happens before "go", while the agent still works, and nothing of the repo's is in it: the tests import only
+# crucible_probe (a scenario called while collecting waits until "go"). Started with -S: the site dirs join sys.path
+# without their .pth files, which could name the repo (an editable install) and let its files in where the code under
+# test must never be (a plugin by entry point, a sitecustomize).
 BOOT = ("import os, site, sys; lib, hidden = sys.argv.pop(1), sys.argv.pop(1)\n"
         "sys.path += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in sys.path]\n"
         "import pytest\n"
@@ -65,10 +64,9 @@ def as_user(uid):
 
 
 class Tester:
-    """pytest's process, started first of all (its start, pytest imported, is grading's longest) with nothing but
-    ``os`` and ``_socket`` imported: this script's own imports (~30 ms) and the verdict dir's writing come after it.
-    It waits for "ready" (the dir is written), then for "go" once it has collected. Needs ``--verdict DIR``,
-    ``--tester-uid N`` and ``--`` before pytest's arguments, spelled so."""
+    """pytest's process, started first of all (pytest's import is grading's longest) with only ``os`` and
+    ``_socket`` imported: this script's own imports and the verdict dir's writing come after it. It waits for "ready"
+    (the dir is written), then "go" once it has collected. Needs ``--verdict DIR``, ``--tester-uid N``, ``--``."""
 
     def __init__(self, argv):
         try:
@@ -99,9 +97,9 @@ class Tester:
         """Write to its stdin (nothing if it has ended); ``None`` closes it, once."""
         if self.stdin_closed:
             return
+        self.stdin_closed = data is None
         try:
             if data is None:
-                self.stdin_closed = True
                 os.close(self.stdin)
             else:
                 os.write(self.stdin, data)  # a line: the pipe holds it whole
@@ -117,32 +115,34 @@ class Tester:
 TESTER = Tester(sys.argv[1:]) if __name__ == "__main__" else None
 
 import json
+import select
 import signal
-import socket
 import struct
-import threading
+import time
 
-# subprocess and shutil (~5 ms of CPU to import, with bz2 and lzma) are imported where used: only
-# a zygote not forked, a fresh interpreter a scenario or a verdict dir already there needs them.
+# subprocess, shutil and threading are imported where a rarer path needs them (~6 ms of CPU); sockets are
+# _socket's (the socket module's enums: ~2.4 ms of the launcher's and the zygote's a grading).
 
 
 def read_frame(sock):
-    head = _read_exactly(sock, 8)
+    head = _read_exactly(sock.recv, 8)
     if head is None:
         return None
     (size,) = struct.unpack(">Q", head)
     if size > MAX_REQUEST:
         raise ValueError(f"a request of {size} bytes")
-    body = _read_exactly(sock, size)
+    body = _read_exactly(sock.recv, size)
     if body is None:
         raise ValueError("the request ended early")
     return body
 
 
-def _read_exactly(sock, size):
+def _read_exactly(read, size):
+    """``size`` bytes from ``read`` (a socket's recv, or ``os.read`` of a descriptor: not one byte more, where a
+    buffered read would take what follows too), or None where they end early."""
     chunks, left = [], size
     while left:
-        chunk = sock.recv(min(left, 1 << 20))
+        chunk = read(min(left, 1 << 20))
         if not chunk:
             return None
         chunks.append(chunk)
@@ -150,34 +150,44 @@ def _read_exactly(sock, size):
     return b"".join(chunks)
 
 
-def _read_fd(fd, size):
-    """``size`` bytes of ``fd`` and not one more (a buffered read would take what follows too)."""
-    data, chunk = b"", b"?"
-    while len(data) < size and chunk:  # an empty chunk: the end
-        chunk = os.read(fd, size - len(data))
-        data += chunk
-    return data
-
-
 def write_frame(sock, body):
     sock.sendall(struct.pack(">Q", len(body)) + body)
 
 
-class Bounded(threading.Thread):
-    """Reads a pipe to its end, keeping the first ``keep`` bytes (a flood costs no memory)."""
+class Kept:
+    """What a scenario writes on its pipes, read as it comes by whoever waits (``Zygote._line``,
+    ``run_fresh``), the first ``keep`` bytes of each kept (a flood costs no memory): no thread a pipe."""
 
-    def __init__(self, pipe, keep):
-        super().__init__(daemon=True)
-        self.pipe, self.keep, self.data, self.total = pipe, keep, bytearray(), 0
-        self.start()
+    def __init__(self, pipes):  # {fd: how many of its bytes to keep}
+        self.keep, self.data, self.open = dict(pipes), {fd: bytearray() for fd in pipes}, set(pipes)
 
-    def run(self):
-        while True:
-            chunk = self.pipe.read1(1 << 16)
-            if not chunk:
-                return
-            self.total += len(chunk)
-            self.data += chunk[:max(0, self.keep - len(self.data))]  # nothing past ``keep``
+    def wait(self, seconds, fd=None):
+        """Read the pipes as they fill, for at most ``seconds``: until ``fd`` can be read (True), or
+        else every pipe has ended (True) or the time is up (False)."""
+        poll, deadline = select.poll(), time.monotonic() + seconds
+        for each in [*self.open, *([] if fd is None else [fd])]:
+            poll.register(each, select.POLLIN)
+        while self.open or fd is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for ready, _ in poll.poll(left * 1000):
+                if ready == fd:
+                    return True
+                chunk, kept = os.read(ready, 1 << 16), self.data[ready]
+                kept += chunk[:max(0, self.keep[ready] - len(kept))]  # nothing past ``keep``
+                if not chunk:  # its end: every writer has gone
+                    poll.unregister(ready)
+                    self.open.discard(ready)
+                    os.close(ready)
+        return True
+
+    def answer(self, code, timed_out, timeout, out, err):
+        self.wait(2.0)  # what a process left in the scenario's session holds open is not waited for
+        for fd in self.open:
+            os.close(fd)
+        text = {fd: bytes(data).decode("utf-8", "replace") for fd, data in self.data.items()}
+        return {"exit_code": code, "timed_out": timed_out, "timeout": timeout, "result": text[out], "stderr": text[err]}
 
 
 class Zygote:
@@ -187,7 +197,7 @@ class Zygote:
     caller starts a fresh interpreter instead, for this scenario and every later one."""
 
     def __init__(self, args, source=None):
-        self.sock, theirs = socket.socketpair()
+        self.sock, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         forked = fork_zygote(args, source, theirs) if source is not None else None
         self.process = None if forked is not None else _start_zygote(args, source, theirs)
         if self.process is not None and source is not None:
@@ -202,9 +212,9 @@ class Zygote:
         pipes = [os.pipe() for _ in range(3)]
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         try:
-            socket.send_fds(self.sock, [b"run"], theirs)
+            self.sock.sendmsg([b"run"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("3i", *theirs))])
             pid = int(self._line("pid", 30.0))
-        except (OSError, ValueError, AttributeError):  # AttributeError: a Python before 3.9
+        except (OSError, ValueError):
             self.alive = False
             for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
                 os.close(fd)
@@ -212,16 +222,12 @@ class Zygote:
         finally:
             for fd in theirs:
                 os.close(fd)
-        if len(request) <= PIPE_ROOM:  # a fresh pipe holds it whole: no thread to wait on a reader
-            _feed(os.fdopen(pipes[0][1], "wb"), request)
-        else:
-            threading.Thread(target=_feed, args=(os.fdopen(pipes[0][1], "wb"), request), daemon=True).start()
-        out = Bounded(os.fdopen(pipes[1][0], "rb"), KEEP_RESULT)
-        err = Bounded(os.fdopen(pipes[2][0], "rb"), KEEP_STDERR)
+        _feed(os.fdopen(pipes[0][1], "wb"), request, apart=len(request) > PIPE_ROOM)  # a fresh pipe holds PIPE_ROOM
+        kept = Kept({pipes[1][0]: KEEP_RESULT, pipes[2][0]: KEEP_STDERR})
         timed_out, code = False, None
         try:
-            code = int(self._line("exit", timeout))
-        except (socket.timeout, TimeoutError):
+            code = int(self._line("exit", timeout, kept))
+        except TimeoutError:
             timed_out = True
         except (OSError, ValueError):
             self.alive = False
@@ -229,15 +235,18 @@ class Zygote:
             _kill_group(pid, self.uid)  # (after an "exit", the zygote has killed it: crucible_scenario.zygote)
         if timed_out:
             try:
-                code = int(self._line("exit", 30.0))
+                code = int(self._line("exit", 30.0, kept))
             except (OSError, ValueError):
                 self.alive = False
-        return _reply(code if code is not None else -9, timed_out, timeout, out, err)
+        return kept.answer(code if code is not None else -9, timed_out, timeout, pipes[1][0], pipes[2][0])
 
-    def _line(self, word, timeout):
-        """The value of the next ``word N`` line from the zygote."""
-        self.sock.settimeout(timeout)
+    def _line(self, word, timeout, kept=None):
+        """The value of the next ``word N`` line from the zygote, within ``timeout`` seconds (else
+        TimeoutError); the scenario's pipes in ``kept`` read meanwhile, as they fill."""
+        deadline = time.monotonic() + timeout
         while b"\n" not in self.pending:
+            if not (kept or Kept({})).wait(deadline - time.monotonic(), self.sock.fileno()):
+                raise TimeoutError(f"no {word} from the zygote within {timeout:g} s")
             chunk = self.sock.recv(4096)
             if not chunk:
                 raise OSError("the zygote went away")
@@ -254,10 +263,7 @@ class Zygote:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if self.process is None:
-            os.waitpid(self.pid, 0)
-        else:
-            self.process.wait()
+        _ = os.waitpid(self.pid, 0) if self.process is None else self.process.wait()
 
 
 def _start_zygote(args, source, control):
@@ -278,13 +284,11 @@ def scenario_env():
 
 
 def fork_zygote(args, source, control):
-    """The zygote forked from this process, not started afresh (an interpreter's start: ~30 ms
-    of the machine's CPU a grading); its pid, or None. Forked before anything of the verdict dir
-    is read (BOOT and ``main`` read stdin by the byte), nothing in its memory is what a scenario
-    may not know: this script, the zygote's code, the command line. The child zeroes its initial
-    environment block, becomes what setpriv makes of a fresh one (crucible_scenario's ``become``,
-    checked), and only then runs the zygote; where it cannot, it exits, and the first scenario
-    finds the zygote gone (``run``)."""
+    """The zygote forked from this process, not started afresh (~30 ms of CPU a grading); its pid, or
+    None. Forked before anything of the verdict dir is read (stdin is read by the byte), its memory holds
+    nothing a scenario may not know: this script, the zygote's code, the command line. The child zeroes
+    its environment block and becomes what setpriv makes of a fresh one (``become``, checked) before it
+    runs the zygote; where it cannot, it exits, and the first scenario finds the zygote gone."""
     try:
         pid = os.fork()
     except OSError:
@@ -313,16 +317,17 @@ def fork_zygote(args, source, control):
         os._exit(0)
 
 
-def _feed(pipe, data):
-    try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError):
-        pass  # it ended without reading: its exit says how
-    finally:
+def _feed(pipe, data, apart=False):
+    """Write ``data`` to ``pipe``, then close it; ``apart``: in a thread of its own (it may never be read)."""
+    if apart:
+        import threading
+
+        return threading.Thread(target=_feed, args=(pipe, data), daemon=True).start()
+    for write in (lambda: pipe.write(data), pipe.close):
         try:
-            pipe.close()
+            write()
         except OSError:
-            pass
+            pass  # BrokenPipeError: it ended without reading, and its exit says how
 
 
 def _kill_group(pid, uid):
@@ -330,31 +335,21 @@ def _kill_group(pid, uid):
     scenario uid's own process) reports can name no process of root's or pytest's."""
     if not isinstance(pid, int) or pid <= 1:
         return
-    if uid == 0:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        return
-    child = os.fork()
+    child = os.fork() if uid != 0 else 0
     if child == 0:
         try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
+            if uid != 0:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
             os.killpg(pid, signal.SIGKILL)
-        except BaseException:
+        except OSError:
             pass
         finally:
-            os._exit(0)
+            if uid != 0:
+                os._exit(0)
+        return
     os.waitpid(child, 0)
-
-
-def _reply(code, timed_out, timeout, out, err):
-    for reader in (out, err):
-        reader.join(2.0)
-    return {"exit_code": code, "timed_out": timed_out, "timeout": timeout,
-            "result": out.data.decode("utf-8", "replace"), "stderr": err.data.decode("utf-8", "replace")}
 
 
 def run_fresh(args, request, timeout):
@@ -362,19 +357,24 @@ def run_fresh(args, request, timeout):
     import subprocess
 
     runner = os.path.join(args.verdict, "lib", "crucible_scenario.py")
+    out, err = os.pipe(), os.pipe()
     child = subprocess.Popen(
         [*as_user(args.scenario_uid), sys.executable, "-I", runner], cwd=args.workdir, env=scenario_env(),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    out, err = Bounded(child.stdout, KEEP_RESULT), Bounded(child.stderr, KEEP_STDERR)
-    threading.Thread(target=_feed, args=(child.stdin, request), daemon=True).start()  # it may never read
-    timed_out = False
+        stdin=subprocess.PIPE, stdout=out[1], stderr=err[1], start_new_session=True)
+    os.close(out[1])
+    os.close(err[1])
+    kept = Kept({out[0]: KEEP_RESULT, err[0]: KEEP_STDERR})
+    _feed(child.stdin, request, apart=True)
+    deadline, timed_out = time.monotonic() + timeout, False
     try:
-        child.wait(timeout)
+        while kept.open and child.poll() is None and time.monotonic() < deadline:
+            kept.wait(min(0.1, deadline - time.monotonic()))  # at its end, its pipes end with it
+        child.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         timed_out = True
     _kill_group(child.pid, args.scenario_uid)  # whatever it left running goes with it
     child.wait()
-    return _reply(child.returncode, timed_out, timeout, out, err)
+    return kept.answer(child.returncode, timed_out, timeout, out[0], err[0])
 
 
 def run_scenario(args, zygote, request):
@@ -466,9 +466,8 @@ class Options:
 
 def main():
     args = Options(sys.argv[1:])
-    # By the byte, and the zygote forked before the verdict dir's files are read (fork_zygote);
-    # one started from the verdict dir's copy, once that is written
-    source = _read_fd(0, args.zygote_source_bytes) if args.zygote_source_bytes else None
+    # By the byte, the zygote forked before the verdict files are read; else started from their copy once written
+    source = _read_exactly(lambda n: os.read(0, n), args.zygote_source_bytes) if args.zygote_source_bytes else None
     zygote = Zygote(args, source) if not args.no_zygote and source is not None else None
     if args.files_bytes:
         lay_out(args.verdict, args.tester_uid, sys.stdin.buffer.read(args.files_bytes))
@@ -481,7 +480,7 @@ def main():
     if go == "go":
         tester.send(b"go\n")
     tester.send(None)  # its stdin's end: without a "go" before it, pytest exits 97 having run no test
-    ours = socket.socket(fileno=tester.probe_fd)
+    ours = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, tester.probe_fd)
     try:
         if go == "go":
             serve(ours, args, zygote)
