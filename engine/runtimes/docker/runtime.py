@@ -81,7 +81,8 @@ class DockerRuntime:
         self.name = name
         self._client = None
         self._lock = threading.Lock()
-        self._image_ids: dict[str, str] = {}
+        self._images: dict[str, dict[str, Any]] = {}
+        """Image inspects by tag, kept for this runtime's life (a sweep builds nothing once its runs start)."""
         listed = as_hosts(hosts)
         self.pool = HostPool(listed, self.api_timeout) if listed else None
         """The listed hosts (``runtime.hosts``), None when containers run on this machine's engine."""
@@ -122,17 +123,24 @@ class DockerRuntime:
         return ContentAddressedBuilder(ensure_engine(client_timeout=BUILD_TIMEOUT), ca_bundle=ca_bundle or AUTO)
 
     def image_id(self, tag: str) -> str | None:
-        """``tag``'s content ID on this machine's engine (one inspect, kept for this runtime's
-        life: a sweep builds nothing once its runs start); None with listed hosts, where each
-        host holds an image of its own, or when there is no such image."""
+        """``tag``'s content ID on this machine's engine (``inspected``); None with listed hosts,
+        where each host holds an image of its own, or when there is no such image."""
+        inspected = self.inspected(tag)
+        return None if inspected is None else str(inspected["Id"])
+
+    def inspected(self, tag: str) -> dict[str, Any] | None:
+        """``tag``'s inspect on this machine's engine, one kept for this runtime's life: a sweep
+        builds nothing once its runs start, and its runs ask of each image its content ID
+        (``image_id``) and the config its containers start with. None with listed hosts, or when
+        there is no such image (or no engine: what asks again then says why)."""
         if self.pool is not None:
             return None
-        known = self._image_ids.get(tag)
+        known = self._images.get(tag)
         if known is None:
             try:
-                known = self._image_ids[tag] = str(self.client.api.inspect_image(tag)["Id"])
-            except Exception as exc:  # no such image, an engine that went away: captured afresh, which says why
-                log.debug("no content ID for %s: %s", tag, exc)
+                known = self._images[tag] = self.client.api.inspect_image(tag)
+            except Exception as exc:  # no such image, an engine that went away
+                log.debug("no inspect of %s: %s", tag, exc)
                 return None
         return known
 

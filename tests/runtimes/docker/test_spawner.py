@@ -318,3 +318,30 @@ def test_a_closed_workspace_stops_by_itself_before_it_is_removed(both, run, dock
     for container_id in ids:
         with pytest.raises(Exception, match="No such container"):
             docker_client.api.inspect_container(container_id)
+
+
+def test_a_workspace_starts_as_its_container_would_say_without_asking_it(base_image, run, docker_client, monkeypatch):
+    """The spawner's commands get the container's hostname and the image's environment; on this
+    machine's engine both are known without inspecting the container (its hostname is its ID's
+    first 12 digits, its environment the image's, kept from one inspect of the image): what
+    the container's own inspect says, and what ``hostname`` says inside it."""
+    import docker.api.client
+
+    asked: list[str] = []
+    inspect = docker.api.client.APIClient.inspect_container
+
+    def recording(self, container, *args, **kwargs):
+        asked.append(container)
+        return inspect(self, container, *args, **kwargs)
+
+    monkeypatch.setattr(docker.api.client.APIClient, "inspect_container", recording)
+    ws = _workspace(run, base_image, spawner=True)
+    try:
+        assert asked == [], "the container was inspected to start it"
+        done = run(ws.exec(["sh", "-c", 'echo "$HOSTNAME"; hostname; env'], user=AGENT))
+        config = inspect(docker_client.api, ws.container_id)["Config"]
+    finally:
+        run(ws.close())
+    named, hostname, *environment = done.stdout.decode().splitlines()
+    assert named == hostname == config["Hostname"] == ws.container_id[:12]
+    assert config["Env"] and set(config["Env"]) <= set(environment)
