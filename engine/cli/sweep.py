@@ -24,6 +24,7 @@ from engine.config.compose import compose_config, to_typed
 from engine.config.text import config_yaml
 from engine.errors import CrucibleError, StoreError, UserError
 from engine.models import RunRecord
+from engine.plan import repos
 from engine.plan.spec import Plan, plan
 from engine.run.batch import BatchJob, EnsuredImages, RunSlots, run_batch
 from engine.run.progress import SKIPPED_MARKER, USER_ERROR_MARKER, mark_job
@@ -72,10 +73,16 @@ class Sweep:
         self.first: list[tuple[BatchJob | None, Session]] = []
         self.images: dict[int, EnsuredImages] = {}
         """One per session: each image ensured once a sweep (the first jobs' ahead, as planned)."""
+        self.pinned: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        """Each task repository's refs as the sweep's first plan of them resolved them (``repos.pinned_once``)."""
 
     def plan_first(self) -> None:
         """Plan the jobs validation composed, which use every choice of every axis: every
         task's repo and refs are checked before any container starts. Raises UserError."""
+        with repos.pinned_once(self.pinned):
+            self._plan_first()
+
+    def _plan_first(self) -> None:
         try:
             for num, (combo, cfg) in enumerate(self.composed):
                 if cfg is None:
@@ -98,6 +105,10 @@ class Sweep:
         return asyncio.run(self._run())
 
     async def _run(self) -> int:
+        with repos.pinned_once(self.pinned):  # the rest planned with the first jobs' pins (threads inherit it)
+            return await self._run_all()
+
+    async def _run_all(self) -> int:
         slots: dict[int, RunSlots] = {}  # one per session: ``parallel`` bounds the sweep's runs
         running: list[asyncio.Task[list[BatchJob]]] = []
         ingest = _IngestOnceWritten(self.ingest_spooled, running)

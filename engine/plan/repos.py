@@ -7,6 +7,7 @@ on every machine and a spec pinned on one machine re-plans identically on anothe
 
 from __future__ import annotations
 
+import contextvars
 import fcntl
 import hashlib
 import logging
@@ -228,15 +229,38 @@ def has_commit(repo_path: Path, sha: str) -> bool:
     return _commit_sha(repo_path, sha) is not None
 
 
+_PINNED: contextvars.ContextVar[dict[tuple[str, tuple[str, ...]], list[str]] | None] = contextvars.ContextVar(
+    "crucible_pinned", default=None
+)
+
+
+@contextmanager
+def pinned_once(memo: dict[tuple[str, tuple[str, ...]], list[str]]) -> Iterator[None]:
+    """Within the block (a sweep's, ``memo`` its own), refs resolved once per repository: each job
+    of a task pins the same refs (one job per agent, model, seed), and each pin is a ``git
+    rev-parse`` (~5 ms of a sweep's CPU). A ref moved meanwhile is not seen, so every job of a
+    sweep runs the same commits; the next sweep resolves afresh."""
+    token = _PINNED.set(memo)
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
+
+
 def pin_all(repo_path: Path, refs: dict[str, str], *, task_id: str) -> dict[str, str]:
     """Each role's ref resolved to its commit SHA, as ``pin`` resolves it, by one ``git rev-parse``
     for all of them: a plan pins three refs, and GitPython (whose kept ``git cat-file`` spares a
     process per ref) costs ~0.1 s to import, most of a check answered from the store
     (bench/bench_cached_check.py). Where that call cannot answer for every ref (one not found,
     a repository git refuses), each is resolved by ``pin``, whose error names what is wrong."""
-    shas = _rev_parse_commits(repo_path, list(refs.values()))
+    pinned, key = _PINNED.get(), (str(repo_path), tuple(refs.values()))
+    shas = pinned.get(key) if pinned is not None else None
+    if shas is None:
+        shas = _rev_parse_commits(repo_path, list(refs.values()))
     if shas is None:
         return {role: pin(repo_path, ref, task_id=task_id, role=role) for role, ref in refs.items()}
+    if pinned is not None:
+        pinned[key] = shas
     return dict(zip(refs, shas, strict=True))
 
 

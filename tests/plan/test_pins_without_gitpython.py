@@ -61,3 +61,31 @@ def test_the_schemas_missing_marker_is_omegaconfs():
     from engine.config.schema import MISSING
 
     assert MISSING == omegaconf.MISSING
+
+
+def test_within_a_sweep_each_repositorys_refs_are_resolved_once_and_the_next_sweep_resolves_afresh(repo, monkeypatch):
+    """``repos.pinned_once`` (a sweep's): the jobs of one task pin the same refs, so git is asked
+    once; a ref moved meanwhile is not seen there (every job runs the same commits), and is seen
+    by the next sweep, and outside any sweep."""
+    asked: list[list[str]] = []
+    rev_parse = repos._rev_parse_commits
+
+    def counted(path, revs):
+        asked.append(list(revs))
+        return rev_parse(path, revs)
+
+    monkeypatch.setattr(repos, "_rev_parse_commits", counted)
+    refs = {"baseline": "baseline", "golden": "golden"}
+    with repos.pinned_once({}):
+        first = repos.pin_all(repo, refs, task_id="t")
+        git(repo, "branch", "-f", "golden", "baseline")  # moved while the sweep runs
+        try:
+            assert repos.pin_all(repo, refs, task_id="t") == first
+            assert repos.pin_all(repo, {"baseline": "baseline"}, task_id="t") == {"baseline": first["baseline"]}
+            assert len(asked) == 2  # the second set of refs is another question
+            with repos.pinned_once({}):  # the next sweep
+                assert repos.pin_all(repo, refs, task_id="t")["golden"] == first["baseline"]
+            assert repos.pin_all(repo, refs, task_id="t") == first
+        finally:
+            git(repo, "branch", "-f", "golden", first["golden"])
+    assert repos.pin_all(repo, refs, task_id="t") == first and len(asked) == 4

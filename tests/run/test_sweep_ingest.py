@@ -142,3 +142,14 @@ def test_a_cancelled_sweeps_runs_are_in_the_store_file_as_canceled(base_image, t
     with open_store(session.store.path, read_only=True, timeout=60) as con:  # the file, nothing ingested first
         statuses = con.execute("SELECT status FROM runs WHERE sweep_id = ?", [sweep.sweep_id]).fetchall()
     assert statuses and {s for (s,) in statuses} == {"canceled"}, statuses
+
+
+def test_a_sweeps_jobs_of_one_task_pin_its_refs_with_one_git_call(base_image, tmp_path, monkeypatch):
+    """Each job of a task pins the same refs: within the sweep git is asked once (``repos.pinned_once``)."""
+    from engine.plan import repos
+
+    asked: list[list[str]] = []
+    rev_parse = repos._rev_parse_commits
+    monkeypatch.setattr(repos, "_rev_parse_commits", lambda path, revs: asked.append(revs) or rev_parse(path, revs))
+    sweep = _sweep(tmp_path, random.randrange(10**9))
+    assert len(sweep.first) == 2 and len(asked) == 1
