@@ -1,4 +1,5 @@
-"""Answers that are a function of git commits alone, kept on disk between commands.
+"""Answers that are a function of git commits alone, kept on disk between commands (or of
+content named by its digest, as commits name theirs: the test-awareness scan's findings).
 
 A commit's SHA names its whole tree, so what is read from a repository at pinned SHAs (the
 hidden change between the baseline and the test ref, the golden diff's tool calls) never

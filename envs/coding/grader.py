@@ -23,10 +23,12 @@ import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from engine.errors import CrucibleError, GradeError, WorkspaceError
 from engine.interfaces import AGENT_UID, ROOT_UID, Workspace
 from engine.models import CapturedSubmission, Verdict
+from engine.util.commit_memo import remembered
 from envs.coding import audit, isolated, protect, reading, rerun, runner_end, staging
 from envs.coding import canary as canaries
 from envs.coding import hidden as hidden_change
@@ -332,8 +334,24 @@ async def _scan(
             contents[path] = await ws.read_file(posixpath.join(workdir_of(task), path))
         except WorkspaceError:
             contents[path] = None  # not there to run (a rename's old side, a dropped path)
-    findings = scanner.scan(data, contents, patterns)
-    return {"refuse": integrity.refuse_test_aware_code, "findings": [f.to_dict() for f in findings]}
+    return {"refuse": integrity.refuse_test_aware_code, "findings": _scanned(data, contents, patterns)}
+
+
+def _scanned(data: bytes, contents: Mapping[str, bytes | None], patterns: Sequence[str]) -> list[dict]:
+    """``scanner.scan``'s findings as dicts, kept by the digest of all it reads (a pure function
+    of them: commit_memo's key holds the engine's version, so changed rules are a new key): a
+    golden run's, a rerun's or a baseline's diff is scanned once, not at every grading (~3 ms
+    of a run's CPU, more on a big diff, on the way to its tests)."""
+    digest = hashlib.sha256(data)
+    for path in sorted(contents):
+        text = contents[path]
+        digest.update(f"\0{path}\0{-1 if text is None else len(text)}\0".encode("utf-8", "surrogateescape"))
+        digest.update(text or b"")
+    key = (digest.hexdigest(), "\0".join(patterns))
+    return cast(
+        list[dict],
+        remembered("scan", key, lambda: [f.to_dict() for f in scanner.scan(data, contents, patterns)]),
+    )
 
 
 def _patch_variants(diff: str) -> list[tuple[str, bytes]]:

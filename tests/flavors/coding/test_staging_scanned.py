@@ -54,3 +54,28 @@ def test_the_header_says_how_long_the_scan_list_is_and_it_comes_last():
         b"3",
     ]
     assert body == b"PATCH" + b"HID" + b"pkg\0pkg/a.py\0" + b"pkg/a.py\0pkg/b.py\0"
+
+
+def test_the_scan_of_the_same_diff_and_files_is_kept_and_anything_else_is_scanned(tmp_path, monkeypatch):
+    """The test-awareness scan is a pure function of the diff, the files it reads and the test
+    paths: a second grading of the same (a golden run's, a rerun's) reads its findings kept on
+    disk; a file that differs by one byte, or other test paths, is scanned afresh."""
+    from envs.coding import grader
+    from envs.integrity.scan import scanner
+
+    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path))
+    code = b"import os\nFILES = os.listdir('tests')\n"
+    diff = (
+        b"diff --git a/pkg/a.py b/pkg/a.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/a.py\n"
+        b"@@ -0,0 +1,2 @@\n+import os\n+FILES = os.listdir('tests')\n"
+    )
+    scans: list[dict] = []
+    real = scanner.scan
+    monkeypatch.setattr(scanner, "scan", lambda *args: scans.append(args[1]) or real(*args))
+    first = grader._scanned(diff, {"pkg/a.py": code}, ["tests/*"])
+    assert {f["rule"] for f in first} == {"test-path", "tree-walk"} and len(scans) == 1
+    assert grader._scanned(diff, {"pkg/a.py": code}, ["tests/*"]) == first and len(scans) == 1
+    grader._scanned(diff, {"pkg/a.py": code + b"\n"}, ["tests/*"])
+    grader._scanned(diff, {"pkg/a.py": code}, ["spec/*"])
+    grader._scanned(diff, {"pkg/a.py": None}, ["tests/*"])
+    assert len(scans) == 4
