@@ -10,8 +10,8 @@ grading ws  the grading container's, the same way (the stager, the verdict's lau
 the rest    machine minus those: dockerd, containerd, the shims and runc creating, starting,
             exec-ing into and removing the containers
 
-A container's cgroup goes with it, so each is read just before its removal is asked for (the
-engine's DELETE); the floor's container prints its own at its end. Run on a quiet machine.
+A container's cgroup goes with it, so each is read as the engine begins to take it down (before its
+spawner quits); the floor's container prints its own at its end. Run on a quiet machine.
 
     .venv/bin/python bench/golden_cpu.py [--task sample/last_page] [--trials 6] [--override KEY=VALUE]...
 """
@@ -44,22 +44,22 @@ def machine_cpu_seconds() -> float:
 
 
 def read_before_removal() -> dict[str, float]:
-    """Container id -> its CPU seconds, read as the engine asks Docker to remove it."""
-    import requests
+    """Container id -> its CPU seconds, read as the engine begins to take it down (before its
+    spawner is told to quit: a container that has stopped has no cgroup left to read)."""
+    from engine.runtimes.docker.workspace import DockerWorkspace
 
     seen: dict[str, float] = {}
-    send = requests.Session.send
+    remove = DockerWorkspace._remove
 
-    def reading(self, request, **kwargs):
-        found = re.search(r"/containers/([0-9a-f]{64})(\?|$)", request.path_url or "")
-        if request.method == "DELETE" and found:
+    def reading(self) -> None:
+        if self.container_id is not None:
             try:
-                seen[found.group(1)] = int(Path(CPUACCT.format(found.group(1))).read_text()) / 1e9
+                seen[self.container_id] = int(Path(CPUACCT.format(self.container_id)).read_text()) / 1e9
             except OSError:
                 pass  # gone already: that trial's container shares are left out of it
-        return send(self, request, **kwargs)
+        remove(self)
 
-    requests.Session.send = reading
+    DockerWorkspace._remove = reading  # type: ignore[method-assign]
     return seen
 
 
