@@ -24,15 +24,20 @@ from engine.util import cachefile, paths
 from engine.util.codehash import engine_version
 
 
-def remembered(kind: str, key: tuple[str, ...], compute: Callable[[], Any]) -> Any:
+def remembered(
+    kind: str, key: tuple[str, ...], compute: Callable[[], Any], keep_if: Callable[[Any], bool] | None = None
+) -> Any:
     """``compute()``'s JSON value for ``key`` (strings: SHAs, paths, arguments), from
-    ``$CRUCIBLE_HOME/cache/commits`` when an earlier command kept it, else computed and kept."""
+    ``$CRUCIBLE_HOME/cache/commits`` when an earlier command kept it, else computed and kept
+    (unless ``keep_if`` says of the value that it may not be the same next time)."""
     name = hashlib.sha256(json.dumps([kind, engine_version(), *key]).encode()).hexdigest()[:32]
     where = paths.cache_dir() / "commits" / f"{kind}-{name}.json"
     try:
         return json.loads(where.read_bytes())
     except (OSError, ValueError):
         pass  # not kept yet, or unreadable: computed again
-    text = json.dumps(compute()).encode()
-    cachefile.keep(where, text)  # not kept (a read-only cache): answered all the same
+    value = compute()
+    text = json.dumps(value).encode()
+    if keep_if is None or keep_if(value):
+        cachefile.keep(where, text)  # not kept (a read-only cache): answered all the same
     return json.loads(text)  # the caller's own copy, as a kept one would be

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import logging
+import platform
 import posixpath
 import re
 import secrets
@@ -339,18 +341,25 @@ async def _scan(
 
 def _scanned(data: bytes, contents: Mapping[str, bytes | None], patterns: Sequence[str]) -> list[dict]:
     """``scanner.scan``'s findings as dicts, kept by the digest of all it reads (a pure function
-    of them: commit_memo's key holds the engine's version, so changed rules are a new key): a
-    golden run's, a rerun's or a baseline's diff is scanned once, not at every grading (~3 ms
-    of a run's CPU, more on a big diff, on the way to its tests)."""
+    of them: commit_memo's key holds the engine's version, so changed rules are a new key, and
+    this interpreter's, whose parser decides what reads): a golden run's, a rerun's or a
+    baseline's diff is scanned once, not at every grading (~3 ms of a run's CPU, more on a big
+    diff, on the way to its tests). Findings with an unscannable file are never kept: the
+    parser's RecursionError or MemoryError may be this moment's, not the file's."""
     digest = hashlib.sha256(data)
     for path in sorted(contents):
         text = contents[path]
         digest.update(f"\0{path}\0{-1 if text is None else len(text)}\0".encode("utf-8", "surrogateescape"))
         digest.update(text or b"")
-    key = (digest.hexdigest(), "\0".join(patterns))
+    key = (digest.hexdigest(), json.dumps(list(patterns)), platform.python_version())
     return cast(
         list[dict],
-        remembered("scan", key, lambda: [f.to_dict() for f in scanner.scan(data, contents, patterns)]),
+        remembered(
+            "scan",
+            key,
+            lambda: [f.to_dict() for f in scanner.scan(data, contents, patterns)],
+            keep_if=lambda found: all(f["rule"] != "unscannable" for f in found),
+        ),
     )
 
 

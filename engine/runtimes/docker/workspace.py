@@ -234,8 +234,10 @@ class DockerWorkspace(StartedOnce):
         On this machine's engine, the image's (kept from one inspect a run: ``DockerRuntime.inspected``):
         given no environment and no hostname of its own, a container has the image's environment and
         its ID's first 12 digits for a hostname, and no inspect of each container is needed (~2.5 ms of
-        the engine's and dockerd's CPU each). Elsewhere, or where the image has no inspect: the container's."""
-        image = None if self.remote else self.runtime.inspected(self.image)
+        the engine's and dockerd's CPU each). Elsewhere, where the SDK gives the container the proxy
+        variables of the Docker client's config (``use_config_proxy``), or where the image has no
+        inspect: the container's own."""
+        image = None if self.remote or _proxied(api) else self.runtime.inspected(self.image)
         if image is None:
             return dict(api.inspect_container(container_id).get("Config") or {})
         return {"Hostname": container_id[:12], "Env": list((image.get("Config") or {}).get("Env") or [])}
@@ -419,6 +421,13 @@ class DockerWorkspace(StartedOnce):
         except WorkspaceError as exc:
             self._raise_if_lost(exc, self.purpose)
             raise
+
+
+def _proxied(api: Any) -> bool:
+    """Whether the SDK adds proxy variables to a container's environment (the Docker client's
+    config names proxies; an SDK that keeps them elsewhere is taken to)."""
+    proxies = getattr(api, "_proxy_configs", None)
+    return proxies is None or bool(proxies.get_environment())
 
 
 def _image_path(attrs: Mapping[str, Any]) -> str | None:

@@ -120,8 +120,7 @@ import signal
 import struct
 import time
 
-# subprocess, shutil and threading are imported where a rarer path needs them (~6 ms of CPU); sockets are
-# _socket's (the socket module's enums: ~2.4 ms of the launcher's and the zygote's a grading).
+# subprocess, shutil, threading: imported where a rarer path needs them; _socket, not socket (its enums: ~2.4 ms)
 
 
 def read_frame(sock):
@@ -171,7 +170,7 @@ class Kept:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            for ready, _ in poll.poll(left * 1000):
+            for ready, _ in poll.poll(min(left, 3600.0) * 1000):  # poll takes an int of ms: a month overflows it
                 if ready == fd:
                     return True
                 chunk, kept = os.read(ready, 1 << 16), self.data[ready]
@@ -357,12 +356,14 @@ def run_fresh(args, request, timeout):
     import subprocess
 
     runner = os.path.join(args.verdict, "lib", "crucible_scenario.py")
-    out, err = os.pipe(), os.pipe()
-    child = subprocess.Popen(
-        [*as_user(args.scenario_uid), sys.executable, "-I", runner], cwd=args.workdir, env=scenario_env(),
-        stdin=subprocess.PIPE, stdout=out[1], stderr=err[1], start_new_session=True)
-    os.close(out[1])
-    os.close(err[1])
+    out, err, child = os.pipe(), os.pipe(), None
+    try:
+        child = subprocess.Popen(
+            [*as_user(args.scenario_uid), sys.executable, "-I", runner], cwd=args.workdir, env=scenario_env(),
+            stdin=subprocess.PIPE, stdout=out[1], stderr=err[1], start_new_session=True)
+    finally:  # its ends, whether it started or not; ours too where it did not
+        for fd in (out[1], err[1], *((out[0], err[0]) if child is None else ())):
+            os.close(fd)
     kept = Kept({out[0]: KEEP_RESULT, err[0]: KEEP_STDERR})
     _feed(child.stdin, request, apart=True)
     deadline, timed_out = time.monotonic() + timeout, False

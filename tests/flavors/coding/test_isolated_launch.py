@@ -298,3 +298,28 @@ def test_a_scenario_inherits_none_of_the_launchers_rarer_modules(top):
     launcher = start_gated(repo, verdict, [HiddenFile("tests/test_hidden.py", "644", text.encode())], [])
     out, _ = launcher.communicate(b"go\n", timeout=120)
     assert launcher.returncode == 0 and b"1 passed" in out, out.decode(errors="replace")
+
+
+PATIENT = """
+from crucible_probe import isolated
+
+
+@isolated(timeout=3e6)
+def patient():
+    return 7
+
+
+def test_a_scenario_given_a_month_still_answers():
+    assert patient() == 7
+"""
+
+
+def test_a_scenario_timeout_past_what_poll_takes_is_waited_for_in_steps(top):
+    """The launcher waits on a scenario with ``poll``, whose timeout is an int of milliseconds: a
+    timeout of ~35 days (3e6 s, past INT_MAX ms) is waited for in steps, not an OverflowError that
+    ends the launcher (found by review)."""
+    repo, verdict = top / "repo", top / "verdict"
+    repo.mkdir(mode=0o755)
+    launcher = start_gated(repo, verdict, [HiddenFile("tests/test_hidden.py", "644", PATIENT.encode())], [])
+    out, _ = launcher.communicate(b"go\n", timeout=120)
+    assert launcher.returncode == 0 and b"1 passed" in out, out.decode(errors="replace")

@@ -79,3 +79,23 @@ def test_the_scan_of_the_same_diff_and_files_is_kept_and_anything_else_is_scanne
     grader._scanned(diff, {"pkg/a.py": code}, ["spec/*"])
     grader._scanned(diff, {"pkg/a.py": None}, ["tests/*"])
     assert len(scans) == 4
+
+
+def test_a_scan_that_could_not_read_a_file_is_never_kept(tmp_path, monkeypatch):
+    """An unscannable finding may be the parser's RecursionError or MemoryError of the moment,
+    not the file's: such findings are answered, never kept, and the next grading scans again."""
+    from envs.coding import grader
+    from envs.integrity.scan import scanner
+
+    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path))
+    code = b"x = " + b"-" * 7000 + b"1\n"  # deeper than CPython's parser goes
+    diff = (
+        b"diff --git a/pkg/a.py b/pkg/a.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/a.py\n@@ -0,0 +1 @@\n+"
+        + code
+    )
+    scans: list[dict] = []
+    real = scanner.scan
+    monkeypatch.setattr(scanner, "scan", lambda *args: scans.append(args[1]) or real(*args))
+    for _ in range(2):
+        assert [f["rule"] for f in grader._scanned(diff, {"pkg/a.py": code}, ["tests/*"])] == ["unscannable"]
+    assert len(scans) == 2

@@ -345,3 +345,21 @@ def test_a_workspace_starts_as_its_container_would_say_without_asking_it(base_im
     named, hostname, *environment = done.stdout.decode().splitlines()
     assert named == hostname == config["Hostname"] == ws.container_id[:12]
     assert config["Env"] and set(config["Env"]) <= set(environment)
+
+
+def test_a_docker_client_configs_proxies_still_reach_the_spawners_commands(base_image, run, tmp_path, monkeypatch):
+    """Where the Docker client's config names proxies, the SDK puts them in each container's
+    environment: the container is then inspected, as before, and its commands get them (found
+    by review: taken from the image alone, they were lost)."""
+    import json
+
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps({"proxies": {"default": {"httpProxy": "http://127.0.0.1:9"}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    ws = _workspace(run, base_image, spawner=True)
+    try:
+        done = run(ws.exec(["sh", "-c", "env"], user=AGENT))
+    finally:
+        run(ws.close())
+    assert {"HTTP_PROXY=http://127.0.0.1:9", "http_proxy=http://127.0.0.1:9"} <= set(done.stdout.decode().splitlines())
