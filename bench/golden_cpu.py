@@ -43,18 +43,19 @@ def machine_cpu_seconds() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def read_before_removal() -> dict[str, float]:
-    """Container id -> its CPU seconds, read as the engine begins to take it down (before its
-    spawner is told to quit: a container that has stopped has no cgroup left to read)."""
+def read_before_removal() -> dict[str, tuple[str, float]]:
+    """Container id -> (its purpose: ``agent`` or ``grade``, its CPU seconds), read as the engine
+    begins to take it down (before its spawner is told to quit: a stopped container has no cgroup
+    left to read)."""
     from engine.runtimes.docker.workspace import DockerWorkspace
 
-    seen: dict[str, float] = {}
+    seen: dict[str, tuple[str, float]] = {}
     remove = DockerWorkspace._remove
 
     def reading(self) -> None:
         if self.container_id is not None:
             try:
-                seen[self.container_id] = int(Path(CPUACCT.format(self.container_id)).read_text()) / 1e9
+                seen[self.container_id] = (self.purpose, int(Path(CPUACCT.format(self.container_id)).read_text()) / 1e9)
             except OSError:
                 pass  # gone already: that trial's container shares are left out of it
         remove(self)
@@ -115,10 +116,10 @@ def main() -> int:
         machine, own, wall = machine_cpu_seconds(), time.process_time(), time.perf_counter()
         record = asyncio.run(run_one(planned, session, root=run_root))
         wall, own, machine = time.perf_counter() - wall, time.process_time() - own, machine_cpu_seconds() - machine
-        if record.status != "completed" or record.reward != 1.0 or len(seen) != 2:
-            raise SystemExit(f"golden run failed or not measured: {record.status} {record.error} {len(seen)}")
-        # Which is which: the grading container ran the tests, by far the costlier of the two.
-        agent_ws, grading_ws = sorted(seen.values())
+        by_purpose = dict(seen.values())
+        if record.status != "completed" or record.reward != 1.0 or sorted(by_purpose) != ["agent", "grade"]:
+            raise SystemExit(f"golden run failed or not measured: {record.status} {record.error} {sorted(by_purpose)}")
+        agent_ws, grading_ws = by_purpose["agent"], by_purpose["grade"]
         runs.append(
             {
                 "wall": wall,

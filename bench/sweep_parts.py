@@ -66,7 +66,8 @@ def floors(planned: list, work: list[tuple[bytes, bool]]) -> dict[str, float]:
 
 
 def sweep(seen: dict[str, tuple[str, float]], trial: int) -> dict[str, float]:
-    """bench_sweep's sweep by the in-process ``Sweep``, every run completed."""
+    """bench_sweep's sweep by the in-process ``Sweep``, every run completed; ``seen`` the
+    containers' CPU by purpose (golden_cpu.read_before_removal)."""
     from bench_sweep import settle
     from golden_cpu import machine_cpu_seconds
 
@@ -106,25 +107,6 @@ def sweep(seen: dict[str, tuple[str, float]], trial: int) -> dict[str, float]:
     }
 
 
-def read_by_purpose() -> dict[str, tuple[str, float]]:
-    """Container id -> (its purpose, its CPU seconds), read as the engine begins to take it down."""
-    from golden_cpu import CPUACCT
-
-    from engine.runtimes.docker.workspace import DockerWorkspace
-
-    seen: dict[str, tuple[str, float]] = {}
-    remove = DockerWorkspace._remove
-
-    def reading(self) -> None:
-        if self.container_id is not None:
-            with contextlib.suppress(OSError):  # gone already: left out of its trial
-                seen[self.container_id] = (self.purpose, int(Path(CPUACCT.format(self.container_id)).read_text()) / 1e9)
-        remove(self)
-
-    DockerWorkspace._remove = reading  # type: ignore[method-assign]
-    return seen
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=3)
@@ -133,7 +115,9 @@ def main() -> int:
     import bench_sweep
 
     planned, same, _golden = bench_sweep.planned_sweep()
-    seen = read_by_purpose()
+    from golden_cpu import read_before_removal
+
+    seen = read_before_removal()
     floors(planned, same)  # the page cache, not counted
     sweep(seen, -1)  # the engine's first sweep in this process (its imports, its first store open), not counted
     rows: list[tuple[dict[str, float], dict[str, float]]] = []

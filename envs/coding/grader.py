@@ -346,7 +346,8 @@ def _scanned(data: bytes, contents: Mapping[str, bytes | None], patterns: Sequen
     baseline's diff is scanned once, not at every grading (~3 ms of a run's CPU, more on a big
     diff, on the way to its tests). Findings with an unscannable file are never kept: the
     parser's RecursionError or MemoryError may be this moment's, not the file's."""
-    digest = hashlib.sha256(data)
+    digest = hashlib.sha256(f"{len(data)}\0".encode())
+    digest.update(data)
     for path in sorted(contents):
         text = contents[path]
         digest.update(f"\0{path}\0{-1 if text is None else len(text)}\0".encode("utf-8", "surrogateescape"))
