@@ -62,9 +62,39 @@ def finished(sweep: subprocess.Popen, log: Path, within: float = 480) -> int:
     try:
         return sweep.wait(timeout=within)
     except subprocess.TimeoutExpired:
+        busy = cpu_seconds(sweep.pid)
+        time.sleep(2)  # a diagnosis, not a wait: whether its loop spins (a cancel refused) or sleeps
+        busy = cpu_seconds(sweep.pid) - busy
         sweep.send_signal(signal.SIGABRT)
         sweep.wait(timeout=60)
-        pytest.fail(f"the sweep is hung after {within:.0f} s:\n{log.read_text()[-12000:]}")
+        pytest.fail(
+            f"the sweep is hung after {within:.0f} s ({busy:.2f} CPU-s in its last 2 s):\n"
+            + hang_report(log.read_text())
+        )
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user and system), from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    utime, stime = stat[stat.rfind(")") + 2 :].split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
+def hang_report(log: str, limit: int = 12000) -> str:
+    """What a hung sweep's log says, most telling first, within ``limit`` characters (a CI
+    report keeps a failure's head and tail only): the stack of the thread that runs the event
+    loop (faulthandler's "Current thread", which took the SIGABRT), then the sweep's own lines
+    (which runs ended, which were still going), then the other threads' stacks."""
+    lines = log.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Current thread ")), None)
+    main: list[str] = []
+    if start is not None:
+        end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
+        main, lines = lines[start:end], lines[:start] + lines[end:]
+    own = [line for line in lines if line and not line.startswith(("  ", "Thread 0x", "Fatal Python", "Extension"))]
+    others = [line for line in lines if line.startswith(("  ", "Thread 0x"))]
+    report = "\n".join([*main, "", "-- the sweep's lines --", *own[-60:], "", "-- other threads --", *others])
+    return report[:limit]
 
 
 def stored(env: dict[str, str], sql: str) -> list[tuple]:
@@ -201,10 +231,7 @@ def test_a_sweep_spreads_within_slots_survives_a_host_dying_and_resume_completes
         while not _holds_a_run(d2):  # d2 has a run of the sweep in hand: it dies now
             assert sweep.poll() is None and time.monotonic() < deadline, (tmp_path / "sweep.log").read_text()
             time.sleep(0.05)
-        os.killpg(d2.proc.pid, signal.SIGSTOP)  # frozen: the run it holds cannot end before the kill
-        os.killpg(d2.proc.pid, signal.SIGKILL)  # dockerd and its containerd; the shims live on
-        d2.proc.wait()
-        d2.kill_shims()  # the machine is gone with all it ran (its containers come back stopped)
+        d2.lose()  # frozen, so the run it holds cannot end first; then gone with all it ran
         assert finished(sweep, tmp_path / "sweep.log") == 0, (
             tmp_path / "sweep.log"
         ).read_text()  # it ran: its runs say the rest

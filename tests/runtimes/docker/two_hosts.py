@@ -124,6 +124,21 @@ class SecondDockerd:
             self.proc.kill()
             self.proc.wait()
 
+    def lose(self) -> None:
+        """The host is lost, as a machine is: dockerd frozen (whatever it holds stays held), then
+        killed with its containerd, then its containers' shims and processes, and the pid files
+        under its exec root gone, as a reboot empties ``/run``. (Killed, containerd is a zombie
+        until this machine's init reaps it, a moment or many seconds later; a dockerd started
+        meanwhile reads its pid file, takes it for a containerd still running, and gives up
+        waiting on its socket after 15 s.)"""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        os.killpg(self.proc.pid, signal.SIGKILL)  # dockerd and its containerd; the shims live on
+        self.proc.wait()
+        self.kill_shims()
+        for pid_file in (self.root / "docker.pid", self.root / "exec" / "containerd" / "containerd.pid"):
+            pid_file.unlink(missing_ok=True)
+
     def kill_shims(self) -> None:
         """A dockerd killed (a host lost, test_hosts_sweep.py) leaves its containers' shims
         behind, holding their mounts; a machine that is lost loses them too. (Left alive, a
