@@ -98,6 +98,10 @@ async def _initialized(
     )
     await opened.enter_async_context(client)
     read, write, _session_id = await opened.enter_async_context(streamable_http_client(url, http_client=client))
+    # Leaving, the transport sends the session's DELETE (where a session id came back): a server
+    # that lost an answer, or is going away, may not answer that either, and it must not take a
+    # tool call's hour. (Run before the transport's exit: the stack unwinds in reverse.)
+    opened.callback(setattr, client, "timeout", httpx.Timeout(CONNECT_TIMEOUT, read=handshake))
     session = await opened.enter_async_context(
         ClientSession(read, write, read_timeout_seconds=timedelta(seconds=handshake))
     )

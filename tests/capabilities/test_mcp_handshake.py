@@ -21,6 +21,7 @@ from engine.errors import AgentError
 
 TOKEN = "handshake-token"
 CUT_ANSWER = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 0\r\n\r\n"
+CUT_ANSWER_WITH_SESSION = CUT_ANSWER.replace(b"\r\n\r\n", b"\r\nmcp-session-id: lost-session\r\n\r\n")
 
 
 class _Slow:
@@ -36,11 +37,12 @@ class _Slow:
 
 class _CuttingProxy:
     """Loopback TCP in front of ``upstream`` (host, port): the first ``cuts`` connections whose
-    first request is an ``initialize`` get an empty event stream; the rest are piped through."""
+    first request is an ``initialize`` get an empty event stream; the rest are piped through.
+    ``lost_session``: that stream names a session, and a DELETE of it is never answered."""
 
-    def __init__(self, upstream: tuple[str, int], cuts: int) -> None:
-        self.upstream, self.cuts = upstream, cuts
-        self.initializes = 0
+    def __init__(self, upstream: tuple[str, int], cuts: int, lost_session: bool = False) -> None:
+        self.upstream, self.cuts, self.lost_session = upstream, cuts, lost_session
+        self.initializes = self.deletes = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -54,10 +56,14 @@ class _CuttingProxy:
                 0,
             )
             body = await reader.readexactly(length)
+            if self.lost_session and head.startswith(b"DELETE "):
+                self.deletes += 1
+                await reader.read()  # no answer: held until the client gives up
+                return
             if b'"method":"initialize"' in body.replace(b" ", b""):
                 self.initializes += 1
                 if self.initializes <= self.cuts:
-                    writer.write(CUT_ANSWER)
+                    writer.write(CUT_ANSWER_WITH_SESSION if self.lost_session else CUT_ANSWER)
                     await writer.drain()
                     return
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
@@ -82,11 +88,11 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
 
 
 @contextlib.asynccontextmanager
-async def _served_behind_proxy(cuts: int):
+async def _served_behind_proxy(cuts: int, lost_session: bool = False):
     async with serve_mcp(_Slow(), token=TOKEN) as url:
         host_port = url.split("//", 1)[1].split("/", 1)[0]
         host, port = host_port.rsplit(":", 1)
-        proxy = _CuttingProxy((host, int(port)), cuts)
+        proxy = _CuttingProxy((host, int(port)), cuts, lost_session)
         server = await asyncio.start_server(proxy.serve, "127.0.0.1", 0)
         async with server:
             proxied = url.replace(host_port, f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
@@ -129,3 +135,28 @@ def test_a_tool_call_may_take_longer_than_the_handshake(run):
             return await call_tool(session, "wait", {"seconds": 4})
 
     assert run(scenario()) == ("waited 4", False)
+
+
+def test_a_lost_session_whose_delete_is_never_answered_costs_the_handshake_not_the_hour(run):
+    """The cut answer named a session, so giving up on it sends that session's DELETE, which the
+    server never answers: waited for with the handshake's limit, not a tool call's."""
+
+    async def scenario():
+        async with _served_behind_proxy(cuts=99, lost_session=True) as (url, proxy):
+            with pytest.raises(AgentError):
+                async with asyncio.timeout(60), open_mcp(url, TOKEN, handshake_timeout=1, read_timeout=3600):
+                    pass
+            return proxy.initializes, proxy.deletes
+
+    assert run(scenario()) == (2, 2)
+
+
+def test_leaving_a_session_whose_delete_is_never_answered_takes_the_handshakes_limit(run):
+    async def scenario():
+        async with _served_behind_proxy(cuts=0, lost_session=True) as (url, proxy):
+            async with asyncio.timeout(60):
+                async with open_mcp(url, TOKEN, handshake_timeout=1, read_timeout=3600) as session:
+                    answer = await call_tool(session, "wait", {"seconds": 2})  # longer than the handshake
+                return answer, proxy.initializes, proxy.deletes
+
+    assert run(scenario()) == (("waited 2", False), 1, 1)
