@@ -61,9 +61,9 @@ async def open_mcp(
         opened = contextlib.AsyncExitStack()
         try:
             session = await _initialized(opened, url, token, uds, read_timeout, handshake_timeout)
-        except McpError as exc:
+        except BaseException as exc:
             await opened.aclose()
-            if exc.error.code != httpx.codes.REQUEST_TIMEOUT:
+            if not (isinstance(exc, McpError) and exc.error.code == httpx.codes.REQUEST_TIMEOUT):
                 raise
             if attempt == HANDSHAKE_TRIES:
                 raise AgentError(
@@ -74,9 +74,6 @@ async def open_mcp(
                 "the MCP server at %s did not answer initialize within %g s; asking again", url, handshake_timeout
             )
             continue
-        except BaseException:
-            await opened.aclose()
-            raise
         async with opened:
             yield session
         return
